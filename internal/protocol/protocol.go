@@ -1,0 +1,331 @@
+// Package protocol defines the orchestrator↔agent WebSocket messages. Both
+// sides import it, so the wire shape lives in one place.
+//
+// Transport (reference kici-execution-and-protocol.md §2): one WebSocket per
+// agent at GET /ws, JSON text frames, each an object discriminated by "type".
+// Field names follow KiCI's protocol (camelCase). Evolution is by adding
+// optional fields; a receiver ignores unknown fields and logs unknown types.
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the protocol version this build speaks; MinVersion is the oldest
+// the orchestrator accepts (KiCI PROTOCOL_VERSION / MIN_PROTOCOL_VERSION = 1).
+const (
+	Version    = 1
+	MinVersion = 1
+)
+
+// MaxFrameBytes caps one decompressed frame: 25 MiB (KiCI WS_MAX_PAYLOAD_BYTES).
+const MaxFrameBytes = 25 << 20
+
+// WebSocket close codes used on the agent channel (KiCI close-codes.ts).
+const (
+	CloseNormal           = 1000
+	CloseGoingAway        = 1001
+	CloseAuthTimeout      = 4002 // auth or registration timeout
+	CloseInvalidMessage   = 4003 // malformed JSON, invalid message, not registered, id collision
+	CloseHeartbeatTimeout = 4004
+	CloseProtocolError    = 4005 // unsupported protocol version
+	CloseInternalError    = 4006
+	CloseAuthFailed       = 4010 // bad/expired/revoked token or identity gate: agent stops reconnecting
+	CloseAckTimeout       = 4031 // dispatch ack timeout: job requeued
+)
+
+// Message type names.
+const (
+	// orchestrator → agent
+	TypeAuthSuccess  = "auth.success"
+	TypeAuthFailure  = "auth.failure"
+	TypeRegisterAck  = "register.ack"
+	TypeJobDispatch  = "job.dispatch"
+	TypeJobCancel    = "job.cancel"
+	TypeErrorMessage = "error"
+
+	// agent → orchestrator
+	TypeAuthRequest   = "auth.request"
+	TypeAgentRegister = "agent.register"
+	TypeHeartbeat     = "heartbeat"
+	TypeAgentStatus   = "agent.status"
+	TypeJobAck        = "job.ack"
+	TypeJobReject     = "job.reject"
+	TypeJobStatus     = "job.status"
+	TypeStepStatus    = "step.status"
+	TypeLogChunk      = "log.chunk"
+	TypeJobHeartbeat  = "job.heartbeat"
+)
+
+// Envelope carries only the discriminator; Decode uses it to pick the type.
+type Envelope struct {
+	Type string `json:"type"`
+}
+
+// AuthRequest is the agent's first frame in token mode.
+type AuthRequest struct {
+	Type            string `json:"type"`
+	Token           string `json:"token"`
+	ProtocolVersion int    `json:"protocolVersion"`
+}
+
+// AuthSuccess answers a valid AuthRequest.
+type AuthSuccess struct {
+	Type         string `json:"type"`
+	ConnectionID string `json:"connectionId"`
+}
+
+// AuthFailure answers an invalid AuthRequest; the socket then closes with
+// CloseAuthFailed and the agent must not reconnect.
+type AuthFailure struct {
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// InFlightJob names a job an agent still runs when it (re)registers.
+type InFlightJob struct {
+	JobID string `json:"jobId"`
+	RunID string `json:"runId"`
+}
+
+// AgentRegister registers (or re-registers) the agent with its labels. Labels
+// include the auto labels kici:os:*, kici:arch:*, kici:host:*.
+type AgentRegister struct {
+	Type           string        `json:"type"`
+	MessageID      string        `json:"messageId"`
+	AgentID        string        `json:"agentId"`
+	Labels         []string      `json:"labels"`
+	Platform       string        `json:"platform,omitempty"`
+	Arch           string        `json:"arch,omitempty"`
+	Version        string        `json:"version,omitempty"`
+	Hostname       string        `json:"hostname,omitempty"`
+	MaxConcurrency int           `json:"maxConcurrency,omitempty"`
+	InFlightJobs   []InFlightJob `json:"inFlightJobs,omitempty"`
+	ScalerManaged  bool          `json:"scalerManaged,omitempty"`
+}
+
+// RegisterAck completes registration. PendingDispatch tells a scaler-spawned
+// agent that its bound job is about to be dispatched.
+type RegisterAck struct {
+	Type            string   `json:"type"`
+	AgentID         string   `json:"agentId"`
+	Labels          []string `json:"labels"`
+	ScalerManaged   bool     `json:"scalerManaged"`
+	PendingDispatch bool     `json:"pendingDispatch,omitempty"`
+}
+
+// Heartbeat is the connection-level liveness frame, every 30 s.
+type Heartbeat struct {
+	Type      string `json:"type"`
+	Timestamp int64  `json:"timestamp"` // unix ms
+}
+
+// AgentStatus is the agent's self-report (informational; the orchestrator's
+// own count of active jobs is authoritative).
+type AgentStatus struct {
+	Type       string `json:"type"`
+	AgentID    string `json:"agentId"`
+	ActiveJobs int    `json:"activeJobs"`
+	Draining   bool   `json:"draining,omitempty"`
+}
+
+// JobDispatch hands a job to an agent. JobConfig is the lock job (one matrix
+// leg, with MatrixValues resolved) as JSON. Env holds the KICI_* job variables
+// the orchestrator computed. Credentials for the checkout, if any, travel in
+// SourceAuth and never inside RepoURL.
+type JobDispatch struct {
+	Type         string            `json:"type"`
+	MessageID    string            `json:"messageId"`
+	RunID        string            `json:"runId"`
+	JobID        string            `json:"jobId"`
+	JobName      string            `json:"jobName"`
+	WorkflowName string            `json:"workflowName"`
+	RepoURL      string            `json:"repoUrl"`
+	Ref          string            `json:"ref"`
+	SHA          string            `json:"sha"`
+	JobConfig    json.RawMessage   `json:"jobConfig"`
+	MatrixValues map[string]string `json:"matrixValues,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	SourceAuth   *SourceAuth       `json:"sourceAuth,omitempty"`
+	// MaxLogSizeBytes caps each step's log (0 = agent default, 10 MiB).
+	MaxLogSizeBytes int64 `json:"maxLogSizeBytes,omitempty"`
+	Timestamp       int64 `json:"timestamp"` // unix ms
+}
+
+// SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an
+// Authorization header, never in the URL).
+type SourceAuth struct {
+	Kind   string `json:"kind"` // "basic"
+	User   string `json:"user"`
+	Secret string `json:"secret"`
+}
+
+// JobCancel asks the agent to cancel one job. Force means SIGKILL, no cleanup.
+type JobCancel struct {
+	Type      string `json:"type"`
+	MessageID string `json:"messageId"`
+	RunID     string `json:"runId"`
+	JobID     string `json:"jobId"`
+	Reason    string `json:"reason"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// JobAck acknowledges a dispatch before any work starts.
+type JobAck struct {
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	JobID     string `json:"jobId"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// JobReject refuses a dispatch; Reason is "busy" or "draining".
+type JobReject struct {
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	JobID     string `json:"jobId"`
+	Reason    string `json:"reason"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// StepResult summarises one step in a terminal JobStatus.
+type StepResult struct {
+	Name       string `json:"name"`
+	Status     string `json:"status"`
+	DurationMs int64  `json:"durationMs"`
+	Error      string `json:"error,omitempty"`
+}
+
+// JobStatusData is the optional detail of a JobStatus.
+type JobStatusData struct {
+	DurationMs  int64        `json:"durationMs,omitempty"`
+	Error       string       `json:"error,omitempty"`
+	StepResults []StepResult `json:"stepResults,omitempty"`
+}
+
+// JobStatus reports a job state: running, success, failed or cancelled.
+// Applying the same terminal status twice is a no-op on the orchestrator.
+type JobStatus struct {
+	Type      string         `json:"type"`
+	MessageID string         `json:"messageId"`
+	RunID     string         `json:"runId"`
+	JobID     string         `json:"jobId"`
+	State     string         `json:"state"`
+	Timestamp int64          `json:"timestamp"`
+	Data      *JobStatusData `json:"data,omitempty"`
+}
+
+// StepStatusData is the optional detail of a StepStatus.
+type StepStatusData struct {
+	ExitCode   *int   `json:"exitCode,omitempty"`
+	DurationMs int64  `json:"durationMs,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+}
+
+// StepStatus reports a step state: running, success, failed, skipped,
+// cancelled. StepIndex is the flat 0-based index in the job's steps.
+type StepStatus struct {
+	Type             string          `json:"type"`
+	RunID            string          `json:"runId"`
+	JobID            string          `json:"jobId"`
+	StepIndex        int             `json:"stepIndex"`
+	StepName         string          `json:"stepName"`
+	State            string          `json:"state"`
+	Timestamp        int64           `json:"timestamp"`
+	Data             *StepStatusData `json:"data,omitempty"`
+	LogBytesStreamed int64           `json:"logBytesStreamed,omitempty"`
+}
+
+// LogLine is one output line of a step. Stream is "stdout" or "stderr".
+type LogLine struct {
+	Timestamp int64  `json:"ts"` // unix ms
+	Stream    string `json:"stream,omitempty"`
+	Text      string `json:"msg"`
+}
+
+// LogChunk carries a batch of log lines for one step (StepIndex -1 is the
+// job-level bucket: checkout and setup). Seq numbers chunks per job from 0 so
+// the orchestrator can drop replays after a reconnect.
+type LogChunk struct {
+	Type      string    `json:"type"`
+	RunID     string    `json:"runId"`
+	JobID     string    `json:"jobId"`
+	StepIndex int       `json:"stepIndex"`
+	Seq       int64     `json:"seq"`
+	Lines     []LogLine `json:"lines"`
+	Timestamp int64     `json:"timestamp"`
+}
+
+// JobHeartbeat is the per-job liveness frame while a job runs.
+type JobHeartbeat struct {
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	JobID     string `json:"jobId"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// ErrorMessage reports a protocol error to the peer before a close.
+type ErrorMessage struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrUnknownType is returned by Decode for a well-formed frame whose type this
+// build does not know; callers log and ignore it.
+var ErrUnknownType = errors.New("protocol: unknown message type")
+
+// Decode parses one frame and returns a pointer to the concrete message
+// struct for its type. Errors: malformed JSON or a missing type (invalid
+// message), or ErrUnknownType wrapped with the type name.
+func Decode(frame []byte) (any, error) {
+	var env Envelope
+	if err := json.Unmarshal(frame, &env); err != nil {
+		return nil, fmt.Errorf("protocol: malformed frame: %w", err)
+	}
+	var msg any
+	switch env.Type {
+	case TypeAuthRequest:
+		msg = &AuthRequest{}
+	case TypeAuthSuccess:
+		msg = &AuthSuccess{}
+	case TypeAuthFailure:
+		msg = &AuthFailure{}
+	case TypeAgentRegister:
+		msg = &AgentRegister{}
+	case TypeRegisterAck:
+		msg = &RegisterAck{}
+	case TypeHeartbeat:
+		msg = &Heartbeat{}
+	case TypeAgentStatus:
+		msg = &AgentStatus{}
+	case TypeJobDispatch:
+		msg = &JobDispatch{}
+	case TypeJobCancel:
+		msg = &JobCancel{}
+	case TypeJobAck:
+		msg = &JobAck{}
+	case TypeJobReject:
+		msg = &JobReject{}
+	case TypeJobStatus:
+		msg = &JobStatus{}
+	case TypeStepStatus:
+		msg = &StepStatus{}
+	case TypeLogChunk:
+		msg = &LogChunk{}
+	case TypeJobHeartbeat:
+		msg = &JobHeartbeat{}
+	case TypeErrorMessage:
+		msg = &ErrorMessage{}
+	case "":
+		return nil, errors.New("protocol: frame has no type")
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, env.Type)
+	}
+	if err := json.Unmarshal(frame, msg); err != nil {
+		return nil, fmt.Errorf("protocol: invalid %s: %w", env.Type, err)
+	}
+	return msg, nil
+}
