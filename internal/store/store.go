@@ -350,6 +350,17 @@ var TerminalJobStatuses = []string{"success", "failed", "cancelled", "skipped", 
 // TerminalRunStatuses are the run statuses that never change again.
 var TerminalRunStatuses = []string{"success", "failed", "cancelled"}
 
+// TerminalStepStatuses are the step statuses a later non-terminal report
+// (e.g. a replayed "running") never overwrites.
+var TerminalStepStatuses = []string{"success", "failed", "skipped", "cancelled"}
+
+// TerminalQueueStatuses are the dispatch_queue statuses that never change
+// again (KiCI §3.1: completed, failed, expired).
+var TerminalQueueStatuses = []string{QueueCompleted, QueueFailed, QueueExpired}
+
+// IsTerminalStep reports whether a step status is terminal.
+func IsTerminalStep(status string) bool { return contains(TerminalStepStatuses, status) }
+
 // IsTerminalJob reports whether a job status is terminal.
 func IsTerminalJob(status string) bool { return contains(TerminalJobStatuses, status) }
 

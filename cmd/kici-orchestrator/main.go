@@ -1,0 +1,78 @@
+// Command kici-orchestrator is kici's server: webhook ingress, trigger
+// matching, run tracking, job dispatch to agents over WebSocket, the embedded
+// process auto-scaler and the admin API.
+//
+// With no configuration it runs the embedded default: SQLite and logs in the
+// data directory, a bootstrap owner token in <data>/admin-token, and
+// kici-agent processes spawned on this host. Configuration is by KICI_*
+// environment variables; see docs/configuration.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/orchestrator"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "-h", "--help", "help":
+			fmt.Print(usage)
+			return
+		case "version", "--version":
+			fmt.Println("kici-orchestrator", orchestrator.Version)
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
+			os.Exit(2)
+		}
+	}
+	cfg, err := config.Load(os.Environ())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv, err := orchestrator.New(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		os.Exit(1)
+	}
+	if err := srv.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `kici-orchestrator — the kici CI/CD server
+
+Usage:
+  kici-orchestrator            start the server (configured by KICI_* environment variables)
+  kici-orchestrator version    print the version
+
+With no configuration it runs the embedded default:
+  - data directory: KICI_DATA_DIR, else /var/lib/kici if writable, else
+    $XDG_STATE_HOME/kici (~/.local/state/kici), else $TMPDIR/kici-data
+  - SQLite database and step logs in the data directory
+  - an owner admin token written to <data>/admin-token (mode 0600), so
+    kici-admin on this host works without flags
+  - kici-agent processes spawned on this host for queued jobs (KICI_MAX_AGENTS)
+
+Common settings:
+  KICI_HOST           address to bind (default 127.0.0.1)
+  KICI_PORT           port (default 4000; 0 picks a free one)
+  KICI_DATABASE_URL   PostgreSQL URL; empty = embedded SQLite
+  KICI_MODE           independent (default) | observed | hybrid | platform
+
+Any unknown KICI_* variable stops startup with a message naming it.
+See docs/configuration.md for every variable.
+`

@@ -1,0 +1,190 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Principal is the authenticated caller of an admin route.
+type Principal struct {
+	// TokenID is the admin token row id ("bootstrap" for a configured
+	// bootstrap token).
+	TokenID string
+	// Label is the token's label.
+	Label string
+	// Role is owner, admin or auditor.
+	Role string
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the caller that AdminAuth.Require authenticated for
+// this request.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// AdminAuth authenticates admin API requests by bearer token and enforces
+// the role × permission matrix (kici-admin-surface.md §0, §2).
+type AdminAuth struct {
+	st        store.Store
+	bootstrap [][]byte
+	now       func() time.Time
+}
+
+// NewAdminAuth returns an AdminAuth backed by st. Each non-empty entry of
+// bootstrapTokens (e.g. KICI_BOOTSTRAP_ADMIN_TOKEN) is accepted as an owner
+// token; it is compared in constant time and never stored.
+func NewAdminAuth(st store.Store, bootstrapTokens []string) *AdminAuth {
+	a := &AdminAuth{st: st, now: func() time.Time { return time.Now().UTC() }}
+	for _, t := range bootstrapTokens {
+		if t != "" {
+			a.bootstrap = append(a.bootstrap, []byte(t))
+		}
+	}
+	return a
+}
+
+// Error bodies of the admin middleware (KiCI S:41359, S:27206).
+const (
+	msgMissingAuth  = "Missing authorization"
+	msgInvalidToken = "Invalid or expired token"
+	msgAuthDown     = "Authentication unavailable"
+)
+
+// errAuthUnavailable marks a store failure during token lookup.
+var errAuthUnavailable = errors.New("authentication unavailable")
+
+// Authenticate resolves an Authorization header value to a principal. It
+// returns (principal, 0, "") on success, else the HTTP status (401 or 503)
+// and the error message for the JSON body.
+func (a *AdminAuth) Authenticate(ctx context.Context, header string) (Principal, int, string) {
+	token, ok := bearerToken(header)
+	if !ok {
+		return Principal{}, http.StatusUnauthorized, msgMissingAuth
+	}
+	p, err := a.lookup(ctx, token)
+	switch {
+	case err == nil:
+		return p, 0, ""
+	case errors.Is(err, errAuthUnavailable):
+		return Principal{}, http.StatusServiceUnavailable, msgAuthDown
+	default:
+		return Principal{}, http.StatusUnauthorized, msgInvalidToken
+	}
+}
+
+// Require wraps h so that it runs only for a caller holding perm:
+//   - no "Authorization: Bearer <token>" header ⇒ 401 {"error":"Missing authorization"}
+//   - unknown, revoked or expired token ⇒ 401 {"error":"Invalid or expired token"}
+//   - the token lookup failed (store down) ⇒ 503 {"error":"Authentication unavailable"}
+//   - role lacks perm ⇒ 403 {"error":"Role \"<role>\" does not have permission \"<perm>\""}
+//
+// Authentication fails closed: h is never reached on any of these. The
+// caller is available to h through PrincipalFrom. Require panics when perm
+// is not in the permission matrix, so a mistyped gate fails at start-up
+// rather than silently denying (or allowing) everything.
+func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
+	if !IsPermission(perm) {
+		panic(fmt.Sprintf("auth: unknown permission %q", perm))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, status, msg := a.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if status != 0 {
+			writeError(w, status, msg)
+			return
+		}
+		if !HasPermission(p.Role, perm) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("Role %q does not have permission %q", p.Role, perm))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func (a *AdminAuth) lookup(ctx context.Context, token string) (Principal, error) {
+	for _, b := range a.bootstrap {
+		if subtle.ConstantTimeCompare(b, []byte(token)) == 1 {
+			return Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner}, nil
+		}
+	}
+	t, err := a.st.GetAdminTokenByHash(ctx, Hash(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, errors.New("unknown token")
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %v", errAuthUnavailable, err)
+	}
+	if t.Revoked {
+		return Principal{}, errors.New("token revoked")
+	}
+	if t.ExpiresAt != nil && !t.ExpiresAt.After(a.now()) {
+		return Principal{}, errors.New("token expired")
+	}
+	if !IsRole(t.Role) {
+		return Principal{}, errors.New("token has an unknown role")
+	}
+	return Principal{TokenID: t.ID, Label: t.Label, Role: t.Role}, nil
+}
+
+// bearerToken extracts the token from "Bearer <token>" (scheme matched
+// case-insensitively, surrounding blanks trimmed).
+func bearerToken(header string) (string, bool) {
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok := strings.TrimSpace(rest)
+	return tok, tok != ""
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// IssueAdminToken creates an admin token with role (owner, admin or auditor)
+// and label; ttl <= 0 means it never expires. It returns the plaintext
+// ("kadm_" + 64 hex, shown once) and the stored row.
+func (a *AdminAuth) IssueAdminToken(ctx context.Context, label, role string, ttl time.Duration) (string, *store.AdminToken, error) {
+	if !IsRole(role) {
+		return "", nil, fmt.Errorf("auth: unknown role %q (want owner, admin or auditor)", role)
+	}
+	plain := NewAdminTokenPlaintext()
+	now := a.now()
+	t := &store.AdminToken{
+		ID:        uuid.NewString(),
+		Label:     label,
+		Role:      role,
+		TokenHash: Hash(plain),
+		CreatedAt: now,
+	}
+	if ttl > 0 {
+		exp := now.Add(ttl)
+		t.ExpiresAt = &exp
+	}
+	if err := a.st.CreateAdminToken(ctx, t); err != nil {
+		return "", nil, fmt.Errorf("auth: store admin token: %w", err)
+	}
+	return plain, t, nil
+}
+
+// EnsureOwnerToken creates a new non-expiring owner token labelled label and
+// returns its plaintext (the embedded default writes it to
+// <data>/admin-token). Every call creates a new token.
+func (a *AdminAuth) EnsureOwnerToken(ctx context.Context, label string) (string, error) {
+	plain, _, err := a.IssueAdminToken(ctx, label, RoleOwner, 0)
+	return plain, err
+}

@@ -1,0 +1,259 @@
+// Package config reads kici's configuration from KICI_* environment variables
+// (KiCI's names, see Vars and docs/configuration.md) and manages the files a
+// local orchestrator leaves in its data directory for kici-admin
+// (orchestrator.json and admin-token).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Modes accepted by KICI_MODE (KiCI's orchestrator modes).
+var Modes = []string{"independent", "observed", "hybrid", "platform"}
+
+// LogLevels accepted by KICI_LOG_LEVEL.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// Defaults.
+const (
+	// DefaultHost is the listen address when KICI_HOST is unset. KiCI uses
+	// 0.0.0.0; kici listens on loopback by default (documented departure).
+	DefaultHost = "127.0.0.1"
+	// DefaultPort is the listen port when KICI_PORT is unset.
+	DefaultPort = 4000
+	// DefaultMode is the orchestrator mode when KICI_MODE is unset.
+	DefaultMode = "independent"
+	// DefaultMaxAgents is the process-scaler limit when KICI_MAX_AGENTS is unset.
+	DefaultMaxAgents = 4
+	// DefaultLogLevel is the log level when KICI_LOG_LEVEL is unset.
+	DefaultLogLevel = "info"
+	// DefaultDispatchAckTimeout is KICI_DISPATCH_ACK_TIMEOUT_MS's default.
+	DefaultDispatchAckTimeout = 10 * time.Second
+	// DefaultAgentTokenTTL is KICI_AGENT_TOKEN_TTL_MS's default.
+	DefaultAgentTokenTTL = time.Hour
+)
+
+// Config is the orchestrator configuration from KICI_* env (KiCI names).
+type Config struct {
+	// DataDir is KICI_DATA_DIR, else DefaultDataDir's choice. Always absolute.
+	DataDir string
+	// Host is KICI_HOST, default 127.0.0.1 (KiCI: 0.0.0.0).
+	Host string
+	// Port is KICI_PORT, default 4000; 0 = pick a free port.
+	Port int
+	// DatabaseURL is KICI_DATABASE_URL; empty ⇒ SQLite at DatabasePath().
+	DatabaseURL string
+	// BootstrapAdminToken is KICI_BOOTSTRAP_ADMIN_TOKEN (owner role), or "".
+	BootstrapAdminToken string
+	// Mode is KICI_MODE: independent (default), observed, hybrid or platform.
+	Mode string
+	// MaxAgents is KICI_MAX_AGENTS (embedded process scaler), default 4.
+	MaxAgents int
+	// AgentBinary is KICI_AGENT_BINARY, default kici-agent beside the
+	// executable, else found on PATH; "" when neither exists.
+	AgentBinary string
+	// LogLevel is KICI_LOG_LEVEL: debug, info (default), warn or error.
+	LogLevel string
+	// DispatchAckTimeout is KICI_DISPATCH_ACK_TIMEOUT_MS, default 10 s.
+	DispatchAckTimeout time.Duration
+	// AgentTokenTTL is KICI_AGENT_TOKEN_TTL_MS, default 1 h.
+	AgentTokenTTL time.Duration
+	// OrchestratorURL is KICI_ORCHESTRATOR_URL, the WebSocket URL given to
+	// spawned agents; "" ⇒ the orchestrator derives ws://127.0.0.1:<port>/ws.
+	OrchestratorURL string
+}
+
+// DatabasePath is the SQLite file used when DatabaseURL is empty.
+func (c *Config) DatabasePath() string { return filepath.Join(c.DataDir, "kici.db") }
+
+// Load builds a Config from environ (os.Environ() form, "KEY=value").
+// Errors (joined, one per problem): any KICI_* variable not in Vars
+// ("unknown environment variable KICI_FOO (known: …; did you mean …?)"), and
+// malformed values (port not a number or out of range, unknown mode or log
+// level, non-positive limits, durations below their minimum).
+func Load(environ []string) (*Config, error) {
+	env := map[string]string{}
+	var errs []error
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+		if strings.HasPrefix(k, "KICI_") {
+			if _, ok := lookupVar(k); !ok {
+				errs = append(errs, unknownVarError(k))
+			}
+		}
+	}
+	get := func(k string) string { return strings.TrimSpace(env[k]) }
+
+	c := &Config{
+		Host:                DefaultHost,
+		Port:                DefaultPort,
+		DatabaseURL:         get("KICI_DATABASE_URL"),
+		BootstrapAdminToken: get("KICI_BOOTSTRAP_ADMIN_TOKEN"),
+		Mode:                DefaultMode,
+		MaxAgents:           DefaultMaxAgents,
+		LogLevel:            DefaultLogLevel,
+		DispatchAckTimeout:  DefaultDispatchAckTimeout,
+		AgentTokenTTL:       DefaultAgentTokenTTL,
+		OrchestratorURL:     get("KICI_ORCHESTRATOR_URL"),
+	}
+	if v := get("KICI_HOST"); v != "" {
+		c.Host = v
+	}
+	if v := get("KICI_PORT"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 65535 {
+			errs = append(errs, fmt.Errorf("KICI_PORT=%q: must be a port number between 0 and 65535 (0 = pick a free port)", v))
+		} else {
+			c.Port = p
+		}
+	}
+	if v := get("KICI_MODE"); v != "" {
+		if !oneOf(v, Modes) {
+			errs = append(errs, fmt.Errorf("KICI_MODE=%q: unknown mode (allowed: %s)", v, strings.Join(Modes, ", ")))
+		} else {
+			c.Mode = v
+		}
+	}
+	if v := get("KICI_LOG_LEVEL"); v != "" {
+		if !oneOf(strings.ToLower(v), LogLevels) {
+			errs = append(errs, fmt.Errorf("KICI_LOG_LEVEL=%q: unknown level (allowed: %s)", v, strings.Join(LogLevels, ", ")))
+		} else {
+			c.LogLevel = strings.ToLower(v)
+		}
+	}
+	if v := get("KICI_MAX_AGENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("KICI_MAX_AGENTS=%q: must be a positive integer", v))
+		} else {
+			c.MaxAgents = n
+		}
+	}
+	parseMs := func(name string, min time.Duration, dst *time.Duration) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || time.Duration(n)*time.Millisecond < min {
+			errs = append(errs, fmt.Errorf("%s=%q: must be an integer number of milliseconds ≥ %d", name, v, min.Milliseconds()))
+			return
+		}
+		*dst = time.Duration(n) * time.Millisecond
+	}
+	parseMs("KICI_DISPATCH_ACK_TIMEOUT_MS", time.Second, &c.DispatchAckTimeout)
+	parseMs("KICI_AGENT_TOKEN_TTL_MS", time.Second, &c.AgentTokenTTL)
+	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
+	}
+
+	if v := get("KICI_DATA_DIR"); v != "" {
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_DATA_DIR=%q: %v", v, err))
+		}
+		c.DataDir = abs
+	} else {
+		c.DataDir = resolveDataDir(func(k string) string { return env[k] }, dirWritable)
+	}
+
+	if v := get("KICI_AGENT_BINARY"); v != "" {
+		c.AgentBinary = v
+	} else {
+		c.AgentBinary = defaultAgentBinary()
+	}
+
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// DefaultDataDir returns the data directory used when KICI_DATA_DIR is unset:
+// /var/lib/kici if it is writable (or can be created), else
+// $XDG_STATE_HOME/kici (default ~/.local/state/kici), else $TMPDIR/kici-data.
+// It reads the process environment and creates nothing.
+func DefaultDataDir() string {
+	return resolveDataDir(os.Getenv, dirWritable)
+}
+
+// DataDirFromEnv returns KICI_DATA_DIR from the process environment when set,
+// else DefaultDataDir().
+func DataDirFromEnv() string {
+	if v := strings.TrimSpace(os.Getenv("KICI_DATA_DIR")); v != "" {
+		if abs, err := filepath.Abs(v); err == nil {
+			return abs
+		}
+		return v
+	}
+	return DefaultDataDir()
+}
+
+// systemDataDir is the preferred data directory (KiCI's).
+var systemDataDir = "/var/lib/kici"
+
+// resolveDataDir implements DefaultDataDir with injectable environment and
+// writability check.
+func resolveDataDir(getenv func(string) string, writable func(string) bool) string {
+	if writable(systemDataDir) {
+		return systemDataDir
+	}
+	if x := getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "kici")
+	}
+	if h := getenv("HOME"); h != "" && filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "kici")
+	}
+	tmp := getenv("TMPDIR")
+	if tmp == "" || !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	return filepath.Join(tmp, "kici-data")
+}
+
+// dirWritable reports whether dir exists and is writable, or does not exist
+// and its nearest existing ancestor is writable (so it could be created).
+func dirWritable(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			return fi.IsDir() && syscall.Access(d, 2 /* W_OK */) == nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
+			return false
+		}
+	}
+}
+
+// defaultAgentBinary finds kici-agent beside the running executable, then on
+// PATH; "" when neither exists.
+func defaultAgentBinary() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "kici-agent")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("kici-agent"); err == nil {
+		return p
+	}
+	return ""
+}
+
+func oneOf(s string, list []string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

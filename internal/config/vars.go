@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Var scopes: which program reads a variable.
+const (
+	// ScopeOrchestrator variables configure kici-orchestrator (parsed by Load).
+	ScopeOrchestrator = "orchestrator"
+	// ScopeAgent variables configure kici-agent; the orchestrator accepts them
+	// so that one shared environment (or a spawned agent's) never aborts it.
+	ScopeAgent = "agent"
+	// ScopeJob variables are set by the orchestrator in every job's
+	// environment (JobDispatch.Env); accepted so that kici can run inside kici.
+	ScopeJob = "job"
+	// ScopeAdmin variables configure kici-admin.
+	ScopeAdmin = "admin"
+	// ScopeTest variables configure the test suites.
+	ScopeTest = "test"
+)
+
+// Var describes one known KICI_* environment variable. Prefix entries (Name
+// ending in "*") match every variable starting with the part before the star.
+type Var struct {
+	// Name is the variable name, e.g. "KICI_PORT", or a prefix such as
+	// "KICI_TEST_*".
+	Name string
+	// Scope is one of the Scope* constants.
+	Scope string
+	// Default is the value used when the variable is unset, as documented
+	// text ("" = no default).
+	Default string
+	// Meaning is a one-line description (Markdown allowed).
+	Meaning string
+}
+
+// Vars is the table of every KICI_* variable kici knows, in documentation
+// order. Load rejects any KICI_* variable not listed here; docs/configuration.md
+// is generated from it (see Markdown).
+var Vars = []Var{
+	// orchestrator
+	{"KICI_DATA_DIR", ScopeOrchestrator, "`/var/lib/kici` if writable, else `$XDG_STATE_HOME/kici` (`~/.local/state/kici`), else `$TMPDIR/kici-data`",
+		"Directory for the SQLite database, step logs, agent work dirs, `admin-token` and `orchestrator.json`. Also read by kici-admin to find a local orchestrator."},
+	{"KICI_HOST", ScopeOrchestrator, "`127.0.0.1`",
+		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS."},
+	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
+	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database."},
+	{"KICI_BOOTSTRAP_ADMIN_TOKEN", ScopeOrchestrator, "empty", "An extra admin bearer token accepted with the owner role (in addition to the generated one in `<data dir>/admin-token`)."},
+	{"KICI_MODE", ScopeOrchestrator, "`independent`", "Orchestrator mode: `independent`, `observed`, `hybrid` or `platform` (KiCI's names; KiCI defaults to `platform`). Only `independent` is implemented; the orchestrator refuses the others at start."},
+	{"KICI_MAX_AGENTS", ScopeOrchestrator, "`4`", "Maximum number of concurrently running agents spawned by the embedded process scaler (≥ 1)."},
+	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable the process scaler spawns."},
+	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
+	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000)."},
+	{"KICI_AGENT_TOKEN_TTL_MS", ScopeOrchestrator, "`3600000`", "Lifetime of the ephemeral token minted for each spawned agent, in ms (≥ 1000)."},
+	{"KICI_ORCHESTRATOR_URL", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `ws://127.0.0.1:<port>/ws`; agent: required",
+		"WebSocket URL agents dial. The orchestrator passes it to the agents it spawns; kici-agent reads it to connect."},
+
+	// agent
+	{"KICI_AGENT_ID", ScopeAgent, "`<hostname>-<8 hex>`", "Agent identity (set by the scaler for spawned agents)."},
+	{"KICI_AGENT_TOKEN", ScopeAgent, "empty", "Agent token (`kat_…`); empty ⇒ no `auth.request` is sent."},
+	{"KICI_LABELS", ScopeAgent, "empty", "Comma-separated routing labels (the `kici:` prefix is reserved for auto labels)."},
+	{"KICI_MAX_LOG_SIZE_BYTES", ScopeAgent, "`10485760`", "Per-step log cap in bytes (a value in the dispatch wins)."},
+	{"KICI_DEFAULT_STEP_TIMEOUT_MS", ScopeAgent, "`1800000`", "Step timeout when the step sets none, in ms."},
+	{"KICI_JOB_HEARTBEAT_INTERVAL_MS", ScopeAgent, "`60000`", "Interval of per-job heartbeats, in ms."},
+	{"KICI_SCALER_MANAGED", ScopeAgent, "`false`", "`true` ⇒ the agent runs one job then exits (set by the scaler)."},
+	{"KICI_SCALER_IDLE_TIMEOUT", ScopeAgent, "`5000`", "How long a scaler-managed agent waits for follow-up work after its job, in ms."},
+	{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", ScopeAgent, "`60000`", "How long a scaler-managed agent waits for its bound job when `register.ack` says `pendingDispatch`, in ms."},
+	{"KICI_WORK_DIR", ScopeAgent, "the OS temp dir", "Parent directory of the per-job work directories."},
+
+	// job environment
+	{"KICI_RUN_ID", ScopeJob, "", "Run id of the job."},
+	{"KICI_JOB_ID", ScopeJob, "", "Job id."},
+	{"KICI_JOB_NAME", ScopeJob, "", "Job (matrix leg) name."},
+	{"KICI_WORKFLOW_NAME", ScopeJob, "", "Workflow name."},
+	{"KICI_REPO", ScopeJob, "", "Repository identifier (`<org>/<name>`)."},
+	{"KICI_REF", ScopeJob, "", "Git ref of the triggering event."},
+	{"KICI_SHA", ScopeJob, "", "Commit SHA being built."},
+	{"KICI_ORG_ID", ScopeJob, "", "Organisation id of the source."},
+	{"KICI_MATRIX_*", ScopeJob, "", "One variable per matrix value, key upper-cased (`KICI_MATRIX_GO`)."},
+
+	// admin CLI
+	{"KICI_ADMIN_URL", ScopeAdmin, "the URL in `<data dir>/orchestrator.json`", "Orchestrator base URL for kici-admin (`--url`)."},
+	{"KICI_ADMIN_TOKEN", ScopeAdmin, "the token in `<data dir>/admin-token` (local orchestrator only)", "Admin bearer token for kici-admin (`--token`)."},
+
+	// tests
+	{"KICI_TEST_*", ScopeTest, "", "Test-suite settings, e.g. `KICI_TEST_DATABASE_URL` (admin URL of a PostgreSQL server used by the store tests)."},
+}
+
+// lookupVar returns the table entry matching name (exact or prefix).
+func lookupVar(name string) (Var, bool) {
+	for _, v := range Vars {
+		if p, ok := strings.CutSuffix(v.Name, "*"); ok {
+			if strings.HasPrefix(name, p) && len(name) > len(p) {
+				return v, true
+			}
+			continue
+		}
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Var{}, false
+}
+
+// KnownNames returns the names in Vars (prefixes keep their "*"), sorted.
+func KnownNames() []string {
+	names := make([]string, 0, len(Vars))
+	for _, v := range Vars {
+		names = append(names, v.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// unknownVarError builds the "unknown environment variable" error for name,
+// with a "did you mean" suggestion when a known name is close.
+func unknownVarError(name string) error {
+	known := KnownNames()
+	msg := fmt.Sprintf("unknown environment variable %s (known: %s", name, strings.Join(known, ", "))
+	if s := suggest(name, known); s != "" {
+		msg += "; did you mean " + s + "?"
+	}
+	return fmt.Errorf("%s)", msg)
+}
+
+// suggest returns the known name closest to name by edit distance, or "" when
+// none is close enough (distance ≤ max(2, len(name)/4)).
+func suggest(name string, known []string) string {
+	best, bestD := "", -1
+	for _, k := range known {
+		if strings.HasSuffix(k, "*") {
+			continue
+		}
+		d := editDistance(name, k)
+		if bestD < 0 || d < bestD {
+			best, bestD = k, d
+		}
+	}
+	limit := max(2, len(name)/4)
+	if bestD < 0 || bestD > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Markdown renders the configuration reference (docs/configuration.md) from
+// Vars.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("# kici configuration\n\n")
+	b.WriteString("<!-- Generated from internal/config/vars.go by `go test ./internal/config -run TestConfigurationDoc -update`. Do not edit by hand. -->\n\n")
+	b.WriteString("kici is configured with `KICI_*` environment variables (KiCI's names). ")
+	b.WriteString("Any `KICI_*` variable not listed below makes `kici-orchestrator` refuse to start, naming the variable and the closest known name, so that a typo never silently falls back to a default. ")
+	b.WriteString("Agent-side, job and admin variables are listed (and accepted by the orchestrator) so that one shared environment works for every kici program.\n\n")
+	b.WriteString("Deliberate departure from KiCI: `KICI_HOST` defaults to `127.0.0.1` (KiCI: `0.0.0.0`). ")
+	b.WriteString("Set `KICI_HOST=0.0.0.0` to accept connections from other hosts.\n\n")
+	sections := []struct{ scope, title string }{
+		{ScopeOrchestrator, "Orchestrator"},
+		{ScopeAgent, "Agent"},
+		{ScopeJob, "Job environment (set by the orchestrator for every job)"},
+		{ScopeAdmin, "kici-admin"},
+		{ScopeTest, "Tests"},
+	}
+	for _, s := range sections {
+		fmt.Fprintf(&b, "## %s\n\n| Variable | Default | Meaning |\n|---|---|---|\n", s.title)
+		for _, v := range Vars {
+			if strings.Split(v.Scope, ",")[0] != s.scope {
+				continue
+			}
+			def := v.Default
+			if def == "" {
+				def = "—"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, def, v.Meaning)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("## Files in the data directory\n\n")
+	b.WriteString("| File | Mode | Content |\n|---|---|---|\n")
+	b.WriteString("| `admin-token` | 0600 | Plaintext of the bootstrap owner token (`kadm_…`), created at first start. |\n")
+	b.WriteString("| `orchestrator.json` | 0600 | `{\"url\":\"http://127.0.0.1:4000\",\"pid\":123}`, written after the listener is up; kici-admin reads it when `--url` is not given. |\n")
+	b.WriteString("| `kici.db` | 0600 | SQLite database (when `KICI_DATABASE_URL` is empty). |\n")
+	return b.String()
+}

@@ -1,0 +1,200 @@
+// Package orchestrator wires kici's server together: configuration, store,
+// tracker, pipeline, dispatcher, scaler, ingress and the admin API. It owns
+// startup order, recovery at start and graceful shutdown; every piece of
+// behaviour lives in its own package.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/postgres"
+	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/webhook"
+)
+
+// Version is the orchestrator build version, reported by /health.
+var Version = "0.2.0-dev"
+
+// Server is one running orchestrator.
+type Server struct {
+	cfg        *config.Config
+	log        *slog.Logger
+	store      store.Store
+	dispatcher *dispatch.Dispatcher
+	scaler     *scaler.Process
+	processor  *pipeline.Processor
+	tracker    *execution.Tracker
+	httpSrv    *http.Server
+	listener   net.Listener
+}
+
+// OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
+// set, else SQLite at <DataDir>/kici.db. Migrations are applied.
+func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if cfg.DatabaseURL != "" {
+		return postgres.Open(ctx, cfg.DatabaseURL)
+	}
+	return sqlite.Open(ctx, filepath.Join(cfg.DataDir, "kici.db"))
+}
+
+// New prepares a server: creates the data directory (0700), opens the store,
+// ensures an owner admin token exists in <DataDir>/admin-token (0600), and
+// binds the listener. Errors name what failed and what to do.
+func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w (set KICI_DATA_DIR to a writable directory)", cfg.DataDir, err)
+	}
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Server{cfg: cfg, log: logger, store: st}
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+
+	adminAuth := auth.NewAdminAuth(st, bootstrapTokens(cfg))
+	if err := ensureAdminTokenFile(ctx, cfg.DataDir, adminAuth); err != nil {
+		return nil, err
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s:%d: %w (set KICI_PORT to a free port, or 0 for any)", cfg.Host, cfg.Port, err)
+	}
+	s.listener = ln
+	baseURL := "http://" + ln.Addr().String()
+	wsURL := "ws://" + ln.Addr().String() + "/ws"
+
+	logs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
+	agentAuth := auth.NewAgentAuth(st)
+	agentBinary, err := config.FindAgentBinary(cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.scaler = scaler.NewProcess(scaler.ProcessConfig{
+		AgentBinary:     agentBinary,
+		OrchestratorURL: wsURL,
+		MaxAgents:       cfg.MaxAgents,
+		TokenTTL:        cfg.AgentTokenTTL,
+		WorkDir:         filepath.Join(cfg.DataDir, "work"),
+		LogDir:          filepath.Join(cfg.DataDir, "agents"),
+	}, agentAuth, logger.With("component", "scaler"))
+	s.dispatcher = dispatch.New(dispatch.Config{
+		AckTimeout: cfg.DispatchAckTimeout,
+	}, st, agentAuth, logs, s.scaler, logger.With("component", "dispatch"))
+	s.tracker = execution.NewTracker(st, s.dispatcher, logger.With("component", "execution"))
+	s.dispatcher.SetEvents(s.tracker)
+	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"))
+
+	mux := api.NewRouter(api.Deps{
+		Store:   st,
+		Auth:    adminAuth,
+		Logs:    logs,
+		Logger:  logger.With("component", "api"),
+		Version: Version,
+	})
+	mux.Handle("GET /ws", s.dispatcher)
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, s.processor.Submit, logger.With("component", "webhook")))
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// URL is the base HTTP URL the server listens on.
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+
+// Run serves until ctx is cancelled, then shuts down gracefully: stop
+// accepting HTTP, stop the pipeline, close agent sockets, stop spawned agents
+// (SIGTERM, then SIGKILL after 5 s), close the store.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.tracker.Recover(ctx); err != nil {
+		s.log.Error("recovery at start failed", "err", err)
+	}
+	s.processor.Start(ctx)
+	s.dispatcher.Start(ctx)
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.httpSrv.Serve(s.listener) }()
+	s.log.Info("kici-orchestrator listening", "url", s.URL(), "dataDir", s.cfg.DataDir, "store", storeKind(s.cfg))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	s.log.Info("shutting down")
+	_ = s.httpSrv.Shutdown(shutdownCtx)
+	s.dispatcher.Shutdown(shutdownCtx)
+	s.scaler.Shutdown(shutdownCtx)
+	s.processor.Stop()
+	_ = os.Remove(filepath.Join(s.cfg.DataDir, config.EndpointFile))
+	if err := s.store.Close(); err != nil {
+		s.log.Warn("closing store", "err", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+func storeKind(cfg *config.Config) string {
+	if cfg.DatabaseURL != "" {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+func bootstrapTokens(cfg *config.Config) []string {
+	if cfg.BootstrapAdminToken == "" {
+		return nil
+	}
+	return []string{cfg.BootstrapAdminToken}
+}
+
+// ensureAdminTokenFile makes sure <dataDir>/admin-token holds a working owner
+// token so kici-admin on this host needs no flags. An existing file is kept.
+func ensureAdminTokenFile(ctx context.Context, dataDir string, a *auth.AdminAuth) error {
+	path := filepath.Join(dataDir, config.AdminTokenFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	plain, err := a.EnsureOwnerToken(ctx, "bootstrap (local)")
+	if err != nil {
+		return fmt.Errorf("create bootstrap owner token: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(plain+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}

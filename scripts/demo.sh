@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# make demo: run this repository's own workflow end to end on the embedded
+# default. Starts kici-orchestrator on a temporary data directory (SQLite,
+# local log storage, process auto-scaler), registers this repository as a
+# local source, triggers a push run at HEAD, streams the logs live, prints a
+# summary and stops everything it started. Exits 0 only if the run succeeded.
+#
+# If tracked files have uncommitted changes, the run uses a snapshot: a
+# throwaway clone of HEAD with those changes applied and the lock file
+# recompiled, so an edited workflow is what runs. This repository is never
+# modified.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BIN="$ROOT/bin"
+DEMO_DIR="$(mktemp -d "${TMPDIR:-/tmp}/kici-demo.XXXXXX")"
+export KICI_DATA_DIR="$DEMO_DIR/data"
+ORCH_PID=""
+
+RUN_ID=""
+WS_URL=""
+
+# leftovers prints the pids of processes this demo started that still run:
+# agents (they carry this orchestrator's URL) and job steps (they carry the
+# run id).
+leftovers() {
+  local f pid
+  for f in /proc/[0-9]*/environ; do
+    pid="${f#/proc/}"; pid="${pid%/environ}"
+    [ "$pid" = "$$" ] && continue
+    if { [ -n "$WS_URL" ] && tr '\0' '\n' <"$f" 2>/dev/null | grep -qxF "KICI_ORCHESTRATOR_URL=$WS_URL"; } ||
+       { [ -n "$RUN_ID" ] && tr '\0' '\n' <"$f" 2>/dev/null | grep -qxF "KICI_RUN_ID=$RUN_ID"; }; then
+      echo "$pid"
+    fi
+  done
+}
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+cleanup() {
+  local code=$?
+  if [ -n "$ORCH_PID" ] && kill -0 "$ORCH_PID" 2>/dev/null; then
+    say "stopping the orchestrator (and the agents it started)"
+    kill -TERM "$ORCH_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$ORCH_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$ORCH_PID" 2>/dev/null || true
+    wait "$ORCH_PID" 2>/dev/null || true
+  fi
+  # Anything still running from this demo's data dir is a bug; report and stop it.
+  local left
+  left="$(leftovers)"
+  if [ -n "$left" ]; then
+    echo "kici demo: processes left running, stopping them: $left" >&2
+    kill -KILL $left 2>/dev/null || true
+    code=1
+  fi
+  if [ "$code" -eq 0 ]; then rm -rf "$DEMO_DIR"; else echo "demo files kept in $DEMO_DIR (orchestrator log: $KICI_DATA_DIR/orchestrator.log)"; fi
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for b in kici-orchestrator kici-agent kici-admin kici; do
+  [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
+done
+
+SRC="$ROOT"
+if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]; then
+  say "uncommitted changes found: running them from a snapshot of HEAD + your changes"
+  SRC="$DEMO_DIR/snapshot"
+  git clone -q --no-hardlinks "$ROOT" "$SRC"
+  git -C "$ROOT" diff HEAD --binary | git -C "$SRC" apply --whitespace=nowarn
+  (cd "$SRC" && "$BIN/kici" compile >/dev/null)
+  git -C "$SRC" -c user.name="kici demo" -c user.email="demo@kici.invalid" commit -qam "demo snapshot of uncommitted changes"
+fi
+SHA="$(git -C "$SRC" rev-parse HEAD)"
+REF="$(git -C "$SRC" symbolic-ref --short -q HEAD || echo main)"
+
+say "checking the lock file is up to date"
+(cd "$SRC" && "$BIN/kici" compile --check)
+
+say "starting kici-orchestrator (embedded default, data in $KICI_DATA_DIR)"
+mkdir -p "$KICI_DATA_DIR"
+KICI_PORT=0 "$BIN/kici-orchestrator" >"$KICI_DATA_DIR/orchestrator.log" 2>&1 &
+ORCH_PID=$!
+for _ in $(seq 1 150); do
+  [ -s "$KICI_DATA_DIR/orchestrator.json" ] && break
+  kill -0 "$ORCH_PID" 2>/dev/null || { cat "$KICI_DATA_DIR/orchestrator.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$KICI_DATA_DIR/orchestrator.json" ] || { echo "orchestrator did not start" >&2; cat "$KICI_DATA_DIR/orchestrator.log" >&2; exit 1; }
+URL="$(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$KICI_DATA_DIR/orchestrator.json")"
+WS_URL="ws://${URL#http://}/ws"
+echo "    listening on $URL"
+
+ADMIN="$BIN/kici-admin"
+say "registering $SRC as a local source"
+SOURCE_ID="$("$ADMIN" source add local --org demo --path "$SRC" --name kici --quiet)"
+echo "    source $SOURCE_ID"
+
+say "triggering a push run at $REF@${SHA:0:12}"
+DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
+echo "    delivery $DELIVERY"
+
+for _ in $(seq 1 100); do
+  RUN_ID="$("$ADMIN" runs list --delivery-id "$DELIVERY" --quiet | head -n1 || true)"
+  [ -n "$RUN_ID" ] && break
+  sleep 0.2
+done
+[ -n "$RUN_ID" ] || { echo "no run was created for delivery $DELIVERY" >&2; "$ADMIN" deliveries show "$DELIVERY" 2>/dev/null || true; exit 1; }
+echo "    run $RUN_ID"
+
+say "streaming logs"
+"$ADMIN" runs logs "$RUN_ID" --follow || true
+
+say "summary"
+"$ADMIN" runs summary "$RUN_ID"
+"$ADMIN" runs wait "$RUN_ID" --timeout 10m
