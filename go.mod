@@ -3,7 +3,6 @@ module kici.dev/kici
 go 1.26.8
 
 require (
-	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/coder/websocket v1.8.15
 	github.com/goccy/go-yaml v1.19.2
 	github.com/google/uuid v1.6.0

@@ -28,12 +28,13 @@ leftovers() {
   for f in /proc/[0-9]*/environ; do
     pid="${f#/proc/}"; pid="${pid%/environ}"
     [ "$pid" = "$$" ] && continue
-    if { [ -n "$WS_URL" ] && tr '\0' '\n' <"$f" 2>/dev/null | grep -qxF "KICI_ORCHESTRATOR_URL=$WS_URL"; } ||
-       { [ -n "$RUN_ID" ] && tr '\0' '\n' <"$f" 2>/dev/null | grep -qxF "KICI_RUN_ID=$RUN_ID"; }; then
+    if env_of "$f" | grep -qxF -e "KICI_ORCHESTRATOR_URL=${WS_URL:-none}" -e "KICI_RUN_ID=${RUN_ID:-none}"; then
       echo "$pid"
     fi
   done
 }
+
+env_of() { { tr '\0' '\n' <"$1"; } 2>/dev/null || true; }
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -71,7 +72,8 @@ if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]; then
   git clone -q --no-hardlinks "$ROOT" "$SRC"
   git -C "$ROOT" diff HEAD --binary | git -C "$SRC" apply --whitespace=nowarn
   (cd "$SRC" && "$BIN/kici" compile >/dev/null)
-  git -C "$SRC" -c user.name="kici demo" -c user.email="demo@kici.invalid" commit -qam "demo snapshot of uncommitted changes"
+  git -C "$SRC" add -A
+  git -C "$SRC" -c user.name="kici demo" -c user.email="demo@kici.invalid" commit -qm "demo snapshot of uncommitted changes"
 fi
 SHA="$(git -C "$SRC" rev-parse HEAD)"
 REF="$(git -C "$SRC" symbolic-ref --short -q HEAD || echo main)"
@@ -107,7 +109,7 @@ for _ in $(seq 1 100); do
   [ -n "$RUN_ID" ] && break
   sleep 0.2
 done
-[ -n "$RUN_ID" ] || { echo "no run was created for delivery $DELIVERY" >&2; "$ADMIN" deliveries show "$DELIVERY" 2>/dev/null || true; exit 1; }
+[ -n "$RUN_ID" ] || { echo "no run was created for delivery $DELIVERY" >&2; exit 1; }
 echo "    run $RUN_ID"
 
 say "streaming logs"

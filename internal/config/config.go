@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,4 +257,54 @@ func oneOf(s string, list []string) bool {
 		}
 	}
 	return false
+}
+
+// FindAgentBinary returns the kici-agent executable the process scaler
+// spawns: cfg.AgentBinary (KICI_AGENT_BINARY, or the default Load found)
+// resolved on PATH when it has no slash, checked to be an executable file.
+// Errors say what was tried and how to fix it.
+func FindAgentBinary(cfg *Config) (string, error) {
+	p := cfg.AgentBinary
+	if p == "" {
+		p = defaultAgentBinary()
+	}
+	if p == "" {
+		where := "on PATH"
+		if exe, err := os.Executable(); err == nil {
+			where = "beside " + exe + " or on PATH"
+		}
+		return "", fmt.Errorf("kici-agent not found %s: build it (go build ./cmd/kici-agent) or set KICI_AGENT_BINARY", where)
+	}
+	if !strings.ContainsRune(p, filepath.Separator) {
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("KICI_AGENT_BINARY=%q: %v", p, err)
+		}
+		p = lp
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("agent binary %q: %w", p, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("agent binary %s: %w (set KICI_AGENT_BINARY)", abs, err)
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("agent binary %s is not an executable file (set KICI_AGENT_BINARY)", abs)
+	}
+	return abs, nil
+}
+
+// SlogLevel maps LogLevel to a log/slog level (info when unset or unknown).
+func (c *Config) SlogLevel() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }

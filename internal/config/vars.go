@@ -49,7 +49,7 @@ var Vars = []Var{
 	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
 	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database."},
 	{"KICI_BOOTSTRAP_ADMIN_TOKEN", ScopeOrchestrator, "empty", "An extra admin bearer token accepted with the owner role (in addition to the generated one in `<data dir>/admin-token`)."},
-	{"KICI_MODE", ScopeOrchestrator, "`independent`", "Orchestrator mode: `independent`, `observed`, `hybrid` or `platform` (KiCI's names; KiCI defaults to `platform`). Only `independent` is implemented; the orchestrator refuses the others at start."},
+	{"KICI_MODE", ScopeOrchestrator, "`independent`", "Orchestrator mode: `independent`, `observed`, `hybrid` or `platform` (KiCI's names; KiCI defaults to `platform`). Only `independent` is implemented by this build."},
 	{"KICI_MAX_AGENTS", ScopeOrchestrator, "`4`", "Maximum number of concurrently running agents spawned by the embedded process scaler (≥ 1)."},
 	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable the process scaler spawns."},
 	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
@@ -57,6 +57,7 @@ var Vars = []Var{
 	{"KICI_AGENT_TOKEN_TTL_MS", ScopeOrchestrator, "`3600000`", "Lifetime of the ephemeral token minted for each spawned agent, in ms (≥ 1000)."},
 	{"KICI_ORCHESTRATOR_URL", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `ws://127.0.0.1:<port>/ws`; agent: required",
 		"WebSocket URL agents dial. The orchestrator passes it to the agents it spawns; kici-agent reads it to connect."},
+	{"KICI_AGENT_ENV_*", ScopeOrchestrator, "", "Extra environment for spawned agents: `KICI_AGENT_ENV_X=v` reaches each spawned agent as `X=v` (prefix stripped)."},
 
 	// agent
 	{"KICI_AGENT_ID", ScopeAgent, "`<hostname>-<8 hex>`", "Agent identity (set by the scaler for spawned agents)."},
@@ -79,6 +80,7 @@ var Vars = []Var{
 	{"KICI_REF", ScopeJob, "", "Git ref of the triggering event."},
 	{"KICI_SHA", ScopeJob, "", "Commit SHA being built."},
 	{"KICI_ORG_ID", ScopeJob, "", "Organisation id of the source."},
+	{"KICI_WORKSPACE", ScopeJob, "", "Checkout directory of the job."},
 	{"KICI_MATRIX_*", ScopeJob, "", "One variable per matrix value, key upper-cased (`KICI_MATRIX_GO`)."},
 
 	// admin CLI

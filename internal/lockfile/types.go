@@ -49,6 +49,9 @@ type Workflow struct {
 	Concurrency          *Concurrency `json:"concurrency,omitempty"`
 	// Timeout is the whole-run wall-clock limit in milliseconds (0 = none).
 	Timeout int64 `json:"timeout,omitempty"`
+
+	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
+	includeKeys [][]string
 }
 
 // Concurrency is the workflow-level concurrency setting. Group is a kici
@@ -116,6 +119,8 @@ type Trigger struct {
 	Workflow  string          `json:"workflow,omitempty"`
 	Job       string          `json:"job,omitempty"`
 	Status    []string        `json:"status,omitempty"`
+	// lifecycle: source repos ("owner/repo", exact) the event must come from.
+	Sources []string `json:"sources,omitempty"`
 
 	// schedule
 	CronExpression string `json:"cronExpression,omitempty"`
@@ -126,9 +131,14 @@ type Trigger struct {
 // Need is one `needs` entry. In JSON it is either a plain job name (meaning
 // runOn ["success"]) or {name, runOn}. RunOn lists the upstream terminal
 // statuses that let the downstream job run.
+//
+// Group is set instead of Name for a KiCI need on a dynamic job group
+// ({group, runOn}); kici's YAML compiler never emits it.
+// A nil RunOn is treated as ["success"].
 type Need struct {
 	Name  string   `json:"name"`
 	RunOn []string `json:"runOn,omitempty"`
+	Group string   `json:"group,omitempty"`
 }
 
 // Matrix is a static job matrix: {_type:"static", values} where values is a
@@ -172,21 +182,26 @@ type Step struct {
 // Job is a static job entry (KiCI LockJob, `_type: "static"`). Field order is
 // KiCI's emission order for the fields kici supports.
 type Job struct {
-	Type          string              `json:"_type"`
-	Name          string              `json:"name"`
-	RunsOn        []LabelMatcher      `json:"runsOn"`
-	ExcludeLabels []LabelMatcher      `json:"excludeLabels,omitempty"`
-	RunsOnPick    string              `json:"runsOnPick,omitempty"`
-	Needs         []Need              `json:"needs"`
-	Steps         []Step              `json:"steps"`
-	Matrix        *Matrix             `json:"matrix,omitempty"`
-	Include       []map[string]string `json:"include,omitempty"`
-	Exclude       []map[string]string `json:"exclude,omitempty"`
-	Description   string              `json:"description,omitempty"`
-	Checkout      *bool               `json:"checkout,omitempty"`
-	Env           map[string]string   `json:"env,omitempty"`
+	Type          string         `json:"_type"`
+	Name          string         `json:"name"`
+	RunsOn        []LabelMatcher `json:"runsOn"`
+	ExcludeLabels []LabelMatcher `json:"excludeLabels,omitempty"`
+	RunsOnPick    string         `json:"runsOnPick,omitempty"`
+	Needs         []Need         `json:"needs"`
+	Steps         []Step         `json:"steps"`
+	Matrix        *Matrix        `json:"matrix,omitempty"`
+	// Include entries keep their authored key order in JSON (it names
+	// include legs, KiCI format.ts); see Job.MarshalJSON.
+	Include     []map[string]string `json:"include,omitempty"`
+	Exclude     []map[string]string `json:"exclude,omitempty"`
+	Description string              `json:"description,omitempty"`
+	Checkout    *bool               `json:"checkout,omitempty"`
+	Env         map[string]string   `json:"env,omitempty"`
 	// GracePeriod is the SIGTERM→SIGKILL window on cancel, in seconds.
 	GracePeriod int `json:"gracePeriod,omitempty"`
 	// Timeout is the job wall-clock limit in milliseconds (0 = none).
 	Timeout int64 `json:"timeout,omitempty"`
+
+	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
+	includeKeys [][]string
 }

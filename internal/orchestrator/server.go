@@ -59,6 +59,9 @@ func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 // ensures an owner admin token exists in <DataDir>/admin-token (0600), and
 // binds the listener. Errors name what failed and what to do.
 func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server, error) {
+	if cfg.Mode != "independent" {
+		return nil, fmt.Errorf("KICI_MODE=%s is not available in this build: only independent is (unset KICI_MODE)", cfg.Mode)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w (set KICI_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
@@ -107,6 +110,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}, st, agentAuth, logs, s.scaler, logger.With("component", "dispatch"))
 	s.tracker = execution.NewTracker(st, s.dispatcher, logger.With("component", "execution"))
 	s.dispatcher.SetEvents(s.tracker)
+	s.scaler.OnExit(s.dispatcher.AgentExited)
 	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"))
 
 	mux := api.NewRouter(api.Deps{
@@ -157,7 +161,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.dispatcher.Shutdown(shutdownCtx)
 	s.scaler.Shutdown(shutdownCtx)
 	s.processor.Stop()
-	_ = os.Remove(filepath.Join(s.cfg.DataDir, config.EndpointFile))
+	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing store", "err", err)
 	}
@@ -192,9 +196,5 @@ func ensureAdminTokenFile(ctx context.Context, dataDir string, a *auth.AdminAuth
 	if err != nil {
 		return fmt.Errorf("create bootstrap owner token: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(plain+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(tmp, path)
+	return config.WriteAdminToken(dataDir, plain)
 }

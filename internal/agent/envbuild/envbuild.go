@@ -47,8 +47,9 @@ type Layers struct {
 	// Extra holds agent-chosen per-job values (e.g. TMPDIR) applied after
 	// the workspace and before the job env.
 	Extra map[string]string
-	// Job and Step are the lock file's job env and step env.
-	Job  map[string]string
+	// Job is the lock file's job env.
+	Job map[string]string
+	// Step is the lock file's step env (highest precedence).
 	Step map[string]string
 }
 

@@ -43,7 +43,8 @@ type Options struct {
 	Flush func(lines []protocol.LogLine)
 	// FlushLines and FlushInterval override DefaultFlushLines and
 	// DefaultFlushInterval.
-	FlushLines    int
+	FlushLines int
+	// FlushInterval: see FlushLines.
 	FlushInterval time.Duration
 	// Now overrides time.Now (tests).
 	Now func() time.Time
@@ -219,6 +220,7 @@ type lineWriter struct {
 	buf    []byte
 }
 
+// Write implements io.Writer; it never fails.
 func (w *lineWriter) Write(p []byte) (int, error) {
 	s := w.s
 	s.mu.Lock()

@@ -1,0 +1,116 @@
+// Command kici-agent is the kici worker: it connects to the orchestrator
+// over a WebSocket, receives jobs, checks out the commit, runs the steps,
+// streams logs and reports statuses. Configuration comes from KICI_*
+// environment variables (see --help).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"kici.dev/kici/internal/agent"
+	"kici.dev/kici/internal/agent/conn"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func envHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment:\n")
+	for _, v := range agent.EnvVars() {
+		def := ""
+		if v.Default != "" {
+			def = " (default " + v.Default + ")"
+		}
+		fmt.Fprintf(&b, "  %-38s %s%s\n", v.Name, v.Help, def)
+	}
+	return b.String()
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kici-agent",
+		Short: "Run a kici agent: take jobs from the orchestrator and execute them",
+		Long: "kici-agent connects to KICI_ORCHESTRATOR_URL, registers with its labels and runs\n" +
+			"one job at a time. SIGTERM/SIGINT stop taking work, cancel the running job\n" +
+			"gracefully (SIGTERM, grace period, SIGKILL), report it and exit; a second\n" +
+			"signal kills the job at once.\n\n" + envHelp(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := agent.LoadConfig(os.Environ())
+			if err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("KICI_LOG_LEVEL"))}))
+			a := agent.New(cfg, logger, agent.Options{})
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			defer signal.Stop(sigs)
+			go func() {
+				n := 0
+				for s := range sigs {
+					n++
+					if n == 1 {
+						logger.Info("signal received; shutting down", "signal", s.String())
+						cancel()
+						continue
+					}
+					logger.Warn("second signal; killing the running job", "signal", s.String())
+					a.ForceStop()
+				}
+			}()
+			err = a.Run(ctx)
+			if errors.Is(err, conn.ErrAuthFailed) {
+				return fmt.Errorf("authentication failed, not reconnecting: %w", err)
+			}
+			return err
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the agent version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "kici-agent %s\n", agent.Version)
+		},
+	})
+	return root
+}
+
+func run(args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		return 1
+	}
+	return 0
+}
+
+func logLevel(s string) slog.Level {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/agent/conn"
+	"kici.dev/kici/internal/agent/runner"
+	"kici.dev/kici/internal/protocol"
+)
+
+// Shutdown flush bounds: how long the agent waits to deliver its queued
+// frames (reconnecting if needed) before exiting.
+const (
+	// JobDoneFlushTimeout applies after a scaler-managed agent's job; it
+	// covers a reconnect at the maximum backoff.
+	JobDoneFlushTimeout = 2 * time.Minute
+	// SignalFlushTimeout applies after SIGTERM/SIGINT.
+	SignalFlushTimeout = 15 * time.Second
+)
+
+// Reject reasons (job.reject).
+const (
+	RejectBusy     = "busy"
+	RejectDraining = "draining"
+)
+
+// Options holds the parts of an Agent that tests replace. Zero values use
+// the production defaults.
+type Options struct {
+	// HostEnv is the environment steps may inherit allowlisted vars from
+	// (os.Environ() when nil).
+	HostEnv []string
+	// HeartbeatInterval overrides the 30 s connection heartbeat.
+	HeartbeatInterval time.Duration
+	// Backoff overrides the reconnect backoff.
+	Backoff func(n int) time.Duration
+	// StepTimeoutGrace overrides the 5 s SIGTERM→SIGKILL window after a
+	// step timeout.
+	StepTimeoutGrace time.Duration
+}
+
+// Agent is a running kici-agent: one connection, at most one job at a time.
+type Agent struct {
+	cfg    *Config
+	log    *slog.Logger
+	client *conn.Client
+	runner *runner.Runner
+
+	mu      sync.Mutex
+	current *protocol.JobDispatch
+	// unreported holds finished jobs whose terminal job.status has not
+	// been written to the socket yet; they stay in inFlightJobs so a
+	// reconnect does not look like a lost job.
+	unreported map[string]protocol.InFlightJob
+	draining   bool
+	jobsRun    int
+	idle       *time.Timer
+	jobCtx     context.Context
+	cancelJob  context.CancelFunc
+	jobDone    chan struct{}
+	idleFired  chan struct{}
+	wg         sync.WaitGroup
+}
+
+// New returns an Agent for cfg. logger may be nil.
+func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.HostEnv == nil {
+		opts.HostEnv = os.Environ()
+	}
+	a := &Agent{cfg: cfg, log: logger, jobDone: make(chan struct{}, 1), idleFired: make(chan struct{}, 1), unreported: map[string]protocol.InFlightJob{}}
+	a.jobCtx, a.cancelJob = context.WithCancel(context.Background())
+	a.client = conn.New(conn.Options{
+		URL:               cfg.OrchestratorURL,
+		Token:             cfg.Token,
+		Register:          a.registerFrame,
+		OnRegistered:      a.onRegistered,
+		OnMessage:         a.onMessage,
+		OnWritten:         a.onWritten,
+		HeartbeatInterval: opts.HeartbeatInterval,
+		Backoff:           opts.Backoff,
+		Logger:            logger,
+	})
+	a.runner = runner.New(runner.Options{
+		WorkRoot:           cfg.WorkDir,
+		HostEnv:            opts.HostEnv,
+		DefaultStepTimeout: cfg.DefaultStepTimeout,
+		HeartbeatInterval:  cfg.JobHeartbeatInterval,
+		MaxLogBytes:        cfg.MaxLogSizeBytes,
+		TimeoutGrace:       opts.StepTimeoutGrace,
+		Logger:             logger,
+	}, emitter{a})
+	return a
+}
+
+// emitter forwards runner frames to the connection and frees the agent's
+// job slot as soon as the terminal job.status is queued, so a dispatch that
+// follows the status at once is not rejected as busy.
+type emitter struct{ a *Agent }
+
+// Send implements runner.Emitter.
+func (e emitter) Send(msg any) {
+	if js, ok := msg.(*protocol.JobStatus); ok && js.State != runner.StateRunning {
+		a := e.a
+		a.mu.Lock()
+		if a.current != nil && a.current.JobID == js.JobID {
+			a.current = nil
+			a.jobsRun++
+			if a.cfg.ScalerManaged {
+				a.draining = true
+			}
+		}
+		a.unreported[js.JobID] = protocol.InFlightJob{JobID: js.JobID, RunID: js.RunID}
+		a.mu.Unlock()
+	}
+	e.a.client.Send(msg)
+}
+
+func (a *Agent) onWritten(msg any) {
+	if js, ok := msg.(*protocol.JobStatus); ok && js.State != runner.StateRunning {
+		a.mu.Lock()
+		delete(a.unreported, js.JobID)
+		a.mu.Unlock()
+	}
+}
+
+func (a *Agent) registerFrame() *protocol.AgentRegister {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	reg := &protocol.AgentRegister{
+		Type:           protocol.TypeAgentRegister,
+		MessageID:      uuid.NewString(),
+		AgentID:        a.cfg.AgentID,
+		Labels:         a.cfg.AllLabels(),
+		Platform:       runtime.GOOS,
+		Arch:           runtime.GOARCH,
+		Version:        Version,
+		Hostname:       a.cfg.Hostname,
+		MaxConcurrency: 1,
+		ScalerManaged:  a.cfg.ScalerManaged,
+	}
+	if a.current != nil {
+		reg.InFlightJobs = append(reg.InFlightJobs, protocol.InFlightJob{JobID: a.current.JobID, RunID: a.current.RunID})
+	}
+	for _, j := range a.unreported {
+		reg.InFlightJobs = append(reg.InFlightJobs, j)
+	}
+	return reg
+}
+
+func (a *Agent) onRegistered(ack *protocol.RegisterAck) {
+	if !a.cfg.ScalerManaged {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.current != nil || a.jobsRun > 0 || a.draining {
+		return
+	}
+	wait := a.cfg.ScalerIdleTimeout
+	if ack.PendingDispatch {
+		wait = a.cfg.ScalerPendingDispatchTimeout
+	}
+	if a.idle != nil {
+		a.idle.Stop()
+	}
+	a.idle = time.AfterFunc(wait, func() {
+		a.mu.Lock()
+		fire := a.current == nil && a.jobsRun == 0
+		a.mu.Unlock()
+		if fire {
+			select {
+			case a.idleFired <- struct{}{}:
+			default:
+			}
+		}
+	})
+}
+
+func (a *Agent) onMessage(msg any) {
+	switch m := msg.(type) {
+	case *protocol.JobDispatch:
+		a.onDispatch(m)
+	case *protocol.JobCancel:
+		a.log.Info("cancel requested", "jobId", m.JobID, "reason", m.Reason, "force", m.Force)
+		reason := m.Reason
+		if reason == "" {
+			reason = "cancelled by the orchestrator"
+		}
+		a.runner.Cancel(m.JobID, reason, m.Force)
+	case *protocol.RegisterAck:
+		a.onRegistered(m)
+	default:
+		a.log.Debug("ignoring message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+func (a *Agent) onDispatch(d *protocol.JobDispatch) {
+	a.mu.Lock()
+	reason := ""
+	switch {
+	case a.draining:
+		reason = RejectDraining
+	case a.current != nil:
+		reason = RejectBusy
+	}
+	if reason != "" {
+		active := 0
+		if a.current != nil {
+			active = 1
+		}
+		a.mu.Unlock()
+		a.log.Info("rejecting dispatch", "jobId", d.JobID, "reason", reason)
+		a.client.Send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: d.RunID, JobID: d.JobID, Reason: reason, Timestamp: time.Now().UnixMilli()})
+		a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: active, Draining: reason == RejectDraining})
+		return
+	}
+	a.current = d
+	if a.idle != nil {
+		a.idle.Stop()
+	}
+	a.wg.Add(1)
+	a.mu.Unlock()
+
+	a.client.Send(&protocol.JobAck{Type: protocol.TypeJobAck, RunID: d.RunID, JobID: d.JobID, Timestamp: time.Now().UnixMilli()})
+	a.log.Info("job accepted", "jobId", d.JobID, "runId", d.RunID, "job", d.JobName)
+	go func() {
+		defer a.wg.Done()
+		res := a.runner.Run(a.jobCtx, d)
+		a.log.Info("job finished", "jobId", d.JobID, "state", res.State, "error", res.Error, "duration", res.Duration.Round(time.Millisecond))
+		a.mu.Lock()
+		if a.current != nil && a.current.JobID == d.JobID {
+			// Run always sends a terminal status; this is a safety net.
+			a.current = nil
+			a.jobsRun++
+			if a.cfg.ScalerManaged {
+				a.draining = true
+			}
+		}
+		draining := a.draining
+		a.mu.Unlock()
+		a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: 0, Draining: draining})
+		select {
+		case a.jobDone <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// ForceStop SIGKILLs the running job at once (a second SIGTERM/SIGINT).
+func (a *Agent) ForceStop() {
+	a.mu.Lock()
+	cur := a.current
+	a.draining = true
+	a.mu.Unlock()
+	if cur != nil {
+		a.runner.Cancel(cur.JobID, "agent shutting down", true)
+	}
+}
+
+// Run connects and serves until ctx is cancelled (graceful shutdown: stop
+// taking work, cancel the running job with SIGTERM → grace → SIGKILL, report
+// it, flush, close with 1000, return nil), until a scaler-managed agent has
+// run its one job or timed out waiting for it (nil), or until the
+// orchestrator refuses the credentials (an error wrapping conn.ErrAuthFailed;
+// no reconnect).
+func (a *Agent) Run(ctx context.Context) error {
+	clientCtx, cancelClient := context.WithCancel(context.Background())
+	defer cancelClient()
+	clientErr := make(chan error, 1)
+	go func() { clientErr <- a.client.Run(clientCtx) }()
+	a.log.Info("agent starting", "agentId", a.cfg.AgentID, "url", a.cfg.OrchestratorURL, "labels", a.cfg.AllLabels(), "scalerManaged", a.cfg.ScalerManaged, "version", Version)
+
+	var flushTimeout time.Duration
+	for flushTimeout == 0 {
+		select {
+		case err := <-clientErr:
+			// Permanent failure (credentials) or an unexpected end.
+			a.ForceStop()
+			a.cancelJob()
+			a.wg.Wait()
+			if err == nil {
+				err = errors.New("orchestrator connection ended")
+			}
+			return fmt.Errorf("agent stopped: %w", err)
+		case <-ctx.Done():
+			a.log.Info("shutdown requested; cancelling the running job if any")
+			a.mu.Lock()
+			a.draining = true
+			if a.idle != nil {
+				a.idle.Stop()
+			}
+			a.mu.Unlock()
+			a.cancelJob()
+			a.wg.Wait()
+			flushTimeout = SignalFlushTimeout
+		case <-a.jobDone:
+			if a.cfg.ScalerManaged {
+				a.wg.Wait()
+				a.log.Info("scaler-managed agent finished its job; exiting")
+				flushTimeout = JobDoneFlushTimeout
+			}
+		case <-a.idleFired:
+			a.mu.Lock()
+			if a.current != nil || a.jobsRun > 0 {
+				a.mu.Unlock()
+				continue
+			}
+			a.draining = true
+			a.mu.Unlock()
+			a.log.Info("no dispatch arrived; scaler-managed agent exiting")
+			flushTimeout = JobDoneFlushTimeout
+		}
+	}
+
+	a.client.Close()
+	t := time.NewTimer(flushTimeout)
+	defer t.Stop()
+	select {
+	case err := <-clientErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("agent stopped: %w", err)
+		}
+	case <-t.C:
+		a.log.Warn("could not deliver every queued frame before exiting", "pending", a.client.Pending())
+		cancelClient()
+		<-clientErr
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+// Package agent is the kici-agent runtime: configuration from the
+// environment, the connection to the orchestrator, dispatch handling
+// (ack/reject), the job runner and the scaler-managed one-job lifecycle
+// (reference kici-execution-and-protocol.md §3.8, §4).
+//
+// Subpackages each do one job: conn (WebSocket client and outbox), runner
+// (job execution), checkout (git), logstream (log batching and masking),
+// envbuild (step environment).
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Version is the agent version reported at registration; set at build time
+// with -ldflags "-X kici.dev/kici/internal/agent.Version=…".
+var Version = "dev"
+
+// Config is the agent configuration (KiCI variable names, §4.1).
+type Config struct {
+	// OrchestratorURL is the ws:// or wss:// URL of the orchestrator's /ws.
+	OrchestratorURL string
+	// AgentID identifies the agent (default "<hostname>-<8 hex>").
+	AgentID string
+	// Token is the agent token (empty ⇒ no auth.request).
+	Token string
+	// Labels are the user labels (without the automatic kici:* labels).
+	Labels []string
+	// MaxLogSizeBytes caps each step's log unless the dispatch sets a cap.
+	MaxLogSizeBytes int64
+	// DefaultStepTimeout applies to steps without a timeout.
+	DefaultStepTimeout time.Duration
+	// JobHeartbeatInterval is the job.heartbeat period.
+	JobHeartbeatInterval time.Duration
+	// ScalerManaged ⇒ run one job, then exit.
+	ScalerManaged bool
+	// ScalerIdleTimeout is how long a scaler-managed agent waits for its
+	// dispatch after registering; ScalerPendingDispatchTimeout replaces it
+	// when register.ack says a dispatch is pending.
+	ScalerIdleTimeout time.Duration
+	// ScalerPendingDispatchTimeout: see ScalerIdleTimeout.
+	ScalerPendingDispatchTimeout time.Duration
+	// WorkDir is the parent of per-job work directories ("" = os temp).
+	WorkDir string
+	// Hostname is the host name used for labels and the default id.
+	Hostname string
+}
+
+// EnvVar documents one configuration variable.
+type EnvVar struct {
+	// Name is the variable name.
+	Name string
+	// Default describes the value used when the variable is unset.
+	Default string
+	// Help is a one-line description.
+	Help string
+}
+
+// EnvVars lists the variables LoadConfig reads, for --help.
+func EnvVars() []EnvVar {
+	return []EnvVar{
+		{"KICI_ORCHESTRATOR_URL", "", "required: orchestrator WebSocket URL, e.g. ws://127.0.0.1:4000/ws"},
+		{"KICI_AGENT_ID", "<hostname>-<8 hex>", "agent identity"},
+		{"KICI_AGENT_TOKEN", "", "agent token (kat_…); unset ⇒ no authentication request"},
+		{"KICI_LABELS", "", "comma-separated routing labels; the kici: prefix is reserved"},
+		{"KICI_MAX_LOG_SIZE_BYTES", "10485760", "per-step log cap in bytes (a dispatch value wins)"},
+		{"KICI_DEFAULT_STEP_TIMEOUT_MS", "1800000", "step timeout when a step sets none"},
+		{"KICI_JOB_HEARTBEAT_INTERVAL_MS", "60000", "job heartbeat period"},
+		{"KICI_SCALER_MANAGED", "false", "true ⇒ run exactly one job, then exit"},
+		{"KICI_SCALER_IDLE_TIMEOUT", "5000", "ms a scaler-managed agent waits for a dispatch before exiting"},
+		{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", "60000", "same, when register.ack announces a pending dispatch"},
+		{"KICI_WORK_DIR", "os temp dir", "parent of the per-job work directories"},
+		{"KICI_LOG_LEVEL", "info", "agent log level: debug, info, warn, error"},
+	}
+}
+
+// LoadConfig reads the configuration from environ ("K=V" entries). Errors
+// name the variable.
+func LoadConfig(environ []string) (*Config, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	c := &Config{
+		OrchestratorURL:              strings.TrimSpace(env["KICI_ORCHESTRATOR_URL"]),
+		AgentID:                      strings.TrimSpace(env["KICI_AGENT_ID"]),
+		Token:                        strings.TrimSpace(env["KICI_AGENT_TOKEN"]),
+		WorkDir:                      env["KICI_WORK_DIR"],
+		Hostname:                     host,
+		MaxLogSizeBytes:              10 << 20,
+		DefaultStepTimeout:           30 * time.Minute,
+		JobHeartbeatInterval:         60 * time.Second,
+		ScalerIdleTimeout:            5 * time.Second,
+		ScalerPendingDispatchTimeout: 60 * time.Second,
+	}
+	if c.OrchestratorURL == "" {
+		return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL is required (e.g. ws://127.0.0.1:4000/ws)")
+	}
+	u, err := url.Parse(c.OrchestratorURL)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL must be a ws:// or wss:// URL with a host")
+	}
+	if c.AgentID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.AgentID = host + "-" + hex.EncodeToString(b[:])
+	}
+	for _, l := range strings.Split(env["KICI_LABELS"], ",") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if strings.HasPrefix(strings.ToLower(l), "kici:") {
+			return nil, fmt.Errorf("KICI_LABELS: label %q uses the reserved kici: prefix", l)
+		}
+		c.Labels = append(c.Labels, l)
+	}
+	intVar := func(name string, dst *int64) error {
+		v := strings.TrimSpace(env[name])
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s: want a positive integer, got %q", name, v)
+		}
+		*dst = n
+		return nil
+	}
+	msVar := func(name string, dst *time.Duration) error {
+		n := dst.Milliseconds()
+		if err := intVar(name, &n); err != nil {
+			return err
+		}
+		*dst = time.Duration(n) * time.Millisecond
+		return nil
+	}
+	if err := intVar("KICI_MAX_LOG_SIZE_BYTES", &c.MaxLogSizeBytes); err != nil {
+		return nil, err
+	}
+	for name, dst := range map[string]*time.Duration{
+		"KICI_DEFAULT_STEP_TIMEOUT_MS":         &c.DefaultStepTimeout,
+		"KICI_JOB_HEARTBEAT_INTERVAL_MS":       &c.JobHeartbeatInterval,
+		"KICI_SCALER_IDLE_TIMEOUT":             &c.ScalerIdleTimeout,
+		"KICI_SCALER_PENDING_DISPATCH_TIMEOUT": &c.ScalerPendingDispatchTimeout,
+	} {
+		if err := msVar(name, dst); err != nil {
+			return nil, err
+		}
+	}
+	switch v := strings.ToLower(strings.TrimSpace(env["KICI_SCALER_MANAGED"])); v {
+	case "", "false", "0", "no":
+	case "true", "1", "yes":
+		c.ScalerManaged = true
+	default:
+		return nil, fmt.Errorf("KICI_SCALER_MANAGED: want true or false, got %q", v)
+	}
+	return c, nil
+}
+
+// AutoLabels returns the platform labels added to every registration:
+// kici:os:<GOOS> (darwin also kici:os:macos), kici:arch:<GOARCH> (amd64
+// also kici:arch:x64, arm64 also kici:arch:aarch64) and kici:host:<host>.
+func AutoLabels(goos, goarch, hostname string) []string {
+	l := []string{"kici:os:" + goos}
+	if goos == "darwin" {
+		l = append(l, "kici:os:macos")
+	}
+	l = append(l, "kici:arch:"+goarch)
+	switch goarch {
+	case "amd64":
+		l = append(l, "kici:arch:x64")
+	case "arm64":
+		l = append(l, "kici:arch:aarch64")
+	}
+	return append(l, "kici:host:"+hostname)
+}
+
+// AllLabels is the user labels followed by AutoLabels for this host.
+func (c *Config) AllLabels() []string {
+	return append(append([]string{}, c.Labels...), AutoLabels(runtime.GOOS, runtime.GOARCH, c.Hostname)...)
+}

@@ -1,0 +1,120 @@
+package runner
+
+import (
+	"errors"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// procSpec is one step attempt: a script run by a shell in its own process
+// group.
+type procSpec struct {
+	Argv    []string
+	Dir     string
+	Env     []string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration // 0 = none
+	// TimeoutGrace is the SIGTERM→SIGKILL window after a timeout.
+	TimeoutGrace time.Duration
+}
+
+// stopSignal tells a running process to stop: Stop closes for a graceful
+// stop (SIGTERM, Grace, SIGKILL), Force closes for an immediate SIGKILL.
+type stopSignal struct {
+	Stop  <-chan struct{}
+	Force <-chan struct{}
+	Grace func() time.Duration
+}
+
+type procResult struct {
+	ExitCode int
+	TimedOut bool
+	Stopped  bool
+	StartErr error
+}
+
+// signalExitBase is added to a signal number to form the exit code of a
+// process killed by that signal (shell convention: SIGKILL ⇒ 137).
+const signalExitBase = 128
+
+// runProcess runs spec and waits for it. The process gets its own process
+// group; timeouts and stops signal the whole group, and whatever is left of
+// the group is SIGKILLed once the shell exits, so no step leaves processes
+// behind in its group.
+func runProcess(spec procSpec, stop stopSignal) procResult {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	cmd.Stdout = spec.Stdout
+	cmd.Stderr = spec.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Background processes that escaped the group may hold the output pipes
+	// open; stop waiting for them shortly after the shell exits.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return procResult{ExitCode: -1, StartErr: err}
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res procResult
+	var waitErr error
+	terminate := func(grace time.Duration) {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		g := time.NewTimer(grace)
+		defer g.Stop()
+		select {
+		case waitErr = <-done:
+			return
+		case <-g.C:
+		case <-stop.Force:
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		waitErr = <-done
+	}
+	select {
+	case waitErr = <-done:
+	case <-timeout:
+		res.TimedOut = true
+		terminate(spec.TimeoutGrace)
+	case <-stop.Stop:
+		res.Stopped = true
+		terminate(stop.Grace())
+	case <-stop.Force:
+		res.Stopped = true
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		waitErr = <-done
+	}
+	// Reap the rest of the group (background jobs the script left running).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+
+	res.ExitCode = exitCode(cmd, waitErr)
+	return res
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	ps := cmd.ProcessState
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalExitBase + int(ws.Signal())
+	}
+	if code := ps.ExitCode(); code >= 0 {
+		if code == 0 && err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+			return -1
+		}
+		return code
+	}
+	return -1
+}

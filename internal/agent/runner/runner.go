@@ -1,0 +1,612 @@
+// Package runner executes one dispatched job on the agent host: a fresh work
+// directory, checkout, shell steps in their own process groups, log
+// streaming, heartbeats and status reporting (reference
+// kici-execution-and-protocol.md §4.3, §5.2, §5.3).
+package runner
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"kici.dev/kici/internal/agent/checkout"
+	"kici.dev/kici/internal/agent/envbuild"
+	"kici.dev/kici/internal/agent/logstream"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/protocol"
+)
+
+// Job and step states reported on the wire.
+const (
+	StateRunning   = "running"
+	StateSuccess   = "success"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+	StateSkipped   = "skipped"
+)
+
+// JobLogStep is the StepIndex of the job-level log bucket (checkout, setup).
+const JobLogStep = -1
+
+// TypeScriptStepError is the error of a step without `run`.
+const TypeScriptStepError = "TypeScript steps need the KiCI Node agent"
+
+// Defaults for zero Options fields.
+const (
+	DefaultStepTimeout       = 30 * time.Minute
+	DefaultHeartbeatInterval = 60 * time.Second
+	DefaultMaxLogBytes       = 10 << 20
+	// DefaultTimeoutGrace is the SIGTERM→SIGKILL window after a step
+	// timeout.
+	DefaultTimeoutGrace = 5 * time.Second
+	// DefaultCancelGrace is the SIGTERM→SIGKILL window of a graceful cancel
+	// when the job sets no gracePeriod.
+	DefaultCancelGrace = 10 * time.Second
+	// MaxCancelGrace caps a job's gracePeriod (KiCI agent maximum, 30 s).
+	MaxCancelGrace = 30 * time.Second
+)
+
+// Emitter sends protocol messages to the orchestrator. Send must not block
+// for long and must keep the order of calls (conn.Client does).
+type Emitter interface {
+	Send(msg any)
+}
+
+// Options configures a Runner. Zero fields take the defaults above.
+type Options struct {
+	// WorkRoot is the parent of per-job work directories (os.TempDir()
+	// when empty).
+	WorkRoot string
+	// HostEnv is the agent's environment (os.Environ()); only allowlisted
+	// entries reach steps (envbuild.HostAllowlist).
+	HostEnv []string
+	// DefaultStepTimeout applies to steps without a timeout.
+	DefaultStepTimeout time.Duration
+	// HeartbeatInterval is the job.heartbeat period.
+	HeartbeatInterval time.Duration
+	// MaxLogBytes is the per-step log cap unless the dispatch sets one.
+	MaxLogBytes int64
+	// TimeoutGrace is the SIGTERM→SIGKILL window after a step timeout.
+	TimeoutGrace time.Duration
+	// CancelGrace is the graceful-cancel window when the job sets no
+	// gracePeriod.
+	CancelGrace time.Duration
+	// CheckoutTimeout bounds the checkout (checkout.DefaultTimeout if 0).
+	CheckoutTimeout time.Duration
+	// Logger receives runner diagnostics (discarded when nil).
+	Logger *slog.Logger
+}
+
+// Result is the outcome of a job, as sent in its terminal job.status.
+type Result struct {
+	// State is success, failed or cancelled.
+	State string
+	// Error explains a failed or cancelled job ("" on success).
+	Error string
+	// Duration is the job's wall-clock time.
+	Duration time.Duration
+	// Steps has one entry per lock step, in order.
+	Steps []protocol.StepResult
+}
+
+// Runner runs jobs, one Run call per job. It is safe for concurrent use;
+// Cancel may be called from any goroutine.
+type Runner struct {
+	opts Options
+	out  Emitter
+
+	mu        sync.Mutex
+	jobs      map[string]*job
+	precancel map[string]cancelReq
+}
+
+// cancelReq is a cancel that arrived before its job started running.
+type cancelReq struct {
+	reason string
+	force  bool
+}
+
+// maxPrecancel bounds remembered early cancels.
+const maxPrecancel = 16
+
+// New returns a Runner that reports through out.
+func New(opts Options, out Emitter) *Runner {
+	if opts.WorkRoot == "" {
+		opts.WorkRoot = os.TempDir()
+	}
+	if opts.DefaultStepTimeout <= 0 {
+		opts.DefaultStepTimeout = DefaultStepTimeout
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if opts.TimeoutGrace <= 0 {
+		opts.TimeoutGrace = DefaultTimeoutGrace
+	}
+	if opts.CancelGrace <= 0 {
+		opts.CancelGrace = DefaultCancelGrace
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{opts: opts, out: out, jobs: map[string]*job{}, precancel: map[string]cancelReq{}}
+}
+
+// stop reasons
+const (
+	stopNone = iota
+	stopCancel
+	stopTimeout
+)
+
+type job struct {
+	r        *Runner
+	d        *protocol.JobDispatch
+	cfg      lockfile.Job
+	masker   *logstream.Masker
+	maxLog   int64
+	seqMu    sync.Mutex
+	seq      int64
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopMu   sync.Mutex
+	stopKind int
+	reason   string
+	stopCh   chan struct{}
+	forceCh  chan struct{}
+	forced   bool
+	grace    time.Duration
+	workDir  string
+	srcDir   string
+	tmpDir   string
+	scripts  string
+	hostEnv  []string
+	started  time.Time
+}
+
+// Active returns the ids of jobs currently running.
+func (r *Runner) Active() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.jobs))
+	for id := range r.jobs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Cancel stops job jobID: graceful sends SIGTERM to the running step's
+// process group, waits the job's grace period (gracePeriod seconds, capped
+// at MaxCancelGrace; DefaultCancelGrace when unset) and then SIGKILLs it;
+// force, or a second cancel, SIGKILLs at once. Remaining steps are skipped
+// and the job ends "cancelled" with reason as its error. It reports whether
+// the job was running; a cancel for a job not yet started is remembered and
+// applied when Run starts it.
+func (r *Runner) Cancel(jobID, reason string, force bool) bool {
+	r.mu.Lock()
+	j := r.jobs[jobID]
+	if j == nil {
+		if len(r.precancel) >= maxPrecancel {
+			clear(r.precancel)
+		}
+		r.precancel[jobID] = cancelReq{reason, force}
+	}
+	r.mu.Unlock()
+	if j == nil {
+		return false
+	}
+	j.stop(stopCancel, reason, force)
+	return true
+}
+
+func (j *job) stop(kind int, reason string, force bool) {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	if j.stopKind == stopNone {
+		j.stopKind = kind
+		j.reason = reason
+		close(j.stopCh)
+		j.cancel()
+	} else if kind == stopCancel {
+		force = true // a second cancel escalates
+	}
+	if force && !j.forced {
+		j.forced = true
+		close(j.forceCh)
+	}
+}
+
+func (j *job) stopped() (int, string) {
+	j.stopMu.Lock()
+	defer j.stopMu.Unlock()
+	return j.stopKind, j.reason
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+// Run executes d to completion and returns its result. It sends, in order:
+// job.status running, the checkout log (step -1), per step step.status
+// running → log.chunk… → step.status terminal, and the terminal job.status
+// with data {durationMs, error, stepResults}; job.heartbeat every
+// HeartbeatInterval meanwhile. Cancelling ctx is a graceful cancel with
+// reason "agent shutting down". The work directory is always removed.
+func (r *Runner) Run(ctx context.Context, d *protocol.JobDispatch) *Result {
+	j := &job{r: r, d: d, stopCh: make(chan struct{}), forceCh: make(chan struct{}), started: time.Now()}
+	j.ctx, j.cancel = context.WithCancel(context.Background())
+	defer j.cancel()
+
+	r.mu.Lock()
+	r.jobs[d.JobID] = j
+	pre, early := r.precancel[d.JobID]
+	delete(r.precancel, d.JobID)
+	r.mu.Unlock()
+	if early {
+		j.stop(stopCancel, pre.reason, pre.force)
+	}
+	defer func() {
+		r.mu.Lock()
+		delete(r.jobs, d.JobID)
+		r.mu.Unlock()
+	}()
+
+	r.out.Send(&protocol.JobStatus{Type: protocol.TypeJobStatus, MessageID: newID(), RunID: d.RunID, JobID: d.JobID, State: StateRunning, Timestamp: now()})
+
+	hbDone := make(chan struct{})
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() {
+		defer hbWG.Done()
+		t := time.NewTicker(r.opts.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				r.out.Send(&protocol.JobHeartbeat{Type: protocol.TypeJobHeartbeat, RunID: d.RunID, JobID: d.JobID, Timestamp: now()})
+			}
+		}
+	}()
+	// Agent shutdown ⇒ graceful cancel.
+	go func() {
+		select {
+		case <-ctx.Done():
+			j.stop(stopCancel, "agent shutting down", false)
+		case <-hbDone:
+		}
+	}()
+
+	res := j.execute()
+	close(hbDone)
+	hbWG.Wait()
+	res.Duration = time.Since(j.started)
+	r.out.Send(&protocol.JobStatus{
+		Type: protocol.TypeJobStatus, MessageID: newID(), RunID: d.RunID, JobID: d.JobID,
+		State: res.State, Timestamp: now(),
+		Data: &protocol.JobStatusData{DurationMs: res.Duration.Milliseconds(), Error: res.Error, StepResults: res.Steps},
+	})
+	return res
+}
+
+func (j *job) execute() (res *Result) {
+	r, d := j.r, j.d
+	res = &Result{State: StateFailed}
+	jobLog := j.newStream(JobLogStep)
+	defer func() { jobLog.Close() }()
+
+	if err := json.Unmarshal(d.JobConfig, &j.cfg); err != nil {
+		res.Error = "invalid jobConfig: " + err.Error()
+		jobLog.AddLine("", "Error: "+res.Error)
+		return res
+	}
+	res.Steps = make([]protocol.StepResult, len(j.cfg.Steps))
+	for i, s := range j.cfg.Steps {
+		res.Steps[i] = protocol.StepResult{Name: stepName(s, i), Status: StateSkipped}
+	}
+	j.grace = r.opts.CancelGrace
+	if j.cfg.GracePeriod > 0 {
+		j.grace = min(time.Duration(j.cfg.GracePeriod)*time.Second, MaxCancelGrace)
+	}
+	if j.cfg.Timeout > 0 {
+		limit := time.Duration(j.cfg.Timeout) * time.Millisecond
+		t := time.AfterFunc(limit, func() {
+			j.stop(stopTimeout, fmt.Sprintf("job_timeout: job exceeded its %s timeout", limit), false)
+		})
+		defer t.Stop()
+	}
+	j.maxLog = r.opts.MaxLogBytes
+	if d.MaxLogSizeBytes > 0 {
+		j.maxLog = d.MaxLogSizeBytes
+	}
+	var secrets []string
+	if a := d.SourceAuth; a != nil {
+		secrets = append(secrets, a.Secret, a.User+":"+a.Secret, base64.StdEncoding.EncodeToString([]byte(a.User+":"+a.Secret)))
+	}
+	j.masker = logstream.NewMasker(secrets)
+	jobLog = j.replaceStream(jobLog, JobLogStep)
+
+	// Work directory.
+	if err := os.MkdirAll(r.opts.WorkRoot, 0o755); err != nil {
+		res.Error = "work directory: " + err.Error()
+		jobLog.AddLine("", "Error: "+res.Error)
+		j.skipFrom(0, res)
+		return res
+	}
+	wd, err := os.MkdirTemp(r.opts.WorkRoot, "kici-job-")
+	if err != nil {
+		res.Error = "work directory: " + err.Error()
+		jobLog.AddLine("", "Error: "+res.Error)
+		j.skipFrom(0, res)
+		return res
+	}
+	j.workDir = wd
+	defer func() {
+		if err := removeAll(wd); err != nil {
+			r.opts.Logger.Warn("could not remove work directory", "dir", wd, "err", err)
+		}
+	}()
+	j.srcDir = filepath.Join(wd, "src")
+	j.tmpDir = filepath.Join(wd, "tmp")
+	j.scripts = filepath.Join(wd, "scripts")
+	for _, dir := range []string{j.srcDir, j.tmpDir, j.scripts} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			res.Error = "work directory: " + err.Error()
+			j.skipFrom(0, res)
+			return res
+		}
+	}
+
+	// Checkout.
+	if j.cfg.Checkout == nil || *j.cfg.Checkout {
+		err := checkout.Run(j.ctx, checkout.Options{
+			RepoURL: d.RepoURL, SHA: d.SHA, Dir: j.srcDir, Auth: d.SourceAuth,
+			Log: func(line string) { jobLog.AddLine("", line) }, Timeout: r.opts.CheckoutTimeout,
+			PathEnv: lookupEnv(r.opts.HostEnv, "PATH"),
+		})
+		if err != nil {
+			jobLog.AddLine("", "Error: "+err.Error())
+			jobLog.Flush()
+			j.finishStopped(res)
+			if res.Error == "" {
+				res.Error = j.masker.Mask(err.Error())
+			}
+			j.skipFrom(0, res)
+			return res
+		}
+	} else {
+		jobLog.AddLine("", "Checkout disabled for this job")
+	}
+	jobLog.Close()
+
+	// Steps.
+	var failure string
+	for i := range j.cfg.Steps {
+		if kind, _ := j.stopped(); kind != stopNone {
+			j.skipFrom(i, res)
+			break
+		}
+		if failure != "" {
+			j.skipFrom(i, res)
+			break
+		}
+		sr := j.runStep(i)
+		res.Steps[i] = sr
+		if kind, _ := j.stopped(); kind != stopNone {
+			j.skipFrom(i+1, res)
+			break
+		}
+		if sr.Status == StateFailed && !j.cfg.Steps[i].ContinueOnError {
+			failure = fmt.Sprintf("step %q failed: %s", sr.Name, sr.Error)
+		}
+	}
+	if j.finishStopped(res) {
+		return res
+	}
+	if failure != "" {
+		res.State = StateFailed
+		res.Error = failure
+		return res
+	}
+	res.State = StateSuccess
+	return res
+}
+
+// finishStopped sets res from a cancel or job timeout and reports whether
+// there was one.
+func (j *job) finishStopped(res *Result) bool {
+	kind, reason := j.stopped()
+	switch kind {
+	case stopCancel:
+		res.State = StateCancelled
+		if reason == "" {
+			reason = "cancelled"
+		}
+		res.Error = reason
+		return true
+	case stopTimeout:
+		res.State = StateFailed
+		res.Error = reason
+		return true
+	}
+	return false
+}
+
+// skipFrom reports steps i.. as skipped.
+func (j *job) skipFrom(i int, res *Result) {
+	for ; i < len(j.cfg.Steps); i++ {
+		res.Steps[i] = protocol.StepResult{Name: stepName(j.cfg.Steps[i], i), Status: StateSkipped}
+		j.r.out.Send(&protocol.StepStatus{
+			Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID, StepIndex: i,
+			StepName: stepName(j.cfg.Steps[i], i), State: StateSkipped, Timestamp: now(),
+		})
+	}
+}
+
+func (j *job) newStream(stepIndex int) *logstream.Stream {
+	return logstream.New(logstream.Options{
+		MaxBytes: j.maxLog,
+		Masker:   j.masker,
+		Flush: func(lines []protocol.LogLine) {
+			j.seqMu.Lock()
+			seq := j.seq
+			j.seq++
+			// Send under the lock so chunks leave in seq order.
+			j.r.out.Send(&protocol.LogChunk{
+				Type: protocol.TypeLogChunk, RunID: j.d.RunID, JobID: j.d.JobID,
+				StepIndex: stepIndex, Seq: seq, Lines: lines, Timestamp: now(),
+			})
+			j.seqMu.Unlock()
+		},
+	})
+}
+
+// replaceStream flushes old and returns a stream with the job's final
+// masker and cap (used once those are known).
+func (j *job) replaceStream(old *logstream.Stream, stepIndex int) *logstream.Stream {
+	old.Close()
+	return j.newStream(stepIndex)
+}
+
+func stepName(s lockfile.Step, i int) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return fmt.Sprintf("step-%d", i)
+}
+
+// runStep runs step i with its retries and reports it.
+func (j *job) runStep(i int) protocol.StepResult {
+	r, d := j.r, j.d
+	step := j.cfg.Steps[i]
+	name := stepName(step, i)
+	start := time.Now()
+	log := j.newStream(i)
+	defer log.Close()
+
+	send := func(state string, data *protocol.StepStatusData) {
+		msg := &protocol.StepStatus{
+			Type: protocol.TypeStepStatus, RunID: d.RunID, JobID: d.JobID, StepIndex: i,
+			StepName: name, State: state, Timestamp: now(), Data: data,
+		}
+		if state != StateRunning {
+			msg.LogBytesStreamed = log.BytesStreamed()
+		}
+		r.out.Send(msg)
+	}
+	finish := func(state string, exit *int, attempt int, errMsg string) protocol.StepResult {
+		log.Close()
+		dur := time.Since(start)
+		errMsg = j.masker.Mask(errMsg)
+		send(state, &protocol.StepStatusData{ExitCode: exit, DurationMs: dur.Milliseconds(), Error: errMsg, Attempt: attempt})
+		return protocol.StepResult{Name: name, Status: state, DurationMs: dur.Milliseconds(), Error: errMsg}
+	}
+
+	send(StateRunning, &protocol.StepStatusData{Attempt: 1})
+	if strings.TrimSpace(step.Run) == "" {
+		log.AddLine("", "Error: "+TypeScriptStepError)
+		return finish(StateFailed, nil, 1, TypeScriptStepError)
+	}
+	dir, err := ResolveWorkingDir(j.srcDir, step.WorkingDirectory)
+	if err != nil {
+		log.AddLine("", "Error: "+err.Error())
+		return finish(StateFailed, nil, 1, err.Error())
+	}
+	script := filepath.Join(j.scripts, fmt.Sprintf("step-%d.sh", i))
+	if err := os.WriteFile(script, []byte(step.Run), 0o600); err != nil {
+		return finish(StateFailed, nil, 1, "writing step script: "+err.Error())
+	}
+	argv, err := ShellArgv(step.Shell, script)
+	if err != nil {
+		log.AddLine("", "Error: "+err.Error())
+		return finish(StateFailed, nil, 1, err.Error())
+	}
+	env := envbuild.Build(envbuild.Layers{
+		Host: r.opts.HostEnv, Dispatch: d.Env, Workspace: j.srcDir,
+		Extra: map[string]string{"TMPDIR": j.tmpDir},
+		Job:   j.cfg.Env, Step: step.Env,
+	})
+	timeout := r.opts.DefaultStepTimeout
+	if step.Timeout > 0 {
+		timeout = time.Duration(step.Timeout) * time.Millisecond
+	}
+	attempts := MaxAttempts(step.Retry)
+	var exit int
+	var errMsg string
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if attempt > 1 {
+			wait := RetryDelay(step.Retry, attempt-1)
+			log.AddLine("", fmt.Sprintf("Retrying in %s (attempt %d of %d)", wait, attempt, attempts))
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-j.stopCh:
+				t.Stop()
+				return finish(j.stoppedState(), &exit, attempt-1, j.stopError())
+			}
+			send(StateRunning, &protocol.StepStatusData{Attempt: attempt})
+		}
+		pr := runProcess(procSpec{
+			Argv: argv, Dir: dir, Env: env,
+			Stdout: log.Writer(logstream.Stdout), Stderr: log.Writer(logstream.Stderr),
+			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
+		}, stopSignal{Stop: j.stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
+		exit = pr.ExitCode
+		switch {
+		case pr.StartErr != nil:
+			errMsg = "could not start step: " + pr.StartErr.Error()
+		case pr.Stopped:
+			log.AddLine("", "Step stopped: "+j.stopError())
+			return finish(j.stoppedState(), &exit, attempt, j.stopError())
+		case pr.TimedOut:
+			errMsg = fmt.Sprintf("step timed out after %s", timeout)
+			log.AddLine("", errMsg)
+		case exit == 0:
+			return finish(StateSuccess, &exit, attempt, "")
+		default:
+			errMsg = fmt.Sprintf("exit code %d", exit)
+		}
+	}
+	if step.ContinueOnError {
+		log.AddLine("", "Step failed; continuing (continueOnError)")
+	}
+	return finish(StateFailed, &exit, attempts, errMsg)
+}
+
+// stoppedState is the state of a step interrupted by a stop: cancelled for
+// a cancel, failed for a job timeout. Both end the job's step loop.
+func (j *job) stoppedState() string {
+	if kind, _ := j.stopped(); kind == stopTimeout {
+		return StateFailed
+	}
+	return StateCancelled
+}
+
+func (j *job) stopError() string {
+	_, reason := j.stopped()
+	if reason == "" {
+		return "cancelled"
+	}
+	return reason
+}
+
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func newID() string { return uuid.NewString() }

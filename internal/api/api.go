@@ -1,0 +1,269 @@
+// Package api serves kici's admin HTTP API (under /api/v1/admin) and the
+// health/readiness probes. Shapes follow KiCI's admin surface (camelCase
+// JSON); every admin route is gated by an RBAC permission; errors are always
+// {"error": "..."}; every response carries X-Request-ID.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/store"
+)
+
+// AdminPrefix is the path prefix of every admin route.
+const AdminPrefix = "/api/v1/admin"
+
+// MaxBodyBytes caps every request body: 25 MiB (KiCI's global body limit).
+const MaxBodyBytes = 25 << 20
+
+// Permissions checked by the admin routes (see docs/admin-api.md); the
+// role × permission matrix lives in package auth.
+const (
+	// PermRunRead gates the run, job and log read routes (all roles).
+	PermRunRead = auth.PermRunRead
+	// PermSourceRead gates listing and reading sources (all roles).
+	PermSourceRead = auth.PermSourceRead
+	// PermSourceCreate gates creating sources (owner, admin).
+	PermSourceCreate = auth.PermSourceCreate
+	// PermSourceSecretRead gates reading a source's webhook secret (owner, admin).
+	PermSourceSecretRead = auth.PermSourceSecretRead
+)
+
+// Deps are the router's collaborators.
+type Deps struct {
+	// Store is the persistence layer (required).
+	Store store.Store
+	// Auth gates every admin route; nil ⇒ admin routes answer 503.
+	Auth *auth.AdminAuth
+	// Logs reads step logs; nil ⇒ the logs route answers 503.
+	Logs *logstore.FS
+	// Logger receives request errors; nil ⇒ discarded.
+	Logger *slog.Logger
+	// Ready reports readiness for GET /ready; nil = always ready.
+	Ready func(ctx context.Context) error
+	// Version is reported by GET /health.
+	Version string
+	// GitCommand is the git executable used to validate local sources;
+	// "" ⇒ "git".
+	GitCommand string
+}
+
+type server struct {
+	d   Deps
+	log *slog.Logger
+}
+
+// NewRouter returns a mux with GET /health, GET /ready and the admin routes
+// under /api/v1/admin:
+//
+//	POST/GET /generic-sources, GET /generic-sources/{id},
+//	GET /generic-sources/{id}/webhook-secret,
+//	GET /runs, GET /runs/{runId}, GET /runs/{runId}/jobs,
+//	GET /runs/{runId}/jobs/{jobId}/steps/{i}/logs.
+//
+// Unknown /api/v1/admin paths answer 404 and wrong methods 405, both JSON.
+// Callers mount extra handlers (/ws, /webhook/...) on the returned mux; wrap
+// those with RequestID to give them X-Request-ID too.
+func NewRouter(d Deps) *http.ServeMux {
+	s := &server{d: d, log: d.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	s.route(mux, "/health", map[string]http.Handler{"GET": http.HandlerFunc(s.health)})
+	s.route(mux, "/ready", map[string]http.Handler{"GET": http.HandlerFunc(s.ready)})
+
+	a := func(path string, m map[string]routeSpec) {
+		hs := map[string]http.Handler{}
+		for method, spec := range m {
+			hs[method] = s.gate(spec.perm, spec.h)
+		}
+		s.route(mux, AdminPrefix+path, hs)
+	}
+	a("/generic-sources", map[string]routeSpec{
+		"POST": {PermSourceCreate, s.createSource},
+		"GET":  {PermSourceRead, s.listSources},
+	})
+	a("/generic-sources/{id}", map[string]routeSpec{"GET": {PermSourceRead, s.getSource}})
+	a("/generic-sources/{id}/webhook-secret", map[string]routeSpec{"GET": {PermSourceSecretRead, s.getSourceSecret}})
+	a("/runs", map[string]routeSpec{"GET": {PermRunRead, s.listRuns}})
+	a("/runs/{runId}", map[string]routeSpec{"GET": {PermRunRead, s.getRun}})
+	a("/runs/{runId}/jobs", map[string]routeSpec{"GET": {PermRunRead, s.listJobs}})
+	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})
+
+	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not found")
+	})))
+	return mux
+}
+
+// Routes lists every route NewRouter registers as "METHOD path permission"
+// ("-" = no authentication), for documentation and tests.
+var Routes = []string{
+	"GET /health -",
+	"GET /ready -",
+	"POST " + AdminPrefix + "/generic-sources " + PermSourceCreate,
+	"GET " + AdminPrefix + "/generic-sources " + PermSourceRead,
+	"GET " + AdminPrefix + "/generic-sources/{id} " + PermSourceRead,
+	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret " + PermSourceSecretRead,
+	"GET " + AdminPrefix + "/runs " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId} " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/jobs " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs " + PermRunRead,
+}
+
+type routeSpec struct {
+	perm string
+	h    http.HandlerFunc
+}
+
+// route registers "METHOD path" for each method, plus a method-less pattern
+// answering 405 JSON with an Allow header.
+func (s *server) route(mux *http.ServeMux, path string, hs map[string]http.Handler) {
+	methods := make([]string, 0, len(hs))
+	for m, h := range hs {
+		methods = append(methods, m)
+		mux.Handle(m+" "+path, s.wrap(h))
+	}
+	sort.Strings(methods)
+	allow := strings.Join(methods, ", ")
+	mux.Handle(path, s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method %s not allowed (allowed: %s)", r.Method, allow))
+	})))
+}
+
+// gate puts h behind the authorizer with perm; without one the route is
+// unavailable (fail closed).
+func (s *server) gate(perm string, h http.HandlerFunc) http.Handler {
+	if s.d.Auth == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusServiceUnavailable, "Admin API not available")
+		})
+	}
+	return s.d.Auth.Require(perm, h)
+}
+
+// wrap applies the common middleware: request id, body cap, panic recovery.
+func (s *server) wrap(h http.Handler) http.Handler {
+	return RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("api: panic", "path", r.URL.Path, "panic", v, "requestId", w.Header().Get(RequestIDHeader))
+				writeError(w, http.StatusInternalServerError, "Internal server error")
+			}
+		}()
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// RequestIDHeader is the request/response correlation header.
+const RequestIDHeader = "X-Request-ID"
+
+// RequestID sets X-Request-ID on the response: the incoming header when it is
+// a sane token (≤ 128 printable ASCII characters), else a new UUID. When the
+// response already carries one (an outer RequestID), it is kept.
+func RequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if w.Header().Get(RequestIDHeader) == "" {
+			id := r.Header.Get(RequestIDHeader)
+			if !saneID(id) {
+				id = uuid.NewString()
+			}
+			w.Header().Set(RequestIDHeader, id)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func saneID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// writeJSON writes v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// writeError writes {"error": msg} with status.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// internalError logs err and answers 500.
+func (s *server) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "error", err, "requestId", w.Header().Get(RequestIDHeader))
+	writeError(w, http.StatusInternalServerError, "Internal server error")
+}
+
+// decodeBody decodes exactly one JSON object into dst, rejecting unknown
+// fields and trailing data. It writes the error response itself (400, or 413
+// past MaxBodyBytes) and reports false on failure.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body too large (limit %d bytes)", mbe.Limit))
+		return false
+	}
+	if errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "Invalid JSON body: empty body")
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "Invalid JSON body: "+strings.TrimPrefix(err.Error(), "json: "))
+	return false
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
+}
+
+func (s *server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.d.Ready != nil {
+		if err := s.d.Ready(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "error": "Not ready: " + err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

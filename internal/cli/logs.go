@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/store"
+)
+
+// logStream is one step log (or the job-level setup bucket, index -1).
+type logStream struct {
+	job    api.JobView
+	index  int
+	label  string // "[job/step] "
+	cursor int
+	done   bool // last page reported complete
+}
+
+func (a *app) runsLogsCommand() *cobra.Command {
+	var jobSel string
+	var step int
+	var follow, raw bool
+	var limit int
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "logs <run-id>",
+		Short: "Print (or follow) the step logs of a run",
+		Long: `Print the logs of a run's steps, each line prefixed with "[job/step] "
+(the job-level checkout/setup output is "[job/setup] "). --job selects one job
+by id, name or base name (all matrix legs); --step selects one step index
+(-1 = setup). --follow keeps polling (every ~300 ms) and prints lines as they
+arrive, until the run is finished and every log has been read.`,
+		Example: `  kici-admin runs logs <run-id>
+  kici-admin runs logs <run-id> --follow
+  kici-admin runs logs <run-id> --job build --step 2 --raw`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stepSet := cmd.Flags().Changed("step")
+			return a.streamLogs(cmd.Context(), args[0], jobSel, step, stepSet, follow, raw, limit, interval)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&jobSel, "job", "", "job id, name or base name (default: all jobs)")
+	f.IntVar(&step, "step", 0, "step index (-1 = checkout/setup; default: all steps)")
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the run is finished")
+	f.BoolVar(&raw, "raw", false, "print lines without the [job/step] prefix")
+	f.IntVar(&limit, "limit", 500, "lines per request (max 2000)")
+	f.DurationVar(&interval, "interval", 300*time.Millisecond, "poll interval with --follow")
+	return cmd
+}
+
+// streamLogs prints the selected logs once, or follows them until the run is
+// terminal and every stream reported complete.
+func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, stepSet, follow, raw bool, limit int, interval time.Duration) error {
+	c, err := a.api()
+	if err != nil {
+		return err
+	}
+	limit = min(max(limit, 1), api.MaxLogLimit)
+	streams := map[string]*logStream{}
+	var order []string
+	graceLeft := 10 // extra passes after the run finished, for late lines
+	for {
+		run, _, err := a.fetchRun(ctx, runID)
+		if err != nil {
+			return err
+		}
+		runDone := store.IsTerminalRun(run.Status)
+		jobs, _, err := a.fetchJobs(ctx, run.RunID, true)
+		if err != nil {
+			return err
+		}
+		selected, err := selectJobs(jobs, jobSel)
+		if err != nil {
+			return err
+		}
+		// Discover streams: the setup bucket and every reported step.
+		for _, j := range selected {
+			idxs := []int{-1}
+			for _, s := range j.Steps {
+				if s.StepIndex >= 0 {
+					idxs = append(idxs, s.StepIndex)
+				}
+			}
+			if stepSet {
+				idxs = []int{step}
+			}
+			for _, i := range idxs {
+				key := j.JobID + "/" + strconv.Itoa(i)
+				if st, ok := streams[key]; ok {
+					st.job = j
+					continue
+				}
+				name := "setup"
+				if i >= 0 {
+					name = strconv.Itoa(i)
+					for _, s := range j.Steps {
+						if s.StepIndex == i && s.StepName != "" {
+							name = s.StepName
+						}
+					}
+				}
+				streams[key] = &logStream{job: j, index: i, label: "[" + j.JobName + "/" + name + "] "}
+				order = append(order, key)
+			}
+		}
+		allDone := true
+		for _, key := range order {
+			st := streams[key]
+			if err := a.drainStream(ctx, c, run.RunID, st, raw, limit); err != nil {
+				return err
+			}
+			if !st.done {
+				allDone = false
+			}
+		}
+		if !follow {
+			return nil
+		}
+		if runDone {
+			if allDone || graceLeft == 0 {
+				return nil
+			}
+			graceLeft--
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// drainStream reads and prints every available page of one stream.
+func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logStream, raw bool, limit int) error {
+	for {
+		q := url.Values{"cursor": {strconv.Itoa(st.cursor)}, "limit": {strconv.Itoa(limit)}}
+		var page api.LogsPage
+		path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs", api.AdminPrefix, url.PathEscape(runID), url.PathEscape(st.job.JobID), st.index)
+		if _, err := c.Get(ctx, path, q, &page); err != nil {
+			return err
+		}
+		var b strings.Builder
+		for _, l := range page.Lines {
+			if !raw {
+				b.WriteString(st.label)
+			}
+			b.WriteString(l.Msg)
+			b.WriteByte('\n')
+		}
+		a.out().Write([]byte(b.String()))
+		st.cursor = page.NextCursor
+		st.done = page.Complete
+		if len(page.Lines) < limit || len(page.Lines) == 0 {
+			return nil
+		}
+	}
+}
+
+// selectJobs picks jobs by id, exact name, or base name (every matrix leg);
+// sel "" selects all.
+func selectJobs(jobs []api.JobView, sel string) ([]api.JobView, error) {
+	if sel == "" {
+		return jobs, nil
+	}
+	for _, j := range jobs {
+		if j.JobID == sel {
+			return []api.JobView{j}, nil
+		}
+	}
+	for _, j := range jobs {
+		if j.JobName == sel {
+			return []api.JobView{j}, nil
+		}
+	}
+	var out []api.JobView
+	for _, j := range jobs {
+		if j.BaseJobName == sel {
+			out = append(out, j)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	names := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		names = append(names, j.JobName)
+	}
+	return nil, fmt.Errorf("no job %q in this run (jobs: %s)", sel, strings.Join(names, ", "))
+}

@@ -1,0 +1,169 @@
+// Package cli implements the kici-admin command tree: operator commands that
+// talk to a kici orchestrator's admin HTTP API (sources, runs, logs).
+//
+// Connection: -u/--url (KICI_ADMIN_URL) and -t/--token (KICI_ADMIN_TOKEN);
+// when no URL is given, the local data directory (--data-dir, KICI_DATA_DIR
+// or config.DefaultDataDir()) is read for orchestrator.json and admin-token,
+// so kici-admin on the orchestrator's host needs no flags.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kici.dev/kici/internal/config"
+)
+
+// Version is reported by `kici-admin --version`; set by the main package.
+var Version = "dev"
+
+// IO is the environment a command tree runs in. Zero fields take the process
+// defaults (os.Stdout, os.Stderr, os.Getenv, a 30 s HTTP client).
+type IO struct {
+	// Stdout receives command output.
+	Stdout io.Writer
+	// Stderr receives errors and progress notes.
+	Stderr io.Writer
+	// Getenv reads environment variables (KICI_ADMIN_URL, KICI_ADMIN_TOKEN,
+	// KICI_DATA_DIR).
+	Getenv func(string) string
+	// HTTPClient performs API calls.
+	HTTPClient *http.Client
+}
+
+func (o IO) withDefaults() IO {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	return o
+}
+
+// ExitError ends a command with Code without printing "Error:" (the command
+// already printed its outcome), e.g. `runs wait` on a failed run.
+type ExitError struct {
+	// Code is the process exit code.
+	Code int
+}
+
+// Error implements error.
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// app holds the global flags and the lazily built API client.
+type app struct {
+	io      IO
+	url     string
+	token   string
+	dataDir string
+	json    bool
+	quiet   bool
+	client  *Client
+}
+
+// NewAdminCommand builds the kici-admin command tree.
+func NewAdminCommand(o IO) *cobra.Command {
+	a := &app{io: o.withDefaults()}
+	root := &cobra.Command{
+		Use:   "kici-admin",
+		Short: "Administer a kici orchestrator over its admin API",
+		Long: `kici-admin manages a kici orchestrator: event sources, runs, jobs and logs.
+
+Connection: --url/--token (or KICI_ADMIN_URL/KICI_ADMIN_TOKEN). Without a URL,
+kici-admin reads orchestrator.json and admin-token from the local data directory
+(--data-dir, KICI_DATA_DIR, or the orchestrator's default), so on the
+orchestrator's host no flags are needed.`,
+		Example: `  kici-admin source add local --org demo --path ~/src/app
+  kici-admin source trigger-local <source-id>
+  kici-admin runs list --status running,failed
+  kici-admin runs logs <run-id> --follow
+  kici-admin --url http://ci.internal:4000 --token kadm_... runs list --json`,
+		Version:       Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(a.io.Stdout)
+	root.SetErr(a.io.Stderr)
+	root.Flags().BoolP("version", "V", false, "print the kici-admin version")
+	pf := root.PersistentFlags()
+	pf.StringVarP(&a.url, "url", "u", a.io.Getenv("KICI_ADMIN_URL"), "orchestrator base URL (env KICI_ADMIN_URL; default: the local orchestrator)")
+	pf.StringVarP(&a.token, "token", "t", a.io.Getenv("KICI_ADMIN_TOKEN"), "admin bearer token (env KICI_ADMIN_TOKEN; default: the local admin-token file)")
+	pf.StringVar(&a.dataDir, "data-dir", "", "data directory of a local orchestrator (default: KICI_DATA_DIR or the orchestrator's default)")
+	pf.BoolVar(&a.json, "json", false, "print raw JSON instead of tables")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only ids, one per line (for scripts): source add prints the source id, trigger-local the delivery id, runs list the run ids")
+
+	root.AddCommand(a.sourceCommand(), a.runsCommand())
+	return root
+}
+
+// Run executes kici-admin with args and returns the process exit code:
+// 0 on success, 1 on any error (printed as "Error: …" on stderr), or an
+// ExitError's code.
+func Run(ctx context.Context, args []string, o IO) int {
+	o = o.withDefaults()
+	cmd := NewAdminCommand(o)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	fmt.Fprintf(o.Stderr, "Error: %v\n", err)
+	return 1
+}
+
+// api returns the client, resolving URL and token on first use.
+func (a *app) api() (*Client, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
+	dataDir := a.dataDir
+	if dataDir == "" {
+		if v := strings.TrimSpace(a.io.Getenv("KICI_DATA_DIR")); v != "" {
+			dataDir = v
+		} else {
+			dataDir = config.DefaultDataDir()
+		}
+	}
+	url, token := strings.TrimRight(a.url, "/"), a.token
+	if url == "" {
+		lu, lt, err := config.ReadLocalEndpoint(dataDir)
+		if err != nil {
+			return nil, err
+		}
+		url = lu
+		if token == "" {
+			token = lt
+		}
+	} else if token == "" {
+		// The local token is only sent to the local orchestrator's URL.
+		if lu, lt, err := config.ReadLocalEndpoint(dataDir); err == nil && strings.TrimRight(lu, "/") == url {
+			token = lt
+		} else {
+			return nil, fmt.Errorf("no admin token: pass --token or set KICI_ADMIN_TOKEN")
+		}
+	}
+	a.client = &Client{BaseURL: url, Token: token, HTTP: a.io.HTTPClient}
+	return a.client, nil
+}
+
+// out is the command output writer.
+func (a *app) out() io.Writer { return a.io.Stdout }

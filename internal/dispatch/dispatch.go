@@ -1,0 +1,419 @@
+// Package dispatch hands queued jobs to agents over the agent WebSocket
+// channel (reference kici-execution-and-protocol.md §2, §3, §5.5).
+//
+// The Dispatcher owns the in-memory agent registry (one entry per
+// registered agent id), the job→agent tracking, the dispatch ack deadlines
+// and the routing of queued jobs: a ready job goes to the idle connected
+// agent with the lowest id whose labels contain the job's runsOn labels
+// (and none of its exclude labels); failing that, the Spawner (auto-scaler)
+// is asked for an agent bound to the job; failing that, the job waits in the
+// queue with a pending reason. Every queue transition goes through the
+// store's conditional, atomic claims, so two concurrent drains can never
+// hand one entry to two agents, and a replayed terminal status completes a
+// job exactly once.
+//
+// Disconnect triage. When an agent's socket ends (closed, heartbeat timeout,
+// ack timeout): a job that was dispatched but never reported running is put
+// back in the queue (attempts+1, failing at MaxAttempts); a started job on an
+// ephemeral (scaler-managed, single-use) agent fails at once with "agent
+// lost" because that agent cannot come back. A started job on a static
+// agent stays owned by that agent id: when the agent reconnects and lists
+// the job in agent.register's inFlightJobs, tracking resumes and its later
+// statuses are accepted; its slot is freed if the agent no longer lists it.
+// A static agent that never returns leaves the job running until the job
+// heartbeat stale detector (or the KiCI 120 s recovery window, when it is
+// added) ends it; the dispatcher itself never guesses the outcome.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// JobEvents receives the job lifecycle the agents report (implemented by
+// execution.Tracker).
+type JobEvents interface {
+	// JobStarted marks a job running on agentID at `at`.
+	JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error
+	// JobFinished moves a job to a terminal status with an error message.
+	JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error
+	// StepStatus records a step row.
+	StepStatus(ctx context.Context, s *store.Step) error
+}
+
+// LogSink stores step log lines (implemented by logstore.FS).
+type LogSink interface {
+	// Append adds lines to the log of step stepIndex (-1: job-level bucket).
+	Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error
+}
+
+// Spawner starts an agent for a job that no connected agent can take
+// (implemented by scaler.Process).
+type Spawner interface {
+	// CanServe reports whether agents it spawns would carry all of labels.
+	CanServe(labels []string) bool
+	// Spawn starts one ephemeral agent bound to jobID and returns its agent
+	// id. It returns an error wrapping ErrAtCapacity when the max-agents
+	// limit is reached; the error text is then the job's pending reason, e.g.
+	// "scaler at capacity (4/4 agents)".
+	Spawn(ctx context.Context, jobID string) (agentID string, err error)
+}
+
+// SpawnStopper is optionally implemented by a Spawner: Stop terminates a
+// spawned agent that never registered within Config.SpawnTimeout.
+type SpawnStopper interface {
+	// Stop terminates the agent process agentID; unknown ids are ignored.
+	Stop(agentID string)
+}
+
+// ErrAtCapacity is wrapped by Spawner.Spawn errors when no further agent may
+// be started. It lives here, not in the scaler package, so that scaler
+// implementations import dispatch and never the other way round.
+var ErrAtCapacity = errors.New("scaler at capacity")
+
+// Config tunes the dispatcher. Zero fields take the defaults shown.
+type Config struct {
+	// AckTimeout is how long an agent has to answer job.dispatch with
+	// job.ack, job.reject or job.status running (10 s;
+	// KICI_DISPATCH_ACK_TIMEOUT_MS).
+	AckTimeout time.Duration
+	// MaxAttempts is the number of dispatch attempts after which a job that
+	// keeps coming back to the queue fails (5; KiCI MAX_DISPATCH_ATTEMPTS).
+	MaxAttempts int
+	// HeartbeatTimeout closes (4004) a registered agent that sent no frame
+	// for this long (180 s).
+	HeartbeatTimeout time.Duration
+	// HeartbeatCheckInterval is the heartbeat monitor period (30 s).
+	HeartbeatCheckInterval time.Duration
+	// AuthTimeout bounds the wait for auth.request (5 s).
+	AuthTimeout time.Duration
+	// RegisterTimeout bounds the wait for agent.register after auth (10 s).
+	RegisterTimeout time.Duration
+	// SpawnTimeout is how long a spawned agent may take to register before
+	// its job is unpinned and routed again (60 s).
+	SpawnTimeout time.Duration
+	// RedriveInterval is the period of the pending-queue re-drive (2 s).
+	RedriveInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.AckTimeout, 10*time.Second)
+	def(&c.HeartbeatTimeout, 180*time.Second)
+	def(&c.HeartbeatCheckInterval, 30*time.Second)
+	def(&c.AuthTimeout, 5*time.Second)
+	def(&c.RegisterTimeout, 10*time.Second)
+	def(&c.SpawnTimeout, 60*time.Second)
+	def(&c.RedriveInterval, 2*time.Second)
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	return c
+}
+
+// ownershipGrace keeps a finished job owned by its agent for late messages
+// (KiCI: completed < 30 s ago).
+const ownershipGrace = 30 * time.Second
+
+// AgentInfo describes one registered agent for admin listings.
+type AgentInfo struct {
+	// ID is the agent id from agent.register.
+	ID string `json:"agentId"`
+	// Labels are the labels it registered with (auto labels included).
+	Labels []string `json:"labels"`
+	// ScalerManaged is true for single-use agents (ephemeral token or
+	// scalerManaged in agent.register).
+	ScalerManaged bool `json:"scalerManaged"`
+	// Ephemeral is true when the agent authenticated with an ephemeral token.
+	Ephemeral bool `json:"ephemeral"`
+	// MaxConcurrency is the number of jobs it may run at once (1 unless the
+	// agent announced more).
+	MaxConcurrency int `json:"maxConcurrency"`
+	// ActiveJobs is the number of slots in use (dispatcher's count).
+	ActiveJobs int `json:"activeJobs"`
+	// JobIDs are the unfinished jobs it owns, sorted.
+	JobIDs []string `json:"jobIds"`
+	// Version is the agent version it reported.
+	Version string `json:"version,omitempty"`
+	// Hostname is the host name it reported.
+	Hostname string `json:"hostname,omitempty"`
+	// ConnectedAt is when its socket was accepted (UTC).
+	ConnectedAt time.Time `json:"connectedAt"`
+	// LastSeenAt is when its last frame arrived (UTC).
+	LastSeenAt time.Time `json:"lastHeartbeatAt"`
+}
+
+// Dispatcher routes queued jobs to agents; see the package documentation.
+type Dispatcher struct {
+	cfg       Config
+	st        store.Store
+	agentAuth *auth.AgentAuth
+	logs      LogSink
+	spawner   Spawner
+	log       *slog.Logger
+
+	// routeMu serialises routing decisions (reserve a slot, claim an entry,
+	// track it). Without it a drain that briefly holds an agent's only slot
+	// while finding nothing to claim would make a concurrent EnqueueJob see
+	// the agent busy and spawn or wait needlessly. Frames are written after
+	// it is released; it is never taken while holding mu.
+	routeMu sync.Mutex
+	// registering counts registrations between register.ack and the end of
+	// their first drain.
+	registering atomic.Int64
+
+	mu      sync.Mutex
+	events  JobEvents
+	agents  map[string]*agentConn // registered agents by id
+	jobs    map[string]*jobState  // jobs handed to agents, by job id
+	spawns  map[string]*spawnRec  // spawned, not yet registered agents
+	reasons map[string]string     // last pending reason written per job
+	conns   map[*agentConn]bool   // every open socket (registered or not)
+	closed  bool
+
+	kick     chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	started  bool
+	loopDone chan struct{}
+	handlers sync.WaitGroup
+}
+
+// jobState is the dispatcher's view of a job handed to an agent.
+type jobState struct {
+	entry     store.QueueEntry
+	agentID   string
+	started   bool
+	acked     bool
+	holdsSlot bool
+	ackTimer  *time.Timer
+	done      bool
+	doneAt    time.Time
+	lastSeq   int64
+}
+
+// spawnRec is an agent the Spawner started for a job and that has not
+// registered yet.
+type spawnRec struct {
+	jobID    string
+	deadline time.Time
+}
+
+// New returns a Dispatcher. logs and spawner may be nil (no log storage, no
+// auto-scaling). Call SetEvents before serving and Start to run the
+// background loops.
+func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, spawner Spawner, logger *slog.Logger) *Dispatcher {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Dispatcher{
+		cfg:       cfg.withDefaults(),
+		st:        st,
+		agentAuth: agentAuth,
+		logs:      logs,
+		spawner:   spawner,
+		log:       logger,
+		agents:    map[string]*agentConn{},
+		jobs:      map[string]*jobState{},
+		spawns:    map[string]*spawnRec{},
+		reasons:   map[string]string{},
+		conns:     map[*agentConn]bool{},
+		kick:      make(chan struct{}, 1),
+		ctx:       ctx,
+		cancel:    cancel,
+		loopDone:  make(chan struct{}),
+	}
+}
+
+// SetEvents sets the receiver of job lifecycle events. Call it before
+// serving agents.
+func (d *Dispatcher) SetEvents(ev JobEvents) {
+	d.mu.Lock()
+	d.events = ev
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) ev() JobEvents {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.events
+}
+
+// Start runs the background loop until Shutdown: the pending-queue re-drive
+// (every RedriveInterval and shortly after capacity is freed), spawn
+// timeouts, the sweep of persisted ack deadlines that expired while no
+// timer was armed (after a restart), and the heartbeat monitor. Calling it
+// twice has no further effect.
+func (d *Dispatcher) Start(ctx context.Context) {
+	d.mu.Lock()
+	if d.started || d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.started = true
+	d.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+			d.cancel()
+		case <-d.ctx.Done():
+		}
+	}()
+	go d.loop()
+}
+
+// Shutdown stops the background loop and closes every agent socket with
+// 1001 (going away). Jobs stay as they are in the store: dispatched jobs are
+// reclaimed when their agents reconnect to the next orchestrator process.
+// It waits for connection handlers to finish or ctx to end.
+func (d *Dispatcher) Shutdown(ctx context.Context) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	started := d.started
+	conns := make([]*agentConn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	for _, js := range d.jobs {
+		if js.ackTimer != nil {
+			js.ackTimer.Stop()
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		c.close(protocol.CloseGoingAway, "orchestrator shutting down")
+	}
+	handlersDone := make(chan struct{})
+	go func() {
+		d.handlers.Wait()
+		close(handlersDone)
+	}()
+	select {
+	case <-handlersDone:
+	case <-ctx.Done():
+	}
+	// Cancelling first would tear the sockets down before the 1001 frames
+	// went out.
+	d.cancel()
+	if started {
+		select {
+		case <-d.loopDone:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Agents returns the registered agents, sorted by id.
+func (d *Dispatcher) Agents() []AgentInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]AgentInfo, 0, len(d.agents))
+	for _, a := range d.agents {
+		info := AgentInfo{
+			ID: a.id, Labels: append([]string(nil), a.labels...), ScalerManaged: a.scalerManaged,
+			Ephemeral: a.ephemeral, MaxConcurrency: a.maxConc, ActiveJobs: a.active,
+			Version: a.version, Hostname: a.hostname, ConnectedAt: a.connectedAt, LastSeenAt: a.lastSeen,
+			JobIDs: []string{},
+		}
+		for id, js := range d.jobs {
+			if js.agentID == a.id && !js.done {
+				info.JobIDs = append(info.JobIDs, id)
+			}
+		}
+		sort.Strings(info.JobIDs)
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// kickRedrive asks the loop for an early re-drive (debounced).
+func (d *Dispatcher) kickRedrive() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the single background goroutine.
+func (d *Dispatcher) loop() {
+	defer close(d.loopDone)
+	redrive := time.NewTicker(d.cfg.RedriveInterval)
+	defer redrive.Stop()
+	hb := time.NewTicker(d.cfg.HeartbeatCheckInterval)
+	defer hb.Stop()
+	var lastSweep time.Time
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-hb.C:
+			d.checkHeartbeats()
+			continue
+		case <-redrive.C:
+		case <-d.kick:
+			// Debounce: let a burst of freed slots settle into one pass.
+			select {
+			case <-d.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		d.expireSpawns()
+		if time.Since(lastSweep) >= 10*time.Second {
+			lastSweep = time.Now()
+			d.sweepAckDeadlines()
+		}
+		d.redrive()
+		d.pruneDone()
+	}
+}
+
+// pruneDone forgets finished jobs past the ownership grace.
+func (d *Dispatcher) pruneDone() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, js := range d.jobs {
+		if js.done && time.Since(js.doneAt) > ownershipGrace {
+			delete(d.jobs, id)
+		}
+	}
+}
+
+// checkHeartbeats closes registered agents silent for HeartbeatTimeout with
+// 4004; their handler then runs the disconnect triage.
+func (d *Dispatcher) checkHeartbeats() {
+	d.mu.Lock()
+	var stale []*agentConn
+	now := time.Now()
+	for _, a := range d.agents {
+		if silent := now.Sub(a.lastSeen); silent > d.cfg.HeartbeatTimeout {
+			stale = append(stale, a)
+		} else if silent > d.cfg.HeartbeatTimeout/2 {
+			d.log.Warn("agent unhealthy: no heartbeat", "agent", a.id, "silentFor", silent.Round(time.Second))
+		}
+	}
+	d.mu.Unlock()
+	for _, a := range stale {
+		d.log.Warn("agent heartbeat timeout", "agent", a.id)
+		a.close(protocol.CloseHeartbeatTimeout, "heartbeat timeout")
+	}
+}

@@ -1,0 +1,501 @@
+// Package execution tracks runs and jobs on the orchestrator: it persists a
+// run with its jobs, releases jobs whose needs are satisfied to dispatch,
+// skips jobs whose needs can no longer be met (cascading), and derives the
+// run status once every job is terminal.
+//
+// Semantics follow KiCI's needs scheduler and execution tracker (reference
+// kici-lockfile-and-triggers.md §6, kici-execution-and-protocol.md §1.2–1.3):
+//   - each need edge has a runOn set of upstream terminal statuses (default
+//     ["success"]);
+//   - an upstream terminal status outside its edge's set skips the downstream
+//     at once with errorMessage "upstream_unmet: <upstream> (<status>)"; a
+//     skip is terminal and cascades by the same rule;
+//   - when every upstream is terminal and each status is inside its edge's
+//     set, the downstream is released (pending → queued + Enqueuer.EnqueueJob);
+//   - a run completes when all its jobs are terminal: failed if any job is
+//     failed, timed_out_stale or drift_dropped ("Failed jobs: a, b"), else
+//     cancelled if any is cancelled, else success.
+//
+// Every status change goes through the store's conditional updates, so
+// concurrent or replayed events never release a job twice, move a row
+// backwards or complete a run twice.
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Job statuses written by the tracker.
+const (
+	StatusPending       = "pending"
+	StatusQueued        = "queued"
+	StatusRunning       = "running"
+	StatusRecovering    = "recovering"
+	StatusCancelling    = "cancelling"
+	StatusSuccess       = "success"
+	StatusFailed        = "failed"
+	StatusCancelled     = "cancelled"
+	StatusSkipped       = "skipped"
+	StatusTimedOutStale = "timed_out_stale"
+	StatusDriftDropped  = "drift_dropped"
+)
+
+// defaultNeedRunOnWord is the runOn set of a need that lists none.
+const defaultNeedRunOnWord = StatusSuccess
+
+// UpstreamUnmetPrefix starts the errorMessage of a job skipped because an
+// upstream ended outside its edge's runOn set.
+const UpstreamUnmetPrefix = "upstream_unmet: "
+
+// ErrNoJobs is returned by CreateRun for a run without jobs (such a run could
+// never complete).
+var ErrNoJobs = errors.New("execution: run has no jobs")
+
+// Enqueuer hands a ready job to dispatch.
+type Enqueuer interface {
+	// EnqueueJob queues a job (status already "queued" in the store) for an
+	// agent.
+	EnqueueJob(ctx context.Context, job *store.Job) error
+}
+
+// lockStripes is the number of per-run evaluation locks (runs hash onto them).
+const lockStripes = 64
+
+// Tracker owns run/job state transitions. It is safe for concurrent use.
+type Tracker struct {
+	st  store.Store
+	enq Enqueuer
+	log *slog.Logger
+	now func() time.Time
+
+	stripes [lockStripes]sync.Mutex
+
+	hookMu   sync.RWMutex
+	finished []func(run *store.Run)
+}
+
+// NewTracker returns a tracker over st that hands released jobs to enq. A nil
+// logger discards logs.
+func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger) *Tracker {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// OnRunFinished registers fn to be called once each time a run reaches a
+// terminal status through this tracker, with the run as stored after the
+// change. Callbacks run synchronously on the goroutine that completed the run
+// and must not block for long.
+func (t *Tracker) OnRunFinished(fn func(run *store.Run)) {
+	if fn == nil {
+		return
+	}
+	t.hookMu.Lock()
+	t.finished = append(t.finished, fn)
+	t.hookMu.Unlock()
+}
+
+func (t *Tracker) runLock(runID string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(runID))
+	return &t.stripes[h.Sum32()%lockStripes]
+}
+
+// CreateRun persists run and jobs (all pending; run.Status "pending" and
+// CreatedAt defaulted when zero) in one store transaction, then releases the
+// jobs without needs (status queued + EnqueueJob). Errors: ErrNoJobs, a job
+// whose RunID differs from run.ID or whose need names no job of the run, and
+// store errors. Enqueue failures are logged, not returned: the job stays
+// queued in the store and Recover re-enqueues it.
+func (t *Tracker) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job) error {
+	if len(jobs) == 0 {
+		return ErrNoJobs
+	}
+	now := t.now()
+	if run.CreatedAt.IsZero() {
+		run.CreatedAt = now
+	}
+	run.Status = StatusPending
+	names := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		if j.RunID == "" {
+			j.RunID = run.ID
+		}
+		if j.RunID != run.ID {
+			return fmt.Errorf("execution: job %s belongs to run %s, not %s", j.ID, j.RunID, run.ID)
+		}
+		if names[j.JobName] {
+			return fmt.Errorf("execution: duplicate job name %q in run %s", j.JobName, run.ID)
+		}
+		names[j.JobName] = true
+		j.Status = StatusPending
+		if j.CreatedAt.IsZero() {
+			j.CreatedAt = now
+		}
+		for i := range j.Needs {
+			if len(j.Needs[i].RunOn) == 0 {
+				j.Needs[i].RunOn = []string{defaultNeedRunOnWord}
+			}
+		}
+	}
+	for _, j := range jobs {
+		for _, n := range j.Needs {
+			if !names[n.Upstream] {
+				return fmt.Errorf("execution: job %q needs unknown job %q", j.JobName, n.Upstream)
+			}
+			if n.Upstream == j.JobName {
+				return fmt.Errorf("execution: job %q needs itself", j.JobName)
+			}
+		}
+	}
+	mu := t.runLock(run.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := t.st.CreateRun(ctx, run, jobs); err != nil {
+		return fmt.Errorf("execution: create run %s: %w", run.ID, err)
+	}
+	t.log.Info("run created", "runId", run.ID, "workflow", run.WorkflowName, "jobs", len(jobs))
+	return t.evaluateLocked(ctx, run.ID, now)
+}
+
+// JobStarted moves a job from pending, queued or recovering to running,
+// stamping agentID, startedAt (first start only) and the heartbeat, and moves
+// its run from pending to running (startedAt). Idempotent: a replay for a
+// job already running only refreshes the heartbeat; a job already terminal is
+// left alone. ErrNotFound (wrapped) for an unknown job.
+func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
+	at = at.UTC()
+	job, err := t.st.GetJob(ctx, jobID)
+	if err != nil {
+		return fmt.Errorf("execution: job %s: %w", jobID, err)
+	}
+	u := store.JobUpdate{LastHeartbeatAt: &at}
+	if agentID != "" {
+		u.AgentID = &agentID
+	}
+	if job.StartedAt == nil {
+		u.StartedAt = &at
+	}
+	changed, err := t.st.UpdateJobStatus(ctx, jobID, []string{StatusPending, StatusQueued, StatusRecovering}, StatusRunning, u)
+	if err != nil {
+		return fmt.Errorf("execution: start job %s: %w", jobID, err)
+	}
+	if !changed {
+		if job.Status == StatusRunning {
+			if err := t.st.TouchJobHeartbeat(ctx, jobID, at); err != nil {
+				return fmt.Errorf("execution: heartbeat job %s: %w", jobID, err)
+			}
+		}
+		return nil
+	}
+	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, []string{StatusPending}, StatusRunning, store.RunUpdate{StartedAt: &at}); err != nil {
+		return fmt.Errorf("execution: start run %s: %w", job.RunID, err)
+	}
+	t.log.Info("job started", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "agentId", agentID)
+	return nil
+}
+
+// JobFinished moves a non-terminal job to the terminal status (one of
+// store.TerminalJobStatuses), stamping completedAt, durationMs (from its
+// startedAt, when it started) and errMsg (when not empty); then releases or
+// skips its downstream jobs and completes the run when every job is
+// terminal. Idempotent: a replayed terminal status changes nothing (the
+// downstream evaluation it triggers finds nothing left to do). Errors: a
+// non-terminal status, ErrNotFound (wrapped), store errors.
+func (t *Tracker) JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error {
+	if !store.IsTerminalJob(status) {
+		return fmt.Errorf("execution: job %s: %q is not a terminal job status", jobID, status)
+	}
+	at = at.UTC()
+	job, err := t.st.GetJob(ctx, jobID)
+	if err != nil {
+		return fmt.Errorf("execution: job %s: %w", jobID, err)
+	}
+	mu := t.runLock(job.RunID)
+	mu.Lock()
+	defer mu.Unlock()
+	if !store.IsTerminalJob(job.Status) {
+		u := store.JobUpdate{CompletedAt: &at}
+		if job.StartedAt != nil {
+			d := max(at.Sub(*job.StartedAt).Milliseconds(), 0)
+			u.DurationMs = &d
+		}
+		if errMsg != "" {
+			u.ErrorMessage = &errMsg
+		}
+		changed, err := t.st.UpdateJobStatus(ctx, jobID, nil, status, u)
+		if err != nil {
+			return fmt.Errorf("execution: finish job %s: %w", jobID, err)
+		}
+		if changed {
+			t.log.Info("job finished", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "status", status)
+		}
+	} else if job.Status != status {
+		t.log.Debug("job already terminal; status ignored", "jobId", jobID, "stored", job.Status, "reported", status)
+	}
+	return t.evaluateLocked(ctx, job.RunID, at)
+}
+
+// StepStatus records a step row (store.UpsertStep); a terminal step status is
+// never overwritten by a non-terminal one.
+func (t *Tracker) StepStatus(ctx context.Context, s *store.Step) error {
+	if err := t.st.UpsertStep(ctx, s); err != nil {
+		return fmt.Errorf("execution: step %d of job %s: %w", s.StepIndex, s.JobID, err)
+	}
+	return nil
+}
+
+// Recover repairs state after a restart: re-enqueues queued jobs that have no
+// dispatch queue entry, releases or skips pending jobs whose upstreams are
+// terminal, and completes non-terminal runs whose jobs are all terminal.
+// Errors of individual runs are logged and joined into the result.
+func (t *Tracker) Recover(ctx context.Context) error {
+	var errs []error
+	queued, err := t.st.ListJobsByStatus(ctx, []string{StatusQueued})
+	if err != nil {
+		return fmt.Errorf("execution: recover: %w", err)
+	}
+	if len(queued) > 0 {
+		entries, err := t.st.ListQueue(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("execution: recover: %w", err)
+		}
+		inQueue := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			inQueue[e.ID] = true
+		}
+		for _, j := range queued {
+			if inQueue[j.ID] {
+				continue
+			}
+			t.log.Info("re-enqueueing queued job without queue entry", "runId", j.RunID, "jobId", j.ID)
+			if err := t.enq.EnqueueJob(ctx, j); err != nil {
+				errs = append(errs, fmt.Errorf("enqueue job %s: %w", j.ID, err))
+			}
+		}
+	}
+
+	runIDs := map[string]bool{}
+	var order []string
+	add := func(id string) {
+		if !runIDs[id] {
+			runIDs[id] = true
+			order = append(order, id)
+		}
+	}
+	pending, err := t.st.ListJobsByStatus(ctx, []string{StatusPending})
+	if err != nil {
+		return fmt.Errorf("execution: recover: %w", err)
+	}
+	for _, j := range pending {
+		add(j.RunID)
+	}
+	const page = 100
+	for offset := 0; ; offset += page {
+		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []string{StatusPending, StatusRunning, StatusCancelling}, Limit: page, Offset: offset})
+		if err != nil {
+			return fmt.Errorf("execution: recover: %w", err)
+		}
+		for _, r := range runs {
+			add(r.ID)
+		}
+		if len(runs) < page {
+			break
+		}
+	}
+	now := t.now()
+	for _, id := range order {
+		mu := t.runLock(id)
+		mu.Lock()
+		err := t.evaluateLocked(ctx, id, now)
+		mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.log.Error("recovery incomplete", "error", err)
+		return fmt.Errorf("execution: recover: %w", err)
+	}
+	return nil
+}
+
+// evaluateLocked releases/skips the pending jobs of a run until nothing
+// changes, then completes the run if all jobs are terminal. The run's stripe
+// lock must be held.
+func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time) error {
+	jobs, err := t.st.ListJobs(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("execution: run %s: %w", runID, err)
+	}
+	byName := make(map[string]*store.Job, len(jobs))
+	for _, j := range jobs {
+		byName[j.JobName] = j
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, j := range jobs {
+			if j.Status != StatusPending {
+				continue
+			}
+			release, reason := readiness(j, byName)
+			switch {
+			case reason != "":
+				zero := int64(0)
+				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusSkipped,
+					store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
+				if err != nil {
+					return fmt.Errorf("execution: skip job %s: %w", j.ID, err)
+				}
+				if ok {
+					t.log.Info("job skipped", "runId", runID, "jobId", j.ID, "job", j.JobName, "reason", reason)
+				}
+				if err := t.refresh(ctx, j); err != nil {
+					return err
+				}
+				changed = changed || store.IsTerminalJob(j.Status)
+			case release:
+				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusQueued, store.JobUpdate{})
+				if err != nil {
+					return fmt.Errorf("execution: release job %s: %w", j.ID, err)
+				}
+				if err := t.refresh(ctx, j); err != nil {
+					return err
+				}
+				if ok {
+					t.log.Info("job released", "runId", runID, "jobId", j.ID, "job", j.JobName)
+					if err := t.enq.EnqueueJob(ctx, j); err != nil {
+						// The job is queued in the store; Recover re-drives it.
+						t.log.Error("enqueue failed; job stays queued for recovery", "runId", runID, "jobId", j.ID, "error", err)
+					}
+				}
+			}
+		}
+	}
+	return t.completeIfDone(ctx, runID, jobs, at)
+}
+
+// refresh reloads j from the store in place (its row may have been changed
+// by a concurrent writer).
+func (t *Tracker) refresh(ctx context.Context, j *store.Job) error {
+	fresh, err := t.st.GetJob(ctx, j.ID)
+	if err != nil {
+		return fmt.Errorf("execution: job %s: %w", j.ID, err)
+	}
+	*j = *fresh
+	return nil
+}
+
+// readiness decides a pending job's fate from its upstreams: a non-empty
+// reason means skip; release means every upstream is terminal and inside its
+// edge's runOn set; neither means wait.
+func readiness(j *store.Job, byName map[string]*store.Job) (release bool, reason string) {
+	allTerminal := true
+	for _, n := range j.Needs {
+		up, ok := byName[n.Upstream]
+		if !ok {
+			return false, UpstreamUnmetPrefix + n.Upstream + " (missing)"
+		}
+		if !store.IsTerminalJob(up.Status) {
+			allTerminal = false
+			continue
+		}
+		runOn := n.RunOn
+		if len(runOn) == 0 {
+			runOn = []string{defaultNeedRunOnWord}
+		}
+		if !slices.Contains(runOn, up.Status) {
+			return false, UpstreamUnmetPrefix + n.Upstream + " (" + up.Status + ")"
+		}
+	}
+	return allTerminal, ""
+}
+
+// DeriveRunStatus returns the terminal run status for a run whose jobs are
+// all terminal, and the failure reason for a failed run
+// ("Failed jobs: a, b" in job order). KiCI computeRunStatus.
+func DeriveRunStatus(jobs []*store.Job) (status, failureReason string) {
+	var failed []string
+	cancelled := false
+	for _, j := range jobs {
+		switch j.Status {
+		case StatusFailed, StatusTimedOutStale, StatusDriftDropped:
+			failed = append(failed, j.JobName)
+		case StatusCancelled:
+			cancelled = true
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return StatusFailed, "Failed jobs: " + strings.Join(failed, ", ")
+	case cancelled:
+		return StatusCancelled, ""
+	default:
+		return StatusSuccess, ""
+	}
+}
+
+// completeIfDone completes the run when it has jobs and all are terminal.
+func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*store.Job, at time.Time) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	for _, j := range jobs {
+		if !store.IsTerminalJob(j.Status) {
+			return nil
+		}
+	}
+	run, err := t.st.GetRun(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("execution: run %s: %w", runID, err)
+	}
+	if store.IsTerminalRun(run.Status) {
+		return nil
+	}
+	status, reason := DeriveRunStatus(jobs)
+	start := run.CreatedAt
+	if run.StartedAt != nil {
+		start = *run.StartedAt
+	}
+	if at.Before(start) {
+		at = start
+	}
+	dur := at.Sub(start).Milliseconds()
+	u := store.RunUpdate{CompletedAt: &at, DurationMs: &dur}
+	if reason != "" {
+		u.FailureReason = &reason
+	}
+	changed, err := t.st.UpdateRunStatus(ctx, runID, nil, status, u)
+	if err != nil {
+		return fmt.Errorf("execution: complete run %s: %w", runID, err)
+	}
+	if !changed {
+		return nil
+	}
+	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", status, "durationMs", dur)
+	t.hookMu.RLock()
+	hooks := slices.Clone(t.finished)
+	t.hookMu.RUnlock()
+	if len(hooks) == 0 {
+		return nil
+	}
+	final, err := t.st.GetRun(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("execution: run %s: %w", runID, err)
+	}
+	for _, fn := range hooks {
+		fn(final)
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package lockfile
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestDocsExample keeps the complete example of docs/workflows.md valid and
+// its documented matrix legs true.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## A complete example\n\n```yaml\n")
+	if !ok {
+		t.Fatal("example not found")
+	}
+	src, _, _ := strings.Cut(rest, "```\n")
+	lf, err := Compile([]SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := lf.Workflows[0].Jobs[1]
+	legs, err := ExpandMatrix(&test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range legs {
+		names = append(names, l.Name)
+	}
+	want := []string{"test (pg, 1.22)", "test (pg, 1.23)", "test (mysql, 1.23)", "test (1.24, pg)"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("legs = %q, want %q", names, want)
+	}
+}

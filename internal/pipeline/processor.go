@@ -1,0 +1,468 @@
+// Package pipeline turns persisted deliveries into runs: for a local-source
+// push it reads the lock file at the pushed commit, normalizes the event,
+// matches every workflow's triggers (first passing trigger wins, KiCI
+// matcher), records the decision trace on the delivery and creates one run
+// per matched workflow, with one job per matrix leg and needs expanded per
+// leg (reference kici-lockfile-and-triggers.md §3, §5, §6).
+//
+// Deliveries are processed by one worker goroutine. Submit is non-blocking;
+// a delivery that does not fit in the buffer is still in the store with
+// status "received" and is picked up by the periodic re-scan of
+// store.ListUnprocessedDeliveries, so nothing accepted is lost. A delivery
+// is processed at most once per process, and a re-processing after a crash
+// does not create a second run for a workflow that already has one for the
+// same delivery.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider/local"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
+)
+
+// Defaults of a Processor.
+const (
+	// DefaultQueueSize is the Submit buffer.
+	DefaultQueueSize = 256
+	// DefaultRescanInterval is how often unprocessed deliveries are re-listed.
+	DefaultRescanInterval = 5 * time.Second
+	// DefaultProcessTimeout bounds the processing of one delivery.
+	DefaultProcessTimeout = 2 * time.Minute
+	// rescanBatch is how many unprocessed deliveries one re-scan takes.
+	rescanBatch = 100
+	// maxTracedFiles caps the changed files recorded in a Trace.
+	maxTracedFiles = 300
+)
+
+// Trace is the decision record stored as JSON in a delivery's Decisions.
+type Trace struct {
+	// Summary is a one-line outcome, e.g. "no lock file at <sha>" or
+	// "2 of 3 workflows matched; 2 runs created".
+	Summary string `json:"summary"`
+	// Event is the delivery's event name; Ref and SHA the pushed ref/commit.
+	Event string `json:"event,omitempty"`
+	Ref   string `json:"ref,omitempty"`
+	SHA   string `json:"sha,omitempty"`
+	// ChangedFiles is set when some trigger filters on paths (first 300).
+	ChangedFiles []string `json:"changedFiles,omitempty"`
+	// Workflows holds one trigger decision per lock workflow, in lock order.
+	Workflows []trigger.Decision `json:"workflows,omitempty"`
+	// Runs lists the runs created for matched workflows.
+	Runs []RunRef `json:"runs,omitempty"`
+	// Errors lists per-workflow failures (the delivery is then "failed").
+	Errors []string `json:"errors,omitempty"`
+}
+
+// RunRef names a run created for a delivery.
+type RunRef struct {
+	WorkflowName string `json:"workflowName"`
+	RunID        string `json:"runId"`
+	Jobs         int    `json:"jobs"`
+}
+
+// Processor turns persisted deliveries into runs. Create it with
+// NewProcessor; it is safe for concurrent use.
+type Processor struct {
+	st      store.Store
+	tracker *execution.Tracker
+	log     *slog.Logger
+
+	// RescanInterval is the period of the unprocessed-delivery re-scan
+	// (DefaultRescanInterval when zero). Set before Start.
+	RescanInterval time.Duration
+	// ProcessTimeout bounds one delivery (DefaultProcessTimeout when zero).
+	ProcessTimeout time.Duration
+
+	ch chan string
+
+	mu      sync.Mutex
+	claimed map[string]bool
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// NewProcessor returns a processor that reads deliveries from st and creates
+// runs through tracker. A nil logger discards logs.
+func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logger) *Processor {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
+		claimed: map[string]bool{}}
+}
+
+// Start launches the worker: it first processes every delivery still
+// "received" (left over from a previous process), then ids sent to Submit,
+// and re-scans for unprocessed deliveries every RescanInterval. The worker
+// stops when ctx is cancelled or Stop is called. Calling Start again is a
+// no-op.
+func (p *Processor) Start(ctx context.Context) {
+	p.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(ctx)
+		p.cancel = cancel
+		p.done = make(chan struct{})
+		go p.loop(ctx)
+	})
+}
+
+// Stop stops the worker and waits for the delivery being processed, if any,
+// to finish (its processing is not interrupted). Safe to call without Start
+// and more than once.
+func (p *Processor) Stop() {
+	p.startOnce.Do(func() {}) // a later Start becomes a no-op
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+}
+
+// Submit queues a persisted delivery id for processing without blocking. If
+// the buffer is full the id is dropped here and the re-scan picks the
+// delivery up from the store.
+func (p *Processor) Submit(deliveryID string) {
+	select {
+	case p.ch <- deliveryID:
+	default:
+		p.log.Warn("pipeline: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
+	}
+}
+
+func (p *Processor) loop(ctx context.Context) {
+	defer close(p.done)
+	interval := p.RescanInterval
+	if interval <= 0 {
+		interval = DefaultRescanInterval
+	}
+	p.rescan(ctx)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-p.ch:
+			p.processLogged(ctx, id)
+		case <-ticker.C:
+			p.rescan(ctx)
+		}
+	}
+}
+
+func (p *Processor) rescan(ctx context.Context) {
+	ds, err := p.st.ListUnprocessedDeliveries(ctx, rescanBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Error("pipeline: list unprocessed deliveries", "error", err)
+		}
+		return
+	}
+	for _, d := range ds {
+		if ctx.Err() != nil {
+			return
+		}
+		p.processLogged(ctx, d.ID)
+	}
+}
+
+// processLogged processes one delivery to completion even if ctx is
+// cancelled meanwhile (Stop waits for it), bounded by ProcessTimeout.
+func (p *Processor) processLogged(ctx context.Context, id string) {
+	if err := p.Process(context.WithoutCancel(ctx), id); err != nil {
+		p.log.Error("pipeline: process delivery", "deliveryId", id, "error", err)
+	}
+}
+
+// claim marks id as being processed by this process; false if it already is
+// (or was, without its outcome being stored).
+func (p *Processor) claim(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimed[id] {
+		return false
+	}
+	p.claimed[id] = true
+	return true
+}
+
+func (p *Processor) unclaim(id string) {
+	p.mu.Lock()
+	delete(p.claimed, id)
+	p.mu.Unlock()
+}
+
+// Process handles one delivery: if it is still "received", it is matched,
+// its runs are created and it is finished as "processed" (possibly with no
+// runs; the reason is in the trace summary) or "failed" (Error says why).
+// A delivery already processed, or being processed by this process, is left
+// alone (nil). The returned error reports store failures; a delivery that
+// cannot be turned into runs is not an error of Process, it is recorded on
+// the delivery.
+func (p *Processor) Process(ctx context.Context, deliveryID string) error {
+	if !p.claim(deliveryID) {
+		return nil
+	}
+	timeout := p.ProcessTimeout
+	if timeout <= 0 {
+		timeout = DefaultProcessTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	d, err := p.st.GetDelivery(ctx, deliveryID)
+	if err != nil {
+		p.unclaim(deliveryID)
+		return fmt.Errorf("pipeline: delivery %s: %w", deliveryID, err)
+	}
+	if d.Status != store.DeliveryReceived {
+		p.unclaim(deliveryID)
+		return nil
+	}
+	tr, procErr := p.handle(ctx, d)
+	status, errText := store.DeliveryProcessed, ""
+	if procErr != nil {
+		status, errText = store.DeliveryFailed, procErr.Error()
+		if tr.Summary == "" {
+			tr.Summary = "failed: " + errText
+		}
+	}
+	raw, err := json.Marshal(tr)
+	if err != nil {
+		return fmt.Errorf("pipeline: encode trace: %w", err)
+	}
+	// Keep the claim if the outcome cannot be stored: the runs (if any) exist,
+	// and this process must not create them again.
+	if err := p.st.FinishDelivery(context.WithoutCancel(ctx), deliveryID, status, errText, raw); err != nil {
+		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
+	}
+	p.unclaim(deliveryID)
+	p.log.Info("pipeline: delivery processed", "deliveryId", deliveryID, "status", status,
+		"summary", tr.Summary, "runs", len(tr.Runs))
+	return nil
+}
+
+// handle computes the trace and creates runs. A non-nil error makes the
+// delivery "failed".
+func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, error) {
+	tr := &Trace{Event: d.Event}
+	src, err := p.st.GetSource(ctx, d.SourceID)
+	if err != nil {
+		return tr, fmt.Errorf("source %s: %w", d.SourceID, err)
+	}
+	if src.Provider != "local" {
+		tr.Summary = fmt.Sprintf("provider %q: deliveries of this provider trigger no workflows", src.Provider)
+		return tr, nil
+	}
+	if d.Event != "push" {
+		tr.Summary = fmt.Sprintf("event %q is not handled for local sources", d.Event)
+		return tr, nil
+	}
+	push, err := local.ParsePushPayload(d.Payload)
+	if err != nil {
+		return tr, err
+	}
+	tr.Ref, tr.SHA = push.Ref, push.After
+	if push.Deleted() {
+		tr.Summary = "ref " + push.Ref + " deleted; nothing to run"
+		return tr, nil
+	}
+	// The registered path is authoritative; the payload's path is only
+	// informational.
+	if push.Repository.Path != "" && push.Repository.Path != src.LocalPath {
+		p.log.Warn("pipeline: payload repository path differs from the source's; using the source's",
+			"deliveryId", d.ID, "sourceId", src.ID)
+	}
+	repo, err := local.Open(src.LocalPath)
+	if err != nil {
+		return tr, err
+	}
+	data, err := repo.ReadLock(ctx, push.After)
+	if errors.Is(err, local.ErrLockNotFound) {
+		tr.Summary = "no lock file at " + push.After
+		return tr, nil
+	}
+	if err != nil {
+		return tr, err
+	}
+	lf, err := lockfile.Parse(data)
+	if err != nil {
+		return tr, fmt.Errorf("invalid lock file at %s: %w", push.After, err)
+	}
+
+	repoIdent := push.Repository.FullName
+	if repoIdent == "" {
+		repoIdent = src.OrgID + "/" + src.Name
+	}
+	var files []string
+	if trigger.NeedsChangedFiles(lf) {
+		files, err = repo.ChangedFiles(ctx, push.Before, push.After)
+		if err != nil {
+			return tr, err
+		}
+		tr.ChangedFiles = files[:min(len(files), maxTracedFiles)]
+	}
+	ev := local.PushEvent(push, repoIdent, files)
+
+	existing, err := p.existingRuns(ctx, d.ID)
+	if err != nil {
+		return tr, err
+	}
+	matched := 0
+	for i := range lf.Workflows {
+		wf := &lf.Workflows[i]
+		dec := trigger.MatchWorkflow(wf, ev)
+		tr.Workflows = append(tr.Workflows, dec)
+		if !dec.Matched {
+			continue
+		}
+		matched++
+		if r, ok := existing[wf.Name]; ok {
+			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
+			continue
+		}
+		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
+			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login})
+		if err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		if err := p.tracker.CreateRun(ctx, run, jobs); err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: run.ID, Jobs: len(jobs)})
+	}
+	tr.Summary = fmt.Sprintf("%d of %d workflows matched; %d runs created", matched, len(lf.Workflows), len(tr.Runs))
+	if len(lf.Workflows) == 0 {
+		tr.Summary = "lock file has no workflows"
+	}
+	if len(tr.Errors) > 0 {
+		return tr, errors.New(strings.Join(tr.Errors, "; "))
+	}
+	return tr, nil
+}
+
+// existingRuns returns the runs already created for a delivery, by workflow.
+func (p *Processor) existingRuns(ctx context.Context, deliveryID string) (map[string]*store.Run, error) {
+	out := map[string]*store.Run{}
+	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: deliveryID, Limit: 100})
+	if err != nil {
+		return nil, fmt.Errorf("runs of delivery %s: %w", deliveryID, err)
+	}
+	for _, r := range runs {
+		out[r.WorkflowName] = r
+	}
+	return out, nil
+}
+
+// RunContext carries the delivery facts a run is built from.
+type RunContext struct {
+	DeliveryID     string
+	Source         *store.Source
+	RepoIdentifier string // "<org>/<name>"
+	RepoURL        string // "file://<path>" for local sources
+	Ref            string // full ref, e.g. refs/heads/main
+	SHA            string
+	TriggeredBy    string
+}
+
+// BuildRun builds the run (status pending, new uuid) and its jobs for one
+// workflow: one job per matrix leg (lockfile.ExpandMatrix), ID a new uuid,
+// Config the lock job as JSON, MatrixValues the leg's values, RunsOnLabels
+// the exact runsOn values, TimeoutMs the job timeout, and Needs expanded per
+// leg (a need on a matrix job's base name yields one edge per leg, runOn
+// defaulting to ["success"]). Errors: a dynamic job or group need, a regex runsOn
+// matcher (not routable yet), a bad matrix, a need on an unknown job, or a
+// workflow with no jobs (a run without jobs is never created).
+func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, error) {
+	now := time.Now().UTC()
+	run := &store.Run{
+		ID: uuid.NewString(), WorkflowName: wf.Name, Status: execution.StatusPending, Provider: "local",
+		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
+		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
+	}
+	if rc.Source != nil {
+		run.SourceID, run.OrgID, run.Provider = rc.Source.ID, rc.Source.OrgID, rc.Source.Provider
+	}
+	if len(wf.Jobs) == 0 {
+		return nil, nil, errors.New("workflow has no jobs")
+	}
+	legs := make([][]lockfile.Leg, len(wf.Jobs))
+	legNames := map[string][]string{}
+	for i := range wf.Jobs {
+		j := &wf.Jobs[i]
+		if j.Type != "" && j.Type != "static" {
+			return nil, nil, fmt.Errorf("job %q: job type %q is not supported", j.Name, j.Type)
+		}
+		if _, dup := legNames[j.Name]; dup {
+			return nil, nil, fmt.Errorf("duplicate job name %q", j.Name)
+		}
+		l, err := lockfile.ExpandMatrix(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(l) == 0 {
+			return nil, nil, fmt.Errorf("job %q: matrix expands to no legs", j.Name)
+		}
+		legs[i] = l
+		for _, leg := range l {
+			legNames[j.Name] = append(legNames[j.Name], leg.Name)
+		}
+	}
+	var jobs []*store.Job
+	for i := range wf.Jobs {
+		j := &wf.Jobs[i]
+		labels := []string{}
+		for _, m := range j.RunsOn {
+			if m.Kind != "exact" {
+				return nil, nil, fmt.Errorf("job %q: runsOn matcher kind %q is not supported (only exact labels)", j.Name, m.Kind)
+			}
+			labels = append(labels, m.Value)
+		}
+		var needs []store.Need
+		for _, n := range j.Needs {
+			if n.Group != "" {
+				return nil, nil, fmt.Errorf("job %q: needs on dynamic group %q are not supported", j.Name, n.Group)
+			}
+			ups, ok := legNames[n.Name]
+			if !ok {
+				return nil, nil, fmt.Errorf("job %q needs unknown job %q", j.Name, n.Name)
+			}
+			runOn := n.RunOn
+			if len(runOn) == 0 {
+				runOn = []string{execution.StatusSuccess}
+			}
+			for _, up := range ups {
+				needs = append(needs, store.Need{Upstream: up, RunOn: slices.Clone(runOn)})
+			}
+		}
+		cfg, err := json.Marshal(j)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %q: encode config: %w", j.Name, err)
+		}
+		for _, leg := range legs[i] {
+			jobs = append(jobs, &store.Job{
+				ID: uuid.NewString(), RunID: run.ID, JobName: leg.Name, BaseJobName: j.Name,
+				MatrixValues: leg.Values, Status: execution.StatusPending, Config: cfg,
+				RunsOnLabels: slices.Clone(labels), Needs: slices.Clone(needs), TimeoutMs: j.Timeout, CreatedAt: now,
+			})
+		}
+	}
+	return run, jobs, nil
+}

@@ -1,0 +1,69 @@
+// Package trigger matches normalized forge events against lock-file
+// workflow triggers and explains each decision with a trace (KiCI
+// packages/engine/src/trigger/matcher.ts and decision-trace.ts; reference
+// kici-lockfile-and-triggers.md §3).
+package trigger
+
+// Event is a normalized forge or internal event (KiCI SimulatedEvent).
+type Event struct {
+	// Type is the normalized event type: push, tag, pull_request, comment,
+	// review, review_comment, release, dispatch, create, delete, status,
+	// workflow_run, fork, star, watch, schedule, workflow_complete,
+	// job_complete, lifecycle, kici_event, generic_webhook, or a raw event
+	// name for webhook triggers.
+	Type string `json:"type"`
+	// Action is the event's action (e.g. "opened"); "" when the event has
+	// none.
+	Action string `json:"action,omitempty"`
+	// Payload is the raw (decoded JSON) event body.
+	Payload map[string]any `json:"payload,omitempty"`
+	// TargetBranch is the pushed branch (without refs/heads/), the tag name
+	// for tag events, or the PR base branch.
+	TargetBranch string `json:"targetBranch"`
+	// SourceBranch is the PR head branch; "" when unknown.
+	SourceBranch string `json:"sourceBranch,omitempty"`
+	// ChangedFiles are repo-relative paths changed by the event. Empty means
+	// none known, which makes path-filtered triggers fail (KiCI §3.5).
+	ChangedFiles []string `json:"changedFiles,omitempty"`
+	// Provider names the forge adapter (github, gitea, local, generic, …).
+	Provider string `json:"provider,omitempty"`
+	// SourceRepo is the event's repository as "owner/repo"; "" when unknown.
+	SourceRepo string `json:"sourceRepo,omitempty"`
+	// IsForkPR reports a pull request whose head repository differs from the
+	// base repository.
+	IsForkPR bool `json:"isForkPR,omitempty"`
+	// SenderUsername is the login of the user who caused the event.
+	SenderUsername string `json:"senderUsername,omitempty"`
+}
+
+// Check is one entry of a decision trace (KiCI decision-trace.ts).
+type Check struct {
+	// Check names what was compared: "event type", "action", "branch",
+	// "target branch", "source branch", "paths", "repo", "tag pattern", …
+	Check string `json:"check"`
+	// Pattern is the filter (multiple patterns joined with "|"; paths as
+	// "include: [..] exclude: [..]").
+	Pattern string `json:"pattern"`
+	// Value is what the event carried ("(missing)" when absent).
+	Value string `json:"value"`
+	// Passed reports whether the check let the trigger continue.
+	Passed bool `json:"passed"`
+	// Reason explains a failure (or a pass with no filter).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Decision is the outcome of matching one workflow against one event.
+type Decision struct {
+	// Name is the workflow name.
+	Name string `json:"name"`
+	// Matched reports whether some trigger passed.
+	Matched bool `json:"matched"`
+	// MatchedTrigger is the 0-based index of the first passing trigger.
+	MatchedTrigger *int `json:"matchedTrigger,omitempty"`
+	// Checks is the trace: the winning trigger's checks, or every trigger's
+	// checks concatenated when none matched.
+	Checks []Check `json:"checks"`
+	// Summary is "Matched trigger <n> (<type>)", "No triggers matched" or
+	// "No triggers defined".
+	Summary string `json:"summary"`
+}
