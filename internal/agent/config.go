@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"kici.dev/kici/internal/protocol"
 	"net/url"
 	"os"
 	"runtime"
@@ -172,25 +173,7 @@ func LoadConfig(environ []string) (*Config, error) {
 	return c, nil
 }
 
-// AutoLabels returns the platform labels added to every registration:
-// kici:os:<GOOS> (darwin also kici:os:macos), kici:arch:<GOARCH> (amd64
-// also kici:arch:x64, arm64 also kici:arch:aarch64) and kici:host:<host>.
-func AutoLabels(goos, goarch, hostname string) []string {
-	l := []string{"kici:os:" + goos}
-	if goos == "darwin" {
-		l = append(l, "kici:os:macos")
-	}
-	l = append(l, "kici:arch:"+goarch)
-	switch goarch {
-	case "amd64":
-		l = append(l, "kici:arch:x64")
-	case "arm64":
-		l = append(l, "kici:arch:aarch64")
-	}
-	return append(l, "kici:host:"+hostname)
-}
-
 // AllLabels is the user labels followed by AutoLabels for this host.
 func (c *Config) AllLabels() []string {
-	return append(append([]string{}, c.Labels...), AutoLabels(runtime.GOOS, runtime.GOARCH, c.Hostname)...)
+	return append(append([]string{}, c.Labels...), protocol.AutoLabels(runtime.GOOS, runtime.GOARCH, c.Hostname)...)
 }

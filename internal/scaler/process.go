@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/protocol"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -100,29 +101,9 @@ func NewProcess(cfg ProcessConfig, agentAuth *auth.AgentAuth, logger *slog.Logge
 	}
 	return &Process{
 		cfg: cfg, auth: agentAuth, log: logger,
-		labels: AutoLabels(runtime.GOOS, runtime.GOARCH, cfg.Hostname),
+		labels: protocol.AutoLabels(runtime.GOOS, runtime.GOARCH, cfg.Hostname),
 		procs:  map[string]*proc{},
 	}
-}
-
-// AutoLabels returns the platform labels a kici-agent adds to its
-// registration on this host — kici:os:<GOOS> (darwin also kici:os:macos),
-// kici:arch:<GOARCH> (amd64 also kici:arch:x64, arm64 also
-// kici:arch:aarch64) and kici:host:<hostname> — the same rule as
-// agent.AutoLabels.
-func AutoLabels(goos, goarch, hostname string) []string {
-	l := []string{"kici:os:" + goos}
-	if goos == "darwin" {
-		l = append(l, "kici:os:macos")
-	}
-	l = append(l, "kici:arch:"+goarch)
-	switch goarch {
-	case "amd64":
-		l = append(l, "kici:arch:x64")
-	case "arm64":
-		l = append(l, "kici:arch:aarch64")
-	}
-	return append(l, "kici:host:"+hostname)
 }
 
 // OnExit registers fn, called (from the reaping goroutine) after a spawned
