@@ -61,11 +61,14 @@ orchestrator reads at each commit; commit both. See docs/workflows.md.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newInitCmd(stdout), newCompileCmd(stdout))
+	root.AddCommand(newPreviewCmd(stdout), newHookCmd(stdout), newRunCmd(stdout))
+	root.AddCommand(newVerifyCmd(stdout))
 	return root
 }
 
 func newInitCmd(stdout io.Writer) *cobra.Command {
 	var dir string
+	var withHook bool
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create a sample workflow in .kici/workflows/ci.yaml",
@@ -99,11 +102,20 @@ file.`,
 			if err := f.Close(); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "created %s\nnext: edit it, then run `kici compile` and commit both files\n", rel(path))
+			fmt.Fprintf(stdout, "created %s\n", rel(path))
+			if withHook {
+				hookPath, err := installHook(root, false)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "installed %s (compiles and stages the lock on each commit)\n", rel(hookPath))
+			}
+			fmt.Fprintf(stdout, "next: edit it, then run `kici compile` and commit both files\n")
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "directory inside the repository")
+	cmd.Flags().BoolVar(&withHook, "hook", false, "also install the pre-commit hook (see `kici hook install`)")
 	return cmd
 }
 

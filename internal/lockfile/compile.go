@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
+	"github.com/robfig/cron/v3"
 
 	"kici.dev/kici/internal/trigger/pattern"
 )
@@ -54,7 +56,12 @@ func CompileDir(root string) (*LockFile, []byte, error) {
 	}
 	files := make([]SourceFile, 0, len(names))
 	for _, n := range names {
-		src, err := os.ReadFile(filepath.Join(dir, n))
+		path := filepath.Join(dir, n)
+		if fi, err := os.Stat(path); err == nil && fi.Size() > MaxWorkflowFileSize {
+			return nil, nil, CompileErrors{{File: WorkflowDir + "/" + n, Line: 1, Column: 1,
+				Msg: fmt.Sprintf("file is %d bytes; a workflow file may be at most %d bytes", fi.Size(), MaxWorkflowFileSize)}}
+		}
+		src, err := os.ReadFile(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read workflow: %w", err)
 		}
@@ -68,8 +75,14 @@ func CompileDir(root string) (*LockFile, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(data) > MaxLockSize {
+		return nil, nil, fmt.Errorf("the compiled lock file would be %d bytes, over the %d byte limit the orchestrator accepts: split or shrink the workflows (YAML anchors repeated many times expand in the lock)", len(data), MaxLockSize)
+	}
 	return lf, data, nil
 }
+
+// MaxWorkflowFileSize caps one workflow YAML file: 1 MiB.
+const MaxWorkflowFileSize = 1 << 20
 
 // SourceFile is one workflow file given to Compile: its repo-relative path
 // (forward slashes) and its raw bytes.
@@ -221,7 +234,7 @@ func (f *yfile) concurrency(n ast.Node) *Concurrency {
 
 // triggerKinds lists the YAML trigger kinds and their allowed keys.
 var triggerKinds = map[string][]string{
-	"push":           {"branches", "paths", "repos"},
+	"push":           {"branches", "tags", "paths", "repos"},
 	"pr":             {"events", "targetBranches", "sourceBranches", "paths", "repos"},
 	"tag":            {"patterns", "repos"},
 	"comment":        {"actions", "on", "bodyMatch", "repos"},
@@ -230,15 +243,36 @@ var triggerKinds = map[string][]string{
 	"release":        {"actions", "repos"},
 	"star":           {"actions", "repos"},
 	"watch":          {"actions", "repos"},
-	"dispatch":       {"types", "repos"},
+	"dispatch":       {"types", "inputs", "repos"},
 	"create":         {"refTypes", "patterns", "repos"},
 	"delete":         {"refTypes", "patterns", "repos"},
 	"status":         {"contexts", "states", "repos"},
 	"workflow_run":   {"actions", "workflows", "conclusions", "repos"},
 	"fork":           {"repos"},
 	"webhook":        {"events", "actions", "repos"},
-	"schedule":       {"cron", "timezone", "description"},
+	"schedule":       {"cron", "timezone", "description", "inputs"},
+	// internal and generic events (KiCI kiciEvent, genericWebhook,
+	// workflowComplete, jobComplete, lifecycle)
+	"kici_event":        {"name", "match", "not", "source"},
+	"generic_webhook":   {"source", "events", "match", "not"},
+	"workflow_complete": {"name", "status", "source"},
+	"job_complete":      {"workflow", "job", "status", "source"},
+	"lifecycle":         {"events", "sources", "description"},
 }
+
+// cronParser accepts what the scheduler fires: standard 5-field cron
+// expressions and descriptors (@hourly, @daily, @every 5m, …).
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// completeStatuses are the statuses workflow_complete / job_complete
+// triggers may filter on (job_complete also allows skipped).
+var completeStatuses = map[string][]string{
+	"workflow_complete": {"success", "failed", "cancelled"},
+	"job_complete":      {"success", "failed", "cancelled", "skipped"},
+}
+
+// lifecycleEvents are the lifecycle trigger's event names.
+var lifecycleEvents = []string{"workflow_complete", "job_complete", "job_failed", "registration_updated"}
 
 func triggerKindNames() string {
 	names := make([]string, 0, len(triggerKinds))
@@ -260,8 +294,8 @@ func (f *yfile) triggers(n ast.Node) []Trigger {
 	if seq, ok := r.(*ast.SequenceNode); ok {
 		for _, it := range seq.Values {
 			if s, ok := f.scalar(it); ok {
-				if t, ok := f.trigger(s, it, nil); ok {
-					out = append(out, t)
+				if ts, ok := f.trigger(s, it, nil); ok {
+					out = append(out, ts...)
 				}
 				continue
 			}
@@ -273,15 +307,15 @@ func (f *yfile) triggers(n ast.Node) []Trigger {
 				f.errorf(it, "a trigger list entry must have exactly one key (the trigger kind), got %d", len(entries))
 				continue
 			}
-			if t, ok := f.trigger(entries[0].key, entries[0].knode, entries[0].val); ok {
-				out = append(out, t)
+			if ts, ok := f.trigger(entries[0].key, entries[0].knode, entries[0].val); ok {
+				out = append(out, ts...)
 			}
 		}
 		return out
 	}
 	if s, ok := f.scalar(r); ok {
-		if t, ok := f.trigger(s, n, nil); ok {
-			out = append(out, t)
+		if ts, ok := f.trigger(s, n, nil); ok {
+			out = append(out, ts...)
 		}
 		return out
 	}
@@ -290,14 +324,31 @@ func (f *yfile) triggers(n ast.Node) []Trigger {
 		return out
 	}
 	for _, e := range entries {
-		if t, ok := f.trigger(e.key, e.knode, e.val); ok {
-			out = append(out, t)
+		if ts, ok := f.trigger(e.key, e.knode, e.val); ok {
+			out = append(out, ts...)
 		}
 	}
 	return out
 }
 
-func (f *yfile) trigger(kind string, kindNode, n ast.Node) (Trigger, bool) {
+// trigger decodes one trigger. A push trigger with `tags` yields two
+// entries, the push and a tag trigger with those patterns (KiCI
+// push({tags}); the tag entry carries no repos).
+func (f *yfile) trigger(kind string, kindNode, n ast.Node) ([]Trigger, bool) {
+	var tagPatterns []Pattern
+	hasTags := false
+	t, ok := f.trigger1(kind, kindNode, n, &tagPatterns, &hasTags)
+	if !ok {
+		return nil, false
+	}
+	out := []Trigger{t}
+	if hasTags {
+		out = append(out, Trigger{Type: "tag", Patterns: tagPatterns})
+	}
+	return out, true
+}
+
+func (f *yfile) trigger1(kind string, kindNode, n ast.Node, tagPatterns *[]Pattern, hasTags *bool) (Trigger, bool) {
 	if kind == "pull_request" {
 		kind = "pr"
 	}
@@ -335,6 +386,9 @@ func (f *yfile) trigger(kind string, kindNode, n ast.Node) (Trigger, bool) {
 			t.SourceBranches = f.patterns(e.val, what)
 		case "patterns":
 			t.Patterns = f.patterns(e.val, what)
+		case "tags":
+			*tagPatterns = f.patterns(e.val, what)
+			*hasTags = true
 		case "repos":
 			t.Repos = f.patterns(e.val, what)
 		case "paths":
@@ -381,8 +435,8 @@ func (f *yfile) trigger(kind string, kindNode, n ast.Node) (Trigger, bool) {
 			}
 		case "cron":
 			if s, ok := f.nonEmptyStr(e.val, what); ok {
-				if len(strings.Fields(s)) < 5 || len(strings.Fields(s)) > 6 {
-					f.errorf(e.val, "%s: %q is not a cron expression (5 or 6 fields)", what, s)
+				if _, err := cronParser.Parse(s); err != nil {
+					f.errorf(e.val, "%s: %q is not a cron expression (5 fields: minute hour day-of-month month day-of-week, or @hourly/@daily/…): %v", what, s, err)
 				}
 				t.CronExpression = s
 			}
@@ -395,7 +449,68 @@ func (f *yfile) trigger(kind string, kindNode, n ast.Node) (Trigger, bool) {
 			}
 		case "description":
 			t.Description, _ = f.str(e.val, what)
+		case "name":
+			if kind == "kici_event" {
+				t.EventName, _ = f.nonEmptyStr(e.val, what)
+			} else {
+				t.Name, _ = f.nonEmptyStr(e.val, what)
+			}
+		case "source":
+			t.CommentOn, _ = f.nonEmptyStr(e.val, what)
+		case "workflow":
+			t.Workflow, _ = f.nonEmptyStr(e.val, what)
+		case "job":
+			t.Job, _ = f.nonEmptyStr(e.val, what)
+		case "status":
+			t.Status, _ = f.strList(e.val, what)
+			for _, st := range t.Status {
+				if !slices.Contains(completeStatuses[kind], st) {
+					f.errorf(e.val, "%s: %q is not one of %s", what, st, strings.Join(completeStatuses[kind], ", "))
+				}
+			}
+		case "sources":
+			t.Sources, _ = f.strList(e.val, what)
+		case "match", "not":
+			raw := f.jsonValue(e.val, what)
+			if raw != nil {
+				if _, err := pattern.ParseJSONPathFilter(raw); err != nil {
+					f.errorf(e.val, "%s: %v", what, err)
+				}
+			}
+			if e.key == "match" {
+				t.Match = raw
+			} else {
+				t.Not = raw
+			}
+		case "inputs":
+			t.Inputs = f.inputs(e.val, what)
 		}
+	}
+	if kind == "lifecycle" {
+		if len(t.Events) == 0 {
+			f.errorf(kindNode, "trigger lifecycle needs a non-empty `events` list")
+		}
+		for _, le := range t.Events {
+			if !slices.Contains(lifecycleEvents, le) {
+				f.errorf(kindNode, "lifecycle.events: %q is not one of %s", le, strings.Join(lifecycleEvents, ", "))
+			}
+		}
+	}
+	if kind == "schedule" && len(t.Inputs) > 0 {
+		var ds map[string]InputDescriptor
+		if json.Unmarshal(t.Inputs, &ds) == nil {
+			for name, d := range ds {
+				if !d.HasDefault && !d.Optional {
+					f.errorf(kindNode, "schedule.inputs.%s needs a default or optional: true (nobody supplies inputs to a schedule)", name)
+				}
+			}
+		}
+	}
+	if kind == "kici_event" && t.EventName == "" {
+		f.errorf(kindNode, "trigger kici_event needs `name` (the emitted event name)")
+	}
+	if kind == "generic_webhook" && t.CommentOn == "" {
+		f.errorf(kindNode, "trigger generic_webhook needs `source` (the generic source name)")
 	}
 	if kind == "webhook" && len(t.Events) == 0 {
 		f.errorf(kindNode, "trigger webhook needs a non-empty `events` list")
@@ -407,6 +522,112 @@ func (f *yfile) trigger(kind string, kindNode, n ast.Node) (Trigger, bool) {
 		f.errorf(kindNode, "trigger schedule needs `cron`")
 	}
 	return t, len(f.errs) == before
+}
+
+// jsonValue converts a YAML value (a match/not object) to compact JSON.
+func (f *yfile) jsonValue(n ast.Node, what string) json.RawMessage {
+	r := f.resolve(n)
+	if isNull(r) {
+		return nil
+	}
+	if _, ok := r.(*ast.MappingNode); !ok {
+		f.errorf(n, "%s must be a mapping of JSONPath → expected value", what)
+		return nil
+	}
+	var v any
+	if err := yaml.NodeToValue(r, &v); err != nil {
+		f.errorf(n, "%s: %v", what, err)
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		f.errorf(n, "%s: %v", what, err)
+		return nil
+	}
+	return b
+}
+
+// inputTypes are the dispatch/schedule input types (KiCI InputDescriptor).
+var inputTypes = []string{"string", "number", "integer", "boolean", "enum"}
+
+// inputs decodes typed dispatch inputs: name → {type, optional, nullable,
+// default, values, min, max, pattern, description}, stored as KiCI
+// InputDescriptor JSON.
+func (f *yfile) inputs(n ast.Node, what string) json.RawMessage {
+	entries, ok := f.mapping(n, what)
+	if !ok {
+		return nil
+	}
+	out := map[string]InputDescriptor{}
+	for _, e := range entries {
+		iw := what + "." + e.key
+		fields, ok := f.mapping(e.val, iw)
+		if !ok {
+			continue
+		}
+		f.strict(fields, iw, "type", "optional", "nullable", "default", "values", "min", "max", "pattern", "description")
+		var d InputDescriptor
+		for _, fe := range fields {
+			fw := iw + "." + fe.key
+			switch fe.key {
+			case "type":
+				d.Type, _ = f.nonEmptyStr(fe.val, fw)
+			case "optional":
+				d.Optional, _ = f.boolean(fe.val, fw)
+			case "nullable":
+				d.Nullable, _ = f.boolean(fe.val, fw)
+			case "default":
+				var v any
+				if err := yaml.NodeToValue(f.resolve(fe.val), &v); err != nil {
+					f.errorf(fe.val, "%s: %v", fw, err)
+				}
+				d.Default = v
+				d.HasDefault = true
+			case "values":
+				d.Values, _ = f.strList(fe.val, fw)
+			case "min", "max":
+				s, ok := f.scalar(fe.val)
+				var x float64
+				if _, err := fmt.Sscan(s, &x); !ok || err != nil {
+					f.errorf(fe.val, "%s must be a number", fw)
+					continue
+				}
+				if fe.key == "min" {
+					d.Min = &x
+				} else {
+					d.Max = &x
+				}
+			case "pattern":
+				d.Pattern, _ = f.nonEmptyStr(fe.val, fw)
+				if _, err := pattern.CompileRegex(d.Pattern, ""); err != nil {
+					f.errorf(fe.val, "%s: %v", fw, err)
+				}
+			case "description":
+				d.Description, _ = f.str(fe.val, fw)
+			}
+		}
+		if !slices.Contains(inputTypes, d.Type) {
+			f.errorf(e.val, "%s: type must be one of %s", iw, strings.Join(inputTypes, ", "))
+			continue
+		}
+		if d.Type == "enum" && len(d.Values) == 0 {
+			f.errorf(e.val, "%s: an enum needs `values`", iw)
+			continue
+		}
+		if d.HasDefault {
+			if _, err := d.Coerce(d.Default); err != nil {
+				f.errorf(e.val, "%s: default: %v", iw, err)
+				continue
+			}
+		}
+		out[e.key] = d
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		f.errorf(n, "%s: %v", what, err)
+		return nil
+	}
+	return b
 }
 
 // patterns decodes a list of branch/tag/ref/repo patterns: strings are globs,
@@ -596,7 +817,7 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 		return j, nil
 	}
 	what := "job " + name
-	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run")
+	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets")
 	var refs []needRef
 	var stepsNode, runNode ast.Node
 	for _, e := range entries {
@@ -618,6 +839,8 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 			}
 		case "timeout":
 			j.Timeout, _ = f.duration(e.val, what+" timeout")
+		case "secrets":
+			j.Secrets = f.secretMap(e.val, what+" secrets")
 		case "gracePeriod":
 			if ms, ok := f.duration(e.val, what+" gracePeriod"); ok {
 				j.GracePeriod = int((ms + 999) / 1000)
@@ -940,7 +1163,7 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 		if !ok {
 			continue
 		}
-		f.strict(entries, "step", "name", "run", "shell", "env", "workingDirectory", "timeout", "retry", "continueOnError")
+		f.strict(entries, "step", "name", "run", "shell", "env", "workingDirectory", "timeout", "retry", "continueOnError", "when", "attest", "secrets")
 		line, col := nodePos(f.resolve(it))
 		s := Step{SourceLocation: &Location{File: f.path, Line: line, Column: col}}
 		var nameNode ast.Node
@@ -970,6 +1193,12 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 				s.Retry = f.retry(e.val, sw+" retry")
 			case "continueOnError":
 				s.ContinueOnError, _ = f.boolean(e.val, sw+" continueOnError")
+			case "when":
+				s.RunOn = f.stepWhen(e.val, sw+" when")
+			case "attest":
+				s.Attest = f.attestPaths(e.val, sw+" attest")
+			case "secrets":
+				s.Secrets = f.secretMap(e.val, sw+" secrets")
 			}
 		}
 		if !hasRun {

@@ -108,6 +108,9 @@ func Parse(data []byte) (*LockFile, error) {
 					return nil, &ParseError{Context: ctx + " bodyMatch", Msg: err.Error()}
 				}
 			}
+			if err := checkTriggerFilters(t); err != nil {
+				return nil, &ParseError{Context: ctx, Msg: err.Error()}
+			}
 		}
 		for _, j := range wf.Jobs {
 			if j.Type != "static" {
@@ -123,7 +126,41 @@ func Parse(data []byte) (*LockFile, error) {
 			}
 		}
 	}
+	if err := validateSemantics(&lf); err != nil {
+		return nil, err
+	}
 	return &lf, nil
+}
+
+// checkTriggerFilters validates what the matcher would otherwise meet only
+// at match time: JSONPath match/not filters (paths and /regex/ values),
+// status context globs, and the fields a kind cannot do without.
+func checkTriggerFilters(t Trigger) error {
+	for field, raw := range map[string]json.RawMessage{"match": t.Match, "not": t.Not} {
+		if _, err := pattern.ParseJSONPathFilter(raw); err != nil {
+			return fmt.Errorf("%s: %v", field, err)
+		}
+	}
+	for _, c := range t.Contexts {
+		if _, err := pattern.CompileGlob(c); err != nil {
+			return fmt.Errorf("contexts: %v", err)
+		}
+	}
+	switch t.Type {
+	case "kici_event":
+		if t.EventName == "" {
+			return fmt.Errorf("kici_event trigger needs eventName")
+		}
+	case "generic_webhook":
+		if t.CommentOn == "" {
+			return fmt.Errorf("generic_webhook trigger needs source")
+		}
+	case "webhook":
+		if len(t.Events) == 0 {
+			return fmt.Errorf("webhook trigger needs a non-empty events list")
+		}
+	}
+	return nil
 }
 
 // checkPattern validates a trigger pattern's shape and compiles it.

@@ -99,6 +99,9 @@ type Trigger struct {
 	// Repos filters on the event's source repo ("owner/repo" globs or regex).
 	Repos []Pattern `json:"repos,omitempty"`
 
+	// CommentOn below is the lock's `source`: issue|pr for comment; the
+	// emitting repo for kici_event, workflow_complete and job_complete; the
+	// generic source name for generic_webhook.
 	// comment, review, review_comment, release, star, watch, workflow_run, webhook
 	Actions     []string        `json:"actions,omitempty"`
 	CommentOn   string          `json:"source,omitempty"`
@@ -177,6 +180,19 @@ type Step struct {
 	Shell            string            `json:"shell,omitempty"`
 	Env              map[string]string `json:"env,omitempty"`
 	WorkingDirectory string            `json:"workingDirectory,omitempty"`
+	// RunOn is the set of job states (success, failed, cancelled) in which
+	// the step runs; empty means ["success"]: only while no earlier step
+	// failed and the job is not cancelled. A step with "cancelled" is a
+	// cleanup step: it runs after a graceful cancel (never after a forced
+	// one). kici extension, YAML `when`.
+	RunOn []string `json:"runOn,omitempty"`
+	// Attest lists files (relative to the checkout) the step produced and
+	// whose provenance the orchestrator signs after the step succeeds (kici).
+	Attest []string `json:"attest,omitempty"`
+	// Secrets maps an environment variable name to a secret reference
+	// "<scope>:<key>"; only this step sees those values (kici, YAML
+	// `secrets:`), in addition to the job's Secrets.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // Job is a static job entry (KiCI LockJob, `_type: "static"`). Field order is
@@ -201,6 +217,10 @@ type Job struct {
 	GracePeriod int `json:"gracePeriod,omitempty"`
 	// Timeout is the job wall-clock limit in milliseconds (0 = none).
 	Timeout int64 `json:"timeout,omitempty"`
+	// Secrets maps an environment variable name to a secret reference
+	// "<scope>:<key>" exposed to every step of the job (kici, YAML
+	// `secrets:`); a step's own Secrets win for the same name.
+	Secrets map[string]string `json:"secrets,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string

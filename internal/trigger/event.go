@@ -34,6 +34,11 @@ type Event struct {
 	IsForkPR bool `json:"isForkPR,omitempty"`
 	// SenderUsername is the login of the user who caused the event.
 	SenderUsername string `json:"senderUsername,omitempty"`
+	// SenderUserID is the forge's numeric id of that user; 0 when unknown.
+	SenderUserID int64 `json:"senderUserId,omitempty"`
+	// BaseBranch is a pull request's base branch (the same as TargetBranch
+	// for pull_request, review and review_comment events); "" otherwise.
+	BaseBranch string `json:"baseBranch,omitempty"`
 }
 
 // Check is one entry of a decision trace (KiCI decision-trace.ts).
@@ -49,7 +54,7 @@ type Check struct {
 	// Passed reports whether the check let the trigger continue.
 	Passed bool `json:"passed"`
 	// Reason explains a failure (or a pass with no filter).
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Decision is the outcome of matching one workflow against one event.
@@ -58,8 +63,9 @@ type Decision struct {
 	Name string `json:"name"`
 	// Matched reports whether some trigger passed.
 	Matched bool `json:"matched"`
-	// MatchedTrigger is the 0-based index of the first passing trigger.
-	MatchedTrigger *int `json:"matchedTrigger,omitempty"`
+	// MatchedTrigger is the 0-based index of the first passing trigger;
+	// null when none matched.
+	MatchedTrigger *int `json:"matchedTrigger"`
 	// Checks is the trace: the winning trigger's checks, or every trigger's
 	// checks concatenated when none matched.
 	Checks []Check `json:"checks"`

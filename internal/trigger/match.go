@@ -43,6 +43,8 @@ var kinds = map[string]struct {
 	"workflow_complete": {"workflow_complete", matchWorkflowComplete},
 	"job_complete":      {"job_complete", matchJobComplete},
 	"lifecycle":         {"lifecycle", matchLifecycle},
+	"kici_event":        {"kici_event", matchKiciEvent},
+	"generic_webhook":   {"generic_webhook", matchGenericWebhook},
 }
 
 // MatchWorkflow evaluates wf's triggers in order against ev; the first
@@ -447,6 +449,60 @@ func matchLifecycle(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	src, _ := payloadValue(ev.Payload, "sourceRepo").(string)
 	return checkList(tr, "lifecycle event", t.Events, le) &&
 		checkList(tr, "source", t.Sources, src)
+}
+
+// checkJSONPath compiles and evaluates a match (negate=false) or not
+// (negate=true) filter; an invalid filter fails the check with the compile
+// error (locks are validated at load, so only hand-built locks get here).
+func checkJSONPath(raw []byte, doc any, negate bool, tr *tracer) bool {
+	f, err := CompileJSONPathFilter(raw)
+	if err != nil {
+		check := "jsonpath match"
+		if negate {
+			check = "jsonpath not"
+		}
+		return tr.add(check, compactJSON(raw), "", false, err.Error())
+	}
+	return f.eval(doc, negate, tr)
+}
+
+// matchKiciEvent: payload.eventName == eventName → match on payload.payload
+// → not on payload.payload → payload.sourceRepo == source (KiCI §3.3).
+func matchKiciEvent(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
+	name, _ := payloadValue(ev.Payload, "eventName").(string)
+	if !tr.add("event name", t.EventName, orMissing(name), name == t.EventName, "event name differs") {
+		return false
+	}
+	inner := payloadValue(ev.Payload, "payload")
+	src, _ := payloadValue(ev.Payload, "sourceRepo").(string)
+	return checkJSONPath(t.Match, inner, false, tr) &&
+		checkJSONPath(t.Not, inner, true, tr) &&
+		checkOptionalEqual(tr, "source", t.CommentOn, src)
+}
+
+// matchGenericWebhook: payload.source == source (always) → payload.eventType
+// (fallback action, then "") ∈ events → match / not on the whole payload
+// (KiCI §3.3).
+func matchGenericWebhook(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
+	src, _ := payloadValue(ev.Payload, "source").(string)
+	if !tr.add("source", t.CommentOn, orMissing(src), src == t.CommentOn, "generic source differs") {
+		return false
+	}
+	et, _ := payloadValue(ev.Payload, "eventType").(string)
+	if et == "" {
+		et = ev.Action
+	}
+	if len(t.Events) > 0 {
+		ok := et != "" && slices.Contains(t.Events, et)
+		if !tr.add("event type filter", strings.Join(t.Events, "|"), orMissing(et), ok, "event type not in events") {
+			return false
+		}
+	}
+	var doc any = ev.Payload
+	if ev.Payload == nil {
+		doc = map[string]any{}
+	}
+	return checkJSONPath(t.Match, doc, false, tr) && checkJSONPath(t.Not, doc, true, tr)
 }
 
 // payloadValue walks nested objects; nil when any step is missing.

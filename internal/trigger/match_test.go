@@ -207,7 +207,7 @@ func TestOtherKinds(t *testing.T) {
 		{"job_complete job", lockfile.Trigger{Type: "job_complete", Workflow: "CI", Job: "test", Status: []string{"success"}}, pl("job_complete", "", `{"workflowName":"CI","jobName":"lint","status":"success"}`), false},
 		{"lifecycle", lockfile.Trigger{Type: "lifecycle", Events: []string{"workflow_complete", "job_failed"}}, pl("lifecycle", "", `{"lifecycleEvent":"job_failed"}`), true},
 		{"lifecycle sources", lockfile.Trigger{Type: "lifecycle", Events: []string{"job_failed"}, Sources: []string{"org/deploy-repo"}}, pl("lifecycle", "", `{"lifecycleEvent":"job_failed","sourceRepo":"org/other-repo"}`), false},
-		{"kici_event unsupported", lockfile.Trigger{Type: "kici_event", EventName: "x"}, pl("kici_event", "", `{"eventName":"x"}`), false},
+		{"kici_event name", lockfile.Trigger{Type: "kici_event", EventName: "x"}, pl("kici_event", "", `{"eventName":"x"}`), true},
 	})
 }
 
@@ -241,8 +241,8 @@ func TestDecisionShape(t *testing.T) {
 			t.Errorf("decision JSON %s lacks %s", b, k)
 		}
 	}
-	if strings.Contains(string(b), "matchedTrigger") {
-		t.Errorf("unmatched decision JSON has matchedTrigger: %s", b)
+	if !strings.Contains(string(b), `"matchedTrigger":null`) {
+		t.Errorf("unmatched decision JSON lacks matchedTrigger null: %s", b)
 	}
 	// failing pr event type is traced
 	d = MatchWorkflow(wf(lockfile.Trigger{Type: "pr"}), &Event{Type: "push"})

@@ -1,0 +1,43 @@
+package lockfile
+
+import (
+	"regexp"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// secretRefRe is a secret reference "<scope>:<key>": the scope is path
+// segments of [A-Za-z0-9._-] separated by "/", optionally qualified "pg:";
+// the key is 1–255 of [A-Za-z0-9._-] (KiCI key rule, reference
+// kici-admin-surface.md §3.7).
+var secretRefRe = regexp.MustCompile(`^(pg:)?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*:[A-Za-z0-9._-]{1,255}$`)
+
+// ValidSecretRef reports whether ref is a well-formed "<scope>:<key>".
+func ValidSecretRef(ref string) bool { return len(ref) <= 512 && secretRefRe.MatchString(ref) }
+
+// secretMap parses `secrets: {NAME: "<scope>:<key>"}`: names are
+// environment variable names, values secret references. Secret values never
+// appear in a workflow; only where to find them.
+func (f *yfile) secretMap(n ast.Node, what string) map[string]string {
+	if isNull(f.resolve(n)) {
+		return nil
+	}
+	entries, ok := f.mapping(n, what)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		if !validEnvName(e.key) {
+			f.errorf(e.knode, "%s: %q is not a valid environment variable name (letters, digits and _, not starting with a digit)", what, e.key)
+			continue
+		}
+		v, ok := f.scalar(e.val)
+		if !ok || !ValidSecretRef(v) {
+			f.errorf(e.val, "%s: %s must name a secret as \"<scope>:<key>\" (e.g. release:npm_token)", what, e.key)
+			continue
+		}
+		out[e.key] = v
+	}
+	return out
+}
