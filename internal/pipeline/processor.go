@@ -65,6 +65,9 @@ type Trace struct {
 	Runs []RunRef `json:"runs,omitempty"`
 	// Errors lists per-workflow failures (the delivery is then "failed").
 	Errors []string `json:"errors,omitempty"`
+	// LockStatus is set when the lock could not be used: lockfile_missing,
+	// lockfile_corrupt or lockfile_too_large.
+	LockStatus string `json:"lockStatus,omitempty"`
 }
 
 // RunRef names a run created for a delivery.
@@ -86,6 +89,10 @@ type Processor struct {
 	RescanInterval time.Duration
 	// ProcessTimeout bounds one delivery (DefaultProcessTimeout when zero).
 	ProcessTimeout time.Duration
+	// Forges reads locks from forges (GitHub); nil = NewForges(0) on first use.
+	Forges *Forges
+	// groups records runs in their concurrency group (concurrency.go).
+	groups GroupEnterer
 
 	ch chan string
 
@@ -248,7 +255,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	}
 	// Keep the claim if the outcome cannot be stored: the runs (if any) exist,
 	// and this process must not create them again.
-	if err := p.st.FinishDelivery(context.WithoutCancel(ctx), deliveryID, status, errText, raw); err != nil {
+	if err := p.st.FinishDeliveryOutcome(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status)); err != nil {
 		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
 	}
 	p.unclaim(deliveryID)
@@ -260,6 +267,9 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 // handle computes the trace and creates runs. A non-nil error makes the
 // delivery "failed".
 func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, error) {
+	if xtr, err, ok := p.handleExtension(ctx, d); ok {
+		return xtr, err
+	}
 	tr := &Trace{Event: d.Event}
 	src, err := p.st.GetSource(ctx, d.SourceID)
 	if err != nil {
@@ -295,6 +305,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 	data, err := repo.ReadLock(ctx, push.After)
 	if errors.Is(err, local.ErrLockNotFound) {
 		tr.Summary = "no lock file at " + push.After
+		tr.LockStatus = LockMissing
 		return tr, nil
 	}
 	if err != nil {
@@ -318,6 +329,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 		tr.ChangedFiles = files[:min(len(files), maxTracedFiles)]
 	}
 	ev := local.PushEvent(push, repoIdent, files)
+	p.registerLocal(ctx, src, repoIdent, push.Ref, push.After, lf)
 
 	existing, err := p.existingRuns(ctx, d.ID)
 	if err != nil {
@@ -339,6 +351,10 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
 			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login})
 		if err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		if err := p.enterGroup(ctx, wf, run, d.Event); err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}

@@ -3,26 +3,24 @@
 // verifies the delivery, persists it before answering 2xx (so nothing
 // accepted is lost) and hands its id to the pipeline.
 //
-// Status codes follow KiCI's generic webhook route (reference
-// kici-admin-surface.md §1.12): 404 unknown or disabled source, 413 body over
-// 10 MiB, 500 verification misconfigured, 401 bad signature, 400 missing
-// event header or a body that is not JSON, 200 duplicate, 202 accepted.
+// The GitHub route (POST /webhook/{orgId}/github/{sourceId}) serves GitHub
+// sources the same way. Status codes follow KiCI's routes (reference
+// kici-admin-surface.md §1.12); see Ingress.Generic and Ingress.GitHub.
 package webhook
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
-	"time"
 
+	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 )
 
@@ -51,6 +49,7 @@ const (
 const (
 	VerifyHMACSHA256  = "hmac_sha256"
 	VerifyBearerToken = "bearer_token"
+	VerifyIPAllowlist = "ip_allowlist"
 	VerifyNone        = "none"
 )
 
@@ -67,29 +66,10 @@ type Response struct {
 	Error      string `json:"error,omitempty"`
 }
 
-type genericHandler struct {
-	st     store.Store
-	submit func(deliveryID string)
-	log    *slog.Logger
-	now    func() time.Time
-}
-
-// NewGenericHandler serves POST /webhook/{orgId}/generic/{name}. The org id
-// and source name come from the request's path values "orgId" and "name"
-// (when mounted with that pattern on an http.ServeMux) or else from the URL
-// path itself. The source is found by (org, name); it must be enabled. The
-// delivery id is "<routingKey>:<X-Kici-Delivery or X-Request-ID or
-// sha256(body) hex>". submit is called with the id after the delivery is
-// persisted; it must not block. A nil logger discards logs. Secrets and
-// bodies are never logged.
+// NewGenericHandler serves POST /webhook/{orgId}/generic/{name} with the
+// default Options; see Ingress.Generic.
 func NewGenericHandler(st store.Store, submit func(deliveryID string), logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if submit == nil {
-		submit = func(string) {}
-	}
-	return &genericHandler{st: st, submit: submit, log: logger, now: func() time.Time { return time.Now().UTC() }}
+	return NewIngress(st, submit, Options{Logger: logger}).Generic()
 }
 
 func writeJSON(w http.ResponseWriter, status int, body Response) {
@@ -119,8 +99,24 @@ func pathParams(r *http.Request) (org, name string) {
 	return "", ""
 }
 
-// ServeHTTP handles one generic webhook delivery.
-func (h *genericHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Generic returns the handler of POST /webhook/{orgId}/generic/{name}. The
+// org id and source name come from the request's path values "orgId" and
+// "name" (when mounted with that pattern on an http.ServeMux) or else from
+// the URL path itself. In order (KiCI generic route, reference
+// kici-admin-surface.md §1.12 and kici-scaling-cluster-provenance-ingress.md
+// §5.5): the source is found by (org, name) and must be enabled (404); the
+// body is capped at MaxBodyBytes and at the source's own cap, default
+// 1 MiB (413); the source's verification method must pass (401; 500 when
+// misconfigured); the per-source rate limit applies (429 with
+// Retry-After); X-Event-Type names the event (required for local sources,
+// else "default"; 400) and the body must be JSON (400). The delivery id is
+// "<routingKey>:<X-Kici-Delivery or X-Request-ID or sha256(body) hex>";
+// a replay answers 200 duplicate. Secrets and bodies are never logged.
+func (in *Ingress) Generic() http.Handler {
+	return http.HandlerFunc(in.serveGeneric)
+}
+
+func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		fail(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -132,132 +128,180 @@ func (h *genericHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	src, err := h.st.GetSourceByName(ctx, org, name)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !src.Enabled) {
+	src, err := in.st.GetSourceByName(ctx, org, name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (!src.Enabled || src.Provider == ProviderGitHub)) {
 		fail(w, http.StatusNotFound, "source not found")
 		return
 	}
 	if err != nil {
-		h.log.Error("webhook: source lookup failed", "orgId", org, "error", err)
+		in.log.Error("webhook: source lookup failed", "orgId", org, "error", err)
 		fail(w, http.StatusInternalServerError, "internal error")
 		return
 	}
-
-	if r.ContentLength > MaxBodyBytes {
-		fail(w, http.StatusRequestEntityTooLarge, "payload too large")
+	set, err := in.settings(ctx, src)
+	if err != nil {
+		in.log.Error("webhook: settings lookup failed", "sourceId", src.ID, "error", err)
+		fail(w, http.StatusInternalServerError, "internal error")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(w, http.StatusRequestEntityTooLarge, "payload too large")
-			return
+	rawID := strings.TrimSpace(r.Header.Get(HeaderDelivery))
+	eventHeader := HeaderEventType
+	if set.Git != nil {
+		if h := universal.EventHeader(set.Git.Preset); h != "" {
+			eventHeader = h
 		}
+		for _, h := range forgeDeliveryHeaders {
+			if rawID == "" {
+				rawID = strings.TrimSpace(r.Header.Get(h))
+			}
+		}
+	}
+	if rawID == "" {
+		rawID = strings.TrimSpace(r.Header.Get(HeaderRequestID))
+	}
+	event := strings.TrimSpace(r.Header.Get(eventHeader))
+	if event == "" && set.Git != nil && set.Git.Preset == universal.PresetForgejo {
+		event = strings.TrimSpace(r.Header.Get("X-Gitea-Event"))
+	}
+	rej := func(status int, msg string, body []byte, size int64) {
+		in.reject(w, r, src, "generic", rawID, event, status, msg, body, size)
+	}
+
+	limit := set.MaxPayloadBytes
+	if limit <= 0 {
+		limit = DefaultSourceMaxPayloadBytes
+	}
+	limit = min(limit, MaxBodyBytes)
+	body, tooBig, err := readCapped(w, r, limit)
+	if tooBig {
+		rej(http.StatusRequestEntityTooLarge, "payload too large (limit "+strconv.FormatInt(limit, 10)+" bytes)", nil, max(r.ContentLength, 0))
+		return
+	}
+	if err != nil {
 		fail(w, http.StatusBadRequest, "could not read body")
 		return
 	}
+	size := int64(len(body))
 
-	if status, msg := verify(src, r, body); status != 0 {
-		if status == http.StatusInternalServerError {
-			h.log.Error("webhook: verification misconfigured", "sourceId", src.ID, "method", src.VerificationMethod)
-		} else {
-			h.log.Warn("webhook: verification failed", "sourceId", src.ID, "remote", r.RemoteAddr)
-		}
-		fail(w, status, msg)
+	status, msg, err := in.verifyGeneric(ctx, src, set, r, body)
+	if err != nil {
+		in.log.Error("webhook: secrets lookup failed", "sourceId", src.ID, "error", err)
+		fail(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	if status != 0 {
+		rej(status, msg, body, size)
+		return
+	}
+	if ok, wait := in.limiter.Allow(src.ID, set.RateLimitRPM); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		rej(http.StatusTooManyRequests, "rate limit exceeded", body, size)
 		return
 	}
 
-	event := strings.TrimSpace(r.Header.Get(HeaderEventType))
 	if event == "" {
-		if src.Provider == "local" {
-			fail(w, http.StatusBadRequest, "missing "+HeaderEventType+" header")
+		if src.Provider == "local" || set.Git != nil {
+			rej(http.StatusBadRequest, "missing "+eventHeader+" header", body, size)
 			return
 		}
 		event = DefaultGenericEvent
 	}
 	if len(event) > 100 || !printable(event) {
-		fail(w, http.StatusBadRequest, "invalid "+HeaderEventType+" header")
+		rej(http.StatusBadRequest, "invalid "+HeaderEventType+" header", body, size)
 		return
 	}
 	if !json.Valid(body) {
-		fail(w, http.StatusBadRequest, "body is not valid JSON")
+		rej(http.StatusBadRequest, "body is not valid JSON", body, size)
 		return
-	}
-
-	rawID := strings.TrimSpace(r.Header.Get(HeaderDelivery))
-	if rawID == "" {
-		rawID = strings.TrimSpace(r.Header.Get(HeaderRequestID))
 	}
 	if rawID == "" {
 		sum := sha256.Sum256(body)
 		rawID = hex.EncodeToString(sum[:])
 	}
 	if len(rawID) > MaxRawDeliveryIDLen || !printable(rawID) {
-		fail(w, http.StatusBadRequest, "invalid delivery id header")
+		rej(http.StatusBadRequest, "invalid delivery id header", body, size)
 		return
 	}
-	id := src.RoutingKey + ":" + rawID
-
-	d := &store.Delivery{ID: id, SourceID: src.ID, OrgID: src.OrgID, Event: event,
-		Payload: json.RawMessage(body), Status: store.DeliveryReceived, ReceivedAt: h.now()}
-	// Persist even if the client goes away mid-request: the answer may be
-	// lost, but the delivery must not be half-accepted.
-	err = h.st.InsertDelivery(context.WithoutCancel(ctx), d)
-	if errors.Is(err, store.ErrConflict) {
-		h.log.Info("webhook: duplicate delivery", "deliveryId", id, "sourceId", src.ID)
-		writeJSON(w, http.StatusOK, Response{Accepted: true, Duplicate: true, DeliveryID: id})
-		return
+	var head struct {
+		Action     string `json:"action"`
+		Ref        string `json:"ref"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
 	}
-	if err != nil {
-		h.log.Error("webhook: persist delivery failed", "deliveryId", id, "error", err)
-		fail(w, http.StatusInternalServerError, "could not persist delivery")
-		return
+	if json.Unmarshal(body, &head) != nil {
+		head.Action, head.Ref, head.Repository.FullName = "", "", ""
 	}
-	h.log.Info("webhook: delivery accepted", "deliveryId", id, "sourceId", src.ID, "event", event, "bytes", len(body))
-	h.submit(id)
-	writeJSON(w, http.StatusAccepted, Response{Accepted: true, DeliveryID: id})
+	action := head.Action
+	if src.Provider != "local" && set.Git == nil && event != DefaultGenericEvent {
+		action = event
+	}
+	d := &store.Delivery{ID: src.RoutingKey + ":" + rawID, SourceID: src.ID, OrgID: src.OrgID, Event: event,
+		Payload: json.RawMessage(body), ReceivedAt: in.opts.Now()}
+	in.accept(w, r, d, in.logEntry(src, event, truncate(action, 100), truncate(head.Repository.FullName, 200), truncate(head.Ref, 300), body))
 }
 
-// verify checks the request against the source's verification method. It
-// returns 0 when the request passes, else the status and message to answer.
-func verify(src *store.Source, r *http.Request, body []byte) (int, string) {
+// forgeDeliveryHeaders carry a forge's delivery id (universal-git sources).
+var forgeDeliveryHeaders = []string{"X-Forgejo-Delivery", "X-Gitea-Delivery", "X-Gogs-Delivery", "X-Gitlab-Event-UUID", HeaderGitHubDelivery}
+
+// verifyGeneric checks the request against the source's verification
+// method. It returns status 0 when the request passes, else the status and
+// message to answer (500 = misconfigured source).
+func (in *Ingress) verifyGeneric(ctx context.Context, src *store.Source, set *store.SourceSettings, r *http.Request, body []byte) (int, string, error) {
 	switch src.VerificationMethod {
-	case VerifyHMACSHA256:
-		if src.WebhookSecret == "" {
-			return http.StatusInternalServerError, "verification misconfigured"
-		}
-		sig := r.Header.Get(HeaderSignature)
-		if sig == "" {
-			sig = r.Header.Get(HeaderHubSignature)
-		}
-		hexSig, ok := strings.CutPrefix(strings.TrimSpace(sig), "sha256=")
-		if !ok {
-			return http.StatusUnauthorized, "invalid signature"
-		}
-		got, err := hex.DecodeString(hexSig)
+	case VerifyHMACSHA256, VerifyBearerToken:
+		secrets, err := in.activeSecrets(ctx, src)
 		if err != nil {
-			return http.StatusUnauthorized, "invalid signature"
+			return 0, "", err
 		}
-		mac := hmac.New(sha256.New, []byte(src.WebhookSecret))
-		mac.Write(body)
-		if !hmac.Equal(got, mac.Sum(nil)) {
-			return http.StatusUnauthorized, "invalid signature"
+		if len(secrets) == 0 {
+			return http.StatusInternalServerError, "verification misconfigured", nil
 		}
-		return 0, ""
-	case VerifyBearerToken:
-		if src.WebhookSecret == "" {
-			return http.StatusInternalServerError, "verification misconfigured"
+		if src.VerificationMethod == VerifyHMACSHA256 {
+			var sig string
+			if set.SignatureHeader != "" {
+				sig = r.Header.Get(set.SignatureHeader)
+			} else if sig = r.Header.Get(HeaderSignature); sig == "" {
+				sig = r.Header.Get(HeaderHubSignature)
+			}
+			if !VerifyHMAC(sig, body, secrets) {
+				return http.StatusUnauthorized, "invalid signature", nil
+			}
+			return 0, "", nil
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(src.WebhookSecret)) != 1 {
-			return http.StatusUnauthorized, "invalid token"
+		var tok string
+		if set.TokenHeader != "" && !strings.EqualFold(set.TokenHeader, "Authorization") {
+			tok = r.Header.Get(set.TokenHeader)
+		} else {
+			t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok {
+				return http.StatusUnauthorized, "invalid token", nil
+			}
+			tok = t
 		}
-		return 0, ""
+		match := 0
+		for _, s := range secrets {
+			match |= subtle.ConstantTimeCompare([]byte(tok), []byte(s))
+		}
+		if tok == "" || match != 1 {
+			return http.StatusUnauthorized, "invalid token", nil
+		}
+		return 0, "", nil
+	case VerifyIPAllowlist:
+		if len(set.IPAllowlist) == 0 {
+			return http.StatusInternalServerError, "verification misconfigured", nil
+		}
+		ip := clientIP(r)
+		for _, a := range set.IPAllowlist {
+			if a == ip {
+				return 0, "", nil
+			}
+		}
+		return http.StatusUnauthorized, "client address not allowed", nil
 	case VerifyNone:
-		return 0, ""
+		return 0, "", nil
 	default:
-		return http.StatusInternalServerError, "verification misconfigured"
+		return http.StatusInternalServerError, "verification misconfigured", nil
 	}
 }
 

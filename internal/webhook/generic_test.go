@@ -204,7 +204,7 @@ func TestGenericSourceWithoutEventHeader(t *testing.T) {
 
 type failingStore struct{ store.Store }
 
-func (failingStore) InsertDelivery(context.Context, *store.Delivery) error {
+func (failingStore) AcceptDelivery(context.Context, *store.Delivery, *store.EventLogEntry) error {
 	return errors.New("disk full")
 }
 

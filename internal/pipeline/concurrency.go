@@ -1,0 +1,28 @@
+package pipeline
+
+import (
+	"context"
+
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/store"
+)
+
+// GroupEnterer records a run in its workflow's concurrency group before the
+// run is created (implemented by runctl.Controller).
+type GroupEnterer interface {
+	// EnterGroup records run (not created yet) in the group cfg names,
+	// rendered for event; no-op without a group.
+	EnterGroup(ctx context.Context, run *store.Run, cfg *lockfile.Concurrency, event string) error
+}
+
+// SetConcurrency installs the concurrency-group recorder; call before
+// Start. Without one, workflow concurrency settings are ignored.
+func (p *Processor) SetConcurrency(g GroupEnterer) { p.groups = g }
+
+// enterGroup records run in wf's concurrency group, if any.
+func (p *Processor) enterGroup(ctx context.Context, wf *lockfile.Workflow, run *store.Run, event string) error {
+	if p.groups == nil || wf.Concurrency == nil || !wf.Concurrency.HasGroup {
+		return nil
+	}
+	return p.groups.EnterGroup(ctx, run, wf.Concurrency, event)
+}

@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider/local"
+	"kici.dev/kici/internal/store"
+)
+
+// Errors of Rerun.
+var (
+	// ErrRunNotFound: no run has that id.
+	ErrRunNotFound = errors.New("run not found")
+	// ErrRunNotFinished: the run is still pending, running or cancelling.
+	ErrRunNotFinished = errors.New("run has not finished")
+	// ErrRerunUnavailable: the run cannot be rebuilt (its source is gone or
+	// not a local repository, or its workflow is no longer in the lock at
+	// its commit).
+	ErrRerunUnavailable = errors.New("run cannot be rerun")
+)
+
+// Rerun creates a new run of the same workflow at the same commit as runID
+// (KiCI pipeline/rerun.ts, whole-run only): the lock is read again at the
+// run's SHA, jobs are expanded and released like a fresh run (no trigger
+// matching), TriggeredBy is by, and the new run is linked to its parent
+// (and to the root of the rerun chain). The original must be terminal.
+// Reruns are offered for runs of local sources. Errors: ErrRunNotFound,
+// ErrRunNotFinished, ErrRerunUnavailable (wrapped with the reason), store
+// errors.
+func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, error) {
+	orig, err := p.st.GetRun(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrRunNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !store.IsTerminalRun(orig.Status) {
+		return nil, ErrRunNotFinished
+	}
+	if orig.SourceID == "" {
+		return nil, fmt.Errorf("%w: the run has no source", ErrRerunUnavailable)
+	}
+	src, err := p.st.GetSource(ctx, orig.SourceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: its source was removed", ErrRerunUnavailable)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if src.Provider != "local" {
+		return nil, fmt.Errorf("%w: reruns are offered for local sources only (source provider %q)", ErrRerunUnavailable, src.Provider)
+	}
+	repo, err := local.Open(src.LocalPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
+	}
+	data, err := repo.ReadLock(ctx, orig.SHA)
+	if err != nil {
+		return nil, fmt.Errorf("%w: lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
+	}
+	lf, err := lockfile.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: invalid lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
+	}
+	var wf *lockfile.Workflow
+	for i := range lf.Workflows {
+		if lf.Workflows[i].Name == orig.WorkflowName {
+			wf = &lf.Workflows[i]
+		}
+	}
+	if wf == nil {
+		return nil, fmt.Errorf("%w: workflow %q is not in the lock file at %s", ErrRerunUnavailable, orig.WorkflowName, orig.SHA)
+	}
+	run, jobs, err := BuildRun(wf, RunContext{Source: src, RepoIdentifier: orig.RepoIdentifier, RepoURL: orig.RepoURL,
+		Ref: orig.Ref, SHA: orig.SHA, TriggeredBy: by})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
+	}
+	root := orig.ID
+	if l, err := p.st.GetRunLink(ctx, orig.ID); err == nil {
+		root = l.OriginalRunID
+	}
+	if err := p.enterGroup(ctx, wf, run, "rerun"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
+	}
+	if err := p.tracker.CreateRun(ctx, run, jobs); err != nil {
+		return nil, err
+	}
+	if err := p.st.InsertRunLink(ctx, &store.RunLink{RunID: run.ID, ParentRunID: orig.ID, OriginalRunID: root, CreatedAt: run.CreatedAt}); err != nil {
+		p.log.Error("record rerun link", "runId", run.ID, "parentRunId", orig.ID, "err", err)
+	}
+	p.log.Info("run rerun", "runId", run.ID, "parentRunId", orig.ID, "by", by)
+	return run, nil
+}

@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"kici.dev/kici/internal/lockfetch"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/provider/universal"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
+)
+
+// handleUniversal processes a delivery of a universal-git source: the
+// preset (or custom mapping) normalizes it, the lock is fetched with a
+// shallow, blob-less git fetch of the event's lock ref from the clone URL
+// built from the source's template (KiCI universal-git, reference
+// kici-scaling-cluster-provenance-ingress.md §5.6), the workflows are
+// matched and runs created. Universal-git has no permission API: a pull
+// request from a fork uses the base branch's lock.
+func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src *store.Source, g *store.GitConfig) (*Trace, error) {
+	tr := &Trace{Event: d.Event}
+	cfg := universal.Config{Preset: g.Preset, PayloadPaths: g.PayloadPaths, EventMapping: g.EventMapping}
+	ev, lref, err := universal.Normalize(cfg, d.Event, d.Payload)
+	if errors.Is(err, provider.ErrUnsupportedEvent) {
+		tr.Summary = "ignored: " + err.Error()
+		return tr, nil
+	}
+	if err != nil {
+		return tr, err
+	}
+	repo := ev.SourceRepo
+	if repo == "" {
+		tr.Summary = "the event names no repository; nothing to run"
+		return tr, nil
+	}
+	repoURL, err := lockfetch.RepoURL(g.GitURLTemplate, repo)
+	if err != nil {
+		return tr, err
+	}
+	var payload map[string]any
+	_ = json.Unmarshal(d.Payload, &payload)
+	lockRef := lref.Ref
+	var notes []string
+	if lref.BaseRef != "" && ev.IsForkPR {
+		notes = append(notes, "pull request from a fork: using the lock of base branch "+lref.BaseRef)
+		lockRef = lref.BaseRef
+	}
+	var auth *lockfetch.GitAuth
+	if g.CredentialType != "" {
+		auth = &lockfetch.GitAuth{Username: g.Username, Secret: g.Credential}
+	}
+	tr.Ref, tr.SHA = jsonStr(payload, "ref"), lockRef
+	res, err := p.forges().Locks.Get(ctx, "universal:"+src.ID, repo, lockRef, func(ctx context.Context, maxBytes int64) ([]byte, error) {
+		return lockfetch.FetchGitLock(ctx, repoURL, lockRef, maxBytes, auth)
+	})
+	if err != nil {
+		return tr, fmt.Errorf("fetch lock of %s at %q: %w", repo, lockRef, err)
+	}
+	switch res.Status {
+	case lockfetch.StatusMissing:
+		tr.LockStatus = LockMissing
+		tr.Summary = strings.Join(append(notes, "no lock file at "+lockRef), "; ")
+		return tr, nil
+	case lockfetch.StatusCorrupt:
+		tr.LockStatus = LockCorrupt
+		return tr, fmt.Errorf("%s: invalid lock file at %s: %s", LockCorrupt, lockRef, res.Detail)
+	case lockfetch.StatusTooLarge:
+		tr.LockStatus = LockTooLarge
+		return tr, fmt.Errorf("%s: %s", LockTooLarge, res.Detail)
+	}
+	lf := res.Lock
+	if trigger.NeedsChangedFiles(lf) && ev.ChangedFiles == nil {
+		ev.ChangedFiles = pushedFiles(payload)
+	}
+	tr.ChangedFiles = ev.ChangedFiles[:min(len(ev.ChangedFiles), maxTracedFiles)]
+	sha := ""
+	if lockfetch.IsSHA(lref.Ref) {
+		sha = lref.Ref
+	}
+	ref := tr.Ref
+	if ev.Type == "pull_request" {
+		ref = "refs/heads/" + ev.SourceBranch
+	}
+	defaultBranch := jsonStr(payload, "repository", "default_branch")
+	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && sha != "" {
+		if err := p.register(ctx, src, repo, repoURL, tr.Ref, sha, lf); err != nil {
+			return tr, err
+		}
+	}
+	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername}
+	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc })
+	if len(notes) > 0 {
+		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
+	}
+	return tr, err
+}
+
+// pushedFiles collects the added, modified and removed files of a push
+// payload's commits (Gitea, Forgejo, Gogs and GitHub-style payloads carry
+// them); [] when there are none, so path-filtered triggers do not fire.
+func pushedFiles(payload map[string]any) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	commits, _ := payload["commits"].([]any)
+	for _, c := range commits {
+		cm, _ := c.(map[string]any)
+		for _, k := range []string{"added", "modified", "removed"} {
+			list, _ := cm[k].([]any)
+			for _, f := range list {
+				if s, ok := f.(string); ok && !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlite"
+)
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A Gitea push to a universal-git source: the lock is fetched with git from
+// the URL built from the template, the push workflow runs at the pushed
+// commit, path filters use the payload's commit file lists, and the
+// default-branch push registers the workflows.
+func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
+	gitIn(t, root, "init", "-q", "-b", "main", work)
+	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(
+		wfJSON("ci", `[{"_type":"push","branches":[{"type":"glob","pattern":"main"}]}]`),
+		wfJSON("docs", `[{"_type":"push","paths":["docs/**"]}]`),
+		wfJSON("go", `[{"_type":"push","paths":["**/*.go"]}]`),
+	), 0o644)
+	gitIn(t, work, "add", "-A")
+	gitIn(t, work, "commit", "-qm", "lock")
+	sha := gitIn(t, work, "rev-parse", "HEAD")
+	os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755)
+	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
+
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea",
+		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil), nil)
+	payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
+		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main", "clone_url": "https://gitea.example/acme/app.git"},
+		"pusher":     map[string]any{"login": "dev", "username": "dev"}, "sender": map[string]any{"login": "dev", "username": "dev"},
+		"commits": []any{map[string]any{"id": sha, "added": []any{"cmd/main.go"}, "modified": []any{"README.md"}, "removed": []any{}}}})
+	id := "generic:acme:src-u:d1"
+	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: payload, ReceivedAt: time.Now()},
+		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Process(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := st.GetDelivery(ctx, id)
+	if d.Status != store.DeliveryProcessed {
+		t.Fatalf("delivery %s: %s", d.Status, d.Error)
+	}
+	runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+	names := map[string]*store.Run{}
+	for _, r := range runs {
+		names[r.WorkflowName] = r
+	}
+	if len(runs) != 2 || names["ci"] == nil || names["go"] == nil {
+		t.Fatalf("runs = %v, want ci and go (docs/** matches no pushed file)", names)
+	}
+	if r := names["ci"]; r.SHA != sha || r.RepoIdentifier != "acme/app" || !strings.HasSuffix(r.RepoURL, "/forge/acme/app.git") {
+		t.Fatalf("run = %+v", r)
+	}
+	regs, _ := st.ListRegistrations(ctx, store.RegistrationFilter{RepoIdentifier: "acme/app"})
+	if len(regs) != 3 {
+		t.Fatalf("registrations = %d, want 3", len(regs))
+	}
+
+	// A repository name that would escape the template is refused.
+	bad, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
+		"repository": map[string]any{"full_name": "acme/../../etc", "default_branch": "main"}})
+	id2 := "generic:acme:src-u:d2"
+	st.AcceptDelivery(ctx, &store.Delivery{ID: id2, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: bad, ReceivedAt: time.Now()},
+		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"})
+	if err := proc.Process(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := st.GetDelivery(ctx, id2); d.Status != store.DeliveryFailed || !strings.Contains(d.Error, "invalid repository name") {
+		t.Fatalf("hostile repo name: %s %q", d.Status, d.Error)
+	}
+}

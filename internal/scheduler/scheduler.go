@@ -1,0 +1,267 @@
+// Package scheduler fires the schedule triggers of registered workflows
+// (KiCI cron-scheduler, reference kici-lockfile-and-triggers.md §3.9): for
+// each default-branch registration it takes the workflow's first schedule
+// trigger, a five-field cron expression (or a descriptor such as @hourly)
+// evaluated in the trigger's IANA timezone (default UTC), and fires each
+// due instant once, as an internal "schedule" delivery matched against that
+// registration only.
+//
+// Exactly-once and single-scheduler: only the holder of the "scheduler"
+// lease in the shared store fires (every orchestrator runs a Scheduler; the
+// others stand by and take over when the lease expires), and the delivery
+// id "schedule:<key>:<unix seconds>" is unique, so even two schedulers
+// overlapping across a lease handover fire an instant once.
+//
+// No backfill: instants that fell due while no scheduler was running (or
+// before a workflow was registered) are not fired; when several instants
+// passed between two ticks, only the latest is fired. A cron that can never
+// fire (30 February) never fires.
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+	_ "time/tzdata" // IANA zones even on hosts without a zoneinfo database
+
+	"github.com/google/uuid"
+	"github.com/robfig/cron/v3"
+
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/store"
+)
+
+// Defaults of a Scheduler.
+const (
+	// DefaultTick is how often the scheduler looks for due instants.
+	DefaultTick = 10 * time.Second
+	// DefaultLeaseTTL is the lease lifetime; the holder renews it each tick.
+	DefaultLeaseTTL = 30 * time.Second
+	// LeaseName is the store lease that elects the single scheduler.
+	LeaseName = "scheduler"
+	// maxSteps bounds the instants walked in one tick for one schedule.
+	maxSteps = 100000
+)
+
+// Emitter persists and submits an internal event (pipeline.Processor.Emit).
+type Emitter func(ctx context.Context, id, orgID string, ie *pipeline.InternalEvent) (duplicate bool, err error)
+
+// Scheduler fires schedule triggers. Create it with New; Start runs it.
+type Scheduler struct {
+	st   store.Store
+	emit Emitter
+	log  *slog.Logger
+	// Holder identifies this scheduler in the lease (default
+	// "<hostname>-<pid>-<uuid>").
+	Holder string
+	// Tick and LeaseTTL default to DefaultTick and DefaultLeaseTTL.
+	Tick, LeaseTTL time.Duration
+	// Now is the clock (tests); nil = time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	cursor  map[string]time.Time // schedule key → last instant considered
+	since   time.Time            // when this scheduler (last) took the lease
+	leading bool
+	warned  map[string]bool
+}
+
+// New returns a scheduler over st that fires through emit.
+func New(st store.Store, emit Emitter, logger *slog.Logger) *Scheduler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	return &Scheduler{st: st, emit: emit, log: logger, Holder: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]),
+		cursor: map[string]time.Time{}, warned: map[string]bool{}}
+}
+
+func (s *Scheduler) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Start runs Tick every Tick until ctx is cancelled.
+func (s *Scheduler) Start(ctx context.Context) {
+	tick := s.Tick
+	if tick <= 0 {
+		tick = DefaultTick
+	}
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			if err := s.TickOnce(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("scheduler: tick", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Schedule is the parsed first schedule trigger of a registration.
+type Schedule struct {
+	Cron     string
+	Timezone string
+	sched    cron.Schedule
+}
+
+var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Parse parses a cron expression in an IANA timezone ("" = UTC). Errors
+// name the bad expression or zone.
+func Parse(expr, tz string) (*Schedule, error) {
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("timezone %q: %w", tz, err)
+	}
+	sched, err := parser.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("cron expression %q: %w", expr, err)
+	}
+	if spec, ok := sched.(*cron.SpecSchedule); ok {
+		spec.Location = loc
+	}
+	return &Schedule{Cron: expr, Timezone: tz, sched: sched}, nil
+}
+
+// Latest returns the latest instant in (after, until], or the zero time
+// when none is due.
+func (sc *Schedule) Latest(after, until time.Time) time.Time {
+	if every, ok := sc.sched.(cron.ConstantDelaySchedule); ok {
+		// @every d: the instants are the multiples of d since the Unix
+		// epoch, so they do not drift with the ticks.
+		last := until.Truncate(every.Delay)
+		if every.Delay <= 0 || !last.After(after) {
+			return time.Time{}
+		}
+		return last.UTC()
+	}
+	var last time.Time
+	t := after
+	for i := 0; i < maxSteps; i++ {
+		next := sc.sched.Next(t)
+		if next.IsZero() || next.After(until) {
+			break
+		}
+		last, t = next, next
+	}
+	return last.UTC()
+}
+
+// firstSchedule returns the workflow's first schedule trigger (KiCI uses
+// only the first).
+func firstSchedule(raw json.RawMessage) (*lockfile.Trigger, error) {
+	var wf lockfile.Workflow
+	if err := json.Unmarshal(raw, &wf); err != nil {
+		return nil, err
+	}
+	for i := range wf.Triggers {
+		if wf.Triggers[i].Type == "schedule" {
+			return &wf.Triggers[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// key identifies a schedule across re-registrations: source, repository,
+// workflow, expression and zone.
+func key(g *store.Registration, sc *Schedule) string {
+	h := sha256.Sum256([]byte(g.SourceID + "\x00" + g.RepoIdentifier + "\x00" + g.WorkflowName + "\x00" + sc.Cron + "\x00" + sc.Timezone))
+	return hex.EncodeToString(h[:12])
+}
+
+// TickOnce renews (or tries to take) the lease and, when leading, fires the
+// due instants. It reports store errors.
+func (s *Scheduler) TickOnce(ctx context.Context) error {
+	ttl := s.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	now := s.now()
+	ok, err := s.st.AcquireLease(ctx, LeaseName, s.Holder, ttl)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		if s.leading {
+			s.log.Info("scheduler: lease lost; standing by", "holder", s.Holder)
+		}
+		s.leading = false
+		return nil
+	}
+	if !s.leading {
+		// Taking over: nothing before this moment is fired (no backfill).
+		s.leading, s.since, s.cursor = true, now, map[string]time.Time{}
+		s.log.Info("scheduler: leading", "holder", s.Holder)
+	}
+	regs, err := s.st.ListRegistrations(ctx, store.RegistrationFilter{TriggerType: "schedule"})
+	if err != nil {
+		return fmt.Errorf("registrations: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, g := range regs {
+		t, err := firstSchedule(g.Workflow)
+		if err != nil || t == nil {
+			continue
+		}
+		sc, err := Parse(t.CronExpression, t.Timezone)
+		if err != nil {
+			if w := g.ID + err.Error(); !s.warned[w] {
+				s.warned[w] = true
+				s.log.Warn("scheduler: schedule ignored", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "error", err)
+			}
+			continue
+		}
+		k := key(g, sc)
+		seen[k] = true
+		from, ok := s.cursor[k]
+		if !ok {
+			from = s.since
+			if g.CreatedAt.After(from) {
+				from = g.CreatedAt
+			}
+		}
+		due := sc.Latest(from, now)
+		s.cursor[k] = now
+		if due.IsZero() {
+			continue
+		}
+		ie := &pipeline.InternalEvent{Kind: pipeline.KindSchedule, CronExpression: sc.Cron, Timezone: sc.Timezone, RegistrationID: g.ID,
+			ScheduledAt: due.Format(time.RFC3339), TargetSourceID: g.SourceID, TargetRepo: g.RepoIdentifier, TargetWorkflow: g.WorkflowName}
+		id := fmt.Sprintf("%s:%s:%d", pipeline.KindSchedule, k, due.Unix())
+		dup, err := s.emit(ctx, id, g.OrgID, ie)
+		if err != nil {
+			delete(s.cursor, k) // retried next tick
+			s.log.Error("scheduler: fire", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "at", due, "error", err)
+			continue
+		}
+		if !dup {
+			s.log.Info("scheduler: fired", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "cron", sc.Cron, "tz", sc.Timezone, "at", due, "deliveryId", id)
+		}
+	}
+	for k := range s.cursor {
+		if !seen[k] {
+			delete(s.cursor, k)
+		}
+	}
+	return nil
+}
