@@ -44,7 +44,8 @@ func newRoot() *cobra.Command {
 		Long: "kici-agent connects to KICI_ORCHESTRATOR_URL, registers with its labels and runs\n" +
 			"one job at a time. SIGTERM/SIGINT stop taking work, cancel the running job\n" +
 			"gracefully (SIGTERM, grace period, SIGKILL), report it and exit; a second\n" +
-			"signal kills the job at once.\n\n" + envHelp(),
+			"signal kills the job at once. SIGUSR1 drains: finish the running job, take\n" +
+			"no new one, exit.\n\n" + envHelp(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -61,6 +62,15 @@ func newRoot() *cobra.Command {
 			sigs := make(chan os.Signal, 2)
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 			defer signal.Stop(sigs)
+			usr1 := make(chan os.Signal, 1)
+			signal.Notify(usr1, syscall.SIGUSR1)
+			defer signal.Stop(usr1)
+			go func() {
+				for range usr1 {
+					logger.Info("SIGUSR1 received; draining")
+					a.Drain()
+				}
+			}()
 			go func() {
 				n := 0
 				for s := range sigs {
@@ -82,6 +92,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newAttestCmd())
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the agent version",

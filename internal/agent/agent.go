@@ -67,8 +67,20 @@ type Agent struct {
 	jobCtx     context.Context
 	cancelJob  context.CancelFunc
 	jobDone    chan struct{}
+	attests    attestWaiters // provenance.attest round trips (attest.go)
 	idleFired  chan struct{}
 	wg         sync.WaitGroup
+
+	// recent holds the terminal job.status of jobs finished within
+	// RecentStatusReplayWindow; they are listed in inFlightJobs and sent
+	// again after every re-registration, because a frame written to a
+	// socket whose orchestrator died before reading it is lost (the
+	// orchestrator applies replays idempotently). Guarded by mu.
+	recent map[string]recentStatus
+	// drainReq is signalled by Drain; drainRequested (guarded by mu)
+	// stays set.
+	drainReq       chan struct{}
+	drainRequested bool
 }
 
 // New returns an Agent for cfg. logger may be nil.
@@ -80,6 +92,8 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		opts.HostEnv = os.Environ()
 	}
 	a := &Agent{cfg: cfg, log: logger, jobDone: make(chan struct{}, 1), idleFired: make(chan struct{}, 1), unreported: map[string]protocol.InFlightJob{}}
+	a.drainReq = make(chan struct{}, 1)
+	a.recent = map[string]recentStatus{}
 	a.jobCtx, a.cancelJob = context.WithCancel(context.Background())
 	a.client = conn.New(conn.Options{
 		URL:               cfg.OrchestratorURL,
@@ -100,6 +114,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		MaxLogBytes:        cfg.MaxLogSizeBytes,
 		TimeoutGrace:       opts.StepTimeoutGrace,
 		Logger:             logger,
+		Attest:             a.attest,
 	}, emitter{a})
 	return a
 }
@@ -122,6 +137,7 @@ func (e emitter) Send(msg any) {
 			}
 		}
 		a.unreported[js.JobID] = protocol.InFlightJob{JobID: js.JobID, RunID: js.RunID}
+		a.recent[js.JobID] = recentStatus{msg: js, at: time.Now()}
 		a.mu.Unlock()
 	}
 	e.a.client.Send(msg)
@@ -156,10 +172,55 @@ func (a *Agent) registerFrame() *protocol.AgentRegister {
 	for _, j := range a.unreported {
 		reg.InFlightJobs = append(reg.InFlightJobs, j)
 	}
+	a.pruneRecentLocked()
+	for id, r := range a.recent {
+		if _, listed := a.unreported[id]; !listed {
+			reg.InFlightJobs = append(reg.InFlightJobs, protocol.InFlightJob{JobID: id, RunID: r.msg.RunID})
+		}
+	}
 	return reg
 }
 
+// RecentStatusReplayWindow is how long a finished job's terminal status is
+// replayed after each re-registration.
+const RecentStatusReplayWindow = 10 * time.Minute
+
+// recentStatus is a terminal job.status kept for replay.
+type recentStatus struct {
+	msg *protocol.JobStatus
+	at  time.Time
+}
+
+// pruneRecentLocked forgets replayable statuses older than the window.
+// Caller holds a.mu.
+func (a *Agent) pruneRecentLocked() {
+	for id, r := range a.recent {
+		if time.Since(r.at) > RecentStatusReplayWindow {
+			delete(a.recent, id)
+		}
+	}
+}
+
+// replayRecent queues the terminal statuses of recently finished jobs again
+// (after a re-registration); the orchestrator ignores those it already has.
+func (a *Agent) replayRecent() {
+	a.mu.Lock()
+	a.pruneRecentLocked()
+	var msgs []*protocol.JobStatus
+	for _, r := range a.recent {
+		cp := *r.msg
+		cp.MessageID = uuid.NewString()
+		msgs = append(msgs, &cp)
+	}
+	a.mu.Unlock()
+	for _, m := range msgs {
+		a.log.Info("replaying terminal job status after reconnect", "jobId", m.JobID, "state", m.State)
+		a.client.Send(m)
+	}
+}
+
 func (a *Agent) onRegistered(ack *protocol.RegisterAck) {
+	a.replayRecent()
 	if !a.cfg.ScalerManaged {
 		return
 	}
@@ -201,6 +262,8 @@ func (a *Agent) onMessage(msg any) {
 		a.runner.Cancel(m.JobID, reason, m.Force)
 	case *protocol.RegisterAck:
 		a.onRegistered(m)
+	case *protocol.ProvenanceAttestResult:
+		a.onAttestResult(m)
 	default:
 		a.log.Debug("ignoring message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -258,6 +321,27 @@ func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 	}()
 }
 
+// Drain puts the agent in drain mode (KiCI SIGUSR1, reference §3.7): it
+// takes no new job (dispatches get job.reject "draining"), tells the
+// orchestrator with agent.status, lets the running job finish normally and
+// then makes Run return nil after flushing. Safe to call more than once.
+func (a *Agent) Drain() {
+	a.mu.Lock()
+	a.draining = true
+	a.drainRequested = true
+	active := 0
+	if a.current != nil {
+		active = 1
+	}
+	a.mu.Unlock()
+	a.log.Info("draining: finishing the running job, taking no new work", "activeJobs", active)
+	a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: active, Draining: true})
+	select {
+	case a.drainReq <- struct{}{}:
+	default:
+	}
+}
+
 // ForceStop SIGKILLs the running job at once (a second SIGTERM/SIGINT).
 func (a *Agent) ForceStop() {
 	a.mu.Lock()
@@ -306,10 +390,22 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.wg.Wait()
 			flushTimeout = SignalFlushTimeout
 		case <-a.jobDone:
-			if a.cfg.ScalerManaged {
+			a.mu.Lock()
+			drained := a.drainRequested
+			a.mu.Unlock()
+			if a.cfg.ScalerManaged || drained {
 				a.wg.Wait()
-				a.log.Info("scaler-managed agent finished its job; exiting")
+				a.log.Info("agent finished its job and is draining or single-use; exiting")
 				flushTimeout = JobDoneFlushTimeout
+			}
+		case <-a.drainReq:
+			a.mu.Lock()
+			idle := a.current == nil
+			a.mu.Unlock()
+			if idle {
+				a.wg.Wait()
+				a.log.Info("drained: no job running; exiting")
+				flushTimeout = SignalFlushTimeout
 			}
 		case <-a.idleFired:
 			a.mu.Lock()

@@ -105,7 +105,10 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.log.Debug("websocket accept", "err", err)
 		return
 	}
-	ws.SetReadLimit(protocol.MaxFrameBytes)
+	// Until the agent has authenticated and registered, a frame may be at
+	// most PreAuthFrameBytes: an unauthenticated peer must not make the
+	// orchestrator buffer 25 MiB frames.
+	ws.SetReadLimit(PreAuthFrameBytes)
 	c := &agentConn{ws: ws, closeDone: make(chan struct{}), connectedAt: time.Now().UTC(), lastSeen: time.Now().UTC(), maxConc: 1}
 
 	d.mu.Lock()
@@ -141,6 +144,7 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	tok := d.handshake(ctx, c, frames, readDone)
 	if tok != nil {
+		ws.SetReadLimit(protocol.MaxFrameBytes)
 		d.serveRegistered(ctx, c, tok, frames, readDone)
 	}
 	c.close(protocol.CloseNormal, "")
@@ -165,6 +169,10 @@ func next(frames <-chan []byte, readDone <-chan error, timeout time.Duration) (f
 		return nil, true, false
 	}
 }
+
+// PreAuthFrameBytes caps a frame before the handshake completes: 64 KiB,
+// plenty for auth.request and agent.register.
+const PreAuthFrameBytes = 64 << 10
 
 // handshake runs auth and the first registration; it returns the agent's
 // token when the agent is registered, else nil (the socket is closing).
@@ -197,6 +205,9 @@ func (d *Dispatcher) handshake(ctx context.Context, c *agentConn, frames <-chan 
 			d.log.Error("agent token lookup", "err", err)
 			c.close(protocol.CloseInternalError, "authentication unavailable")
 		}
+		return nil
+	}
+	if !d.watchToken(ctx, c, tok) {
 		return nil
 	}
 	if err := c.send(&protocol.AuthSuccess{Type: protocol.TypeAuthSuccess, ConnectionID: uuid.NewString()}); err != nil {
@@ -316,11 +327,13 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 		inFlight[j.JobID] = true
 	}
 	c.active = 0
+	var reclaimed, lost []string
 	for id, js := range d.jobs {
 		if js.agentID != c.id || js.done {
 			continue
 		}
 		js.holdsSlot = !js.started || inFlight[id]
+		reclaimed, lost = js.reconcile(id, inFlight[id], reclaimed, lost)
 		if js.holdsSlot {
 			c.active++
 			c.served++
@@ -336,6 +349,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	for jobID := range inFlight {
 		d.adopt(ctx, c, jobID)
 	}
+	d.settleReconnect(ctx, c.id, reclaimed, lost)
 
 	pending := d.boundJob(ctx, c.id) != ""
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
@@ -366,6 +380,13 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 // store says the job runs on that agent.
 func (d *Dispatcher) adopt(ctx context.Context, c *agentConn, jobID string) {
 	job, err := d.st.GetJob(ctx, jobID)
+	if err == nil && job.AgentID == "" && !store.IsTerminalJob(job.Status) {
+		// Dispatched to this agent but not reported running before the
+		// restart: the queue entry names the agent.
+		if e, qerr := d.queueEntry(ctx, jobID, store.QueueDispatched); qerr == nil && e != nil && e.AgentID == c.id {
+			job.AgentID = c.id
+		}
+	}
 	if err != nil || job.AgentID != c.id || store.IsTerminalJob(job.Status) {
 		d.log.Info("agent reports unknown in-flight job", "agent", c.id, "job", jobID)
 		return
@@ -379,6 +400,25 @@ func (d *Dispatcher) adopt(ctx context.Context, c *agentConn, jobID string) {
 		RunsOnLabels: job.RunsOnLabels}, agentID: c.id, started: true, acked: true, holdsSlot: true, lastSeq: -1}
 	c.active++
 	c.served++
+	if job.Status == "pending" || job.Status == "queued" || job.Status == "recovering" {
+		// The agent holds the job, so it has started it; its own "running"
+		// report was lost with the previous orchestrator process, or the job
+		// was waiting for this agent to come back.
+		go d.markAdoptedStarted(jobID, c.id)
+	}
+}
+
+// markAdoptedStarted records an adopted, not yet running job as started.
+func (d *Dispatcher) markAdoptedStarted(jobID, agentID string) {
+	ctx := d.ctx
+	if err := d.st.AckQueueEntry(ctx, jobID, agentID); err != nil {
+		d.log.Warn("ack adopted queue entry", "job", jobID, "err", err)
+	}
+	if ev := d.ev(); ev != nil {
+		if err := ev.JobStarted(ctx, jobID, agentID, time.Now().UTC()); err != nil {
+			d.log.Warn("job started event", "job", jobID, "err", err)
+		}
+	}
 }
 
 // serveRegistered is the message loop of a registered agent.
@@ -445,9 +485,12 @@ func (d *Dispatcher) handle(ctx context.Context, c *agentConn, tok *store.AgentT
 	case *protocol.Heartbeat:
 		// lastSeen already refreshed
 	case *protocol.AgentStatus:
+		d.noteAgentStatus(c, m)
 		d.drain(ctx, c)
 	case *protocol.AgentRegister:
 		return d.register(ctx, c, tok, m)
+	case *protocol.ProvenanceAttest:
+		return d.attest(ctx, c, m)
 	default:
 		d.log.Debug("ignoring unexpected message", "agent", c.id, "type", fmt.Sprintf("%T", msg))
 	}
@@ -676,6 +719,7 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 		entry store.QueueEntry
 	}
 	var requeue, fail []lost
+	var recovering []string
 	for id, js := range d.jobs {
 		if js.agentID != c.id || js.done {
 			continue
@@ -692,11 +736,14 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 			fail = append(fail, lost{id, js.entry})
 		default:
 			js.holdsSlot = false // owned until the agent returns
+			js.recoverBy = time.Now().Add(d.cfg.RecoveryWindow)
+			recovering = append(recovering, id)
 		}
 	}
 	d.mu.Unlock()
-	d.log.Info("agent disconnected", "agent", c.id, "requeued", len(requeue), "failed", len(fail))
+	d.log.Info("agent disconnected", "agent", c.id, "requeued", len(requeue), "failed", len(fail), "recovering", len(recovering))
 	ctx := d.ctx
+	d.markRecovering(ctx, recovering)
 	for _, l := range requeue {
 		d.requeueOrFail(ctx, l.id, &l.entry, "agent "+c.id+" disconnected before starting the job", c.id)
 	}

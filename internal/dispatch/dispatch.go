@@ -19,10 +19,10 @@
 // lost" because that agent cannot come back. A started job on a static
 // agent stays owned by that agent id: when the agent reconnects and lists
 // the job in agent.register's inFlightJobs, tracking resumes and its later
-// statuses are accepted; its slot is freed if the agent no longer lists it.
-// A static agent that never returns leaves the job running until the job
-// heartbeat stale detector (or the KiCI 120 s recovery window, when it is
-// added) ends it; the dispatcher itself never guesses the outcome.
+// statuses are accepted. Meanwhile the job is "recovering"; an agent that
+// does not return within
+// Config.RecoveryWindow (KiCI's 120 s), or returns without the job, fails
+// it (recovery.go).
 package dispatch
 
 import (
@@ -75,6 +75,30 @@ type SpawnStopper interface {
 	Stop(agentID string)
 }
 
+// ScaleRequest describes a job a LabelSpawner is asked to start an agent
+// for (KiCI requestScale arguments).
+type ScaleRequest struct {
+	// JobID and RunID identify the job the agent is bound to.
+	JobID, RunID string
+	// RunsOn and Exclude are the job's routing labels.
+	RunsOn, Exclude []string
+}
+
+// LabelSpawner is optionally implemented by a Spawner that chooses among
+// several backends by the job's labels (scaler.Manager). When present it
+// replaces the CanServe+Spawn pair: SpawnFor returns ErrNoBackend when no
+// backend serves the labels (the job keeps its no-agent reason), an error
+// wrapping ErrAtCapacity when a cap is reached, any other error as the
+// job's "spawn failed: …" reason. It must return promptly (the spawn itself
+// runs in the background).
+type LabelSpawner interface {
+	SpawnFor(ctx context.Context, req ScaleRequest) (agentID string, err error)
+}
+
+// ErrNoBackend is returned by LabelSpawner.SpawnFor when no backend serves
+// the job's labels.
+var ErrNoBackend = errors.New("no scaler serves these labels")
+
 // ErrAtCapacity is wrapped by Spawner.Spawn errors when no further agent may
 // be started. It lives here, not in the scaler package, so that scaler
 // implementations import dispatch and never the other way round.
@@ -103,6 +127,10 @@ type Config struct {
 	SpawnTimeout time.Duration
 	// RedriveInterval is the period of the pending-queue re-drive (2 s).
 	RedriveInterval time.Duration
+	// RecoveryWindow is how long a static agent that disconnected may take
+	// to come back and reclaim its running jobs before they fail (120 s,
+	// KiCI's recovery grace; recovery.go).
+	RecoveryWindow time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -118,6 +146,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RegisterTimeout, 10*time.Second)
 	def(&c.SpawnTimeout, 60*time.Second)
 	def(&c.RedriveInterval, 2*time.Second)
+	def(&c.RecoveryWindow, 120*time.Second)
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 5
 	}
@@ -175,6 +204,11 @@ type Dispatcher struct {
 	// their first drain.
 	registering atomic.Int64
 
+	// attester signs provenance (provenance.go); nil = refused. Guarded by mu.
+	attester Attester
+	// secretResolver resolves declared secrets (kick.go); nil = none sent.
+	secretResolver SecretResolver
+
 	mu      sync.Mutex
 	events  JobEvents
 	agents  map[string]*agentConn // registered agents by id
@@ -183,6 +217,8 @@ type Dispatcher struct {
 	reasons map[string]string     // last pending reason written per job
 	conns   map[*agentConn]bool   // every open socket (registered or not)
 	closed  bool
+	// draining is orchestrator drain mode (control.go).
+	draining bool
 
 	kick     chan struct{}
 	ctx      context.Context
@@ -203,6 +239,9 @@ type jobState struct {
 	done      bool
 	doneAt    time.Time
 	lastSeq   int64
+	// recoverBy is set while the job's static agent is disconnected: the
+	// job fails if the agent has not reclaimed it by then.
+	recoverBy time.Time
 }
 
 // spawnRec is an agent the Spawner started for a job and that has not
@@ -378,6 +417,7 @@ func (d *Dispatcher) loop() {
 			}
 		}
 		d.expireSpawns()
+		d.expireRecoveries()
 		if time.Since(lastSweep) >= 10*time.Second {
 			lastSweep = time.Now()
 			d.sweepAckDeadlines()

@@ -179,6 +179,10 @@ func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude str
 }
 
 func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) *outgoing {
+	if d.Draining() {
+		d.setReason(ctx, e.ID, reasonDraining)
+		return nil
+	}
 	if a := d.reserveIdle(e, exclude); a != nil {
 		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.cfg.AckTimeout).UTC())
 		if err != nil || claimed == nil {
@@ -202,8 +206,17 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 // records the pending reason.
 func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) {
 	reason := d.noAgentReason(e)
-	if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
-		agentID, err := d.spawner.Spawn(ctx, e.ID)
+	var agentID string
+	var err error
+	tried := false
+	if ls, ok := d.spawner.(LabelSpawner); ok {
+		agentID, err = ls.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
+		tried = !errors.Is(err, ErrNoBackend)
+	} else if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
+		agentID, err = d.spawner.Spawn(ctx, e.ID)
+		tried = true
+	}
+	if tried {
 		switch {
 		case err == nil:
 			d.mu.Lock()
@@ -282,6 +295,9 @@ func (d *Dispatcher) drain(ctx context.Context, a *agentConn) {
 }
 
 func (d *Dispatcher) drainOne(ctx context.Context, a *agentConn) (*outgoing, bool) {
+	if d.Draining() {
+		return nil, false
+	}
 	if !d.reserve(a) {
 		return nil, false
 	}
@@ -413,6 +429,10 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, e *store.QueueEntry) (*p
 	for k, v := range job.MatrixValues {
 		env["KICI_MATRIX_"+envKey(k)] = v
 	}
+	secretValues, err := d.resolveSecrets(ctx, run, job)
+	if err != nil {
+		return nil, false, err
+	}
 	return &protocol.JobDispatch{
 		Type:         protocol.TypeJobDispatch,
 		MessageID:    uuid.NewString(),
@@ -426,6 +446,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, e *store.QueueEntry) (*p
 		JobConfig:    job.Config,
 		MatrixValues: job.MatrixValues,
 		Env:          env,
+		Secrets:      secretValues,
 		Timestamp:    time.Now().UnixMilli(),
 	}, false, nil
 }

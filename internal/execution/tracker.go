@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -80,8 +81,11 @@ type Tracker struct {
 
 	stripes [lockStripes]sync.Mutex
 
+	admitter atomic.Pointer[Admitter] // concurrency admission (admit.go)
+
 	hookMu   sync.RWMutex
 	finished []func(run *store.Run)
+	jobDone  []func(job *store.Job)
 }
 
 // NewTracker returns a tracker over st that hands released jobs to enq. A nil
@@ -91,6 +95,31 @@ func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger) *Tracker {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// OnJobFinished registers fn to be called when a job reaches a terminal
+// status through this tracker (reported by its agent, or skipped because an
+// upstream did not satisfy its needs), with the job as known at that moment
+// (Status set to the terminal status). Callbacks run synchronously under the
+// run's lock and must not block for long.
+func (t *Tracker) OnJobFinished(fn func(job *store.Job)) {
+	if fn == nil {
+		return
+	}
+	t.hookMu.Lock()
+	t.jobDone = append(t.jobDone, fn)
+	t.hookMu.Unlock()
+}
+
+func (t *Tracker) fireJobFinished(j *store.Job, status string) {
+	t.hookMu.RLock()
+	hooks := slices.Clone(t.jobDone)
+	t.hookMu.RUnlock()
+	for _, fn := range hooks {
+		c := *j
+		c.Status = status
+		fn(&c)
+	}
 }
 
 // OnRunFinished registers fn to be called once each time a run reaches a
@@ -240,6 +269,7 @@ func (t *Tracker) JobFinished(ctx context.Context, jobID, status, errMsg string,
 		}
 		if changed {
 			t.log.Info("job finished", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "status", status)
+			t.fireJobFinished(job, status)
 		}
 	} else if job.Status != status {
 		t.log.Debug("job already terminal; status ignored", "jobId", jobID, "stored", job.Status, "reported", status)
@@ -343,6 +373,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 	for _, j := range jobs {
 		byName[j.JobName] = j
 	}
+	admit := t.admission(ctx, runID)
 	for changed := true; changed; {
 		changed = false
 		for _, j := range jobs {
@@ -360,12 +391,13 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				}
 				if ok {
 					t.log.Info("job skipped", "runId", runID, "jobId", j.ID, "job", j.JobName, "reason", reason)
+					t.fireJobFinished(j, StatusSkipped)
 				}
 				if err := t.refresh(ctx, j); err != nil {
 					return err
 				}
 				changed = changed || store.IsTerminalJob(j.Status)
-			case release:
+			case release && admit():
 				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusQueued, store.JobUpdate{})
 				if err != nil {
 					return fmt.Errorf("execution: release job %s: %w", j.ID, err)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"kici.dev/kici/internal/protocol"
@@ -228,6 +229,10 @@ func (g *git) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	cmd.Dir = g.opts.Dir
 	cmd.Env = g.env
 	cmd.WaitDelay = 5 * time.Second
+	// git runs helpers (git-remote-http, ssh) that hold the output pipes:
+	// a cancel kills git's whole process group, not just git.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	return cmd
 }
 

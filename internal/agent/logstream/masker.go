@@ -25,9 +25,11 @@ type Masker struct {
 }
 
 // NewMasker returns a Masker for values. Values shorter than MinSecretLen are
-// ignored. Each kept value is masked together with its base64 form; matching
-// prefers the longest candidate at each position, so a secret that contains
-// another secret is masked whole.
+// ignored. Each kept value is masked together with its standard base64 form
+// (also of the value followed by a newline, as `echo value | base64` prints
+// it), and each line of a multi-line value is masked on its own, since logs
+// are masked line by line. Matching prefers the longest candidate at each
+// position, so a secret that contains another secret is masked whole.
 func NewMasker(values []string) *Masker {
 	seen := map[string]bool{}
 	var cands []string
@@ -43,6 +45,16 @@ func NewMasker(values []string) *Masker {
 		}
 		add(v)
 		add(base64.StdEncoding.EncodeToString([]byte(v)))
+		add(base64.StdEncoding.EncodeToString([]byte(v + "\n")))
+		if strings.ContainsAny(v, "\r\n") {
+			for _, line := range strings.Split(v, "\n") {
+				line = strings.TrimSuffix(line, "\r")
+				if len(line) >= MinSecretLen {
+					add(line)
+					add(base64.StdEncoding.EncodeToString([]byte(line)))
+				}
+			}
+		}
 	}
 	if len(cands) == 0 {
 		return &Masker{}

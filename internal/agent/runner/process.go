@@ -51,6 +51,7 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 	cmd.Stdout = spec.Stdout
 	cmd.Stderr = spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	// Background processes that escaped the group may hold the output pipes
 	// open; stop waiting for them shortly after the shell exits.
 	cmd.WaitDelay = 2 * time.Second

@@ -52,6 +52,9 @@ const (
 	DefaultCancelGrace = 10 * time.Second
 	// MaxCancelGrace caps a job's gracePeriod (KiCI agent maximum, 30 s).
 	MaxCancelGrace = 30 * time.Second
+	// CleanupStepTimeout caps each attempt of a step that runs after the
+	// job was stopped (cancel or job timeout); KiCI's per-hook default.
+	CleanupStepTimeout = 5 * time.Minute
 )
 
 // Emitter sends protocol messages to the orchestrator. Send must not block
@@ -81,6 +84,9 @@ type Options struct {
 	CancelGrace time.Duration
 	// CheckoutTimeout bounds the checkout (checkout.DefaultTimeout if 0).
 	CheckoutTimeout time.Duration
+	// Attest sends provenance.attest for the running job; nil disables
+	// `attest:` steps and the step attestation channel (attest.go).
+	Attest AttestFunc
 	// Logger receives runner diagnostics (discarded when nil).
 	Logger *slog.Logger
 }
@@ -172,6 +178,7 @@ type job struct {
 	tmpDir   string
 	scripts  string
 	hostEnv  []string
+	attest   *attestServer
 	started  time.Time
 }
 
@@ -333,6 +340,9 @@ func (j *job) execute() (res *Result) {
 	if a := d.SourceAuth; a != nil {
 		secrets = append(secrets, a.Secret, a.User+":"+a.Secret, base64.StdEncoding.EncodeToString([]byte(a.User+":"+a.Secret)))
 	}
+	for _, v := range d.Secrets {
+		secrets = append(secrets, v)
+	}
 	j.masker = logstream.NewMasker(secrets)
 	jobLog = j.replaceStream(jobLog, JobLogStep)
 
@@ -367,6 +377,9 @@ func (j *job) execute() (res *Result) {
 		}
 	}
 
+	j.startAttest()
+	defer j.stopAttest()
+
 	// Checkout.
 	if j.cfg.Checkout == nil || *j.cfg.Checkout {
 		err := checkout.Run(j.ctx, checkout.Options{
@@ -389,24 +402,18 @@ func (j *job) execute() (res *Result) {
 	}
 	jobLog.Close()
 
-	// Steps.
+	// Steps. Each step runs when the job's current state (success, failed,
+	// cancelled) is in its runOn set; a forced stop skips everything left.
 	var failure string
 	for i := range j.cfg.Steps {
-		if kind, _ := j.stopped(); kind != stopNone {
-			j.skipFrom(i, res)
-			break
+		state := j.stepState(failure)
+		if state == stateForced || !lockfile.StepRuns(j.cfg.Steps[i].RunOn, state) {
+			j.skipFrom(i, res, i+1)
+			continue
 		}
-		if failure != "" {
-			j.skipFrom(i, res)
-			break
-		}
-		sr := j.runStep(i)
+		sr := j.runStep(i, state == lockfile.StepOnCancelled || j.stoppedKind() == stopTimeout)
 		res.Steps[i] = sr
-		if kind, _ := j.stopped(); kind != stopNone {
-			j.skipFrom(i+1, res)
-			break
-		}
-		if sr.Status == StateFailed && !j.cfg.Steps[i].ContinueOnError {
+		if sr.Status == StateFailed && !j.cfg.Steps[i].ContinueOnError && failure == "" {
 			failure = fmt.Sprintf("step %q failed: %s", sr.Name, sr.Error)
 		}
 	}
@@ -442,9 +449,40 @@ func (j *job) finishStopped(res *Result) bool {
 	return false
 }
 
-// skipFrom reports steps i.. as skipped.
-func (j *job) skipFrom(i int, res *Result) {
-	for ; i < len(j.cfg.Steps); i++ {
+// stateForced is the stepState of a job stopped by a forced cancel: no
+// step runs any more, cleanup steps included.
+const stateForced = "forced"
+
+// stepState is the job state a step's runOn is matched against: forced,
+// cancelled (graceful cancel), failed (job timeout or a failed step) or
+// success.
+func (j *job) stepState(failure string) string {
+	j.stopMu.Lock()
+	kind, forced := j.stopKind, j.forced
+	j.stopMu.Unlock()
+	switch {
+	case forced:
+		return stateForced
+	case kind == stopCancel:
+		return lockfile.StepOnCancelled
+	case kind == stopTimeout, failure != "":
+		return lockfile.StepOnFailed
+	}
+	return lockfile.StepOnSuccess
+}
+
+func (j *job) stoppedKind() int {
+	kind, _ := j.stopped()
+	return kind
+}
+
+// skipFrom reports steps i..end-1 as skipped (end < 0: to the last step).
+func (j *job) skipFrom(i int, res *Result, end ...int) {
+	last := len(j.cfg.Steps)
+	if len(end) > 0 && end[0] >= 0 && end[0] < last {
+		last = end[0]
+	}
+	for ; i < last; i++ {
 		res.Steps[i] = protocol.StepResult{Name: stepName(j.cfg.Steps[i], i), Status: StateSkipped}
 		j.r.out.Send(&protocol.StepStatus{
 			Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID, StepIndex: i,
@@ -485,9 +523,16 @@ func stepName(s lockfile.Step, i int) string {
 	return fmt.Sprintf("step-%d", i)
 }
 
-// runStep runs step i with its retries and reports it.
-func (j *job) runStep(i int) protocol.StepResult {
+// runStep runs step i with its retries and reports it. A cleanup step
+// (cleanup true: the job was already stopped) is not interrupted by the
+// stop that triggered it, only by a forced stop, and is bounded by
+// CleanupStepTimeout.
+func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	r, d := j.r, j.d
+	stopCh := j.stopCh
+	if cleanup {
+		stopCh = nil // a nil channel never fires
+	}
 	step := j.cfg.Steps[i]
 	name := stepName(step, i)
 	start := time.Now()
@@ -533,12 +578,19 @@ func (j *job) runStep(i int) protocol.StepResult {
 	}
 	env := envbuild.Build(envbuild.Layers{
 		Host: r.opts.HostEnv, Dispatch: d.Env, Workspace: j.srcDir,
-		Extra: map[string]string{"TMPDIR": j.tmpDir},
+		Extra: j.attestEnv(map[string]string{"TMPDIR": j.tmpDir}),
 		Job:   j.cfg.Env, Step: step.Env,
 	})
+	if env, err = withSecrets(env, j.cfg.Secrets, step.Secrets, d.Secrets); err != nil {
+		log.AddLine("", "Error: "+err.Error())
+		return finish(StateFailed, nil, 1, err.Error())
+	}
 	timeout := r.opts.DefaultStepTimeout
 	if step.Timeout > 0 {
 		timeout = time.Duration(step.Timeout) * time.Millisecond
+	}
+	if cleanup {
+		timeout = min(timeout, CleanupStepTimeout)
 	}
 	attempts := MaxAttempts(step.Retry)
 	var exit int
@@ -550,9 +602,12 @@ func (j *job) runStep(i int) protocol.StepResult {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-j.stopCh:
+			case <-stopCh:
 				t.Stop()
 				return finish(j.stoppedState(), &exit, attempt-1, j.stopError())
+			case <-j.forceCh:
+				t.Stop()
+				return finish(StateCancelled, &exit, attempt-1, j.stopError())
 			}
 			send(StateRunning, &protocol.StepStatusData{Attempt: attempt})
 		}
@@ -560,7 +615,7 @@ func (j *job) runStep(i int) protocol.StepResult {
 			Argv: argv, Dir: dir, Env: env,
 			Stdout: log.Writer(logstream.Stdout), Stderr: log.Writer(logstream.Stderr),
 			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
-		}, stopSignal{Stop: j.stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
+		}, stopSignal{Stop: stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
 		exit = pr.ExitCode
 		switch {
 		case pr.StartErr != nil:
@@ -572,6 +627,9 @@ func (j *job) runStep(i int) protocol.StepResult {
 			errMsg = fmt.Sprintf("step timed out after %s", timeout)
 			log.AddLine("", errMsg)
 		case exit == 0:
+			if err := j.attestDeclared(i, log); err != nil {
+				return finish(StateFailed, &exit, attempt, err.Error())
+			}
 			return finish(StateSuccess, &exit, attempt, "")
 		default:
 			errMsg = fmt.Sprintf("exit code %d", exit)

@@ -1,0 +1,102 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// Close reasons sent with auth.failure when a live token stops being valid
+// (KiCI agent registry kick path, reference kici-execution-and-protocol.md
+// §2.3). The agent does not reconnect after close code 4010.
+const (
+	ReasonTokenRevoked = "Token revoked"
+	ReasonTokenExpired = "Token expired"
+)
+
+// KickToken closes every open agent socket that authenticated with agent
+// token tokenID: auth.failure {reason:"Token revoked"} then close 4010, so
+// the agent stops reconnecting. Call it after the revocation is stored. It
+// returns how many sockets were closed.
+func (d *Dispatcher) KickToken(tokenID string) int {
+	return d.kickToken(tokenID, ReasonTokenRevoked)
+}
+
+func (d *Dispatcher) kickToken(tokenID, reason string) int {
+	if tokenID == "" {
+		return 0
+	}
+	d.mu.Lock()
+	var victims []*agentConn
+	for c := range d.conns {
+		if c.tokenID == tokenID {
+			victims = append(victims, c)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range victims {
+		d.log.Warn("closing agent connection: its token is no longer valid", "agent", c.id, "tokenId", tokenID, "reason", reason)
+		d.authFail(c, protocol.CloseAuthFailed, reason)
+	}
+	return len(victims)
+}
+
+// watchToken binds socket c to tok right after authentication, so that a
+// later KickToken reaches it, and re-reads the token to close the window in
+// which a revocation stored between validation and binding would be missed.
+// A static token with an expiry gets a timer that kicks it at that instant
+// (ephemeral tokens are single-agent and live for their job; they are not
+// cut off mid-job). It reports false when the socket is being closed.
+func (d *Dispatcher) watchToken(ctx context.Context, c *agentConn, tok *store.AgentToken) bool {
+	d.mu.Lock()
+	c.tokenID = tok.ID
+	d.mu.Unlock()
+	cur, err := d.st.GetAgentTokenByHash(ctx, tok.TokenHash)
+	if err == nil && cur.RevokedAt != nil {
+		d.authFail(c, protocol.CloseAuthFailed, ReasonTokenRevoked)
+		return false
+	}
+	if tok.Kind == store.AgentTokenStatic && tok.ExpiresAt != nil {
+		t := time.AfterFunc(time.Until(*tok.ExpiresAt), func() {
+			d.mu.Lock()
+			open := d.conns[c]
+			d.mu.Unlock()
+			if open {
+				d.log.Warn("closing agent connection: token expired", "agent", c.id, "tokenId", tok.ID)
+				d.authFail(c, protocol.CloseAuthFailed, ReasonTokenExpired)
+			}
+		})
+		go func() {
+			<-c.closeDone
+			t.Stop()
+		}()
+	}
+	return true
+}
+
+// SecretResolver returns the values of the secrets job declares (lock
+// `secrets:` of the job and its steps), keyed by reference "<scope>:<key>".
+// A reference it cannot find is left out (the agent then fails the steps
+// that need it, with a clear message); an error means the values could not
+// be read now, and the dispatch is retried later.
+type SecretResolver func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error)
+
+// SetSecretResolver installs the resolver used for every job.dispatch;
+// without one no secret values are sent. Call before Start.
+func (d *Dispatcher) SetSecretResolver(f SecretResolver) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.secretResolver = f
+}
+
+func (d *Dispatcher) resolveSecrets(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
+	d.mu.Lock()
+	f := d.secretResolver
+	d.mu.Unlock()
+	if f == nil {
+		return nil, nil
+	}
+	return f(ctx, run, job)
+}

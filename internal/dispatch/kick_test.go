@@ -1,0 +1,129 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// assertKicked waits for c's socket to close with 4010 after an
+// auth.failure carrying reason.
+func assertKicked(t *testing.T, c *client, reason string) {
+	t.Helper()
+	code, msgs := c.closed()
+	if code != protocol.CloseAuthFailed {
+		t.Fatalf("close code %d, want %d", code, protocol.CloseAuthFailed)
+	}
+	for _, m := range msgs {
+		if f, ok := m.(*protocol.AuthFailure); ok && f.Reason == reason {
+			return
+		}
+	}
+	t.Fatalf("no auth.failure %q before the close: %+v", reason, msgs)
+}
+
+func TestRevokedTokenClosesLiveConnections(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	ctx := context.Background()
+	plain, tok, err := h.aa.IssueStatic(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := h.staticToken()
+	a1 := h.agent("a1", plain, "linux")
+	a2 := h.agent("a2", plain, "linux")
+	keep := h.agent("keep", other, "linux")
+	if err := h.st.RevokeAgentToken(ctx, tok.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.d.KickToken(tok.ID); n != 2 {
+		t.Fatalf("kicked %d sockets, want 2", n)
+	}
+	assertKicked(t, a1, ReasonTokenRevoked)
+	assertKicked(t, a2, ReasonTokenRevoked)
+	eventually(t, "revoked agents unregistered", func() bool { return len(h.d.Agents()) == 1 })
+	if got := h.d.Agents()[0].ID; got != "keep" {
+		t.Fatalf("remaining agent %s", got)
+	}
+	// The untouched agent still gets work.
+	j := h.job("linux")
+	h.enqueue(j)
+	if jd := keep.dispatch(); jd.JobID != j.ID {
+		t.Fatalf("dispatch to remaining agent: %+v", jd)
+	}
+	// Reconnecting with the revoked token fails at the handshake.
+	c := h.dial()
+	c.send(&protocol.AuthRequest{Type: protocol.TypeAuthRequest, Token: plain, ProtocolVersion: protocol.Version})
+	if code, _ := c.closed(); code != protocol.CloseAuthFailed {
+		t.Fatalf("reconnect with revoked token: close %d", code)
+	}
+}
+
+func TestExpiringStaticTokenClosesAtExpiry(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	ctx := context.Background()
+	plain := auth.NewAgentTokenPlaintext()
+	exp := time.Now().Add(700 * time.Millisecond)
+	if err := h.st.CreateAgentToken(ctx, &store.AgentToken{ID: uuid.NewString(), TokenHash: auth.Hash(plain),
+		Prefix: auth.Prefix(plain), Kind: store.AgentTokenStatic, ExpiresAt: &exp}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.agent("short", plain, "linux")
+	start := time.Now()
+	assertKicked(t, c, ReasonTokenExpired)
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("closed %s after expiry", el)
+	}
+}
+
+func TestDeclaredSecretsTravelInTheDispatch(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	var gotJob string
+	h.d.SetSecretResolver(func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
+		gotJob = job.ID
+		return map[string]string{"release:npm_token": "v4lue"}, nil
+	})
+	c := h.agent("a", h.staticToken(), "linux")
+	j := h.job("linux")
+	h.enqueue(j)
+	jd := c.dispatch()
+	if jd.Secrets["release:npm_token"] != "v4lue" || gotJob != j.ID {
+		t.Fatalf("secrets %v (resolver saw %s)", jd.Secrets, gotJob)
+	}
+	// Nothing of the value leaks into the env sent with the job.
+	if b, _ := json.Marshal(jd.Env); strings.Contains(string(b), "v4lue") {
+		t.Fatalf("secret in env: %s", b)
+	}
+}
+
+// A token's label scope is enforced at register (§2.3 gate 1): a label
+// outside it closes the socket with 4010; platform labels are always
+// allowed.
+func TestLabelScopeEnforcedAtRegister(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	plain, _, err := h.aa.IssueStatic(context.Background(), []string{"gpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.agent("inside", plain, "gpu", "kici:os:linux", "kici:arch:amd64", "kici:host:x")
+	if len(h.d.Agents()) != 1 {
+		t.Fatal("agent within its label scope not registered")
+	}
+	c := h.dial()
+	c.auth(plain)
+	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: "outside", Labels: []string{"gpu", "prod"}})
+	if code, _ := c.closed(); code != protocol.CloseAuthFailed {
+		t.Fatalf("label outside the scope: close %d, want 4010", code)
+	}
+	if len(h.d.Agents()) != 1 {
+		t.Fatalf("agents %v", h.d.Agents())
+	}
+}

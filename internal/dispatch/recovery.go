@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Static agent recovery (reference kici-execution-and-protocol.md §5.5).
+// When a static agent's socket ends while it runs jobs, each started job
+// becomes "recovering" with a deadline of now + RecoveryWindow. If the
+// agent re-registers in time and lists the job in inFlightJobs, the job is
+// reclaimed (recovering → running, tracking and slot restored). If it
+// re-registers without the job, the job fails at once: the agent restarted
+// and lost it (peer row 29). If the deadline passes first, the job fails
+// with "agent disconnected and did not reconnect within the recovery
+// window". Reclaim is keyed on the job id and the agent that owns it.
+
+// reconcile classifies a job owned by a re-registering agent: a started
+// job the agent lists is reclaimed when it was recovering; a started job it
+// does not list is lost. Caller holds Dispatcher.mu.
+func (js *jobState) reconcile(id string, listed bool, reclaimed, lost []string) ([]string, []string) {
+	if !js.started {
+		return reclaimed, lost
+	}
+	if listed {
+		if !js.recoverBy.IsZero() {
+			js.recoverBy = time.Time{}
+			reclaimed = append(reclaimed, id)
+		}
+		return reclaimed, lost
+	}
+	js.done = true
+	js.doneAt = time.Now()
+	js.recoverBy = time.Time{}
+	return reclaimed, append(lost, id)
+}
+
+// markRecovering moves the jobs of a disconnected static agent from
+// running to recovering.
+func (d *Dispatcher) markRecovering(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if _, err := d.st.UpdateJobStatus(ctx, id, []string{"running"}, "recovering", store.JobUpdate{}); err != nil {
+			d.log.Warn("mark job recovering", "job", id, "err", err)
+		}
+	}
+}
+
+// settleReconnect applies the outcome of a re-registration: reclaimed jobs
+// run again, lost ones fail.
+func (d *Dispatcher) settleReconnect(ctx context.Context, agentID string, reclaimed, lost []string) {
+	for _, id := range reclaimed {
+		d.log.Info("agent reclaimed its job", "agent", agentID, "job", id)
+		if ev := d.ev(); ev != nil {
+			if err := ev.JobStarted(ctx, id, agentID, time.Now().UTC()); err != nil {
+				d.log.Warn("job reclaimed event", "job", id, "err", err)
+			}
+		}
+	}
+	for _, id := range lost {
+		d.failLost(ctx, id, fmt.Sprintf("agent lost: %s re-registered without the job (it restarted while running it)", agentID))
+	}
+}
+
+// expireRecoveries fails recovering jobs whose agent did not come back in
+// time.
+func (d *Dispatcher) expireRecoveries() {
+	now := time.Now()
+	var expired []string
+	d.mu.Lock()
+	for id, js := range d.jobs {
+		if js.done || js.recoverBy.IsZero() || now.Before(js.recoverBy) {
+			continue
+		}
+		js.done = true
+		js.doneAt = now
+		js.recoverBy = time.Time{}
+		expired = append(expired, id)
+	}
+	d.mu.Unlock()
+	for _, id := range expired {
+		d.failLost(d.ctx, id, fmt.Sprintf("agent disconnected and did not reconnect within the recovery window (%s)", d.cfg.RecoveryWindow))
+	}
+}
+
+// failLost fails a job whose agent lost it, unless it already ended.
+func (d *Dispatcher) failLost(ctx context.Context, id, msg string) {
+	changed, err := d.st.SetQueueStatus(ctx, id, []string{store.QueueDispatched}, store.QueueFailed)
+	if err != nil {
+		d.log.Error("fail queue entry", "job", id, "err", err)
+		return
+	}
+	if !changed {
+		return
+	}
+	d.log.Warn("job failed", "job", id, "reason", msg)
+	d.finishJob(ctx, id, "failed", msg)
+}

@@ -1,0 +1,128 @@
+package dispatch
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/protocol"
+)
+
+// runningOnStatic starts a job on static agent a1 and returns the agent's
+// token, the client and the dispatch.
+func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDispatch) {
+	t.Helper()
+	tok := h.staticToken()
+	a := h.agent("a1", tok, "linux")
+	j := h.job("linux")
+	h.enqueue(j)
+	jd := a.dispatch()
+	a.status(jd, "running")
+	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	return tok, a, jd
+}
+
+func (h *harness) reconnect(tok, id string, inFlight ...protocol.InFlightJob) *client {
+	h.t.Helper()
+	c := h.dial()
+	c.auth(tok)
+	c.id = id
+	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id,
+		Labels: []string{"linux"}, InFlightJobs: inFlight})
+	if _, ok := c.read().(*protocol.RegisterAck); !ok {
+		h.t.Fatal("expected register.ack")
+	}
+	return c
+}
+
+func (h *harness) startedCount(id string) int {
+	h.ev.mu.Lock()
+	defer h.ev.mu.Unlock()
+	return h.ev.started[id]
+}
+
+// TestStaticAgentReclaimsJobWithinRecoveryWindow: a static agent whose
+// socket drops leaves its job recovering; re-registering with the job in
+// inFlightJobs reclaims it and its later statuses land.
+func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
+	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
+	tok, a, jd := runningOnStatic(t, h)
+	a.ws.CloseNow()
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	b := h.reconnect(tok, "a1", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
+	eventually(t, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
+	b.status(jd, "success")
+	eventually(t, "terminal status accepted", func() bool {
+		got := h.ev.finishedOf(jd.JobID)
+		return len(got) == 1 && got[0] == "success"
+	})
+}
+
+// TestStaticAgentNotBackWithinWindowFailsJob proves peer rows 2 and 22 for
+// static agents: a job on an agent that never returns fails after the
+// recovery window instead of staying running.
+func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
+	h := newHarness(t, Config{RecoveryWindow: 300 * time.Millisecond, RedriveInterval: 50 * time.Millisecond}, nil)
+	h.d.Start(context.Background())
+	_, a, jd := runningOnStatic(t, h)
+	a.ws.CloseNow()
+	eventually(t, "job failed after the window", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	h.ev.mu.Lock()
+	msg := h.ev.errs[jd.JobID]
+	h.ev.mu.Unlock()
+	if got := h.ev.finishedOf(jd.JobID)[0]; got != "failed" || !strings.Contains(msg, "did not reconnect within the recovery window") {
+		t.Errorf("job ended %s %q", got, msg)
+	}
+}
+
+// TestAgentRestartWithoutJobFailsItAtOnce proves peer row 29: an agent that
+// re-registers with the same identity and an empty in-flight set had
+// restarted; its jobs fail immediately (no waiting for a timeout).
+func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {
+	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
+	tok, a, jd := runningOnStatic(t, h)
+	a.ws.CloseNow()
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	h.reconnect(tok, "a1")
+	eventually(t, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	h.ev.mu.Lock()
+	msg := h.ev.errs[jd.JobID]
+	h.ev.mu.Unlock()
+	if !strings.Contains(msg, "re-registered without the job") {
+		t.Errorf("error %q", msg)
+	}
+}
+
+// TestRestartedDispatcherLetsAgentReclaimRecoveringJob: a job left
+// recovering by the previous orchestrator process is reclaimed by id when
+// its agent registers with the new one, and its later statuses land.
+func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
+	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
+	tok, a, jd := runningOnStatic(t, h)
+	a.ws.CloseNow()
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+
+	// A new dispatcher over the same database (the restarted orchestrator).
+	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil)
+	ev2 := newEvents(h.st)
+	d2.SetEvents(ev2)
+	srv := httptest.NewServer(d2)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d2.Shutdown(ctx)
+		srv.Close()
+	})
+	h2 := &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	b := h2.reconnect(tok, "a1", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
+	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
+	b.status(jd, "success")
+	eventually(t, "terminal status accepted by the new process", func() bool {
+		got := ev2.finishedOf(jd.JobID)
+		return len(got) == 1 && got[0] == "success"
+	})
+}

@@ -1,0 +1,122 @@
+package runctl
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/store"
+)
+
+func TestRenderGroup(t *testing.T) {
+	run := &store.Run{Ref: "refs/heads/main", SHA: "abc", RepoIdentifier: "acme/app", WorkflowName: "deploy"}
+	got, err := RenderGroup("deploy-${branch}-${repo}-${event}", RunFields(run, "push"))
+	if err != nil || got != "deploy-main-acme/app-push" {
+		t.Errorf("render = %q, %v", got, err)
+	}
+	if _, err := RenderGroup("x-${nope}", RunFields(run, "push")); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// groupRun creates run id (one job "deploy") in the concurrency group.
+func (f *fixture) groupRun(t *testing.T, id string, cfg *lockfile.Concurrency) {
+	t.Helper()
+	ctx := context.Background()
+	f.now = f.now.Add(time.Second)
+	run := &store.Run{ID: id, WorkflowName: "deploy", Provider: "local", RepoIdentifier: "acme/app", Ref: "refs/heads/main", OrgID: "o", CreatedAt: f.now}
+	if err := f.c.EnterGroup(ctx, run, cfg, "push"); err != nil {
+		t.Fatal(err)
+	}
+	job := &store.Job{ID: id + "-deploy", RunID: id, JobName: "deploy", BaseJobName: "deploy", Config: json.RawMessage(`{}`), CreatedAt: f.now}
+	if err := f.tr.CreateRun(ctx, run, []*store.Job{job}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) eventuallyJob(t *testing.T, id, status string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.job(t, id).Status != status {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %s, want %s", id, f.job(t, id).Status, status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func groupFixture(t *testing.T) *fixture {
+	f := newFixture(t, Config{})
+	f.tr.SetAdmitter(f.c)
+	f.tr.OnRunFinished(f.c.RunFinished)
+	t.Cleanup(f.c.Wait)
+	return f
+}
+
+// TestConcurrencyGroupQueuesRunsOneAfterTheOther proves the queue half of
+// peer row 21: with cancelInProgress false and max 1, a second run of the
+// group waits (pending) until the first ends, on any terminal path.
+func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
+	f := groupFixture(t)
+	ctx := context.Background()
+	no := false
+	cfg := &lockfile.Concurrency{HasGroup: true, Group: "deploy-${branch}", CancelInProgress: &no}
+	f.groupRun(t, "r1", cfg)
+	f.groupRun(t, "r2", cfg)
+	f.groupRun(t, "r3", cfg)
+	if j := f.job(t, "r1-deploy"); j.Status != "queued" {
+		t.Fatalf("first run's job = %s, want queued", j.Status)
+	}
+	for _, id := range []string{"r2", "r3"} {
+		if j := f.job(t, id+"-deploy"); j.Status != "pending" {
+			t.Errorf("waiting run %s job = %s, want pending", id, j.Status)
+		}
+	}
+	f.start(t, "r1-deploy", true)
+	if err := f.tr.JobFinished(ctx, "r1-deploy", "failed", "boom", f.now); err != nil {
+		t.Fatal(err)
+	}
+	f.eventuallyJob(t, "r2-deploy", "queued")
+	if j := f.job(t, "r3-deploy"); j.Status != "pending" {
+		t.Errorf("third run released while the second holds the slot: %s", j.Status)
+	}
+	// A cancel also releases the slot.
+	if _, err := f.c.CancelRun(ctx, "r2", false, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	f.eventuallyJob(t, "r3-deploy", "queued")
+	e, _ := f.st.GetConcurrencyEntry(ctx, "r1")
+	if e.Group != "deploy-main" || e.Status != store.ConcurrencyCompleted || e.Max != 1 {
+		t.Errorf("first entry = %+v", e)
+	}
+}
+
+// TestConcurrencyGroupCancelsInProgressRun proves the cancel half of peer
+// row 21 (KiCI default cancelInProgress): the newest run cancels the
+// running one and proceeds.
+func TestConcurrencyGroupCancelsInProgressRun(t *testing.T) {
+	f := groupFixture(t)
+	cfg := &lockfile.Concurrency{HasGroup: true, Group: "deploy-${ref}"}
+	f.groupRun(t, "r1", cfg)
+	f.start(t, "r1-deploy", true)
+	f.groupRun(t, "r2", cfg)
+	if j := f.job(t, "r2-deploy"); j.Status != "queued" {
+		t.Fatalf("newest run's job = %s, want queued at once", j.Status)
+	}
+	f.eventuallyJob(t, "r1-deploy", "cancelling")
+	f.dsp.mu.Lock()
+	cancels := append([]string(nil), f.dsp.cancels...)
+	f.dsp.mu.Unlock()
+	if len(cancels) != 1 || !strings.Contains(cancels[0], "superseded by run r2 in concurrency group 'deploy-refs/heads/main'") {
+		t.Errorf("cancels = %v", cancels)
+	}
+	// Another group is unaffected.
+	other := &lockfile.Concurrency{HasGroup: true, Group: "other"}
+	f.groupRun(t, "r3", other)
+	if j := f.job(t, "r3-deploy"); j.Status != "queued" {
+		t.Errorf("run of another group = %s", j.Status)
+	}
+}
