@@ -1,0 +1,376 @@
+// Package scaler is kici's auto-scaler (KiCI ScalerManager and backends,
+// reference kici-scaling-cluster-provenance-ingress.md §1–2): scalers.yaml,
+// the Manager that matches queued jobs to scalers and reserves capacity,
+// and the backends that start single-use agents: BareMetal (processes on
+// this host) and Container (Docker Engine).
+package scaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BareMetalOptions configure the bare-metal backend.
+type BareMetalOptions struct {
+	// AgentBinary is the kici-agent executable for label sets without
+	// binaryPath.
+	AgentBinary string
+	// WorkDir is passed to agents as KICI_WORK_DIR and is their working
+	// directory; created if missing.
+	WorkDir string
+	// LogDir receives <LogDir>/<agentId>.log with each agent's output.
+	LogDir string
+	// Environ is the base environment to filter and pass on (default
+	// os.Environ()).
+	Environ []string
+	// StopGrace is the SIGTERM→SIGKILL delay on destroy (default 5 s).
+	StopGrace time.Duration
+	// Logger logs starts and exits.
+	Logger *slog.Logger
+	// CgroupProbe reports whether `systemd-run --user --scope` works here
+	// (default: runs `systemd-run --user --scope --quiet true` once).
+	CgroupProbe func() error
+}
+
+// BareMetal runs agents as processes on the orchestrator's host (KiCI
+// bare-metal backend, §2.2): each agent leads its own process group, gets
+// the filtered orchestrator environment, and is stopped with SIGTERM to
+// the group, then SIGKILL after StopGrace. With enforceCgroups the agent
+// runs under `systemd-run --user --scope` with CPUQuota and MemoryMax from
+// its limits, when a user systemd is reachable; otherwise the limits only
+// drive accounting and the job's provisioning log says so.
+type BareMetal struct {
+	opts   BareMetalOptions
+	exited func(agentID string, err error)
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	procs  map[string]*proc
+	closed bool
+
+	probeOnce sync.Once
+	probeErr  error
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// NewBareMetal returns a bare-metal backend; exited is called once per
+// agent process after it ended (with its wait error).
+func NewBareMetal(opts BareMetalOptions, exited func(agentID string, err error)) *BareMetal {
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CgroupProbe == nil {
+		opts.CgroupProbe = probeSystemdRun
+	}
+	return &BareMetal{opts: opts, exited: exited, log: opts.Logger, procs: map[string]*proc{}}
+}
+
+func probeSystemdRun() error {
+	path, err := exec.LookPath("systemd-run")
+	if err != nil {
+		return errors.New("systemd-run not found")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--user", "--scope", "--quiet", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemd-run --user --scope failed: %s", strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// cgroupArgv is the systemd-run prefix for limits (KiCI §2.2): CPUQuota is
+// round(cpus×100)% (at least 1 %), MemoryMax is in bytes.
+func cgroupArgv(agentID string, l Limits) []string {
+	argv := []string{"systemd-run", "--user", "--scope", "--quiet", "--slice=kici-scaler", "--unit=kici-agent-" + agentID}
+	if l.NanoCPUs > 0 {
+		q := max(int64(math.Round(float64(l.NanoCPUs)/1e7)), 1)
+		argv = append(argv, "--property=CPUQuota="+strconv.FormatInt(q, 10)+"%")
+	}
+	if l.MemoryBytes > 0 {
+		argv = append(argv, "--property=MemoryMax="+strconv.FormatInt(l.MemoryBytes, 10))
+	}
+	return append(argv, "--")
+}
+
+// Spawn starts the agent process. Errors: shutting down, ctx ended, log
+// or work directory, exec failure.
+func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return errors.New("backend is shutting down")
+	}
+	for _, dir := range []string{b.opts.LogDir, b.opts.WorkDir} {
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	bin := req.LabelSet.BinaryPath
+	if bin == "" {
+		bin = b.opts.AgentBinary
+	}
+	argv := []string{bin}
+	if req.Entry.EnforceCgroups && (req.Limits.NanoCPUs > 0 || req.Limits.MemoryBytes > 0) {
+		b.probeOnce.Do(func() { b.probeErr = b.opts.CgroupProbe() })
+		if b.probeErr != nil {
+			req.Emit(EventProvisioning, "cgroup limits not enforced: "+b.probeErr.Error())
+		} else {
+			argv = append(cgroupArgv(req.AgentID, req.Limits), bin)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logPath := filepath.Join(b.opts.LogDir, req.AgentID+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("agent log: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	env := hostEnv(b.opts.Environ)
+	if b.opts.WorkDir != "" {
+		env = append(env, "KICI_WORK_DIR="+b.opts.WorkDir)
+	}
+	cmd.Env = append(env, agentVars(req, b.opts.Environ)...)
+	cmd.Dir = b.opts.WorkDir
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	pr := &proc{cmd: cmd, done: make(chan struct{})}
+	b.mu.Lock()
+	b.procs[req.AgentID] = pr
+	b.mu.Unlock()
+	b.log.Info("agent process started", "agent", req.AgentID, "job", req.JobID, "pid", cmd.Process.Pid, "log", logPath)
+	req.Emit(EventProvisioning, fmt.Sprintf("process %d started (%s), output in %s", cmd.Process.Pid, strings.Join(argv, " "), logPath))
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		// Steps the agent left behind die with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		b.mu.Lock()
+		delete(b.procs, req.AgentID)
+		b.mu.Unlock()
+		b.log.Info("agent process exited", "agent", req.AgentID, "err", err)
+		if b.exited != nil {
+			b.exited(req.AgentID, err)
+		}
+		close(pr.done) // after the report: Destroy returns with the exit known
+	}()
+	return nil
+}
+
+// Destroy sends SIGTERM to the agent's process group and SIGKILL after
+// StopGrace; it returns when the process has ended or ctx ends.
+func (b *BareMetal) Destroy(ctx context.Context, id string) error {
+	b.mu.Lock()
+	pr := b.procs[id]
+	b.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	b.terminate([]*proc{pr}, ctx)
+	return nil
+}
+
+func (b *BareMetal) terminate(procs []*proc, ctx context.Context) {
+	for _, pr := range procs {
+		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	grace := time.NewTimer(b.opts.StopGrace)
+	defer grace.Stop()
+	waitAll := func(stop <-chan time.Time) {
+		for _, pr := range procs {
+			select {
+			case <-pr.done:
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	waitAll(grace.C)
+	for _, pr := range procs {
+		// The leader may be gone while children it left in the group live on.
+		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	waitAll(nil)
+}
+
+// Shutdown refuses further spawns and terminates every agent (SIGTERM,
+// StopGrace, SIGKILL), waiting for them to be reaped (bounded by ctx).
+func (b *BareMetal) Shutdown(ctx context.Context) {
+	b.mu.Lock()
+	b.closed = true
+	procs := make([]*proc, 0, len(b.procs))
+	for _, pr := range b.procs {
+		procs = append(procs, pr)
+	}
+	b.mu.Unlock()
+	b.terminate(procs, ctx)
+}
+
+// Active returns the number of running agent processes.
+func (b *BareMetal) Active() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.procs)
+}
+
+// serverOnlyVars never reach an agent, whatever their prefix rules say.
+var serverOnlyVars = []string{"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_DATABASE_URL", "KICI_SECRET_KEY", "KICI_SECRET_KEY_FILE"}
+
+// secretMarkers flag variable names that look like credentials.
+var secretMarkers = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PRIVATE_KEY", "API_KEY", "CREDENTIAL", "DATABASE_URL"}
+
+// hostEnv is base (default os.Environ()) without KICI_* variables and
+// credential-looking names (KICI_LOG_LEVEL is kept).
+func hostEnv(base []string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	var env []string
+	for _, kv := range base {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		upper := strings.ToUpper(k)
+		if k == "KICI_LOG_LEVEL" {
+			env = append(env, kv)
+			continue
+		}
+		if strings.HasPrefix(upper, "KICI_") || slices.Contains(serverOnlyVars, upper) || looksSecret(upper) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// forwardedEnv is KICI_AGENT_ENV_<X>=v from base as X=v (KiCI), skipping
+// KICI_* and credential-looking names.
+func forwardedEnv(base []string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	var out []string
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if fk, isFwd := strings.CutPrefix(k, "KICI_AGENT_ENV_"); isFwd && fk != "" &&
+			!strings.HasPrefix(strings.ToUpper(fk), "KICI_") && !looksSecret(strings.ToUpper(fk)) {
+			out = append(out, fk+"="+v)
+		}
+	}
+	return out
+}
+
+// agentVars are the variables every spawned agent gets, after the
+// forwarded ones: the label set's env, then the scaler's own settings
+// (KiCI §2.1 Env).
+func agentVars(req *SpawnRequest, base []string) []string {
+	env := forwardedEnv(base)
+	keys := make([]string, 0, len(req.LabelSet.Env))
+	for k := range req.LabelSet.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+req.LabelSet.Env[k])
+	}
+	if req.Warm {
+		// A pool agent waits for a job as long as the pool keeps it; the
+		// warm-pool reaper, not the agent, decides when it goes.
+		env = append(env, "KICI_SCALER_IDLE_TIMEOUT="+warmAgentIdleTimeoutMs)
+	}
+	return append(env,
+		"KICI_ORCHESTRATOR_URL="+req.OrchestratorURL,
+		"KICI_AGENT_ID="+req.AgentID,
+		"KICI_AGENT_TOKEN="+req.Token,
+		"KICI_LABELS="+strings.Join(req.LabelSet.Labels, ","),
+		"KICI_SCALER_MANAGED=true",
+	)
+}
+
+// warmAgentIdleTimeoutMs is the agent-side idle timeout of warm agents
+// (ten years: effectively never).
+const warmAgentIdleTimeoutMs = "315360000000"
+
+func looksSecret(upperName string) bool {
+	for _, m := range secretMarkers {
+		if strings.Contains(upperName, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// BackendOptions are the host-side settings every backend needs.
+type BackendOptions struct {
+	// BareMetal configures bare-metal scalers (its Logger is shared).
+	BareMetal BareMetalOptions
+	// Container configures container scalers.
+	Container ContainerOptions
+}
+
+// Backends returns the factory building each entry's backend by type.
+func Backends(o BackendOptions) BackendFactory {
+	return func(e *Entry, exited func(agentID string, err error)) (Backend, error) {
+		switch e.Type {
+		case TypeBareMetal:
+			bo := o.BareMetal
+			if bo.Logger != nil {
+				bo.Logger = bo.Logger.With("scaler", e.Name)
+			}
+			return NewBareMetal(bo, exited), nil
+		case TypeContainer:
+			return NewContainer(e, o.Container, exited)
+		}
+		return nil, fmt.Errorf("unsupported scaler type %q", e.Type)
+	}
+}
+
+// LoadConfig returns the scaler configuration: path and dir (dir "" ⇒
+// <dir of path>/scalers.d when it exists) when path is set, else the
+// embedded default with maxAgents agents.
+func LoadConfig(path, dir string, maxAgents int) (*Config, error) {
+	if path == "" {
+		return DefaultConfig(maxAgents), nil
+	}
+	if dir == "" {
+		d := filepath.Join(filepath.Dir(path), "scalers.d")
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			dir = d
+		}
+	}
+	return Load(path, dir)
+}

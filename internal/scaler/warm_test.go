@@ -1,0 +1,117 @@
+package scaler
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestWarmPoolFillsKeepsAndReapsOnlySurplus: a pool fills to its size, a
+// pool at its target never churns, an agent that takes a job leaves the
+// pool and is replaced, and lowering the size reaps only surplus agents
+// idle longer than idleTimeoutSeconds (busy ones are left alone).
+func TestWarmPoolFillsKeepsAndReapsOnlySurplus(t *testing.T) {
+	doc := `version: 1
+scalers:
+  - name: s
+    type: bare-metal
+    maxAgents: 3
+    warmPool: { enabled: true, size: 2, idleTimeoutSeconds: 1 }
+    labelSets: [{labels: [x]}]
+`
+	cfg, err := Parse("w.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b *fakeBackend
+	settings := &liveSettings{}
+	settings.ttl.Store(int64(time.Hour))
+	settings.timeout.Store(int64(5 * time.Second))
+	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
+		WarmPoolInterval: 20 * time.Millisecond,
+		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
+			b = &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}
+			return b, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	var mu sync.Mutex
+	registry := map[string]bool{} // agent id → idle
+	m.SetIdleAgents(func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for k, v := range registry {
+			out[k] = v
+		}
+		return out
+	})
+	waitFor(t, "two warm agents", func() bool { return b.runningCount() == 2 })
+	time.Sleep(100 * time.Millisecond)
+	if b.runningCount() != 2 || len(b.reqs) != 2 {
+		t.Fatalf("pool overfilled before registration: %d spawned", len(b.reqs))
+	}
+	var ids []string
+	b.mu.Lock()
+	for _, r := range b.reqs {
+		if !r.Warm || r.JobID != "" {
+			t.Errorf("warm spawn request %+v", r)
+		}
+		ids = append(ids, r.AgentID)
+	}
+	b.mu.Unlock()
+	mu.Lock()
+	registry[ids[0]], registry[ids[1]] = true, true
+	mu.Unlock()
+	// At target: idle far beyond idleTimeoutSeconds, nothing churns.
+	time.Sleep(1500 * time.Millisecond)
+	if b.runningCount() != 2 || len(b.reqs) != 2 {
+		t.Fatalf("a pool at its target churned: %d running, %d spawned", b.runningCount(), len(b.reqs))
+	}
+	// ids[0] takes a job: it leaves the pool and a replacement is spawned.
+	mu.Lock()
+	registry[ids[0]] = false
+	mu.Unlock()
+	waitFor(t, "replacement spawned", func() bool { return b.runningCount() == 3 })
+	st := m.Status().Scalers[0]
+	warm := 0
+	for _, a := range st.Agents {
+		if a.Warm {
+			warm++
+		}
+	}
+	if st.Active != 3 || warm != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	b.mu.Lock()
+	third := b.reqs[2].AgentID
+	b.mu.Unlock()
+	mu.Lock()
+	registry[third] = true
+	mu.Unlock()
+
+	// Size 0: the two idle warm agents are surplus and reaped once idle
+	// for a second; the busy one keeps running.
+	next, err := Parse("w.yaml", []byte(strings.Replace(doc, "size: 2", "size: 0", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "surplus reaped", func() bool { return b.runningCount() == 1 })
+	b.mu.Lock()
+	busyAlive := b.running[ids[0]]
+	b.mu.Unlock()
+	if !busyAlive {
+		t.Fatal("the busy agent was reaped")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if len(b.reqs) != 3 {
+		t.Fatalf("spawned %d agents, want 3 (no refill at size 0)", len(b.reqs))
+	}
+}
