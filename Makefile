@@ -9,7 +9,7 @@ BINARIES := kici-orchestrator kici-agent kici-admin kici
 VERSION ?= 0.2.0-dev
 LDFLAGS := -s -w -X kici.dev/kici/internal/orchestrator.Version=$(VERSION)
 
-.PHONY: all build demo test test-short test-race vet fmt-check lock-check clean
+.PHONY: all build demo test test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
 
 all: build
 
@@ -31,6 +31,22 @@ lock-check: build
 
 test: build fmt-check vet lock-check
 	$(GO) test -count=1 -timeout 14m ./...
+
+# fuzz: explore each fuzz target for FUZZTIME (make test runs their seed corpora).
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test ./internal/lockfile -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/provider/github -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/provider/universal -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/trigger -run '^$$' -fuzz '^FuzzJSONPathFilter$$' -fuzztime $(FUZZTIME)
+
+# test-scaler: the scaler's tests repeated under the race detector, plus its end-to-end tests five times (bare-metal caps, Docker, deadline, warm pool, settings).
+test-scaler: build
+	$(GO) test -race -count=10 ./internal/scaler ./internal/cluster && $(GO) test -count=5 -timeout 30m -run 'TestScaler|TestClusterSettings' ./e2e
+
+# test-chaos: the kill -9, restart, stall, cancel and concurrency acceptance tests (docs/runs-control.md) repeated ten times.
+test-chaos: build
+	$(GO) test -count=10 -timeout 40m -run 'TestOrchestratorKillNine|TestKillNine|TestStaticAgent|TestStalledAgent|TestGracefulCancel|TestConcurrencyGroup|TestAgentSIGUSR1' ./e2e
 
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...

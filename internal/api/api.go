@@ -18,7 +18,10 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 )
 
@@ -39,6 +42,16 @@ const (
 	PermSourceCreate = auth.PermSourceCreate
 	// PermSourceSecretRead gates reading a source's webhook secret (owner, admin).
 	PermSourceSecretRead = auth.PermSourceSecretRead
+	// PermSourceUpdate gates rotating and revoking webhook secrets (owner, admin).
+	PermSourceUpdate = auth.PermSourceUpdate
+	// PermEventLogRead gates the event log and rejected deliveries (all roles).
+	PermEventLogRead = auth.PermEventLogRead
+	// PermEventLogReadPayload additionally gates event-log payloads (owner, admin).
+	PermEventLogReadPayload = auth.PermEventLogReadPayload
+	// PermContextCreate gates emitting events (KiCI: owner, admin).
+	PermContextCreate = auth.PermContextCreate
+	// PermContextRead gates the registration index (KiCI: all roles).
+	PermContextRead = auth.PermContextRead
 )
 
 // Deps are the router's collaborators.
@@ -58,6 +71,34 @@ type Deps struct {
 	// GitCommand is the git executable used to validate local sources;
 	// "" ⇒ "git".
 	GitCommand string
+	// Mode is the orchestrator mode (KICI_MODE); "observed" refuses
+	// GitHub-App sources.
+	Mode string
+	// EmitEvent persists and submits an emitted kici_event; nil ⇒ the emit
+	// route answers 503.
+	EmitEvent EmitFunc
+	// GitHubHTTP is the HTTP client for GitHub App validation (nil = default).
+	GitHubHTTP *http.Client
+	// RunControl cancels runs and holds drain mode; nil ⇒ those routes
+	// answer 503.
+	RunControl RunController
+	// Rerun creates reruns; nil ⇒ the rerun route answers 503.
+	Rerun Rerunner
+	// ClusterSettings reads and patches the live cluster settings; nil ⇒
+	// the cluster-settings routes answer 503.
+	ClusterSettings *cluster.Reader
+	// ScalerStatus returns the scalers' state (scaler.Manager.Status); nil
+	// ⇒ GET /scalers answers 503.
+	ScalerStatus func() any
+	// Provenance signs and verifies build provenance (provenance.go); nil
+	// ⇒ the provenance routes answer 503.
+	Provenance *provenance.Service
+	// Secrets stores and rotates secrets (security.go); nil ⇒ the secret
+	// and rotate-key routes answer 503.
+	Secrets *secrets.Service
+	// Agents closes live connections of revoked agent tokens; nil ⇒ a
+	// revocation only stops new connections.
+	Agents AgentKicker
 }
 
 type server struct {
@@ -88,7 +129,7 @@ func NewRouter(d Deps) *http.ServeMux {
 	a := func(path string, m map[string]routeSpec) {
 		hs := map[string]http.Handler{}
 		for method, spec := range m {
-			hs[method] = s.gate(spec.perm, spec.h)
+			hs[method] = s.gateScoped(method+" "+AdminPrefix+path, spec.perm, spec.h)
 		}
 		s.route(mux, AdminPrefix+path, hs)
 	}
@@ -98,11 +139,42 @@ func NewRouter(d Deps) *http.ServeMux {
 	})
 	a("/generic-sources/{id}", map[string]routeSpec{"GET": {PermSourceRead, s.getSource}})
 	a("/generic-sources/{id}/webhook-secret", map[string]routeSpec{"GET": {PermSourceSecretRead, s.getSourceSecret}})
+	a("/sources", map[string]routeSpec{"POST": {PermSourceCreate, s.createGitHubSource}})
+	a("/generic-sources/{id}/webhook-secrets", map[string]routeSpec{"GET": {PermSourceSecretRead, s.listSecrets}, "POST": {PermSourceUpdate, s.rotateSecret}})
+	a("/generic-sources/{id}/webhook-secrets/{secretId}", map[string]routeSpec{"DELETE": {PermSourceUpdate, s.revokeSecret}})
+	a("/rejected-deliveries", map[string]routeSpec{"GET": {PermEventLogRead, s.listRejected}})
+	a("/event-log", map[string]routeSpec{"GET": {PermEventLogRead, s.listEventLog}})
+	a("/event-log/{deliveryId}", map[string]routeSpec{"GET": {PermEventLogRead, s.getEventLog}})
+	a("/events/emit", map[string]routeSpec{"POST": {PermContextCreate, s.emitEvent}})
+	a("/registrations", map[string]routeSpec{"GET": {PermContextRead, s.listRegistrations}})
+	a("/registrations/{id}", map[string]routeSpec{"GET": {PermContextRead, s.getRegistration}})
 	a("/runs", map[string]routeSpec{"GET": {PermRunRead, s.listRuns}})
 	a("/runs/{runId}", map[string]routeSpec{"GET": {PermRunRead, s.getRun}})
 	a("/runs/{runId}/jobs", map[string]routeSpec{"GET": {PermRunRead, s.listJobs}})
 	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})
+	a("/runs/{runId}/cancel", map[string]routeSpec{"POST": {PermRunCancel, s.cancelRun}})
+	a("/runs/{runId}/rerun", map[string]routeSpec{"POST": {PermRunRerun, s.rerunRun}})
+	a("/orchestrator/drain", map[string]routeSpec{"GET": {PermOrchestratorDrain, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
 
+	a("/cluster-settings", map[string]routeSpec{"GET": {auth.PermSecretRead, s.getClusterSettings}, "PATCH": {auth.PermSecretWrite, s.patchClusterSettings}})
+	a("/scalers", map[string]routeSpec{"GET": {auth.PermAgentRead, s.listScalers}})
+	s.route(mux, "/.well-known/openid-configuration", map[string]http.Handler{"GET": http.HandlerFunc(s.openidConfiguration)})
+	s.route(mux, "/.well-known/jwks.json", map[string]http.Handler{"GET": http.HandlerFunc(s.jwks)})
+	s.route(mux, "/v1/verify-attestation", map[string]http.Handler{"POST": http.HandlerFunc(s.verifyAttestation)})
+	a("/runs/{runId}/attestations", map[string]routeSpec{"GET": {PermRunRead, s.listAttestations}})
+	a("/attestations/{id}", map[string]routeSpec{"GET": {PermRunRead, s.getAttestation}})
+	a("/signing-keys", map[string]routeSpec{"GET": {auth.PermKeyRotate, s.listSigningKeys}})
+	a("/signing-keys/rotate", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.rotateSigningKey}})
+	a("/signing-keys/{kid}/revoke", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.revokeSigningKey}})
+	a("/tokens", map[string]routeSpec{"POST": {auth.PermTokenManage, s.createAdminToken}, "GET": {auth.PermTokenManage, s.listAdminTokens}})
+	a("/tokens/{id}", map[string]routeSpec{"DELETE": {auth.PermTokenManage, s.revokeAdminToken}})
+	s.route(mux, AgentTokenPath, map[string]http.Handler{"POST": s.gateScoped("", auth.PermAgentTokenManage, s.createAgentToken), "GET": s.gateScoped("", auth.PermAgentTokenManage, s.listAgentTokens)})
+	s.route(mux, AgentTokenPath+"/{id}", map[string]http.Handler{"DELETE": s.gateScoped("", auth.PermAgentTokenManage, s.revokeAgentToken)})
+	a("/secrets/scopes", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listSecretScopes}, "POST": {auth.PermSecretWrite, s.createSecretScope}})
+	a("/secrets/keys", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listSecretKeys}})
+	a("/secrets/{orgId}/{scope}/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putSecret}, "DELETE": {auth.PermSecretDelete, s.deleteSecret}})
+	a("/rotate-key", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.rotateKey}})
+	a("/access-log", map[string]routeSpec{"GET": {auth.PermAccessLogRead, s.listAccessLog}})
 	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found")
 	})))
@@ -118,10 +190,49 @@ var Routes = []string{
 	"GET " + AdminPrefix + "/generic-sources " + PermSourceRead,
 	"GET " + AdminPrefix + "/generic-sources/{id} " + PermSourceRead,
 	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret " + PermSourceSecretRead,
+	"POST " + AdminPrefix + "/sources " + PermSourceCreate,
+	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets " + PermSourceSecretRead,
+	"POST " + AdminPrefix + "/generic-sources/{id}/webhook-secrets " + PermSourceUpdate,
+	"DELETE " + AdminPrefix + "/generic-sources/{id}/webhook-secrets/{secretId} " + PermSourceUpdate,
+	"GET " + AdminPrefix + "/rejected-deliveries " + PermEventLogRead,
+	"GET " + AdminPrefix + "/event-log " + PermEventLogRead,
+	"GET " + AdminPrefix + "/event-log/{deliveryId} " + PermEventLogRead,
+	"POST " + AdminPrefix + "/events/emit " + PermContextCreate,
+	"GET " + AdminPrefix + "/registrations " + PermContextRead,
+	"GET " + AdminPrefix + "/registrations/{id} " + PermContextRead,
 	"GET " + AdminPrefix + "/runs " + PermRunRead,
 	"GET " + AdminPrefix + "/runs/{runId} " + PermRunRead,
 	"GET " + AdminPrefix + "/runs/{runId}/jobs " + PermRunRead,
 	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs " + PermRunRead,
+	"POST " + AdminPrefix + "/runs/{runId}/cancel " + PermRunCancel,
+	"POST " + AdminPrefix + "/runs/{runId}/rerun " + PermRunRerun,
+	"GET " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
+	"POST " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
+	"GET " + AdminPrefix + "/cluster-settings " + auth.PermSecretRead,
+	"PATCH " + AdminPrefix + "/cluster-settings " + auth.PermSecretWrite,
+	"GET " + AdminPrefix + "/scalers " + auth.PermAgentRead,
+	"GET /.well-known/openid-configuration -",
+	"GET /.well-known/jwks.json -",
+	"POST /v1/verify-attestation -",
+	"GET " + AdminPrefix + "/runs/{runId}/attestations " + PermRunRead,
+	"GET " + AdminPrefix + "/attestations/{id} " + PermRunRead,
+	"GET " + AdminPrefix + "/signing-keys " + auth.PermKeyRotate,
+	"POST " + AdminPrefix + "/signing-keys/rotate " + auth.PermKeyRotate,
+	"POST " + AdminPrefix + "/signing-keys/{kid}/revoke " + auth.PermKeyRotate,
+	"POST " + AdminPrefix + "/tokens " + auth.PermTokenManage,
+	"GET " + AdminPrefix + "/tokens " + auth.PermTokenManage,
+	"DELETE " + AdminPrefix + "/tokens/{id} " + auth.PermTokenManage,
+	"POST " + AgentTokenPath + " " + auth.PermAgentTokenManage,
+	"GET " + AgentTokenPath + " " + auth.PermAgentTokenManage,
+	"DELETE " + AgentTokenPath + "/{id} " + auth.PermAgentTokenManage,
+	"GET " + AdminPrefix + "/secrets/scopes " + auth.PermSecretRead,
+	"POST " + AdminPrefix + "/secrets/scopes " + auth.PermSecretWrite,
+	"GET " + AdminPrefix + "/secrets/keys " + auth.PermSecretRead,
+	"DELETE " + AdminPrefix + "/secrets/scopes/{orgId}/{scope} " + auth.PermSecretDelete,
+	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretWrite,
+	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretDelete,
+	"POST " + AdminPrefix + "/rotate-key " + auth.PermKeyRotate,
+	"GET " + AdminPrefix + "/access-log " + auth.PermAccessLogRead,
 }
 
 type routeSpec struct {

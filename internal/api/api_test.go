@@ -453,8 +453,11 @@ func TestGenericSources(t *testing.T) {
 		`{"name":"x"}`:                          "orgId is required",
 		`{"orgId":"demo"}`:                      "name is required",
 		`{"orgId":"demo","name":"Bad Name"}`:    `Invalid name "Bad Name"`,
+		`{"orgId":"demo","name":".."}`:          `Invalid name ".."`,
+		`{"orgId":"demo","name":"-x"}`:          `Invalid name "-x"`,
+		`{"orgId":"..","name":"x"}`:             `Invalid orgId ".."`,
 		`{"orgId":"demo","name":"x","providerType":"github"}`:                                                `Invalid providerType "github"`,
-		`{"orgId":"demo","name":"x","verificationMethod":"none"}`:                                            "not supported",
+		`{"orgId":"demo","name":"x","verificationMethod":"rsa"}`:                                             "not supported",
 		`{"orgId":"demo","name":"x","providerType":"local"}`:                                                 "localConfig.path is required",
 		`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":"rel"}}`:                    "must be absolute",
 		fmt.Sprintf(`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":%q}}`, notRepo): "is not a git repository",
@@ -490,5 +493,24 @@ func TestRoutesListed(t *testing.T) {
 		if !strings.Contains(doc, "| "+parts[0]+" | `"+parts[1]+"` | `"+parts[2]+"` |") {
 			t.Errorf("docs/admin-api.md lacks the row for %s", r)
 		}
+	}
+}
+
+// Asking for the logs of a step the job does not have is a 404 that says
+// which steps exist, not an empty, "complete" page.
+func TestLogsOfAStepTheJobDoesNotHave(t *testing.T) {
+	e := newEnv(t)
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: "running", OrgID: "o", CreatedAt: time.Now()}
+	job := &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: "running", CreatedAt: time.Now(),
+		Config: json.RawMessage(`{"name":"build","steps":[{"name":"a","run":"true"},{"name":"b","run":"true"}]}`)}
+	if err := e.st.CreateRun(context.Background(), run, []*store.Job{job}); err != nil {
+		t.Fatal(err)
+	}
+	base := "/api/v1/admin/runs/" + run.ID + "/jobs/" + job.ID + "/steps/"
+	if code, m := e.get(base + "1/logs"); code != 200 {
+		t.Errorf("existing step 1: %d %v", code, m)
+	}
+	if code, m := e.get(base + "2/logs"); code != 404 || !strings.Contains(fmt.Sprint(m["error"]), "has 2 steps") {
+		t.Errorf("missing step 2: %d %v", code, m)
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -48,6 +49,9 @@ type RunView struct {
 	StartedAt      *time.Time `json:"startedAt"`
 	CompletedAt    *time.Time `json:"completedAt"`
 	DurationMs     *int64     `json:"durationMs"`
+	// ParentRunID is the run a rerun repeats (GET /runs/{runId} and the
+	// rerun answer only).
+	ParentRunID *string `json:"parentRunId,omitempty"`
 }
 
 // JobView is a job in API responses. RoutingReason is the pending reason of
@@ -195,6 +199,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	f.WorkflowName = q.Get("workflowName")
 	f.Repo = q.Get("repo")
 	f.DeliveryID = q.Get("deliveryId")
+	f.RoutingKey = callerRoutingKey(r)
 	var sinceOut *string
 	if raw := q.Get("since"); raw != "" {
 		t, err := time.Parse(time.RFC3339Nano, raw)
@@ -255,7 +260,9 @@ func (s *server) loadRun(w http.ResponseWriter, r *http.Request) *store.Run {
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	if run := s.loadRun(w, r); run != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"run": NewRunView(run)})
+		v := NewRunView(run)
+		v.ParentRunID = s.parentOf(r.Context(), run.ID)
+		writeJSON(w, http.StatusOK, map[string]any{"run": v})
 	}
 }
 
@@ -321,6 +328,10 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
+	if n, ok := stepCount(job.Config); ok && idx >= n {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("Step %d not found: job %q has %d steps (0..%d, -1 = job setup)", idx, job.JobName, n, n-1))
+		return
+	}
 	if s.d.Logs == nil {
 		writeError(w, http.StatusServiceUnavailable, "Log storage not available")
 		return
@@ -363,4 +374,16 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// stepCount returns the number of steps in a job's lock config, when the
+// config can be read.
+func stepCount(config json.RawMessage) (int, bool) {
+	var cfg struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if len(config) == 0 || json.Unmarshal(config, &cfg) != nil || cfg.Steps == nil {
+		return 0, false
+	}
+	return len(cfg.Steps), true
 }

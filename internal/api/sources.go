@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -26,13 +27,35 @@ const (
 	ProviderLocal = "local"
 )
 
-// VerificationHMAC is the only verification method implemented: an
-// HMAC-SHA256 of the raw body in X-Kici-Signature-256 / X-Hub-Signature-256.
-const VerificationHMAC = "hmac_sha256"
+// Verification methods of generic sources (KiCI, reference
+// kici-scaling-cluster-provenance-ingress.md §5.5).
+const (
+	// VerificationHMAC: an HMAC-SHA256 of the raw body in
+	// X-Kici-Signature-256 / X-Hub-Signature-256 (or verificationConfig.header).
+	VerificationHMAC = "hmac_sha256"
+	// VerificationBearer: "Authorization: Bearer <secret>" (or the raw
+	// secret in verificationConfig.header), compared in constant time.
+	VerificationBearer = "bearer_token"
+	// VerificationIPAllowlist: the client address must be in
+	// verificationConfig.ipAllowlist (exact match).
+	VerificationIPAllowlist = "ip_allowlist"
+	// VerificationNone accepts every request.
+	VerificationNone = "none"
+)
+
+// VerificationConfig configures a generic source's verification method.
+type VerificationConfig struct {
+	// Header names the signature (hmac_sha256) or token (bearer_token) header.
+	Header string `json:"header,omitempty"`
+	// IPAllowlist lists the client IPs accepted by ip_allowlist.
+	IPAllowlist []string `json:"ipAllowlist,omitempty"`
+}
 
 var (
-	sourceNameRE = regexp.MustCompile(`^[a-z0-9._-]+$`)
-	orgIDRE      = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	// Names and org ids are URL path segments of the webhook route, so they
+	// must start with a letter or digit ("." and ".." would never route).
+	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	orgIDRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 )
 
 // CreateSourceRequest is the body of POST /generic-sources. Unknown fields are
@@ -45,8 +68,18 @@ type CreateSourceRequest struct {
 	Name string `json:"name"`
 	// ProviderType is "generic" (default) or "local".
 	ProviderType string `json:"providerType,omitempty"`
-	// VerificationMethod defaults to, and must be, "hmac_sha256".
+	// VerificationMethod is hmac_sha256 (default), bearer_token,
+	// ip_allowlist or none.
 	VerificationMethod string `json:"verificationMethod,omitempty"`
+	// VerificationConfig configures the method (header, ipAllowlist).
+	VerificationConfig *VerificationConfig `json:"verificationConfig,omitempty"`
+	// MaxPayloadBytes caps delivery bodies (1 B–10 MiB; default 1 MiB).
+	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
+	// RateLimitRPM caps deliveries per minute (default 600; -1 = unlimited).
+	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
+	// GitConfig makes a generic source a universal-git source (see
+	// docs/ingress.md); generic sources only.
+	GitConfig *store.GitConfig `json:"gitConfig,omitempty"`
 	// LocalConfig is required for local sources, refused otherwise.
 	LocalConfig *LocalConfig `json:"localConfig,omitempty"`
 }
@@ -79,6 +112,9 @@ func NewSourceView(s *store.Source) SourceView {
 		VerificationMethod: s.VerificationMethod, Enabled: s.Enabled, CreatedAt: s.CreatedAt,
 		WebhookPath: "/webhook/" + s.OrgID + "/generic/" + s.Name,
 	}
+	if s.Provider == ProviderGitHub {
+		v.WebhookPath = "/webhook/" + s.OrgID + "/github/" + s.ID
+	}
 	if s.LocalPath != "" {
 		v.LocalConfig = &LocalConfig{Path: s.LocalPath}
 	}
@@ -99,19 +135,32 @@ func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
+	secretText := hex.EncodeToString(secret)
+	if req.VerificationMethod == VerificationIPAllowlist || req.VerificationMethod == VerificationNone {
+		secretText = ""
+	}
 	id := uuid.NewString()
 	src := &store.Source{
 		ID: id, OrgID: req.OrgID, Name: req.Name, Provider: req.ProviderType,
 		RoutingKey:         "generic:" + req.OrgID + ":" + id,
 		VerificationMethod: req.VerificationMethod,
-		WebhookSecret:      hex.EncodeToString(secret),
+		WebhookSecret:      secretText,
 		Enabled:            true,
 		CreatedAt:          time.Now().UTC().Truncate(time.Millisecond),
 	}
 	if req.LocalConfig != nil {
 		src.LocalPath = req.LocalConfig.Path
 	}
-	err := s.d.Store.CreateSource(r.Context(), src)
+	set := &store.SourceSettings{MaxPayloadBytes: req.MaxPayloadBytes, RateLimitRPM: req.RateLimitRPM, Git: req.GitConfig}
+	if vc := req.VerificationConfig; vc != nil {
+		set.IPAllowlist = vc.IPAllowlist
+		if req.VerificationMethod == VerificationHMAC {
+			set.SignatureHeader = vc.Header
+		} else {
+			set.TokenHeader = vc.Header
+		}
+	}
+	err := s.d.Store.CreateSourceWithSettings(r.Context(), src, set, nil)
 	if errors.Is(err, store.ErrConflict) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("A source named %q already exists in org %q", req.Name, req.OrgID))
 		return
@@ -128,11 +177,11 @@ func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) s
 	case req.OrgID == "":
 		return "orgId is required"
 	case len(req.OrgID) > 100 || !orgIDRE.MatchString(req.OrgID):
-		return fmt.Sprintf("Invalid orgId %q: use letters, digits, '.', '_' or '-' (at most 100)", req.OrgID)
+		return fmt.Sprintf("Invalid orgId %q: start with a letter or digit, then letters, digits, '.', '_' or '-' (at most 100)", req.OrgID)
 	case req.Name == "":
 		return "name is required"
 	case len(req.Name) > 100 || !sourceNameRE.MatchString(req.Name):
-		return fmt.Sprintf("Invalid name %q: use lower-case letters, digits, '.', '_' or '-' (at most 100)", req.Name)
+		return fmt.Sprintf("Invalid name %q: start with a lower-case letter or digit, then lower-case letters, digits, '.', '_' or '-' (at most 100)", req.Name)
 	}
 	if req.ProviderType == "" {
 		req.ProviderType = ProviderGeneric
@@ -140,8 +189,16 @@ func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) s
 	if req.VerificationMethod == "" {
 		req.VerificationMethod = VerificationHMAC
 	}
-	if req.VerificationMethod != VerificationHMAC {
-		return fmt.Sprintf("verificationMethod %q is not supported (supported: %s)", req.VerificationMethod, VerificationHMAC)
+	if msg := validateVerification(req); msg != "" {
+		return msg
+	}
+	if req.GitConfig != nil {
+		if req.ProviderType != ProviderGeneric {
+			return "gitConfig is only allowed with providerType \"generic\""
+		}
+		if msg := validateGitConfig(req.GitConfig); msg != "" {
+			return msg
+		}
 	}
 	switch req.ProviderType {
 	case ProviderGeneric:
@@ -197,6 +254,9 @@ func (s *server) listSources(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]SourceView, 0, len(srcs))
 	for _, src := range srcs {
+		if rk := callerRoutingKey(r); rk != "" && src.RoutingKey != rk {
+			continue // a scoped token sees only its own key's sources
+		}
 		views = append(views, NewSourceView(src))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sources": views})
@@ -226,3 +286,51 @@ func (s *server) getSourceSecret(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"routingKey": src.RoutingKey, "webhookSecret": src.WebhookSecret})
 	}
 }
+
+// validateVerification checks the verification method, its config and the
+// ingress limits of a generic-source request; it returns a 400 message or "".
+func validateVerification(req *CreateSourceRequest) string {
+	vc := req.VerificationConfig
+	switch req.VerificationMethod {
+	case VerificationHMAC, VerificationBearer:
+		if vc != nil && len(vc.IPAllowlist) > 0 {
+			return "verificationConfig.ipAllowlist is only allowed with verificationMethod \"ip_allowlist\""
+		}
+	case VerificationIPAllowlist:
+		if vc == nil || len(vc.IPAllowlist) == 0 {
+			return "verificationConfig.ipAllowlist is required for verificationMethod \"ip_allowlist\""
+		}
+		if len(vc.IPAllowlist) > 1000 {
+			return "verificationConfig.ipAllowlist holds at most 1000 addresses"
+		}
+		for i, a := range vc.IPAllowlist {
+			ip := net.ParseIP(a)
+			if ip == nil {
+				return fmt.Sprintf("verificationConfig.ipAllowlist[%d] %q is not an IP address", i, a)
+			}
+			vc.IPAllowlist[i] = ip.String()
+		}
+		if vc.Header != "" {
+			return "verificationConfig.header is not used by verificationMethod \"ip_allowlist\""
+		}
+	case VerificationNone:
+		if vc != nil && (vc.Header != "" || len(vc.IPAllowlist) > 0) {
+			return "verificationConfig is not used by verificationMethod \"none\""
+		}
+	default:
+		return fmt.Sprintf("verificationMethod %q is not supported (supported: %s, %s, %s, %s)", req.VerificationMethod,
+			VerificationHMAC, VerificationBearer, VerificationIPAllowlist, VerificationNone)
+	}
+	if vc != nil && vc.Header != "" && (len(vc.Header) > 100 || !httpHeaderRE.MatchString(vc.Header)) {
+		return fmt.Sprintf("verificationConfig.header %q is not a valid header name", vc.Header)
+	}
+	if req.MaxPayloadBytes < 0 || req.MaxPayloadBytes > 10<<20 {
+		return "maxPayloadBytes must be between 1 and 10485760 (0 = the default 1048576)"
+	}
+	if req.RateLimitRPM < -1 || req.RateLimitRPM > 1000000 {
+		return "rateLimitRpm must be -1 (unlimited), 0 (the default 600) or at most 1000000"
+	}
+	return ""
+}
+
+var httpHeaderRE = regexp.MustCompile(`^[A-Za-z0-9-]+$`)

@@ -24,6 +24,9 @@ type Principal struct {
 	Label string
 	// Role is owner, admin or auditor.
 	Role string
+	// RoutingKey is the token's routing-key scope ("" = unscoped): a scoped
+	// token only reaches resources carrying that key.
+	RoutingKey string
 }
 
 type principalKey struct{}
@@ -135,7 +138,11 @@ func (a *AdminAuth) lookup(ctx context.Context, token string) (Principal, error)
 	if !IsRole(t.Role) {
 		return Principal{}, errors.New("token has an unknown role")
 	}
-	return Principal{TokenID: t.ID, Label: t.Label, Role: t.Role}, nil
+	rk, err := a.st.AdminTokenRoutingKey(ctx, t.ID)
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %v", errAuthUnavailable, err)
+	}
+	return Principal{TokenID: t.ID, Label: t.Label, Role: t.Role, RoutingKey: rk}, nil
 }
 
 // bearerToken extracts the token from "Bearer <token>" (scheme matched

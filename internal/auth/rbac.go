@@ -51,6 +51,7 @@ const (
 	PermSettingsRead        = "settings.read"
 	PermSettingsWrite       = "settings.write"
 	PermDatabaseAdmin       = "database.admin"
+	PermRunRerun            = "run.rerun"
 )
 
 // Role sets used by the matrix below.
@@ -103,6 +104,7 @@ var rolePermissions = map[string][]string{
 	PermSettingsRead:     ownerAdmin, // KiCI: secret.read
 	PermSettingsWrite:    ownerAdmin, // KiCI: secret.write
 	PermDatabaseAdmin:    ownerOnly,  // KiCI: db migrate, ungated
+	PermRunRerun:         ownerAdmin, // KiCI: platform-only rerun; like run.cancel
 }
 
 // permsByRole is rolePermissions inverted, built once.

@@ -152,7 +152,7 @@ func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logS
 			if !raw {
 				b.WriteString(st.label)
 			}
-			b.WriteString(l.Msg)
+			b.WriteString(terminalSafe(l.Msg))
 			b.WriteByte('\n')
 		}
 		a.out().Write([]byte(b.String()))

@@ -101,13 +101,20 @@ orchestrator's host no flags are needed.`,
 	root.SetErr(a.io.Stderr)
 	root.Flags().BoolP("version", "V", false, "print the kici-admin version")
 	pf := root.PersistentFlags()
-	pf.StringVarP(&a.url, "url", "u", a.io.Getenv("KICI_ADMIN_URL"), "orchestrator base URL (env KICI_ADMIN_URL; default: the local orchestrator)")
-	pf.StringVarP(&a.token, "token", "t", a.io.Getenv("KICI_ADMIN_TOKEN"), "admin bearer token (env KICI_ADMIN_TOKEN; default: the local admin-token file)")
+	// Env values are applied when the client is built, not as flag defaults,
+	// so --help never prints a token.
+	pf.StringVarP(&a.url, "url", "u", "", "orchestrator base URL (env KICI_ADMIN_URL; default: the local orchestrator)")
+	pf.StringVarP(&a.token, "token", "t", "", "admin bearer token (env KICI_ADMIN_TOKEN; default: the local admin-token file)")
 	pf.StringVar(&a.dataDir, "data-dir", "", "data directory of a local orchestrator (default: KICI_DATA_DIR or the orchestrator's default)")
 	pf.BoolVar(&a.json, "json", false, "print raw JSON instead of tables")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only ids, one per line (for scripts): source add prints the source id, trigger-local the delivery id, runs list the run ids")
 
 	root.AddCommand(a.sourceCommand(), a.runsCommand())
+	root.AddCommand(a.orchestratorCommand())
+	root.AddCommand(a.eventLogCommand(), a.eventCommand(), a.registrationCommand())
+	root.AddCommand(a.attestationsCommand(), a.signingKeyCommand())
+	root.AddCommand(a.clusterSettingsCommand(), a.scalerCommand())
+	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
 	return root
 }
 
@@ -144,6 +151,12 @@ func (a *app) api() (*Client, error) {
 		}
 	}
 	url, token := strings.TrimRight(a.url, "/"), a.token
+	if url == "" {
+		url = strings.TrimRight(strings.TrimSpace(a.io.Getenv("KICI_ADMIN_URL")), "/")
+	}
+	if token == "" {
+		token = strings.TrimSpace(a.io.Getenv("KICI_ADMIN_TOKEN"))
+	}
 	if url == "" {
 		lu, lt, err := config.ReadLocalEndpoint(dataDir)
 		if err != nil {

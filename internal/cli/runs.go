@@ -25,7 +25,7 @@ func (a *app) runsCommand() *cobra.Command {
   kici-admin runs wait <run-id> --timeout 10m`,
 	}
 	cmd.AddCommand(a.runsListCommand(), a.runsShowCommand(), a.runsSummaryCommand(),
-		a.runsJobsCommand(), a.runsLogsCommand(), a.runsWaitCommand())
+		a.runsJobsCommand(), a.runsLogsCommand(), a.runsWaitCommand(), a.runsCancelCommand(), a.runsRerunCommand())
 	return cmd
 }
 
@@ -194,7 +194,7 @@ func (a *app) runsShowCommand() *cobra.Command {
 func (a *app) runsSummaryCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "summary <run-id>",
-		Short:   "Print a table of a run's jobs × steps with status and durations",
+		Short:   "Print a table of a run's jobs × steps with status and durations, then the last log lines of each failed step",
 		Example: `  kici-admin runs summary <run-id>`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -212,7 +212,7 @@ func (a *app) runsSummaryCommand() *cobra.Command {
 			}
 			fmt.Fprintf(a.out(), "Run %s (%s): %s, %s\n", run.RunID, run.WorkflowName, run.Status, fmtMs(run.DurationMs))
 			printSummary(a.out(), jobs)
-			return nil
+			return a.printFailedSteps(cmd.Context(), a.out(), run.RunID, jobs)
 		},
 	}
 }

@@ -27,8 +27,9 @@ func (a *app) sourceCommand() *cobra.Command {
 		Example: `  kici-admin source add local --org demo --path . --name app
   kici-admin source add generic --org demo --name hooks`,
 	}
-	add.AddCommand(a.sourceAddLocalCommand(), a.sourceAddGenericCommand())
+	add.AddCommand(a.sourceAddLocalCommand(), a.sourceAddGenericCommand(), a.sourceAddGitHubCommand())
 	cmd.AddCommand(add, a.sourceListCommand(), a.sourceGetCommand(), a.sourceSecretCommand(), a.triggerLocalCommand())
+	cmd.AddCommand(a.sourceSecretsCommand())
 	return cmd
 }
 

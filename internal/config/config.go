@@ -67,9 +67,26 @@ type Config struct {
 	DispatchAckTimeout time.Duration
 	// AgentTokenTTL is KICI_AGENT_TOKEN_TTL_MS, default 1 h.
 	AgentTokenTTL time.Duration
+	// ScalerConfigPath is KICI_SCALER_CONFIG_PATH (scalers.yaml); "" ⇒ the
+	// embedded default bare-metal scaler.
+	ScalerConfigPath string
+	// ScalerConfigDir is KICI_SCALER_CONFIG_DIR (scalers.d/); "" ⇒ the
+	// scalers.d directory beside ScalerConfigPath when it exists.
+	ScalerConfigDir string
+	// ScalerSpawnTimeout is KICI_SCALER_SPAWN_TIMEOUT_MS, default 300 s
+	// (the cluster setting scaler_spawn_timeout_ms overrides it).
+	ScalerSpawnTimeout time.Duration
+	// ClusterSettingsCacheTTL is KICI_CLUSTER_SETTINGS_CACHE_TTL_MS,
+	// default 10 s.
+	ClusterSettingsCacheTTL time.Duration
 	// OrchestratorURL is KICI_ORCHESTRATOR_URL, the WebSocket URL given to
 	// spawned agents; "" ⇒ the orchestrator derives ws://127.0.0.1:<port>/ws.
 	OrchestratorURL string
+	// ProvenanceIssuer is KICI_ORCHESTRATOR_PROVENANCE_ISSUER, the issuer URL
+	// of signed build provenance; "" disables signing (docs/provenance.md).
+	ProvenanceIssuer string
+	// Ingress holds the webhook-ingress limits (ingress.go).
+	Ingress Ingress
 }
 
 // DatabasePath is the SQLite file used when DatabaseURL is empty.
@@ -95,16 +112,20 @@ func Load(environ []string) (*Config, error) {
 	get := func(k string) string { return strings.TrimSpace(env[k]) }
 
 	c := &Config{
-		Host:                DefaultHost,
-		Port:                DefaultPort,
-		DatabaseURL:         get("KICI_DATABASE_URL"),
-		BootstrapAdminToken: get("KICI_BOOTSTRAP_ADMIN_TOKEN"),
-		Mode:                DefaultMode,
-		MaxAgents:           DefaultMaxAgents,
-		LogLevel:            DefaultLogLevel,
-		DispatchAckTimeout:  DefaultDispatchAckTimeout,
-		AgentTokenTTL:       DefaultAgentTokenTTL,
-		OrchestratorURL:     get("KICI_ORCHESTRATOR_URL"),
+		Host:                    DefaultHost,
+		Port:                    DefaultPort,
+		DatabaseURL:             get("KICI_DATABASE_URL"),
+		BootstrapAdminToken:     get("KICI_BOOTSTRAP_ADMIN_TOKEN"),
+		Mode:                    DefaultMode,
+		MaxAgents:               DefaultMaxAgents,
+		LogLevel:                DefaultLogLevel,
+		DispatchAckTimeout:      DefaultDispatchAckTimeout,
+		AgentTokenTTL:           DefaultAgentTokenTTL,
+		OrchestratorURL:         get("KICI_ORCHESTRATOR_URL"),
+		ScalerConfigPath:        get("KICI_SCALER_CONFIG_PATH"),
+		ScalerConfigDir:         get("KICI_SCALER_CONFIG_DIR"),
+		ScalerSpawnTimeout:      300 * time.Second,
+		ClusterSettingsCacheTTL: 10 * time.Second,
 	}
 	if v := get("KICI_HOST"); v != "" {
 		c.Host = v
@@ -153,6 +174,8 @@ func Load(environ []string) (*Config, error) {
 	}
 	parseMs("KICI_DISPATCH_ACK_TIMEOUT_MS", time.Second, &c.DispatchAckTimeout)
 	parseMs("KICI_AGENT_TOKEN_TTL_MS", time.Second, &c.AgentTokenTTL)
+	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
+	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
 	}
@@ -173,6 +196,13 @@ func Load(environ []string) (*Config, error) {
 		c.AgentBinary = defaultAgentBinary()
 	}
 
+	if iss, err := ParseIssuer(get("KICI_ORCHESTRATOR_PROVENANCE_ISSUER")); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.ProvenanceIssuer = iss
+	}
+
+	errs = append(errs, loadIngress(get, &c.Ingress)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -16,18 +16,22 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
-	"kici.dev/kici/internal/webhook"
 )
 
 // Version is the orchestrator build version, reported by /health.
@@ -39,11 +43,15 @@ type Server struct {
 	log        *slog.Logger
 	store      store.Store
 	dispatcher *dispatch.Dispatcher
-	scaler     *scaler.Process
+	scaler     *scaler.Manager
+	metrics    *prometheus.Registry
 	processor  *pipeline.Processor
 	tracker    *execution.Tracker
+	runctl     *runctl.Controller
 	httpSrv    *http.Server
 	listener   net.Listener
+	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
+	ingress    *ingressWiring
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -59,26 +67,49 @@ func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 // ensures an owner admin token exists in <DataDir>/admin-token (0600), and
 // binds the listener. Errors name what failed and what to do.
 func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server, error) {
-	if cfg.Mode != "independent" {
-		return nil, fmt.Errorf("KICI_MODE=%s is not available in this build: only independent is (unset KICI_MODE)", cfg.Mode)
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w (set KICI_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
+	dataLock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
+		dataLock.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Server{cfg: cfg, log: logger, store: st}
+	s := &Server{cfg: cfg, log: logger, store: st, dataLock: dataLock}
 	ok := false
 	defer func() {
 		if !ok {
 			st.Close()
+			dataLock.Close()
 		}
 	}()
 
 	adminAuth := auth.NewAdminAuth(st, bootstrapTokens(cfg))
 	if err := ensureAdminTokenFile(ctx, cfg.DataDir, adminAuth); err != nil {
+		return nil, err
+	}
+
+	logs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
+	agentAuth := auth.NewAgentAuth(st)
+	agentBinary, err := config.FindAgentBinary(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The scaler is built before the listener: a container scaler creates
+	// the agent bridge network, whose gateway KICI_HOST may name.
+	settings := cluster.NewReader(st, cluster.Defaults{
+		cluster.AgentTokenTTLMs:       cfg.AgentTokenTTL.Milliseconds(),
+		cluster.DispatchAckTimeoutMs:  cfg.DispatchAckTimeout.Milliseconds(),
+		cluster.ScalerSpawnTimeoutMs:  cfg.ScalerSpawnTimeout.Milliseconds(),
+		cluster.MaxGithubPayloadBytes: cfg.Ingress.MaxGitHubPayloadBytes,
+		cluster.LockFileMaxBytes:      cfg.Ingress.LockFileMaxBytes,
+	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
+	s.metrics = prometheus.NewRegistry()
+	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
 
@@ -90,28 +121,64 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	baseURL := "http://" + ln.Addr().String()
 	wsURL := "ws://" + ln.Addr().String() + "/ws"
 
-	logs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
-	agentAuth := auth.NewAgentAuth(st)
-	agentBinary, err := config.FindAgentBinary(cfg)
+	if cfg.OrchestratorURL != "" {
+		wsURL = cfg.OrchestratorURL
+	}
+	s.scaler.SetOrchestratorURL(wsURL)
+	rc, err := config.LoadRunControl(os.Environ())
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	s.scaler = scaler.NewProcess(scaler.ProcessConfig{
-		AgentBinary:     agentBinary,
-		OrchestratorURL: wsURL,
-		MaxAgents:       cfg.MaxAgents,
-		TokenTTL:        cfg.AgentTokenTTL,
-		WorkDir:         filepath.Join(cfg.DataDir, "work"),
-		LogDir:          filepath.Join(cfg.DataDir, "agents"),
-	}, agentAuth, logger.With("component", "scaler"))
 	s.dispatcher = dispatch.New(dispatch.Config{
 		AckTimeout: cfg.DispatchAckTimeout,
+		// A static agent has this long to reconnect and reclaim its jobs.
+		RecoveryWindow: rc.RecoveryWindow,
+		// A spawned agent may take the spawn deadline to start, then has a
+		// minute to register.
+		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
 	}, st, agentAuth, logs, s.scaler, logger.With("component", "dispatch"))
+	dispatcher := s.dispatcher
+	s.scaler.SetIdleAgents(func() map[string]bool {
+		idle := map[string]bool{}
+		for _, a := range dispatcher.Agents() {
+			idle[a.ID] = a.ActiveJobs == 0 && len(a.JobIDs) == 0
+		}
+		return idle
+	})
 	s.tracker = execution.NewTracker(st, s.dispatcher, logger.With("component", "execution"))
 	s.dispatcher.SetEvents(s.tracker)
+	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.dispatcher.SetSecretResolver(secretResolver(secretSvc))
+	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	queueTimeout := rc.QueueTimeout
+	if queueTimeout == 0 {
+		queueTimeout = -1 // KICI_QUEUE_TIMEOUT_MS=0: never
+	}
+	s.runctl = runctl.New(runctl.Config{QueueTimeout: queueTimeout, QueueSweepInterval: rc.QueueSweepInterval,
+		ScanInterval: rc.ScanInterval, StaleThreshold: rc.StaleThreshold(), DeadlineGrace: rc.DeadlineGrace},
+		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
 	s.scaler.OnExit(s.dispatcher.AgentExited)
 	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"))
+	// Workflow concurrency groups: recorded at run creation, admitted by
+	// the tracker before any job is released, released when a run ends.
+	s.processor.SetConcurrency(s.runctl)
+	s.tracker.SetAdmitter(s.runctl)
+	s.tracker.OnRunFinished(s.runctl.RunFinished)
+	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.ingress = ingress
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,
@@ -119,9 +186,22 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		Logs:    logs,
 		Logger:  logger.With("component", "api"),
 		Version: Version,
+
+		ClusterSettings: settings,
+		ScalerStatus:    func() any { return s.scaler.Status() },
+
+		RunControl: s.runctl,
+		Rerun:      s.processor,
+		Provenance: prov,
+		Secrets:    secretSvc,
+		Agents:     s.dispatcher,
+
+		Mode:      cfg.Mode,
+		EmitEvent: ingress.emit,
 	})
 	mux.Handle("GET /ws", s.dispatcher)
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, s.processor.Submit, logger.With("component", "webhook")))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
+	ingress.mount(mux)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
@@ -144,6 +224,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.processor.Start(ctx)
 	s.dispatcher.Start(ctx)
+	s.ingress.start(ctx)
+	stopHUP := s.reloadOnSIGHUP()
+	defer stopHUP()
+	s.runctl.Start(ctx)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()
@@ -161,10 +245,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.dispatcher.Shutdown(shutdownCtx)
 	s.scaler.Shutdown(shutdownCtx)
 	s.processor.Stop()
+	s.runctl.Wait()
 	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing store", "err", err)
 	}
+	s.dataLock.Close()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

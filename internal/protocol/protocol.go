@@ -57,6 +57,10 @@ const (
 	TypeStepStatus    = "step.status"
 	TypeLogChunk      = "log.chunk"
 	TypeJobHeartbeat  = "job.heartbeat"
+
+	// provenance (kici): agent → orchestrator request, orchestrator → agent answer
+	TypeProvenanceAttest       = "provenance.attest"
+	TypeProvenanceAttestResult = "provenance.attest.result"
 )
 
 // Envelope carries only the discriminator; Decode uses it to pick the type.
@@ -151,7 +155,13 @@ type JobDispatch struct {
 	SourceAuth   *SourceAuth       `json:"sourceAuth,omitempty"`
 	// MaxLogSizeBytes caps each step's log (0 = agent default, 10 MiB).
 	MaxLogSizeBytes int64 `json:"maxLogSizeBytes,omitempty"`
-	Timestamp       int64 `json:"timestamp"` // unix ms
+	// Secrets holds the values of the secrets the job's steps declare
+	// (lock `secrets: {NAME: "<scope>:<key>"}`), keyed by the reference
+	// "<scope>:<key>". The agent exposes a value only to the steps that
+	// declare it, as the declared variable, and masks every value in logs.
+	// A declared reference missing here fails its step. Never logged.
+	Secrets   map[string]string `json:"secrets,omitempty"`
+	Timestamp int64             `json:"timestamp"` // unix ms
 }
 
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an
@@ -266,6 +276,43 @@ type JobHeartbeat struct {
 	Timestamp int64  `json:"timestamp"`
 }
 
+// AttestSubject is one artifact of a ProvenanceAttest: its name and digest
+// map; only "sha256" (64 lowercase hex characters) is accepted.
+type AttestSubject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
+}
+
+// ProvenanceAttest asks the orchestrator to sign provenance for artifacts a
+// running job produced. Only names and digests travel: the orchestrator
+// builds the statement from its own run and job records, and accepts the
+// request only from the agent that currently owns the job.
+type ProvenanceAttest struct {
+	Type      string          `json:"type"`
+	RequestID string          `json:"requestId"`
+	RunID     string          `json:"runId"`
+	JobID     string          `json:"jobId"`
+	Subjects  []AttestSubject `json:"subjects"`
+}
+
+// AttestationRef names one stored attestation bundle.
+type AttestationRef struct {
+	ID            string `json:"id"`
+	SubjectName   string `json:"subjectName"`
+	SubjectDigest string `json:"subjectDigest"`
+}
+
+// ProvenanceAttestResult answers a ProvenanceAttest with the same RequestID:
+// OK with the stored attestations, or an Error.
+type ProvenanceAttestResult struct {
+	Type         string           `json:"type"`
+	RequestID    string           `json:"requestId"`
+	JobID        string           `json:"jobId"`
+	OK           bool             `json:"ok"`
+	Error        string           `json:"error,omitempty"`
+	Attestations []AttestationRef `json:"attestations,omitempty"`
+}
+
 // ErrorMessage reports a protocol error to the peer before a close.
 type ErrorMessage struct {
 	Type    string `json:"type"`
@@ -319,6 +366,10 @@ func Decode(frame []byte) (any, error) {
 		msg = &JobHeartbeat{}
 	case TypeErrorMessage:
 		msg = &ErrorMessage{}
+	case TypeProvenanceAttest:
+		msg = &ProvenanceAttest{}
+	case TypeProvenanceAttestResult:
+		msg = &ProvenanceAttestResult{}
 	case "":
 		return nil, errors.New("protocol: frame has no type")
 	default:

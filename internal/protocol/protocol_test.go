@@ -28,6 +28,8 @@ func TestDecodeRoundTrip(t *testing.T) {
 		&LogChunk{Type: TypeLogChunk, RunID: "r1", JobID: "j1", StepIndex: -1, Seq: 4, Lines: []LogLine{{Timestamp: 5, Stream: "stderr", Text: "hi"}}},
 		&JobHeartbeat{Type: TypeJobHeartbeat, RunID: "r1", JobID: "j1"},
 		&ErrorMessage{Type: TypeErrorMessage, Code: "INVALID_MESSAGE", Message: "bad"},
+		&ProvenanceAttest{Type: TypeProvenanceAttest, RequestID: "q1", RunID: "r1", JobID: "j1", Subjects: []AttestSubject{{Name: "a", Digest: map[string]string{"sha256": "00"}}}},
+		&ProvenanceAttestResult{Type: TypeProvenanceAttestResult, RequestID: "q1", JobID: "j1", OK: true, Attestations: []AttestationRef{{ID: "x", SubjectName: "a", SubjectDigest: "sha256:00"}}},
 	}
 	for _, m := range msgs {
 		frame, err := json.Marshal(m)

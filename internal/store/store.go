@@ -209,6 +209,10 @@ type RunFilter struct {
 	Since        *time.Time // strictly later created_at
 	Limit        int
 	Offset       int
+
+	// RoutingKey keeps only runs of sources with that routing key (the
+	// scope of a routing-key-scoped admin token).
+	RoutingKey string
 }
 
 // JobUpdate carries the optional fields written with a job status change.
@@ -238,6 +242,16 @@ type RunUpdate struct {
 type Store interface {
 	// Close releases the database handle.
 	Close() error
+	// ProvenanceStore: signing keys and attestation bundles (provenance.go).
+	ProvenanceStore
+	// RunControlStore: concurrency group entries (runs_control.go).
+	RunControlStore
+	// IngressStore: source settings/secrets, event log, registrations (ingress.go).
+	IngressStore
+	// ClusterSettingsStore: live cluster settings (cluster.go).
+	ClusterSettingsStore
+	// SecurityStore: token scopes, secrets, access log (security.go).
+	SecurityStore
 
 	// --- sources ---
 

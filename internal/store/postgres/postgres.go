@@ -465,6 +465,9 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 	if f.Since != nil {
 		add("created_at > $%d", ts(*f.Since))
 	}
+	if f.RoutingKey != "" {
+		add("source_id IN (SELECT id FROM sources WHERE routing_key = $%d)", f.RoutingKey)
+	}
 	cond := ""
 	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")

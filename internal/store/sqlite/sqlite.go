@@ -60,6 +60,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create directory: %w", err)
 	}
+	// Create the file 0600 before SQLite does: it holds token hashes and
+	// webhook secrets, and SQLite gives the -wal and -shm files the database
+	// file's permissions.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w (is the directory writable?)", abs, err)
+	} else {
+		f.Close()
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -522,6 +530,10 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 	if f.Since != nil {
 		where = append(where, "created_at > ?")
 		args = append(args, ms(*f.Since))
+	}
+	if f.RoutingKey != "" {
+		where = append(where, "source_id IN (SELECT id FROM sources WHERE routing_key = ?)")
+		args = append(args, f.RoutingKey)
 	}
 	cond := ""
 	if len(where) > 0 {

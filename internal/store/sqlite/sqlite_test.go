@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -72,4 +73,26 @@ func BenchmarkClaimNext(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchmarkClaimNext(b, s)
+}
+
+// The database and its WAL files hold secrets: only the owner may read them.
+func TestDatabaseFilesArePrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kici.db")
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateSource(context.Background(), &store.Source{ID: "s1", OrgID: "o", Name: "n", Provider: "generic", RoutingKey: "generic:o:s1", VerificationMethod: "none", Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode = %v, want 0600", p, fi.Mode().Perm())
+		}
+	}
 }

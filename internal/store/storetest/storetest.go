@@ -42,6 +42,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AdminTokens", testAdminTokens},
 		{"ListRuns", testListRuns},
 		{"TimesUTCMillis", testTimes},
+		{"Provenance", testProvenance},
+		{"RunControl", testRunControl},
+		{"Ingress", testIngress},
+		{"ClusterSettings", testClusterSettings},
+		{"Security", testSecurity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

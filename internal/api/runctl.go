@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/store"
+)
+
+// Permissions of the run-control routes.
+const (
+	// PermRunCancel gates POST /runs/{runId}/cancel (owner, admin; KiCI run.cancel).
+	PermRunCancel = auth.PermRunCancel
+	// PermOrchestratorDrain gates the drain routes (owner, admin; KiCI
+	// orchestrator.drain).
+	PermOrchestratorDrain = auth.PermOrchestratorDrain
+)
+
+// RunController cancels runs and holds drain mode (implemented by
+// runctl.Controller).
+type RunController interface {
+	// CancelRun cancels a run and returns its status afterwards
+	// (cancelling or a terminal status); runctl.ErrRunNotFound,
+	// runctl.ErrRunTerminal.
+	CancelRun(ctx context.Context, runID string, force bool, by string) (string, error)
+	// Drain returns the drain snapshot.
+	Drain() runctl.DrainStatus
+	// SetDraining turns drain mode on or off and returns the snapshot.
+	SetDraining(on bool) runctl.DrainStatus
+}
+
+// CancelRequest is the body of POST /runs/{runId}/cancel (optional).
+type CancelRequest struct {
+	// Force skips the grace period and the cleanup steps (SIGKILL at once).
+	Force bool `json:"force"`
+}
+
+// CancelResponse answers POST /runs/{runId}/cancel (KiCI §5.1).
+type CancelResponse struct {
+	RunID string `json:"runId"`
+	// Status is "cancelling" while agents have to confirm, else the final
+	// run status.
+	Status string `json:"status"`
+	Force  bool   `json:"force"`
+}
+
+// DrainRequest is the body of POST /orchestrator/drain.
+type DrainRequest struct {
+	// Action is "drain" or "resume".
+	Action string `json:"action"`
+}
+
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	if s.d.RunControl == nil {
+		writeError(w, http.StatusServiceUnavailable, "Run control not available")
+		return
+	}
+	var req CancelRequest
+	if r.ContentLength != 0 {
+		if !decodeBody(w, r, &req) {
+			return
+		}
+	}
+	by := "admin"
+	if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Label != "" {
+		by = p.Label
+	}
+	status, err := s.d.RunControl.CancelRun(r.Context(), r.PathValue("runId"), req.Force, by)
+	switch {
+	case errors.Is(err, runctl.ErrRunNotFound):
+		writeError(w, http.StatusNotFound, "Run not found")
+	case errors.Is(err, runctl.ErrRunTerminal):
+		writeError(w, http.StatusConflict, "Run already finished")
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, CancelResponse{RunID: r.PathValue("runId"), Status: status, Force: req.Force})
+	}
+}
+
+func (s *server) getDrain(w http.ResponseWriter, r *http.Request) {
+	if s.d.RunControl == nil {
+		writeError(w, http.StatusServiceUnavailable, "Drain control not available")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.d.RunControl.Drain())
+}
+
+func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
+	if s.d.RunControl == nil {
+		writeError(w, http.StatusServiceUnavailable, "Drain control not available")
+		return
+	}
+	var req DrainRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	switch req.Action {
+	case "drain":
+		writeJSON(w, http.StatusOK, s.d.RunControl.SetDraining(true))
+	case "resume":
+		writeJSON(w, http.StatusOK, s.d.RunControl.SetDraining(false))
+	default:
+		writeError(w, http.StatusBadRequest, `Invalid action: must be "drain" or "resume"`)
+	}
+}
+
+// PermRunRerun gates POST /runs/{runId}/rerun (owner, admin; kici's own:
+// KiCI offers reruns only through its platform).
+const PermRunRerun = auth.PermRunRerun
+
+// Rerunner creates reruns (implemented by pipeline.Processor).
+type Rerunner interface {
+	// Rerun creates a new run of runID's workflow at its commit;
+	// pipeline.ErrRunNotFound, pipeline.ErrRunNotFinished,
+	// pipeline.ErrRerunUnavailable.
+	Rerun(ctx context.Context, runID, by string) (*store.Run, error)
+}
+
+// RerunResponse answers POST /runs/{runId}/rerun.
+type RerunResponse struct {
+	Run         RunView `json:"run"`
+	ParentRunID string  `json:"parentRunId"`
+}
+
+func (s *server) rerunRun(w http.ResponseWriter, r *http.Request) {
+	if s.d.Rerun == nil {
+		writeError(w, http.StatusServiceUnavailable, "Rerun not available")
+		return
+	}
+	by := "admin"
+	if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Label != "" {
+		by = p.Label
+	}
+	parent := r.PathValue("runId")
+	run, err := s.d.Rerun.Rerun(r.Context(), parent, by)
+	switch {
+	case errors.Is(err, pipeline.ErrRunNotFound):
+		writeError(w, http.StatusNotFound, "Run not found")
+	case errors.Is(err, pipeline.ErrRunNotFinished):
+		writeError(w, http.StatusConflict, "Run has not finished: cancel it or wait for it first")
+	case errors.Is(err, pipeline.ErrRerunUnavailable):
+		writeError(w, http.StatusUnprocessableEntity, "Run cannot be rerun: "+strings.TrimPrefix(err.Error(), pipeline.ErrRerunUnavailable.Error()+": "))
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		v := NewRunView(run)
+		v.ParentRunID = &parent
+		writeJSON(w, http.StatusCreated, RerunResponse{Run: v, ParentRunID: parent})
+	}
+}
+
+// parentOf returns the parent run id of a rerun, or nil.
+func (s *server) parentOf(ctx context.Context, runID string) *string {
+	l, err := s.d.Store.GetRunLink(ctx, runID)
+	if err != nil {
+		return nil
+	}
+	return &l.ParentRunID
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/runctl"
+)
+
+// runsCancelCommand is `kici-admin runs cancel <run-id> [--force]`.
+func (a *app) runsCancelCommand() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "cancel <run-id>",
+		Short: "Cancel a run: SIGTERM, grace period, SIGKILL, then cleanup steps (--force: SIGKILL, no cleanup)",
+		Long: `Cancel a run. Jobs that have not started are cancelled at once; each running
+job's agent sends SIGTERM to the step's process group, waits the job's
+gracePeriod (default 10 s, at most 30 s), SIGKILLs what is left, then runs the
+job's cleanup steps (steps with when: on-cancel or always). The run shows
+"cancelling" until every agent confirms. --force SIGKILLs at once and skips the
+cleanup steps. Cancelling a run that is already cancelling escalates to
+SIGKILL. A finished run cannot be cancelled (exit 1, HTTP 409).`,
+		Example: `  kici-admin runs cancel <run-id>
+  kici-admin runs cancel <run-id> --force`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.api()
+			if err != nil {
+				return err
+			}
+			var resp api.CancelResponse
+			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/cancel", api.CancelRequest{Force: force}, &resp)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				printJSON(a.out(), raw)
+				return nil
+			}
+			fmt.Fprintf(a.out(), "run %s: %s\n", resp.RunID, resp.Status)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "SIGKILL at once and skip cleanup steps")
+	return cmd
+}
+
+// orchestratorCommand is `kici-admin orchestrator drain|resume`.
+func (a *app) orchestratorCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "orchestrator",
+		Short: "Control the orchestrator (drain for upgrades)",
+		Example: `  kici-admin orchestrator drain
+  kici-admin orchestrator drain --status
+  kici-admin orchestrator resume`,
+	}
+	var status bool
+	drain := &cobra.Command{
+		Use:   "drain",
+		Short: "Stop handing out jobs: new jobs stay queued, running jobs finish (--status: only show the state)",
+		Example: `  kici-admin orchestrator drain
+  kici-admin orchestrator drain --status --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status {
+				return a.drainCall(cmd, "")
+			}
+			return a.drainCall(cmd, "drain")
+		},
+	}
+	drain.Flags().BoolVar(&status, "status", false, "show {draining, jobsRunning} without changing anything")
+	resume := &cobra.Command{
+		Use:     "resume",
+		Short:   "Leave drain mode: queued jobs are dispatched again",
+		Example: `  kici-admin orchestrator resume`,
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return a.drainCall(cmd, "resume") },
+	}
+	cmd.AddCommand(drain, resume)
+	return cmd
+}
+
+// drainCall GETs (action "") or POSTs the drain state and prints it.
+func (a *app) drainCall(cmd *cobra.Command, action string) error {
+	c, err := a.api()
+	if err != nil {
+		return err
+	}
+	var st runctl.DrainStatus
+	var raw []byte
+	if action == "" {
+		raw, err = c.Get(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", nil, &st)
+	} else {
+		raw, err = c.Post(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", api.DrainRequest{Action: action}, &st)
+	}
+	if err != nil {
+		return err
+	}
+	if a.json {
+		printJSON(a.out(), raw)
+		return nil
+	}
+	state := "accepting jobs"
+	if st.Draining {
+		state = "draining"
+	}
+	fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
+	return nil
+}
+
+// runsRerunCommand is `kici-admin runs rerun <run-id>`.
+func (a *app) runsRerunCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rerun <run-id>",
+		Short: "Run a finished run's workflow again at the same commit (new run with parentRunId)",
+		Long: `Create a new run of the same workflow at the same commit as a finished run. The
+lock file is read again at that commit and every job runs again; the new run's
+parentRunId names the original. A run that has not finished is refused (HTTP
+409); a run whose source or workflow is gone cannot be rerun (HTTP 422).`,
+		Example: `  kici-admin runs rerun <run-id>
+  kici-admin runs rerun <run-id> --quiet   # print only the new run id`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.api()
+			if err != nil {
+				return err
+			}
+			var resp api.RerunResponse
+			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/rerun", struct{}{}, &resp)
+			if err != nil {
+				return err
+			}
+			switch {
+			case a.json:
+				printJSON(a.out(), raw)
+			case a.quiet:
+				fmt.Fprintln(a.out(), resp.Run.RunID)
+			default:
+				fmt.Fprintf(a.out(), "run %s created (rerun of %s at %s)\n", resp.Run.RunID, resp.ParentRunID, resp.Run.SHA)
+			}
+			return nil
+		},
+	}
+}

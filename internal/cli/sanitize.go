@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+)
+
+// sgrRE matches an ANSI "select graphic rendition" sequence (colours, bold):
+// the only escape sequence log output may pass to the terminal.
+var sgrRE = regexp.MustCompile(`^\x1b\[[0-9;]{0,32}m`)
+
+// terminalSafe makes a log line safe to print on an operator's terminal:
+// colour sequences are kept, every other control character (cursor moves,
+// screen clears, window-title OSC sequences, carriage returns, bells) is
+// shown in caret notation (^[, ^M, ^G) instead of being interpreted. Step
+// output is untrusted: it must not be able to rewrite what the operator sees.
+func terminalSafe(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0x1b {
+			if m := sgrRE.FindString(s[i:]); m != "" {
+				b.WriteString(m)
+				i += len(m)
+				continue
+			}
+		}
+		if isControl(rune(c)) {
+			b.WriteByte('^')
+			b.WriteByte(c ^ 0x40)
+			i++
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }

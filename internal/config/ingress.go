@@ -1,0 +1,52 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Ingress defaults (KiCI cluster-settings defaults, reference
+// kici-admin-surface.md §9 "Limits").
+const (
+	// DefaultMaxGitHubPayloadBytes is KICI_MAX_GITHUB_PAYLOAD_BYTES's default (25 MiB).
+	DefaultMaxGitHubPayloadBytes = 26214400
+	// DefaultLockFileMaxBytes is KICI_LOCK_FILE_MAX_BYTES's default (5 MiB).
+	DefaultLockFileMaxBytes = 5242880
+	// DefaultEventLogMaxPayloadBytes is KICI_EVENT_LOG_MAX_PAYLOAD_BYTES's default (5 MiB).
+	DefaultEventLogMaxPayloadBytes = 5242880
+)
+
+// Ingress are the webhook-ingress and lock-fetching limits.
+type Ingress struct {
+	// MaxGitHubPayloadBytes caps a GitHub webhook body (413 above it).
+	MaxGitHubPayloadBytes int64
+	// LockFileMaxBytes caps a lock file fetched from a forge.
+	LockFileMaxBytes int64
+	// EventLogMaxPayloadBytes caps the payload kept (gzipped) in the event
+	// log; larger payloads are recorded as omitted.
+	EventLogMaxPayloadBytes int64
+}
+
+// loadIngress parses the ingress variables into in, returning one error per
+// malformed value.
+func loadIngress(get func(string) string, in *Ingress) []error {
+	*in = Ingress{MaxGitHubPayloadBytes: DefaultMaxGitHubPayloadBytes, LockFileMaxBytes: DefaultLockFileMaxBytes,
+		EventLogMaxPayloadBytes: DefaultEventLogMaxPayloadBytes}
+	var errs []error
+	parse := func(name string, dst *int64) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 1<<30 {
+			errs = append(errs, fmt.Errorf("%s=%q: must be a number of bytes between 1 and 1073741824", name, v))
+			return
+		}
+		*dst = n
+	}
+	parse("KICI_MAX_GITHUB_PAYLOAD_BYTES", &in.MaxGitHubPayloadBytes)
+	parse("KICI_LOCK_FILE_MAX_BYTES", &in.LockFileMaxBytes)
+	parse("KICI_EVENT_LOG_MAX_PAYLOAD_BYTES", &in.EventLogMaxPayloadBytes)
+	return errs
+}

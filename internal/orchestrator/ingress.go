@@ -1,0 +1,92 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/scheduler"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/webhook"
+)
+
+// ServesGitHubIngress reports whether the direct GitHub route is served in
+// mode: in hybrid, independent and observed, not in platform (relay only)
+// — KiCI shouldServeGithubIngress (reference
+// kici-scaling-cluster-provenance-ingress.md §5.1).
+func ServesGitHubIngress(mode string) bool { return mode != "platform" }
+
+// ingressWiring is the webhook ingress and event emission of one server.
+type ingressWiring struct {
+	sched   *scheduler.Scheduler
+	mode    string
+	in      *webhook.Ingress
+	proc    *pipeline.Processor
+	webhook *slog.Logger
+}
+
+// setupIngress wires the webhook routes, lock fetching, completion events
+// and event emission. In observed mode it refuses to start while a
+// GitHub-App source exists (KiCI: those are Platform-relayed, which an
+// observed orchestrator never accepts).
+func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *execution.Tracker, proc *pipeline.Processor,
+	settings *cluster.Reader, logger *slog.Logger) (*ingressWiring, error) {
+	if cfg.Mode == api.ModeObserved {
+		srcs, err := st.ListSources(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("list sources: %w", err)
+		}
+		for _, s := range srcs {
+			if s.Provider == webhook.ProviderGitHub && strings.HasPrefix(s.RoutingKey, webhook.GitHubRoutingKeyPrefix) &&
+				!strings.HasPrefix(s.RoutingKey, "github:token:") {
+				return nil, fmt.Errorf("KICI_MODE=observed: GitHub App source %q (%s) exists; an observed orchestrator does not ingest GitHub App sources (remove it, or use KICI_MODE=independent or hybrid)", s.Name, s.ID)
+			}
+		}
+	}
+	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
+	proc.Forges = forges
+	tr.OnRunFinished(proc.RunFinished)
+	tr.OnJobFinished(proc.JobFinished)
+	wl := logger.With("component", "webhook")
+	in := webhook.NewIngress(st, proc.Submit, webhook.Options{
+		MaxGitHubPayloadBytes:   cfg.Ingress.MaxGitHubPayloadBytes,
+		GitHubPayloadCap:        func(ctx context.Context) int64 { return settings.Int(ctx, cluster.MaxGithubPayloadBytes) },
+		EventLogMaxPayloadBytes: cfg.Ingress.EventLogMaxPayloadBytes,
+		Logger:                  wl,
+	})
+	sched := scheduler.New(st, proc.Emit, logger.With("component", "scheduler"))
+	return &ingressWiring{sched: sched, mode: cfg.Mode, in: in, proc: proc, webhook: wl}, nil
+}
+
+// start runs the schedule-trigger scheduler (one leader across every
+// orchestrator on the store) until ctx ends.
+func (w *ingressWiring) start(ctx context.Context) { w.sched.Start(ctx) }
+
+// mount registers the webhook routes on mux.
+func (w *ingressWiring) mount(mux *http.ServeMux) {
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", api.RequestID(w.in.Generic()))
+	if ServesGitHubIngress(w.mode) {
+		mux.Handle("POST /webhook/{orgId}/github/{sourceId}", api.RequestID(w.in.GitHub()))
+	} else {
+		w.webhook.Info("GitHub webhook route not served in platform mode (relay only)")
+	}
+}
+
+// emit persists an operator-emitted kici_event as an internal delivery.
+func (w *ingressWiring) emit(ctx context.Context, req api.EmitRequest) (string, error) {
+	id := pipeline.KindKiciEvent + ":" + uuid.NewString()
+	_, err := w.proc.Emit(ctx, id, req.OrgID, &pipeline.InternalEvent{Kind: pipeline.KindKiciEvent, EventName: req.EventName,
+		Payload: json.RawMessage(req.Payload), SourceRepo: req.SourceRepo, SourceRoutingKey: req.SourceRoutingKey})
+	return id, err
+}

@@ -1,0 +1,87 @@
+package orchestrator
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/scaler"
+)
+
+// newScaler loads scalers.yaml (or the embedded default) and builds the
+// scaler Manager with its backends and metrics.
+func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth, settings *cluster.Reader,
+	logs *logstore.FS, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
+	scfg, err := scaler.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
+	if err != nil {
+		return nil, err
+	}
+	metrics := scaler.NewMetrics(reg)
+	return scaler.NewManager(scfg, scaler.Options{
+		Tokens:   agentAuth,
+		Settings: settings,
+		Backends: scaler.Backends(scaler.BackendOptions{
+			BareMetal: scaler.BareMetalOptions{
+				AgentBinary: agentBinary,
+				WorkDir:     filepath.Join(cfg.DataDir, "work"),
+				LogDir:      filepath.Join(cfg.DataDir, "agents"),
+				Logger:      logger,
+			},
+			Container: scaler.ContainerOptions{Logger: logger},
+		}),
+		Events:  logs,
+		Metrics: metrics,
+		Logger:  logger,
+	})
+}
+
+// ReloadScalers re-reads scalers.yaml and applies it atomically; on any
+// error the running configuration stays and the error is returned.
+func (s *Server) ReloadScalers() error {
+	if s.cfg.ScalerConfigPath == "" {
+		s.log.Info("SIGHUP: no scalers.yaml configured (KICI_SCALER_CONFIG_PATH); nothing to reload")
+		return nil
+	}
+	scfg, err := scaler.LoadConfig(s.cfg.ScalerConfigPath, s.cfg.ScalerConfigDir, s.cfg.MaxAgents)
+	if err == nil {
+		err = s.scaler.Reload(scfg)
+	}
+	s.scaler.Metrics().Reload(err == nil)
+	if err != nil {
+		s.log.Error("scaler config reload failed; the previous configuration stays in force", "err", err)
+		return err
+	}
+	s.log.Info("scaler config reloaded", "scalers", len(scfg.Scalers))
+	return nil
+}
+
+// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP until
+// the returned stop function is called.
+func (s *Server) reloadOnSIGHUP() func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				_ = s.ReloadScalers()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		cancel()
+	}
+}

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Event-log statuses (KiCI event_log.status, reference
+// kici-admin-surface.md §1.9).
+const (
+	EventLogReceived        = "received"         // persisted, not processed yet
+	EventLogProcessed       = "processed"        // matched (possibly no workflow)
+	EventLogDuplicate       = "duplicate"        // a replay of an accepted delivery
+	EventLogLockfileMissing = "lockfile_missing" // no lock file at the event ref
+	EventLogFailed          = "failed"           // processing failed; ErrorMessage says why
+)
+
+// EventLogStatuses lists every event-log status, for filter validation.
+var EventLogStatuses = []string{EventLogReceived, EventLogProcessed, EventLogDuplicate, EventLogLockfileMissing, EventLogFailed}
+
+// SourceSettings are the ingress settings of a source that the sources
+// table does not hold: body cap, rate limit, verification details and the
+// provider configuration (GitHub App or token). One row per source.
+type SourceSettings struct {
+	SourceID string `json:"sourceId"`
+	// MaxPayloadBytes caps a delivery body (0 = the route default).
+	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
+	// RateLimitRPM caps accepted requests per minute (0 = the default 600;
+	// -1 = unlimited).
+	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
+	// SignatureHeader names the HMAC header of a generic source
+	// ("" = X-Kici-Signature-256, then X-Hub-Signature-256).
+	SignatureHeader string `json:"signatureHeader,omitempty"`
+	// TokenHeader names the bearer-token header ("" = Authorization, value
+	// "Bearer <token>").
+	TokenHeader string `json:"tokenHeader,omitempty"`
+	// IPAllowlist holds the exact client IPs accepted by ip_allowlist.
+	IPAllowlist []string `json:"ipAllowlist,omitempty"`
+	// GitHub configures a github source.
+	GitHub *GitHubConfig `json:"github,omitempty"`
+	// Git configures a universal-git source (a generic source whose
+	// deliveries come from a git forge; its lock is fetched with git).
+	Git *GitConfig `json:"git,omitempty"`
+	// UpdatedAt is set by the store.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GitHubConfig is the provider configuration of a github source: a GitHub
+// App (AppID + PrivateKeyPEM; installation tokens are minted per event from
+// the payload's installation.id) or a fixed token.
+type GitHubConfig struct {
+	// APIBaseURL is the REST API root ("" = https://api.github.com).
+	APIBaseURL string `json:"apiBaseUrl,omitempty"`
+	// AppID is the GitHub App id (App sources only).
+	AppID int64 `json:"appId,omitempty"`
+	// PrivateKeyPEM is the App's RSA private key (App sources only).
+	PrivateKeyPEM string `json:"privateKey,omitempty"`
+	// Token is a personal or fine-grained access token (token sources only).
+	Token string `json:"token,omitempty"`
+}
+
+// GitConfig is the configuration of a universal-git source (KiCI
+// git_config, reference kici-scaling-cluster-provenance-ingress.md §5.6).
+type GitConfig struct {
+	// Preset is forgejo, gitea, gogs, gitlab-repo, github-repo or custom.
+	Preset string `json:"preset"`
+	// PayloadPaths and EventMapping configure the custom preset.
+	PayloadPaths map[string]string `json:"payloadPaths,omitempty"`
+	EventMapping map[string]string `json:"eventMapping,omitempty"`
+	// GitURLTemplate is the clone URL with {repo} ("owner/name"), {owner}
+	// and {name} placeholders, e.g. https://git.example.com/{repo}.git.
+	GitURLTemplate string `json:"gitUrlTemplate"`
+	// CredentialType is "" (anonymous), pat or basic; the credential is sent
+	// as an HTTP Authorization header, never in the URL.
+	CredentialType string `json:"credentialType,omitempty"`
+	// Username goes with basic (and pat) credentials.
+	Username string `json:"username,omitempty"`
+	// Credential is the token or password.
+	Credential string `json:"credential,omitempty"`
+}
+
+// SourceSecret is one webhook secret of a source. Every secret whose
+// RevokedAt is nil is active: a delivery signed with any of them passes,
+// so a secret can be rotated without losing deliveries.
+type SourceSecret struct {
+	ID        string     `json:"id"`
+	SourceID  string     `json:"sourceId"`
+	Secret    string     `json:"-"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// EventLogEntry is one row of the event log: every accepted delivery has
+// one (Duplicate false), every replay of it one more (Status duplicate).
+// The payload is stored gzipped.
+type EventLogEntry struct {
+	ID             string   `json:"id"`
+	DeliveryID     string   `json:"deliveryId"`
+	OrgID          string   `json:"orgId"`
+	SourceID       string   `json:"sourceId,omitempty"`
+	RoutingKey     string   `json:"routingKey"`
+	Event          string   `json:"event"`
+	Action         string   `json:"action,omitempty"`
+	Source         string   `json:"source"` // direct | internal
+	Provider       string   `json:"provider"`
+	RepoIdentifier string   `json:"repoIdentifier,omitempty"`
+	Ref            string   `json:"ref,omitempty"`
+	Status         string   `json:"status"`
+	MatchedCount   int      `json:"matchedCount"`
+	RunIDs         []string `json:"runIds,omitempty"`
+	ErrorMessage   string   `json:"errorMessage,omitempty"`
+	// PayloadGz is the gzipped raw body (nil when omitted).
+	PayloadGz            []byte     `json:"-"`
+	PayloadSizeBytes     int64      `json:"payloadSizeBytes"`
+	PayloadHash          string     `json:"payloadHash"` // sha256 hex of the raw body
+	PayloadOmittedReason string     `json:"payloadOmittedReason,omitempty"`
+	ReceivedAt           time.Time  `json:"receivedAt"`
+	ProcessedAt          *time.Time `json:"processedAt,omitempty"`
+}
+
+// EventOutcome is what processing a delivery decided, written to the
+// delivery and its event-log entry in one transaction.
+type EventOutcome struct {
+	// Status is an EventLog* status (processed, lockfile_missing, failed).
+	Status         string
+	MatchedCount   int
+	RunIDs         []string
+	RepoIdentifier string
+	Ref            string
+	Action         string
+}
+
+// EventLogFilter selects event-log rows. Empty fields do not filter.
+// DeliveryID is a substring match. Limit defaults to 50 (max 200).
+type EventLogFilter struct {
+	OrgID      string
+	RoutingKey string
+	Event      string
+	Action     string
+	Status     string
+	DeliveryID string
+	From, To   *time.Time
+	Limit      int
+	Offset     int
+}
+
+// RejectedDelivery records a request the ingress refused after finding its
+// source (bad signature, over the cap, rate limited, bad headers). The body
+// is never kept, only its size and hash.
+type RejectedDelivery struct {
+	ID               string    `json:"id"`
+	SourceID         string    `json:"sourceId"`
+	OrgID            string    `json:"orgId"`
+	Route            string    `json:"route"` // github | generic
+	DeliveryHeader   string    `json:"deliveryHeader,omitempty"`
+	Event            string    `json:"event,omitempty"`
+	StatusCode       int       `json:"statusCode"`
+	Reason           string    `json:"reason"`
+	RemoteAddr       string    `json:"remoteAddr,omitempty"`
+	PayloadSizeBytes int64     `json:"payloadSizeBytes"`
+	PayloadHash      string    `json:"payloadHash,omitempty"`
+	ReceivedAt       time.Time `json:"receivedAt"`
+}
+
+// MaxRejectedPerSource is how many rejected-delivery records are kept per
+// source (newest first; records sharing the cut-off millisecond are all
+// kept): refused requests cannot grow the store unbounded.
+const MaxRejectedPerSource = 1000
+
+// Registration is one default-branch workflow that event, schedule and
+// lifecycle triggers are matched against (KiCI registration index,
+// reference kici-lockfile-and-triggers.md §3.9).
+type Registration struct {
+	ID             string `json:"id"`
+	OrgID          string `json:"customerId"`
+	SourceID       string `json:"sourceId"`
+	RoutingKey     string `json:"routingKey"`
+	Provider       string `json:"provider"`
+	RepoIdentifier string `json:"repoIdentifier"`
+	RepoURL        string `json:"repoUrl"`
+	Ref            string `json:"ref"`
+	SHA            string `json:"commitSha"`
+	WorkflowName   string `json:"workflowName"`
+	// TriggerTypes are the `_type`s of the workflow's triggers, in order.
+	TriggerTypes []string `json:"triggerTypes"`
+	// Workflow is the lock workflow entry as JSON.
+	Workflow  json.RawMessage `json:"lockEntry"`
+	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// RegistrationFilter selects registrations. Empty fields do not filter.
+type RegistrationFilter struct {
+	OrgID          string
+	RoutingKey     string
+	RepoIdentifier string
+	TriggerType    string
+}
+
+// IngressStore persists ingress state: source settings and secrets, the
+// event log, rejected deliveries, registrations and leases.
+type IngressStore interface {
+	// CreateSourceWithSettings inserts a source, its settings and (when
+	// secrets is non-empty) its webhook secrets in one transaction;
+	// ErrConflict when (OrgID, Name) or the id exists.
+	CreateSourceWithSettings(ctx context.Context, src *Source, set *SourceSettings, secrets []*SourceSecret) error
+	// PutSourceSettings inserts or replaces a source's settings.
+	PutSourceSettings(ctx context.Context, set *SourceSettings) error
+	// GetSourceSettings returns a source's settings, or ErrNotFound.
+	GetSourceSettings(ctx context.Context, sourceID string) (*SourceSettings, error)
+	// AddSourceSecret inserts a webhook secret; ErrConflict if its id exists.
+	AddSourceSecret(ctx context.Context, sec *SourceSecret) error
+	// ListSourceSecrets returns a source's secrets (only unrevoked ones when
+	// activeOnly), oldest first.
+	ListSourceSecrets(ctx context.Context, sourceID string, activeOnly bool) ([]*SourceSecret, error)
+	// RevokeSourceSecret sets revoked_at; ErrNotFound when no active secret
+	// has that id.
+	RevokeSourceSecret(ctx context.Context, sourceID, secretID string, at time.Time) error
+
+	// AcceptDelivery inserts the delivery (status received) and its event-log
+	// entry in one transaction. ErrConflict when the delivery id exists, in
+	// which case nothing is written.
+	AcceptDelivery(ctx context.Context, d *Delivery, e *EventLogEntry) error
+	// RecordDuplicate inserts an event-log entry with status duplicate.
+	RecordDuplicate(ctx context.Context, e *EventLogEntry) error
+	// FinishDeliveryOutcome does FinishDelivery and updates the delivery's
+	// event-log entry from o in one transaction; ErrNotFound if the delivery
+	// does not exist.
+	FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome) error
+	// ListEventLog returns matching entries newest first and the total count.
+	ListEventLog(ctx context.Context, f EventLogFilter) ([]*EventLogEntry, int, error)
+	// GetEventLog returns the primary (non-duplicate) entry of a delivery
+	// (orgID "" = any org), or ErrNotFound.
+	GetEventLog(ctx context.Context, orgID, deliveryID string) (*EventLogEntry, error)
+
+	// RecordRejected inserts a rejected-delivery record and drops the
+	// source's oldest records beyond MaxRejectedPerSource.
+	RecordRejected(ctx context.Context, r *RejectedDelivery) error
+	// ListRejected returns a source's rejected deliveries (sourceID "" =
+	// all), newest first, at most limit (≤ 0 = 100).
+	ListRejected(ctx context.Context, sourceID string, limit int) ([]*RejectedDelivery, error)
+
+	// ReplaceRegistrations atomically replaces every registration of
+	// (sourceID, repoIdentifier) with regs.
+	ReplaceRegistrations(ctx context.Context, sourceID, repoIdentifier string, regs []*Registration) error
+	// ListRegistrations returns matching registrations, oldest first.
+	ListRegistrations(ctx context.Context, f RegistrationFilter) ([]*Registration, error)
+	// GetRegistration returns a registration by id, or ErrNotFound.
+	GetRegistration(ctx context.Context, id string) (*Registration, error)
+
+	// AcquireLease takes or renews the named lease for holder until now+ttl.
+	// It succeeds when the lease is free, expired or already held by holder;
+	// two holders never hold it at once.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}

@@ -1,0 +1,388 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.IngressStore = (*Store)(nil)
+
+// pgxExec is the part of a pool or transaction the ingress helpers use.
+type pgxExec interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// ---------------------------------------------------------------- source settings and secrets
+
+// CreateSourceWithSettings inserts a source, its settings and its secrets
+// in one transaction; ErrConflict when the source exists.
+func (s *Store) CreateSourceWithSettings(ctx context.Context, src *store.Source, set *store.SourceSettings, secrets []*store.SourceSecret) error {
+	if src.CreatedAt.IsZero() {
+		src.CreatedAt = now()
+	}
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO sources (`+sourceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+			src.ID, src.OrgID, src.Name, src.Provider, src.RoutingKey, src.LocalPath, src.VerificationMethod,
+			src.WebhookSecret, src.Enabled, ts(src.CreatedAt)); err != nil {
+			return err
+		}
+		if set != nil {
+			set.SourceID = src.ID
+			if err := putSettings(ctx, tx, set); err != nil {
+				return err
+			}
+		}
+		for _, sec := range secrets {
+			sec.SourceID = src.ID
+			if err := addSecret(ctx, tx, sec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func putSettings(ctx context.Context, q pgxExec, set *store.SourceSettings) error {
+	set.UpdatedAt = now()
+	b, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, `INSERT INTO source_settings (source_id, config, updated_at) VALUES ($1,$2,$3)
+		ON CONFLICT (source_id) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at`,
+		set.SourceID, string(b), ts(set.UpdatedAt))
+	return mapErr(err)
+}
+
+func addSecret(ctx context.Context, q pgxExec, sec *store.SourceSecret) error {
+	if sec.ID == "" {
+		sec.ID = uuid.NewString()
+	}
+	if sec.CreatedAt.IsZero() {
+		sec.CreatedAt = now()
+	}
+	_, err := q.Exec(ctx, `INSERT INTO source_secrets (id, source_id, secret, created_at, revoked_at) VALUES ($1,$2,$3,$4,$5)`,
+		sec.ID, sec.SourceID, sec.Secret, ts(sec.CreatedAt), tsPtr(sec.RevokedAt))
+	return mapErr(err)
+}
+
+// PutSourceSettings inserts or replaces a source's settings.
+func (s *Store) PutSourceSettings(ctx context.Context, set *store.SourceSettings) error {
+	return putSettings(ctx, s.pool, set)
+}
+
+// GetSourceSettings returns a source's settings, or ErrNotFound.
+func (s *Store) GetSourceSettings(ctx context.Context, sourceID string) (*store.SourceSettings, error) {
+	var cfg string
+	var upd time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT config, updated_at FROM source_settings WHERE source_id = $1`, sourceID).Scan(&cfg, &upd); err != nil {
+		return nil, mapErr(err)
+	}
+	var set store.SourceSettings
+	if err := json.Unmarshal([]byte(cfg), &set); err != nil {
+		return nil, err
+	}
+	set.SourceID = sourceID
+	set.UpdatedAt = upd.UTC()
+	return &set, nil
+}
+
+// AddSourceSecret inserts a webhook secret (a new id and now when unset).
+func (s *Store) AddSourceSecret(ctx context.Context, sec *store.SourceSecret) error {
+	return addSecret(ctx, s.pool, sec)
+}
+
+// ListSourceSecrets returns a source's secrets, oldest first.
+func (s *Store) ListSourceSecrets(ctx context.Context, sourceID string, activeOnly bool) ([]*store.SourceSecret, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, source_id, secret, created_at, revoked_at FROM source_secrets
+		WHERE source_id = $1 AND (NOT $2 OR revoked_at IS NULL) ORDER BY created_at, id`, sourceID, activeOnly)
+	return collect(rows, err, func(r scanner) (*store.SourceSecret, error) {
+		var sec store.SourceSecret
+		if err := r.Scan(&sec.ID, &sec.SourceID, &sec.Secret, &sec.CreatedAt, &sec.RevokedAt); err != nil {
+			return nil, err
+		}
+		sec.CreatedAt = sec.CreatedAt.UTC()
+		sec.RevokedAt = utc(sec.RevokedAt)
+		return &sec, nil
+	})
+}
+
+// RevokeSourceSecret marks an active secret revoked.
+func (s *Store) RevokeSourceSecret(ctx context.Context, sourceID, secretID string, at time.Time) error {
+	return affected(s.pool.Exec(ctx, `UPDATE source_secrets SET revoked_at = $1 WHERE id = $2 AND source_id = $3 AND revoked_at IS NULL`,
+		ts(at), secretID, sourceID))
+}
+
+// ---------------------------------------------------------------- event log
+
+const eventLogCols = `id, delivery_id, org_id, source_id, routing_key, event, action, source, provider, repo_identifier, ref, status,
+	matched_count, run_ids, error_message, payload_gz, payload_size_bytes, payload_hash, payload_omitted_reason, received_at, processed_at`
+
+func insertEventLog(ctx context.Context, q pgxExec, e *store.EventLogEntry, primary bool) error {
+	if e.ID == "" {
+		e.ID = uuid.NewString()
+	}
+	if e.ReceivedAt.IsZero() {
+		e.ReceivedAt = now()
+	}
+	var runIDs any
+	if e.RunIDs != nil {
+		b, _ := json.Marshal(e.RunIDs)
+		runIDs = string(b)
+	}
+	_, err := q.Exec(ctx, `INSERT INTO event_log (is_primary, `+eventLogCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)`,
+		primary, e.ID, e.DeliveryID, e.OrgID, e.SourceID, e.RoutingKey, e.Event, e.Action, e.Source, e.Provider,
+		e.RepoIdentifier, e.Ref, e.Status, e.MatchedCount, runIDs, e.ErrorMessage, e.PayloadGz, e.PayloadSizeBytes,
+		e.PayloadHash, e.PayloadOmittedReason, ts(e.ReceivedAt), tsPtr(e.ProcessedAt))
+	return mapErr(err)
+}
+
+func scanEventLog(r scanner) (*store.EventLogEntry, error) {
+	var e store.EventLogEntry
+	var runIDs *string
+	if err := r.Scan(&e.ID, &e.DeliveryID, &e.OrgID, &e.SourceID, &e.RoutingKey, &e.Event, &e.Action, &e.Source, &e.Provider,
+		&e.RepoIdentifier, &e.Ref, &e.Status, &e.MatchedCount, &runIDs, &e.ErrorMessage, &e.PayloadGz, &e.PayloadSizeBytes,
+		&e.PayloadHash, &e.PayloadOmittedReason, &e.ReceivedAt, &e.ProcessedAt); err != nil {
+		return nil, mapErr(err)
+	}
+	if runIDs != nil {
+		if err := json.Unmarshal([]byte(*runIDs), &e.RunIDs); err != nil {
+			return nil, err
+		}
+	}
+	e.ReceivedAt = e.ReceivedAt.UTC()
+	e.ProcessedAt = utc(e.ProcessedAt)
+	return &e, nil
+}
+
+// AcceptDelivery inserts the delivery and its event-log entry atomically;
+// ErrConflict (nothing written) when the delivery id exists.
+func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.EventLogEntry) error {
+	d.Status = store.DeliveryReceived
+	if d.ReceivedAt.IsZero() {
+		d.ReceivedAt = now()
+	}
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var payload any
+		if len(d.Payload) > 0 {
+			payload = []byte(d.Payload)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+			d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
+			ts(d.ReceivedAt), tsPtr(d.ProcessedAt)); err != nil {
+			return err
+		}
+		e.DeliveryID, e.Status, e.ReceivedAt = d.ID, store.EventLogReceived, d.ReceivedAt
+		return insertEventLog(ctx, tx, e, true)
+	}))
+}
+
+// RecordDuplicate inserts a duplicate event-log entry.
+func (s *Store) RecordDuplicate(ctx context.Context, e *store.EventLogEntry) error {
+	e.Status = store.EventLogDuplicate
+	return insertEventLog(ctx, s.pool, e, false)
+}
+
+// FinishDeliveryOutcome finishes the delivery and its event-log entry in one
+// transaction.
+func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o store.EventOutcome) error {
+	at := now()
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := affected(tx.Exec(ctx, `UPDATE deliveries SET status = $1, error = $2, decisions = $3, processed_at = $4 WHERE id = $5`,
+			status, errText, rawArg(decisions), at, id)); err != nil {
+			return err
+		}
+		var runIDs any
+		if o.RunIDs != nil {
+			b, _ := json.Marshal(o.RunIDs)
+			runIDs = string(b)
+		}
+		_, err := tx.Exec(ctx, `UPDATE event_log SET status = $1, matched_count = $2, run_ids = $3, error_message = $4, processed_at = $5,
+			repo_identifier = CASE WHEN $6 = '' THEN repo_identifier ELSE $6 END,
+			ref = CASE WHEN $7 = '' THEN ref ELSE $7 END,
+			action = CASE WHEN $8 = '' THEN action ELSE $8 END
+			WHERE delivery_id = $9 AND is_primary`,
+			o.Status, o.MatchedCount, runIDs, errText, at, o.RepoIdentifier, o.Ref, o.Action, id)
+		return mapErr(err)
+	})
+}
+
+// ListEventLog returns matching entries newest first and the total count.
+func (s *Store) ListEventLog(ctx context.Context, f store.EventLogFilter) ([]*store.EventLogEntry, int, error) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.OrgID != "" {
+		add("org_id = $%d", f.OrgID)
+	}
+	if f.RoutingKey != "" {
+		add("routing_key = $%d", f.RoutingKey)
+	}
+	if f.Event != "" {
+		add("event = $%d", f.Event)
+	}
+	if f.Action != "" {
+		add("action = $%d", f.Action)
+	}
+	if f.Status != "" {
+		add("status = $%d", f.Status)
+	}
+	if f.DeliveryID != "" {
+		add("strpos(delivery_id, $%d) > 0", f.DeliveryID)
+	}
+	if f.From != nil {
+		add("received_at >= $%d", ts(*f.From))
+	}
+	if f.To != nil {
+		add("received_at <= $%d", ts(*f.To))
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	var total int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_log`+where, args...).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	n := len(args)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventLogCols+` FROM event_log`+where+
+		fmt.Sprintf(` ORDER BY received_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(f.Offset, 0))...)
+	out, err := collect(rows, err, scanEventLog)
+	return out, total, err
+}
+
+// GetEventLog returns the primary entry of a delivery, or ErrNotFound.
+func (s *Store) GetEventLog(ctx context.Context, orgID, deliveryID string) (*store.EventLogEntry, error) {
+	return scanEventLog(s.pool.QueryRow(ctx, `SELECT `+eventLogCols+` FROM event_log
+		WHERE delivery_id = $1 AND is_primary AND ($2 = '' OR org_id = $2)`, deliveryID, orgID))
+}
+
+// ---------------------------------------------------------------- rejected deliveries
+
+// RecordRejected inserts a rejected-delivery record.
+func (s *Store) RecordRejected(ctx context.Context, r *store.RejectedDelivery) error {
+	if r.ID == "" {
+		r.ID = uuid.NewString()
+	}
+	if r.ReceivedAt.IsZero() {
+		r.ReceivedAt = now()
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO rejected_deliveries (id, source_id, org_id, route, delivery_header, event, status_code,
+		reason, remote_addr, payload_size_bytes, payload_hash, received_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
+		r.ID, r.SourceID, r.OrgID, r.Route, r.DeliveryHeader, r.Event, r.StatusCode, r.Reason, r.RemoteAddr,
+		r.PayloadSizeBytes, r.PayloadHash, ts(r.ReceivedAt))
+	if err != nil {
+		return mapErr(err)
+	}
+	_, err = s.pool.Exec(ctx, `DELETE FROM rejected_deliveries WHERE source_id = $1 AND received_at <
+		(SELECT received_at FROM rejected_deliveries WHERE source_id = $1 ORDER BY received_at DESC, id DESC LIMIT 1 OFFSET $2)`,
+		r.SourceID, store.MaxRejectedPerSource-1)
+	return mapErr(err)
+}
+
+// ListRejected returns rejected deliveries newest first.
+func (s *Store) ListRejected(ctx context.Context, sourceID string, limit int) ([]*store.RejectedDelivery, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, source_id, org_id, route, delivery_header, event, status_code, reason, remote_addr,
+		payload_size_bytes, payload_hash, received_at FROM rejected_deliveries WHERE $1 = '' OR source_id = $1
+		ORDER BY received_at DESC, id DESC LIMIT $2`, sourceID, limit)
+	return collect(rows, err, func(r scanner) (*store.RejectedDelivery, error) {
+		var d store.RejectedDelivery
+		if err := r.Scan(&d.ID, &d.SourceID, &d.OrgID, &d.Route, &d.DeliveryHeader, &d.Event, &d.StatusCode, &d.Reason,
+			&d.RemoteAddr, &d.PayloadSizeBytes, &d.PayloadHash, &d.ReceivedAt); err != nil {
+			return nil, err
+		}
+		d.ReceivedAt = d.ReceivedAt.UTC()
+		return &d, nil
+	})
+}
+
+// ---------------------------------------------------------------- registrations
+
+const registrationCols = `id, org_id, source_id, routing_key, provider, repo_identifier, repo_url, ref, sha, workflow_name, trigger_types, workflow, created_at`
+
+func scanRegistration(r scanner) (*store.Registration, error) {
+	var g store.Registration
+	var types, wf string
+	if err := r.Scan(&g.ID, &g.OrgID, &g.SourceID, &g.RoutingKey, &g.Provider, &g.RepoIdentifier, &g.RepoURL, &g.Ref, &g.SHA,
+		&g.WorkflowName, &types, &wf, &g.CreatedAt); err != nil {
+		return nil, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(types), &g.TriggerTypes); err != nil {
+		return nil, err
+	}
+	g.Workflow = json.RawMessage(wf)
+	g.CreatedAt = g.CreatedAt.UTC()
+	return &g, nil
+}
+
+// ReplaceRegistrations replaces every registration of (sourceID, repo).
+func (s *Store) ReplaceRegistrations(ctx context.Context, sourceID, repo string, regs []*store.Registration) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM registrations WHERE source_id = $1 AND repo_identifier = $2`, sourceID, repo); err != nil {
+			return err
+		}
+		for _, g := range regs {
+			if g.ID == "" {
+				g.ID = uuid.NewString()
+			}
+			if g.CreatedAt.IsZero() {
+				g.CreatedAt = now()
+			}
+			g.SourceID, g.RepoIdentifier = sourceID, repo
+			types, _ := json.Marshal(g.TriggerTypes)
+			if g.TriggerTypes == nil {
+				types = []byte("[]")
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO registrations (`+registrationCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+				g.ID, g.OrgID, g.SourceID, g.RoutingKey, g.Provider, g.RepoIdentifier, g.RepoURL, g.Ref, g.SHA, g.WorkflowName,
+				string(types), string(g.Workflow), ts(g.CreatedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// ListRegistrations returns matching registrations, oldest first.
+func (s *Store) ListRegistrations(ctx context.Context, f store.RegistrationFilter) ([]*store.Registration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+registrationCols+` FROM registrations
+		WHERE ($1 = '' OR org_id = $1) AND ($2 = '' OR routing_key = $2) AND ($3 = '' OR repo_identifier = $3)
+		AND ($4 = '' OR trigger_types::jsonb ? $4)
+		ORDER BY created_at, id`, f.OrgID, f.RoutingKey, f.RepoIdentifier, f.TriggerType)
+	return collect(rows, err, scanRegistration)
+}
+
+// GetRegistration returns a registration by id, or ErrNotFound.
+func (s *Store) GetRegistration(ctx context.Context, id string) (*store.Registration, error) {
+	return scanRegistration(s.pool.QueryRow(ctx, `SELECT `+registrationCols+` FROM registrations WHERE id = $1`, id))
+}
+
+// ---------------------------------------------------------------- leases
+
+// AcquireLease takes or renews a named lease.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	at := now()
+	tag, err := s.pool.Exec(ctx, `INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE leases.holder = $2 OR leases.expires_at <= $4`, name, holder, at.Add(ttl), at)
+	return changed(tag, err)
+}

@@ -1,0 +1,100 @@
+package sqlite
+
+import (
+	"context"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.RunControlStore = (*Store)(nil)
+
+const concurrencyCols = `run_id, scope, group_key, status, max_active, cancel_in_progress, created_at`
+
+func scanConcurrency(r scanner) (*store.ConcurrencyEntry, error) {
+	var e store.ConcurrencyEntry
+	var cancel int
+	var created int64
+	if err := r.Scan(&e.RunID, &e.Scope, &e.Group, &e.Status, &e.Max, &cancel, &created); err != nil {
+		return nil, mapErr(err)
+	}
+	e.CancelInProgress = cancel != 0
+	e.CreatedAt = time.UnixMilli(created).UTC()
+	return &e, nil
+}
+
+// InsertConcurrencyEntry inserts e; ErrConflict when the run has an entry.
+func (s *Store) InsertConcurrencyEntry(ctx context.Context, e *store.ConcurrencyEntry) error {
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now()
+	}
+	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
+	cancel := 0
+	if e.CancelInProgress {
+		cancel = 1
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO concurrency_entries (`+concurrencyCols+`) VALUES (?,?,?,?,?,?,?)`,
+		e.RunID, e.Scope, e.Group, e.Status, e.Max, cancel, ms(e.CreatedAt))
+	return mapErr(err)
+}
+
+// GetConcurrencyEntry returns a run's entry, or ErrNotFound.
+func (s *Store) GetConcurrencyEntry(ctx context.Context, runID string) (*store.ConcurrencyEntry, error) {
+	return scanConcurrency(s.db.QueryRowContext(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries WHERE run_id = ?`, runID))
+}
+
+// ListConcurrencyEntries returns a group's entries in statuses, oldest first.
+func (s *Store) ListConcurrencyEntries(ctx context.Context, scope, group string, statuses []string) ([]*store.ConcurrencyEntry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries
+		WHERE ((? = '' AND ? = '') OR (scope = ? AND group_key = ?))
+		  AND (? = '[]' OR status IN (SELECT value FROM json_each(?)))
+		ORDER BY created_at, run_id`, scope, group, scope, group, listArg(statuses), listArg(statuses))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []*store.ConcurrencyEntry
+	for rows.Next() {
+		e, err := scanConcurrency(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// SetConcurrencyStatus moves a run's entry to `to` if its status is in from.
+func (s *Store) SetConcurrencyStatus(ctx context.Context, runID string, from []string, to string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE concurrency_entries SET status = ? WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))`,
+		to, runID, listArg(from))
+	if err != nil {
+		return false, mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, mapErr(err)
+}
+
+// InsertRunLink records a rerun link; ErrConflict / ErrNotFound as documented.
+func (s *Store) InsertRunLink(ctx context.Context, l *store.RunLink) error {
+	if l.CreatedAt.IsZero() {
+		l.CreatedAt = now()
+	}
+	l.CreatedAt = l.CreatedAt.UTC().Truncate(time.Millisecond)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO run_links (run_id, parent_run_id, original_run_id, created_at) VALUES (?,?,?,?)`,
+		l.RunID, l.ParentRunID, l.OriginalRunID, ms(l.CreatedAt))
+	return mapErr(err)
+}
+
+// GetRunLink returns a rerun's link, or ErrNotFound.
+func (s *Store) GetRunLink(ctx context.Context, runID string) (*store.RunLink, error) {
+	var l store.RunLink
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT run_id, parent_run_id, original_run_id, created_at FROM run_links WHERE run_id = ?`, runID).
+		Scan(&l.RunID, &l.ParentRunID, &l.OriginalRunID, &created)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	l.CreatedAt = time.UnixMilli(created).UTC()
+	return &l, nil
+}

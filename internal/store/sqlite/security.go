@@ -1,0 +1,318 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.SecurityStore = (*Store)(nil)
+
+func insertAccessLog(ctx context.Context, q queryer, e *store.AccessLogEntry) error {
+	if e == nil {
+		return nil
+	}
+	if e.At.IsZero() {
+		e.At = now()
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO access_log (at, token_id, token_label, role, action, resource, routing_key, detail)
+		VALUES (?,?,?,?,?,?,?,?)`, ms(e.At), e.TokenID, e.TokenLabel, e.Role, e.Action, e.Resource, e.RoutingKey, e.Detail)
+	if err != nil {
+		return err
+	}
+	e.ID, _ = res.LastInsertId()
+	return nil
+}
+
+// CreateAdminTokenAudited inserts a (possibly scoped) admin token and its
+// audit row in one transaction.
+func (s *Store) CreateAdminTokenAudited(ctx context.Context, t *store.AdminToken, routingKey string, audit *store.AccessLogEntry) error {
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now()
+	}
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO admin_tokens (id, label, role, token_hash, expires_at, revoked, created_at, routing_key)
+			VALUES (?,?,?,?,?,?,?,?)`, t.ID, t.Label, t.Role, t.TokenHash, msPtr(t.ExpiresAt), t.Revoked, ms(t.CreatedAt), routingKey); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	}))
+}
+
+// AdminTokenRoutingKey returns a token's routing-key scope.
+func (s *Store) AdminTokenRoutingKey(ctx context.Context, id string) (string, error) {
+	var rk string
+	err := s.db.QueryRowContext(ctx, `SELECT routing_key FROM admin_tokens WHERE id = ?`, id).Scan(&rk)
+	return rk, mapErr(err)
+}
+
+// ListAdminTokenRoutingKeys returns the scope of every scoped token.
+func (s *Store) ListAdminTokenRoutingKeys(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, routing_key FROM admin_tokens WHERE routing_key <> ''`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, rk string
+		if err := rows.Scan(&id, &rk); err != nil {
+			return nil, err
+		}
+		out[id] = rk
+	}
+	return out, rows.Err()
+}
+
+// RevokeAdminTokenAudited revokes a live token with its audit row.
+func (s *Store) RevokeAdminTokenAudited(ctx context.Context, id string, audit *store.AccessLogEntry) (bool, error) {
+	changed := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE admin_tokens SET revoked = 1 WHERE id = ? AND revoked = 0`, id)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		if n == 0 {
+			return nil
+		}
+		changed = true
+		return insertAccessLog(ctx, tx, audit)
+	})
+	return changed, err
+}
+
+// CreateAgentTokenAudited inserts an agent token with its audit row.
+func (s *Store) CreateAgentTokenAudited(ctx context.Context, t *store.AgentToken, audit *store.AccessLogEntry) error {
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now()
+	}
+	labels, err := jsonArg(t.Labels, t.Labels == nil)
+	if err != nil {
+		return err
+	}
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_tokens (`+agentTokenCols+`) VALUES (?,?,?,?,?,?,?,?,?)`,
+			t.ID, t.TokenHash, t.Prefix, t.Kind, t.BoundAgentID, labels, msPtr(t.ExpiresAt), msPtr(t.RevokedAt), ms(t.CreatedAt)); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	}))
+}
+
+// RevokeAgentTokenAudited revokes a live agent token with its audit row.
+func (s *Store) RevokeAgentTokenAudited(ctx context.Context, id string, at time.Time, audit *store.AccessLogEntry) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := affected(tx.ExecContext(ctx, `UPDATE agent_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(at), id)); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	})
+}
+
+// ListSecretScopes returns org's scope names, sorted.
+func (s *Store) ListSecretScopes(ctx context.Context, orgID string) ([]string, error) {
+	return queryStrings(ctx, s.db, `SELECT scope FROM secret_scopes WHERE org_id = ? ORDER BY scope`, orgID)
+}
+
+// CreateSecretScope creates an empty scope; ErrConflict if it exists.
+func (s *Store) CreateSecretScope(ctx context.Context, orgID, scope string, audit *store.AccessLogEntry) error {
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO secret_scopes (org_id, scope, created_at) VALUES (?,?,?)`, orgID, scope, ms(now())); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	}))
+}
+
+// DeleteSecretScope deletes a scope and its secrets.
+func (s *Store) DeleteSecretScope(ctx context.Context, orgID, scope string, audit *store.AccessLogEntry) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM scoped_secrets WHERE org_id = ? AND scope = ?`, orgID, scope); err != nil {
+			return err
+		}
+		if err := affected(tx.ExecContext(ctx, `DELETE FROM secret_scopes WHERE org_id = ? AND scope = ?`, orgID, scope)); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	})
+}
+
+// ListSecretKeys returns a scope's key names, sorted.
+func (s *Store) ListSecretKeys(ctx context.Context, orgID, scope string) ([]string, error) {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT 1 FROM secret_scopes WHERE org_id = ? AND scope = ?`, orgID, scope).Scan(&one); err != nil {
+		return nil, mapErr(err)
+	}
+	return queryStrings(ctx, s.db, `SELECT key FROM scoped_secrets WHERE org_id = ? AND scope = ? ORDER BY key`, orgID, scope)
+}
+
+// PutSecret inserts or replaces a sealed secret, creating its scope.
+func (s *Store) PutSecret(ctx context.Context, sec *store.SealedSecret, audit *store.AccessLogEntry) error {
+	if sec.UpdatedAt.IsZero() {
+		sec.UpdatedAt = now()
+	}
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO secret_scopes (org_id, scope, created_at) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
+			sec.OrgID, sec.Scope, ms(sec.UpdatedAt)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO scoped_secrets (org_id, scope, key, ciphertext, updated_at) VALUES (?,?,?,?,?)
+			ON CONFLICT (org_id, scope, key) DO UPDATE SET ciphertext = excluded.ciphertext, updated_at = excluded.updated_at`,
+			sec.OrgID, sec.Scope, sec.Key, sec.Ciphertext, ms(sec.UpdatedAt)); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	}))
+}
+
+// DeleteSecret deletes one secret; ErrNotFound if absent.
+func (s *Store) DeleteSecret(ctx context.Context, orgID, scope, key string, audit *store.AccessLogEntry) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := affected(tx.ExecContext(ctx, `DELETE FROM scoped_secrets WHERE org_id = ? AND scope = ? AND key = ?`, orgID, scope, key)); err != nil {
+			return err
+		}
+		return insertAccessLog(ctx, tx, audit)
+	})
+}
+
+// GetSecret returns one sealed secret.
+func (s *Store) GetSecret(ctx context.Context, orgID, scope, key string) (*store.SealedSecret, error) {
+	sec := &store.SealedSecret{OrgID: orgID, Scope: scope, Key: key}
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT ciphertext, updated_at FROM scoped_secrets WHERE org_id = ? AND scope = ? AND key = ?`,
+		orgID, scope, key).Scan(&sec.Ciphertext, &at)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	sec.UpdatedAt = time.UnixMilli(at).UTC()
+	return sec, nil
+}
+
+// ListSealedValues returns every value sealed under the master key.
+func (s *Store) ListSealedValues(ctx context.Context) ([]*store.SealedValue, error) {
+	return listSealed(ctx, s.db)
+}
+
+func listSealed(ctx context.Context, q queryer) ([]*store.SealedValue, error) {
+	var out []*store.SealedValue
+	rows, err := q.QueryContext(ctx, `SELECT org_id, scope, key, ciphertext FROM scoped_secrets ORDER BY org_id, scope, key`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		v := &store.SealedValue{Kind: store.SealedKindSecret}
+		if err := rows.Scan(&v.OrgID, &v.Scope, &v.Key, &v.Ciphertext); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = q.QueryContext(ctx, `SELECT kid, encrypted_private_jwk FROM orchestrator_signing_keys ORDER BY kid`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v := &store.SealedValue{Kind: store.SealedKindSigningKey}
+		if err := rows.Scan(&v.Kid, &v.Ciphertext); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ResealAll re-encrypts every sealed value in one transaction.
+func (s *Store) ResealAll(ctx context.Context, reseal func(v *store.SealedValue) ([]byte, error), audit *store.AccessLogEntry) (map[string]int, error) {
+	counts := map[string]int{store.SealedKindSecret: 0, store.SealedKindSigningKey: 0}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		vals, err := listSealed(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, v := range vals {
+			ct, err := reseal(v)
+			if err != nil {
+				return err
+			}
+			switch v.Kind {
+			case store.SealedKindSecret:
+				_, err = tx.ExecContext(ctx, `UPDATE scoped_secrets SET ciphertext = ? WHERE org_id = ? AND scope = ? AND key = ?`, ct, v.OrgID, v.Scope, v.Key)
+			case store.SealedKindSigningKey:
+				_, err = tx.ExecContext(ctx, `UPDATE orchestrator_signing_keys SET encrypted_private_jwk = ? WHERE kid = ?`, ct, v.Kid)
+			default:
+				err = errors.New("unknown sealed kind " + v.Kind)
+			}
+			if err != nil {
+				return err
+			}
+			counts[v.Kind]++
+		}
+		return insertAccessLog(ctx, tx, audit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// AppendAccessLog records one entry.
+func (s *Store) AppendAccessLog(ctx context.Context, e *store.AccessLogEntry) error {
+	return insertAccessLog(ctx, s.db, e)
+}
+
+// ListAccessLog returns matching entries, newest first.
+func (s *Store) ListAccessLog(ctx context.Context, f store.AccessLogFilter) ([]*store.AccessLogEntry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	var since any
+	if f.Since != nil {
+		since = ms(*f.Since)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, at, token_id, token_label, role, action, resource, routing_key, detail FROM access_log
+		WHERE (?1 = '' OR action = ?1) AND (?2 = '' OR token_id = ?2) AND (?3 = '' OR routing_key = ?3) AND (?4 IS NULL OR at > ?4)
+		ORDER BY at DESC, id DESC LIMIT ?5 OFFSET ?6`, f.Action, f.TokenID, f.RoutingKey, since, limit, max(f.Offset, 0))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.AccessLogEntry
+	for rows.Next() {
+		e := &store.AccessLogEntry{}
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.TokenID, &e.TokenLabel, &e.Role, &e.Action, &e.Resource, &e.RoutingKey, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.At = time.UnixMilli(at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func queryStrings(ctx context.Context, q queryer, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
