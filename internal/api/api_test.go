@@ -456,12 +456,16 @@ func TestGenericSources(t *testing.T) {
 		`{"orgId":"demo","name":".."}`:          `Invalid name ".."`,
 		`{"orgId":"demo","name":"-x"}`:          `Invalid name "-x"`,
 		`{"orgId":"..","name":"x"}`:             `Invalid orgId ".."`,
-		`{"orgId":"demo","name":"x","providerType":"github"}`:                                                `Invalid providerType "github"`,
-		`{"orgId":"demo","name":"x","verificationMethod":"rsa"}`:                                             "not supported",
-		`{"orgId":"demo","name":"x","providerType":"local"}`:                                                 "localConfig.path is required",
-		`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":"rel"}}`:                    "must be absolute",
-		fmt.Sprintf(`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":%q}}`, notRepo): "is not a git repository",
-		fmt.Sprintf(`{"orgId":"demo","name":"x","localConfig":{"path":%q}}`, repo):                           "only allowed with providerType",
+		`{"orgId":"demo","name":"x","idempotencyKeyHeader":"Bad Header"}`:                                            "not a valid header name",
+		`{"orgId":"demo","name":"x","idempotencyKeyHeader":"X-Id","idempotencyKeyPath":"$.id"}`:                      "not both",
+		`{"orgId":"demo","name":"x","idempotencyKeyPath":"$[?(@.a ==)]"}`:                                            "idempotencyKeyPath",
+		`{"orgId":"demo","name":"x","providerType":"local","idempotencyKeyPath":"$.id","localConfig":{"path":"/x"}}`: "only allowed with providerType",
+		`{"orgId":"demo","name":"x","providerType":"github"}`:                                                        `Invalid providerType "github"`,
+		`{"orgId":"demo","name":"x","verificationMethod":"rsa"}`:                                                     "not supported",
+		`{"orgId":"demo","name":"x","providerType":"local"}`:                                                         "localConfig.path is required",
+		`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":"rel"}}`:                            "must be absolute",
+		fmt.Sprintf(`{"orgId":"demo","name":"x","providerType":"local","localConfig":{"path":%q}}`, notRepo):         "is not a git repository",
+		fmt.Sprintf(`{"orgId":"demo","name":"x","localConfig":{"path":%q}}`, repo):                                   "only allowed with providerType",
 	} {
 		code, m, _ := e.do("POST", "/api/v1/admin/generic-sources", e.owner, b)
 		if code != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {

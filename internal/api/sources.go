@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // Source provider types accepted by POST /generic-sources.
@@ -77,6 +78,12 @@ type CreateSourceRequest struct {
 	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
 	// RateLimitRPM caps deliveries per minute (default 600; -1 = unlimited).
 	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
+	// IdempotencyKeyHeader names the request header carrying the delivery's
+	// idempotency key (KiCI idempotencyKeyHeader); generic sources only.
+	IdempotencyKeyHeader string `json:"idempotencyKeyHeader,omitempty"`
+	// IdempotencyKeyPath is a JSONPath to the idempotency key in the body
+	// (KiCI idempotencyKeyPath), e.g. $.event.id; generic sources only.
+	IdempotencyKeyPath string `json:"idempotencyKeyPath,omitempty"`
 	// GitConfig makes a generic source a universal-git source (see
 	// docs/ingress.md); generic sources only.
 	GitConfig *store.GitConfig `json:"gitConfig,omitempty"`
@@ -151,7 +158,8 @@ func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
 	if req.LocalConfig != nil {
 		src.LocalPath = req.LocalConfig.Path
 	}
-	set := &store.SourceSettings{MaxPayloadBytes: req.MaxPayloadBytes, RateLimitRPM: req.RateLimitRPM, Git: req.GitConfig}
+	set := &store.SourceSettings{MaxPayloadBytes: req.MaxPayloadBytes, RateLimitRPM: req.RateLimitRPM, Git: req.GitConfig,
+		IdempotencyKeyHeader: req.IdempotencyKeyHeader, IdempotencyKeyPath: req.IdempotencyKeyPath}
 	if vc := req.VerificationConfig; vc != nil {
 		set.IPAllowlist = vc.IPAllowlist
 		if req.VerificationMethod == VerificationHMAC {
@@ -329,6 +337,36 @@ func validateVerification(req *CreateSourceRequest) string {
 	}
 	if req.RateLimitRPM < -1 || req.RateLimitRPM > 1000000 {
 		return "rateLimitRpm must be -1 (unlimited), 0 (the default 600) or at most 1000000"
+	}
+	if msg := checkIdempotencyKey(req); msg != "" {
+		return msg
+	}
+	return ""
+}
+
+// checkIdempotencyKey validates the idempotency-key settings: at most one of
+// header and path, a valid header name, a JSONPath that compiles.
+func checkIdempotencyKey(req *CreateSourceRequest) string {
+	h, p := req.IdempotencyKeyHeader, req.IdempotencyKeyPath
+	if h == "" && p == "" {
+		return ""
+	}
+	if req.ProviderType != ProviderGeneric {
+		return "idempotencyKeyHeader and idempotencyKeyPath are only allowed with providerType \"generic\""
+	}
+	if h != "" && p != "" {
+		return "set idempotencyKeyHeader or idempotencyKeyPath, not both"
+	}
+	if h != "" && (len(h) > 100 || !httpHeaderRE.MatchString(h)) {
+		return fmt.Sprintf("idempotencyKeyHeader %q is not a valid header name", h)
+	}
+	if p != "" {
+		if len(p) > 500 {
+			return "idempotencyKeyPath is longer than 500 characters"
+		}
+		if _, err := trigger.CompileJSONPath(p); err != nil {
+			return fmt.Sprintf("idempotencyKeyPath %q: %v", p, err)
+		}
 	}
 	return ""
 }

@@ -529,3 +529,25 @@ func TestHelpEverywhere(t *testing.T) {
 		t.Fatalf("help: %d %s", code, out.String())
 	}
 }
+
+// The generic-source flags reach the API and are stored as the source's
+// ingress settings; bad values are refused with the API's message.
+func TestSourceAddGenericFlags(t *testing.T) {
+	h := newHarness(t)
+	out := h.mustRun("source", "add", "generic", "--org", "demo", "--name", "deploys",
+		"--verification-method", "bearer_token", "--rate-limit-rpm", "60", "--max-payload-bytes", "4096",
+		"--idempotency-key-path", "$.deployment.id", "--quiet")
+	id := strings.TrimSpace(out)
+	set, err := h.st.GetSourceSettings(context.Background(), id)
+	if err != nil {
+		t.Fatalf("settings of %q: %v", id, err)
+	}
+	if set.RateLimitRPM != 60 || set.MaxPayloadBytes != 4096 || set.IdempotencyKeyPath != "$.deployment.id" {
+		t.Fatalf("settings = %+v", set)
+	}
+	_, errs, code := h.run("source", "add", "generic", "--org", "demo", "--name", "bad",
+		"--idempotency-key-header", "X-Id", "--idempotency-key-path", "$.id")
+	if code != 1 || !strings.Contains(errs, "not both") {
+		t.Fatalf("both keys: %d %q", code, errs)
+	}
+}

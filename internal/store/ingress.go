@@ -37,6 +37,15 @@ type SourceSettings struct {
 	TokenHeader string `json:"tokenHeader,omitempty"`
 	// IPAllowlist holds the exact client IPs accepted by ip_allowlist.
 	IPAllowlist []string `json:"ipAllowlist,omitempty"`
+	// IdempotencyKeyHeader names a request header whose value is the
+	// delivery's idempotency key (KiCI idempotencyKeyHeader). When set, the
+	// key replaces X-Kici-Delivery as the delivery id, and a request without
+	// it is refused.
+	IdempotencyKeyHeader string `json:"idempotencyKeyHeader,omitempty"`
+	// IdempotencyKeyPath is a JSONPath into the body whose (string or
+	// number) value is the idempotency key (KiCI idempotencyKeyPath); used
+	// when IdempotencyKeyHeader is empty.
+	IdempotencyKeyPath string `json:"idempotencyKeyPath,omitempty"`
 	// GitHub configures a github source.
 	GitHub *GitHubConfig `json:"github,omitempty"`
 	// Git configures a universal-git source (a generic source whose

@@ -9,6 +9,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -22,6 +23,7 @@ import (
 
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // MaxBodyBytes caps a generic webhook body: 10 MiB.
@@ -214,6 +216,14 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 		rej(http.StatusBadRequest, "body is not valid JSON", body, size)
 		return
 	}
+	if set.IdempotencyKeyHeader != "" || set.IdempotencyKeyPath != "" {
+		key, where := idempotencyKey(r, body, set)
+		if key == "" {
+			rej(http.StatusBadRequest, "missing idempotency key ("+where+")", body, size)
+			return
+		}
+		rawID = key
+	}
 	if rawID == "" {
 		sum := sha256.Sum256(body)
 		rawID = hex.EncodeToString(sum[:])
@@ -314,4 +324,36 @@ func printable(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// idempotencyKey returns the delivery's idempotency key from the header or
+// JSONPath the source names (KiCI idempotencyKeyHeader/idempotencyKeyPath),
+// and where it was looked for. A JSONPath must select exactly one string or
+// number; anything else counts as missing.
+func idempotencyKey(r *http.Request, body []byte, set *store.SourceSettings) (key, where string) {
+	if h := set.IdempotencyKeyHeader; h != "" {
+		return strings.TrimSpace(r.Header.Get(h)), "header " + h
+	}
+	where = "body path " + set.IdempotencyKeyPath
+	p, err := trigger.CompileJSONPath(set.IdempotencyKeyPath)
+	if err != nil {
+		return "", where
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // keep 64-bit ids exact
+	if dec.Decode(&doc) != nil {
+		return "", where
+	}
+	got := trigger.EvalJSONPath(p, doc)
+	if len(got) != 1 {
+		return "", where
+	}
+	switch v := got[0].(type) {
+	case string:
+		return strings.TrimSpace(v), where
+	case json.Number:
+		return v.String(), where
+	}
+	return "", where
 }
