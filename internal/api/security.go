@@ -234,8 +234,9 @@ func (s *server) revokeAdminToken(w http.ResponseWriter, r *http.Request) {
 // ---------------------------------------------------------------- agent tokens
 
 type createAgentTokenBody struct {
-	Labels    []string `json:"labels"`
-	ExpiresAt *string  `json:"expiresAt"`
+	Labels          []string `json:"labels"`
+	MandatoryLabels []string `json:"mandatoryLabels"`
+	ExpiresAt       *string  `json:"expiresAt"`
 }
 
 // AgentTokenView is one agent token in API answers (never the hash).
@@ -259,29 +260,20 @@ func (s *server) createAgentToken(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &b) {
 		return
 	}
-	seen := map[string]bool{}
-	var labels []string
-	for _, l := range b.Labels {
-		l = strings.TrimSpace(l)
-		if l == "" || len(l) > 255 || strings.ContainsAny(l, " \t\r\n,") {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("label %q must be 1-255 characters without blanks or commas", l))
-			return
-		}
-		if strings.HasPrefix(l, "kici:") {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("label %q: the kici: prefix is reserved for labels the agent reports itself", l))
-			return
-		}
-		if !seen[l] {
-			seen[l] = true
-			labels = append(labels, l)
-		}
+	labels, msg := cleanLabels(b.Labels)
+	if msg == "" {
+		b.MandatoryLabels, msg = cleanLabels(b.MandatoryLabels)
+	}
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
 	}
 	if b.Labels != nil && labels == nil {
 		labels = []string{} // an explicit empty scope: only platform labels
 	}
 	plain := auth.NewAgentTokenPlaintext()
 	t := &store.AgentToken{ID: uuid.NewString(), TokenHash: auth.Hash(plain), Prefix: auth.Prefix(plain),
-		Kind: store.AgentTokenStatic, Labels: labels, CreatedAt: time.Now().UTC()}
+		Kind: store.AgentTokenStatic, Labels: labels, MandatoryLabels: b.MandatoryLabels, CreatedAt: time.Now().UTC()}
 	if b.ExpiresAt != nil {
 		exp, err := time.Parse(time.RFC3339Nano, *b.ExpiresAt)
 		if err != nil || !exp.After(time.Now()) {
@@ -291,14 +283,36 @@ func (s *server) createAgentToken(w http.ResponseWriter, r *http.Request) {
 		exp = exp.UTC()
 		t.ExpiresAt = &exp
 	}
-	detail := "labels=" + strings.Join(labels, ",")
+	detail := "labels=" + strings.Join(labels, ",") + " mandatoryLabels=" + strings.Join(b.MandatoryLabels, ",")
 	if err := s.d.Store.CreateAgentTokenAudited(r.Context(), t, auditEntry(r, "agent_token.create", "agent_token:"+t.ID, detail)); err != nil {
 		s.internalError(w, r, err)
 		return
 	}
 	v := agentTokenView(t)
 	writeJSON(w, http.StatusCreated, map[string]any{"id": v.ID, "token": plain, "tokenPrefix": v.TokenPrefix,
-		"labels": v.Labels, "agentType": v.AgentType, "createdAt": v.CreatedAt, "expiresAt": v.ExpiresAt})
+		"labels": v.Labels, "mandatoryLabels": t.MandatoryLabels, "agentType": v.AgentType, "createdAt": v.CreatedAt, "expiresAt": v.ExpiresAt})
+}
+
+// cleanLabels validates and de-duplicates token labels: 1–255 characters,
+// no blanks or commas, not in the reserved kici: namespace. It returns a
+// 400 message on bad input.
+func cleanLabels(in []string) ([]string, string) {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range in {
+		l = strings.TrimSpace(l)
+		if l == "" || len(l) > 255 || strings.ContainsAny(l, " \t\r\n,") {
+			return nil, fmt.Sprintf("label %q must be 1-255 characters without blanks or commas", l)
+		}
+		if strings.HasPrefix(l, "kici:") {
+			return nil, fmt.Sprintf("label %q: the kici: prefix is reserved for labels the agent reports itself", l)
+		}
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out, ""
 }
 
 func (s *server) listAgentTokens(w http.ResponseWriter, r *http.Request) {

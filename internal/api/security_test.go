@@ -254,6 +254,16 @@ func TestAgentTokenRoutes(t *testing.T) {
 		t.Fatalf("register: %d %v", code, m)
 	}
 	id, plain := m["id"].(string), m["token"].(string)
+	code, m, _ = e.do("POST", "/api/v1/agent-tokens", e.owner, `{"mandatoryLabels":["secure"]}`)
+	if code != 201 || fmt.Sprint(m["mandatoryLabels"]) != "[secure]" {
+		t.Fatalf("register tainted: %d %v", code, m)
+	}
+	if ml, err := e.st.AgentTokenMandatoryLabels(context.Background(), m["id"].(string)); err != nil || fmt.Sprint(ml) != "[secure]" {
+		t.Fatalf("stored mandatory labels %v %v", ml, err)
+	}
+	if code, m, _ := e.do("POST", "/api/v1/agent-tokens", e.owner, `{"mandatoryLabels":["a b"]}`); code != 400 {
+		t.Fatalf("bad mandatory label: %d %v", code, m)
+	}
 	if code, m, _ := e.do("POST", "/api/v1/agent-tokens", e.owner, `{"labels":["kici:os:linux"]}`); code != 400 {
 		t.Fatalf("reserved label: %d %v", code, m)
 	}

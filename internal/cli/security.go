@@ -157,10 +157,10 @@ func (a *app) agentCommand() *cobra.Command {
   kici-admin agent list
   kici-admin agent revoke <token-id>`,
 	}
-	var labels []string
+	var labels, mandatory []string
 	var expiresIn string
 	register := &cobra.Command{
-		Example: "  kici-admin agent register --labels linux,gpu",
+		Example: "  kici-admin agent register --labels linux,gpu\n  kici-admin agent register --mandatory-label secure --labels linux,secure",
 		Use:     "register",
 		Short:   "Mint a static agent token (KICI_AGENT_TOKEN); --labels limits the labels an agent using it may claim",
 		Args:    cobra.NoArgs,
@@ -168,6 +168,9 @@ func (a *app) agentCommand() *cobra.Command {
 			body := map[string]any{}
 			if cmd.Flags().Changed("labels") {
 				body["labels"] = labels
+			}
+			if len(mandatory) > 0 {
+				body["mandatoryLabels"] = mandatory
 			}
 			if expiresIn != "" {
 				d, err := time.ParseDuration(expiresIn)
@@ -179,6 +182,7 @@ func (a *app) agentCommand() *cobra.Command {
 			var resp struct {
 				ID, Token, TokenPrefix string
 				Labels                 []string
+				MandatoryLabels        []string
 			}
 			raw, err := a.call(cmd, http.MethodPost, api.AgentTokenPath, nil, body, &resp)
 			if err != nil {
@@ -193,11 +197,15 @@ func (a *app) agentCommand() *cobra.Command {
 				scope = strings.Join(resp.Labels, ",")
 			}
 			fmt.Fprintf(a.out(), "id:     %s\ntoken:  %s\nlabels: %s\n", resp.ID, resp.Token, scope)
+			if len(resp.MandatoryLabels) > 0 {
+				fmt.Fprintf(a.out(), "mandatory labels: %s\n", strings.Join(resp.MandatoryLabels, ","))
+			}
 			fmt.Fprintln(a.io.Stderr, "Give the token to the agent as KICI_AGENT_TOKEN: it is not shown again.")
 			return nil
 		},
 	}
 	register.Flags().StringSliceVar(&labels, "labels", nil, "labels an agent using this token may claim (comma-separated; default: any)")
+	register.Flags().StringSliceVar(&mandatory, "mandatory-label", nil, "taint: agents using this token carry this label and only run jobs whose runsOn names it (repeatable)")
 	register.Flags().StringVar(&expiresIn, "expires-in", "", "expire after this duration; live connections close then (default: never)")
 
 	var typ string

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"kici.dev/kici/internal/protocol"
@@ -46,12 +47,20 @@ func (d *Dispatcher) kickToken(tokenID, reason string) int {
 // watchToken binds socket c to tok right after authentication, so that a
 // later KickToken reaches it, and re-reads the token to close the window in
 // which a revocation stored between validation and binding would be missed.
+// It also loads the token's mandatory labels (the agent's taint).
 // A static token with an expiry gets a timer that kicks it at that instant
 // (ephemeral tokens are single-agent and live for their job; they are not
 // cut off mid-job). It reports false when the socket is being closed.
 func (d *Dispatcher) watchToken(ctx context.Context, c *agentConn, tok *store.AgentToken) bool {
+	mandatory, err := d.st.AgentTokenMandatoryLabels(ctx, tok.ID)
+	if err != nil {
+		d.log.Error("agent token mandatory labels", "tokenId", tok.ID, "err", err)
+		c.close(protocol.CloseInternalError, "authentication unavailable")
+		return false
+	}
 	d.mu.Lock()
 	c.tokenID = tok.ID
+	c.mandatory = mandatory
 	d.mu.Unlock()
 	cur, err := d.st.GetAgentTokenByHash(ctx, tok.TokenHash)
 	if err == nil && cur.RevokedAt != nil {
@@ -99,4 +108,66 @@ func (d *Dispatcher) resolveSecrets(ctx context.Context, run *store.Run, job *st
 		return nil, nil
 	}
 	return f(ctx, run, job)
+}
+
+// withMandatory returns labels plus every mandatory label not already in
+// it: an agent carries its token's mandatory labels.
+func withMandatory(labels, mandatory []string) []string {
+	out := append([]string{}, labels...)
+	for _, m := range mandatory {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// agentFitsLocked reports whether agent a may run entry e: its labels
+// match, and the entry asks for every mandatory label of a's token (KiCI
+// mandatory_labels, a taint: a tainted agent only runs jobs that target
+// it explicitly). Caller holds d.mu.
+func agentFitsLocked(a *agentConn, e *store.QueueEntry) bool {
+	if !labelsMatch(a.labels, e.RunsOnLabels, e.ExcludeLabels) {
+		return false
+	}
+	for _, m := range a.mandatory {
+		if !slices.Contains(e.RunsOnLabels, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// claimNext claims the oldest pending entry agent a may run. Untainted
+// agents use the store's ClaimNext; a tainted one scans the pending entries
+// and claims the first that asks for all its mandatory labels (ClaimByID is
+// atomic, so a concurrent claimant simply wins).
+func (d *Dispatcher) claimNext(ctx context.Context, a *agentConn, deadline time.Time) (*store.QueueEntry, error) {
+	d.mu.Lock()
+	tainted := len(a.mandatory) > 0
+	labels := append([]string{}, a.labels...)
+	d.mu.Unlock()
+	if !tainted {
+		return d.st.ClaimNext(ctx, a.id, labels, deadline)
+	}
+	pending, err := d.st.ListQueue(ctx, []string{store.QueuePending})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range pending {
+		if e.PinnedAgentID != "" && e.PinnedAgentID != a.id {
+			continue
+		}
+		d.mu.Lock()
+		fits := agentFitsLocked(a, e)
+		d.mu.Unlock()
+		if !fits {
+			continue
+		}
+		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, deadline)
+		if err != nil || claimed != nil {
+			return claimed, err
+		}
+	}
+	return nil, nil
 }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,47 @@ func TestLabelScopeEnforcedAtRegister(t *testing.T) {
 	}
 	if len(h.d.Agents()) != 1 {
 		t.Fatalf("agents %v", h.d.Agents())
+	}
+}
+
+// Mandatory labels are a taint: the agent carries them and only runs jobs
+// that ask for all of them; other jobs go to untainted agents or wait.
+func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	ctx := context.Background()
+	plain := auth.NewAgentTokenPlaintext()
+	if err := h.st.CreateAgentTokenAudited(ctx, &store.AgentToken{ID: uuid.NewString(), TokenHash: auth.Hash(plain),
+		Prefix: auth.Prefix(plain), Kind: store.AgentTokenStatic, MandatoryLabels: []string{"secure"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Queue an ordinary job before the tainted agent arrives: its
+	// registration drain must not take it.
+	plainJob := h.job("linux")
+	h.enqueue(plainJob)
+	c := h.dial()
+	c.auth(plain)
+	ack := c.register("tainted", "linux")
+	if !slices.Contains(ack.Labels, "secure") {
+		t.Fatalf("tainted agent labels %v lack the mandatory label", ack.Labels)
+	}
+	eventually(t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	if e := h.entry(plainJob.ID); e.Status != store.QueuePending {
+		t.Fatalf("ordinary job went to the tainted agent: %+v", e)
+	}
+	// A job asking for the taint goes to it at once.
+	secure := h.job("linux", "secure")
+	h.enqueue(secure)
+	tainted := h.d.Agents()[0]
+	if tainted.ID != "tainted" {
+		t.Fatalf("agents %v", h.d.Agents())
+	}
+	eventually(t, "secure job dispatched to the tainted agent", func() bool {
+		e := h.entry(secure.ID)
+		return e.Status == store.QueueDispatched && e.AgentID == "tainted"
+	})
+	// An untainted agent takes the ordinary job.
+	other := h.agent("plain", h.staticToken(), "linux")
+	if jd := other.dispatch(); jd.JobID != plainJob.ID {
+		t.Fatalf("ordinary job: %+v", jd)
 	}
 }

@@ -26,6 +26,9 @@ type SecurityStore interface {
 
 	// CreateAgentTokenAudited inserts an agent token and its audit row.
 	CreateAgentTokenAudited(ctx context.Context, t *AgentToken, audit *AccessLogEntry) error
+	// AgentTokenMandatoryLabels returns the mandatory labels of agent token
+	// id (nil = none), or ErrNotFound.
+	AgentTokenMandatoryLabels(ctx context.Context, id string) ([]string, error)
 	// RevokeAgentTokenAudited sets revoked_at on a live token with its audit
 	// row; ErrNotFound when the id is unknown or already revoked.
 	RevokeAgentTokenAudited(ctx context.Context, id string, at time.Time, audit *AccessLogEntry) error

@@ -185,6 +185,11 @@ type AgentToken struct {
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
 	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
+
+	// MandatoryLabels (KiCI mandatory_labels, a taint) are only written by
+	// SecurityStore.CreateAgentTokenAudited and read with
+	// SecurityStore.AgentTokenMandatoryLabels.
+	MandatoryLabels []string `json:"mandatoryLabels,omitempty"`
 }
 
 // AdminToken is an admin API bearer token. Role is owner, admin or auditor.

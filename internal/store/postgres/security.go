@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -93,13 +94,33 @@ func (s *Store) CreateAgentTokenAudited(ctx context.Context, t *store.AgentToken
 	if err != nil {
 		return err
 	}
+	mandatory, err := jsonArg(t.MandatoryLabels, len(t.MandatoryLabels) == 0)
+	if err != nil {
+		return err
+	}
 	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_tokens (`+agentTokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
-			t.ID, t.TokenHash, t.Prefix, t.Kind, t.BoundAgentID, labels, tsPtr(t.ExpiresAt), tsPtr(t.RevokedAt), ts(t.CreatedAt)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_tokens (`+agentTokenCols+`, mandatory_labels) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+			t.ID, t.TokenHash, t.Prefix, t.Kind, t.BoundAgentID, labels, tsPtr(t.ExpiresAt), tsPtr(t.RevokedAt), ts(t.CreatedAt), mandatory); err != nil {
 			return err
 		}
 		return insertAccessLog(ctx, tx, audit)
 	}))
+}
+
+// AgentTokenMandatoryLabels returns a token's mandatory labels.
+func (s *Store) AgentTokenMandatoryLabels(ctx context.Context, id string) ([]string, error) {
+	var raw *string
+	if err := s.pool.QueryRow(ctx, `SELECT mandatory_labels FROM agent_tokens WHERE id = $1`, id).Scan(&raw); err != nil {
+		return nil, mapErr(err)
+	}
+	if raw == nil || *raw == "" {
+		return nil, nil
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(*raw), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RevokeAgentTokenAudited revokes a live agent token with its audit row.

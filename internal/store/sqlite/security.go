@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -94,13 +95,33 @@ func (s *Store) CreateAgentTokenAudited(ctx context.Context, t *store.AgentToken
 	if err != nil {
 		return err
 	}
+	mandatory, err := jsonArg(t.MandatoryLabels, len(t.MandatoryLabels) == 0)
+	if err != nil {
+		return err
+	}
 	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_tokens (`+agentTokenCols+`) VALUES (?,?,?,?,?,?,?,?,?)`,
-			t.ID, t.TokenHash, t.Prefix, t.Kind, t.BoundAgentID, labels, msPtr(t.ExpiresAt), msPtr(t.RevokedAt), ms(t.CreatedAt)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_tokens (`+agentTokenCols+`, mandatory_labels) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+			t.ID, t.TokenHash, t.Prefix, t.Kind, t.BoundAgentID, labels, msPtr(t.ExpiresAt), msPtr(t.RevokedAt), ms(t.CreatedAt), mandatory); err != nil {
 			return err
 		}
 		return insertAccessLog(ctx, tx, audit)
 	}))
+}
+
+// AgentTokenMandatoryLabels returns a token's mandatory labels.
+func (s *Store) AgentTokenMandatoryLabels(ctx context.Context, id string) ([]string, error) {
+	var raw sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT mandatory_labels FROM agent_tokens WHERE id = ?`, id).Scan(&raw); err != nil {
+		return nil, mapErr(err)
+	}
+	if !raw.Valid || raw.String == "" {
+		return nil, nil
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(raw.String), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RevokeAgentTokenAudited revokes a live agent token with its audit row.

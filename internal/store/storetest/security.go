@@ -50,9 +50,26 @@ func testSecurity(t *testing.T, s store.Store) {
 	}
 
 	// Agent tokens.
-	at := &store.AgentToken{ID: "agt-1", TokenHash: "h-agt-1", Prefix: "kat_1", Kind: store.AgentTokenStatic, Labels: []string{"gpu"}}
+	at := &store.AgentToken{ID: "agt-1", TokenHash: "h-agt-1", Prefix: "kat_1", Kind: store.AgentTokenStatic, Labels: []string{"gpu"},
+		MandatoryLabels: []string{"secure", "gpu"}}
 	if err := s.CreateAgentTokenAudited(ctx, at, audit("agent_token.create")); err != nil {
 		t.Fatal(err)
+	}
+	if m, err := s.AgentTokenMandatoryLabels(ctx, "agt-1"); err != nil || len(m) != 2 || m[0] != "secure" || m[1] != "gpu" {
+		t.Fatalf("mandatory labels %v %v", m, err)
+	}
+	if got, err := s.GetAgentTokenByHash(ctx, "h-agt-1"); err != nil || len(got.Labels) != 1 {
+		t.Fatalf("token read back: %+v %v", got, err)
+	}
+	plainTok := &store.AgentToken{ID: "agt-2", TokenHash: "h-agt-2", Prefix: "kat_2", Kind: store.AgentTokenStatic}
+	if err := s.CreateAgentToken(ctx, plainTok); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.AgentTokenMandatoryLabels(ctx, "agt-2"); err != nil || m != nil {
+		t.Fatalf("token without mandatory labels: %v %v", m, err)
+	}
+	if _, err := s.AgentTokenMandatoryLabels(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown token: %v", err)
 	}
 	if err := s.RevokeAgentTokenAudited(ctx, "agt-1", time.Now(), audit("agent_token.revoke")); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@
 -- Routing-key scope of admin tokens ('' = unscoped), encrypted secrets and
 -- the access log.
 ALTER TABLE admin_tokens ADD COLUMN routing_key TEXT NOT NULL DEFAULT '';
+-- Mandatory labels (KiCI mandatory_labels, a taint): JSON list or NULL.
+ALTER TABLE agent_tokens ADD COLUMN mandatory_labels TEXT;
 
 CREATE TABLE secret_scopes (
     org_id     TEXT NOT NULL,
@@ -37,4 +39,5 @@ CREATE INDEX access_log_at_idx ON access_log (at DESC, id DESC);
 DROP TABLE access_log;
 DROP TABLE scoped_secrets;
 DROP TABLE secret_scopes;
+ALTER TABLE agent_tokens DROP COLUMN mandatory_labels;
 ALTER TABLE admin_tokens DROP COLUMN routing_key;
