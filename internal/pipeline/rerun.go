@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/store"
 )
 
@@ -16,9 +15,9 @@ var (
 	ErrRunNotFound = errors.New("run not found")
 	// ErrRunNotFinished: the run is still pending, running or cancelling.
 	ErrRunNotFinished = errors.New("run has not finished")
-	// ErrRerunUnavailable: the run cannot be rebuilt (its source is gone or
-	// not a local repository, or its workflow is no longer in the lock at
-	// its commit).
+	// ErrRerunUnavailable: the run cannot be rebuilt (its source is gone,
+	// its lock is gone or invalid at its commit, its workflow is no longer
+	// in that lock, or the forge could not be reached).
 	ErrRerunUnavailable = errors.New("run cannot be rerun")
 )
 
@@ -27,7 +26,9 @@ var (
 // run's SHA, jobs are expanded and released like a fresh run (no trigger
 // matching), TriggeredBy is by, and the new run is linked to its parent
 // (and to the root of the rerun chain). The original must be terminal.
-// Reruns are offered for runs of local sources. Errors: ErrRunNotFound,
+// The lock is read through the source kind's own reader (local
+// repository, GitHub REST contents API, universal-git fetch; see
+// rerunLock). Errors: ErrRunNotFound,
 // ErrRunNotFinished, ErrRerunUnavailable (wrapped with the reason), store
 // errors.
 func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, error) {
@@ -51,20 +52,9 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 	if err != nil {
 		return nil, err
 	}
-	if src.Provider != "local" {
-		return nil, fmt.Errorf("%w: reruns are offered for local sources only (source provider %q)", ErrRerunUnavailable, src.Provider)
-	}
-	repo, err := local.Open(src.LocalPath)
+	lf, err := p.rerunLock(ctx, orig, src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
-	}
-	data, err := repo.ReadLock(ctx, orig.SHA)
-	if err != nil {
-		return nil, fmt.Errorf("%w: lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
-	}
-	lf, err := lockfile.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: invalid lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
+		return nil, err
 	}
 	var wf *lockfile.Workflow
 	for i := range lf.Workflows {
