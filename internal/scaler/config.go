@@ -42,6 +42,8 @@ type Config struct {
 	// Scalers are the backends, in file order (scalers.d files appended in
 	// name order).
 	Scalers []*Entry `yaml:"scalers" json:"scalers"`
+	// Firecracker is the network block shared by firecracker scalers (§1.6).
+	Firecracker *FirecrackerNetwork `yaml:"firecracker" json:"firecracker,omitempty"`
 
 	mainFile string // the main file, for errors
 }
@@ -58,7 +60,7 @@ type Entry struct {
 	// Name is unique, [a-z0-9-], 1–63 characters; it appears in the
 	// kici:scaler:<name> label and the kici-scaler-name container label.
 	Name string `yaml:"name" json:"name"`
-	// Type is bare-metal or container. It cannot change on reload.
+	// Type is bare-metal, container or firecracker. It cannot change on reload.
 	Type string `yaml:"type" json:"type"`
 	// MaxAgents caps this scaler's agents (alive or spawning); required, > 0.
 	MaxAgents int `yaml:"maxAgents" json:"maxAgents"`
@@ -88,6 +90,8 @@ type Entry struct {
 	SocketPath string `yaml:"socketPath" json:"socketPath,omitempty"`
 	// WarmPool keeps idle agents ready per label set (KiCI warmPool).
 	WarmPool *WarmPool `yaml:"warmPool" json:"warmPool,omitempty"`
+	// FirecrackerEntry holds the firecracker-only fields.
+	FirecrackerEntry `yaml:",inline"`
 
 	file string // the file the entry came from, for errors
 }
@@ -127,6 +131,8 @@ type LabelSet struct {
 	// Env is extra agent environment; it wins over forwarded
 	// KICI_AGENT_ENV_* values. KICI_* names are refused.
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// FirecrackerLabelSet holds the firecracker-only fields.
+	FirecrackerLabelSet `yaml:",inline"`
 }
 
 // Resources are limits in KiCI's flat form: cpus (fractional, ≤ 256) and
@@ -320,6 +326,9 @@ func (c *Config) validate() error {
 		}
 		seen[e.Name] = true
 	}
+	if err := c.validateFirecrackerNetwork(); err != nil {
+		return err
+	}
 	return c.checkOverlaps()
 }
 
@@ -332,11 +341,11 @@ func (e *Entry) validate(i int) error {
 		return bad(".name", "invalid scaler name %q: want 1–63 characters of a-z, 0-9 and -, starting and ending with a letter or digit", e.Name)
 	}
 	switch e.Type {
-	case TypeBareMetal, TypeContainer:
+	case TypeBareMetal, TypeContainer, TypeFirecracker:
 	case "":
-		return bad(".type", "required (bare-metal or container)")
+		return bad(".type", "required (bare-metal, container or firecracker)")
 	default:
-		return bad(".type", "unsupported type %q (this build has bare-metal and container)", e.Type)
+		return bad(".type", "unsupported type %q (this build has bare-metal, container and firecracker)", e.Type)
 	}
 	if e.MaxAgents <= 0 {
 		return bad(".maxAgents", "required: a positive integer")
@@ -405,6 +414,9 @@ func (e *Entry) validate(i int) error {
 	}
 	if len(e.LabelSets) == 0 {
 		return bad(".labelSets", "at least one label set is required")
+	}
+	if err := e.validateFirecracker(p); err != nil {
+		return err
 	}
 	for j, ls := range e.LabelSets {
 		lp := fmt.Sprintf(".labelSets[%d]", j)

@@ -536,6 +536,11 @@ func (m *Manager) Reload(cfg *Config) error {
 				return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "]",
 					Msg: "socketPath and enforceCgroups cannot change on reload (restart, or add the scaler under a new name)"}
 			}
+			if fcImmutableChanged(sc.entry, e) {
+				m.mu.Unlock()
+				return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "]",
+					Msg: "chrootBaseDir, uid, gid, the firecracker binary name and the firecracker: network block cannot change on reload (restart, or add the scaler under a new name)"}
+			}
 		}
 	}
 	for _, sc := range m.scalers {
