@@ -25,6 +25,9 @@ import (
 
 var binDir string
 
+// procTmp is TMPDIR for every orchestrator and agent the tests start.
+var procTmp string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kici-e2e-bin")
 	if err != nil {
@@ -39,6 +42,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// The system's processes get their own temp dir (so the default job work
+	// dir, <TMPDIR>/kici-work-<uid>, and what killed agents leave there go
+	// away with this run).
+	procTmp = filepath.Join(dir, "tmp")
+	if err := os.Mkdir(procTmp, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := pgtest.RunMain(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -219,7 +230,8 @@ func startOrchestrator(t *testing.T, extraEnv ...string) *orchestrator {
 }
 
 // cleanEnv is the test process environment without KICI_* variables, so a
-// developer's own settings cannot leak into the system under test.
+// developer's own settings cannot leak into the system under test, and
+// with TMPDIR=procTmp.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -227,7 +239,7 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	return append(env, "TMPDIR="+procTmp)
 }
 
 func (o *orchestrator) stop(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"kici.dev/kici/internal/agent"
 	"kici.dev/kici/internal/agent/conn"
+	"kici.dev/kici/internal/hardening"
 )
 
 func main() {
@@ -50,11 +51,21 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Steps run as this user: keep them out of /proc/<agent>/environ
+			// and /proc/<agent>/mem (see docs/trust-model.md).
+			noDumpErr := hardening.NoDump()
 			cfg, err := agent.LoadConfig(os.Environ())
 			if err != nil {
 				return err
 			}
+			// Children never inherit the token variables (the initial
+			// environment block itself cannot be changed).
+			os.Unsetenv("KICI_AGENT_TOKEN")
+			os.Unsetenv("KICI_AGENT_TOKEN_FD")
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("KICI_LOG_LEVEL"))}))
+			if noDumpErr != nil {
+				logger.Warn("could not mark the agent process non-dumpable; steps of this user may read its memory", "err", noDumpErr)
+			}
 			a := agent.New(cfg, logger, agent.Options{})
 
 			ctx, cancel := context.WithCancel(context.Background())

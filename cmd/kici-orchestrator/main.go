@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/hardening"
 	"kici.dev/kici/internal/orchestrator"
 )
 
@@ -42,10 +43,19 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := hardening.NoDump(); err != nil {
+		logger.Warn("could not mark the orchestrator process non-dumpable", "err", err)
+	}
 	srv, err := orchestrator.New(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
 		os.Exit(1)
+	}
+	// Everything is read (New loads the master keys from the environment):
+	// no child process inherits a credential from here on. The initial
+	// block at /proc/<pid>/environ is unchanged; see docs/trust-model.md.
+	for _, k := range config.SensitiveEnv(os.Environ()) {
+		os.Unsetenv(k)
 	}
 	if err := srv.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)

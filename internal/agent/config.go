@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"kici.dev/kici/internal/protocol"
 	"net/url"
 	"os"
@@ -71,6 +72,7 @@ func EnvVars() []EnvVar {
 		{"KICI_ORCHESTRATOR_URL", "", "required: orchestrator WebSocket URL, e.g. ws://127.0.0.1:4000/ws"},
 		{"KICI_AGENT_ID", "<hostname>-<8 hex>", "agent identity"},
 		{"KICI_AGENT_TOKEN", "", "agent token (kat_…); unset ⇒ no authentication request"},
+		{"KICI_AGENT_TOKEN_FD", "", "inherited descriptor (≥ 3) to read the token from, then close (set by the bare-metal scaler)"},
 		{"KICI_LABELS", "", "comma-separated routing labels; the kici: prefix is reserved"},
 		{"KICI_MAX_LOG_SIZE_BYTES", "10485760", "per-step log cap in bytes (a dispatch value wins)"},
 		{"KICI_DEFAULT_STEP_TIMEOUT_MS", "1800000", "step timeout when a step sets none"},
@@ -84,7 +86,8 @@ func EnvVars() []EnvVar {
 }
 
 // LoadConfig reads the configuration from environ ("K=V" entries). Errors
-// name the variable.
+// name the variable. When KICI_AGENT_TOKEN_FD is set it reads the token
+// from that inherited descriptor and closes it, so call it once.
 func LoadConfig(environ []string) (*Config, error) {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -99,7 +102,6 @@ func LoadConfig(environ []string) (*Config, error) {
 	c := &Config{
 		OrchestratorURL:              strings.TrimSpace(env["KICI_ORCHESTRATOR_URL"]),
 		AgentID:                      strings.TrimSpace(env["KICI_AGENT_ID"]),
-		Token:                        strings.TrimSpace(env["KICI_AGENT_TOKEN"]),
 		WorkDir:                      env["KICI_WORK_DIR"],
 		Hostname:                     host,
 		MaxLogSizeBytes:              10 << 20,
@@ -107,6 +109,9 @@ func LoadConfig(environ []string) (*Config, error) {
 		JobHeartbeatInterval:         60 * time.Second,
 		ScalerIdleTimeout:            5 * time.Second,
 		ScalerPendingDispatchTimeout: 60 * time.Second,
+	}
+	if err := c.loadToken(env); err != nil {
+		return nil, err
 	}
 	if c.OrchestratorURL == "" {
 		return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL is required (e.g. ws://127.0.0.1:4000/ws)")
@@ -176,4 +181,44 @@ func LoadConfig(environ []string) (*Config, error) {
 // AllLabels is the user labels followed by AutoLabels for this host.
 func (c *Config) AllLabels() []string {
 	return append(append([]string{}, c.Labels...), protocol.AutoLabels(runtime.GOOS, runtime.GOARCH, c.Hostname)...)
+}
+
+// maxTokenBytes bounds what is read from KICI_AGENT_TOKEN_FD.
+const maxTokenBytes = 4096
+
+// loadToken sets Token from KICI_AGENT_TOKEN or, for agents the bare-metal
+// scaler spawns, from the inherited descriptor KICI_AGENT_TOKEN_FD names:
+// read to EOF once, then closed, so the token never sits in the agent's
+// environment (readable by steps at /proc/<agent pid>/environ). Setting
+// both is an error.
+func (c *Config) loadToken(env map[string]string) error {
+	fdStr := strings.TrimSpace(env["KICI_AGENT_TOKEN_FD"])
+	c.Token = strings.TrimSpace(env["KICI_AGENT_TOKEN"])
+	if fdStr == "" {
+		return nil
+	}
+	if c.Token != "" {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD and KICI_AGENT_TOKEN are both set; set only one")
+	}
+	fd, err := strconv.Atoi(fdStr)
+	if err != nil || fd < 3 {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: want a file descriptor number ≥ 3, got %q", fdStr)
+	}
+	f := os.NewFile(uintptr(fd), "KICI_AGENT_TOKEN_FD")
+	if f == nil {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: invalid descriptor %d", fd)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: reading descriptor %d: %w", fd, err)
+	}
+	if len(b) > maxTokenBytes {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: descriptor %d holds more than %d bytes", fd, maxTokenBytes)
+	}
+	c.Token = strings.TrimSpace(string(b))
+	if c.Token == "" {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: descriptor %d gave an empty token", fd)
+	}
+	return nil
 }

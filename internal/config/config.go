@@ -73,6 +73,9 @@ type Config struct {
 	// ScalerConfigDir is KICI_SCALER_CONFIG_DIR (scalers.d/); "" ⇒ the
 	// scalers.d directory beside ScalerConfigPath when it exists.
 	ScalerConfigDir string
+	// WorkDir is KICI_WORK_DIR, the parent of bare-metal agents' job work
+	// directories (absolute); "" ⇒ scaler.DefaultWorkDir, outside DataDir.
+	WorkDir string
 	// ScalerSpawnTimeout is KICI_SCALER_SPAWN_TIMEOUT_MS, default 300 s
 	// (the cluster setting scaler_spawn_timeout_ms overrides it).
 	ScalerSpawnTimeout time.Duration
@@ -188,6 +191,16 @@ func Load(environ []string) (*Config, error) {
 		c.DataDir = abs
 	} else {
 		c.DataDir = resolveDataDir(func(k string) string { return env[k] }, dirWritable)
+	}
+
+	if v := get("KICI_WORK_DIR"); v != "" {
+		if !filepath.IsAbs(v) {
+			errs = append(errs, fmt.Errorf("KICI_WORK_DIR=%q: must be an absolute path", v))
+		}
+		c.WorkDir = filepath.Clean(v)
+		if rel, err := filepath.Rel(c.DataDir, c.WorkDir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			errs = append(errs, fmt.Errorf("KICI_WORK_DIR=%q: must not be inside the data directory %s (a job step would reach the admin token and the database)", v, c.DataDir))
+		}
 	}
 
 	if v := get("KICI_AGENT_BINARY"); v != "" {

@@ -53,11 +53,12 @@ var Vars = []Var{
 	{"KICI_MAX_GITHUB_PAYLOAD_BYTES", ScopeOrchestrator, "`26214400` (25 MiB)", "Body cap of the GitHub webhook route; larger deliveries get 413."},
 	{"KICI_LOCK_FILE_MAX_BYTES", ScopeOrchestrator, "`5242880` (5 MiB)", "Size cap of a lock file fetched from a forge; a larger lock is recorded as `lockfile_too_large` and starts nothing."},
 	{"KICI_EVENT_LOG_MAX_PAYLOAD_BYTES", ScopeOrchestrator, "`5242880` (5 MiB)", "Largest delivery payload kept (gzipped) in the event log; larger payloads are recorded with `payloadOmittedReason`."},
+	{"KICI_WEBHOOK_DEDUP_TTL_MS", ScopeOrchestrator, "`86400000` (24 h)", "Dedup window of webhook delivery ids, in ms (1000 – 365 days): a replay within it is a duplicate, a later one a new delivery; the cluster setting `webhookDedupTtlMs` overrides it live."},
 	{"KICI_MAX_AGENTS", ScopeOrchestrator, "`4`", "`maxAgents` of the built-in bare-metal scaler used when `KICI_SCALER_CONFIG_PATH` is unset (≥ 1)."},
 	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable bare-metal scalers spawn (label sets without `binaryPath`)."},
 	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
-	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000)."},
-	{"KICI_QUEUE_TIMEOUT_MS", ScopeOrchestrator, "`3600000`", "A job queued (no agent took it) longer than this ends `timed_out_stale` with its pending reason as the error, in ms; `0` = never."},
+	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000); the cluster setting `dispatchAckTimeoutMs` overrides it live."},
+	{"KICI_QUEUE_TIMEOUT_MS", ScopeOrchestrator, "`3600000`", "A job queued (no agent took it) longer than this ends `timed_out_stale` with its pending reason as the error, in ms; `0` = never; the cluster setting `queueTimeoutMs` overrides it live."},
 	{"KICI_QUEUE_SWEEP_INTERVAL_MS", ScopeOrchestrator, "`60000`", "How often the queue timeout is checked, in ms (≥ 100)."},
 	{"KICI_STALE_DETECTOR_SCAN_INTERVAL_MS", ScopeOrchestrator, "`60000`", "How often running jobs are checked for stale heartbeats and passed job/run deadlines, in ms (≥ 100)."},
 	{"KICI_STALE_DETECTOR_THRESHOLD_MULTIPLIER", ScopeOrchestrator, "`2`", "A running job whose last job heartbeat is older than this × `KICI_JOB_HEARTBEAT_INTERVAL_MS` ends `timed_out_stale`."},
@@ -80,6 +81,7 @@ var Vars = []Var{
 	// agent
 	{"KICI_AGENT_ID", ScopeAgent, "`<hostname>-<8 hex>`", "Agent identity (set by the scaler for spawned agents)."},
 	{"KICI_AGENT_TOKEN", ScopeAgent, "empty", "Agent token (`kat_…`); empty ⇒ no `auth.request` is sent."},
+	{"KICI_AGENT_TOKEN_FD", ScopeAgent, "empty", "Number (≥ 3) of an inherited file descriptor the agent reads its token from once at start, then closes; set by the bare-metal scaler so the token is not in the agent's environment. Excludes `KICI_AGENT_TOKEN`."},
 	{"KICI_LABELS", ScopeAgent, "empty", "Comma-separated routing labels (the `kici:` prefix is reserved for auto labels)."},
 	{"KICI_MAX_LOG_SIZE_BYTES", ScopeAgent, "`10485760`", "Per-step log cap in bytes (a value in the dispatch wins)."},
 	{"KICI_DEFAULT_STEP_TIMEOUT_MS", ScopeAgent, "`1800000`", "Step timeout when the step sets none, in ms."},
@@ -87,7 +89,7 @@ var Vars = []Var{
 	{"KICI_SCALER_MANAGED", ScopeAgent, "`false`", "`true` ⇒ the agent runs one job then exits (set by the scaler)."},
 	{"KICI_SCALER_IDLE_TIMEOUT", ScopeAgent, "`5000`", "How long a scaler-managed agent waits for follow-up work after its job, in ms."},
 	{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", ScopeAgent, "`60000`", "How long a scaler-managed agent waits for its bound job when `register.ack` says `pendingDispatch`, in ms."},
-	{"KICI_WORK_DIR", ScopeAgent, "the OS temp dir", "Parent directory of the per-job work directories."},
+	{"KICI_WORK_DIR", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `<os temp dir>/kici-work-<uid>`; agent: the OS temp dir", "Parent directory of the per-job work directories (orchestrator: of the bare-metal agents it spawns; absolute, created 0700, refused when not owned by this user, group/world-writable or inside the data directory)."},
 
 	// job environment
 	{"KICI_RUN_ID", ScopeJob, "", "Run id of the job."},

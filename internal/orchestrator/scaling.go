@@ -29,19 +29,29 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 	return scaler.NewManager(scfg, scaler.Options{
 		Tokens:   agentAuth,
 		Settings: settings,
-		Backends: scaler.Backends(scaler.BackendOptions{
+		Backends: scaler.WithFirecracker(scaler.Backends(scaler.BackendOptions{
 			BareMetal: scaler.BareMetalOptions{
 				AgentBinary: agentBinary,
-				WorkDir:     filepath.Join(cfg.DataDir, "work"),
+				WorkDir:     workDir(cfg),
 				LogDir:      filepath.Join(cfg.DataDir, "agents"),
 				Logger:      logger,
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
-		}),
+		}), scaler.FirecrackerOptions{Logger: logger}),
 		Events:  logs,
 		Metrics: metrics,
 		Logger:  logger,
 	})
+}
+
+// workDir is the parent of bare-metal agents' work directories:
+// KICI_WORK_DIR, else scaler.DefaultWorkDir — never inside the data
+// directory, where a step would find the admin token and the database.
+func workDir(cfg *config.Config) string {
+	if cfg.WorkDir != "" {
+		return cfg.WorkDir
+	}
+	return scaler.DefaultWorkDir()
 }
 
 // ReloadScalers re-reads scalers.yaml and applies it atomically; on any

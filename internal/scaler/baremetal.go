@@ -28,7 +28,9 @@ type BareMetalOptions struct {
 	// binaryPath.
 	AgentBinary string
 	// WorkDir is passed to agents as KICI_WORK_DIR and is their working
-	// directory; created if missing.
+	// directory; created with mode 0700 if missing, refused when it is
+	// not owned by this user or is group/world-writable (EnsurePrivateDir).
+	// The orchestrator uses DefaultWorkDir unless KICI_WORK_DIR is set.
 	WorkDir string
 	// LogDir receives <LogDir>/<agentId>.log with each agent's output.
 	LogDir string
@@ -121,11 +123,14 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if closed {
 		return errors.New("backend is shutting down")
 	}
-	for _, dir := range []string{b.opts.LogDir, b.opts.WorkDir} {
-		if dir != "" {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
+	if b.opts.LogDir != "" {
+		if err := os.MkdirAll(b.opts.LogDir, 0o700); err != nil {
+			return err
+		}
+	}
+	if b.opts.WorkDir != "" {
+		if err := EnsurePrivateDir(b.opts.WorkDir); err != nil {
+			return fmt.Errorf("work directory: %w", err)
 		}
 	}
 	bin := req.LabelSet.BinaryPath
@@ -154,11 +159,35 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if b.opts.WorkDir != "" {
 		env = append(env, "KICI_WORK_DIR="+b.opts.WorkDir)
 	}
-	cmd.Env = append(env, agentVars(req, b.opts.Environ)...)
+	// The token goes through an inherited pipe, not the environment: a
+	// step can read its agent's /proc/<pid>/environ, which keeps the
+	// initial environment for the life of the process.
+	var tokenR *os.File
+	for _, kv := range agentVars(req, b.opts.Environ) {
+		if strings.HasPrefix(kv, "KICI_AGENT_TOKEN=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if req.Token != "" {
+		r, err := tokenPipe(req.Token)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("agent token pipe: %w", err)
+		}
+		tokenR = r
+		cmd.ExtraFiles = []*os.File{r} // descriptor 3 in the agent
+		env = append(env, "KICI_AGENT_TOKEN_FD=3")
+	}
+	cmd.Env = env
 	cmd.Dir = b.opts.WorkDir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if tokenR != nil {
+		tokenR.Close() // the agent holds its own copy
+	}
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
@@ -241,6 +270,67 @@ func (b *BareMetal) Active() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.procs)
+}
+
+// tokenPipe returns the read end of a pipe that holds token and is
+// already closed for writing, so the reader sees the token then EOF. A
+// token is far below the pipe buffer (64 KiB on Linux), so the write never
+// blocks.
+func tokenPipe(token string) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.WriteString(token)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// DefaultWorkDir is the default parent of bare-metal agents' work
+// directories: <os temp dir>/kici-work-<uid>. It is outside the
+// orchestrator's data directory on purpose: a step must not find the
+// database, the admin token or the master key relative to its working
+// directory.
+func DefaultWorkDir() string {
+	return filepath.Join(os.TempDir(), "kici-work-"+strconv.Itoa(os.Getuid()))
+}
+
+// EnsurePrivateDir creates dir with mode 0700 when missing (its parents
+// with 0755) and checks that what is there is safe to use: a real
+// directory (not a symlink), owned by the current user, not writable by
+// group or others. A pre-existing directory that fails a check is refused,
+// not repaired: in a shared temp directory another user may have created
+// it first to watch or tamper with jobs.
+func EnsurePrivateDir(dir string) error {
+	if dir == "" {
+		return errors.New("empty directory name")
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (symlinks are refused)", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, not by this user (uid %d); remove it or choose another directory", dir, st.Uid, os.Geteuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s has mode %04o: writable by group or others; make it 0700 or choose another directory", dir, perm)
+	}
+	return nil
 }
 
 // serverOnlyVars never reach an agent, whatever their prefix rules say.

@@ -17,6 +17,7 @@ import (
 // fakeAgent records its environment, starts a grandchild that ignores
 // SIGTERM (so only the SIGKILL escalation can end it), and waits.
 const fakeAgent = `#!/bin/sh
+{ cat <&3; echo; } > "$KICI_WORK_DIR/$KICI_AGENT_ID.token"
 env > "$KICI_WORK_DIR/$KICI_AGENT_ID.env"
 sh -c 'trap "" TERM; exec sleep 300' &
 echo $! > "$KICI_WORK_DIR/$KICI_AGENT_ID.child"
@@ -85,12 +86,19 @@ func TestBareMetalEnvGroupAndDestroyEscalation(t *testing.T) {
 			env[k] = v
 		}
 	}
-	for _, k := range []string{"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_SECRET_KEY", "KICI_DATABASE_URL", "KICI_PORT", "GITHUB_TOKEN", "MY_SECRET", "KICI_AGENT_ENV_FOO"} {
+	for _, k := range []string{"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_SECRET_KEY", "KICI_DATABASE_URL", "KICI_PORT", "GITHUB_TOKEN", "MY_SECRET", "KICI_AGENT_ENV_FOO", "KICI_AGENT_TOKEN"} {
 		if v, ok := env[k]; ok {
 			t.Errorf("agent env has %s=%s", k, v)
 		}
 	}
-	want := map[string]string{"KICI_AGENT_ID": req.AgentID, "KICI_ORCHESTRATOR_URL": "ws://127.0.0.1:1/ws", "KICI_AGENT_TOKEN": "kat_tok",
+	// The token arrives on descriptor 3, never in the environment.
+	if tok := string(waitFile(t, filepath.Join(work, req.AgentID+".token"))); tok != "kat_tok\n" {
+		t.Errorf("token read from KICI_AGENT_TOKEN_FD = %q, want kat_tok", tok)
+	}
+	if fi, err := os.Stat(work); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("work dir mode: %v %v, want 0700", fi, err)
+	}
+	want := map[string]string{"KICI_AGENT_ID": req.AgentID, "KICI_ORCHESTRATOR_URL": "ws://127.0.0.1:1/ws", "KICI_AGENT_TOKEN_FD": "3",
 		"KICI_SCALER_MANAGED": "true", "KICI_WORK_DIR": work, "KICI_LABELS": "linux,big", "FOO": "bar", "EXTRA": "1",
 		"PLAIN_VAR": "kept", "KICI_LOG_LEVEL": "debug"}
 	for k, v := range want {

@@ -25,7 +25,7 @@ var HostAllowlist = []string{
 // never passed to a step, from any layer: KICI_AGENT_TOKEN is a credential,
 // and the others describe the agent, not the job.
 var AgentConfigVars = []string{
-	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_ID", "KICI_AGENT_TOKEN", "KICI_LABELS",
+	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_ID", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FD", "KICI_LABELS",
 	"KICI_MAX_LOG_SIZE_BYTES", "KICI_DEFAULT_STEP_TIMEOUT_MS",
 	"KICI_JOB_HEARTBEAT_INTERVAL_MS", "KICI_SCALER_MANAGED",
 	"KICI_SCALER_IDLE_TIMEOUT", "KICI_SCALER_PENDING_DISPATCH_TIMEOUT",
