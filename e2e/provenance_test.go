@@ -408,7 +408,7 @@ func testProvenance(t *testing.T, extraEnv ...string) {
 	}
 
 	// Revocation: the old key's bundles fail at once, the new ones still verify.
-	o.admin(t, "signing-key", "revoke", app.Kid, "--reason", "e2e: simulated compromise")
+	o.admin(t, "signing-key", "revoke", "--reason", "e2e: simulated compromise", "--", app.Kid)
 	v = o.verifyOnline(t, bundle, "")
 	if got := v.reasons(); v.Verified || len(got) != 1 || got[0] != "identity_token_invalid/token_key_revoked" {
 		t.Errorf("bundle of the revoked key: %v", got)
