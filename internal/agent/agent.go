@@ -321,7 +321,7 @@ func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 	}()
 }
 
-// Drain puts the agent in drain mode (KiCI SIGUSR1, reference §3.7): it
+// Drain puts the agent in drain mode (KiCI SIGUSR1): it
 // takes no new job (dispatches get job.reject "draining"), tells the
 // orchestrator with agent.status, lets the running job finish normally and
 // then makes Run return nil after flushing. Safe to call more than once.

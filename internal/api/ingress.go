@@ -250,7 +250,7 @@ func (s *server) listRejected(w http.ResponseWriter, r *http.Request) {
 // ---------------------------------------------------------------- event log
 
 // EventLogView is one event-log entry in API answers (KiCI event-log
-// fields, reference kici-admin-surface.md §1.9).
+// fields, KiCI: Logs, DLQ, scheduled jobs, attestations).
 type EventLogView struct {
 	*store.EventLogEntry
 	// RunID is the first run started by the delivery ("" = none).

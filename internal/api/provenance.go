@@ -11,8 +11,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Provenance routes (reference kici-scaling-cluster-provenance-ingress.md
-// §4.6–§4.7, kici-admin-surface.md §1.12): the public OIDC discovery
+// Provenance routes (KiCI: OIDC discovery + JWKS,
+// KiCI: Public, ops and ingress endpoints): the public OIDC discovery
 // document, JWKS and verify endpoint, and the admin attestation and signing
 // key routes. Deps.Provenance nil ⇒ all of them answer 503.
 

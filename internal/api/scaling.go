@@ -10,7 +10,7 @@ import (
 
 // getClusterSettings answers GET /api/v1/admin/cluster-settings:
 // {settings:{<knob>: value|null}, effective:{…}, defaults:{…}, version,
-// updatedAt} (KiCI, reference kici-admin-surface.md §1.10, §6).
+// updatedAt} (KiCI: Settings, cluster name, drain, maintenance, DB; Cluster settings and org settings).
 func (s *server) getClusterSettings(w http.ResponseWriter, r *http.Request) {
 	if s.d.ClusterSettings == nil {
 		writeError(w, http.StatusServiceUnavailable, "Cluster settings not available")

@@ -28,8 +28,8 @@ const (
 	ProviderLocal = "local"
 )
 
-// Verification methods of generic sources (KiCI, reference
-// kici-scaling-cluster-provenance-ingress.md §5.5).
+// Verification methods of generic sources (KiCI,
+// KiCI: Generic webhooks: POST /webhook/:orgId/generic/:sourceId).
 const (
 	// VerificationHMAC: an HMAC-SHA256 of the raw body in
 	// X-Kici-Signature-256 / X-Hub-Signature-256 (or verificationConfig.header).

@@ -39,7 +39,7 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 }
 
 // AdminAuth authenticates admin API requests by bearer token and enforces
-// the role × permission matrix (kici-admin-surface.md §0, §2).
+// the role × permission matrix (KiCI: Cross-cutting HTTP conventions; RBAC and tokens).
 type AdminAuth struct {
 	st        store.Store
 	bootstrap [][]byte

@@ -10,8 +10,8 @@ const (
 )
 
 // Permissions checked by admin routes. The first 23 are KiCI's exact set
-// (orchestrator 0.9.1 dist/server.js S:26825, reference
-// kici-admin-surface.md §2.1). The source.*, agent.* and agent_token.*
+// (orchestrator 0.9.1 dist/server.js S:26825,
+// KiCI: Roles × permissions). The source.*, agent.* and agent_token.*
 // permissions are kici's own: KiCI gates generic sources with context.* and
 // leaves GitHub sources, fleet listings and several other families ungated
 // (§2.2); kici gates every route, so those families get explicit names here.
@@ -62,7 +62,7 @@ var (
 )
 
 // rolePermissions is the single role × permission matrix. Rows marked KiCI are
-// the exact sets of kici-admin-surface.md §2.1 (owner 23, admin 21,
+// the exact sets of KiCI: Roles × permissions (owner 23, admin 21,
 // auditor 6). Rows marked kici are additions for families KiCI leaves
 // ungated; their role sets mirror the closest KiCI permission (reads like
 // context.read; writes like context.create; credentials like token.manage).

@@ -172,12 +172,12 @@ func (a *app) signingKeyCommand() *cobra.Command {
 	}
 	var reason string
 	revoke := &cobra.Command{
-		Use:     "revoke <kid> --reason <text>",
-		Short:   "Revoke a key at once: it leaves the JWKS and every bundle it signed stops verifying",
+		Use:   "revoke <kid> --reason <text>",
+		Short: "Revoke a key at once: it leaves the JWKS and every bundle it signed stops verifying",
 		Example: `  kici-admin signing-key revoke <kid> --reason "private key exposed in a backup"
   # a key id may start with "-": end the flags with -- before it
   kici-admin signing-key revoke --reason "private key exposed in a backup" -- -Wq3...`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {
 				return fmt.Errorf("--reason is required")

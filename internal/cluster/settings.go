@@ -1,5 +1,5 @@
 // Package cluster holds the live cluster settings (KiCI cluster_settings,
-// reference kici-admin-surface.md §6): integer knobs that an operator
+// KiCI: Cluster settings and org settings): integer knobs that an operator
 // changes at run time through PATCH /api/v1/admin/cluster-settings, stored
 // in the database (store.ClusterSettingsStore) and read by every component
 // through a Reader that caches them for a short TTL.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Ingress defaults (KiCI cluster-settings defaults, reference
@@ -14,6 +15,8 @@ const (
 	DefaultLockFileMaxBytes = 5242880
 	// DefaultEventLogMaxPayloadBytes is KICI_EVENT_LOG_MAX_PAYLOAD_BYTES's default (5 MiB).
 	DefaultEventLogMaxPayloadBytes = 5242880
+	// DefaultWebhookDedupTTL is KICI_WEBHOOK_DEDUP_TTL_MS's default (24 h).
+	DefaultWebhookDedupTTL = 24 * time.Hour
 )
 
 // Ingress are the webhook-ingress and lock-fetching limits.
@@ -25,13 +28,17 @@ type Ingress struct {
 	// EventLogMaxPayloadBytes caps the payload kept (gzipped) in the event
 	// log; larger payloads are recorded as omitted.
 	EventLogMaxPayloadBytes int64
+	// WebhookDedupTTL is KICI_WEBHOOK_DEDUP_TTL_MS: how long a delivery id
+	// is deduplicated (the cluster setting webhook_dedup_ttl_ms overrides
+	// it live); 1 s to 365 days.
+	WebhookDedupTTL time.Duration
 }
 
 // loadIngress parses the ingress variables into in, returning one error per
 // malformed value.
 func loadIngress(get func(string) string, in *Ingress) []error {
 	*in = Ingress{MaxGitHubPayloadBytes: DefaultMaxGitHubPayloadBytes, LockFileMaxBytes: DefaultLockFileMaxBytes,
-		EventLogMaxPayloadBytes: DefaultEventLogMaxPayloadBytes}
+		EventLogMaxPayloadBytes: DefaultEventLogMaxPayloadBytes, WebhookDedupTTL: DefaultWebhookDedupTTL}
 	var errs []error
 	parse := func(name string, dst *int64) {
 		v := get(name)
@@ -48,5 +55,13 @@ func loadIngress(get func(string) string, in *Ingress) []error {
 	parse("KICI_MAX_GITHUB_PAYLOAD_BYTES", &in.MaxGitHubPayloadBytes)
 	parse("KICI_LOCK_FILE_MAX_BYTES", &in.LockFileMaxBytes)
 	parse("KICI_EVENT_LOG_MAX_PAYLOAD_BYTES", &in.EventLogMaxPayloadBytes)
+	if v := get("KICI_WEBHOOK_DEDUP_TTL_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1000 || n > int64(365*24*time.Hour/time.Millisecond) {
+			errs = append(errs, fmt.Errorf("KICI_WEBHOOK_DEDUP_TTL_MS=%q: must be an integer number of milliseconds between 1000 and 31536000000 (365 days)", v))
+		} else {
+			in.WebhookDedupTTL = time.Duration(n) * time.Millisecond
+		}
+	}
 	return errs
 }

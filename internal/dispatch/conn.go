@@ -32,6 +32,7 @@ type agentConn struct {
 	id            string
 	tokenID       string
 	labels        []string
+	mandatory     []string // the token's mandatory labels (kick.go)
 	ephemeral     bool
 	scalerManaged bool
 	maxConc       int
@@ -309,7 +310,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	}
 	c.id = reg.AgentID
 	c.tokenID = tok.ID
-	c.labels = append([]string{}, reg.Labels...)
+	c.labels = withMandatory(reg.Labels, c.mandatory)
 	c.scalerManaged = reg.ScalerManaged || tok.Kind == store.AgentTokenEphemeral
 	c.ephemeral = tok.Kind == store.AgentTokenEphemeral
 	c.version = reg.Version

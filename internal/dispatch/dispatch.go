@@ -110,6 +110,10 @@ type Config struct {
 	// job.ack, job.reject or job.status running (10 s;
 	// KICI_DISPATCH_ACK_TIMEOUT_MS).
 	AckTimeout time.Duration
+	// AckTimeoutFunc, when set, returns the ack deadline live, read once
+	// per dispatch (the cluster setting dispatch_ack_timeout_ms); nil or a
+	// value ≤ 0 means AckTimeout.
+	AckTimeoutFunc func(ctx context.Context) time.Duration
 	// MaxAttempts is the number of dispatch attempts after which a job that
 	// keeps coming back to the queue fails (5; KiCI MAX_DISPATCH_ATTEMPTS).
 	MaxAttempts int

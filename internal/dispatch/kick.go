@@ -10,8 +10,8 @@ import (
 )
 
 // Close reasons sent with auth.failure when a live token stops being valid
-// (KiCI agent registry kick path, reference kici-execution-and-protocol.md
-// §2.3). The agent does not reconnect after close code 4010.
+// (KiCI agent registry kick path, KiCI: Agent tokens).
+// The agent does not reconnect after close code 4010.
 const (
 	ReasonTokenRevoked = "Token revoked"
 	ReasonTokenExpired = "Token expired"

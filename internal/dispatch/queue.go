@@ -129,7 +129,7 @@ func (d *Dispatcher) reserveIdle(e *store.QueueEntry, exclude string) *agentConn
 		if e.PinnedAgentID != "" && e.PinnedAgentID != id {
 			continue
 		}
-		if !labelsMatch(a.labels, e.RunsOnLabels, e.ExcludeLabels) {
+		if !agentFitsLocked(a, e) {
 			continue
 		}
 		if best == nil || id < best.id {
@@ -184,7 +184,7 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 		return nil
 	}
 	if a := d.reserveIdle(e, exclude); a != nil {
-		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.cfg.AckTimeout).UTC())
+		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
 		if err != nil || claimed == nil {
 			d.release(a)
 			if err != nil {
@@ -257,7 +257,7 @@ func (d *Dispatcher) noAgentReason(e *store.QueueEntry) string {
 		return reasonNoAgent
 	}
 	for _, a := range d.agents {
-		if labelsMatch(a.labels, e.RunsOnLabels, e.ExcludeLabels) {
+		if agentFitsLocked(a, e) {
 			return reasonAllBusy
 		}
 	}
@@ -301,14 +301,14 @@ func (d *Dispatcher) drainOne(ctx context.Context, a *agentConn) (*outgoing, boo
 	if !d.reserve(a) {
 		return nil, false
 	}
-	deadline := time.Now().Add(d.cfg.AckTimeout).UTC()
+	deadline := time.Now().Add(d.ackTimeout(ctx)).UTC()
 	var e *store.QueueEntry
 	var err error
 	if bound := d.boundJob(ctx, a.id); bound != "" {
 		e, err = d.st.ClaimByID(ctx, bound, a.id, deadline)
 	}
 	if e == nil && err == nil {
-		e, err = d.st.ClaimNext(ctx, a.id, a.labels, deadline)
+		e, err = d.claimNext(ctx, a, deadline)
 	}
 	if err != nil || e == nil {
 		d.release(a)
@@ -366,6 +366,7 @@ func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEn
 		return nil
 	}
 	js := &jobState{entry: *e, agentID: a.id, holdsSlot: true, lastSeq: -1}
+	ackIn := d.ackWait(ctx, e)
 	d.mu.Lock()
 	if old := d.jobs[e.ID]; old != nil && old.ackTimer != nil {
 		old.ackTimer.Stop()
@@ -373,7 +374,7 @@ func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEn
 	d.jobs[e.ID] = js
 	delete(d.reasons, e.ID)
 	jobID, agentID := e.ID, a.id
-	js.ackTimer = time.AfterFunc(d.cfg.AckTimeout, func() { d.ackExpired(jobID, agentID, a) })
+	js.ackTimer = time.AfterFunc(ackIn, func() { d.ackExpired(jobID, agentID, a) })
 	d.mu.Unlock()
 
 	empty := ""

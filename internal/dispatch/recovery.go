@@ -8,7 +8,7 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Static agent recovery (reference kici-execution-and-protocol.md §5.5).
+// Static agent recovery (KiCI: Agent disconnect triage).
 // When a static agent's socket ends while it runs jobs, each started job
 // becomes "recovering" with a deadline of now + RecoveryWindow. If the
 // agent re-registers in time and lists the job in inFlightJobs, the job is

@@ -20,7 +20,7 @@ type CancelResult struct {
 }
 
 // CancelJobs is the tracker half of a run cancel (KiCI cancelRunWithReason,
-// reference kici-execution-and-protocol.md §5.1): under the run's lock,
+// KiCI: Run cancel): under the run's lock,
 // every pending or queued job becomes cancelled with reason as its error
 // (so nothing downstream is released any more), and the run completes at
 // once when no job is left running. Jobs already running are returned for

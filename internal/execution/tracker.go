@@ -3,8 +3,8 @@
 // skips jobs whose needs can no longer be met (cascading), and derives the
 // run status once every job is terminal.
 //
-// Semantics follow KiCI's needs scheduler and execution tracker (reference
-// kici-lockfile-and-triggers.md §6, kici-execution-and-protocol.md §1.2–1.3):
+// Semantics follow KiCI's needs scheduler and execution tracker
+// (KiCI: needs, DAG, skip propagation, KiCI: Persisted status vocabularies):
 //   - each need edge has a runOn set of upstream terminal statuses (default
 //     ["success"]);
 //   - an upstream terminal status outside its edge's set skips the downstream

@@ -273,7 +273,7 @@ func Encode(lf *LockFile) ([]byte, error) {
 // ContentHash computes the top-level contentHash of lf: lower-case hex
 // sha256 of the compact JSON of {schemaVersion, source, workflows} in
 // emission order, encoded as JavaScript's JSON.stringify would (KiCI
-// generator.ts, reference §2.1). lf.ContentHash and lf.LockfileHash are not
+// generator.ts). lf.ContentHash and lf.LockfileHash are not
 // inputs.
 func ContentHash(lf *LockFile) (string, error) {
 	b, err := marshalNoEscape(struct {
@@ -415,7 +415,7 @@ func jsQuote(s string) string {
 
 // WorkflowContentHash computes a per-workflow contentHash:
 // sha256("5:" + source) with CRLF and lone CR normalized to LF, lower-case
-// hex (KiCI hasher.ts, reference §2.2).
+// hex (KiCI hasher.ts).
 func WorkflowContentHash(source []byte) string {
 	s := strings.ReplaceAll(string(source), "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")

@@ -82,7 +82,7 @@ type LabelMatcher struct {
 
 // Trigger is one trigger entry, discriminated by Type (`_type`). It carries the
 // union of every trigger kind's fields; each kind uses its own subset
-// (reference kici-lockfile-and-triggers.md §1.7).
+// (KiCI: Trigger entries).
 type Trigger struct {
 	Type string `json:"_type"`
 

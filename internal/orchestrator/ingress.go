@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -63,6 +64,7 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *e
 		MaxGitHubPayloadBytes:   cfg.Ingress.MaxGitHubPayloadBytes,
 		GitHubPayloadCap:        func(ctx context.Context) int64 { return settings.Int(ctx, cluster.MaxGithubPayloadBytes) },
 		EventLogMaxPayloadBytes: cfg.Ingress.EventLogMaxPayloadBytes,
+		DedupTTL:                func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.WebhookDedupTTLMs) },
 		Logger:                  wl,
 	})
 	sched := scheduler.New(st, proc.Emit, logger.With("component", "scheduler"))

@@ -99,9 +99,17 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	if err != nil {
 		return nil, err
 	}
+	// Run control is read first: KICI_QUEUE_TIMEOUT_MS is the default of
+	// the cluster setting queue_timeout_ms.
+	rc, err := config.LoadRunControl(os.Environ())
+	if err != nil {
+		return nil, err
+	}
 	// The scaler is built before the listener: a container scaler creates
 	// the agent bridge network, whose gateway KICI_HOST may name.
 	settings := cluster.NewReader(st, cluster.Defaults{
+		cluster.QueueTimeoutMs:        rc.QueueTimeout.Milliseconds(),
+		cluster.WebhookDedupTTLMs:     cfg.Ingress.WebhookDedupTTL.Milliseconds(),
 		cluster.AgentTokenTTLMs:       cfg.AgentTokenTTL.Milliseconds(),
 		cluster.DispatchAckTimeoutMs:  cfg.DispatchAckTimeout.Milliseconds(),
 		cluster.ScalerSpawnTimeoutMs:  cfg.ScalerSpawnTimeout.Milliseconds(),
@@ -125,13 +133,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		wsURL = cfg.OrchestratorURL
 	}
 	s.scaler.SetOrchestratorURL(wsURL)
-	rc, err := config.LoadRunControl(os.Environ())
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
 	s.dispatcher = dispatch.New(dispatch.Config{
-		AckTimeout: cfg.DispatchAckTimeout,
+		AckTimeout:     cfg.DispatchAckTimeout,
+		AckTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.DispatchAckTimeoutMs) },
 		// A static agent has this long to reconnect and reclaim its jobs.
 		RecoveryWindow: rc.RecoveryWindow,
 		// A spawned agent may take the spawn deadline to start, then has a
@@ -164,7 +168,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		queueTimeout = -1 // KICI_QUEUE_TIMEOUT_MS=0: never
 	}
 	s.runctl = runctl.New(runctl.Config{QueueTimeout: queueTimeout, QueueSweepInterval: rc.QueueSweepInterval,
-		ScanInterval: rc.ScanInterval, StaleThreshold: rc.StaleThreshold(), DeadlineGrace: rc.DeadlineGrace},
+		ScanInterval: rc.ScanInterval, StaleThreshold: rc.StaleThreshold(), DeadlineGrace: rc.DeadlineGrace,
+		// The live cluster setting queue_timeout_ms, read on every sweep.
+		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
 	s.scaler.OnExit(s.dispatcher.AgentExited)
 	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"))

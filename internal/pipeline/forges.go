@@ -377,7 +377,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 
 // RegisterableTriggers are the trigger kinds matched against the
 // registration index rather than per delivery (KiCI
-// RegisterableTriggerType, reference kici-lockfile-and-triggers.md §3.9).
+// RegisterableTriggerType, KiCI: Which path evaluates which trigger).
 var RegisterableTriggers = []string{"kici_event", "workflow_complete", "job_complete", "generic_webhook", "schedule", "lifecycle", "webhook"}
 
 // register replaces the registrations of (source, repo) with the lock's

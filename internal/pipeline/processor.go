@@ -3,7 +3,7 @@
 // matches every workflow's triggers (first passing trigger wins, KiCI
 // matcher), records the decision trace on the delivery and creates one run
 // per matched workflow, with one job per matrix leg and needs expanded per
-// leg (reference kici-lockfile-and-triggers.md §3, §5, §6).
+// leg (KiCI: Trigger matching; Matrix; needs, DAG, skip propagation).
 //
 // Deliveries are processed by one worker goroutine. Submit is non-blocking;
 // a delivery that does not fit in the buffer is still in the store with

@@ -10,7 +10,7 @@ import (
 )
 
 // In-toto and SLSA identifiers (in-toto Statement v1, SLSA provenance v1;
-// reference kici-scaling-cluster-provenance-ingress.md §4.2).
+// KiCI: Statement).
 const (
 	// StatementType is the in-toto Statement v1 _type.
 	StatementType = "https://in-toto.io/Statement/v1"

@@ -14,8 +14,8 @@ const TokenTTL = 600 * time.Second
 // DefaultAudience is the identity token audience (KiCI "kici-provenance").
 const DefaultAudience = "kici-provenance"
 
-// Claims are the identity token claims (reference
-// kici-scaling-cluster-provenance-ingress.md §4.4). Every identity claim is
+// Claims are the identity token claims
+// (KiCI: Identity-token claims). Every identity claim is
 // read from the orchestrator's own run and job rows, never from the agent.
 type Claims struct {
 	Issuer    string           `json:"iss"`

@@ -14,8 +14,8 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
-// Verdict failure codes (reference kici-scaling-cluster-provenance-ingress.md
-// §4.7). Each Failure also carries a Reason naming the exact rule that
+// Verdict failure codes (KiCI: Verify endpoint).
+// Each Failure also carries a Reason naming the exact rule that
 // failed, so that every kind of tampering is told apart.
 const (
 	CodeBundleSchemaInvalid     = "bundle_schema_invalid"

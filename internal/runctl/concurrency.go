@@ -12,8 +12,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Workflow concurrency groups (reference kici-execution-and-protocol.md
-// §6.4, peer row 21). A run of a workflow with `concurrency` joins the group
+// Workflow concurrency groups (KiCI: Concurrency groups,
+// peer row 21). A run of a workflow with `concurrency` joins the group
 // named by rendering the group template over the event (scope: the
 // repository). Defaults per KiCI: max 1, cancelInProgress true.
 //

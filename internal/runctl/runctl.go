@@ -93,6 +93,10 @@ const (
 type Config struct {
 	// QueueTimeout ends jobs queued longer than this (negative: never).
 	QueueTimeout time.Duration
+	// QueueTimeoutFunc, when set, returns the queue timeout live, read on
+	// every sweep pass (the cluster setting queue_timeout_ms, KiCI); 0
+	// means never, a negative value means QueueTimeout.
+	QueueTimeoutFunc func(ctx context.Context) time.Duration
 	// QueueSweepInterval is the queue-timeout sweep period.
 	QueueSweepInterval time.Duration
 	// ScanInterval is the stale-job and deadline scan period.

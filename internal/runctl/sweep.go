@@ -125,11 +125,28 @@ func (c *Controller) checkRuns(ctx context.Context, now time.Time) {
 	}
 }
 
-// SweepQueue expires queue entries waiting longer than QueueTimeout: the
+// queueTimeout is the queue timeout of this pass: the live
+// Config.QueueTimeoutFunc value (0 = never, returned as -1), else
+// Config.QueueTimeout (negative = never).
+func (c *Controller) queueTimeout(ctx context.Context) time.Duration {
+	if f := c.cfg.QueueTimeoutFunc; f != nil {
+		switch v := f(ctx); {
+		case v == 0:
+			return -1
+		case v > 0:
+			return v
+		}
+	}
+	return c.cfg.QueueTimeout
+}
+
+// SweepQueue expires queue entries waiting longer than the queue timeout
+// (read on every pass, see queueTimeout): the
 // entry becomes expired and the job timed_out_stale with "queue timeout
 // (<d>) expired: <pending reason>" as its error (KiCI §3.5).
 func (c *Controller) SweepQueue(ctx context.Context) {
-	if c.cfg.QueueTimeout < 0 {
+	timeout := c.queueTimeout(ctx)
+	if timeout < 0 {
 		return
 	}
 	c.sweepMu.Lock()
@@ -141,7 +158,7 @@ func (c *Controller) SweepQueue(ctx context.Context) {
 		return
 	}
 	for _, e := range entries {
-		if !now.After(e.CreatedAt.Add(c.cfg.QueueTimeout)) {
+		if !now.After(e.CreatedAt.Add(timeout)) {
 			continue
 		}
 		job, err := c.st.GetJob(ctx, e.ID)
@@ -156,7 +173,7 @@ func (c *Controller) SweepQueue(ctx context.Context) {
 		if why == "" {
 			why = NeverDispatched
 		}
-		msg := fmt.Sprintf("queue timeout (%s) expired: %s", c.cfg.QueueTimeout, why)
+		msg := fmt.Sprintf("queue timeout (%s) expired: %s", timeout, why)
 		c.log.Warn("queued job expired", "runId", job.RunID, "jobId", job.ID, "job", job.JobName, "reason", msg)
 		if err := c.tr.JobFinished(ctx, job.ID, execution.StatusTimedOutStale, msg, now); err != nil {
 			c.log.Error("sweep: finish expired job", "jobId", job.ID, "err", err)

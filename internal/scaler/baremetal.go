@@ -1,5 +1,5 @@
 // Package scaler is kici's auto-scaler (KiCI ScalerManager and backends,
-// reference kici-scaling-cluster-provenance-ingress.md §1–2): scalers.yaml,
+// KiCI: Auto-scaler): scalers.yaml,
 // the Manager that matches queued jobs to scalers and reserves capacity,
 // and the backends that start single-use agents: BareMetal (processes on
 // this host) and Container (Docker Engine).

@@ -28,8 +28,8 @@ const DefaultGlobalMaxAgents = 50
 // (KiCI DEFAULT_MAX_CONCURRENT_SPAWNS).
 const DefaultMaxConcurrentSpawns = 8
 
-// Config is a validated scalers.yaml (plus scalers.d/*.yaml), reference
-// kici-scaling-cluster-provenance-ingress.md §1.2–1.5. Load and Parse return
+// Config is a validated scalers.yaml (plus scalers.d/*.yaml),
+// KiCI: Top-level schema Load and Parse return
 // it fully defaulted; never build one by hand without Validate.
 type Config struct {
 	// Version is the format version; only 1 exists.

@@ -132,7 +132,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Manager is the auto-scaler (KiCI ScalerManager, reference §1.8). It
+// Manager is the auto-scaler (KiCI ScalerManager). It
 // implements dispatch.Spawner, dispatch.LabelSpawner and
 // dispatch.SpawnStopper. Safe for concurrent use.
 type Manager struct {

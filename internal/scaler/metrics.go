@@ -7,7 +7,7 @@ import (
 )
 
 // Metrics are the scaler's Prometheus series (names from KiCI 0.9.1,
-// reference kici-scaling-cluster-provenance-ingress.md §6.2, where one
+// KiCI: Important metrics, where one
 // exists). A nil *Metrics records nothing.
 type Metrics struct {
 	failures *prometheus.CounterVec

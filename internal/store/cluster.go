@@ -6,7 +6,7 @@ import (
 )
 
 // ClusterSettingsStore holds the live cluster settings (KiCI
-// cluster_settings, reference kici-admin-surface.md §6): one row per knob
+// cluster_settings, KiCI: Cluster settings and org settings): one row per knob
 // that has an override; a knob without a row takes its configured default.
 // Values are integers (milliseconds or bytes, per knob).
 type ClusterSettingsStore interface {

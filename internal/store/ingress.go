@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Event-log statuses (KiCI event_log.status, reference
-// kici-admin-surface.md §1.9).
+// Event-log statuses (KiCI event_log.status,
+// KiCI: Logs, DLQ, scheduled jobs, attestations).
 const (
 	EventLogReceived        = "received"         // persisted, not processed yet
 	EventLogProcessed       = "processed"        // matched (possibly no workflow)
@@ -70,7 +70,7 @@ type GitHubConfig struct {
 }
 
 // GitConfig is the configuration of a universal-git source (KiCI
-// git_config, reference kici-scaling-cluster-provenance-ingress.md §5.6).
+// git_config, KiCI: Universal-git sources).
 type GitConfig struct {
 	// Preset is forgejo, gitea, gogs, gitlab-repo, github-repo or custom.
 	Preset string `json:"preset"`
@@ -179,7 +179,7 @@ const MaxRejectedPerSource = 1000
 
 // Registration is one default-branch workflow that event, schedule and
 // lifecycle triggers are matched against (KiCI registration index,
-// reference kici-lockfile-and-triggers.md §3.9).
+// KiCI: Which path evaluates which trigger).
 type Registration struct {
 	ID             string `json:"id"`
 	OrgID          string `json:"customerId"`

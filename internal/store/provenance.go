@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Signing key statuses (reference kici-scaling-cluster-provenance-ingress.md
-// §4.5). Exactly one key is active; rotation demotes the active key to
+// Signing key statuses (KiCI: Signing keys, rotation, revocation).
+// Exactly one key is active; rotation demotes the active key to
 // retiring and any retiring key to retired in the same transaction. The
 // trusted (published) set is active + retiring + retired; a revoked key is
 // never published again and can never be reactivated.

@@ -18,7 +18,7 @@ const (
 )
 
 // ConcurrencyEntry is one run's membership of a workflow concurrency group
-// (KiCI concurrency_groups, reference kici-execution-and-protocol.md §6.4).
+// (KiCI concurrency_groups, KiCI: Concurrency groups).
 // A group is identified by (Scope, Group): Scope is the repository
 // identifier, Group the rendered group template.
 type ConcurrencyEntry struct {

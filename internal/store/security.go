@@ -7,7 +7,7 @@ import (
 
 // SecurityStore holds the operator's security state: routing-key scopes of
 // admin tokens, audited token creation and revocation, encrypted secrets
-// and the access log (reference kici-admin-surface.md §1.1, §1.2, §2.3,
+// and the access log (KiCI: Admin tokens, agent tokens, join tokens; Secrets, backends, key rotation, audit; Token types,
 // §3.7). Every *Audited method writes its AccessLogEntry in the same
 // transaction as the change, so a change never exists without its audit row.
 type SecurityStore interface {

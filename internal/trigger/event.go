@@ -1,7 +1,7 @@
 // Package trigger matches normalized forge events against lock-file
 // workflow triggers and explains each decision with a trace (KiCI
-// packages/engine/src/trigger/matcher.ts and decision-trace.ts; reference
-// kici-lockfile-and-triggers.md §3).
+// packages/engine/src/trigger/matcher.ts and decision-trace.ts;
+// KiCI: Trigger matching).
 package trigger
 
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).

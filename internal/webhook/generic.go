@@ -4,8 +4,8 @@
 // accepted is lost) and hands its id to the pipeline.
 //
 // The GitHub route (POST /webhook/{orgId}/github/{sourceId}) serves GitHub
-// sources the same way. Status codes follow KiCI's routes (reference
-// kici-admin-surface.md §1.12); see Ingress.Generic and Ingress.GitHub.
+// sources the same way. Status codes follow KiCI's routes
+// (KiCI: Public, ops and ingress endpoints); see Ingress.Generic and Ingress.GitHub.
 package webhook
 
 import (
@@ -104,9 +104,9 @@ func pathParams(r *http.Request) (org, name string) {
 // Generic returns the handler of POST /webhook/{orgId}/generic/{name}. The
 // org id and source name come from the request's path values "orgId" and
 // "name" (when mounted with that pattern on an http.ServeMux) or else from
-// the URL path itself. In order (KiCI generic route, reference
-// kici-admin-surface.md §1.12 and kici-scaling-cluster-provenance-ingress.md
-// §5.5): the source is found by (org, name) and must be enabled (404); the
+// the URL path itself. In order (KiCI generic route,
+// KiCI: Public, ops and ingress endpoints and KiCI: Generic webhooks: POST /webhook/:orgId/generic/:sourceId):
+// the source is found by (org, name) and must be enabled (404); the
 // body is capped at MaxBodyBytes and at the source's own cap, default
 // 1 MiB (413); the source's verification method must pass (401; 500 when
 // misconfigured); the per-source rate limit applies (429 with

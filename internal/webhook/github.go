@@ -27,9 +27,9 @@ const ProviderGitHub = "github"
 const GitHubRoutingKeyPrefix = "github:"
 
 // GitHub returns the handler of POST /webhook/{orgId}/github/{sourceId}
-// (KiCI's direct GitHub route, reference
-// kici-scaling-cluster-provenance-ingress.md §5.2 and kici-admin-surface.md
-// §1.12). In order: the source is looked up by id (404 unknown, disabled,
+// (KiCI's direct GitHub route,
+// KiCI: GitHub direct route: POST /webhook/:orgId/github/:sourceId and KiCI: Public, ops and ingress endpoints).
+// In order: the source is looked up by id (404 unknown, disabled,
 // not github or in another org); the body is capped (413); App target
 // headers, when present, must read "integration" and the source's App id
 // (400); X-GitHub-Delivery and X-GitHub-Event are required (400); the

@@ -51,6 +51,10 @@ type Options struct {
 	GitHubPayloadCap func(ctx context.Context) int64
 	// EventLogMaxPayloadBytes caps the payload kept in the event log.
 	EventLogMaxPayloadBytes int64
+	// DedupTTL, when set, returns the dedup window live, read per replay
+	// (the cluster setting webhook_dedup_ttl_ms, KiCI); nil or a value ≤ 0
+	// means DefaultWebhookDedupTTL. See dedup.go.
+	DedupTTL func(ctx context.Context) time.Duration
 	// Logger receives ingress logs (never secrets or bodies); nil discards.
 	Logger *slog.Logger
 	// Now is the clock (tests); nil = time.Now.
@@ -60,8 +64,9 @@ type Options struct {
 // Ingress serves the webhook routes. Every accepted delivery is persisted,
 // with its event-log entry, in one transaction before the 2xx answer, then
 // its id is handed to submit (the pipeline) for asynchronous processing.
-// A replay of a delivery id answers 200 duplicate and creates nothing but a
-// duplicate event-log entry. A refused request after its source is known
+// A replay of a delivery id within the dedup window (Options.DedupTTL)
+// answers 200 duplicate and creates nothing but a duplicate event-log
+// entry; after the window it is accepted as a new delivery (dedup.go). A refused request after its source is known
 // leaves only a rejected-delivery record.
 type Ingress struct {
 	st      store.Store
@@ -271,7 +276,7 @@ func (in *Ingress) logEntry(src *store.Source, event, action, repo, ref string, 
 // sender retries; nothing was half-written).
 func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Delivery, e *store.EventLogEntry) {
 	ctx := context.WithoutCancel(r.Context())
-	err := in.st.AcceptDelivery(ctx, d, e)
+	err := in.acceptWindowed(ctx, d, e)
 	if errors.Is(err, store.ErrConflict) {
 		dup := *e
 		dup.ID, dup.PayloadGz, dup.PayloadOmittedReason, dup.ReceivedAt = "", nil, "duplicate", in.opts.Now()

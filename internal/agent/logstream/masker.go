@@ -1,7 +1,7 @@
 // Package logstream turns a step's stdout/stderr into protocol.LogLine
 // batches: line splitting, UTF-8 repair, secret masking, a per-step size cap
-// and time/size-based flushing (KiCI LogStreamer, reference
-// kici-execution-and-protocol.md §4.6–§4.7).
+// and time/size-based flushing (KiCI LogStreamer,
+// KiCI: Secret masking).
 package logstream
 
 import (

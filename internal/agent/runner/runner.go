@@ -1,7 +1,7 @@
 // Package runner executes one dispatched job on the agent host: a fresh work
 // directory, checkout, shell steps in their own process groups, log
-// streaming, heartbeats and status reporting (reference
-// kici-execution-and-protocol.md §4.3, §5.2, §5.3).
+// streaming, heartbeats and status reporting
+// (KiCI: JobRunner pipeline; Agent cancel mechanics; Timeout matrix).
 package runner
 
 import (

@@ -2,7 +2,7 @@
 // with AES-256-GCM.
 //
 // The key is 32 bytes, taken from the first of (KiCI's variable names,
-// reference kici-scaling-cluster-provenance-ingress.md §4.5):
+// KiCI: Signing keys, rotation, revocation):
 //
 //  1. KICI_SECRET_KEY: the key itself, 64 hex characters or standard/URL
 //     base64 of 32 bytes;

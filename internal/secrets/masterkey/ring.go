@@ -9,7 +9,7 @@ import (
 
 // Ring is the current master key plus, during a rotation window, the
 // previous one (KiCI KICI_SECRET_KEY_OLD / KICI_SECRET_KEY_FILE_OLD,
-// reference kici-admin-surface.md §3.7). Values are always sealed with
+// KiCI: Secrets storage and backends). Values are always sealed with
 // Current; Open tries Current, then Old.
 type Ring struct {
 	// Current seals new values and opens values already rotated.

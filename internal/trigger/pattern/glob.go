@@ -3,7 +3,7 @@
 // expressions restricted to what Go's RE2 engine can run.
 //
 // Glob semantics follow picomatch 4 with default options (KiCI
-// packages/engine/src/trigger/matcher.ts, reference §3.4):
+// packages/engine/src/trigger/matcher.ts):
 //   - `*` and `?` never match `/`;
 //   - `**` as a whole path segment matches zero or more segments
 //     (`release/**` matches `release`);

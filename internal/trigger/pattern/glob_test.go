@@ -11,7 +11,7 @@ func TestGlobMatch(t *testing.T) {
 		pattern, value string
 		want           bool
 	}{
-		// reference §3.8 globs
+		// globs
 		{"main", "main", true},
 		{"main", "develop", false},
 		{"feature/*", "feature/login", true},
