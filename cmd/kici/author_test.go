@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/testutil/fixtures"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,7 +218,7 @@ func TestPreview(t *testing.T) {
 }
 
 func fixtureDir(t *testing.T) string {
-	d, err := filepath.Abs("../../../shared/fixtures/github-webhooks")
+	d, err := filepath.Abs(fixtures.GitHubWebhooksDir())
 	if err != nil {
 		t.Fatal(err)
 	}

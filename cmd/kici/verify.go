@@ -17,7 +17,7 @@ import (
 // maxFetch caps a bundle or JWKS read (file or URL).
 const maxFetch = 25 << 20
 
-// newVerifyCmd is `kici verify-attestation`: the §4.7 verification of a
+// newVerifyCmd is `kici verify-attestation`: the verification of a
 // provenance bundle, with the same code as the orchestrator's endpoint, against
 // a JWKS read from a file (fully offline) or a URL.
 func newVerifyCmd(stdout io.Writer) *cobra.Command {

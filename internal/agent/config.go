@@ -26,7 +26,7 @@ import (
 // with -ldflags "-X kici.dev/kici/internal/agent.Version=…".
 var Version = "dev"
 
-// Config is the agent configuration (KiCI variable names, §4.1).
+// Config is the agent configuration (KiCI variable names).
 type Config struct {
 	// OrchestratorURL is the ws:// or wss:// URL of the orchestrator's /ws.
 	OrchestratorURL string

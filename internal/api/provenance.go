@@ -64,7 +64,7 @@ type verifyRequest struct {
 	Digest   json.RawMessage `json:"digest"`
 }
 
-// POST /v1/verify-attestation: the §4.7 verdict, always 200 once
+// POST /v1/verify-attestation: the verification verdict, always 200 once
 // verification runs.
 func (s *server) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	p := s.d.Provenance

@@ -40,7 +40,7 @@ type CancelRequest struct {
 	Force bool `json:"force"`
 }
 
-// CancelResponse answers POST /runs/{runId}/cancel (KiCI §5.1).
+// CancelResponse answers POST /runs/{runId}/cancel (KiCI).
 type CancelResponse struct {
 	RunID string `json:"runId"`
 	// Status is "cancelling" while agents have to confirm, else the final

@@ -14,7 +14,7 @@ const (
 // KiCI: Roles × permissions). The source.*, agent.* and agent_token.*
 // permissions are kici's own: KiCI gates generic sources with context.* and
 // leaves GitHub sources, fleet listings and several other families ungated
-// (§2.2); kici gates every route, so those families get explicit names here.
+// ; kici gates every route, so those families get explicit names here.
 const (
 	PermContextCreate       = "context.create"
 	PermContextUpdate       = "context.update"

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Ingress defaults (KiCI cluster-settings defaults, reference
-// kici-admin-surface.md §9 "Limits").
+// Ingress defaults (KiCI cluster-settings defaults,
+// KiCI: Orchestrator configuration; Limits).
 const (
 	// DefaultMaxGitHubPayloadBytes is KICI_MAX_GITHUB_PAYLOAD_BYTES's default (25 MiB).
 	DefaultMaxGitHubPayloadBytes = 26214400

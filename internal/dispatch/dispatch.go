@@ -1,5 +1,5 @@
 // Package dispatch hands queued jobs to agents over the agent WebSocket
-// channel (reference kici-execution-and-protocol.md §2, §3, §5.5).
+// channel (KiCI: Orchestrator ↔ agent WebSocket protocol; Dispatch; Agent disconnect triage).
 //
 // The Dispatcher owns the in-memory agent registry (one entry per
 // registered agent id), the job→agent tracking, the dispatch ack deadlines

@@ -6,7 +6,7 @@ import (
 )
 
 // Job terminal statuses that may appear in a need's runOn set (KiCI
-// needs-scheduler; reference §6).
+// needs-scheduler).
 const (
 	StatusSuccess       = "success"
 	StatusFailed        = "failed"

@@ -18,7 +18,7 @@ const MaxMatrixLegs = 256
 // are applied, so a huge matrix fails fast instead of exhausting memory.
 const maxProduct = 1 << 16
 
-// Leg is one expanded matrix combination of a job (KiCI §5).
+// Leg is one expanded matrix combination of a job (KiCI matrix/expand.ts).
 type Leg struct {
 	// Name is "<job> (<suffix>)", or the job name when the job has no matrix.
 	Name string

@@ -11,8 +11,8 @@ import (
 // MaxLockSize is the largest lock document Parse accepts (5 MiB).
 const MaxLockSize = 5 << 20
 
-// Parse decodes and validates a lock document, in KiCI's order (reference
-// §8): size and JSON syntax, schemaVersion == SchemaVersion, label matcher
+// Parse decodes and validates a lock document, in KiCI's order (lockfile-validate.ts):
+// size and JSON syntax, schemaVersion == SchemaVersion, label matcher
 // shapes ({kind:"exact",value} or {kind:"regex",source,flags}) in runsOn,
 // excludeLabels and runsOnAll of static jobs, then the ReDoS guard on regex
 // label matchers. It also checks trigger patterns' shape and compiles every

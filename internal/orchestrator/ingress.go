@@ -23,8 +23,8 @@ import (
 
 // ServesGitHubIngress reports whether the direct GitHub route is served in
 // mode: in hybrid, independent and observed, not in platform (relay only)
-// — KiCI shouldServeGithubIngress (reference
-// kici-scaling-cluster-provenance-ingress.md §5.1).
+// — KiCI shouldServeGithubIngress
+// (KiCI: Modes and gating).
 func ServesGitHubIngress(mode string) bool { return mode != "platform" }
 
 // ingressWiring is the webhook ingress and event emission of one server.

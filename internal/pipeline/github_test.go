@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -393,7 +394,7 @@ func TestInternalEventsMatchRegistrations(t *testing.T) {
 // a failure or a panic: supported events read the lock (none here ⇒
 // lockfile_missing), the others are recorded as ignored.
 func TestGitHubEveryFixtureProcessed(t *testing.T) {
-	files, err := filepath.Glob("../../../shared/fixtures/github-webhooks/*.json")
+	files, err := filepath.Glob(filepath.Join(fixtures.GitHubWebhooksDir(), "*.json"))
 	if err != nil || len(files) < 300 {
 		t.Fatalf("fixtures: %d (%v)", len(files), err)
 	}

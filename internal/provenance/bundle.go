@@ -13,7 +13,7 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
-// BundleMediaType is the media type of a kici provenance bundle (KiCI §4.3).
+// BundleMediaType is the media type of a kici provenance bundle (KiCI).
 const BundleMediaType = "application/vnd.kici.provenance.bundle+json;version=0.1"
 
 // Bundle is a kici provenance bundle: the DSSE envelope over the in-toto

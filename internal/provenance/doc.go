@@ -5,7 +5,7 @@
 // the SLSA provenance v1 predicate built from the orchestrator's own run and
 // job rows, DSSE envelopes (go-securesystemslib/dsse), identity tokens
 // (ES256 JWT via go-jose), the OIDC discovery document and JWKS, and the
-// §4.7 verifier shared by the verify endpoint and `kici verify-attestation`.
+// verifier shared by the verify endpoint and `kici verify-attestation`.
 //
 // Unlike KiCI, where the agent signs the envelope with an ephemeral key and
 // the token stands in for a certificate, kici's orchestrator signs both the

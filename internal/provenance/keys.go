@@ -187,7 +187,7 @@ func (k *Keys) private(row *store.SigningKey) (*ecdsa.PrivateKey, error) {
 }
 
 // Rotate creates a new active key; the previous active key becomes
-// retiring and a retiring key becomes retired (§4.5). Bundles signed with
+// retiring and a retiring key becomes retired. Bundles signed with
 // the old keys keep verifying until those keys are revoked.
 func (k *Keys) Rotate(ctx context.Context) (*store.SigningKey, error) {
 	row, priv, err := k.generate()

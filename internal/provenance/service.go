@@ -152,10 +152,10 @@ func (s *Service) Attest(ctx context.Context, runID, jobID string, subjects []Su
 }
 
 // WorkflowRef is the workflow_ref claim and the statement's workflow.path:
-// "<workflow name>@<sha>" (KiCI §4.4).
+// "<workflow name>@<sha>" (KiCI).
 func WorkflowRef(run *store.Run) string { return run.WorkflowName + "@" + run.SHA }
 
-// claims builds the §4.4 claims from the run and job rows.
+// claims builds the identity-token claims from the run and job rows.
 func (s *Service) claims(run *store.Run, job *store.Job, now time.Time) *Claims {
 	org := run.OrgID
 	if org == "" {
@@ -188,7 +188,7 @@ func (s *Service) BuilderID() string {
 	return strings.TrimRight(s.cfg.Issuer, "/") + "/orchestrator/" + s.cfg.OrchestratorID
 }
 
-// statement builds the §4.2 statement for one subject.
+// statement builds the in-toto/SLSA statement for one subject.
 func (s *Service) statement(run *store.Run, job *store.Job, sub SubjectInput, now time.Time) *Statement {
 	var meta *BuildMetadata
 	meta = &BuildMetadata{InvocationID: run.ID + "/" + job.ID}
@@ -231,7 +231,7 @@ func (s *Service) Verify(ctx context.Context, bundle []byte, audience string, di
 }
 
 // OpenIDConfiguration is the OIDC discovery document of the provenance
-// issuer (KiCI §4.6).
+// issuer (KiCI).
 type OpenIDConfiguration struct {
 	Issuer                           string   `json:"issuer"`
 	JWKSURI                          string   `json:"jwks_uri"`

@@ -54,7 +54,7 @@ type BuildDefinition struct {
 	ResolvedDependencies []ResourceDescriptor `json:"resolvedDependencies,omitempty"`
 }
 
-// ExternalParameters holds the workflow identity (KiCI §4.2).
+// ExternalParameters holds the workflow identity (KiCI).
 type ExternalParameters struct {
 	Workflow WorkflowParams `json:"workflow"`
 }
@@ -104,7 +104,7 @@ type BuildMetadata struct {
 	FinishedOn   string `json:"finishedOn,omitempty"`
 }
 
-// digestAlgs are the digest algorithms accepted in subjects (KiCI §4.2).
+// digestAlgs are the digest algorithms accepted in subjects (KiCI).
 var digestAlgs = map[string]int{"sha256": 64, "sha512": 128, "sha1": 40, "gitCommit": 40, "dirHash": 64}
 
 var lowerHex = regexp.MustCompile(`^[0-9a-f]+$`)

@@ -8,7 +8,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 )
 
-// TokenTTL is the identity token lifetime: exp = iat + 600 s (KiCI §4.4).
+// TokenTTL is the identity token lifetime: exp = iat + 600 s (KiCI).
 const TokenTTL = 600 * time.Second
 
 // DefaultAudience is the identity token audience (KiCI "kici-provenance").

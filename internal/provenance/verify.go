@@ -28,7 +28,7 @@ const (
 	CodeModeBUnsupported        = "mode_b_unsupported"
 )
 
-// Failure reasons (kici's refinement of the §4.7 codes; see docs/provenance.md).
+// Failure reasons (kici's refinement of KiCI's verdict codes; see docs/provenance.md).
 const (
 	ReasonBundleMalformed      = "bundle_malformed"
 	ReasonMediaTypeUnsupported = "media_type_unsupported"
@@ -75,7 +75,7 @@ const (
 // Leeway is the clock-skew allowance of the token time checks.
 const Leeway = 60 * time.Second
 
-// Failure is one failed rule: Code is the §4.7 code, Reason the precise rule.
+// Failure is one failed rule: Code is KiCI's verdict code, Reason the precise rule.
 type Failure struct {
 	Code    string `json:"code"`
 	Reason  string `json:"reason"`
@@ -91,7 +91,7 @@ type Checks struct {
 	Digest       string `json:"digest"`
 }
 
-// Verdict is the verification result (KiCI §4.7 shape). Verified requires
+// Verdict is the verification result (KiCI shape). Verified requires
 // schema, jwt, dsse and buildContext to pass and digest not to fail. Claims
 // appear once the token signature verified; Statement once the envelope
 // signature verified.
@@ -137,7 +137,7 @@ func (v *Verdict) HasReason(reason string) bool {
 	return false
 }
 
-// Verify checks a bundle exactly as KiCI §4.7 prescribes. It never panics or
+// Verify checks a bundle exactly as KiCI prescribes. It never panics or
 // errors on hostile input: every problem becomes a Failure.
 //
 //  1. the token issuer must equal opts.Issuer;

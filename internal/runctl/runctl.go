@@ -1,21 +1,21 @@
-// Package runctl makes runs always end right (reference
-// kici-execution-and-protocol.md §5): it cancels runs (graceful or forced,
-// KiCI cancelRunWithReason §5.1), holds orchestrator drain mode (§3.7,
+// Package runctl makes runs always end right
+// (KiCI: Cancel, timeouts, stale detection, recovery, retries, reruns): it cancels runs (graceful or forced,
+// KiCI cancelRunWithReason), holds orchestrator drain mode (
 // admin-orchestrator-drain), and runs the orchestrator-side sweeper that
 // ends what no agent will end any more:
 //
 //   - stale jobs: a running job whose last job heartbeat is older than the
 //     stale threshold becomes timed_out_stale ("no heartbeat for Ns"); a job
-//     being cancelled becomes cancelled ("cancel not confirmed: …") (§5.4);
+//     being cancelled becomes cancelled ("cancel not confirmed: …");
 //   - job deadlines: a running job past its `timeout` plus a grace (during
 //     which the agent's own deadline should have fired) fails with
-//     "job_timeout: …" (§5.3, peer rows 4–5);
+//     "job_timeout: …" (peer rows 4–5);
 //   - run deadlines: a run past its workflow `timeout` is cancelled
 //     ("workflow_timeout: …"); if its jobs are still not terminal a grace
-//     later, they fail (§5.3);
+//     later, they fail;
 //   - queue timeout: a job queued longer than the queue timeout becomes
-//     timed_out_stale with its pending reason as the error (§3.5, swept every
-//     minute rather than KiCI's hour, per the §9 recommendation).
+//     timed_out_stale with its pending reason as the error (swept every
+//     minute rather than KiCI's hour, as a finer sweep).
 //
 // Every decision is taken from the database at each pass, so deadlines
 // survive an orchestrator restart without any re-arming step, and every
@@ -76,7 +76,7 @@ const (
 	// DefaultQueueTimeout is KICI_QUEUE_TIMEOUT_MS's default (KiCI: 1 h).
 	DefaultQueueTimeout = time.Hour
 	// DefaultQueueSweepInterval is how often expired queue entries are
-	// looked for (KiCI sweeps hourly; §9 recommends every minute).
+	// looked for (KiCI sweeps hourly; kici every minute).
 	DefaultQueueSweepInterval = time.Minute
 	// DefaultScanInterval is the stale/deadline scan period
 	// (KICI_STALE_DETECTOR_SCAN_INTERVAL_MS, KiCI 60 s).

@@ -143,7 +143,7 @@ func (c *Controller) queueTimeout(ctx context.Context) time.Duration {
 // SweepQueue expires queue entries waiting longer than the queue timeout
 // (read on every pass, see queueTimeout): the
 // entry becomes expired and the job timed_out_stale with "queue timeout
-// (<d>) expired: <pending reason>" as its error (KiCI §3.5).
+// (<d>) expired: <pending reason>" as its error (KiCI).
 func (c *Controller) SweepQueue(ctx context.Context) {
 	timeout := c.queueTimeout(ctx)
 	if timeout < 0 {

@@ -47,7 +47,7 @@ type BareMetalOptions struct {
 }
 
 // BareMetal runs agents as processes on the orchestrator's host (KiCI
-// bare-metal backend, §2.2): each agent leads its own process group, gets
+// bare-metal backend): each agent leads its own process group, gets
 // the filtered orchestrator environment, and is stopped with SIGTERM to
 // the group, then SIGKILL after StopGrace. With enforceCgroups the agent
 // runs under `systemd-run --user --scope` with CPUQuota and MemoryMax from
@@ -100,7 +100,7 @@ func probeSystemdRun() error {
 	return nil
 }
 
-// cgroupArgv is the systemd-run prefix for limits (KiCI §2.2): CPUQuota is
+// cgroupArgv is the systemd-run prefix for limits (KiCI): CPUQuota is
 // round(cpus×100)% (at least 1 %), MemoryMax is in bytes.
 func cgroupArgv(agentID string, l Limits) []string {
 	argv := []string{"systemd-run", "--user", "--scope", "--quiet", "--slice=kici-scaler", "--unit=kici-agent-" + agentID}
@@ -386,7 +386,7 @@ func forwardedEnv(base []string) []string {
 
 // agentVars are the variables every spawned agent gets, after the
 // forwarded ones: the label set's env, then the scaler's own settings
-// (KiCI §2.1 Env).
+// (KiCI Env).
 func agentVars(req *SpawnRequest, base []string) []string {
 	env := forwardedEnv(base)
 	keys := make([]string, 0, len(req.LabelSet.Env))

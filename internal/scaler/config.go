@@ -42,7 +42,7 @@ type Config struct {
 	// Scalers are the backends, in file order (scalers.d files appended in
 	// name order).
 	Scalers []*Entry `yaml:"scalers" json:"scalers"`
-	// Firecracker is the network block shared by firecracker scalers (§1.6).
+	// Firecracker is the network block shared by firecracker scalers.
 	Firecracker *FirecrackerNetwork `yaml:"firecracker" json:"firecracker,omitempty"`
 
 	mainFile string // the main file, for errors

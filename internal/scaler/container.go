@@ -17,7 +17,7 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// Container labels set on every agent container (KiCI §2.1).
+// Container labels set on every agent container (KiCI).
 const (
 	LabelManaged    = "kici-managed"
 	LabelScalerName = "kici-scaler-name"
@@ -48,7 +48,7 @@ type ContainerOptions struct {
 }
 
 // Container runs agents as Docker containers through the Docker Engine API
-// (KiCI container backend, §2.1): on the bridge network kici-agent-net,
+// (KiCI container backend): on the bridge network kici-agent-net,
 // labelled kici-managed/kici-scaler-name/kici-agent-id, limited by the
 // label set's resources (Memory, NanoCpus) and PidsLimit 4096, removed when
 // the agent ends or is destroyed. Containers of this scaler that it does

@@ -53,7 +53,7 @@ type JailSpec struct {
 	Console string
 }
 
-// Argv is the jailer command line (KiCI §2.3 step 6, without
+// Argv is the jailer command line (KiCI step 6, without
 // --new-pid-ns and --daemonize: the jailer execs firecracker in place, so
 // the launched process is the VMM and its process group is the VM's):
 // jailer --id ID --exec-file F --uid U --gid G --chroot-base-dir B --
@@ -174,7 +174,7 @@ func WithFirecracker(next BackendFactory, o FirecrackerOptions) BackendFactory {
 }
 
 // Firecracker runs each agent in a Firecracker microVM started through the
-// jailer (KiCI firecracker backend, §2.3): a TAP on the shared bridge as an
+// jailer (KiCI firecracker backend): a TAP on the shared bridge as an
 // isolated port, an address from the subnet, one nftables rule letting it
 // reach the orchestrator port on the host (everything else from the bridge
 // to the host, and between VMs, is dropped by the table's baseline), the

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// TypeFirecracker is the Firecracker microVM backend type (KiCI §2.3).
+// TypeFirecracker is the Firecracker microVM backend type (KiCI).
 const TypeFirecracker = "firecracker"
 
 // Firecracker defaults (KiCI scalerEntrySchema and firecrackerNetworkSchema).
@@ -22,7 +22,7 @@ const (
 )
 
 // FirecrackerEntry are the firecracker-only fields of a scaler entry
-// (KiCI §1.3); they are refused on other types.
+// (KiCI); they are refused on other types.
 type FirecrackerEntry struct {
 	// FirecrackerPath is the firecracker binary the jailer executes
 	// (--exec-file; required, absolute; its name must contain

@@ -38,7 +38,7 @@ func platformLabels(p Platform) []string {
 	return l
 }
 
-// gate is the per-label-set taint gate (KiCI §1.8 step 3): mandatoryLabels
+// gate is the per-label-set taint gate (KiCI step 3): mandatoryLabels
 // plus the platform taints of an explicit non-linux os (kici:os:<os>) or
 // arm64 arch (kici:arch:arm64). A job is served only when its runsOn holds
 // every gate label.

@@ -41,7 +41,7 @@ type SigningKey struct {
 	RevokedAt        *time.Time `json:"revokedAt,omitempty"`
 }
 
-// Attestation is one stored provenance bundle (reference §4.3): one subject
+// Attestation is one stored provenance bundle: one subject
 // of one job, keyed like KiCI's storage key
 // provenance/{runId}/{jobId}/{subjectDigest}.kici.json.
 type Attestation struct {

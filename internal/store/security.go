@@ -7,8 +7,8 @@ import (
 
 // SecurityStore holds the operator's security state: routing-key scopes of
 // admin tokens, audited token creation and revocation, encrypted secrets
-// and the access log (KiCI: Admin tokens, agent tokens, join tokens; Secrets, backends, key rotation, audit; Token types,
-// §3.7). Every *Audited method writes its AccessLogEntry in the same
+// and the access log (KiCI: admin tokens, agent tokens, secrets, key
+// rotation and audit). Every *Audited method writes its AccessLogEntry in the same
 // transaction as the change, so a change never exists without its audit row.
 type SecurityStore interface {
 	// CreateAdminTokenAudited inserts t with its routing-key scope ("" =
@@ -94,7 +94,7 @@ type SealedValue struct {
 }
 
 // AccessLogEntry is one access-log row: an admin write, a secret read or a
-// secret resolution (KiCI access log, §1.2 audit rows).
+// secret resolution (KiCI access log audit rows).
 type AccessLogEntry struct {
 	ID int64 `json:"id"`
 	// At is when the action happened (zero = now on insert).

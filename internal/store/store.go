@@ -374,7 +374,7 @@ var TerminalRunStatuses = []string{"success", "failed", "cancelled"}
 var TerminalStepStatuses = []string{"success", "failed", "skipped", "cancelled"}
 
 // TerminalQueueStatuses are the dispatch_queue statuses that never change
-// again (KiCI §3.1: completed, failed, expired).
+// again (KiCI: completed, failed, expired).
 var TerminalQueueStatuses = []string{QueueCompleted, QueueFailed, QueueExpired}
 
 // IsTerminalStep reports whether a step status is terminal.

@@ -23,7 +23,7 @@ type Event struct {
 	// SourceBranch is the PR head branch; "" when unknown.
 	SourceBranch string `json:"sourceBranch,omitempty"`
 	// ChangedFiles are repo-relative paths changed by the event. Empty means
-	// none known, which makes path-filtered triggers fail (KiCI §3.5).
+	// none known, which makes path-filtered triggers fail (KiCI).
 	ChangedFiles []string `json:"changedFiles,omitempty"`
 	// Provider names the forge adapter (github, gitea, local, generic, …).
 	Provider string `json:"provider,omitempty"`

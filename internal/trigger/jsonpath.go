@@ -11,7 +11,7 @@ import (
 )
 
 // JSONPath filters (`match` / `not` of kici_event and generic_webhook
-// triggers) follow KiCI's jsonpath-matcher.ts (reference §3.7), with the
+// triggers) follow KiCI's jsonpath-matcher.ts, with the
 // paths evaluated by an RFC 9535 engine (github.com/theory/jsonpath)
 // instead of jsonpath-plus:
 //

@@ -48,7 +48,7 @@ var kinds = map[string]struct {
 }
 
 // MatchWorkflow evaluates wf's triggers in order against ev; the first
-// passing trigger wins (KiCI §3.2). It never panics on bad patterns: an
+// passing trigger wins (KiCI). It never panics on bad patterns: an
 // invalid glob or regex fails its check with the compile error as reason.
 func MatchWorkflow(wf *lockfile.Workflow, ev *Event) Decision {
 	d := Decision{Name: wf.Name, Checks: []Check{}}
@@ -149,7 +149,7 @@ func checkAction(actions []string, ev *Event, tr *tracer) bool {
 }
 
 // checkPatterns passes when pats is empty or any pattern matches value
-// (branch/tag/ref lists are ORed; KiCI §3.4).
+// (branch/tag/ref lists are ORed; KiCI).
 func checkPatterns(tr *tracer, check string, pats []lockfile.Pattern, value string, valuePresent bool) bool {
 	if len(pats) == 0 {
 		return tr.add(check, "", value, true, "")
@@ -201,7 +201,7 @@ func matchPattern(p lockfile.Pattern, value string) (bool, error) {
 	return false, fmt.Errorf("unknown pattern type %q", p.Type)
 }
 
-// checkPaths implements matchPathPatterns (KiCI §3.5).
+// checkPaths implements matchPathPatterns (KiCI).
 func checkPaths(paths []string, files []string, tr *tracer) bool {
 	if len(paths) == 0 {
 		return tr.add("paths", "", fmt.Sprintf("%d files", len(files)), true, "")
@@ -269,7 +269,7 @@ func summarizeFiles(files []string) string {
 
 // checkRepos filters on ev.SourceRepo: exclusions ("!" prefix, glob or
 // regex) first, then includes; an all-exclusion list matches everything
-// else (KiCI §3.6).
+// else (KiCI).
 func checkRepos(repos []lockfile.Pattern, ev *Event, tr *tracer) bool {
 	if len(repos) == 0 {
 		return true
@@ -467,7 +467,7 @@ func checkJSONPath(raw []byte, doc any, negate bool, tr *tracer) bool {
 }
 
 // matchKiciEvent: payload.eventName == eventName → match on payload.payload
-// → not on payload.payload → payload.sourceRepo == source (KiCI §3.3).
+// → not on payload.payload → payload.sourceRepo == source (KiCI).
 func matchKiciEvent(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	name, _ := payloadValue(ev.Payload, "eventName").(string)
 	if !tr.add("event name", t.EventName, orMissing(name), name == t.EventName, "event name differs") {
@@ -482,7 +482,7 @@ func matchKiciEvent(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 
 // matchGenericWebhook: payload.source == source (always) → payload.eventType
 // (fallback action, then "") ∈ events → match / not on the whole payload
-// (KiCI §3.3).
+// (KiCI).
 func matchGenericWebhook(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	src, _ := payloadValue(ev.Payload, "source").(string)
 	if !tr.add("source", t.CommentOn, orMissing(src), src == t.CommentOn, "generic source differs") {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,7 +25,7 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-const fixtureDir = "../../../shared/fixtures/github-webhooks"
+var fixtureDir = fixtures.GitHubWebhooksDir()
 
 type ghEnv struct {
 	st        store.Store

@@ -20,8 +20,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Defaults of the ingress (KiCI values, reference
-// kici-scaling-cluster-provenance-ingress.md §5.2, §5.5).
+// Defaults of the ingress (KiCI values,
+// KiCI: GitHub direct route: POST /webhook/:orgId/github/:sourceId; Generic webhooks: POST /webhook/:orgId/generic/:sourceId).
 const (
 	// DefaultMaxGitHubPayloadBytes is the GitHub route's body cap (25 MiB,
 	// KICI_MAX_GITHUB_PAYLOAD_BYTES).

@@ -26,7 +26,7 @@ const ZeroSHA = "0000000000000000000000000000000000000000"
 func IsZeroSHA(sha string) bool { return sha == ZeroSHA }
 
 // SupportedEvents lists the X-GitHub-Event names Normalize turns into
-// trigger events, in §3.1 order.
+// trigger events, in KiCI's normalizer order.
 var SupportedEvents = []string{
 	"push", "pull_request", "issue_comment", "pull_request_review",
 	"pull_request_review_comment", "repository_dispatch", "release", "create",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/testutil/fixtures"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +14,12 @@ import (
 )
 
 // fixturesDir holds the real GitHub webhook bodies shipped beside the repo
-// (shared/fixtures/github-webhooks; override with KICI_GITHUB_FIXTURES).
+// (testdata/github-webhooks; override with KICI_GITHUB_FIXTURES).
 func fixturesDir(t testing.TB) string {
 	if d := os.Getenv("KICI_GITHUB_FIXTURES"); d != "" {
 		return d
 	}
-	d, err := filepath.Abs("../../../../shared/fixtures/github-webhooks")
+	d, err := filepath.Abs(fixtures.GitHubWebhooksDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package universal
 
 import (
 	"errors"
+	"kici.dev/kici/internal/testutil/fixtures"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -136,7 +137,7 @@ func TestGitLab(t *testing.T) {
 func TestGitHubRepoPresetEveryFixture(t *testing.T) {
 	dir := os.Getenv("KICI_GITHUB_FIXTURES")
 	if dir == "" {
-		dir = "../../../../shared/fixtures/github-webhooks"
+		dir = fixtures.GitHubWebhooksDir()
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) < 300 {
