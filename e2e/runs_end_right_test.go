@@ -425,10 +425,7 @@ jobs:
 	o := startOrchestratorAt(t, dataDir, port)
 	sourceID, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "first to start", func() bool {
-		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
-		return strings.Contains(string(b), "first")
-	})
+	waitFileContains(t, 60*time.Second, "first to start", filepath.Join(marks, "runs"), "first")
 	o.kill9(t)
 	// The job finishes while no orchestrator listens: its terminal status
 	// must be buffered by the agent and land after the restart.
@@ -698,6 +695,30 @@ func startStaticAgent(t *testing.T, port int, token, logName string, extraEnv ..
 	return cmd
 }
 
+// staticGatedWorkflow is a one-job workflow for the static-box agent whose
+// step appends "start <run id>" to marks/runs, then waits for marks/gate.
+func staticGatedWorkflow(marks string) string {
+	return `name: static
+on: {push: {branches: [main]}}
+jobs:
+  work:
+    runsOn: static-box
+    steps:
+      - run: |
+          echo "start $KICI_RUN_ID" >> ` + marks + `/runs
+          while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
+`
+}
+
+// waitFileContains waits until the file at path contains substr.
+func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr string) {
+	t.Helper()
+	waitFor(t, timeout, what, func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), substr)
+	})
+}
+
 // TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan
 // proves peer rows 1 and 29 with a static agent: after kill -9 and restart
 // of the orchestrator the agent reclaims its running job by id, reports it,
@@ -706,16 +727,7 @@ func startStaticAgent(t *testing.T, port int, token, logName string, extraEnv ..
 // instead of hanging until a timeout.
 func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *testing.T) {
 	marks := t.TempDir()
-	repo := repoWithWorkflow(t, `name: static
-on: {push: {branches: [main]}}
-jobs:
-  work:
-    runsOn: static-box
-    steps:
-      - run: |
-          echo "start $KICI_RUN_ID" >> `+marks+`/runs
-          while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
-`)
+	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	env := []string{"KICI_RECOVERY_WINDOW_MS=60000"}
 	o := startOrchestratorAt(t, dataDir, port, env...)
@@ -723,10 +735,7 @@ jobs:
 	agent := startStaticAgent(t, port, tok, "agent-1.log")
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 30*time.Second, "run 1 on the static agent", func() bool {
-		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
-		return strings.Contains(string(b), run1)
-	})
+	waitFileContains(t, 30*time.Second, "run 1 on the static agent", filepath.Join(marks, "runs"), run1)
 	o.kill9(t)
 	o2 := startOrchestratorAt(t, dataDir, port, env...)
 	write(t, filepath.Join(marks, "gate"), "")
@@ -743,10 +752,7 @@ jobs:
 	os.Remove(filepath.Join(marks, "gate"))
 	_, d3 := o2.push(t, repo, src)
 	run3 := o2.runOf(t, d3)
-	waitFor(t, 30*time.Second, "run 3 on the static agent", func() bool {
-		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
-		return strings.Contains(string(b), run3)
-	})
+	waitFileContains(t, 30*time.Second, "run 3 on the static agent", filepath.Join(marks, "runs"), run3)
 	if err := agent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -824,25 +830,13 @@ jobs:
 // finish its running job, take no new one (it stays queued), and exit 0.
 func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 	marks := t.TempDir()
-	repo := repoWithWorkflow(t, `name: static
-on: {push: {branches: [main]}}
-jobs:
-  work:
-    runsOn: static-box
-    steps:
-      - run: |
-          echo "start $KICI_RUN_ID" >> `+marks+`/runs
-          while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
-`)
+	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	o := startOrchestratorAt(t, dataDir, port)
 	agent := startStaticAgent(t, port, mintStaticToken(t, dataDir), "agent.log")
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 30*time.Second, "run 1 on the static agent", func() bool {
-		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
-		return strings.Contains(string(b), run1)
-	})
+	waitFileContains(t, 30*time.Second, "run 1 on the static agent", filepath.Join(marks, "runs"), run1)
 	if err := agent.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

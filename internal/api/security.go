@@ -389,6 +389,16 @@ func orgParam(w http.ResponseWriter, org string) bool {
 	return true
 }
 
+// scopeParam normalises a secret scope, answering 400 when it is invalid.
+func scopeParam(w http.ResponseWriter, raw string) (string, bool) {
+	scope, err := secrets.NormalizeScope(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return scope, true
+}
+
 func (s *server) listSecretScopes(w http.ResponseWriter, r *http.Request) {
 	svc := s.secretsOr503(w)
 	org := r.URL.Query().Get("orgId")
@@ -413,9 +423,8 @@ func (s *server) listSecretKeys(w http.ResponseWriter, r *http.Request) {
 	if svc == nil || !orgParam(w, q.Get("orgId")) {
 		return
 	}
-	scope, err := secrets.NormalizeScope(q.Get("scope"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	scope, ok := scopeParam(w, q.Get("scope"))
+	if !ok {
 		return
 	}
 	keys, err := svc.Store().ListSecretKeys(r.Context(), q.Get("orgId"), scope)
@@ -438,9 +447,8 @@ func (s *server) createSecretScope(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &b) || !orgParam(w, b.OrgID) {
 		return
 	}
-	scope, err := secrets.NormalizeScope(b.Scope)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	scope, ok := scopeParam(w, b.Scope)
+	if !ok {
 		return
 	}
 	if err := svc.Store().CreateSecretScope(r.Context(), b.OrgID, scope,
@@ -457,9 +465,8 @@ func (s *server) deleteSecretScope(w http.ResponseWriter, r *http.Request) {
 	if svc == nil || !orgParam(w, org) {
 		return
 	}
-	scope, err := secrets.NormalizeScope(r.PathValue("scope"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	scope, ok := scopeParam(w, r.PathValue("scope"))
+	if !ok {
 		return
 	}
 	if err := svc.Store().DeleteSecretScope(r.Context(), org, scope,
@@ -489,9 +496,8 @@ func (s *server) putSecret(w http.ResponseWriter, r *http.Request) {
 	if !orgParam(w, org) {
 		return
 	}
-	scope, err := secrets.NormalizeScope(r.PathValue("scope"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	scope, ok := scopeParam(w, r.PathValue("scope"))
+	if !ok {
 		return
 	}
 	if err := svc.Put(r.Context(), org, scope, key, *b.Value, auditEntry(r, "secret.set", secrets.Resource(org, scope, key), "")); err != nil {

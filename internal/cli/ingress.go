@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -79,13 +80,8 @@ on GitHub is printed, with the webhook secret (generated unless given).`,
 				WebhookURL string         `json:"webhookUrl"`
 				Source     api.SourceView `json:"source"`
 			}
-			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/sources", req, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/sources", nil, req, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			if a.quiet {
 				fmt.Fprintln(a.out(), resp.ID)
@@ -130,20 +126,11 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
 		Use: "list <source-id>", Short: "List a source's webhook secrets (ids and dates)", Args: cobra.ExactArgs(1),
 		Example: "  kici-admin source secrets list <source-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp struct {
 				Secrets []api.SecretView `json:"secrets"`
 			}
-			raw, err := c.Get(cmd.Context(), path(args[0]), nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, path(args[0]), nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "ID", "CREATED", "REVOKED")
 			for _, s := range resp.Secrets {
@@ -157,21 +144,12 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
 		Use: "rotate <source-id>", Short: "Add a new webhook secret and print it; the old ones stay valid until revoked", Args: cobra.ExactArgs(1),
 		Example: "  kici-admin source secrets rotate <source-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp struct {
 				ID            string `json:"id"`
 				WebhookSecret string `json:"webhookSecret"`
 			}
-			raw, err := c.Post(cmd.Context(), path(args[0]), map[string]any{}, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, path(args[0]), nil, map[string]any{}, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "New secret %s:\n%s\nConfigure it on the sender, then revoke the old one with: kici-admin source secrets revoke %s <old-secret-id>\n",
 				resp.ID, resp.WebhookSecret, args[0])
@@ -182,17 +160,8 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
 		Use: "revoke <source-id> <secret-id>", Short: "Revoke a webhook secret", Args: cobra.ExactArgs(2),
 		Example: "  kici-admin source secrets revoke <source-id> <secret-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, path(args[0])+"/"+url.PathEscape(args[1]), nil, nil, nil); done || err != nil {
 				return err
-			}
-			raw, _, err := c.Request(cmd.Context(), "DELETE", path(args[0])+"/"+url.PathEscape(args[1]), nil, nil, nil, true)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "Revoked secret %s\n", args[1])
 			return nil
@@ -216,10 +185,6 @@ func (a *app) eventLogCommand() *cobra.Command {
 		Use: "list", Short: "List deliveries, newest first", Args: cobra.NoArgs,
 		Example: "  kici-admin event-log list --status lockfile_missing --limit 20\n  kici-admin event-log list --event push --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			q := url.Values{}
 			for k, v := range map[string]string{"orgId": f.org, "routingKey": f.rk, "event": f.event, "action": f.action,
 				"status": f.status, "deliveryId": f.delivery, "from": f.from, "to": f.to} {
@@ -233,13 +198,8 @@ func (a *app) eventLogCommand() *cobra.Command {
 				Deliveries []api.EventLogView `json:"deliveries"`
 				Total      int                `json:"total"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/event-log", q, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/event-log", q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			if a.quiet {
 				for _, d := range resp.Deliveries {
@@ -274,10 +234,6 @@ func (a *app) eventLogCommand() *cobra.Command {
 		Use: "show <delivery-id>", Short: "Show one delivery and its decision trace", Args: cobra.ExactArgs(1),
 		Example: "  kici-admin event-log show github:12345:0f1e… --payload",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			q := url.Values{}
 			if showOrg != "" {
 				q.Set("orgId", showOrg)
@@ -292,13 +248,8 @@ func (a *app) eventLogCommand() *cobra.Command {
 				Payload          json.RawMessage  `json:"payload"`
 				PayloadReadError string           `json:"payloadReadError"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/event-log/"+url.PathEscape(args[0]), q, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/event-log/"+url.PathEscape(args[0]), q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			printDelivery(a, &resp.Delivery, resp.Trace, resp.ErrorMessage)
 			if payload {
@@ -320,10 +271,6 @@ func (a *app) eventLogCommand() *cobra.Command {
 		Use: "rejected", Short: "List refused deliveries (bad signature, over the cap, rate limited…)", Args: cobra.NoArgs,
 		Example: "  kici-admin event-log rejected --source <source-id>",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			q := url.Values{}
 			if src != "" {
 				q.Set("sourceId", src)
@@ -331,13 +278,8 @@ func (a *app) eventLogCommand() *cobra.Command {
 			var resp struct {
 				Rejected []store.RejectedDelivery `json:"rejected"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/rejected-deliveries", q, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/rejected-deliveries", q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "RECEIVED", "SOURCE", "ROUTE", "STATUS", "REASON", "DELIVERY", "FROM")
 			for _, r := range resp.Rejected {
@@ -440,21 +382,12 @@ func (a *app) eventCommand() *cobra.Command {
 			if !json.Valid([]byte(body)) {
 				return errors.New("the payload is not valid JSON")
 			}
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp struct {
 				EventID string `json:"eventId"`
 			}
-			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/events/emit", api.EmitRequest{EventName: args[0], Payload: json.RawMessage(body),
-				SourceRepo: repo, SourceRoutingKey: rk, OrgID: org}, &resp)
-			if err != nil {
+			req := api.EmitRequest{EventName: args[0], Payload: json.RawMessage(body), SourceRepo: repo, SourceRoutingKey: rk, OrgID: org}
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/events/emit", nil, req, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			if a.quiet {
 				fmt.Fprintln(a.out(), resp.EventID)
@@ -480,10 +413,6 @@ func (a *app) registrationCommand() *cobra.Command {
 		Use: "list", Short: "List registrations", Args: cobra.NoArgs,
 		Example: "  kici-admin registration list --trigger-type schedule",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			q := url.Values{}
 			for k, v := range map[string]string{"org": org, "routingKey": rk, "repoIdentifier": repo, "triggerType": typ} {
 				if v != "" {
@@ -493,13 +422,8 @@ func (a *app) registrationCommand() *cobra.Command {
 			var resp struct {
 				Registrations []store.Registration `json:"registrations"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/registrations", q, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/registrations", q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "ID", "REPO", "WORKFLOW", "TRIGGERS", "COMMIT", "REGISTERED")
 			for _, g := range resp.Registrations {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -47,20 +48,11 @@ func (a *app) attestationsCommand() *cobra.Command {
   kici-admin attestations list <run-id> --quiet   # attestation ids only`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp struct {
 				Attestations []attestationRow `json:"attestations"`
 			}
-			raw, err := c.Get(cmd.Context(), "/api/v1/admin/runs/"+url.PathEscape(args[0])+"/attestations", nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/runs/"+url.PathEscape(args[0])+"/attestations", nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			if a.quiet {
 				for _, x := range resp.Attestations {
@@ -83,18 +75,9 @@ func (a *app) attestationsCommand() *cobra.Command {
   kici-admin attestations get <attestation-id> --json   # with id, run, job, subject`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var x attestationRow
-			raw, err := c.Get(cmd.Context(), "/api/v1/admin/attestations/"+url.PathEscape(args[0]), nil, &x)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/attestations/"+url.PathEscape(args[0]), nil, nil, &x); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			printJSON(a.out(), x.Bundle)
 			return nil
@@ -129,20 +112,11 @@ func (a *app) signingKeyCommand() *cobra.Command {
   kici-admin signing-key list --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp struct {
 				Keys []signingKeyRow `json:"keys"`
 			}
-			raw, err := c.Get(cmd.Context(), "/api/v1/admin/signing-keys", nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/signing-keys", nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "KID", "STATUS", "CREATED", "RETIRED", "REVOKED", "REASON")
 			for _, k := range resp.Keys {

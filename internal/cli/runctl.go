@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 
 	"github.com/spf13/cobra"
@@ -27,18 +28,9 @@ SIGKILL. A finished run cannot be cancelled (exit 1, HTTP 409).`,
   kici-admin runs cancel <run-id> --force`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var resp api.CancelResponse
-			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/cancel", api.CancelRequest{Force: force}, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/cancel", nil, api.CancelRequest{Force: force}, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "run %s: %s\n", resp.RunID, resp.Status)
 			return nil

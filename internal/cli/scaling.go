@@ -175,18 +175,9 @@ func (a *app) scalerCommand() *cobra.Command {
 		Example: "  kici-admin scaler list\n  kici-admin scaler list --agents\n  kici-admin scaler list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
 			var v scalerStatus
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/scalers", nil, &v)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/scalers", nil, nil, &v); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "NAME", "TYPE", "STATE", "AGENTS", "SPAWNING", "QUEUED", "MAX", "SPAWNS", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
 			for _, s := range v.Scalers {

@@ -44,6 +44,21 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, in
 	return data, nil
 }
 
+// callJSON is call for commands with a --json mode: with --json it prints the
+// raw answer and reports printed, so the caller renders out only when it did
+// not (and on no error).
+func (a *app) callJSON(cmd *cobra.Command, method, path string, query url.Values, in, out any) (printed bool, err error) {
+	raw, err := a.call(cmd, method, path, query, in, out)
+	if err != nil {
+		return false, err
+	}
+	if a.json {
+		printJSON(a.out(), raw)
+		return true, nil
+	}
+	return false, nil
+}
+
 // ---------------------------------------------------------------- token
 
 // tokenCommand is `kici-admin token create|list|revoke`.
@@ -75,13 +90,8 @@ func (a *app) tokenCommand() *cobra.Command {
 				body["expiresAt"] = time.Now().Add(d).UTC().Format(time.RFC3339)
 			}
 			var resp struct{ Token, ID string }
-			raw, err := a.call(cmd, http.MethodPost, api.AdminPrefix+"/tokens", nil, body, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/tokens", nil, body, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "id:    %s\ntoken: %s\n", resp.ID, resp.Token)
 			fmt.Fprintln(a.io.Stderr, "Store the token now: it is not shown again.")
@@ -101,13 +111,8 @@ func (a *app) tokenCommand() *cobra.Command {
 		Use:     "list", Short: "List admin tokens, newest first (never their plaintext)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp struct{ Tokens []api.AdminTokenView }
-			raw, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/tokens", nil, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/tokens", nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "ID", "LABEL", "ROLE", "ROUTING KEY", "CREATED", "EXPIRES", "REVOKED")
 			for _, v := range resp.Tokens {
@@ -129,13 +134,8 @@ func (a *app) tokenCommand() *cobra.Command {
 		Example: "  kici-admin token revoke 6f1d0c7e-…",
 		Use:     "revoke <token-id>", Short: "Revoke an admin token: it gets 401 from now on", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := a.call(cmd, http.MethodDelete, api.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, api.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "token %s revoked\n", args[0])
 			return nil
@@ -184,13 +184,8 @@ func (a *app) agentCommand() *cobra.Command {
 				Labels                 []string
 				MandatoryLabels        []string
 			}
-			raw, err := a.call(cmd, http.MethodPost, api.AgentTokenPath, nil, body, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AgentTokenPath, nil, body, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			scope := "any"
 			if resp.Labels != nil {
@@ -218,13 +213,8 @@ func (a *app) agentCommand() *cobra.Command {
 				q.Set("type", typ)
 			}
 			var resp struct{ Tokens []api.AgentTokenView }
-			raw, err := a.call(cmd, http.MethodGet, api.AgentTokenPath, q, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AgentTokenPath, q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "ID", "PREFIX", "TYPE", "LABELS", "CREATED", "EXPIRES")
 			for _, v := range resp.Tokens {
@@ -248,13 +238,8 @@ func (a *app) agentCommand() *cobra.Command {
 		Use:     "revoke <token-id>", Short: "Revoke an agent token and close its live connections (the agents stop reconnecting)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct{ Kicked int }
-			raw, err := a.call(cmd, http.MethodDelete, api.AgentTokenPath+"/"+url.PathEscape(args[0]), nil, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, api.AgentTokenPath+"/"+url.PathEscape(args[0]), nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "agent token %s revoked, %d connection(s) closed\n", args[0], resp.Kicked)
 			return nil
@@ -290,13 +275,8 @@ func (a *app) secretCommand() *cobra.Command {
 		Use:     "scopes", Short: "List the org's secret scopes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp struct{ Scopes []string }
-			raw, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/secrets/scopes", url.Values{"orgId": {org}}, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/secrets/scopes", url.Values{"orgId": {org}}, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			for _, s := range resp.Scopes {
 				fmt.Fprintln(a.out(), terminalSafe(s))
@@ -310,13 +290,8 @@ func (a *app) secretCommand() *cobra.Command {
 		Use:     "list <scope>", Short: "List the key names of a scope (never values)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct{ Keys []string }
-			raw, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/secrets/keys", url.Values{"orgId": {org}, "scope": {args[0]}}, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/secrets/keys", url.Values{"orgId": {org}, "scope": {args[0]}}, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			for _, k := range resp.Keys {
 				fmt.Fprintln(a.out(), terminalSafe(k))
@@ -370,13 +345,8 @@ func (a *app) secretCommand() *cobra.Command {
 				return errors.New("the secret value is empty")
 			}
 			path := api.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
-			raw, err := a.call(cmd, http.MethodPut, path, nil, map[string]string{"value": v}, nil)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPut, path, nil, map[string]string{"value": v}, nil); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "secret %s:%s set\n", terminalSafe(args[0]), terminalSafe(args[1]))
 			return nil
@@ -398,13 +368,8 @@ func (a *app) secretCommand() *cobra.Command {
 				path = api.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
 				what = "secret " + args[0] + ":" + args[1]
 			}
-			raw, err := a.call(cmd, http.MethodDelete, path, nil, nil, nil)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, path, nil, nil, nil); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "%s deleted\n", terminalSafe(what))
 			return nil
@@ -418,13 +383,8 @@ func (a *app) secretCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp map[string]int
-			raw, err := a.call(cmd, http.MethodPost, api.AdminPrefix+"/rotate-key", nil, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/rotate-key", nil, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			fmt.Fprintf(a.out(), "re-encrypted %d secret(s) and %d signing key(s)\n", resp["reEncrypted"], resp["reEncryptedSigningKeys"])
 			return nil
@@ -479,13 +439,8 @@ func (a *app) accessLogCommand() *cobra.Command {
 				q.Set("action", action)
 			}
 			var resp struct{ Entries []store.AccessLogEntry }
-			raw, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/access-log", q, nil, &resp)
-			if err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/access-log", q, nil, &resp); done || err != nil {
 				return err
-			}
-			if a.json {
-				printJSON(a.out(), raw)
-				return nil
 			}
 			t := newTable(a.out(), "AT", "ACTION", "RESOURCE", "BY", "DETAIL")
 			for _, e := range resp.Entries {

@@ -1,12 +1,7 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,7 +9,6 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/cluster"
-	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/webhook"
 )
@@ -24,12 +18,7 @@ import (
 // delivery), while a replay within the window creates none.
 func TestDedupWindowReplayCreatesSecondRun(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	h.proc.Start(ctx)
-	defer h.proc.Stop()
+	ctx, c1 := h.startWithLock(t)
 
 	reader := cluster.NewReader(h.st, nil, time.Hour, nil)
 	if _, err := reader.Patch(ctx, []byte(`{"webhookDedupTtlMs":60000}`)); err != nil {
@@ -46,23 +35,9 @@ func TestDedupWindowReplayCreatesSecondRun(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": "0000000000000000000000000000000000000000",
-		"after": c1, "repository": map[string]string{"full_name": "acme/app", "path": h.repo.dir}, "sender": map[string]string{"login": "dev"}})
-	mac := hmac.New(sha256.New, []byte(h.src.WebhookSecret))
-	mac.Write(body)
 	post := func() (int, webhook.Response) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhook/acme/generic/app", bytes.NewReader(body))
-		req.Header.Set(webhook.HeaderSignature, "sha256="+hex.EncodeToString(mac.Sum(nil)))
-		req.Header.Set(webhook.HeaderEventType, "push")
-		req.Header.Set(webhook.HeaderDelivery, "same-id")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var r webhook.Response
-		_ = json.NewDecoder(resp.Body).Decode(&r)
-		return resp.StatusCode, r
+		t.Helper()
+		return postGenericPush(t, h, srv.URL, c1, "same-id")
 	}
 	processed := func(id string) {
 		t.Helper()
