@@ -861,3 +861,38 @@ func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 		t.Errorf("job pushed after SIGUSR1 = %s, want queued (not taken by the draining agent)", j.Status)
 	}
 }
+
+// TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled proves a graceful
+// stop never leaves a job "running" on an agent that no longer exists: the
+// spawned agent is stopped while its socket is still served, its job's
+// cancelled status lands, and a restarted orchestrator shows it at once.
+func TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled(t *testing.T) {
+	marks := t.TempDir()
+	repo := repoWithWorkflow(t, `name: slow
+on: {push: {branches: [main]}}
+jobs:
+  wait:
+    steps:
+      - run: |
+          echo started >> `+marks+`/runs
+          sleep 60
+`)
+	dataDir := t.TempDir()
+	port := freePort(t)
+	o := startOrchestratorAt(t, dataDir, port)
+	_, delivery := o.push(t, repo, "")
+	runID := o.runOf(t, delivery)
+	waitFileContains(t, 60*time.Second, "the step to start", filepath.Join(marks, "runs"), "started")
+	agents := o.agentPIDs()
+	o.stop(t)
+
+	o2 := startOrchestratorAt(t, dataDir, port)
+	jobs := o2.jobsOf(t, runID)
+	if j := jobs["wait"]; j.Status != "cancelled" || !strings.Contains(j.ErrorMessage, "shutting down") {
+		t.Errorf("job after a graceful stop and restart = %q (%q), want cancelled because the agent was shut down", j.Status, j.ErrorMessage)
+	}
+	if r := o2.waitRunStatus(t, runID, 30*time.Second, "success", "failed", "cancelled"); r.Status != "cancelled" {
+		t.Errorf("run = %s, want cancelled", r.Status)
+	}
+	assertNothingLeft(t, runID, agents...)
+}

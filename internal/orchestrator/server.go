@@ -229,7 +229,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Error("recovery at start failed", "err", err)
 	}
 	s.processor.Start(ctx)
-	s.dispatcher.Start(ctx)
+	// The dispatcher outlives the signal: agents stopped during shutdown must
+	// still be able to report their jobs' final status over their sockets.
+	s.dispatcher.Start(context.WithoutCancel(ctx))
 	s.ingress.start(ctx)
 	stopHUP := s.reloadOnSIGHUP()
 	defer stopHUP()
@@ -247,9 +249,12 @@ func (s *Server) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	s.log.Info("shutting down")
+	// Agents this orchestrator spawned are stopped first, while their
+	// sockets are still served: each cancels its running job and reports it,
+	// so no job is left "running" on an agent that no longer exists.
+	s.scaler.Shutdown(shutdownCtx)
 	_ = s.httpSrv.Shutdown(shutdownCtx)
 	s.dispatcher.Shutdown(shutdownCtx)
-	s.scaler.Shutdown(shutdownCtx)
 	s.processor.Stop()
 	s.runctl.Wait()
 	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
