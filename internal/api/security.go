@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,11 +224,24 @@ func (s *server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) revokeAdminToken(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.d.Store.RevokeAdminTokenAudited(r.Context(), id, auditEntry(r, "token.revoke", "admin_token:"+id, "")); err != nil {
+	changed, err := s.d.Store.RevokeAdminTokenAudited(r.Context(), id, auditEntry(r, "token.revoke", "admin_token:"+id, ""))
+	if err != nil {
 		s.internalError(w, r, err)
 		return
 	}
-	// KiCI answers {revoked:true} for unknown ids too.
+	if !changed {
+		// KiCI answers {revoked:true} for unknown ids too; we say 404 so a
+		// mistyped id is never taken for a revoked token.
+		tokens, err := s.d.Store.ListAdminTokens(r.Context())
+		if err != nil {
+			s.internalError(w, r, err)
+			return
+		}
+		if !slices.ContainsFunc(tokens, func(t *store.AdminToken) bool { return t.ID == id }) {
+			writeError(w, http.StatusNotFound, "Token not found")
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
 }
 

@@ -163,6 +163,13 @@ func TestTokenLifecycleAndRevocation(t *testing.T) {
 	if code, m, _ := e.do("GET", "/api/v1/admin/runs", tok, ""); code != 401 || m["error"] != "Invalid or expired token" {
 		t.Fatalf("revoked token: %d %v", code, m)
 	}
+	// Revoking again is fine; a mistyped id is a 404, never a false "revoked".
+	if code, m, _ := e.do("DELETE", "/api/v1/admin/tokens/"+id, e.owner, ""); code != 200 || m["revoked"] != true {
+		t.Fatalf("second revoke: %d %v", code, m)
+	}
+	if code, m, _ := e.do("DELETE", "/api/v1/admin/tokens/no-such-token", e.owner, ""); code != 404 || m["error"] != "Token not found" {
+		t.Fatalf("revoke of an unknown id: %d %v", code, m)
+	}
 	// An expired token is refused the same way.
 	past := time.Now().Add(-time.Minute)
 	plain := auth.NewAdminTokenPlaintext()
