@@ -179,6 +179,18 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("decisions: %+v", got.Workflows)
 	}
 
+	// Without --branch a push is of the checked-out branch (main here).
+	out, stderr, code = runKici(t, bin, repo, "preview", "push", "--json")
+	if code != 0 {
+		t.Fatalf("preview without --branch: %d %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := trigger.MatchAll(lf, &trigger.Event{Type: "push", TargetBranch: "main", Provider: "local"}); !reflect.DeepEqual(got.Workflows, want) {
+		t.Fatalf("push without --branch should be a push of main:\n%+v\nwant %+v", got.Workflows, want)
+	}
+
 	// A real GitHub delivery goes through the GitHub normalizer.
 	fixture := filepath.Join(fixtureDir(t), "pull_request.opened.1.json")
 	out, stderr, code = runKici(t, bin, repo, "preview", "--payload", fixture, "--event", "pull_request", "--json")

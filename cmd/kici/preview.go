@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -27,7 +28,7 @@ type eventFlags struct {
 
 func (ef *eventFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&ef.branch, "branch", "", "pushed branch (push), or target branch of other events")
+	f.StringVar(&ef.branch, "branch", "", "pushed branch (push; default: the checked-out branch), or target branch of other events")
 	f.StringVar(&ef.targetBranch, "target-branch", "", "pull request base branch")
 	f.StringVar(&ef.sourceBranch, "source-branch", "", "pull request head branch")
 	f.StringSliceVar(&ef.files, "files", nil, "changed files, comma-separated (for paths filters)")
@@ -104,6 +105,10 @@ func (ef *eventFlags) buildEvent(args []string) (*trigger.Event, error) {
 	}
 	if ef.branch != "" {
 		ev.TargetBranch = ef.branch
+	} else if ev.Type == "push" && ev.TargetBranch == "" {
+		// Like `kici-admin source trigger-local`: a push is of the branch
+		// checked out here unless --branch says otherwise.
+		ev.TargetBranch = currentBranch(ef.dir)
 	}
 	if ef.targetBranch != "" {
 		ev.TargetBranch = ef.targetBranch
@@ -252,4 +257,14 @@ func printDecisions(w io.Writer, ev *trigger.Event, ds []trigger.Decision) {
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
 		}
 	}
+}
+
+// currentBranch is the branch checked out in dir, or "" (detached HEAD, not
+// a git repository).
+func currentBranch(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "symbolic-ref", "--quiet", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -179,7 +179,7 @@ func (a *app) scalerCommand() *cobra.Command {
 			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/scalers", nil, nil, &v); done || err != nil {
 				return err
 			}
-			t := newTable(a.out(), "NAME", "TYPE", "STATE", "AGENTS", "SPAWNING", "QUEUED", "MAX", "SPAWNS", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
+			t := newTable(a.out(), "NAME", "TYPE", "STATE", "AGENTS", "SPAWNING", "QUEUED", "MAX AGENTS", "MAX SPAWNING", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
 			for _, s := range v.Scalers {
 				state := "active"
 				if s.Retiring {
