@@ -175,6 +175,13 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/secrets/{orgId}/{scope}/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putSecret}, "DELETE": {auth.PermSecretDelete, s.deleteSecret}})
 	a("/rotate-key", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.rotateKey}})
 	a("/access-log", map[string]routeSpec{"GET": {auth.PermAccessLogRead, s.listAccessLog}})
+	a("/contexts", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.createContext}, "GET": {auth.PermSecretRead, s.listContexts}})
+	mux.Handle("POST "+AdminPrefix+"/contexts/templates", s.wrap(s.gateScoped("POST "+AdminPrefix+"/contexts/templates", auth.PermSecretWrite, s.createContextTemplate)))
+	a("/contexts/{name}", map[string]routeSpec{"GET": {auth.PermSecretRead, s.getContext}, "DELETE": {auth.PermSecretWrite, s.deleteContext}})
+	a("/contexts/{name}/bind", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.bindContext}})
+	a("/contexts/{name}/policy", map[string]routeSpec{"PATCH": {auth.PermSecretWrite, s.patchContextPolicy}})
+	a("/contexts/{name}/variables", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listContextVariables}})
+	a("/contexts/{name}/variables/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextVariable}, "DELETE": {auth.PermSecretDelete, s.deleteContextVariable}})
 	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found")
 	})))
@@ -233,6 +240,16 @@ var Routes = []string{
 	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretDelete,
 	"POST " + AdminPrefix + "/rotate-key " + auth.PermKeyRotate,
 	"GET " + AdminPrefix + "/access-log " + auth.PermAccessLogRead,
+	"POST " + AdminPrefix + "/contexts " + auth.PermSecretWrite,
+	"GET " + AdminPrefix + "/contexts " + auth.PermSecretRead,
+	"POST " + AdminPrefix + "/contexts/templates " + auth.PermSecretWrite,
+	"GET " + AdminPrefix + "/contexts/{name} " + auth.PermSecretRead,
+	"DELETE " + AdminPrefix + "/contexts/{name} " + auth.PermSecretWrite,
+	"POST " + AdminPrefix + "/contexts/{name}/bind " + auth.PermSecretWrite,
+	"PATCH " + AdminPrefix + "/contexts/{name}/policy " + auth.PermSecretWrite,
+	"GET " + AdminPrefix + "/contexts/{name}/variables " + auth.PermSecretRead,
+	"PUT " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretWrite,
+	"DELETE " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretDelete,
 }
 
 type routeSpec struct {

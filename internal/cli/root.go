@@ -115,6 +115,7 @@ orchestrator's host no flags are needed.`,
 	root.AddCommand(a.attestationsCommand(), a.signingKeyCommand())
 	root.AddCommand(a.clusterSettingsCommand(), a.scalerCommand())
 	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
+	root.AddCommand(a.contextCommand(), a.variableCommand())
 	return root
 }
 

@@ -257,6 +257,8 @@ type Store interface {
 	ClusterSettingsStore
 	// SecurityStore: token scopes, secrets, access log (security.go).
 	SecurityStore
+	// ContextStore: contexts, bindings, variables (contexts.go).
+	ContextStore
 
 	// --- sources ---
 

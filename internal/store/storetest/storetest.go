@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Ingress", testIngress},
 		{"ClusterSettings", testClusterSettings},
 		{"Security", testSecurity},
+		{"Contexts", testContexts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

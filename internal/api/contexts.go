@@ -1,0 +1,568 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/store"
+)
+
+// Context routes (KiCI orchestrator 0.2.0 routes/admin-contexts): create
+// (upsert), bind, policy PATCH, list, show, delete, templates and
+// variables, all gated by the secret.* permissions as in KiCI and open to
+// unscoped tokens only.
+
+var (
+	contextNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	orgIDRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	varKeyRe      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+)
+
+// Limits on context input.
+const (
+	maxContextListLen   = 100
+	maxContextPatternLn = 512
+	maxVariableValueLen = 64 << 10
+)
+
+// contextPolicy is the policy part of a create, template or PATCH body.
+// json.RawMessage keeps "absent" (nil) apart from "null".
+type contextPolicy struct {
+	BranchRestrictions  json.RawMessage `json:"branchRestrictions"`
+	RequiredReviewers   json.RawMessage `json:"requiredReviewers"`
+	WaitTimerSeconds    json.RawMessage `json:"waitTimerSeconds"`
+	HoldExpirySeconds   json.RawMessage `json:"holdExpirySeconds"`
+	MinimumTrust        json.RawMessage `json:"minimumTrust"`
+	Enabled             json.RawMessage `json:"enabled"`
+	AllowLocalExecution json.RawMessage `json:"allowLocalExecution"`
+}
+
+func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "null" }
+
+// present reports whether at least one policy field is present.
+func (p *contextPolicy) present() bool {
+	return p.BranchRestrictions != nil || p.RequiredReviewers != nil || p.WaitTimerSeconds != nil ||
+		p.HoldExpirySeconds != nil || p.MinimumTrust != nil || p.Enabled != nil || p.AllowLocalExecution != nil
+}
+
+func decodeStringList(field string, m json.RawMessage) ([]string, error) {
+	var l []string
+	if err := json.Unmarshal(m, &l); err != nil {
+		return nil, fmt.Errorf("%s must be an array of strings", field)
+	}
+	if len(l) > maxContextListLen {
+		return nil, fmt.Errorf("%s has more than %d entries", field, maxContextListLen)
+	}
+	for _, s := range l {
+		if s == "" || len(s) > maxContextPatternLn {
+			return nil, fmt.Errorf("%s entries must be 1..%d characters", field, maxContextPatternLn)
+		}
+	}
+	return l, nil
+}
+
+func decodeSeconds(field string, m json.RawMessage, min int64) (*int64, error) {
+	var n int64
+	if err := json.Unmarshal(m, &n); err != nil || n < min || n > 365*24*3600 {
+		return nil, fmt.Errorf("%s must be an integer ≥ %d (at most one year) or null", field, min)
+	}
+	return &n, nil
+}
+
+// apply sets the present fields of p on c; an explicit null clears a field
+// (branch restrictions become empty; enabled and allowLocalExecution take
+// their defaults true and false).
+func (p *contextPolicy) apply(c *store.Context) error {
+	if m := p.BranchRestrictions; m != nil {
+		c.BranchRestrictions = []string{}
+		if !isNull(m) {
+			l, err := decodeStringList("branchRestrictions", m)
+			if err != nil {
+				return err
+			}
+			c.BranchRestrictions = l
+		}
+	}
+	if m := p.RequiredReviewers; m != nil {
+		c.RequiredReviewers = nil
+		if !isNull(m) {
+			l, err := decodeStringList("requiredReviewers", m)
+			if err != nil {
+				return err
+			}
+			c.RequiredReviewers = l
+		}
+	}
+	if m := p.WaitTimerSeconds; m != nil {
+		c.WaitTimerSeconds = nil
+		if !isNull(m) {
+			n, err := decodeSeconds("waitTimerSeconds", m, 0)
+			if err != nil {
+				return err
+			}
+			c.WaitTimerSeconds = n
+		}
+	}
+	if m := p.HoldExpirySeconds; m != nil {
+		c.HoldExpirySeconds = nil
+		if !isNull(m) {
+			n, err := decodeSeconds("holdExpirySeconds", m, 1)
+			if err != nil {
+				return err
+			}
+			c.HoldExpirySeconds = n
+		}
+	}
+	if m := p.MinimumTrust; m != nil {
+		c.MinimumTrust = nil
+		if !isNull(m) {
+			var s string
+			if err := json.Unmarshal(m, &s); err != nil || s != "trusted" {
+				return errors.New(`minimumTrust must be "trusted" or null`)
+			}
+			c.MinimumTrust = &s
+		}
+	}
+	for _, f := range []struct {
+		name string
+		m    json.RawMessage
+		dst  *bool
+		def  bool
+	}{{"enabled", p.Enabled, &c.Enabled, true}, {"allowLocalExecution", p.AllowLocalExecution, &c.AllowLocalExecution, false}} {
+		if f.m == nil {
+			continue
+		}
+		*f.dst = f.def
+		if !isNull(f.m) {
+			if err := json.Unmarshal(f.m, f.dst); err != nil {
+				return fmt.Errorf("%s must be a boolean", f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// contextOrgName validates the orgId query parameter and the {name} path
+// value, answering 400 itself on failure.
+func contextOrgName(w http.ResponseWriter, r *http.Request) (org, name string, ok bool) {
+	org = r.URL.Query().Get("orgId")
+	if org == "" {
+		writeError(w, http.StatusBadRequest, "orgId required")
+		return "", "", false
+	}
+	if !orgIDRe.MatchString(org) {
+		writeError(w, http.StatusBadRequest, "invalid orgId")
+		return "", "", false
+	}
+	name = r.PathValue("name")
+	if !contextNameRe.MatchString(name) {
+		writeError(w, http.StatusBadRequest, "invalid context name")
+		return "", "", false
+	}
+	return org, name, true
+}
+
+func validOrgAndName(org, name string) string {
+	if org == "" {
+		return "orgId required"
+	}
+	if !orgIDRe.MatchString(org) {
+		return "invalid orgId"
+	}
+	if !contextNameRe.MatchString(name) {
+		return "name must match " + contextNameRe.String()
+	}
+	if name == "templates" {
+		return `"templates" is a reserved context name`
+	}
+	return ""
+}
+
+// contextStoreErr maps a store error of a context route: ErrNotFound →
+// 404 notFound, anything else → 500.
+func (s *server) contextStoreErr(w http.ResponseWriter, r *http.Request, err error, notFound string) {
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, notFound)
+		return
+	}
+	s.internalError(w, r, err)
+}
+
+func callerTokenID(r *http.Request) string {
+	p, _ := auth.PrincipalFrom(r.Context())
+	return p.TokenID
+}
+
+// createContext is POST /contexts: upsert keyed on (orgId, name); 201
+// {envId, created:true} for a new context, 200 {envId, created:false}
+// otherwise.
+func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		OrgID       string `json:"orgId"`
+		Name        string `json:"name"`
+		Type        string `json:"type"`
+		GlobPattern string `json:"globPattern"`
+		contextPolicy
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if msg := validOrgAndName(body.OrgID, body.Name); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: body.Type, GlobPattern: body.GlobPattern,
+		Enabled: true, BranchRestrictions: []string{}, CreatedBy: callerTokenID(r)}
+	if c.Type == "" {
+		c.Type = store.ContextTypeFixed
+	}
+	switch {
+	case c.Type != store.ContextTypeFixed && c.Type != store.ContextTypeGlob:
+		writeError(w, http.StatusBadRequest, `type must be "fixed" or "glob"`)
+		return
+	case c.Type == store.ContextTypeGlob && (c.GlobPattern == "" || len(c.GlobPattern) > maxContextPatternLn):
+		writeError(w, http.StatusBadRequest, "globPattern is required for a glob context")
+		return
+	case c.Type == store.ContextTypeFixed && c.GlobPattern != "":
+		writeError(w, http.StatusBadRequest, "globPattern is only allowed for a glob context")
+		return
+	}
+	if err := body.apply(c); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	created, err := s.d.Store.UpsertContext(r.Context(), c, nil)
+	if errors.Is(err, store.ErrConflict) { // a concurrent create of the same name
+		writeError(w, http.StatusConflict, "Conflict: resource already exists")
+		return
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"envId": c.ID, "created": created})
+}
+
+// createContextTemplate is POST /contexts/templates: upserts a context named
+// templateName (type fixed unless a glob type is asked for) and seeds its
+// variables unlocked; 201 or 200 {envId, created, variablesSet}.
+func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		OrgID        string            `json:"orgId"`
+		TemplateName string            `json:"templateName"`
+		Type         string            `json:"type"`
+		Variables    map[string]string `json:"variables"`
+		contextPolicy
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if msg := validOrgAndName(body.OrgID, body.TemplateName); msg != "" {
+		writeError(w, http.StatusBadRequest, strings.Replace(msg, "name", "templateName", 1))
+		return
+	}
+	if body.Enabled != nil || body.AllowLocalExecution != nil {
+		writeError(w, http.StatusBadRequest, "enabled and allowLocalExecution are not template fields")
+		return
+	}
+	// KiCI never persists "template": the stored type is forced to glob or
+	// fixed. A glob type needs a pattern this route has no field for, so
+	// only fixed is stored.
+	switch body.Type {
+	case "", store.ContextTypeFixed, "template":
+	default:
+		writeError(w, http.StatusBadRequest, `type must be "fixed" or "template"`)
+		return
+	}
+	if len(body.Variables) > 1000 {
+		writeError(w, http.StatusBadRequest, "at most 1000 variables")
+		return
+	}
+	for k, v := range body.Variables {
+		if !varKeyRe.MatchString(k) || len(v) > maxVariableValueLen {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid variable %q (key must match %s, value ≤ %d bytes)", k, varKeyRe, maxVariableValueLen))
+			return
+		}
+	}
+	c := &store.Context{OrgID: body.OrgID, Name: body.TemplateName, Type: store.ContextTypeFixed, Enabled: true,
+		BranchRestrictions: []string{}, CreatedBy: callerTokenID(r)}
+	if err := body.apply(c); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	created, err := s.d.Store.UpsertContext(r.Context(), c, body.Variables)
+	if errors.Is(err, store.ErrConflict) { // a concurrent create of the same name
+		writeError(w, http.StatusConflict, "Conflict: resource already exists")
+		return
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"envId": c.ID, "created": created, "variablesSet": len(body.Variables)})
+}
+
+// bindContext is POST /contexts/{name}/bind: 201 {created:true}, or 200
+// {created:false} when an identical binding exists.
+func (s *server) bindContext(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		OrgID        string `json:"orgId"`
+		ScopePattern string `json:"scopePattern"`
+		HostPattern  string `json:"hostPattern"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	name := r.PathValue("name")
+	if msg := validOrgAndName(body.OrgID, name); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	if body.HostPattern == "" {
+		body.HostPattern = "**"
+	}
+	if body.ScopePattern == "" || len(body.ScopePattern) > maxContextPatternLn || len(body.HostPattern) > maxContextPatternLn {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("scopePattern is required; patterns are at most %d characters", maxContextPatternLn))
+		return
+	}
+	created, err := s.d.Store.BindContext(r.Context(), body.OrgID, name, body.ScopePattern, body.HostPattern)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"created": created})
+}
+
+// patchContextPolicy is PATCH /contexts/{name}/policy: only the fields
+// present change, an explicit null clears one; 400 when none is given.
+func (s *server) patchContextPolicy(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		OrgID       string `json:"orgId"`
+		ContextName string `json:"contextName"`
+		contextPolicy
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	name := r.PathValue("name")
+	if msg := validOrgAndName(body.OrgID, name); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	if body.ContextName != "" && body.ContextName != name {
+		writeError(w, http.StatusBadRequest, "contextName does not match the path")
+		return
+	}
+	if !body.present() {
+		writeError(w, http.StatusBadRequest, "No policy fields to update")
+		return
+	}
+	var invalid error
+	err := s.d.Store.UpdateContextPolicy(r.Context(), body.OrgID, name, func(c *store.Context) error {
+		invalid = body.apply(c)
+		return invalid
+	})
+	if invalid != nil {
+		writeError(w, http.StatusBadRequest, invalid.Error())
+		return
+	}
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"updated": true})
+}
+
+// listContexts is GET /contexts?orgId=[&includeSecrets=true]: {contexts:[row…]}
+// ordered by name; with includeSecrets each row also gets secret_keys.
+func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
+	org := r.URL.Query().Get("orgId")
+	if org == "" {
+		writeError(w, http.StatusBadRequest, "orgId required")
+		return
+	}
+	list, err := s.d.Store.ListContexts(r.Context(), org)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []*store.Context{}
+	}
+	switch r.URL.Query().Get("includeSecrets") {
+	case "", "false":
+		writeJSON(w, http.StatusOK, map[string]any{"contexts": list})
+		return
+	case "true":
+	default:
+		writeError(w, http.StatusBadRequest, "includeSecrets must be true or false")
+		return
+	}
+	type rowWithKeys struct {
+		*store.Context
+		SecretKeys []string `json:"secret_keys"`
+	}
+	rows := make([]rowWithKeys, 0, len(list))
+	for _, c := range list {
+		keys, err := s.contextSecretKeys(r, c)
+		if err != nil {
+			s.internalError(w, r, err)
+			return
+		}
+		rows = append(rows, rowWithKeys{Context: c, SecretKeys: keys})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"contexts": rows})
+}
+
+// contextSecretKeys returns the distinct secret key names (never values) of
+// the scopes equal to one of c's binding patterns, sorted. As in KiCI the
+// match is exact: a glob pattern is not expanded here.
+func (s *server) contextSecretKeys(r *http.Request, c *store.Context) ([]string, error) {
+	bs, err := s.d.Store.ListContextBindings(r.Context(), c.OrgID, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	keys := []string{}
+	for _, b := range bs {
+		ks, err := s.d.Store.ListSecretKeys(r.Context(), c.OrgID, b.ScopePattern)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// getContext is GET /contexts/{name}?orgId=: {context, variables, bindings}.
+func (s *server) getContext(w http.ResponseWriter, r *http.Request) {
+	org, name, ok := contextOrgName(w, r)
+	if !ok {
+		return
+	}
+	c, err := s.d.Store.GetContext(r.Context(), org, name)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	vars, err := s.d.Store.ListContextVariables(r.Context(), org, name)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	bs, err := s.d.Store.ListContextBindings(r.Context(), org, name)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	if vars == nil {
+		vars = []*store.ContextVariable{}
+	}
+	if bs == nil {
+		bs = []*store.ContextBinding{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"context": c, "variables": vars, "bindings": bs})
+}
+
+// deleteContext is DELETE /contexts/{name}?orgId=: {deleted:true}; bindings
+// and variables cascade.
+func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	org, name, ok := contextOrgName(w, r)
+	if !ok {
+		return
+	}
+	if err := s.d.Store.DeleteContext(r.Context(), org, name); err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// listContextVariables is GET /contexts/{name}/variables?orgId=.
+func (s *server) listContextVariables(w http.ResponseWriter, r *http.Request) {
+	org, name, ok := contextOrgName(w, r)
+	if !ok {
+		return
+	}
+	vars, err := s.d.Store.ListContextVariables(r.Context(), org, name)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	if vars == nil {
+		vars = []*store.ContextVariable{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"variables": vars})
+}
+
+// putContextVariable is PUT /contexts/{name}/variables/{key}?orgId= with
+// {value, locked?}: {set:true}.
+func (s *server) putContextVariable(w http.ResponseWriter, r *http.Request) {
+	org, name, ok := contextOrgName(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Value  *string `json:"value"`
+		Locked bool    `json:"locked"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	key := r.PathValue("key")
+	if !varKeyRe.MatchString(key) {
+		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+		return
+	}
+	if body.Value == nil || len(*body.Value) > maxVariableValueLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("value is required (at most %d bytes)", maxVariableValueLen))
+		return
+	}
+	if err := s.d.Store.PutContextVariable(r.Context(), org, name, &store.ContextVariable{Key: key, Value: *body.Value, Locked: body.Locked}); err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"set": true})
+}
+
+// deleteContextVariable is DELETE /contexts/{name}/variables/{key}?orgId=.
+func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
+	org, name, ok := contextOrgName(w, r)
+	if !ok {
+		return
+	}
+	key := r.PathValue("key")
+	if !varKeyRe.MatchString(key) {
+		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+		return
+	}
+	if err := s.d.Store.DeleteContextVariable(r.Context(), org, name, key); err != nil {
+		s.contextStoreErr(w, r, err, "Context or variable not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/postgres"
+	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/pgtest"
+)
+
+func TestContextAndVariableCommands(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if out := h.mustRun("context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice, bob",
+		"--branch-restrictions", `["main"]`, "--wait-timer", "60", "--minimum-trust", "trusted"); !strings.Contains(out, "context release created") {
+		t.Fatalf("create: %s", out)
+	}
+	c, err := h.st.GetContext(ctx, "acme", "release")
+	if err != nil || len(c.RequiredReviewers) != 2 || c.RequiredReviewers[1] != "bob" || c.BranchRestrictions[0] != "main" ||
+		c.WaitTimerSeconds == nil || *c.WaitTimerSeconds != 60 || c.MinimumTrust == nil {
+		t.Fatalf("stored: %+v %v", c, err)
+	}
+	if out := h.mustRun("context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice"); !strings.Contains(out, "context release updated") {
+		t.Fatalf("upsert: %s", out)
+	}
+	// An upsert replaces the whole definition: fields not given take their defaults.
+	if c, _ = h.st.GetContext(ctx, "acme", "release"); len(c.RequiredReviewers) != 1 || len(c.BranchRestrictions) != 0 || c.WaitTimerSeconds != nil {
+		t.Fatalf("after upsert: %+v", c)
+	}
+	if out := h.mustRun("context", "bind", "--org", "acme", "--env", "release", "--scope", "release/*"); !strings.Contains(out, "bound release to scope release/*") {
+		t.Fatalf("bind: %s", out)
+	}
+	if out := h.mustRun("context", "bind", "--org", "acme", "--env", "release", "--scope", "release/*"); !strings.Contains(out, "already present") {
+		t.Fatalf("bind again: %s", out)
+	}
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "release", "--required-reviewers", "", "--hold-expiry", "600")
+	c, _ = h.st.GetContext(ctx, "acme", "release")
+	if c.RequiredReviewers != nil || c.HoldExpirySeconds == nil || *c.HoldExpirySeconds != 600 {
+		t.Fatalf("after set-policy: %+v", c)
+	}
+	if _, errs, code := h.run("context", "set-policy", "--org", "acme", "--env", "release"); code == 0 || !strings.Contains(errs, "at least one policy flag") {
+		t.Fatalf("set-policy without flags: %d %s", code, errs)
+	}
+	if _, errs, code := h.run("context", "set-policy", "--org", "acme", "--env", "nope", "--enabled", "false"); code == 0 || !strings.Contains(errs, "HTTP 404") {
+		t.Fatalf("set-policy unknown: %d %s", code, errs)
+	}
+	if _, errs, code := h.run("context", "create", "--org", "acme", "--name", "g", "--type", "glob"); code == 0 || !strings.Contains(errs, "--glob-pattern is required") {
+		t.Fatalf("glob without pattern: %d %s", code, errs)
+	}
+	if out := h.mustRun("context", "create", "--org", "acme", "--name", "staging", "--type", "template", "--variables", `{"REGION":"eu"}`); !strings.Contains(out, "1 variable(s) set") {
+		t.Fatalf("template: %s", out)
+	}
+
+	h.mustRun("variable", "set", "acme", "release", "TOKEN_URL", "https://x.example", "--locked")
+	if out := h.mustRun("variable", "list", "acme", "release"); !strings.Contains(out, "TOKEN_URL") || strings.Contains(out, "https://x.example") {
+		t.Fatalf("variable list without --values: %s", out)
+	}
+	if out := h.mustRun("variable", "list", "acme", "release", "--values"); !strings.Contains(out, "https://x.example") || !strings.Contains(out, "true") {
+		t.Fatalf("variable list --values: %s", out)
+	}
+
+	list := h.mustRun("context", "list", "--org", "acme")
+	if !strings.Contains(list, "release") || !strings.Contains(list, "staging") || strings.Index(list, "release") > strings.Index(list, "staging") {
+		t.Fatalf("list: %s", list)
+	}
+	if err := h.st.PutSecret(ctx, &store.SealedSecret{OrgID: "acme", Scope: "release/*", Key: "npm_token", Ciphertext: []byte("x")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.mustRun("context", "list", "--org", "acme", "--include-secrets"); !strings.Contains(out, "SECRET KEYS") || !strings.Contains(out, "npm_token") {
+		t.Fatalf("list --include-secrets: %s", out)
+	}
+	show := h.mustRun("context", "show", "--org", "acme", "--name", "release")
+	for _, want := range []string{"release/*", "TOKEN_URL", "https://x.example", "600s", "(any branch)"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	if out := h.mustRun("context", "show", "--org", "acme", "--name", "release", "--json"); !strings.Contains(out, `"scope_pattern": "release/*"`) && !strings.Contains(out, `"scope_pattern":"release/*"`) {
+		t.Fatalf("show --json: %s", out)
+	}
+
+	h.mustRun("variable", "delete", "acme", "release", "TOKEN_URL")
+	if vs, _ := h.st.ListContextVariables(ctx, "acme", "release"); len(vs) != 0 {
+		t.Fatalf("variable not deleted: %v", vs)
+	}
+	if _, errs, code := h.run("variable", "delete", "acme", "release", "TOKEN_URL"); code == 0 || !strings.Contains(errs, "HTTP 404") {
+		t.Fatalf("delete missing variable: %d %s", code, errs)
+	}
+	h.mustRun("context", "delete", "--org", "acme", "--name", "release")
+	if _, err := h.st.GetContext(ctx, "acme", "release"); err == nil {
+		t.Fatal("context not deleted")
+	}
+	if _, errs, code := h.run("context", "show", "--org", "acme", "--name", "release"); code == 0 || !strings.Contains(errs, "Context not found") {
+		t.Fatalf("show deleted: %d %s", code, errs)
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Direct mode: with --database-url / KICI_DATABASE_URL the commands work on
+// the database itself, with no orchestrator and no token.
+func TestContextCommandsDirectOnDatabase(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		url  func(t *testing.T) string
+		open func(t *testing.T, u string) store.Store
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "kici.db") },
+			func(t *testing.T, u string) store.Store {
+				st, err := sqlite.Open(ctx, strings.TrimPrefix(u, "sqlite://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}},
+		{"postgres", func(t *testing.T) string { return pgtest.URL(t) },
+			func(t *testing.T, u string) store.Store {
+				st, err := postgres.Open(ctx, u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.url(t)
+			noServer := map[string]string{"KICI_ADMIN_URL": "http://127.0.0.1:1", "KICI_DATABASE_URL": u}
+			run := func(args ...string) string {
+				t.Helper()
+				out, errs, code := runDirect(noServer, args...)
+				if code != 0 {
+					t.Fatalf("%v: exit %d: %s", args, code, errs)
+				}
+				return out
+			}
+			if out := run("context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice"); !strings.Contains(out, "created") {
+				t.Fatalf("create: %s", out)
+			}
+			run("context", "bind", "--org", "acme", "--env", "release", "--scope", "release/*")
+			// The flag works as well as the variable.
+			out, errs, code := runDirect(map[string]string{"KICI_ADMIN_URL": "http://127.0.0.1:1"}, "variable", "set", "acme", "release", "REGION", "eu", "--database-url", u)
+			if code != 0 {
+				t.Fatalf("variable set --database-url: %d %s %s", code, out, errs)
+			}
+			// Same validation as the API.
+			if _, errs, code := runDirect(noServer, "context", "set-policy", "--org", "acme", "--env", "nope", "--enabled", "false"); code == 0 || !strings.Contains(errs, "HTTP 404") {
+				t.Fatalf("unknown context: %d %s", code, errs)
+			}
+			if out := run("context", "show", "--org", "acme", "--name", "release"); !strings.Contains(out, "REGION") || !strings.Contains(out, "release/*") || !strings.Contains(out, "alice") {
+				t.Fatalf("show: %s", out)
+			}
+
+			st := tc.open(t, u)
+			defer st.Close()
+			vs, err := st.ListContextVariables(ctx, "acme", "release")
+			if err != nil || len(vs) != 1 || vs[0].Value != "eu" {
+				t.Fatalf("variables in the database: %v %v", vs, err)
+			}
+			toks, err := st.ListAdminTokens(ctx)
+			if err != nil || len(toks) != 0 {
+				t.Fatalf("direct mode left admin tokens behind: %v %v", toks, err)
+			}
+			log, err := st.ListAccessLog(ctx, store.AccessLogFilter{})
+			if err != nil || len(log) < 3 || log[0].TokenID != "bootstrap" || log[0].Role != "owner" {
+				t.Fatalf("access log of direct writes: %v %v", log, err)
+			}
+			run("context", "delete", "--org", "acme", "--name", "release")
+			if _, err := st.GetContext(ctx, "acme", "release"); err == nil {
+				t.Fatal("direct delete did not delete")
+			}
+		})
+	}
+	if _, errs, code := runDirect(map[string]string{"KICI_DATABASE_URL": "mysql://x"}, "context", "list", "--org", "acme"); code == 0 || !strings.Contains(errs, "postgres://") {
+		t.Fatalf("bad URL: %d %s", code, errs)
+	}
+}
+
+// Run2 runs kici-admin in-process with env and no server of its own.
+func runDirect(env map[string]string, args ...string) (string, string, int) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, IO{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	return out.String(), errb.String(), code
+}

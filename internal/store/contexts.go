@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// ContextStore persists contexts (formerly "environments"): named policy
+// and variable sets that jobs bind to, their secret-scope bindings and
+// their org-level variables (KiCI contexts, context_bindings,
+// context_variables; orchestrator 0.2.0 admin-contexts routes). A context
+// is unique per (OrgID, Name); deleting one cascades to its bindings and
+// variables.
+type ContextStore interface {
+	// UpsertContext inserts c keyed on (c.OrgID, c.Name), or replaces every
+	// field but ID, CreatedBy and CreatedAt of the existing row. vars (may
+	// be nil) are upserted as unlocked variables in the same transaction.
+	// It sets c.ID (and the timestamps) and reports whether a new row was
+	// created.
+	UpsertContext(ctx context.Context, c *Context, vars map[string]string) (created bool, err error)
+	// GetContext returns the context name of org, or ErrNotFound.
+	GetContext(ctx context.Context, orgID, name string) (*Context, error)
+	// ListContexts returns the contexts of org ordered by name.
+	ListContexts(ctx context.Context, orgID string) ([]*Context, error)
+	// UpdateContextPolicy reads context name of org, calls mutate on it and
+	// stores its policy fields (every field but ID, OrgID, Name, Type,
+	// GlobPattern, CreatedBy, CreatedAt), all in one transaction so that
+	// concurrent updates of different fields do not lose each other.
+	// ErrNotFound if the context does not exist; an error from mutate is
+	// returned as is and changes nothing.
+	UpdateContextPolicy(ctx context.Context, orgID, name string, mutate func(c *Context) error) error
+	// DeleteContext deletes a context with its bindings and variables;
+	// ErrNotFound if it does not exist.
+	DeleteContext(ctx context.Context, orgID, name string) error
+
+	// BindContext adds a (scopePattern, hostPattern) binding to context
+	// name of org. It reports false when an identical binding already
+	// exists; ErrNotFound when the context does not.
+	BindContext(ctx context.Context, orgID, name, scopePattern, hostPattern string) (created bool, err error)
+	// ListContextBindings returns the bindings of context name of org in
+	// creation order; ErrNotFound if the context does not exist.
+	ListContextBindings(ctx context.Context, orgID, name string) ([]*ContextBinding, error)
+
+	// ListContextVariables returns the variables of context name of org
+	// ordered by key; ErrNotFound if the context does not exist.
+	ListContextVariables(ctx context.Context, orgID, name string) ([]*ContextVariable, error)
+	// PutContextVariable inserts or replaces one variable; ErrNotFound if
+	// the context does not exist.
+	PutContextVariable(ctx context.Context, orgID, name string, v *ContextVariable) error
+	// DeleteContextVariable deletes one variable; ErrNotFound if the
+	// context or the variable does not exist.
+	DeleteContextVariable(ctx context.Context, orgID, name, key string) error
+}
+
+// Context types (KiCI contexts.type). "template" is accepted by the CLI but
+// never stored.
+const (
+	ContextTypeFixed = "fixed"
+	ContextTypeGlob  = "glob"
+)
+
+// Context is one context row (KiCI contexts). The JSON form is the raw
+// snake_case row KiCI's list and show routes return.
+type Context struct {
+	ID    string `json:"id"`
+	OrgID string `json:"org_id"`
+	Name  string `json:"name"`
+	// Type is ContextTypeFixed or ContextTypeGlob.
+	Type string `json:"type"`
+	// GlobPattern is the name pattern of a glob context ("" for fixed).
+	GlobPattern string `json:"glob_pattern"`
+	Enabled     bool   `json:"enabled"`
+	// BranchRestrictions are branch globs a run's target branch must match
+	// (empty = any branch); never nil.
+	BranchRestrictions []string `json:"branch_restrictions"`
+	// RequiredReviewers lists reviewers whose approval holds a job; nil =
+	// no approval required.
+	RequiredReviewers []string `json:"required_reviewers"`
+	// WaitTimerSeconds delays dispatch; nil = no timer.
+	WaitTimerSeconds *int64 `json:"wait_timer_seconds"`
+	// HoldExpirySeconds bounds how long a hold waits; nil = default 3600 s.
+	HoldExpirySeconds *int64 `json:"hold_expiry_seconds"`
+	// MinimumTrust is "trusted" or nil.
+	MinimumTrust        *string   `json:"minimum_trust"`
+	AllowLocalExecution bool      `json:"allow_local_execution"`
+	CreatedBy           string    `json:"created_by"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+// ContextBinding binds a context to secret scopes matching ScopePattern on
+// agents matching HostPattern (KiCI context_bindings).
+type ContextBinding struct {
+	ScopePattern string    `json:"scope_pattern"`
+	HostPattern  string    `json:"host_pattern"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// ContextVariable is one org-level variable of a context (KiCI
+// context_variables). A Locked variable is never overridden by a source
+// override.
+type ContextVariable struct {
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	Locked    bool      `json:"locked"`
+	UpdatedAt time.Time `json:"updated_at"`
+}

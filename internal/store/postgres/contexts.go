@@ -1,0 +1,225 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.ContextStore = (*Store)(nil)
+
+const contextInsertCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+
+const contextSelectCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions::text, required_reviewers::text,
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+
+func scanContext(r scanner) (*store.Context, error) {
+	var c store.Context
+	var branches string
+	var reviewers, trust *string
+	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
+		&c.WaitTimerSeconds, &c.HoldExpirySeconds, &trust, &c.AllowLocalExecution, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return nil, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(branches), &c.BranchRestrictions); err != nil {
+		return nil, err
+	}
+	c.BranchRestrictions = nonNil(c.BranchRestrictions)
+	if reviewers != nil {
+		c.RequiredReviewers = []string{}
+		if err := json.Unmarshal([]byte(*reviewers), &c.RequiredReviewers); err != nil {
+			return nil, err
+		}
+	}
+	c.MinimumTrust = trust
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	return &c, nil
+}
+
+// contextPolicyArgs returns the stored JSON forms of c's list fields.
+func contextPolicyArgs(c *store.Context) (branches string, reviewers *string, err error) {
+	b, err := json.Marshal(nonNil(c.BranchRestrictions))
+	if err != nil {
+		return "", nil, err
+	}
+	if c.RequiredReviewers != nil {
+		r, err := json.Marshal(c.RequiredReviewers)
+		if err != nil {
+			return "", nil, err
+		}
+		s := string(r)
+		reviewers = &s
+	}
+	return string(b), reviewers, nil
+}
+
+func contextID(ctx context.Context, q pgExecQueryer, orgID, name string) (string, error) {
+	var id string
+	err := q.QueryRow(ctx, `SELECT id FROM contexts WHERE org_id = $1 AND name = $2`, orgID, name).Scan(&id)
+	return id, mapErr(err)
+}
+
+func upsertContextVar(ctx context.Context, q pgExecQueryer, id string, v *store.ContextVariable) error {
+	_, err := q.Exec(ctx, `INSERT INTO context_variables (context_id, key, value, locked, updated_at) VALUES ($1,$2,$3,$4,$5)
+		ON CONFLICT (context_id, key) DO UPDATE SET value = EXCLUDED.value, locked = EXCLUDED.locked, updated_at = EXCLUDED.updated_at`,
+		id, v.Key, v.Value, v.Locked, ts(v.UpdatedAt))
+	return err
+}
+
+// UpsertContext inserts or replaces a context keyed on (org, name), with
+// optional unlocked variables, in one transaction.
+func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
+	branches, reviewers, err := contextPolicyArgs(c)
+	if err != nil {
+		return false, err
+	}
+	created := false
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t := now()
+		existing, err := scanContext(tx.QueryRow(ctx, `SELECT `+contextSelectCols+` FROM contexts WHERE org_id = $1 AND name = $2 FOR UPDATE`, c.OrgID, c.Name))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			created = true
+			c.ID = uuid.NewString()
+			c.CreatedAt, c.UpdatedAt = t, t
+			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$14,$15)`,
+				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, c.WaitTimerSeconds,
+				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, c.CreatedBy, t, t); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
+			if _, err := tx.Exec(ctx, `UPDATE contexts SET type = $1, glob_pattern = $2, enabled = $3, branch_restrictions = $4::jsonb,
+				required_reviewers = $5::jsonb, wait_timer_seconds = $6, hold_expiry_seconds = $7, minimum_trust = $8, allow_local_execution = $9,
+				updated_at = $10 WHERE id = $11`, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, c.WaitTimerSeconds,
+				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, t, c.ID); err != nil {
+				return err
+			}
+		}
+		for k, v := range vars {
+			if err := upsertContextVar(ctx, tx, c.ID, &store.ContextVariable{Key: k, Value: v, UpdatedAt: t}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return created, mapErr(err)
+}
+
+// GetContext returns one context.
+func (s *Store) GetContext(ctx context.Context, orgID, name string) (*store.Context, error) {
+	return scanContext(s.pool.QueryRow(ctx, `SELECT `+contextSelectCols+` FROM contexts WHERE org_id = $1 AND name = $2`, orgID, name))
+}
+
+// ListContexts returns the contexts of org ordered by name.
+func (s *Store) ListContexts(ctx context.Context, orgID string) ([]*store.Context, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+contextSelectCols+` FROM contexts WHERE org_id = $1 ORDER BY name`, orgID)
+	return collect(rows, err, scanContext)
+}
+
+// UpdateContextPolicy applies mutate to a context's policy in one
+// transaction, holding the row lock.
+func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mutate func(c *store.Context) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		c, err := scanContext(tx.QueryRow(ctx, `SELECT `+contextSelectCols+` FROM contexts WHERE org_id = $1 AND name = $2 FOR UPDATE`, orgID, name))
+		if err != nil {
+			return err
+		}
+		if err := mutate(c); err != nil {
+			return err
+		}
+		branches, reviewers, err := contextPolicyArgs(c)
+		if err != nil {
+			return err
+		}
+		return affected(tx.Exec(ctx, `UPDATE contexts SET enabled = $1, branch_restrictions = $2::jsonb, required_reviewers = $3::jsonb,
+			wait_timer_seconds = $4, hold_expiry_seconds = $5, minimum_trust = $6, allow_local_execution = $7, updated_at = $8
+			WHERE id = $9`, c.Enabled, branches, reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
+			c.MinimumTrust, c.AllowLocalExecution, now(), c.ID))
+	})
+}
+
+// DeleteContext deletes a context; bindings and variables cascade.
+func (s *Store) DeleteContext(ctx context.Context, orgID, name string) error {
+	return affected(s.pool.Exec(ctx, `DELETE FROM contexts WHERE org_id = $1 AND name = $2`, orgID, name))
+}
+
+// BindContext adds a binding unless an identical one exists.
+func (s *Store) BindContext(ctx context.Context, orgID, name, scopePattern, hostPattern string) (bool, error) {
+	created := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		created, err = changed(tx.Exec(ctx, `INSERT INTO context_bindings (context_id, scope_pattern, host_pattern, created_at) VALUES ($1,$2,$3,$4)
+			ON CONFLICT (context_id, scope_pattern, host_pattern) DO NOTHING`, id, scopePattern, hostPattern, now()))
+		return err
+	})
+	return created, mapErr(err)
+}
+
+// ListContextBindings returns a context's bindings in creation order.
+func (s *Store) ListContextBindings(ctx context.Context, orgID, name string) ([]*store.ContextBinding, error) {
+	id, err := contextID(ctx, s.pool, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT scope_pattern, host_pattern, created_at FROM context_bindings WHERE context_id = $1 ORDER BY id`, id)
+	return collect(rows, err, func(r scanner) (*store.ContextBinding, error) {
+		var b store.ContextBinding
+		if err := r.Scan(&b.ScopePattern, &b.HostPattern, &b.CreatedAt); err != nil {
+			return nil, err
+		}
+		b.CreatedAt = b.CreatedAt.UTC()
+		return &b, nil
+	})
+}
+
+// ListContextVariables returns a context's variables ordered by key.
+func (s *Store) ListContextVariables(ctx context.Context, orgID, name string) ([]*store.ContextVariable, error) {
+	id, err := contextID(ctx, s.pool, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT key, value, locked, updated_at FROM context_variables WHERE context_id = $1 ORDER BY key`, id)
+	return collect(rows, err, func(r scanner) (*store.ContextVariable, error) {
+		var v store.ContextVariable
+		if err := r.Scan(&v.Key, &v.Value, &v.Locked, &v.UpdatedAt); err != nil {
+			return nil, err
+		}
+		v.UpdatedAt = v.UpdatedAt.UTC()
+		return &v, nil
+	})
+}
+
+// PutContextVariable inserts or replaces one variable.
+func (s *Store) PutContextVariable(ctx context.Context, orgID, name string, v *store.ContextVariable) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		v.UpdatedAt = now()
+		return upsertContextVar(ctx, tx, id, v)
+	}))
+}
+
+// DeleteContextVariable deletes one variable.
+func (s *Store) DeleteContextVariable(ctx context.Context, orgID, name, key string) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		return affected(tx.Exec(ctx, `DELETE FROM context_variables WHERE context_id = $1 AND key = $2`, id, key))
+	}))
+}

@@ -1,0 +1,261 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.ContextStore = (*Store)(nil)
+
+const contextCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+
+func scanContext(r scanner) (*store.Context, error) {
+	var c store.Context
+	var branches string
+	var reviewers, trust sql.NullString
+	var wait, hold sql.NullInt64
+	var created, updated int64
+	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
+		&wait, &hold, &trust, &c.AllowLocalExecution, &c.CreatedBy, &created, &updated); err != nil {
+		return nil, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(branches), &c.BranchRestrictions); err != nil {
+		return nil, err
+	}
+	if c.BranchRestrictions == nil {
+		c.BranchRestrictions = []string{}
+	}
+	if reviewers.Valid {
+		c.RequiredReviewers = []string{}
+		if err := json.Unmarshal([]byte(reviewers.String), &c.RequiredReviewers); err != nil {
+			return nil, err
+		}
+	}
+	c.WaitTimerSeconds = int64Ptr(wait)
+	c.HoldExpirySeconds = int64Ptr(hold)
+	if trust.Valid {
+		c.MinimumTrust = &trust.String
+	}
+	c.CreatedAt = *fromMs(sql.NullInt64{Int64: created, Valid: true})
+	c.UpdatedAt = *fromMs(sql.NullInt64{Int64: updated, Valid: true})
+	return &c, nil
+}
+
+// contextPolicyArgs returns the stored forms of c's list fields.
+func contextPolicyArgs(c *store.Context) (branches string, reviewers any, err error) {
+	bl := c.BranchRestrictions
+	if bl == nil {
+		bl = []string{}
+	}
+	b, err := json.Marshal(bl)
+	if err != nil {
+		return "", nil, err
+	}
+	if c.RequiredReviewers != nil {
+		r, err := json.Marshal(c.RequiredReviewers)
+		if err != nil {
+			return "", nil, err
+		}
+		reviewers = string(r)
+	}
+	return string(b), reviewers, nil
+}
+
+func contextID(ctx context.Context, q queryer, orgID, name string) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, `SELECT id FROM contexts WHERE org_id = ? AND name = ?`, orgID, name).Scan(&id)
+	return id, mapErr(err)
+}
+
+// UpsertContext inserts or replaces a context keyed on (org, name), with
+// optional unlocked variables, in one transaction.
+func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
+	branches, reviewers, err := contextPolicyArgs(c)
+	if err != nil {
+		return false, err
+	}
+	created := false
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		t := now()
+		existing, err := scanContext(tx.QueryRowContext(ctx, `SELECT `+contextCols+` FROM contexts WHERE org_id = ? AND name = ?`, c.OrgID, c.Name))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			created = true
+			c.ID = uuid.NewString()
+			c.CreatedAt, c.UpdatedAt = t, t
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds),
+				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, c.CreatedBy, ms(t), ms(t)); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
+			if _, err := tx.ExecContext(ctx, `UPDATE contexts SET type = ?, glob_pattern = ?, enabled = ?, branch_restrictions = ?,
+				required_reviewers = ?, wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
+				updated_at = ? WHERE id = ?`, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds),
+				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, ms(t), c.ID); err != nil {
+				return err
+			}
+		}
+		for k, v := range vars {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO context_variables (context_id, key, value, locked, updated_at) VALUES (?,?,?,0,?)
+				ON CONFLICT (context_id, key) DO UPDATE SET value = excluded.value, locked = 0, updated_at = excluded.updated_at`,
+				c.ID, k, v, ms(t)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return created, mapErr(err)
+}
+
+// GetContext returns one context.
+func (s *Store) GetContext(ctx context.Context, orgID, name string) (*store.Context, error) {
+	return scanContext(s.db.QueryRowContext(ctx, `SELECT `+contextCols+` FROM contexts WHERE org_id = ? AND name = ?`, orgID, name))
+}
+
+// ListContexts returns the contexts of org ordered by name.
+func (s *Store) ListContexts(ctx context.Context, orgID string) ([]*store.Context, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+contextCols+` FROM contexts WHERE org_id = ? ORDER BY name`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanContext)
+}
+
+// UpdateContextPolicy applies mutate to a context's policy in one
+// transaction.
+func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mutate func(c *store.Context) error) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		c, err := scanContext(tx.QueryRowContext(ctx, `SELECT `+contextCols+` FROM contexts WHERE org_id = ? AND name = ?`, orgID, name))
+		if err != nil {
+			return err
+		}
+		if err := mutate(c); err != nil {
+			return err
+		}
+		branches, reviewers, err := contextPolicyArgs(c)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE contexts SET enabled = ?, branch_restrictions = ?, required_reviewers = ?,
+			wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?, updated_at = ?
+			WHERE id = ?`, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds), int64Arg(c.HoldExpirySeconds),
+			strArg(c.MinimumTrust), c.AllowLocalExecution, ms(now()), c.ID)
+		return rowsOrNotFound(res, err)
+	})
+}
+
+func rowsOrNotFound(res sql.Result, err error) error {
+	if err != nil {
+		return mapErr(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// DeleteContext deletes a context; bindings and variables cascade.
+func (s *Store) DeleteContext(ctx context.Context, orgID, name string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM contexts WHERE org_id = ? AND name = ?`, orgID, name)
+	return rowsOrNotFound(res, err)
+}
+
+// BindContext adds a binding unless an identical one exists.
+func (s *Store) BindContext(ctx context.Context, orgID, name, scopePattern, hostPattern string) (bool, error) {
+	created := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO context_bindings (context_id, scope_pattern, host_pattern, created_at) VALUES (?,?,?,?)
+			ON CONFLICT (context_id, scope_pattern, host_pattern) DO NOTHING`, id, scopePattern, hostPattern, ms(now()))
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		created = n > 0
+		return nil
+	})
+	return created, mapErr(err)
+}
+
+// ListContextBindings returns a context's bindings in creation order.
+func (s *Store) ListContextBindings(ctx context.Context, orgID, name string) ([]*store.ContextBinding, error) {
+	id, err := contextID(ctx, s.db, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT scope_pattern, host_pattern, created_at FROM context_bindings WHERE context_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r scanner) (*store.ContextBinding, error) {
+		var b store.ContextBinding
+		var at int64
+		if err := r.Scan(&b.ScopePattern, &b.HostPattern, &at); err != nil {
+			return nil, err
+		}
+		b.CreatedAt = *fromMs(sql.NullInt64{Int64: at, Valid: true})
+		return &b, nil
+	})
+}
+
+// ListContextVariables returns a context's variables ordered by key.
+func (s *Store) ListContextVariables(ctx context.Context, orgID, name string) ([]*store.ContextVariable, error) {
+	id, err := contextID(ctx, s.db, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT key, value, locked, updated_at FROM context_variables WHERE context_id = ? ORDER BY key`, id)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r scanner) (*store.ContextVariable, error) {
+		var v store.ContextVariable
+		var at int64
+		if err := r.Scan(&v.Key, &v.Value, &v.Locked, &at); err != nil {
+			return nil, err
+		}
+		v.UpdatedAt = *fromMs(sql.NullInt64{Int64: at, Valid: true})
+		return &v, nil
+	})
+}
+
+// PutContextVariable inserts or replaces one variable.
+func (s *Store) PutContextVariable(ctx context.Context, orgID, name string, v *store.ContextVariable) error {
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		v.UpdatedAt = now()
+		_, err = tx.ExecContext(ctx, `INSERT INTO context_variables (context_id, key, value, locked, updated_at) VALUES (?,?,?,?,?)
+			ON CONFLICT (context_id, key) DO UPDATE SET value = excluded.value, locked = excluded.locked, updated_at = excluded.updated_at`,
+			id, v.Key, v.Value, v.Locked, ms(v.UpdatedAt))
+		return err
+	}))
+}
+
+// DeleteContextVariable deletes one variable.
+func (s *Store) DeleteContextVariable(ctx context.Context, orgID, name, key string) error {
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM context_variables WHERE context_id = ? AND key = ?`, id, key)
+		return rowsOrNotFound(res, err)
+	}))
+}
