@@ -75,59 +75,56 @@ func decodeSeconds(field string, m json.RawMessage, min int64) (*int64, error) {
 	return &n, nil
 }
 
+// patchField applies one PATCH field: absent (nil) leaves *dst alone, an
+// explicit null sets the cleared value, anything else is decoded.
+func patchField[T any](m json.RawMessage, dst *T, cleared T, decode func(json.RawMessage) (T, error)) error {
+	if m == nil {
+		return nil
+	}
+	if isNull(m) {
+		*dst = cleared
+		return nil
+	}
+	v, err := decode(m)
+	if err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
 // apply sets the present fields of p on c; an explicit null clears a field
 // (branch restrictions become empty; enabled and allowLocalExecution take
 // their defaults true and false).
 func (p *contextPolicy) apply(c *store.Context) error {
-	if m := p.BranchRestrictions; m != nil {
-		c.BranchRestrictions = []string{}
-		if !isNull(m) {
-			l, err := decodeStringList("branchRestrictions", m)
-			if err != nil {
-				return err
-			}
-			c.BranchRestrictions = l
-		}
+	if err := patchField(p.BranchRestrictions, &c.BranchRestrictions, []string{}, func(m json.RawMessage) ([]string, error) {
+		return decodeStringList("branchRestrictions", m)
+	}); err != nil {
+		return err
 	}
-	if m := p.RequiredReviewers; m != nil {
-		c.RequiredReviewers = nil
-		if !isNull(m) {
-			l, err := decodeStringList("requiredReviewers", m)
-			if err != nil {
-				return err
-			}
-			c.RequiredReviewers = l
-		}
+	if err := patchField(p.RequiredReviewers, &c.RequiredReviewers, nil, func(m json.RawMessage) ([]string, error) {
+		return decodeStringList("requiredReviewers", m)
+	}); err != nil {
+		return err
 	}
-	if m := p.WaitTimerSeconds; m != nil {
-		c.WaitTimerSeconds = nil
-		if !isNull(m) {
-			n, err := decodeSeconds("waitTimerSeconds", m, 0)
-			if err != nil {
-				return err
-			}
-			c.WaitTimerSeconds = n
-		}
+	if err := patchField(p.WaitTimerSeconds, &c.WaitTimerSeconds, nil, func(m json.RawMessage) (*int64, error) {
+		return decodeSeconds("waitTimerSeconds", m, 0)
+	}); err != nil {
+		return err
 	}
-	if m := p.HoldExpirySeconds; m != nil {
-		c.HoldExpirySeconds = nil
-		if !isNull(m) {
-			n, err := decodeSeconds("holdExpirySeconds", m, 1)
-			if err != nil {
-				return err
-			}
-			c.HoldExpirySeconds = n
-		}
+	if err := patchField(p.HoldExpirySeconds, &c.HoldExpirySeconds, nil, func(m json.RawMessage) (*int64, error) {
+		return decodeSeconds("holdExpirySeconds", m, 1)
+	}); err != nil {
+		return err
 	}
-	if m := p.MinimumTrust; m != nil {
-		c.MinimumTrust = nil
-		if !isNull(m) {
-			var s string
-			if err := json.Unmarshal(m, &s); err != nil || s != "trusted" {
-				return errors.New(`minimumTrust must be "trusted" or null`)
-			}
-			c.MinimumTrust = &s
+	if err := patchField(p.MinimumTrust, &c.MinimumTrust, nil, func(m json.RawMessage) (*string, error) {
+		var s string
+		if err := json.Unmarshal(m, &s); err != nil || s != "trusted" {
+			return nil, errors.New(`minimumTrust must be "trusted" or null`)
 		}
+		return &s, nil
+	}); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
