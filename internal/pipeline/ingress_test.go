@@ -20,8 +20,8 @@ import (
 // processor until the test ends. It returns the processor's context and the
 // commit.
 func (h *harness) startWithLock(t *testing.T) (context.Context, string) {
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
 	ctx, cancel := context.WithCancel(h.ctx)
 	t.Cleanup(cancel)
 	h.proc.Start(ctx)
@@ -35,7 +35,7 @@ func (h *harness) startWithLock(t *testing.T) (context.Context, string) {
 func postGenericPush(t *testing.T, h *harness, srvURL, sha, delivery string) (int, webhook.Response) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": "0000000000000000000000000000000000000000",
-		"after": sha, "repository": map[string]string{"full_name": "acme/app", "path": h.repo.dir}, "sender": map[string]string{"login": "dev"}})
+		"after": sha, "repository": map[string]string{"full_name": "acme/app", "path": h.repo.Dir}, "sender": map[string]string{"login": "dev"}})
 	mac := hmac.New(sha256.New, []byte(h.src.WebhookSecret))
 	mac.Write(body)
 	req, _ := http.NewRequest(http.MethodPost, srvURL+"/webhook/acme/generic/app", bytes.NewReader(body))

@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
+	"kici.dev/kici/internal/testutil/gitrepo"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,47 +21,9 @@ import (
 
 // ---- real git repository helpers ----
 
-type gitRepo struct {
-	t   *testing.T
-	dir string
-}
+type gitRepo = gitrepo.Repo
 
-func newGitRepo(t *testing.T) *gitRepo {
-	t.Helper()
-	r := &gitRepo{t: t, dir: t.TempDir()}
-	r.git("init", "-q", "-b", "main")
-	return r
-}
-
-func (r *gitRepo) git(args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", r.dir, "-c", "user.name=Test", "-c", "user.email=t@example.com",
-		"-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func (r *gitRepo) write(rel, content string) {
-	r.t.Helper()
-	p := filepath.Join(r.dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-func (r *gitRepo) commit(msg string) string {
-	r.t.Helper()
-	r.git("add", "-A")
-	r.git("commit", "-q", "--allow-empty", "-m", msg)
-	return r.git("rev-parse", "HEAD")
-}
+func newGitRepo(t *testing.T) *gitRepo { return gitrepo.New(t) }
 
 // ---- lock used by the tests ----
 
@@ -152,7 +113,7 @@ func newHarness(t *testing.T) *harness {
 	tr := execution.NewTracker(st, enq, nil)
 	h := &harness{t: t, ctx: ctx, st: st, enq: enq, proc: NewProcessor(st, tr, nil), repo: newGitRepo(t)}
 	h.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-1",
-		LocalPath: h.repo.dir, VerificationMethod: "hmac_sha256", WebhookSecret: "x", Enabled: true, CreatedAt: time.Now().UTC()}
+		LocalPath: h.repo.Dir, VerificationMethod: "hmac_sha256", WebhookSecret: "x", Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := st.CreateSource(ctx, h.src); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +126,7 @@ func (h *harness) deliver(ref, before, after string) string {
 	h.n++
 	payload, _ := json.Marshal(map[string]any{
 		"ref": ref, "before": before, "after": after,
-		"repository": map[string]string{"full_name": "acme/app", "path": h.repo.dir},
+		"repository": map[string]string{"full_name": "acme/app", "path": h.repo.Dir},
 		"sender":     map[string]string{"login": "dev"},
 	})
 	id := fmt.Sprintf("%s:d-%d", h.src.RoutingKey, h.n)
@@ -225,11 +186,11 @@ func decisionOf(tr *Trace, name string) (matched bool, found bool) {
 
 func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	h.repo.write("src/main.go", "package main\n")
-	c1 := h.repo.commit("initial")
-	h.repo.write("docs/guide.md", "# guide\n")
-	c2 := h.repo.commit("docs")
+	h.repo.Write(lockfile.Path, testLock)
+	h.repo.Write("src/main.go", "package main\n")
+	c1 := h.repo.Commit("initial")
+	h.repo.Write("docs/guide.md", "# guide\n")
+	c2 := h.repo.Commit("docs")
 
 	id := h.deliver("refs/heads/main", c1, c2)
 	d, tr := h.process(id)
@@ -253,7 +214,7 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 	}
 	ci := runs["ci"]
 	if ci.Status != "pending" || ci.Provider != "local" || ci.RepoIdentifier != "acme/app" ||
-		ci.RepoURL != "file://"+h.repo.dir || ci.Ref != "refs/heads/main" || ci.SHA != c2 ||
+		ci.RepoURL != "file://"+h.repo.Dir || ci.Ref != "refs/heads/main" || ci.SHA != c2 ||
 		ci.OrgID != "acme" || ci.SourceID != "src-1" || ci.TriggeredBy != "dev" || ci.TimeoutMs != 3600000 {
 		t.Fatalf("ci run %+v", ci)
 	}
@@ -321,11 +282,11 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 
 func TestBranchFilterNotMatching(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
-	h.repo.git("checkout", "-q", "-b", "feature/x")
-	h.repo.write("docs/a.md", "a\n")
-	c2 := h.repo.commit("feature")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
+	h.repo.Git("checkout", "-q", "-b", "feature/x")
+	h.repo.Write("docs/a.md", "a\n")
+	c2 := h.repo.Commit("feature")
 
 	id := h.deliver("refs/heads/feature/x", c1, c2)
 	d, tr := h.process(id)
@@ -347,15 +308,15 @@ func TestBranchFilterNotMatching(t *testing.T) {
 
 func TestPathFilterUsesRealChangedFiles(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
-	h.repo.write("src/x.go", "package x\n")
-	c2 := h.repo.commit("code only")
-	h.repo.write("docs/drafts/wip.md", "wip\n")
-	c3 := h.repo.commit("draft docs only (excluded)")
-	h.repo.write("docs/drafts/wip.md", "wip2\n")
-	h.repo.write("docs/index.md", "index\n")
-	c4 := h.repo.commit("real docs")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
+	h.repo.Write("src/x.go", "package x\n")
+	c2 := h.repo.Commit("code only")
+	h.repo.Write("docs/drafts/wip.md", "wip\n")
+	c3 := h.repo.Commit("draft docs only (excluded)")
+	h.repo.Write("docs/drafts/wip.md", "wip2\n")
+	h.repo.Write("docs/index.md", "index\n")
+	c4 := h.repo.Commit("real docs")
 
 	cases := []struct {
 		before, after string
@@ -386,24 +347,24 @@ func TestPathFilterUsesRealChangedFiles(t *testing.T) {
 
 func TestMissingAndCorruptLock(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write("README.md", "no lock yet\n")
-	c1 := h.repo.commit("no lock")
+	h.repo.Write("README.md", "no lock yet\n")
+	c1 := h.repo.Commit("no lock")
 	id := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	d, tr := h.process(id)
 	if d.Status != store.DeliveryProcessed || d.Error != "" || tr.Summary != "no lock file at "+c1 || len(h.runsOf(id)) != 0 {
 		t.Fatalf("missing lock: %+v %+v", d, tr)
 	}
 
-	h.repo.write(lockfile.Path, `{"schemaVersion": 28, "workflows": []}`)
-	c2 := h.repo.commit("old lock")
+	h.repo.Write(lockfile.Path, `{"schemaVersion": 28, "workflows": []}`)
+	c2 := h.repo.Commit("old lock")
 	id = h.deliver("refs/heads/main", c1, c2)
 	d, _ = h.process(id)
 	if d.Status != store.DeliveryFailed || !strings.Contains(d.Error, "schema version 28") || len(h.runsOf(id)) != 0 {
 		t.Fatalf("corrupt lock: %+v", d)
 	}
 
-	h.repo.write(lockfile.Path, `{"schemaVersion": 29, "workflows": [`)
-	c3 := h.repo.commit("truncated lock")
+	h.repo.Write(lockfile.Path, `{"schemaVersion": 29, "workflows": [`)
+	c3 := h.repo.Commit("truncated lock")
 	id = h.deliver("refs/heads/main", c2, c3)
 	d, _ = h.process(id)
 	if d.Status != store.DeliveryFailed || !strings.Contains(d.Error, "invalid lock file at "+c3) {
@@ -430,8 +391,8 @@ func TestWorkflowWithoutJobsFailsDelivery(t *testing.T) {
 	empty["triggers"] = []any{map[string]any{"_type": "push"}}
 	empty["jobs"] = []any{}
 	data, _ := json.MarshalIndent(doc, "", "  ")
-	h.repo.write(lockfile.Path, string(data))
-	c1 := h.repo.commit("lock with an empty workflow")
+	h.repo.Write(lockfile.Path, string(data))
+	c1 := h.repo.Commit("lock with an empty workflow")
 
 	id := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	d, tr := h.process(id)
@@ -449,8 +410,8 @@ func TestWorkflowWithoutJobsFailsDelivery(t *testing.T) {
 
 func TestDeletedRefAndOtherEvents(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
 	id := h.deliver("refs/heads/main", c1, local.ZeroSHA)
 	d, tr := h.process(id)
 	if d.Status != store.DeliveryProcessed || !strings.Contains(tr.Summary, "deleted") {
@@ -480,8 +441,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
 
 	// Left over from a "previous process": picked up at Start.
 	leftover := h.deliver("refs/heads/main", local.ZeroSHA, c1)
@@ -525,8 +486,8 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 
 func TestConcurrentProcessSameDelivery(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
 	id := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

@@ -13,8 +13,8 @@ import (
 // the chain's root); unfinished and unknown runs are refused.
 func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 	h := newHarness(t)
-	h.repo.write(lockfile.Path, testLock)
-	c1 := h.repo.commit("initial")
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
 	id := h.deliver("refs/heads/main", "", c1)
 	h.process(id)
 	orig := h.runsOf(id)["ci"]
@@ -28,8 +28,8 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A newer commit must not change what the rerun builds.
-	h.repo.write("x.txt", "x")
-	h.repo.commit("later")
+	h.repo.Write("x.txt", "x")
+	h.repo.Commit("later")
 
 	re, err := h.proc.Rerun(h.ctx, orig.ID, "alice")
 	if err != nil {

@@ -3,8 +3,7 @@ package local
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
+	"kici.dev/kici/internal/testutil/gitrepo"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,61 +11,23 @@ import (
 )
 
 // testRepo is a real git repository in a temporary directory.
-type testRepo struct {
-	t   *testing.T
-	dir string
-}
+type testRepo = gitrepo.Repo
 
-func newTestRepo(t *testing.T) *testRepo {
-	t.Helper()
-	r := &testRepo{t: t, dir: t.TempDir()}
-	r.run("init", "-q", "-b", "main")
-	return r
-}
-
-func (r *testRepo) run(args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", r.dir, "-c", "user.name=Test", "-c", "user.email=test@example.com",
-		"-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func (r *testRepo) write(rel, content string) {
-	r.t.Helper()
-	p := filepath.Join(r.dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-func (r *testRepo) commit(msg string) string {
-	r.t.Helper()
-	r.run("add", "-A")
-	r.run("commit", "-q", "--allow-empty", "-m", msg)
-	return r.run("rev-parse", "HEAD")
-}
+func newTestRepo(t *testing.T) *testRepo { return gitrepo.New(t) }
 
 func TestReadLockAndChangedFiles(t *testing.T) {
 	tr := newTestRepo(t)
-	tr.write("README.md", "hi\n")
-	c1 := tr.commit("no lock")
-	tr.write(".kici/kici.lock.json", `{"schemaVersion":29}`+"\n")
-	tr.write("src/main.go", "package main\n")
-	tr.write("dir with space/a b.txt", "x\n")
-	c2 := tr.commit("lock")
-	tr.run("rm", "-q", "README.md")
-	tr.write("src/main.go", "package main // v2\n")
-	c3 := tr.commit("change")
+	tr.Write("README.md", "hi\n")
+	c1 := tr.Commit("no lock")
+	tr.Write(".kici/kici.lock.json", `{"schemaVersion":29}`+"\n")
+	tr.Write("src/main.go", "package main\n")
+	tr.Write("dir with space/a b.txt", "x\n")
+	c2 := tr.Commit("lock")
+	tr.Git("rm", "-q", "README.md")
+	tr.Write("src/main.go", "package main // v2\n")
+	c3 := tr.Commit("change")
 
-	repo, err := Open(tr.dir)
+	repo, err := Open(tr.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +72,7 @@ func TestReadLockAndChangedFiles(t *testing.T) {
 	if err != nil || sha != c3 {
 		t.Fatalf("resolve main = %s %v (want %s)", sha, err, c3)
 	}
-	tr.run("tag", "v1", c2)
+	tr.Git("tag", "v1", c2)
 	if sha, err := repo.ResolveCommit(ctx, "refs/tags/v1"); err != nil || sha != c2 {
 		t.Fatalf("resolve tag = %s %v", sha, err)
 	}
@@ -125,12 +86,12 @@ func TestReadLockAndChangedFiles(t *testing.T) {
 
 func TestIgnoresCallerGitDir(t *testing.T) {
 	a := newTestRepo(t)
-	a.write(".kici/kici.lock.json", "{}\n")
-	sha := a.commit("a")
+	a.Write(".kici/kici.lock.json", "{}\n")
+	sha := a.Commit("a")
 	b := newTestRepo(t)
-	b.commit("b")
-	t.Setenv("GIT_DIR", filepath.Join(b.dir, ".git"))
-	repo, err := Open(a.dir)
+	b.Commit("b")
+	t.Setenv("GIT_DIR", filepath.Join(b.Dir, ".git"))
+	repo, err := Open(a.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
