@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,46 +17,6 @@ import (
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/store"
 )
-
-// call performs an authenticated request with an optional JSON body and
-// decodes the answer into out.
-func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, in, out any) ([]byte, error) {
-	c, err := a.api()
-	if err != nil {
-		return nil, err
-	}
-	var body []byte
-	if in != nil {
-		if body, err = json.Marshal(in); err != nil {
-			return nil, err
-		}
-	}
-	data, _, err := c.Request(cmd.Context(), method, path, query, body, nil, true)
-	if err != nil {
-		return nil, err
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("decoding response of %s %s: %w", method, path, err)
-		}
-	}
-	return data, nil
-}
-
-// callJSON is call for commands with a --json mode: with --json it prints the
-// raw answer and reports printed, so the caller renders out only when it did
-// not (and on no error).
-func (a *app) callJSON(cmd *cobra.Command, method, path string, query url.Values, in, out any) (printed bool, err error) {
-	raw, err := a.call(cmd, method, path, query, in, out)
-	if err != nil {
-		return false, err
-	}
-	if a.json {
-		printJSON(a.out(), raw)
-		return true, nil
-	}
-	return false, nil
-}
 
 // ---------------------------------------------------------------- token
 
