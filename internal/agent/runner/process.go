@@ -3,7 +3,10 @@ package runner
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -96,8 +99,11 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		waitErr = <-done
 	}
-	// Reap the rest of the group (background jobs the script left running).
+	// Reap the rest of the group (background jobs the script left running),
+	// and wait until it is really gone so the step is reported finished only
+	// when none of its processes can still act.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	waitGroupGone(pgid, groupGoneWait)
 
 	res.ExitCode = exitCode(cmd, waitErr)
 	return res
@@ -118,4 +124,52 @@ func exitCode(cmd *exec.Cmd, err error) int {
 		return code
 	}
 	return -1
+}
+
+// groupGoneWait bounds how long a finished step waits for its killed process
+// group to disappear.
+const groupGoneWait = 2 * time.Second
+
+// waitGroupGone polls until no live (non-zombie) process of group pgid is
+// left, or max elapses. Zombies count as gone: they can no longer run, and
+// reaping them is their new parent's business.
+func waitGroupGone(pgid int, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for groupHasLiveMember(pgid) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupHasLiveMember reports whether a process of group pgid is alive and
+// not a zombie (read from /proc; false where /proc is absent).
+func groupHasLiveMember(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			return true
+		}
+	}
+	return false
 }
