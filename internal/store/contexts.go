@@ -9,8 +9,8 @@ import (
 // and variable sets that jobs bind to, their secret-scope bindings and
 // their org-level variables (KiCI contexts, context_bindings,
 // context_variables; orchestrator 0.2.0 admin-contexts routes). A context
-// is unique per (OrgID, Name); deleting one cascades to its bindings and
-// variables.
+// is unique per (OrgID, Name); deleting one cascades to its bindings,
+// variables and source overrides.
 type ContextStore interface {
 	// UpsertContext inserts c keyed on (c.OrgID, c.Name), or replaces every
 	// field but ID, CreatedBy and CreatedAt of the existing row. vars (may
@@ -29,8 +29,10 @@ type ContextStore interface {
 	// ErrNotFound if the context does not exist; an error from mutate is
 	// returned as is and changes nothing.
 	UpdateContextPolicy(ctx context.Context, orgID, name string, mutate func(c *Context) error) error
-	// DeleteContext deletes a context with its bindings and variables;
-	// ErrNotFound if it does not exist.
+	// DeleteContext deletes a context with its bindings, variables and
+	// source overrides; ErrNotFound if it does not exist; a
+	// *PendingHeldRunsError (nothing deleted) while pending holds name it.
+	// The check and the delete happen in one transaction.
 	DeleteContext(ctx context.Context, orgID, name string) error
 
 	// BindContext adds a (scopePattern, hostPattern) binding to context
@@ -50,6 +52,26 @@ type ContextStore interface {
 	// DeleteContextVariable deletes one variable; ErrNotFound if the
 	// context or the variable does not exist.
 	DeleteContextVariable(ctx context.Context, orgID, name, key string) error
+
+	// ListContextSourceOverrides returns the source overrides of context
+	// name of org for routingKey ("" = every routing key), ordered by
+	// routing key then key; ErrNotFound if the context does not exist.
+	ListContextSourceOverrides(ctx context.Context, orgID, name, routingKey string) ([]*ContextSourceOverride, error)
+	// PutContextSourceOverride inserts or replaces one override;
+	// ErrNotFound if the context does not exist.
+	PutContextSourceOverride(ctx context.Context, orgID, name string, o *ContextSourceOverride) error
+	// DeleteContextSourceOverride deletes one override; ErrNotFound if the
+	// context or the override does not exist.
+	DeleteContextSourceOverride(ctx context.Context, orgID, name, routingKey, key string) error
+}
+
+// ContextSourceOverride replaces a context variable for runs of one source
+// (KiCI context_source_overrides), unless that variable is locked.
+type ContextSourceOverride struct {
+	RoutingKey string    `json:"routing_key"`
+	Key        string    `json:"key"`
+	Value      string    `json:"value"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Context types (KiCI contexts.type). "template" is accepted by the CLI but
@@ -81,11 +103,21 @@ type Context struct {
 	// HoldExpirySeconds bounds how long a hold waits; nil = default 3600 s.
 	HoldExpirySeconds *int64 `json:"hold_expiry_seconds"`
 	// MinimumTrust is "trusted" or nil.
-	MinimumTrust        *string   `json:"minimum_trust"`
-	AllowLocalExecution bool      `json:"allow_local_execution"`
-	CreatedBy           string    `json:"created_by"`
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	MinimumTrust        *string `json:"minimum_trust"`
+	AllowLocalExecution bool    `json:"allow_local_execution"`
+	// TriggerTypeFilters are the trigger types (push, pull_request,
+	// manual, …) a run must come from (empty = any); never nil.
+	TriggerTypeFilters []string `json:"trigger_type_filters"`
+	// RepoPatterns are "owner/name" globs the run's repository must match
+	// (empty = any); never nil.
+	RepoPatterns []string `json:"repo_patterns"`
+	// AllowUntrusted lets runs of trust tier "unknown" (fork pull
+	// requests) receive this context's secrets; kici's addition, default
+	// false: an untrusted run gets no secrets.
+	AllowUntrusted bool      `json:"allow_untrusted"`
+	CreatedBy      string    `json:"created_by"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // ContextBinding binds a context to secret scopes matching ScopePattern on

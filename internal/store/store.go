@@ -81,11 +81,23 @@ type Run struct {
 	TriggeredBy    string `json:"triggeredBy,omitempty"`
 	FailureReason  string `json:"failureReason,omitempty"`
 	// TimeoutMs is the whole-run wall-clock limit (0 = none).
-	TimeoutMs   int64      `json:"timeoutMs,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	StartedAt   *time.Time `json:"startedAt,omitempty"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
-	DurationMs  *int64     `json:"durationMs,omitempty"`
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// TriggerType is the matched trigger's type (push, pull_request,
+	// manual, schedule, …; "" when unknown).
+	TriggerType string `json:"triggerType,omitempty"`
+	// TargetBranch is the branch a run targets: the pushed branch, or a
+	// pull request's base branch ("" for tags and internal triggers).
+	TargetBranch string `json:"targetBranch,omitempty"`
+	// TrustTier is TrustTrusted, TrustUnknown (fork pull request) or ""
+	// (a provider without a fork model).
+	TrustTier string `json:"trustTier,omitempty"`
+	// LockFileSource is "base" when the lock file was read from the base
+	// branch rather than the triggering ref, else "".
+	LockFileSource string     `json:"lockFileSource,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	StartedAt      *time.Time `json:"startedAt,omitempty"`
+	CompletedAt    *time.Time `json:"completedAt,omitempty"`
+	DurationMs     *int64     `json:"durationMs,omitempty"`
 }
 
 // Need is one DAG edge: this job waits for Upstream (a job name within the
@@ -259,6 +271,10 @@ type Store interface {
 	SecurityStore
 	// ContextStore: contexts, bindings, variables (contexts.go).
 	ContextStore
+	// HoldStore: held runs and approvals (holds.go).
+	HoldStore
+	// TrustStore: trust policy and approval directory (trust.go).
+	TrustStore
 
 	// --- sources ---
 

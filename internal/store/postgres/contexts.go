@@ -14,23 +14,31 @@ import (
 var _ store.ContextStore = (*Store)(nil)
 
 const contextInsertCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
-	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
+	allow_untrusted, created_by, created_at, updated_at`
 
 const contextSelectCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions::text, required_reviewers::text,
-	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters::text,
+	repo_patterns::text, allow_untrusted, created_by, created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
-	var branches string
+	var branches, triggers, repos string
 	var reviewers, trust *string
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
-		&c.WaitTimerSeconds, &c.HoldExpirySeconds, &trust, &c.AllowLocalExecution, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&c.WaitTimerSeconds, &c.HoldExpirySeconds, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted,
+		&c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, mapErr(err)
 	}
-	if err := json.Unmarshal([]byte(branches), &c.BranchRestrictions); err != nil {
-		return nil, err
+	for _, l := range []struct {
+		raw string
+		dst *[]string
+	}{{branches, &c.BranchRestrictions}, {triggers, &c.TriggerTypeFilters}, {repos, &c.RepoPatterns}} {
+		if err := json.Unmarshal([]byte(l.raw), l.dst); err != nil {
+			return nil, err
+		}
+		*l.dst = nonNil(*l.dst)
 	}
-	c.BranchRestrictions = nonNil(c.BranchRestrictions)
 	if reviewers != nil {
 		c.RequiredReviewers = []string{}
 		if err := json.Unmarshal([]byte(*reviewers), &c.RequiredReviewers); err != nil {
@@ -42,21 +50,34 @@ func scanContext(r scanner) (*store.Context, error) {
 	return &c, nil
 }
 
-// contextPolicyArgs returns the stored JSON forms of c's list fields.
-func contextPolicyArgs(c *store.Context) (branches string, reviewers *string, err error) {
-	b, err := json.Marshal(nonNil(c.BranchRestrictions))
-	if err != nil {
-		return "", nil, err
+// contextLists are the stored JSON forms of a context's list fields.
+type contextLists struct {
+	branches, triggers, repos string
+	reviewers                 *string // NULL: no approval required
+}
+
+// contextPolicyArgs returns the stored JSON forms of c's list fields; a nil
+// never-nil list is stored as [].
+func contextPolicyArgs(c *store.Context) (l contextLists, err error) {
+	for _, f := range []struct {
+		v   []string
+		dst *string
+	}{{c.BranchRestrictions, &l.branches}, {c.TriggerTypeFilters, &l.triggers}, {c.RepoPatterns, &l.repos}} {
+		b, err := json.Marshal(nonNil(f.v))
+		if err != nil {
+			return l, err
+		}
+		*f.dst = string(b)
 	}
 	if c.RequiredReviewers != nil {
 		r, err := json.Marshal(c.RequiredReviewers)
 		if err != nil {
-			return "", nil, err
+			return l, err
 		}
 		s := string(r)
-		reviewers = &s
+		l.reviewers = &s
 	}
-	return string(b), reviewers, nil
+	return l, nil
 }
 
 func contextID(ctx context.Context, q pgExecQueryer, orgID, name string) (string, error) {
@@ -75,7 +96,7 @@ func upsertContextVar(ctx context.Context, q pgExecQueryer, id string, v *store.
 // UpsertContext inserts or replaces a context keyed on (org, name), with
 // optional unlocked variables, in one transaction.
 func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
-	branches, reviewers, err := contextPolicyArgs(c)
+	l, err := contextPolicyArgs(c)
 	if err != nil {
 		return false, err
 	}
@@ -88,9 +109,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13,$14,$15)`,
-				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, c.WaitTimerSeconds,
-				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, c.CreatedBy, t, t); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13::jsonb,$14::jsonb,$15,$16,$17,$18)`,
+				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds,
+				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted,
+				c.CreatedBy, t, t); err != nil {
 				return err
 			}
 		case err != nil:
@@ -99,8 +121,9 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
 			if _, err := tx.Exec(ctx, `UPDATE contexts SET type = $1, glob_pattern = $2, enabled = $3, branch_restrictions = $4::jsonb,
 				required_reviewers = $5::jsonb, wait_timer_seconds = $6, hold_expiry_seconds = $7, minimum_trust = $8, allow_local_execution = $9,
-				updated_at = $10 WHERE id = $11`, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, c.WaitTimerSeconds,
-				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, t, c.ID); err != nil {
+				trigger_type_filters = $10::jsonb, repo_patterns = $11::jsonb, allow_untrusted = $12, updated_at = $13 WHERE id = $14`,
+				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds, c.MinimumTrust,
+				c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, t, c.ID); err != nil {
 				return err
 			}
 		}
@@ -136,20 +159,40 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		if err := mutate(c); err != nil {
 			return err
 		}
-		branches, reviewers, err := contextPolicyArgs(c)
+		l, err := contextPolicyArgs(c)
 		if err != nil {
 			return err
 		}
 		return affected(tx.Exec(ctx, `UPDATE contexts SET enabled = $1, branch_restrictions = $2::jsonb, required_reviewers = $3::jsonb,
-			wait_timer_seconds = $4, hold_expiry_seconds = $5, minimum_trust = $6, allow_local_execution = $7, updated_at = $8
-			WHERE id = $9`, c.Enabled, branches, reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
-			c.MinimumTrust, c.AllowLocalExecution, now(), c.ID))
+			wait_timer_seconds = $4, hold_expiry_seconds = $5, minimum_trust = $6, allow_local_execution = $7,
+			trigger_type_filters = $8::jsonb, repo_patterns = $9::jsonb, allow_untrusted = $10, updated_at = $11
+			WHERE id = $12`, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
+			c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, now(), c.ID))
 	})
 }
 
-// DeleteContext deletes a context; bindings and variables cascade.
+// DeleteContext deletes a context; bindings, variables and source overrides
+// cascade. It takes the context-name advisory lock CreateHeldRun also
+// takes, so the pending-hold count and the delete cannot interleave with
+// the creation of a hold naming the context.
 func (s *Store) DeleteContext(ctx context.Context, orgID, name string) error {
-	return affected(s.pool.Exec(ctx, `DELETE FROM contexts WHERE org_id = $1 AND name = $2`, orgID, name))
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockContextName(ctx, tx, orgID, name); err != nil {
+			return err
+		}
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		n, err := countPendingHolds(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return &store.PendingHeldRunsError{Context: name, Count: n}
+		}
+		return affected(tx.Exec(ctx, `DELETE FROM contexts WHERE id = $1`, id))
+	}))
 }
 
 // BindContext adds a binding unless an identical one exists.
@@ -221,5 +264,52 @@ func (s *Store) DeleteContextVariable(ctx context.Context, orgID, name, key stri
 			return err
 		}
 		return affected(tx.Exec(ctx, `DELETE FROM context_variables WHERE context_id = $1 AND key = $2`, id, key))
+	}))
+}
+
+// ListContextSourceOverrides returns a context's source overrides for
+// routingKey ("" = all), ordered by routing key then key.
+func (s *Store) ListContextSourceOverrides(ctx context.Context, orgID, name, routingKey string) ([]*store.ContextSourceOverride, error) {
+	id, err := contextID(ctx, s.pool, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT routing_key, key, value, updated_at FROM context_source_overrides
+		WHERE context_id = $1 AND ($2 = '' OR routing_key = $2) ORDER BY routing_key, key`, id, routingKey)
+	return collect(rows, err, func(r scanner) (*store.ContextSourceOverride, error) {
+		var o store.ContextSourceOverride
+		if err := r.Scan(&o.RoutingKey, &o.Key, &o.Value, &o.UpdatedAt); err != nil {
+			return nil, err
+		}
+		o.UpdatedAt = o.UpdatedAt.UTC()
+		return &o, nil
+	})
+}
+
+// PutContextSourceOverride inserts or replaces one override and sets
+// o.UpdatedAt.
+func (s *Store) PutContextSourceOverride(ctx context.Context, orgID, name string, o *store.ContextSourceOverride) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		o.UpdatedAt = now()
+		_, err = tx.Exec(ctx, `INSERT INTO context_source_overrides (context_id, routing_key, key, value, updated_at) VALUES ($1,$2,$3,$4,$5)
+			ON CONFLICT (context_id, routing_key, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at`,
+			id, o.RoutingKey, o.Key, o.Value, ts(o.UpdatedAt))
+		return err
+	}))
+}
+
+// DeleteContextSourceOverride deletes one override.
+func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, routingKey, key string) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		return affected(tx.Exec(ctx, `DELETE FROM context_source_overrides WHERE context_id = $1 AND routing_key = $2 AND key = $3`,
+			id, routingKey, key))
 	}))
 }

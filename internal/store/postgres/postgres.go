@@ -337,13 +337,14 @@ func (s *Store) ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*st
 
 // ---------------------------------------------------------------- runs
 
-const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms`
+const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms, trigger_type, target_branch, trust_tier, lock_file_source`
 
 func scanRun(r scanner) (*store.Run, error) {
 	var run store.Run
 	if err := r.Scan(&run.ID, &run.WorkflowName, &run.Status, &run.Provider, &run.RepoIdentifier, &run.RepoURL,
 		&run.Ref, &run.SHA, &run.DeliveryID, &run.SourceID, &run.OrgID, &run.TriggeredBy, &run.FailureReason,
-		&run.TimeoutMs, &run.CreatedAt, &run.StartedAt, &run.CompletedAt, &run.DurationMs); err != nil {
+		&run.TimeoutMs, &run.CreatedAt, &run.StartedAt, &run.CompletedAt, &run.DurationMs, &run.TriggerType,
+		&run.TargetBranch, &run.TrustTier, &run.LockFileSource); err != nil {
 		return nil, mapErr(err)
 	}
 	run.CreatedAt = run.CreatedAt.UTC()
@@ -402,10 +403,11 @@ func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)`,
+		if _, err := tx.Exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)`,
 			run.ID, run.WorkflowName, run.Status, run.Provider, run.RepoIdentifier, run.RepoURL, run.Ref, run.SHA,
 			run.DeliveryID, run.SourceID, run.OrgID, run.TriggeredBy, run.FailureReason, run.TimeoutMs,
-			ts(run.CreatedAt), tsPtr(run.StartedAt), tsPtr(run.CompletedAt), int64Arg(run.DurationMs)); err != nil {
+			ts(run.CreatedAt), tsPtr(run.StartedAt), tsPtr(run.CompletedAt), int64Arg(run.DurationMs),
+			run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource); err != nil {
 			return err
 		}
 		if len(jobs) == 0 {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,23 +15,30 @@ import (
 var _ store.ContextStore = (*Store)(nil)
 
 const contextCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
-	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, created_by, created_at, updated_at`
+	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
+	allow_untrusted, created_by, created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
-	var branches string
+	var branches, triggers, repos string
 	var reviewers, trust sql.NullString
 	var wait, hold sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
-		&wait, &hold, &trust, &c.AllowLocalExecution, &c.CreatedBy, &created, &updated); err != nil {
+		&wait, &hold, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted, &c.CreatedBy,
+		&created, &updated); err != nil {
 		return nil, mapErr(err)
 	}
-	if err := json.Unmarshal([]byte(branches), &c.BranchRestrictions); err != nil {
-		return nil, err
-	}
-	if c.BranchRestrictions == nil {
-		c.BranchRestrictions = []string{}
+	for _, l := range []struct {
+		raw string
+		dst *[]string
+	}{{branches, &c.BranchRestrictions}, {triggers, &c.TriggerTypeFilters}, {repos, &c.RepoPatterns}} {
+		if err := json.Unmarshal([]byte(l.raw), l.dst); err != nil {
+			return nil, err
+		}
+		if *l.dst == nil {
+			*l.dst = []string{}
+		}
 	}
 	if reviewers.Valid {
 		c.RequiredReviewers = []string{}
@@ -48,24 +56,41 @@ func scanContext(r scanner) (*store.Context, error) {
 	return &c, nil
 }
 
-// contextPolicyArgs returns the stored forms of c's list fields.
-func contextPolicyArgs(c *store.Context) (branches string, reviewers any, err error) {
-	bl := c.BranchRestrictions
-	if bl == nil {
-		bl = []string{}
+// contextLists are the stored JSON forms of a context's list fields.
+type contextLists struct {
+	branches, triggers, repos string
+	reviewers                 any // NULL: no approval required
+}
+
+// contextPolicyArgs returns the stored forms of c's list fields; a nil
+// never-nil list is stored as [].
+func contextPolicyArgs(c *store.Context) (l contextLists, err error) {
+	if l.branches, err = listJSON(c.BranchRestrictions); err != nil {
+		return l, err
 	}
-	b, err := json.Marshal(bl)
-	if err != nil {
-		return "", nil, err
+	if l.triggers, err = listJSON(c.TriggerTypeFilters); err != nil {
+		return l, err
+	}
+	if l.repos, err = listJSON(c.RepoPatterns); err != nil {
+		return l, err
 	}
 	if c.RequiredReviewers != nil {
 		r, err := json.Marshal(c.RequiredReviewers)
 		if err != nil {
-			return "", nil, err
+			return l, err
 		}
-		reviewers = string(r)
+		l.reviewers = string(r)
 	}
-	return string(b), reviewers, nil
+	return l, nil
+}
+
+// listJSON encodes a list as a JSON array, nil as [].
+func listJSON(v []string) (string, error) {
+	if v == nil {
+		v = []string{}
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 func contextID(ctx context.Context, q queryer, orgID, name string) (string, error) {
@@ -77,7 +102,7 @@ func contextID(ctx context.Context, q queryer, orgID, name string) (string, erro
 // UpsertContext inserts or replaces a context keyed on (org, name), with
 // optional unlocked variables, in one transaction.
 func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
-	branches, reviewers, err := contextPolicyArgs(c)
+	l, err := contextPolicyArgs(c)
 	if err != nil {
 		return false, err
 	}
@@ -90,9 +115,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds),
-				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, c.CreatedBy, ms(t), ms(t)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
+				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
+				c.AllowUntrusted, c.CreatedBy, ms(t), ms(t)); err != nil {
 				return err
 			}
 		case err != nil:
@@ -101,8 +127,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
 			if _, err := tx.ExecContext(ctx, `UPDATE contexts SET type = ?, glob_pattern = ?, enabled = ?, branch_restrictions = ?,
 				required_reviewers = ?, wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
-				updated_at = ? WHERE id = ?`, c.Type, c.GlobPattern, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds),
-				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, ms(t), c.ID); err != nil {
+				trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, updated_at = ? WHERE id = ?`,
+				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
+				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
+				c.AllowUntrusted, ms(t), c.ID); err != nil {
 				return err
 			}
 		}
@@ -143,14 +171,15 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		if err := mutate(c); err != nil {
 			return err
 		}
-		branches, reviewers, err := contextPolicyArgs(c)
+		l, err := contextPolicyArgs(c)
 		if err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE contexts SET enabled = ?, branch_restrictions = ?, required_reviewers = ?,
-			wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?, updated_at = ?
-			WHERE id = ?`, c.Enabled, branches, reviewers, int64Arg(c.WaitTimerSeconds), int64Arg(c.HoldExpirySeconds),
-			strArg(c.MinimumTrust), c.AllowLocalExecution, ms(now()), c.ID)
+			wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
+			trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, updated_at = ?
+			WHERE id = ?`, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds), int64Arg(c.HoldExpirySeconds),
+			strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, ms(now()), c.ID)
 		return rowsOrNotFound(res, err)
 	})
 }
@@ -165,10 +194,26 @@ func rowsOrNotFound(res sql.Result, err error) error {
 	return nil
 }
 
-// DeleteContext deletes a context; bindings and variables cascade.
+// DeleteContext deletes a context; bindings, variables and source overrides
+// cascade. The pending-hold count and the delete share one (immediate, so
+// writer-serialised) transaction: a hold created concurrently either lands
+// before the count or after the delete.
 func (s *Store) DeleteContext(ctx context.Context, orgID, name string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM contexts WHERE org_id = ? AND name = ?`, orgID, name)
-	return rowsOrNotFound(res, err)
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		n, err := countPendingHolds(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return &store.PendingHeldRunsError{Context: name, Count: n}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM contexts WHERE id = ?`, id)
+		return rowsOrNotFound(res, err)
+	}))
 }
 
 // BindContext adds a binding unless an identical one exists.
@@ -256,6 +301,58 @@ func (s *Store) DeleteContextVariable(ctx context.Context, orgID, name, key stri
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM context_variables WHERE context_id = ? AND key = ?`, id, key)
+		return rowsOrNotFound(res, err)
+	}))
+}
+
+// ListContextSourceOverrides returns a context's source overrides for
+// routingKey ("" = all), ordered by routing key then key.
+func (s *Store) ListContextSourceOverrides(ctx context.Context, orgID, name, routingKey string) ([]*store.ContextSourceOverride, error) {
+	id, err := contextID(ctx, s.db, orgID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT routing_key, key, value, updated_at FROM context_source_overrides
+		WHERE context_id = ?1 AND (?2 = '' OR routing_key = ?2) ORDER BY routing_key, key`, id, routingKey)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r scanner) (*store.ContextSourceOverride, error) {
+		var o store.ContextSourceOverride
+		var at int64
+		if err := r.Scan(&o.RoutingKey, &o.Key, &o.Value, &at); err != nil {
+			return nil, err
+		}
+		o.UpdatedAt = time.UnixMilli(at).UTC()
+		return &o, nil
+	})
+}
+
+// PutContextSourceOverride inserts or replaces one override and sets
+// o.UpdatedAt.
+func (s *Store) PutContextSourceOverride(ctx context.Context, orgID, name string, o *store.ContextSourceOverride) error {
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		o.UpdatedAt = now()
+		_, err = tx.ExecContext(ctx, `INSERT INTO context_source_overrides (context_id, routing_key, key, value, updated_at) VALUES (?,?,?,?,?)
+			ON CONFLICT (context_id, routing_key, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+			id, o.RoutingKey, o.Key, o.Value, ms(o.UpdatedAt))
+		return err
+	}))
+}
+
+// DeleteContextSourceOverride deletes one override.
+func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, routingKey, key string) error {
+	return mapErr(s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := contextID(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM context_source_overrides WHERE context_id = ? AND routing_key = ? AND key = ?`,
+			id, routingKey, key)
 		return rowsOrNotFound(res, err)
 	}))
 }

@@ -399,7 +399,7 @@ func (s *Store) ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*st
 
 // ---------------------------------------------------------------- runs
 
-const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms`
+const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms, trigger_type, target_branch, trust_tier, lock_file_source`
 
 func scanRun(r scanner) (*store.Run, error) {
 	var run store.Run
@@ -407,7 +407,8 @@ func scanRun(r scanner) (*store.Run, error) {
 	var started, completed, dur sql.NullInt64
 	if err := r.Scan(&run.ID, &run.WorkflowName, &run.Status, &run.Provider, &run.RepoIdentifier, &run.RepoURL,
 		&run.Ref, &run.SHA, &run.DeliveryID, &run.SourceID, &run.OrgID, &run.TriggeredBy, &run.FailureReason,
-		&run.TimeoutMs, &created, &started, &completed, &dur); err != nil {
+		&run.TimeoutMs, &created, &started, &completed, &dur, &run.TriggerType, &run.TargetBranch, &run.TrustTier,
+		&run.LockFileSource); err != nil {
 		return nil, mapErr(err)
 	}
 	run.CreatedAt = time.UnixMilli(created).UTC()
@@ -469,10 +470,11 @@ func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job
 		}
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			run.ID, run.WorkflowName, run.Status, run.Provider, run.RepoIdentifier, run.RepoURL, run.Ref, run.SHA,
 			run.DeliveryID, run.SourceID, run.OrgID, run.TriggeredBy, run.FailureReason, run.TimeoutMs,
-			ms(run.CreatedAt), msPtr(run.StartedAt), msPtr(run.CompletedAt), int64Arg(run.DurationMs)); err != nil {
+			ms(run.CreatedAt), msPtr(run.StartedAt), msPtr(run.CompletedAt), int64Arg(run.DurationMs),
+			run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource); err != nil {
 			return err
 		}
 		for i, j := range jobs {

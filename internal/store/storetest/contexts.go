@@ -145,3 +145,159 @@ func testContexts(t *testing.T, s store.Store) {
 		t.Fatalf("bindings survived delete: %v %v", bs, err)
 	}
 }
+
+// testContextGateFields checks the trigger, repository and untrusted-run
+// gate fields: defaults, round trip through upsert and policy update, and
+// nil lists stored as empty ones.
+func testContextGateFields(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	c := &store.Context{OrgID: "acme", Name: "deploy", Type: store.ContextTypeFixed, Enabled: true}
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetContext(ctx, "acme", "deploy")
+	must(t, err)
+	if got.TriggerTypeFilters == nil || len(got.TriggerTypeFilters) != 0 || got.RepoPatterns == nil || len(got.RepoPatterns) != 0 ||
+		got.AllowUntrusted {
+		t.Fatalf("defaults: filters=%#v repos=%#v untrusted=%v", got.TriggerTypeFilters, got.RepoPatterns, got.AllowUntrusted)
+	}
+
+	c.TriggerTypeFilters = []string{"push", "manual"}
+	c.RepoPatterns = []string{"acme/*"}
+	c.AllowUntrusted = true
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.GetContext(ctx, "acme", "deploy")
+	must(t, err)
+	same(t, "gate fields after upsert", []any{[]string{"push", "manual"}, []string{"acme/*"}, true},
+		[]any{got.TriggerTypeFilters, got.RepoPatterns, got.AllowUntrusted})
+
+	// They are policy fields: UpdateContextPolicy writes them.
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.TriggerTypeFilters = nil
+		c.RepoPatterns = []string{"acme/api", "acme/web"}
+		c.AllowUntrusted = false
+		return nil
+	}))
+	list, err := s.ListContexts(ctx, "acme")
+	must(t, err)
+	if len(list) != 1 {
+		t.Fatalf("list: %d contexts", len(list))
+	}
+	same(t, "gate fields after policy update", []any{[]string{}, []string{"acme/api", "acme/web"}, false},
+		[]any{list[0].TriggerTypeFilters, list[0].RepoPatterns, list[0].AllowUntrusted})
+}
+
+// testContextSourceOverrides checks the per-source override CRUD, its
+// ErrNotFound cases and the cascade with the context.
+func testContextSourceOverrides(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	put := func(rk, key, value string) *store.ContextSourceOverride {
+		t.Helper()
+		o := &store.ContextSourceOverride{RoutingKey: rk, Key: key, Value: value}
+		must(t, s.PutContextSourceOverride(ctx, "acme", "release", o))
+		if o.UpdatedAt.IsZero() {
+			t.Fatalf("override %s/%s: UpdatedAt not set", rk, key)
+		}
+		return o
+	}
+	b2 := put("generic:acme:b", "REGION", "us")
+	a1 := put("generic:acme:a", "REGION", "eu")
+	a2 := put("generic:acme:a", "API", "x")
+	all, err := s.ListContextSourceOverrides(ctx, "acme", "release", "")
+	must(t, err)
+	same(t, "all overrides (routing key, key order)", []*store.ContextSourceOverride{a2, a1, b2}, all)
+	onlyA, err := s.ListContextSourceOverrides(ctx, "acme", "release", "generic:acme:a")
+	must(t, err)
+	same(t, "overrides of one routing key", []*store.ContextSourceOverride{a2, a1}, onlyA)
+
+	// Put replaces.
+	a1 = put("generic:acme:a", "REGION", "ap")
+	onlyA, err = s.ListContextSourceOverrides(ctx, "acme", "release", "generic:acme:a")
+	must(t, err)
+	same(t, "replaced override", []*store.ContextSourceOverride{a2, a1}, onlyA)
+
+	must(t, s.DeleteContextSourceOverride(ctx, "acme", "release", "generic:acme:a", "API"))
+	wantErr(t, "delete missing override", s.DeleteContextSourceOverride(ctx, "acme", "release", "generic:acme:a", "API"), store.ErrNotFound)
+	wantErr(t, "delete on unknown context", s.DeleteContextSourceOverride(ctx, "acme", "nope", "generic:acme:b", "REGION"), store.ErrNotFound)
+	wantErr(t, "put on unknown context", s.PutContextSourceOverride(ctx, "other", "release", &store.ContextSourceOverride{RoutingKey: "k", Key: "K"}), store.ErrNotFound)
+	_, err = s.ListContextSourceOverrides(ctx, "acme", "nope", "")
+	wantErr(t, "list on unknown context", err, store.ErrNotFound)
+	none, err := s.ListContextSourceOverrides(ctx, "acme", "release", "generic:acme:zzz")
+	must(t, err)
+	if len(none) != 0 {
+		t.Fatalf("overrides of an unknown routing key: %v", none)
+	}
+
+	// Overrides cascade with the context.
+	must(t, s.DeleteContext(ctx, "acme", "release"))
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	all, err = s.ListContextSourceOverrides(ctx, "acme", "release", "")
+	must(t, err)
+	if len(all) != 0 {
+		t.Fatalf("overrides survived delete: %v", all)
+	}
+}
+
+// testContextDeleteBlockedByHolds checks that pending holds naming a
+// context (in the same org) block its deletion, and that resolved holds
+// keep the context name as history.
+func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	for _, org := range []string{"acme", "other"} {
+		if _, err := s.UpsertContext(ctx, &store.Context{OrgID: org, Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, s.CreateRun(ctx, fullRun("r1", at(0)), nil))
+	hold := func(org string, contexts ...string) *store.HeldRun {
+		t.Helper()
+		h := &store.HeldRun{OrgID: org, RunID: "r1", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
+			HoldScope: store.HoldScopeWorkflow, Reason: "needs review", Contexts: contexts, ExpiresAt: at(3600)}
+		ok, err := s.CreateHeldRun(ctx, h, nil)
+		if err != nil || !ok {
+			t.Fatalf("create hold: %v %v", ok, err)
+		}
+		return h
+	}
+	h1 := hold("acme", "release", "staging")
+	h2 := hold("acme", "release")
+	hold("other", "release")   // another org's hold does not count
+	hold("acme", "release-eu") // nor does another name
+
+	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 2 {
+		t.Fatalf("count pending: %d %v", n, err)
+	}
+	err := s.DeleteContext(ctx, "acme", "release")
+	var pe *store.PendingHeldRunsError
+	if !errors.As(err, &pe) || pe.Context != "release" || pe.Count != 2 || !store.IsPendingHeldRuns(err) {
+		t.Fatalf("delete with pending holds: %v", err)
+	}
+	if _, err := s.GetContext(ctx, "acme", "release"); err != nil {
+		t.Fatalf("blocked delete removed the context: %v", err)
+	}
+	// An unknown context is still not found, holds or not.
+	wantErr(t, "delete unknown context", s.DeleteContext(ctx, "acme", "staging"), store.ErrNotFound)
+
+	for _, h := range []*store.HeldRun{h1, h2} {
+		ok, err := s.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldRejected, "alice", "no", at(10))
+		wantChanged(t, "reject "+h.ID, ok, err, true)
+	}
+	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 0 {
+		t.Fatalf("count after resolution: %d %v", n, err)
+	}
+	must(t, s.DeleteContext(ctx, "acme", "release"))
+	got, err := s.GetHeldRun(ctx, h1.ID)
+	must(t, err)
+	same(t, "context names kept as history", []string{"release", "staging"}, got.Contexts)
+	// The other org's context is untouched and still blocked.
+	if err := s.DeleteContext(ctx, "other", "release"); !store.IsPendingHeldRuns(err) {
+		t.Fatalf("other org delete: %v", err)
+	}
+}

@@ -3,7 +3,10 @@
 // their tests). It checks field round-trips (JSON lists and maps keeping nil
 // apart from empty, times to the millisecond), conditional status
 // transitions, dedup conflicts, dispatch-queue claim semantics under
-// concurrency, atomic run creation, tokens and run listing.
+// concurrency, atomic run creation, tokens and run listing, and the
+// approval layer: holds decided once under concurrent deciders, pending
+// holds blocking context deletion, trust-policy updates that lose nothing
+// and are audited in the same transaction.
 package storetest
 
 import (
@@ -48,6 +51,16 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ClusterSettings", testClusterSettings},
 		{"Security", testSecurity},
 		{"Contexts", testContexts},
+		{"ContextGateFields", testContextGateFields},
+		{"ContextSourceOverrides", testContextSourceOverrides},
+		{"ContextDeleteBlockedByHolds", testContextDeleteBlockedByHolds},
+		{"RunTrustFields", testRunTrustFields},
+		{"HeldRuns", testHeldRuns},
+		{"ListHeldRuns", testListHeldRuns},
+		{"DecideHeldRunConcurrent", testDecideHeldRunConcurrent},
+		{"TrustPolicy", testTrustPolicy},
+		{"TrustPolicyConcurrent", testTrustPolicyConcurrent},
+		{"TrustDirectory", testTrustDirectory},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,6 +258,7 @@ func fullRun(id string, created time.Time) *store.Run {
 	return &store.Run{ID: id, WorkflowName: "ci", Status: "pending", Provider: "local", RepoIdentifier: "org/repo",
 		RepoURL: "file:///srv/repo", Ref: "refs/heads/main", SHA: "0123456789abcdef0123456789abcdef01234567",
 		DeliveryID: "generic:o:s:1", SourceID: "src", OrgID: "org", TriggeredBy: "alice", TimeoutMs: 3_600_000,
+		TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, LockFileSource: "base",
 		CreatedAt: created}
 }
 

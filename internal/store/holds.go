@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Job and run status of work waiting for an approval, a wait timer or a
+// fork-trust decision (KiCI run status "held"). Held is not terminal.
+const StatusHeld = "held"
+
+// Hold types (KiCI held_runs.hold_type).
+const (
+	HoldReviewer    = "reviewer"    // required reviewers of a context
+	HoldTimer       = "timer"       // a context's wait timer
+	HoldConcurrency = "concurrency" // reserved: a context's concurrency limit
+	HoldSecurity    = "security"    // fork pull request, or a context's trust floor
+)
+
+// Hold queue types (KiCI held_runs.queue_type).
+const (
+	HoldQueueContext  = "context"
+	HoldQueueSecurity = "security"
+)
+
+// Hold scopes (KiCI held_runs.hold_scope): a workflow-scoped hold has no
+// JobID and holds every job of its run.
+const (
+	HoldScopeWorkflow = "workflow"
+	HoldScopeJob      = "job"
+)
+
+// Held-run statuses (KiCI held_runs.status, plus kici's "cancelled" for a
+// hold whose run ended before a decision).
+const (
+	HoldPending   = "pending"
+	HoldApproved  = "approved"
+	HoldRejected  = "rejected"
+	HoldExpired   = "expired"
+	HoldReleased  = "released" // a wait timer ran out
+	HoldCancelled = "cancelled"
+)
+
+// Hold reasons stored for security holds (KiCI hold reasons).
+const (
+	HoldReasonForkPR       = "fork_pr"
+	HoldReasonContextTrust = "context_trust"
+)
+
+// ApprovalClause is one clause of an approval requirement (KiCI
+// approval_requirement.clauses): Kind "user" with Value a reviewer id.
+// Clauses are ANDed; SatisfiedBy is set once an eligible approver approved.
+type ApprovalClause struct {
+	Kind        string `json:"kind"`
+	Value       string `json:"value"`
+	SatisfiedBy string `json:"satisfiedBy,omitempty"`
+}
+
+// HeldRunApproval is one recorded decision on a hold (KiCI
+// held_run_approvals).
+type HeldRunApproval struct {
+	Approver string `json:"approver"`
+	// Decision is "approve" or "reject".
+	Decision string `json:"decision"`
+	// Clauses lists the clause values this decision satisfied.
+	Clauses []string  `json:"clausesSatisfied,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// HeldRun is one hold (KiCI held_runs). ID is a uuid.
+type HeldRun struct {
+	ID    string `json:"id"`
+	OrgID string `json:"orgId"`
+	RunID string `json:"runId"`
+	// JobID is the held job; "" for a workflow-scoped hold.
+	JobID     string `json:"jobId,omitempty"`
+	HoldType  string `json:"holdType"`
+	QueueType string `json:"queueType"`
+	HoldScope string `json:"holdScope"`
+	Status    string `json:"status"`
+	// Reason is a stored reason code (fork_pr, context_trust) or a sentence
+	// (e.g. "context 'release' requires approval from alice, bob").
+	Reason string `json:"reason"`
+	// Contexts are the names of the contexts that caused the hold (sorted);
+	// a pending hold blocks the deletion of each of them.
+	Contexts []string `json:"contexts,omitempty"`
+	// Clauses is the approval requirement (empty: any one approval).
+	Clauses []ApprovalClause `json:"clauses"`
+	// Approvals are the decisions recorded so far, oldest first.
+	Approvals []HeldRunApproval `json:"approvals,omitempty"`
+	// ExpiresAt ends a pending hold: a timer hold is released, any other
+	// hold expires (its job is cancelled).
+	ExpiresAt  time.Time  `json:"expiresAt"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
+	// ResolvedBy is the approver or "system" (timer, expiry, run end).
+	ResolvedBy string `json:"resolvedBy,omitempty"`
+	// ResolveNote is the decision's reason ("" if none).
+	ResolveNote string `json:"resolveNote,omitempty"`
+}
+
+// HeldRunFilter selects holds for ListHeldRuns. Empty fields do not filter;
+// Limit defaults to 100 (max 1000).
+type HeldRunFilter struct {
+	OrgID    string
+	RunID    string
+	JobID    string
+	Statuses []string
+	// DueBy keeps holds whose ExpiresAt is at or before it.
+	DueBy *time.Time
+	Limit int
+}
+
+// PendingHeldRunsError is returned by ContextStore.DeleteContext while
+// pending holds name the context (KiCI ContextDeleteBlockedError).
+type PendingHeldRunsError struct {
+	Context string
+	Count   int
+}
+
+func (e *PendingHeldRunsError) Error() string {
+	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first", e.Count)
+}
+
+// IsPendingHeldRuns reports whether err is (or wraps) a PendingHeldRunsError.
+func IsPendingHeldRuns(err error) bool {
+	var e *PendingHeldRunsError
+	return errors.As(err, &e)
+}
+
+// HoldStore persists holds and their decisions. Status changes are
+// conditional (from pending only), so a hold is decided once even under
+// concurrent approvals, the sweeper and restarts.
+type HoldStore interface {
+	// CreateHeldRun inserts h (status pending). For a job-scoped hold it
+	// also moves the job from one of jobFrom (nil = any non-terminal
+	// status) to StatusHeld with PendingReason "held: <h.Reason>" in the
+	// same transaction; when the job (of h.RunID) is not in jobFrom nothing
+	// is written and ok is false. It sets h.ID (when empty), h.Status,
+	// h.CreatedAt (when zero), h.Clauses (nil becomes empty) and sorts and
+	// de-duplicates h.Contexts.
+	CreateHeldRun(ctx context.Context, h *HeldRun, jobFrom []string) (ok bool, err error)
+	// GetHeldRun returns one hold with its approvals, or ErrNotFound.
+	GetHeldRun(ctx context.Context, id string) (*HeldRun, error)
+	// ListHeldRuns returns holds matching f with their contexts and
+	// approvals, oldest first (created time, then id).
+	ListHeldRuns(ctx context.Context, f HeldRunFilter) ([]*HeldRun, error)
+	// DecideHeldRun appends a (approval or rejection, may be nil; a zero
+	// a.At becomes at) and stores clauses (nil keeps the stored ones, so
+	// an expiry does not erase which clauses were satisfied), and when
+	// to != "" moves the hold from pending to `to` with resolvedAt/By/Note
+	// — all in one transaction, only while the hold is pending. ok=false
+	// (nothing written) when it is not pending; ErrNotFound when it does
+	// not exist. Clauses are replaced, not merged: callers that compute
+	// them from an earlier read serialise decisions on one hold.
+	DecideHeldRun(ctx context.Context, id string, a *HeldRunApproval, clauses []ApprovalClause, to, by, note string, at time.Time) (ok bool, err error)
+	// CountPendingHeldRunsForContext counts pending holds of org naming
+	// context name.
+	CountPendingHeldRunsForContext(ctx context.Context, orgID, name string) (int, error)
+}

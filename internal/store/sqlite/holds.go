@@ -1,0 +1,290 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.HoldStore = (*Store)(nil)
+
+const heldRunCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses, expires_at,
+	created_at, resolved_at, resolved_by, resolve_note`
+
+func scanHeldRun(r scanner) (*store.HeldRun, error) {
+	var h store.HeldRun
+	var clauses string
+	var expires, created int64
+	var resolved sql.NullInt64
+	if err := r.Scan(&h.ID, &h.OrgID, &h.RunID, &h.JobID, &h.HoldType, &h.QueueType, &h.HoldScope, &h.Status, &h.Reason,
+		&clauses, &expires, &created, &resolved, &h.ResolvedBy, &h.ResolveNote); err != nil {
+		return nil, mapErr(err)
+	}
+	if err := json.Unmarshal([]byte(clauses), &h.Clauses); err != nil {
+		return nil, fmt.Errorf("sqlite: held run %s clauses: %w", h.ID, err)
+	}
+	if h.Clauses == nil {
+		h.Clauses = []store.ApprovalClause{}
+	}
+	h.ExpiresAt = time.UnixMilli(expires).UTC()
+	h.CreatedAt = time.UnixMilli(created).UTC()
+	h.ResolvedAt = fromMs(resolved)
+	return &h, nil
+}
+
+// prepareHeldRun fills the defaults CreateHeldRun writes back: id, status
+// pending, created time, a non-nil clause list and sorted, de-duplicated
+// context names.
+func prepareHeldRun(h *store.HeldRun) {
+	if h.ID == "" {
+		h.ID = uuid.NewString()
+	}
+	h.Status = store.HoldPending
+	if h.CreatedAt.IsZero() {
+		h.CreatedAt = now()
+	}
+	if h.Clauses == nil {
+		h.Clauses = []store.ApprovalClause{}
+	}
+	if len(h.Contexts) > 0 {
+		names := append([]string(nil), h.Contexts...)
+		sort.Strings(names)
+		out := names[:1]
+		for _, n := range names[1:] {
+			if n != out[len(out)-1] {
+				out = append(out, n)
+			}
+		}
+		h.Contexts = out
+	}
+}
+
+// CreateHeldRun inserts a pending hold with its context names; a job-scoped
+// hold first moves its job (of h.RunID) from jobFrom (nil = any non-terminal
+// status) to held, and when that matches no row nothing is written.
+func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []string) (bool, error) {
+	prepareHeldRun(h)
+	clauses, err := json.Marshal(h.Clauses)
+	if err != nil {
+		return false, err
+	}
+	ok := false
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if h.JobID != "" {
+			cond, condArg := statusCond(jobFrom, store.TerminalJobStatuses, 5)
+			res, err := tx.ExecContext(ctx, `UPDATE execution_jobs SET status = ?1, pending_reason = ?2
+				WHERE id = ?3 AND run_id = ?4 AND `+cond, store.StatusHeld, "held: "+h.Reason, h.JobID, h.RunID, condArg)
+			if n, err := changed(res, err); err != nil || !n {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO held_runs (`+heldRunCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			h.ID, h.OrgID, h.RunID, h.JobID, h.HoldType, h.QueueType, h.HoldScope, h.Status, h.Reason, string(clauses),
+			ms(h.ExpiresAt), ms(h.CreatedAt), msPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote); err != nil {
+			return err
+		}
+		for _, name := range h.Contexts {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO held_run_contexts (held_run_id, org_id, context_name) VALUES (?,?,?)`,
+				h.ID, h.OrgID, name); err != nil {
+				return err
+			}
+		}
+		ok = true
+		return nil
+	})
+	return ok, mapErr(err)
+}
+
+// GetHeldRun returns one hold with its contexts and approvals.
+func (s *Store) GetHeldRun(ctx context.Context, id string) (*store.HeldRun, error) {
+	h, err := scanHeldRun(s.db.QueryRowContext(ctx, `SELECT `+heldRunCols+` FROM held_runs WHERE id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	if err := loadHoldDetails(ctx, s.db, []*store.HeldRun{h}); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// ListHeldRuns returns matching holds, oldest first (created_at, then id).
+func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*store.HeldRun, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	if f.OrgID != "" {
+		add("org_id = ?", f.OrgID)
+	}
+	if f.RunID != "" {
+		add("run_id = ?", f.RunID)
+	}
+	if f.JobID != "" {
+		add("job_id = ?", f.JobID)
+	}
+	if len(f.Statuses) > 0 {
+		add("status IN (SELECT value FROM json_each(?))", listArg(f.Statuses))
+	}
+	if f.DueBy != nil {
+		add("expires_at <= ?", ms(*f.DueBy))
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+heldRunCols+` FROM held_runs`+cond+` ORDER BY created_at, id LIMIT ?`,
+		append(args, holdLimit(f.Limit))...)
+	if err != nil {
+		return nil, err
+	}
+	list, err := collect(rows, scanHeldRun)
+	if err != nil {
+		return nil, err
+	}
+	if err := loadHoldDetails(ctx, s.db, list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// holdLimit applies ListHeldRuns' default (100) and cap (1000).
+func holdLimit(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return min(n, 1000)
+}
+
+// loadHoldDetails fills the Contexts and Approvals of holds.
+func loadHoldDetails(ctx context.Context, q queryer, holds []*store.HeldRun) error {
+	if len(holds) == 0 {
+		return nil
+	}
+	byID := make(map[string]*store.HeldRun, len(holds))
+	ids := make([]string, 0, len(holds))
+	for _, h := range holds {
+		byID[h.ID] = h
+		ids = append(ids, h.ID)
+	}
+	idList := listArg(ids)
+	rows, err := q.QueryContext(ctx, `SELECT held_run_id, context_name FROM held_run_contexts
+		WHERE held_run_id IN (SELECT value FROM json_each(?)) ORDER BY held_run_id, context_name`, idList)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			rows.Close()
+			return err
+		}
+		byID[id].Contexts = append(byID[id].Contexts, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = q.QueryContext(ctx, `SELECT held_run_id, approver, decision, clauses, reason, at FROM held_run_approvals
+		WHERE held_run_id IN (SELECT value FROM json_each(?)) ORDER BY held_run_id, id`, idList)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, clauses string
+		var at int64
+		var a store.HeldRunApproval
+		if err := rows.Scan(&id, &a.Approver, &a.Decision, &clauses, &a.Reason, &at); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(clauses), &a.Clauses); err != nil {
+			return fmt.Errorf("sqlite: held run %s approval clauses: %w", id, err)
+		}
+		if len(a.Clauses) == 0 {
+			a.Clauses = nil
+		}
+		a.At = time.UnixMilli(at).UTC()
+		byID[id].Approvals = append(byID[id].Approvals, a)
+	}
+	return rows.Err()
+}
+
+// DecideHeldRun records a decision on a pending hold in one transaction:
+// the conditional UPDATE … WHERE status = 'pending' is what makes exactly
+// one of two concurrent resolutions win.
+func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunApproval, clauses []store.ApprovalClause,
+	to, by, note string, at time.Time) (bool, error) {
+	var clauseArg any
+	if clauses != nil {
+		b, err := json.Marshal(clauses)
+		if err != nil {
+			return false, err
+		}
+		clauseArg = string(b)
+	}
+	if to == store.HoldPending {
+		to = ""
+	}
+	ok := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if to == "" {
+			res, err = tx.ExecContext(ctx, `UPDATE held_runs SET clauses = COALESCE(?, clauses) WHERE id = ? AND status = 'pending'`,
+				clauseArg, id)
+		} else {
+			res, err = tx.ExecContext(ctx, `UPDATE held_runs SET clauses = COALESCE(?, clauses), status = ?, resolved_at = ?,
+				resolved_by = ?, resolve_note = ? WHERE id = ? AND status = 'pending'`, clauseArg, to, ms(at), by, note, id)
+		}
+		n, err := changed(res, err)
+		if err != nil {
+			return err
+		}
+		if !n {
+			var one int
+			return tx.QueryRowContext(ctx, `SELECT 1 FROM held_runs WHERE id = ?`, id).Scan(&one)
+		}
+		if a != nil {
+			if a.At.IsZero() {
+				a.At = at
+			}
+			ac := a.Clauses
+			if ac == nil {
+				ac = []string{}
+			}
+			b, err := json.Marshal(ac)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO held_run_approvals (held_run_id, approver, decision, clauses, reason, at)
+				VALUES (?,?,?,?,?,?)`, id, a.Approver, a.Decision, string(b), a.Reason, ms(a.At)); err != nil {
+				return err
+			}
+		}
+		ok = true
+		return nil
+	})
+	return ok, mapErr(err)
+}
+
+// CountPendingHeldRunsForContext counts pending holds of org naming name.
+func (s *Store) CountPendingHeldRunsForContext(ctx context.Context, orgID, name string) (int, error) {
+	return countPendingHolds(ctx, s.db, orgID, name)
+}
+
+func countPendingHolds(ctx context.Context, q queryer, orgID, name string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM held_runs h JOIN held_run_contexts c ON c.held_run_id = h.id
+		WHERE h.status = 'pending' AND h.org_id = ?1 AND c.org_id = ?1 AND c.context_name = ?2`, orgID, name).Scan(&n)
+	return n, err
+}

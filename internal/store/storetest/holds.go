@@ -1,0 +1,303 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"kici.dev/kici/internal/store"
+)
+
+// testRunTrustFields checks that the trigger and trust facts of a run
+// round-trip through CreateRun, GetRun and ListRuns, and default to "".
+func testRunTrustFields(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	full := fullRun("r-full", at(1))
+	plain := fullRun("r-plain", at(0))
+	plain.TriggerType, plain.TargetBranch, plain.TrustTier, plain.LockFileSource = "", "", "", ""
+	must(t, s.CreateRun(ctx, full, nil))
+	must(t, s.CreateRun(ctx, plain, nil))
+	got, err := s.GetRun(ctx, "r-full")
+	must(t, err)
+	same(t, "GetRun", full, got)
+	got, err = s.GetRun(ctx, "r-plain")
+	must(t, err)
+	same(t, "GetRun without trust facts", plain, got)
+	list, _, err := s.ListRuns(ctx, store.RunFilter{})
+	must(t, err)
+	same(t, "ListRuns", []*store.Run{full, plain}, list)
+}
+
+// heldJobsRun creates run "r" with jobs "j-queued" (queued), "j-running"
+// (running) and "j-done" (success).
+func heldJobsRun(t *testing.T, s store.Store) {
+	t.Helper()
+	must(t, s.CreateRun(ctxT(t), fullRun("r", at(0)), []*store.Job{
+		{ID: "j-queued", JobName: "deploy", BaseJobName: "deploy", Status: "queued", PendingReason: "no agent online"},
+		{ID: "j-running", JobName: "test", BaseJobName: "test", Status: "running"},
+		{ID: "j-done", JobName: "lint", BaseJobName: "lint", Status: "success"},
+	}))
+}
+
+func testHeldRuns(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	heldJobsRun(t, s)
+	must(t, s.CreateRun(ctx, fullRun("r-other", at(0)), []*store.Job{{ID: "j-other", JobName: "x", BaseJobName: "x", Status: "queued"}}))
+
+	// Job-scoped: the job moves to held in the same transaction.
+	h := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: store.HoldReviewer,
+		QueueType: store.HoldQueueContext, HoldScope: store.HoldScopeJob,
+		Reason:    "context 'release' requires approval from alice, bob",
+		Contexts:  []string{"release", "prod", "release"},
+		Clauses:   []store.ApprovalClause{{Kind: "user", Value: "alice"}, {Kind: "user", Value: "bob"}},
+		ExpiresAt: at(3600)}
+	ok, err := s.CreateHeldRun(ctx, h, []string{"pending", "queued"})
+	wantChanged(t, "create job hold", ok, err, true)
+	if h.ID == "" || h.Status != store.HoldPending || h.CreatedAt.IsZero() {
+		t.Fatalf("defaults not written back: id=%q status=%q created=%v", h.ID, h.Status, h.CreatedAt)
+	}
+	same(t, "contexts sorted and de-duplicated", []string{"prod", "release"}, h.Contexts)
+	j, err := s.GetJob(ctx, "j-queued")
+	must(t, err)
+	if j.Status != store.StatusHeld || j.PendingReason != "held: "+h.Reason {
+		t.Fatalf("held job: status=%q reason=%q", j.Status, j.PendingReason)
+	}
+	got, err := s.GetHeldRun(ctx, h.ID)
+	must(t, err)
+	same(t, "GetHeldRun", h, got)
+
+	// The job is not in jobFrom, is of another run, or is terminal (nil
+	// jobFrom = any non-terminal status): nothing is written.
+	for _, tc := range []struct {
+		name, run, job string
+		from           []string
+	}{
+		{"status not in jobFrom", "r", "j-running", []string{"pending", "queued"}},
+		{"job of another run", "r", "j-other", nil},
+		{"terminal job, nil jobFrom", "r", "j-done", nil},
+		{"unknown job", "r", "j-nope", nil},
+	} {
+		miss := &store.HeldRun{OrgID: "acme", RunID: tc.run, JobID: tc.job, HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
+			HoldScope: store.HoldScopeJob, Reason: "wait", Contexts: []string{"release"}, ExpiresAt: at(60)}
+		ok, err := s.CreateHeldRun(ctx, miss, tc.from)
+		wantChanged(t, tc.name, ok, err, false)
+		if _, err := s.GetHeldRun(ctx, miss.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: hold row written: %v", tc.name, err)
+		}
+	}
+	for id, want := range map[string]string{"j-running": "running", "j-other": "queued", "j-done": "success"} {
+		j, err := s.GetJob(ctx, id)
+		must(t, err)
+		if j.Status != want {
+			t.Errorf("job %s moved to %q", id, j.Status)
+		}
+	}
+	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 1 {
+		t.Fatalf("pending count after refused creates: %d %v", n, err)
+	}
+	// nil jobFrom takes any non-terminal job.
+	hr := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-running", HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
+		HoldScope: store.HoldScopeJob, Reason: "wait timer", ExpiresAt: at(60)}
+	ok, err = s.CreateHeldRun(ctx, hr, nil)
+	wantChanged(t, "nil jobFrom on a running job", ok, err, true)
+
+	// Workflow-scoped: no job is touched; a caller-chosen id is kept.
+	w := &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldType: store.HoldSecurity, QueueType: store.HoldQueueSecurity,
+		HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR, ExpiresAt: at(7200)}
+	ok, err = s.CreateHeldRun(ctx, w, []string{"pending"})
+	wantChanged(t, "create workflow hold", ok, err, true)
+	got, err = s.GetHeldRun(ctx, "hold-wf")
+	must(t, err)
+	same(t, "workflow hold", w, got)
+	if got.Clauses == nil || got.Contexts != nil || got.Approvals != nil {
+		t.Errorf("workflow hold lists: clauses=%#v contexts=%#v approvals=%#v", got.Clauses, got.Contexts, got.Approvals)
+	}
+	_, err = s.GetHeldRun(ctx, "nope")
+	wantErr(t, "GetHeldRun unknown", err, store.ErrNotFound)
+	ok, err = s.CreateHeldRun(ctx, &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldScope: store.HoldScopeWorkflow}, nil)
+	if ok || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate hold id: ok=%v err=%v", ok, err)
+	}
+
+	// A partial approval stays pending, appends the approval, replaces the
+	// clauses.
+	partial := []store.ApprovalClause{{Kind: "user", Value: "alice", SatisfiedBy: "alice"}, {Kind: "user", Value: "bob"}}
+	a1 := &store.HeldRunApproval{Approver: "alice", Decision: "approve", Clauses: []string{"alice"}, At: at(100)}
+	ok, err = s.DecideHeldRun(ctx, h.ID, a1, partial, "", "", "", at(100))
+	wantChanged(t, "partial approval", ok, err, true)
+	got, err = s.GetHeldRun(ctx, h.ID)
+	must(t, err)
+	if got.Status != store.HoldPending || got.ResolvedAt != nil || got.ResolvedBy != "" {
+		t.Fatalf("partial approval resolved the hold: %+v", got)
+	}
+	same(t, "clauses after partial approval", partial, got.Clauses)
+	same(t, "approvals after partial approval", []store.HeldRunApproval{*a1}, got.Approvals)
+
+	// The resolving approval; a zero approval time takes the decision's.
+	full := []store.ApprovalClause{{Kind: "user", Value: "alice", SatisfiedBy: "alice"}, {Kind: "user", Value: "bob", SatisfiedBy: "bob"}}
+	a2 := &store.HeldRunApproval{Approver: "bob", Decision: "approve", Clauses: []string{"bob"}, Reason: "lgtm"}
+	ok, err = s.DecideHeldRun(ctx, h.ID, a2, full, store.HoldApproved, "bob", "lgtm", at(200))
+	wantChanged(t, "resolving approval", ok, err, true)
+	if !a2.At.Equal(at(200)) {
+		t.Errorf("approval time not defaulted: %v", a2.At)
+	}
+	got, err = s.GetHeldRun(ctx, h.ID)
+	must(t, err)
+	want := *h
+	want.Status, want.Clauses, want.ResolvedAt, want.ResolvedBy, want.ResolveNote = store.HoldApproved, full, ptime(at(200)), "bob", "lgtm"
+	want.Approvals = []store.HeldRunApproval{*a1, *a2}
+	same(t, "resolved hold", &want, got)
+
+	// Decided once: later decisions write nothing.
+	late := &store.HeldRunApproval{Approver: "carol", Decision: "reject", Reason: "too late", At: at(300)}
+	ok, err = s.DecideHeldRun(ctx, h.ID, late, []store.ApprovalClause{}, store.HoldRejected, "carol", "too late", at(300))
+	wantChanged(t, "decide a resolved hold", ok, err, false)
+	ok, err = s.DecideHeldRun(ctx, h.ID, late, nil, "", "", "", at(300))
+	wantChanged(t, "partial approval of a resolved hold", ok, err, false)
+	got, err = s.GetHeldRun(ctx, h.ID)
+	must(t, err)
+	same(t, "resolved hold unchanged", &want, got)
+	ok, err = s.DecideHeldRun(ctx, "nope", late, nil, store.HoldRejected, "carol", "", at(300))
+	if ok || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("decide unknown hold: ok=%v err=%v", ok, err)
+	}
+
+	// A system resolution with nil clauses keeps the stored clauses and
+	// records no approval; a rejection's approval carries no clauses.
+	ok, err = s.DecideHeldRun(ctx, "hold-wf", nil, nil, store.HoldExpired, "system", "", at(7200))
+	wantChanged(t, "expire", ok, err, true)
+	got, err = s.GetHeldRun(ctx, "hold-wf")
+	must(t, err)
+	if got.Status != store.HoldExpired || got.ResolvedBy != "system" || got.ResolvedAt == nil || !got.ResolvedAt.Equal(at(7200)) ||
+		got.Approvals != nil || got.Clauses == nil || len(got.Clauses) != 0 {
+		t.Errorf("expired hold: %+v", got)
+	}
+	rej := &store.HeldRunApproval{Approver: "dave", Decision: "reject", Reason: "no", At: at(70)}
+	ok, err = s.DecideHeldRun(ctx, hr.ID, rej, nil, store.HoldRejected, "dave", "no", at(70))
+	wantChanged(t, "reject", ok, err, true)
+	got, err = s.GetHeldRun(ctx, hr.ID)
+	must(t, err)
+	same(t, "rejection approvals", []store.HeldRunApproval{*rej}, got.Approvals)
+}
+
+func testListHeldRuns(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	// 12 workflow holds: i%2 org, i%3 run, i%4 status; created at i
+	// seconds (two sharing a time), expiring at 100-i seconds.
+	statuses := []string{store.HoldPending, store.HoldApproved, store.HoldPending, store.HoldExpired}
+	var all []*store.HeldRun
+	for i := 0; i < 12; i++ {
+		h := &store.HeldRun{ID: fmt.Sprintf("h%02d", i), OrgID: []string{"acme", "other"}[i%2], RunID: fmt.Sprintf("r%d", i%3),
+			HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext, HoldScope: store.HoldScopeWorkflow,
+			Reason: "review", Contexts: []string{fmt.Sprintf("ctx%d", i%2)}, ExpiresAt: at(100 - i), CreatedAt: at(i)}
+		if i == 11 {
+			h.CreatedAt = at(10) // tie with h10: id decides
+		}
+		ok, err := s.CreateHeldRun(ctx, h, nil)
+		wantChanged(t, "create "+h.ID, ok, err, true)
+		if statuses[i%4] != store.HoldPending {
+			ok, err := s.DecideHeldRun(ctx, h.ID, &store.HeldRunApproval{Approver: "alice", Decision: "approve", At: at(50)},
+				nil, statuses[i%4], "alice", "", at(50))
+			wantChanged(t, "resolve "+h.ID, ok, err, true)
+		}
+		all = append(all, h)
+	}
+	// A job hold, to filter on.
+	heldJobsRun(t, s)
+	jh := &store.HeldRun{ID: "hjob", OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
+		HoldScope: store.HoldScopeJob, ExpiresAt: at(1000), CreatedAt: at(20)}
+	ok, err := s.CreateHeldRun(ctx, jh, nil)
+	wantChanged(t, "create job hold", ok, err, true)
+
+	check := func(name string, f store.HeldRunFilter, want ...string) {
+		t.Helper()
+		got, err := s.ListHeldRuns(ctx, f)
+		must(t, err)
+		if want == nil {
+			want = []string{}
+		}
+		same(t, name, want, ids(got, func(h *store.HeldRun) string { return h.ID }))
+	}
+	check("all, oldest first", store.HeldRunFilter{},
+		"h00", "h01", "h02", "h03", "h04", "h05", "h06", "h07", "h08", "h09", "h10", "h11", "hjob")
+	check("org", store.HeldRunFilter{OrgID: "other"}, "h01", "h03", "h05", "h07", "h09", "h11")
+	check("run", store.HeldRunFilter{RunID: "r1"}, "h01", "h04", "h07", "h10")
+	check("job", store.HeldRunFilter{JobID: "j-queued"}, "hjob")
+	check("statuses OR", store.HeldRunFilter{Statuses: []string{store.HoldApproved, store.HoldExpired}}, "h01", "h03", "h05", "h07", "h09", "h11")
+	due := at(94)
+	check("due by (inclusive) and pending", store.HeldRunFilter{Statuses: []string{store.HoldPending}, DueBy: &due}, "h06", "h08", "h10")
+	check("combined", store.HeldRunFilter{OrgID: "acme", RunID: "r0", Statuses: []string{store.HoldPending}}, "h00", "h06")
+	check("limit", store.HeldRunFilter{Limit: 3}, "h00", "h01", "h02")
+	check("no match", store.HeldRunFilter{OrgID: "nobody"})
+
+	// Listed holds carry their contexts and approvals.
+	got, err := s.ListHeldRuns(ctx, store.HeldRunFilter{RunID: "r1", Statuses: []string{store.HoldApproved}})
+	must(t, err)
+	if len(got) != 1 || got[0].ID != "h01" {
+		t.Fatalf("approved holds of r1: %v", ids(got, func(h *store.HeldRun) string { return h.ID }))
+	}
+	same(t, "listed contexts", []string{"ctx1"}, got[0].Contexts)
+	same(t, "listed approvals", []store.HeldRunApproval{{Approver: "alice", Decision: "approve", At: at(50)}}, got[0].Approvals)
+	one, err := s.GetHeldRun(ctx, "h01")
+	must(t, err)
+	same(t, "listed hold equals GetHeldRun", one, got[0])
+}
+
+// testDecideHeldRunConcurrent races deciders on one hold: exactly one
+// resolution wins and only its approval is recorded.
+func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	for round := 0; round < 3; round++ {
+		h := &store.HeldRun{OrgID: "acme", RunID: "r", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
+			HoldScope: store.HoldScopeWorkflow, ExpiresAt: at(3600)}
+		ok, err := s.CreateHeldRun(ctx, h, nil)
+		wantChanged(t, "create", ok, err, true)
+		const n = 8
+		var wg sync.WaitGroup
+		wins := make([]bool, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				to, dec := store.HoldApproved, "approve"
+				if i%2 == 1 {
+					to, dec = store.HoldRejected, "reject"
+				}
+				who := fmt.Sprintf("user-%d", i)
+				wins[i], errs[i] = s.DecideHeldRun(ctx, h.ID, &store.HeldRunApproval{Approver: who, Decision: dec, At: at(i)},
+					[]store.ApprovalClause{}, to, who, "", at(i))
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := 0; i < n; i++ {
+			if errs[i] != nil {
+				t.Fatalf("decider %d: %v", i, errs[i])
+			}
+			if wins[i] {
+				if winner >= 0 {
+					t.Fatalf("round %d: deciders %d and %d both won", round, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no decider won", round)
+		}
+		got, err := s.GetHeldRun(ctx, h.ID)
+		must(t, err)
+		who := fmt.Sprintf("user-%d", winner)
+		wantStatus := store.HoldApproved
+		if winner%2 == 1 {
+			wantStatus = store.HoldRejected
+		}
+		if got.Status != wantStatus || got.ResolvedBy != who || len(got.Approvals) != 1 || got.Approvals[0].Approver != who {
+			t.Fatalf("round %d: winner %s, stored %+v", round, who, got)
+		}
+	}
+}
