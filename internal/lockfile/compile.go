@@ -817,7 +817,7 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 		return j, nil
 	}
 	what := "job " + name
-	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets")
+	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets", "contexts")
 	var refs []needRef
 	var stepsNode, runNode ast.Node
 	for _, e := range entries {
@@ -841,6 +841,8 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 			j.Timeout, _ = f.duration(e.val, what+" timeout")
 		case "secrets":
 			j.Secrets = f.secretMap(e.val, what+" secrets")
+		case "contexts":
+			j.Contexts = f.contextList(e.val, what+" contexts")
 		case "gracePeriod":
 			if ms, ok := f.duration(e.val, what+" gracePeriod"); ok {
 				j.GracePeriod = int((ms + 999) / 1000)

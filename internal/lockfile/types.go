@@ -221,6 +221,11 @@ type Job struct {
 	// "<scope>:<key>" exposed to every step of the job (kici, YAML
 	// `secrets:`); a step's own Secrets win for the same name.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Contexts are the names of the contexts the job binds to, in declared
+	// order (KiCI LockJob.contexts, static entries only). A name may use
+	// the wildcards `*` and `?`; at dispatch each name is matched against
+	// the org's contexts, and names that match nothing are skipped.
+	Contexts []string `json:"contexts,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string

@@ -23,8 +23,9 @@ const (
 
 // validateSemantics checks what JSON decoding cannot: unique job names per
 // workflow, needs that name existing jobs without self-references or cycles,
-// at least one step per static job, and timeouts, retries and grace periods
-// inside their bounds. Errors are *ParseError naming workflow, job and field.
+// at least one step per static job, timeouts, retries and grace periods
+// inside their bounds, and well-formed, distinct declared context names.
+// Errors are *ParseError naming workflow, job and field.
 func validateSemantics(lf *LockFile) error {
 	seenWF := map[string]bool{}
 	for _, wf := range lf.Workflows {
@@ -93,6 +94,9 @@ func checkJobLimits(ctx string, j *Job) error {
 	}
 	if j.GracePeriod < 0 || j.GracePeriod > MaxGracePeriodSeconds {
 		return &ParseError{Context: ctx + " gracePeriod", Msg: fmt.Sprintf("%d s is outside 0..%d s", j.GracePeriod, MaxGracePeriodSeconds)}
+	}
+	if i, msg := checkContextNames(j.Contexts); i >= 0 {
+		return &ParseError{Context: fmt.Sprintf("%s contexts[%d]", ctx, i), Msg: msg}
 	}
 	for i, s := range j.Steps {
 		sctx := fmt.Sprintf("%s step %d (%q)", ctx, i, s.Name)
