@@ -211,7 +211,7 @@ type Dispatcher struct {
 	// attester signs provenance (provenance.go); nil = refused. Guarded by mu.
 	attester Attester
 	// secretResolver resolves declared secrets (kick.go); nil = none sent.
-	secretResolver SecretResolver
+	secretResolver JobDataResolver
 
 	mu      sync.Mutex
 	events  JobEvents

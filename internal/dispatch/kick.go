@@ -85,29 +85,48 @@ func (d *Dispatcher) watchToken(ctx context.Context, c *agentConn, tok *store.Ag
 	return true
 }
 
-// SecretResolver returns the values of the secrets job declares (lock
-// `secrets:` of the job and its steps), keyed by reference "<scope>:<key>".
-// A reference it cannot find is left out (the agent then fails the steps
-// that need it, with a clear message); an error means the values could not
-// be read now, and the dispatch is retried later.
-type SecretResolver func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error)
+// AgentFacts describe the agent a job is being dispatched to, for context
+// bindings whose host pattern names agents (KiCI context_bindings
+// host_pattern: agent id, hostname or labels).
+type AgentFacts struct {
+	ID       string
+	Hostname string
+	Labels   []string
+}
 
-// SetSecretResolver installs the resolver used for every job.dispatch;
-// without one no secret values are sent. Call before Start.
-func (d *Dispatcher) SetSecretResolver(f SecretResolver) {
+// JobData is what the orchestrator resolves for one job.dispatch: the
+// values of the secrets its steps declare, keyed by reference
+// "<scope>:<key>", and the merged variables of its contexts.
+type JobData struct {
+	Secrets     map[string]string
+	ContextVars map[string]string
+}
+
+// JobDataResolver resolves a job's secrets and context variables at
+// dispatch, for the agent it goes to. A secret reference it may not or
+// cannot resolve is left out (the agent then fails the steps that need it,
+// with a clear message); an error means the values could not be read now,
+// and the dispatch is retried later.
+type JobDataResolver func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error)
+
+// SetJobDataResolver installs the resolver used for every job.dispatch;
+// without one no secret values and no context variables are sent. Call
+// before Start.
+func (d *Dispatcher) SetJobDataResolver(f JobDataResolver) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.secretResolver = f
 }
 
-func (d *Dispatcher) resolveSecrets(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
+func (d *Dispatcher) resolveJobData(ctx context.Context, run *store.Run, job *store.Job, a *agentConn) (JobData, error) {
 	d.mu.Lock()
 	f := d.secretResolver
+	facts := AgentFacts{ID: a.id, Hostname: a.hostname, Labels: withMandatory(a.labels, a.mandatory)}
 	d.mu.Unlock()
 	if f == nil {
-		return nil, nil
+		return JobData{}, nil
 	}
-	return f(ctx, run, job)
+	return f(ctx, run, job, facts)
 }
 
 // withMandatory returns labels plus every mandatory label not already in

@@ -88,9 +88,10 @@ func TestExpiringStaticTokenClosesAtExpiry(t *testing.T) {
 func TestDeclaredSecretsTravelInTheDispatch(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	var gotJob string
-	h.d.SetSecretResolver(func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
-		gotJob = job.ID
-		return map[string]string{"release:npm_token": "v4lue"}, nil
+	var gotAgent AgentFacts
+	h.d.SetJobDataResolver(func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error) {
+		gotJob, gotAgent = job.ID, agent
+		return JobData{Secrets: map[string]string{"release:npm_token": "v4lue"}, ContextVars: map[string]string{"REGION": "eu"}}, nil
 	})
 	c := h.agent("a", h.staticToken(), "linux")
 	j := h.job("linux")
@@ -98,6 +99,12 @@ func TestDeclaredSecretsTravelInTheDispatch(t *testing.T) {
 	jd := c.dispatch()
 	if jd.Secrets["release:npm_token"] != "v4lue" || gotJob != j.ID {
 		t.Fatalf("secrets %v (resolver saw %s)", jd.Secrets, gotJob)
+	}
+	if jd.ContextVars["REGION"] != "eu" {
+		t.Fatalf("context vars %v", jd.ContextVars)
+	}
+	if gotAgent.ID != "a" || !slices.Contains(gotAgent.Labels, "linux") {
+		t.Fatalf("resolver saw agent %+v", gotAgent)
 	}
 	// Nothing of the value leaks into the env sent with the job.
 	if b, _ := json.Marshal(jd.Env); strings.Contains(string(b), "v4lue") {

@@ -351,7 +351,7 @@ type outgoing struct {
 // nothing to send (the job ended meanwhile, or its rows could not be read:
 // the entry is then expired or requeued and the slot released).
 func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEntry) *outgoing {
-	msg, terminal, err := d.buildDispatch(ctx, e)
+	msg, terminal, err := d.buildDispatch(ctx, a, e)
 	if err != nil || terminal {
 		d.release(a)
 		if terminal {
@@ -400,7 +400,7 @@ func (d *Dispatcher) send(out *outgoing) {
 
 // buildDispatch assembles job.dispatch from the job and run rows. terminal
 // is true when the job no longer needs to run.
-func (d *Dispatcher) buildDispatch(ctx context.Context, e *store.QueueEntry) (*protocol.JobDispatch, bool, error) {
+func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.QueueEntry) (*protocol.JobDispatch, bool, error) {
 	job, err := d.st.GetJob(ctx, e.ID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -430,7 +430,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, e *store.QueueEntry) (*p
 	for k, v := range job.MatrixValues {
 		env["KICI_MATRIX_"+envKey(k)] = v
 	}
-	secretValues, err := d.resolveSecrets(ctx, run, job)
+	data, err := d.resolveJobData(ctx, run, job, a)
 	if err != nil {
 		return nil, false, err
 	}
@@ -447,7 +447,8 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, e *store.QueueEntry) (*p
 		JobConfig:    job.Config,
 		MatrixValues: job.MatrixValues,
 		Env:          env,
-		Secrets:      secretValues,
+		Secrets:      data.Secrets,
+		ContextVars:  data.ContextVars,
 		Timestamp:    time.Now().UnixMilli(),
 	}, false, nil
 }

@@ -21,7 +21,7 @@ type CancelResult struct {
 
 // CancelJobs is the tracker half of a run cancel (KiCI cancelRunWithReason,
 // KiCI: Run cancel): under the run's lock,
-// every pending or queued job becomes cancelled with reason as its error
+// every pending, held or queued job becomes cancelled with reason as its error
 // (so nothing downstream is released any more), and the run completes at
 // once when no job is left running. Jobs already running are returned for
 // the caller to signal. ErrNotFound (wrapped) for an unknown run.
@@ -40,9 +40,9 @@ func (t *Tracker) CancelJobs(ctx context.Context, runID, reason string) (*Cancel
 	res := &CancelResult{}
 	for _, j := range jobs {
 		switch j.Status {
-		case StatusPending, StatusQueued:
+		case StatusPending, StatusQueued, StatusHeld:
 			zero := int64(0)
-			ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending, StatusQueued}, StatusCancelled,
+			ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending, StatusQueued, StatusHeld}, StatusCancelled,
 				store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 			if err != nil {
 				return nil, fmt.Errorf("execution: cancel job %s: %w", j.ID, err)

@@ -82,6 +82,7 @@ type Tracker struct {
 	stripes [lockStripes]sync.Mutex
 
 	admitter atomic.Pointer[Admitter] // concurrency admission (admit.go)
+	gates    gateState                // dispatch gate (gate.go)
 
 	hookMu   sync.RWMutex
 	finished []func(run *store.Run)
@@ -228,7 +229,7 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 		}
 		return nil
 	}
-	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, []string{StatusPending}, StatusRunning, store.RunUpdate{StartedAt: &at}); err != nil {
+	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, []string{StatusPending, StatusHeld}, StatusRunning, store.RunUpdate{StartedAt: &at}); err != nil {
 		return fmt.Errorf("execution: start run %s: %w", job.RunID, err)
 	}
 	t.log.Info("job started", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "agentId", agentID)
@@ -333,7 +334,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	}
 	const page = 100
 	for offset := 0; ; offset += page {
-		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []string{StatusPending, StatusRunning, StatusCancelling}, Limit: page, Offset: offset})
+		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []string{StatusPending, StatusRunning, StatusCancelling, StatusHeld}, Limit: page, Offset: offset})
 		if err != nil {
 			return fmt.Errorf("execution: recover: %w", err)
 		}
@@ -374,6 +375,17 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 		byName[j.JobName] = j
 	}
 	admit := t.admission(ctx, runID)
+	var run *store.Run
+	getRun := func() (*store.Run, error) {
+		if run == nil {
+			r, err := t.st.GetRun(ctx, runID)
+			if err != nil {
+				return nil, fmt.Errorf("execution: run %s: %w", runID, err)
+			}
+			run = r
+		}
+		return run, nil
+	}
 	for changed := true; changed; {
 		changed = false
 		for _, j := range jobs {
@@ -398,6 +410,14 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				}
 				changed = changed || store.IsTerminalJob(j.Status)
 			case release && admit():
+				pass, err := t.checkGate(ctx, getRun, j, at)
+				if err != nil {
+					return err
+				}
+				if !pass {
+					changed = changed || store.IsTerminalJob(j.Status)
+					continue
+				}
 				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusQueued, store.JobUpdate{})
 				if err != nil {
 					return fmt.Errorf("execution: release job %s: %w", j.ID, err)
@@ -414,6 +434,9 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				}
 			}
 		}
+	}
+	if err := t.syncHeldRunStatus(ctx, runID, jobs, getRun); err != nil {
+		return fmt.Errorf("execution: run %s: %w", runID, err)
 	}
 	return t.completeIfDone(ctx, runID, jobs, at)
 }

@@ -160,8 +160,12 @@ type JobDispatch struct {
 	// "<scope>:<key>". The agent exposes a value only to the steps that
 	// declare it, as the declared variable, and masks every value in logs.
 	// A declared reference missing here fails its step. Never logged.
-	Secrets   map[string]string `json:"secrets,omitempty"`
-	Timestamp int64             `json:"timestamp"` // unix ms
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// ContextVars are the merged variables of the contexts the job names
+	// (KiCI context-variables layer): applied after Env and before the
+	// job's own env. Not secrets: they may appear in logs.
+	ContextVars map[string]string `json:"contextVars,omitempty"`
+	Timestamp   int64             `json:"timestamp"` // unix ms
 }
 
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an

@@ -42,6 +42,9 @@ type Layers struct {
 	Host []string
 	// Dispatch is JobDispatch.Env: the orchestrator's KICI_* job variables.
 	Dispatch map[string]string
+	// Context is JobDispatch.ContextVars: the merged variables of the
+	// job's contexts (KiCI order: after KICI_* vars, before job env).
+	Context map[string]string
 	// Workspace is the checkout directory, exported as KICI_WORKSPACE.
 	Workspace string
 	// Extra holds agent-chosen per-job values (e.g. TMPDIR) applied after
@@ -74,6 +77,7 @@ func Build(l Layers) []string {
 		}
 	}
 	put(l.Dispatch)
+	put(l.Context)
 	if l.Workspace != "" {
 		env[WorkspaceVar] = l.Workspace
 	}

@@ -577,7 +577,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		return finish(StateFailed, nil, 1, err.Error())
 	}
 	env := envbuild.Build(envbuild.Layers{
-		Host: r.opts.HostEnv, Dispatch: d.Env, Workspace: j.srcDir,
+		Host: r.opts.HostEnv, Dispatch: d.Env, Context: d.ContextVars, Workspace: j.srcDir,
 		Extra: j.attestEnv(map[string]string{"TMPDIR": j.tmpDir}),
 		Job:   j.cfg.Env, Step: step.Env,
 	})
