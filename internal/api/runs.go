@@ -49,6 +49,14 @@ type RunView struct {
 	StartedAt      *time.Time `json:"startedAt"`
 	CompletedAt    *time.Time `json:"completedAt"`
 	DurationMs     *int64     `json:"durationMs"`
+	// TriggerType and TargetBranch are the run's context-gate facts;
+	// TrustTier is "trusted", "unknown" (a fork pull request) or null (a
+	// provider without a fork model); LockFileSource is "base" when the
+	// lock was read from the base branch (KiCI run fields).
+	TriggerType    *string `json:"triggerType"`
+	TargetBranch   *string `json:"targetBranch"`
+	TrustTier      *string `json:"trustTier"`
+	LockFileSource *string `json:"lockFileSource"`
 	// ParentRunID is the run a rerun repeats (GET /runs/{runId} and the
 	// rerun answer only).
 	ParentRunID *string `json:"parentRunId,omitempty"`
@@ -128,6 +136,8 @@ func NewRunView(r *store.Run) RunView {
 		TriggeredBy: strPtr(r.TriggeredBy), FailureReason: strPtr(r.FailureReason),
 		TimeoutMs: i64Ptr(r.TimeoutMs), CreatedAt: r.CreatedAt, StartedAt: r.StartedAt,
 		CompletedAt: r.CompletedAt, DurationMs: r.DurationMs,
+		TriggerType: strPtr(r.TriggerType), TargetBranch: strPtr(r.TargetBranch),
+		TrustTier: strPtr(r.TrustTier), LockFileSource: strPtr(r.LockFileSource),
 	}
 }
 

@@ -2,14 +2,11 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 
 	"kici.dev/kici/internal/config"
-	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
@@ -43,47 +40,4 @@ func setupSecrets(ctx context.Context, cfg *config.Config, st store.Store, logge
 			"secrets", counts["reEncrypted"], "signingKeys", counts["reEncryptedSigningKeys"])
 	}
 	return svc, nil
-}
-
-// secretResolver resolves the secrets a job's lock entry declares, in the
-// run's org. Unknown references are left out (the agent fails the steps
-// needing them); other errors make the dispatch retry.
-func secretResolver(svc *secrets.Service) func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
-	return func(ctx context.Context, run *store.Run, job *store.Job) (map[string]string, error) {
-		var lj lockfile.Job
-		if len(job.Config) == 0 {
-			return nil, nil
-		}
-		if err := json.Unmarshal(job.Config, &lj); err != nil {
-			return nil, fmt.Errorf("job config: %w", err)
-		}
-		refs := map[string]bool{}
-		for _, ref := range lj.Secrets {
-			refs[ref] = true
-		}
-		for _, s := range lj.Steps {
-			for _, ref := range s.Secrets {
-				refs[ref] = true
-			}
-		}
-		if len(refs) == 0 {
-			return nil, nil
-		}
-		out := map[string]string{}
-		for ref := range refs {
-			scope, key, err := secrets.ParseRef(ref)
-			if err != nil {
-				continue // the agent reports the unresolved reference
-			}
-			v, err := svc.Resolve(ctx, run.OrgID, scope, key, "job:"+job.ID)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out[ref] = v
-		}
-		return out, nil
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/approval"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,6 +53,8 @@ type Server struct {
 	listener   net.Listener
 	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
 	ingress    *ingressWiring
+	resumer    *approval.Resumer // ends holds and resumes held work
+	decider    *approval.Decider // held-run decisions (admin API)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -157,7 +160,13 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		ln.Close()
 		return nil, err
 	}
-	s.dispatcher.SetSecretResolver(secretResolver(secretSvc))
+	s.dispatcher.SetJobDataResolver(jobDataResolver(st, secretSvc, logger.With("component", "secrets")))
+	// Dispatch-time context flow and fork trust: every ready job passes
+	// the gate; held work is resumed by the resumer.
+	s.tracker.SetGate(approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval")))
+	s.resumer = approval.NewResumer(st, s.tracker, logger.With("component", "approval"))
+	s.tracker.OnRunFinished(s.resumer.RunFinished)
+	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))
 	if err != nil {
 		ln.Close()
@@ -177,6 +186,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	// Workflow concurrency groups: recorded at run creation, admitted by
 	// the tracker before any job is released, released when a run ends.
 	s.processor.SetConcurrency(s.runctl)
+	// `/kici approve|reject <runId>` pull-request comments.
+	s.processor.SetDecider(s.decider.Decide)
 	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, logger)
@@ -203,6 +214,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		Agents:     s.dispatcher,
 
 		Mode:      cfg.Mode,
+		Approvals: s.decider,
 		EmitEvent: ingress.emit,
 	})
 	mux.Handle("GET /ws", s.dispatcher)
@@ -236,6 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopHUP := s.reloadOnSIGHUP()
 	defer stopHUP()
 	s.runctl.Start(ctx)
+	go s.resumer.Run(ctx)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()

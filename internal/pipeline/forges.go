@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/ctxgate"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -194,6 +195,14 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		tr.Summary = "the event names no repository; nothing to run"
 		return tr, nil
 	}
+	if p.handleKiciComment(ctx, tr, src, ev, jsonStr(payload, "comment", "body")) {
+		return tr, nil
+	}
+	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)
+	if fork && forkPolicy == store.ForkIgnore {
+		tr.Summary = `pull request from a fork ignored: the trust policy's fork policy is "ignore" (kici-admin trust-policy set --fork-policy hold)`
+		return tr, nil
+	}
 	set, err := p.st.GetSourceSettings(ctx, src.ID)
 	if err != nil {
 		return tr, fmt.Errorf("settings of source %s: %w", src.ID, err)
@@ -211,7 +220,19 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		lockRef = defaultBranch // "" = the repository's default branch
 	}
 	var notes []string
-	if lref.BaseRef != "" {
+	lockSource := ""
+	switch {
+	case fork:
+		// A fork's lock file is the contributor's to write: read the base
+		// branch's, whatever the policy (KiCI: allow runs with the base
+		// lock; hold runs it once approved).
+		base := lref.BaseRef
+		if base == "" {
+			base = ev.BaseBranch
+		}
+		notes = append(notes, fmt.Sprintf("pull request from a fork (trust tier unknown, fork policy %q): using the lock of base branch %s", forkPolicy, base))
+		lockRef, lockSource = base, "base"
+	case lref.BaseRef != "":
 		author := jsonStr(payload, "pull_request", "user", "login")
 		perm, err := client.Permission(ctx, inst, repo, author)
 		if err != nil {
@@ -219,7 +240,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		}
 		if !ghapi.CanWrite(perm) {
 			notes = append(notes, fmt.Sprintf("author %q has %q permission (no write access): using the lock of base branch %s", author, perm, lref.BaseRef))
-			lockRef = lref.BaseRef
+			lockRef, lockSource = lref.BaseRef, "base"
 		}
 	}
 	tr.Ref, tr.SHA = jsonStr(payload, "ref"), lockRef
@@ -272,12 +293,12 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		}
 	}
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
-		if err := p.register(ctx, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
+		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
 			return tr, err
 		}
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: jsonStr(payload, "repository", "clone_url"),
-		Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername}
+		Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername, LockFileSource: lockSource}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc })
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
@@ -345,7 +366,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 			continue
 		}
 		matched++
-		rc := rcFor(wf)
+		rc := rcFor(wf).withEvent(ev)
 		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name]; ok {
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
@@ -382,10 +403,19 @@ var RegisterableTriggers = []string{"kici_event", "workflow_complete", "job_comp
 
 // register replaces the registrations of (source, repo) with the lock's
 // workflows, as of a push to the default branch at sha.
-func (p *Processor) register(ctx context.Context, src *store.Source, repo, repoURL, ref, sha string, lf *lockfile.LockFile) error {
+//
+// A workflow with a job that can never pass its contexts' gates is not
+// registered; the refusal is logged and added to tr's errors (tr may be
+// nil) without stopping the delivery's own runs.
+func (p *Processor) register(ctx context.Context, tr *Trace, src *store.Source, repo, repoURL, ref, sha string, lf *lockfile.LockFile) error {
 	var regs []*store.Registration
+	var refused []string
 	for i := range lf.Workflows {
 		wf := &lf.Workflows[i]
+		if err := p.satisfiable(ctx, src.OrgID, wf); err != nil {
+			refused = append(refused, fmt.Sprintf("workflow %q not registered: %v", wf.Name, err))
+			continue
+		}
 		raw, err := json.Marshal(wf)
 		if err != nil {
 			return fmt.Errorf("encode workflow %q: %w", wf.Name, err)
@@ -401,6 +431,34 @@ func (p *Processor) register(ctx context.Context, src *store.Source, repo, repoU
 		return fmt.Errorf("registrations of %s: %w", repo, err)
 	}
 	p.log.Info("pipeline: registrations refreshed", "sourceId", src.ID, "repo", repo, "sha", sha, "workflows", len(regs))
+	for _, r := range refused {
+		p.log.Warn("pipeline: "+r, "sourceId", src.ID, "repo", repo, "sha", sha)
+	}
+	if tr != nil {
+		tr.Errors = append(tr.Errors, refused...)
+	}
+	return nil
+}
+
+// satisfiable checks a workflow's jobs against the contexts they name
+// (KiCI registration-time satisfiability): it refuses only what can never
+// run — a named context that is disabled, or two named contexts whose
+// literal branch, trigger-type or repository lists are disjoint. Names that
+// match no context, and anything involving globs, are left to the
+// dispatch-time gates.
+func (p *Processor) satisfiable(ctx context.Context, orgID string, wf *lockfile.Workflow) error {
+	for _, j := range wf.Jobs {
+		if len(j.Contexts) == 0 {
+			continue
+		}
+		bound, _, err := ctxgate.Resolve(ctx, p.st, orgID, j.Contexts)
+		if err != nil {
+			return fmt.Errorf("job %q: contexts: %w", j.Name, err)
+		}
+		if err := ctxgate.Unsatisfiable(ctxgate.Contexts(bound)); err != nil {
+			return fmt.Errorf("job %q can never run: %w", j.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -413,7 +471,7 @@ func (p *Processor) registerLocal(ctx context.Context, src *store.Source, repoId
 	if err != nil || strings.TrimSpace(string(out)) != ref {
 		return
 	}
-	if err := p.register(ctx, src, repoIdent, "file://"+src.LocalPath, ref, sha, lf); err != nil {
+	if err := p.register(ctx, nil, src, repoIdent, "file://"+src.LocalPath, ref, sha, lf); err != nil {
 		p.log.Error("pipeline: register local workflows", "sourceId", src.ID, "error", err)
 	}
 }

@@ -98,6 +98,7 @@ type Processor struct {
 
 	mu      sync.Mutex
 	claimed map[string]bool
+	decider Decider // `/kici approve` comments (trust.go); guarded by mu
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -349,7 +350,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 			continue
 		}
 		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
-			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login})
+			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}.withEvent(ev))
 		if err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
@@ -396,6 +397,50 @@ type RunContext struct {
 	Ref            string // full ref, e.g. refs/heads/main
 	SHA            string
 	TriggeredBy    string
+	// TriggerType, TargetBranch and TrustTier are the run's gate facts
+	// (store.Run); withEvent fills them from the matched event.
+	TriggerType  string
+	TargetBranch string
+	TrustTier    string
+	// LockFileSource is "base" when the lock came from the base branch.
+	LockFileSource string
+}
+
+// withEvent returns rc with the gate facts of ev filled in where rc has
+// none: the trigger type; the target branch (a pull request's base branch,
+// else the pushed branch, else the branch of rc.Ref; "" for tags and
+// internal events); and the trust tier of GitHub pull requests (unknown
+// for a fork, trusted otherwise) and pushes (trusted). Providers without a
+// fork model leave the tier empty (KiCI: the fork switch is skipped).
+func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
+	if ev == nil {
+		return rc
+	}
+	if rc.TriggerType == "" {
+		rc.TriggerType = ev.Type
+	}
+	if rc.TargetBranch == "" {
+		switch {
+		case ev.BaseBranch != "":
+			rc.TargetBranch = ev.BaseBranch
+		case ev.Type == "push":
+			rc.TargetBranch = ev.TargetBranch
+		case strings.HasPrefix(rc.Ref, "refs/heads/") && ev.Type != "tag":
+			rc.TargetBranch = strings.TrimPrefix(rc.Ref, "refs/heads/")
+		}
+	}
+	if rc.TrustTier == "" && ev.Provider == "github" {
+		switch ev.Type {
+		case "pull_request", "review", "review_comment":
+			rc.TrustTier = store.TrustTrusted
+			if ev.IsForkPR {
+				rc.TrustTier = store.TrustUnknown
+			}
+		case "push", "tag":
+			rc.TrustTier = store.TrustTrusted
+		}
+	}
+	return rc
 }
 
 // BuildRun builds the run (status pending, new uuid) and its jobs for one
@@ -412,6 +457,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		ID: uuid.NewString(), WorkflowName: wf.Name, Status: execution.StatusPending, Provider: "local",
 		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
 		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
+		TriggerType: rc.TriggerType, TargetBranch: rc.TargetBranch, TrustTier: rc.TrustTier, LockFileSource: rc.LockFileSource,
 	}
 	if rc.Source != nil {
 		run.SourceID, run.OrgID, run.Provider = rc.Source.ID, rc.Source.OrgID, rc.Source.Provider

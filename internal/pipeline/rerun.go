@@ -52,6 +52,11 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 	if err != nil {
 		return nil, err
 	}
+	if orig.LockFileSource == "base" || orig.TrustTier == store.TrustUnknown {
+		// The rerun would read the lock at the run's own commit, which for
+		// a fork (or a non-writer's pull request) is the contributor's.
+		return nil, fmt.Errorf("%w: the run read its lock file from the base branch (a fork or a contributor without write access); push to the pull request to run it again", ErrRerunUnavailable)
+	}
 	lf, err := p.rerunLock(ctx, orig, src)
 	if err != nil {
 		return nil, err
@@ -66,7 +71,8 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 		return nil, fmt.Errorf("%w: workflow %q is not in the lock file at %s", ErrRerunUnavailable, orig.WorkflowName, orig.SHA)
 	}
 	run, jobs, err := BuildRun(wf, RunContext{Source: src, RepoIdentifier: orig.RepoIdentifier, RepoURL: orig.RepoURL,
-		Ref: orig.Ref, SHA: orig.SHA, TriggeredBy: by})
+		Ref: orig.Ref, SHA: orig.SHA, TriggeredBy: by,
+		TriggerType: orig.TriggerType, TargetBranch: orig.TargetBranch, TrustTier: orig.TrustTier})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 	}

@@ -88,7 +88,7 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	defaultBranch := jsonStr(payload, "repository", "default_branch")
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && sha != "" {
-		if err := p.register(ctx, src, repo, repoURL, tr.Ref, sha, lf); err != nil {
+		if err := p.register(ctx, tr, src, repo, repoURL, tr.Ref, sha, lf); err != nil {
 			return tr, err
 		}
 	}

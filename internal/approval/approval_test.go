@@ -1,0 +1,411 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/trustpolicy"
+)
+
+// recorder is the dispatch side of the tracker: it records queued jobs.
+type recorder struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *recorder) EnqueueJob(_ context.Context, j *store.Job) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, j.ID)
+	return nil
+}
+
+func (r *recorder) queued(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.ids, id)
+}
+
+type harness struct {
+	t    *testing.T
+	ctx  context.Context
+	st   store.Store
+	tr   *execution.Tracker
+	enq  *recorder
+	gate *Gate
+	res  *Resumer
+	dec  *Decider
+	now  time.Time
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &harness{t: t, ctx: ctx, st: st, enq: &recorder{}, now: time.Now().UTC()}
+	h.tr = execution.NewTracker(st, h.enq, nil)
+	h.gate = NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
+		p, _, err := trustpolicy.Effective(ctx, st, org)
+		return p, err
+	}, nil)
+	h.gate.now = func() time.Time { return h.now }
+	h.tr.SetGate(h.gate)
+	h.res = NewResumer(st, h.tr, nil)
+	h.res.now = func() time.Time { return h.now }
+	h.tr.OnRunFinished(h.res.RunFinished)
+	h.dec = NewDecider(st, nil)
+	h.dec.now = func() time.Time { return h.now }
+	return h
+}
+
+func (h *harness) context(c *store.Context) {
+	h.t.Helper()
+	c.OrgID = "acme"
+	if c.Type == "" {
+		c.Type = store.ContextTypeFixed
+	}
+	if _, err := h.st.UpsertContext(h.ctx, c, nil); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// run creates a run of repo acme/app on branch main with the given jobs
+// (name → contexts; "deploy" needs "build" when both exist).
+func (h *harness) run(tier string, jobs map[string][]string) (*store.Run, map[string]*store.Job) {
+	h.t.Helper()
+	run := &store.Run{ID: "run-" + strings.ReplaceAll(h.t.Name(), "/", "-"), WorkflowName: "ci", OrgID: "acme", RepoIdentifier: "acme/app",
+		Ref: "refs/heads/main", TriggerType: "push", TargetBranch: "main", TrustTier: tier}
+	out := map[string]*store.Job{}
+	var list []*store.Job
+	for name, ctxs := range jobs {
+		cfg, _ := json.Marshal(lockfile.Job{Name: name, Contexts: ctxs})
+		j := &store.Job{ID: run.ID + "-" + name, RunID: run.ID, JobName: name, BaseJobName: name, Config: cfg}
+		out[name] = j
+		list = append(list, j)
+	}
+	if d, ok := out["deploy"]; ok && out["build"] != nil {
+		d.Needs = []store.Need{{Upstream: "build"}}
+	}
+	if err := h.tr.CreateRun(h.ctx, run, list); err != nil {
+		h.t.Fatal(err)
+	}
+	return run, out
+}
+
+func (h *harness) job(id string) *store.Job {
+	h.t.Helper()
+	j, err := h.st.GetJob(h.ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return j
+}
+
+func (h *harness) runStatus(id string) string {
+	h.t.Helper()
+	r, err := h.st.GetRun(h.ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r.Status
+}
+
+func (h *harness) pendingHolds(runID string) []*store.HeldRun {
+	h.t.Helper()
+	hs, err := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: runID, Statuses: []string{store.HoldPending}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return hs
+}
+
+func (h *harness) sweep() {
+	h.t.Helper()
+	if err := h.res.Sweep(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) decide(holdID, verb, approver, reason string) (Result, error) {
+	return h.dec.Decide(h.ctx, Decision{OrgID: "acme", HeldRunID: holdID, Decision: verb, Approver: approver, Reason: reason})
+}
+
+func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice", "bob"}})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	j := h.job(jobs["deploy"].ID)
+	if j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "requires approval from alice, bob") {
+		t.Fatalf("job %s %q, want held with the reviewers in its reason", j.Status, j.PendingReason)
+	}
+	if s := h.runStatus(run.ID); s != store.StatusHeld {
+		t.Fatalf("run %s, want held", s)
+	}
+	holds := h.pendingHolds(run.ID)
+	if len(holds) != 1 || holds[0].HoldType != store.HoldReviewer || len(holds[0].Clauses) != 2 {
+		t.Fatalf("holds %+v", holds)
+	}
+	id := holds[0].ID
+	if _, err := h.decide(id, Approve, "carol", ""); !errors.Is(err, ErrIneligible) {
+		t.Fatalf("carol approving: %v, want ErrIneligible", err)
+	}
+	res, err := h.decide(id, Approve, "alice", "")
+	if err != nil || res.Status != "pending" || !slices.Equal(res.Remaining, []string{"user:bob"}) {
+		t.Fatalf("alice approving: %+v %v", res, err)
+	}
+	h.sweep()
+	if h.enq.queued(j.ID) {
+		t.Fatal("job queued with bob's clause still open")
+	}
+	if res, err = h.decide(id, Approve, "bob", "ship it"); err != nil || res.Status != "released" {
+		t.Fatalf("bob approving: %+v %v", res, err)
+	}
+	if _, err := h.decide(id, Approve, "bob", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second decision on a resolved hold: %v, want ErrNotFound", err)
+	}
+	h.sweep()
+	if j = h.job(j.ID); j.Status != execution.StatusQueued || !h.enq.queued(j.ID) {
+		t.Fatalf("after approval job is %s (queued to dispatch: %v)", j.Status, h.enq.queued(j.ID))
+	}
+	if s := h.runStatus(run.ID); s != execution.StatusPending {
+		t.Fatalf("run %s after release, want pending", s)
+	}
+	log, err := h.st.ListAccessLog(h.ctx, store.AccessLogFilter{Action: "held_run.approve"})
+	if err != nil || len(log) != 2 {
+		t.Fatalf("access log %d rows (%v), want 2 approvals", len(log), err)
+	}
+}
+
+func TestOperatorApprovalSatisfiesEveryClause(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice", "bob"}})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	res, err := h.decide(h.pendingHolds(run.ID)[0].ID, Approve, ServicePrefix+"tok1", "")
+	if err != nil || res.Status != "released" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	h.sweep()
+	if !h.enq.queued(jobs["deploy"].ID) {
+		t.Fatal("not queued after the operator's approval")
+	}
+}
+
+func TestRejectionCancelsTheJobAndSkipsDownstream(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"build": {"release"}, "deploy": nil})
+	res, err := h.decide(h.pendingHolds(run.ID)[0].ID, Reject, "alice", "not today")
+	if err != nil || res.Status != "rejected" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	h.sweep()
+	b := h.job(jobs["build"].ID)
+	if b.Status != execution.StatusCancelled || b.ErrorMessage != "rejected by alice: not today" {
+		t.Fatalf("build %s %q", b.Status, b.ErrorMessage)
+	}
+	if d := h.job(jobs["deploy"].ID); d.Status != execution.StatusSkipped {
+		t.Fatalf("deploy %s, want skipped", d.Status)
+	}
+	if s := h.runStatus(run.ID); s != execution.StatusCancelled {
+		t.Fatalf("run %s, want cancelled", s)
+	}
+}
+
+func TestHardGateRejectsWithTheReason(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "prod", Enabled: true, BranchRestrictions: []string{"release/*"}})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"prod"}})
+	j := h.job(jobs["deploy"].ID)
+	if j.Status != execution.StatusFailed || !strings.HasPrefix(j.ErrorMessage, "multi-context gate: 'prod' rejected (branch_restricted: ") {
+		t.Fatalf("job %s %q", j.Status, j.ErrorMessage)
+	}
+	if s := h.runStatus(run.ID); s != execution.StatusFailed {
+		t.Fatalf("run %s", s)
+	}
+}
+
+func TestWaitTimerReleasesWhenDue(t *testing.T) {
+	h := newHarness(t)
+	wait := int64(60)
+	h.context(&store.Context{Name: "staging", Enabled: true, WaitTimerSeconds: &wait})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"staging"}})
+	holds := h.pendingHolds(run.ID)
+	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer {
+		t.Fatalf("holds %+v", holds)
+	}
+	h.now = h.now.Add(59 * time.Second)
+	h.sweep()
+	if h.enq.queued(jobs["deploy"].ID) {
+		t.Fatal("released before the timer ran out")
+	}
+	h.now = h.now.Add(2 * time.Second)
+	h.sweep()
+	if !h.enq.queued(jobs["deploy"].ID) {
+		t.Fatalf("not released after the timer: %s", h.job(jobs["deploy"].ID).Status)
+	}
+}
+
+func TestReviewersThenTimerInOrder(t *testing.T) {
+	h := newHarness(t)
+	wait := int64(30)
+	h.context(&store.Context{Name: "prod", Enabled: true, RequiredReviewers: []string{"alice"}, WaitTimerSeconds: &wait})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"prod"}})
+	if _, err := h.decide(h.pendingHolds(run.ID)[0].ID, Approve, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep()
+	holds := h.pendingHolds(run.ID)
+	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer || h.job(jobs["deploy"].ID).Status != store.StatusHeld {
+		t.Fatalf("after approval: holds %+v", holds)
+	}
+	h.now = h.now.Add(31 * time.Second)
+	h.sweep()
+	if !h.enq.queued(jobs["deploy"].ID) {
+		t.Fatal("not queued after approval and timer")
+	}
+}
+
+func TestUndecidedHoldExpiresAndCancels(t *testing.T) {
+	h := newHarness(t)
+	exp := int64(600)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}, HoldExpirySeconds: &exp})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	id := h.pendingHolds(run.ID)[0].ID
+	h.now = h.now.Add(601 * time.Second)
+	if _, err := h.decide(id, Approve, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("approving an expired hold: %v", err)
+	}
+	h.sweep()
+	j := h.job(jobs["deploy"].ID)
+	if j.Status != execution.StatusCancelled || !strings.HasPrefix(j.ErrorMessage, "approval expired") {
+		t.Fatalf("job %s %q", j.Status, j.ErrorMessage)
+	}
+	hr, _ := h.st.GetHeldRun(h.ctx, id)
+	if hr.Status != store.HoldExpired {
+		t.Fatalf("hold %s", hr.Status)
+	}
+}
+
+func TestForkRunHeldAsAWholeUnderDefaultPolicy(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, MinimumTrust: ptr("trusted")})
+	run, jobs := h.run(store.TrustUnknown, map[string][]string{"lint": nil, "test": {"release"}})
+	holds := h.pendingHolds(run.ID)
+	if len(holds) != 1 || holds[0].HoldScope != store.HoldScopeWorkflow || holds[0].Reason != store.HoldReasonForkPR {
+		t.Fatalf("holds %+v, want one workflow-scoped fork_pr hold", holds)
+	}
+	for _, name := range []string{"lint", "test"} {
+		if j := h.job(jobs[name].ID); j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "fork pull request") {
+			t.Fatalf("%s %s %q", name, j.Status, j.PendingReason)
+		}
+	}
+	// A member with CI trust read may not approve a security hold.
+	if err := h.st.PutDirectoryMemberAudited(h.ctx, &store.DirectoryMember{OrgID: "acme", UserID: "u-read", Provider: "github", ProviderUserID: "7", ProviderUsername: "reader", CITrust: store.CITrustRead}, &store.AccessLogEntry{Action: "trust_directory.updated"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.decide(holds[0].ID, Approve, "u-read", ""); !errors.Is(err, ErrIneligible) {
+		t.Fatalf("read-trust approval: %v", err)
+	}
+	if _, err := h.decide(holds[0].ID, Approve, ServicePrefix+"tok", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep()
+	if !h.enq.queued(jobs["lint"].ID) {
+		t.Fatal("lint not queued after the fork approval")
+	}
+	// test names a context with a trust floor: a second, job-scoped hold.
+	holds = h.pendingHolds(run.ID)
+	if len(holds) != 1 || holds[0].JobID != jobs["test"].ID || holds[0].Reason != store.HoldReasonContextTrust {
+		t.Fatalf("holds after fork approval %+v", holds)
+	}
+}
+
+func TestForkPolicyAllowRunsWithoutHold(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.st.UpdateTrustPolicyAudited(h.ctx, "acme", trustpolicy.Default("acme"), func(p *store.TrustPolicy) error {
+		p.ForkPolicy = store.ForkAllow
+		return nil
+	}, &store.AccessLogEntry{Action: "trust_policy.updated"}); err != nil {
+		t.Fatal(err)
+	}
+	_, jobs := h.run(store.TrustUnknown, map[string][]string{"lint": nil})
+	if !h.enq.queued(jobs["lint"].ID) {
+		t.Fatal("fork run under allow was not queued")
+	}
+}
+
+func TestPendingHoldBlocksContextDeletionUntilDecided(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}})
+	run, _ := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	err := h.st.DeleteContext(h.ctx, "acme", "release")
+	if !store.IsPendingHeldRuns(err) {
+		t.Fatalf("delete while held: %v, want PendingHeldRunsError", err)
+	}
+	if _, err := h.decide(h.pendingHolds(run.ID)[0].ID, Approve, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.DeleteContext(h.ctx, "acme", "release"); err != nil {
+		t.Fatalf("delete after approval: %v", err)
+	}
+}
+
+func TestCancelledRunCancelsItsPendingHolds(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}})
+	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	if _, err := h.tr.CancelJobs(h.ctx, run.ID, "cancelled by test"); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job(jobs["deploy"].ID); j.Status != execution.StatusCancelled {
+		t.Fatalf("held job after run cancel: %s", j.Status)
+	}
+	if hs := h.pendingHolds(run.ID); len(hs) != 0 {
+		t.Fatalf("pending holds after the run ended: %+v", hs)
+	}
+	if err := h.st.DeleteContext(h.ctx, "acme", "release"); err != nil {
+		t.Fatalf("delete after the run ended: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Concurrent partial approvals by different reviewers all count: the
+// hold is released once every reviewer approved, whatever the interleaving.
+func TestConcurrentPartialApprovalsAllCount(t *testing.T) {
+	h := newHarness(t)
+	reviewers := []string{"r1", "r2", "r3", "r4", "r5", "r6"}
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: reviewers})
+	run, _ := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	id := h.pendingHolds(run.ID)[0].ID
+	var wg sync.WaitGroup
+	for _, r := range reviewers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.decide(id, Approve, r, ""); err != nil {
+				t.Error(r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	hr, err := h.st.GetHeldRun(h.ctx, id)
+	if err != nil || hr.Status != store.HoldApproved || len(hr.Approvals) != len(reviewers) {
+		t.Fatalf("hold %+v (%v): want approved with %d approvals", hr, err, len(reviewers))
+	}
+}

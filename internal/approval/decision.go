@@ -1,0 +1,49 @@
+// Package approval decides and resumes held work: approvals and rejections
+// of holds (required reviewers, fork pull requests, trust floors), wait
+// timers, and the sweeper that expires holds nobody decided in time.
+package approval
+
+import "errors"
+
+// Decision words.
+const (
+	Approve = "approve"
+	Reject  = "reject"
+)
+
+// Decision is one approve/reject request on a hold (KiCI POST
+// /api/v1/admin/held-runs/decision).
+type Decision struct {
+	OrgID     string
+	HeldRunID string
+	// Decision is Approve or Reject.
+	Decision string
+	// Reason is the approver's note (optional, at most 1 KiB).
+	Reason string
+	// Approver is the subject recorded for the decision, e.g.
+	// "service:<tokenId>" or a directory user id.
+	Approver string
+	// Actor describes the caller for the access log (token id and label,
+	// or a comment author).
+	ActorTokenID, ActorTokenLabel, ActorRole string
+}
+
+// Result is the state of a hold after a decision: Status "pending" (more
+// clauses must be satisfied; Remaining lists them), "released" (the held
+// work resumes) or "rejected" (the held work is cancelled).
+type Result struct {
+	Status    string   `json:"status"`
+	Remaining []string `json:"remainingClauses,omitempty"`
+}
+
+// Errors of Decide.
+var (
+	// ErrNotFound: no such hold in the org, or it is no longer pending
+	// (KiCI answers 404 for both).
+	ErrNotFound = errors.New("held run not found or already resolved")
+	// ErrIneligible: the approver may not satisfy any open clause (or
+	// triggered the run while self-approval is off).
+	ErrIneligible = errors.New("approver is not eligible for this hold")
+	// ErrBadDecision: the decision word is neither approve nor reject.
+	ErrBadDecision = errors.New(`decision must be "approve" or "reject"`)
+)

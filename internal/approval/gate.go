@@ -1,0 +1,180 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/ctxgate"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/store"
+)
+
+// PolicyFunc returns the effective trust policy of an org (the stored one,
+// or kici's defaults).
+type PolicyFunc func(ctx context.Context, orgID string) (store.TrustPolicy, error)
+
+// Gate is the dispatch gate (execution.Gate) of every job whose needs are
+// met: first the fork-trust gate of its run, then the dispatch-time context
+// flow (KiCI): match the job's contexts, hard gates (reject), then trust
+// floor, required reviewers and wait timer (hold). A hold is stored with
+// the job's move to held in one transaction.
+type Gate struct {
+	st     store.Store
+	policy PolicyFunc
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// NewGate returns the gate; policy gives the effective trust policy.
+func NewGate(st store.Store, policy PolicyFunc, logger *slog.Logger) *Gate {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Gate{st: st, policy: policy, log: logger, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// forkHoldReason is the pending reason shown on the jobs of a fork pull
+// request's run while it waits for approval.
+func forkHoldReason(runID string) string {
+	return "held: fork pull request awaits approval (kici-admin held-run approve " + runID + ", or a comment /kici approve " + runID + ")"
+}
+
+// Check implements execution.Gate.
+func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execution.GateResult, error) {
+	holds, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Limit: 1000})
+	if err != nil {
+		return execution.GateResult{}, err
+	}
+	if run.TrustTier == store.TrustUnknown {
+		res, decided, err := g.forkGate(ctx, run, job, holds)
+		if err != nil || decided {
+			return res, err
+		}
+	}
+	names, err := jobContexts(job)
+	if err != nil {
+		return execution.GateResult{Verdict: execution.GateReject, Message: err.Error()}, nil
+	}
+	if len(names) == 0 {
+		return execution.GateResult{Verdict: execution.GatePass}, nil
+	}
+	bound, skipped, err := ctxgate.Resolve(ctx, g.st, run.OrgID, names)
+	if err != nil {
+		return execution.GateResult{}, err
+	}
+	if len(skipped) > 0 {
+		g.log.Warn("job names contexts that do not exist; skipped", "runId", run.ID, "jobId", job.ID, "contexts", skipped)
+	}
+	facts := Facts(run, "")
+	if rej := ctxgate.CheckGates(facts, bound); rej != nil {
+		return execution.GateResult{Verdict: execution.GateReject, Message: rej.Message()}, nil
+	}
+	dec := ctxgate.Evaluate(ctxgate.Aggregate(bound), facts, doneFor(job.ID, holds))
+	if dec.Verdict == ctxgate.Pass {
+		return execution.GateResult{Verdict: execution.GatePass}, nil
+	}
+	now := g.now()
+	h := &store.HeldRun{
+		ID: uuid.NewString(), OrgID: run.OrgID, RunID: run.ID, JobID: job.ID,
+		HoldType: dec.HoldType, QueueType: dec.QueueType, HoldScope: store.HoldScopeJob,
+		Reason: dec.Reason, Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now),
+	}
+	if _, err := g.st.CreateHeldRun(ctx, h, []string{execution.StatusPending}); err != nil {
+		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
+	}
+	g.log.Info("job held", "runId", run.ID, "jobId", job.ID, "heldRunId", h.ID, "holdType", h.HoldType, "reason", h.Reason, "expiresAt", h.ExpiresAt)
+	return execution.GateResult{Verdict: execution.GateHeld}, nil
+}
+
+// forkGate applies the fork policy to a job of a run from a fork. decided
+// is false when the job may go on to its context checks.
+func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, holds []*store.HeldRun) (execution.GateResult, bool, error) {
+	var wf *store.HeldRun
+	for _, h := range holds {
+		if h.JobID == "" && h.Reason == store.HoldReasonForkPR {
+			wf = h
+		}
+	}
+	if wf == nil {
+		p, err := g.policy(ctx, run.OrgID)
+		if err != nil {
+			// KiCI: a policy read error applies hold.
+			g.log.Error("trust policy unreadable; holding the fork run", "runId", run.ID, "error", err)
+			p = store.TrustPolicy{ForkPolicy: store.ForkHold, ApprovalExpirySeconds: 72 * 3600}
+		}
+		switch p.ForkPolicy {
+		case store.ForkAllow:
+			return execution.GateResult{}, false, nil
+		case store.ForkIgnore:
+			return execution.GateResult{Verdict: execution.GateReject, Message: "fork pull requests are ignored by the trust policy (fork policy \"ignore\")"}, true, nil
+		}
+		now := g.now()
+		wf = &store.HeldRun{
+			ID: uuid.NewString(), OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldSecurity,
+			QueueType: store.HoldQueueSecurity, HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR,
+			Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Duration(p.ApprovalExpirySeconds) * time.Second),
+		}
+		if _, err := g.st.CreateHeldRun(ctx, wf, nil); err != nil {
+			return execution.GateResult{}, true, fmt.Errorf("hold fork run %s: %w", run.ID, err)
+		}
+		g.log.Info("fork pull request run held", "runId", run.ID, "heldRunId", wf.ID, "expiresAt", wf.ExpiresAt)
+	}
+	switch wf.Status {
+	case store.HoldApproved:
+		return execution.GateResult{}, false, nil
+	case store.HoldPending:
+		reason := forkHoldReason(run.ID)
+		if _, err := g.st.UpdateJobStatus(ctx, job.ID, []string{execution.StatusPending}, execution.StatusHeld, store.JobUpdate{PendingReason: &reason}); err != nil {
+			return execution.GateResult{}, true, err
+		}
+		return execution.GateResult{Verdict: execution.GateHeld}, true, nil
+	}
+	return execution.GateResult{Verdict: execution.GateReject, Message: endMessage(wf)}, true, nil
+}
+
+// doneFor says which of a job's holds were already approved (or elapsed),
+// so the re-gating after a decision moves on to the next check.
+func doneFor(jobID string, holds []*store.HeldRun) ctxgate.Done {
+	var d ctxgate.Done
+	for _, h := range holds {
+		if h.JobID != jobID || (h.Status != store.HoldApproved && h.Status != store.HoldReleased) {
+			continue
+		}
+		switch h.HoldType {
+		case store.HoldSecurity:
+			d.TrustApproved = true
+		case store.HoldReviewer:
+			d.ReviewersApproved = true
+		case store.HoldTimer:
+			d.TimerElapsed = true
+		}
+	}
+	return d
+}
+
+// jobContexts returns the context names a job's lock entry declares.
+func jobContexts(job *store.Job) ([]string, error) {
+	if len(job.Config) == 0 {
+		return nil, nil
+	}
+	var lj lockfile.Job
+	if err := json.Unmarshal(job.Config, &lj); err != nil {
+		return nil, fmt.Errorf("job config: %w", err)
+	}
+	return lj.Contexts, nil
+}
+
+// Facts returns the gate facts of a run; routingKey selects source
+// overrides ("" when not needed).
+func Facts(run *store.Run, routingKey string) ctxgate.RunFacts {
+	return ctxgate.RunFacts{
+		OrgID: run.OrgID, Repo: run.RepoIdentifier, RoutingKey: routingKey,
+		TriggerType: run.TriggerType, TargetBranch: run.TargetBranch, TrustTier: run.TrustTier,
+	}
+}

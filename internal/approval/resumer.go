@@ -1,0 +1,194 @@
+package approval
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Tracker is the part of execution.Tracker the Resumer drives.
+type Tracker interface {
+	// ReleaseHeld moves held jobs back to pending and re-gates them.
+	ReleaseHeld(ctx context.Context, runID string, jobIDs []string) error
+	// CancelHeld cancels held jobs with message as their error.
+	CancelHeld(ctx context.Context, runID string, jobIDs []string, message string) error
+	// RetryGated re-evaluates runs whose gate check failed.
+	RetryGated(ctx context.Context)
+}
+
+// SweepInterval is how often the Resumer looks for due holds and decided
+// holds whose jobs still wait, when nothing kicks it: 1 s.
+const SweepInterval = time.Second
+
+// Resumer ends holds and resumes their work (KiCI stale detector and
+// held-run resume): a pending hold past its expiry is released (a wait
+// timer) or expired (anything else, which cancels its work); a job still
+// held once none of its holds is pending is released (all approved) or
+// cancelled (one rejected, expired or cancelled). Because it works from
+// the stored holds, a decision written by another process or just before a
+// crash is acted on at the next sweep.
+type Resumer struct {
+	st   store.Store
+	tr   Tracker
+	log  *slog.Logger
+	now  func() time.Time
+	kick chan struct{}
+}
+
+// NewResumer returns a Resumer; call Run to start it.
+func NewResumer(st store.Store, tr Tracker, logger *slog.Logger) *Resumer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Resumer{st: st, tr: tr, log: logger, now: func() time.Time { return time.Now().UTC() }, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks for a sweep now (after a decision). It never blocks.
+func (r *Resumer) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run sweeps every SweepInterval and on Kick until ctx ends.
+func (r *Resumer) Run(ctx context.Context) {
+	t := time.NewTicker(SweepInterval)
+	defer t.Stop()
+	for {
+		if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("approval sweep failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+	}
+}
+
+// Sweep does one pass: ends due holds, resumes or cancels held jobs whose
+// holds are all decided, and retries gate checks that failed.
+func (r *Resumer) Sweep(ctx context.Context) error {
+	now := r.now()
+	due, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, DueBy: &now, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("due holds: %w", err)
+	}
+	for _, h := range due {
+		to, action, note := store.HoldExpired, "held_run.expire", "no decision before "+h.ExpiresAt.Format(time.RFC3339)
+		if h.HoldType == store.HoldTimer {
+			to, action, note = store.HoldReleased, "held_run.timer", "wait timer elapsed"
+		}
+		ok, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, to, "system", note, now)
+		if err != nil {
+			return fmt.Errorf("end hold %s: %w", h.ID, err)
+		}
+		if ok {
+			r.log.Info("hold ended", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID, "status", to)
+			if err := r.st.AppendAccessLog(ctx, &store.AccessLogEntry{Action: action, Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: note}); err != nil {
+				r.log.Error("access log", "error", err)
+			}
+		}
+	}
+	if err := r.resumeHeldJobs(ctx); err != nil {
+		return err
+	}
+	r.tr.RetryGated(ctx)
+	return nil
+}
+
+// resumeHeldJobs releases or cancels each held job none of whose holds
+// (its own, and its run's workflow-scoped ones) is pending.
+func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
+	jobs, err := r.st.ListJobsByStatus(ctx, []string{store.StatusHeld})
+	if err != nil {
+		return fmt.Errorf("held jobs: %w", err)
+	}
+	byRun := map[string][]*store.Job{}
+	var order []string
+	for _, j := range jobs {
+		if byRun[j.RunID] == nil {
+			order = append(order, j.RunID)
+		}
+		byRun[j.RunID] = append(byRun[j.RunID], j)
+	}
+	for _, runID := range order {
+		holds, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runID, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("holds of run %s: %w", runID, err)
+		}
+		var release []string
+		cancel := map[string][]string{} // message → jobs
+		for _, j := range byRun[runID] {
+			waiting, failed := false, ""
+			for _, h := range holds {
+				if h.JobID != "" && h.JobID != j.ID {
+					continue
+				}
+				switch h.Status {
+				case store.HoldPending:
+					waiting = true
+				case store.HoldRejected, store.HoldExpired, store.HoldCancelled:
+					failed = endMessage(h)
+				}
+			}
+			switch {
+			case waiting:
+			case failed != "":
+				cancel[failed] = append(cancel[failed], j.ID)
+			default:
+				release = append(release, j.ID)
+			}
+		}
+		for msg, ids := range cancel {
+			if err := r.tr.CancelHeld(ctx, runID, ids, msg); err != nil {
+				return err
+			}
+		}
+		if len(release) > 0 {
+			if err := r.tr.ReleaseHeld(ctx, runID, release); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// endMessage is the error message of a job whose hold ended without
+// approval.
+func endMessage(h *store.HeldRun) string {
+	switch h.Status {
+	case store.HoldRejected:
+		msg := "rejected by " + h.ResolvedBy
+		if h.ResolveNote != "" {
+			msg += ": " + h.ResolveNote
+		}
+		return msg
+	case store.HoldExpired:
+		return "approval expired: " + h.ResolveNote
+	}
+	return "hold cancelled: " + h.ResolveNote
+}
+
+// RunFinished cancels the pending holds of a run that ended (e.g. it was
+// cancelled while held), so they no longer block deleting their contexts.
+// Install it with execution.Tracker.OnRunFinished.
+func (r *Resumer) RunFinished(run *store.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holds, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 1000})
+	if err != nil {
+		r.log.Error("pending holds of a finished run", "runId", run.ID, "error", err)
+		return
+	}
+	for _, h := range holds {
+		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, store.HoldCancelled, "system", "run "+run.Status, r.now()); err != nil {
+			r.log.Error("cancel hold of a finished run", "heldRunId", h.ID, "error", err)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/ctxgate"
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/secrets"
+	"kici.dev/kici/internal/store"
+)
+
+// jobDataResolver resolves, at dispatch, a job's context variables and the
+// secrets its steps declare (KiCI dispatch-time resolution, on pass).
+//
+// The job's contexts are matched again and each must still pass its hard
+// gates (a context disabled or restricted since the job was released
+// contributes nothing). Variables merge last-wins in bound order, locked
+// variables keeping their value over source overrides. A declared secret
+// `<scope>:<key>` is resolved only when a binding of one of those contexts
+// grants the scope on this agent, and — for a run of trust tier unknown (a
+// fork pull request) — only from a context that allows untrusted runs.
+// Anything not granted is left out: the agent fails the steps that need it
+// with "secrets not available", and the orchestrator logs why.
+func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) dispatch.JobDataResolver {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return func(ctx context.Context, run *store.Run, job *store.Job, agent dispatch.AgentFacts) (dispatch.JobData, error) {
+		var lj lockfile.Job
+		if len(job.Config) > 0 {
+			if err := json.Unmarshal(job.Config, &lj); err != nil {
+				return dispatch.JobData{}, fmt.Errorf("job config: %w", err)
+			}
+		}
+		routingKey := ""
+		if run.SourceID != "" {
+			src, err := st.GetSource(ctx, run.SourceID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return dispatch.JobData{}, err
+			}
+			if src != nil {
+				routingKey = src.RoutingKey
+			}
+		}
+		facts := approval.Facts(run, routingKey)
+		granted, err := passingContexts(ctx, st, facts, lj.Contexts)
+		if err != nil {
+			return dispatch.JobData{}, err
+		}
+		var data dispatch.JobData
+		var bindings []*store.ContextBinding
+		layers := make([]ctxgate.VarLayer, 0, len(granted))
+		for _, c := range granted {
+			vars, err := st.ListContextVariables(ctx, c.OrgID, c.Name)
+			if err != nil {
+				return dispatch.JobData{}, err
+			}
+			overrides, err := st.ListContextSourceOverrides(ctx, c.OrgID, c.Name, routingKey)
+			if err != nil {
+				return dispatch.JobData{}, err
+			}
+			if routingKey == "" {
+				overrides = nil
+			}
+			layers = append(layers, ctxgate.VarLayer{Variables: vars, Overrides: overrides})
+			if !ctxgate.SecretsAllowed(c, facts) {
+				continue
+			}
+			bs, err := st.ListContextBindings(ctx, c.OrgID, c.Name)
+			if err != nil {
+				return dispatch.JobData{}, err
+			}
+			for _, b := range bs {
+				nb := *b
+				nb.ScopePattern = strings.TrimPrefix(nb.ScopePattern, "pg:")
+				bindings = append(bindings, &nb)
+			}
+		}
+		if len(layers) > 0 {
+			data.ContextVars = ctxgate.MergeVariables(layers)
+		}
+		refs := declaredSecrets(&lj)
+		if len(refs) == 0 || svc == nil {
+			return data, nil
+		}
+		var denied []string
+		for _, ref := range refs {
+			scope, key, err := secrets.ParseRef(ref)
+			if err != nil {
+				continue // the agent reports the unresolved reference
+			}
+			if !ctxgate.ScopeGranted(bindings, scope, ctxgate.AgentFacts{ID: agent.ID, Hostname: agent.Hostname, Labels: agent.Labels}) {
+				denied = append(denied, ref)
+				continue
+			}
+			v, err := svc.Resolve(ctx, run.OrgID, scope, key, "job:"+job.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return dispatch.JobData{}, err
+			}
+			if data.Secrets == nil {
+				data.Secrets = map[string]string{}
+			}
+			data.Secrets[ref] = v
+		}
+		if len(denied) > 0 {
+			logger.Warn("secrets not granted to the job: no context it names (and passes) binds their scope on this agent",
+				"runId", run.ID, "jobId", job.ID, "agentId", agent.ID, "trustTier", run.TrustTier, "secrets", denied)
+		}
+		return data, nil
+	}
+}
+
+// passingContexts matches a job's declared context names and keeps, in
+// bound order, those that pass every hard gate for the run.
+func passingContexts(ctx context.Context, st store.Store, facts ctxgate.RunFacts, names []string) ([]*store.Context, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	bound, _, err := ctxgate.Resolve(ctx, st, facts.OrgID, names)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Context
+	for _, b := range bound {
+		if ctxgate.CheckGates(facts, []ctxgate.Bound{b}) == nil {
+			out = append(out, b.Context)
+		}
+	}
+	return out, nil
+}
+
+// declaredSecrets returns the distinct secret references of a job and its
+// steps, sorted.
+func declaredSecrets(lj *lockfile.Job) []string {
+	set := map[string]bool{}
+	for _, ref := range lj.Secrets {
+		set[ref] = true
+	}
+	for _, s := range lj.Steps {
+		for _, ref := range s.Secrets {
+			set[ref] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for ref := range set {
+		out = append(out, ref)
+	}
+	sort.Strings(out)
+	return out
+}

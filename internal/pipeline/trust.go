@@ -1,0 +1,116 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
+	"kici.dev/kici/internal/trustpolicy"
+)
+
+// Decider commits a decision on a hold (approval.Decider.Decide).
+type Decider func(ctx context.Context, d approval.Decision) (approval.Result, error)
+
+// SetDecider enables `/kici approve|reject <runId>` pull-request comments.
+// Without one such comments are matched against workflows like any other.
+func (p *Processor) SetDecider(f Decider) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.decider = f
+}
+
+func (p *Processor) getDecider() Decider {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.decider
+}
+
+// kiciCommand matches a `/kici approve <runId>` or `/kici reject <runId>
+// [reason]` comment (the first line; the run id is a uuid).
+var kiciCommand = regexp.MustCompile(`^\s*/kici\s+(approve|reject)\s+([0-9a-fA-F-]{36})\b[ \t]*(.*)`)
+
+// forkPolicy returns the fork policy that applies to ev's org, and whether
+// ev is a pull request from a fork at all. A policy read error holds (KiCI).
+func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Event) (policy string, fork bool) {
+	if !ev.IsForkPR {
+		return "", false
+	}
+	pol, _, err := trustpolicy.Effective(ctx, p.st, orgID)
+	if err != nil {
+		p.log.Error("pipeline: trust policy unreadable; holding the fork pull request", "orgId", orgID, "error", err)
+		return store.ForkHold, true
+	}
+	return pol.ForkPolicy, true
+}
+
+// handleKiciComment acts on a `/kici approve|reject <runId>` comment (KiCI
+// approval comments, security queue only): the commenter is looked up in
+// the org's approval directory strictly by the provider's immutable user
+// id and must have CI trust write or admin; the run must belong to the
+// comment's repository and have a pending security hold. handled is false
+// when the comment is not such a command (it is then matched against
+// workflows as usual).
+func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store.Source, ev *trigger.Event, body string) (handled bool) {
+	decide := p.getDecider()
+	if decide == nil || ev.Type != "comment" {
+		return false
+	}
+	first, _, _ := strings.Cut(body, "\n")
+	m := kiciCommand.FindStringSubmatch(first)
+	if m == nil {
+		return false
+	}
+	verb, runID, reason := m[1], strings.ToLower(m[2]), strings.TrimSpace(m[3])
+	refuse := func(why string) bool {
+		tr.Summary = fmt.Sprintf("/kici %s %s from %q refused: %s", verb, runID, ev.SenderUsername, why)
+		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
+		return true
+	}
+	if ev.SenderUserID == 0 {
+		return refuse("the comment carries no user id")
+	}
+	member, err := p.st.FindDirectoryMember(ctx, src.OrgID, "github", strconv.FormatInt(ev.SenderUserID, 10))
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse("the commenter is not in the approval directory (kici-admin trust-policy directory-set)")
+	}
+	if err != nil {
+		return refuse("directory lookup failed: " + err.Error())
+	}
+	if member.CITrust != store.CITrustWrite && member.CITrust != store.CITrustAdmin {
+		return refuse(fmt.Sprintf("the commenter's CI trust is %q (write or admin required)", member.CITrust))
+	}
+	run, err := p.st.GetRun(ctx, runID)
+	if err != nil || run.OrgID != src.OrgID || run.RepoIdentifier != ev.SourceRepo {
+		return refuse("no such run in this repository")
+	}
+	holds, err := p.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: src.OrgID, RunID: runID, Statuses: []string{store.HoldPending}})
+	if err != nil {
+		return refuse("reading holds failed: " + err.Error())
+	}
+	var hold *store.HeldRun
+	for _, h := range holds {
+		if h.QueueType == store.HoldQueueSecurity {
+			hold = h
+			break
+		}
+	}
+	if hold == nil {
+		return refuse("the run has no pending security hold")
+	}
+	res, err := decide(ctx, approval.Decision{
+		OrgID: src.OrgID, HeldRunID: hold.ID, Decision: verb, Reason: reason, Approver: member.UserID,
+		ActorTokenLabel: "github:" + ev.SenderUsername,
+	})
+	if err != nil {
+		return refuse(err.Error())
+	}
+	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
+	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", hold.ID)
+	return true
+}
