@@ -71,8 +71,10 @@ type Deps struct {
 	// GitCommand is the git executable used to validate local sources;
 	// "" ⇒ "git".
 	GitCommand string
-	// Mode is the orchestrator mode (KICI_MODE); "observed" refuses
-	// GitHub-App sources.
+	// Mode is the orchestrator mode (KICI_MODE; "" = independent):
+	// "observed" refuses GitHub-App sources; in platform, hybrid and
+	// observed mode the held-run routes and the trust-policy writes answer
+	// 409 (the KiCI Platform decides).
 	Mode string
 	// EmitEvent persists and submits an emitted kici_event; nil ⇒ the emit
 	// route answers 503.
@@ -99,6 +101,9 @@ type Deps struct {
 	// Agents closes live connections of revoked agent tokens; nil ⇒ a
 	// revocation only stops new connections.
 	Agents AgentKicker
+	// Approvals decides holds (approval.Decider); nil ⇒ the held-run
+	// decision route answers 503.
+	Approvals HoldDecider
 }
 
 type server struct {
@@ -154,34 +159,41 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})
 	a("/runs/{runId}/cancel", map[string]routeSpec{"POST": {PermRunCancel, s.cancelRun}})
 	a("/runs/{runId}/rerun", map[string]routeSpec{"POST": {PermRunRerun, s.rerunRun}})
-	a("/orchestrator/drain", map[string]routeSpec{"GET": {PermOrchestratorDrain, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
+	a("/orchestrator/drain", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
 
-	a("/cluster-settings", map[string]routeSpec{"GET": {auth.PermSecretRead, s.getClusterSettings}, "PATCH": {auth.PermSecretWrite, s.patchClusterSettings}})
+	a("/cluster-settings", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getClusterSettings}, "PATCH": {auth.PermSecretWrite, s.patchClusterSettings}})
 	a("/scalers", map[string]routeSpec{"GET": {auth.PermAgentRead, s.listScalers}})
 	s.route(mux, "/.well-known/openid-configuration", map[string]http.Handler{"GET": http.HandlerFunc(s.openidConfiguration)})
 	s.route(mux, "/.well-known/jwks.json", map[string]http.Handler{"GET": http.HandlerFunc(s.jwks)})
 	s.route(mux, "/v1/verify-attestation", map[string]http.Handler{"POST": http.HandlerFunc(s.verifyAttestation)})
 	a("/runs/{runId}/attestations", map[string]routeSpec{"GET": {PermRunRead, s.listAttestations}})
 	a("/attestations/{id}", map[string]routeSpec{"GET": {PermRunRead, s.getAttestation}})
-	a("/signing-keys", map[string]routeSpec{"GET": {auth.PermKeyRotate, s.listSigningKeys}})
+	a("/signing-keys", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.listSigningKeys}})
 	a("/signing-keys/rotate", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.rotateSigningKey}})
 	a("/signing-keys/{kid}/revoke", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.revokeSigningKey}})
 	a("/tokens", map[string]routeSpec{"POST": {auth.PermTokenManage, s.createAdminToken}, "GET": {auth.PermTokenManage, s.listAdminTokens}})
 	a("/tokens/{id}", map[string]routeSpec{"DELETE": {auth.PermTokenManage, s.revokeAdminToken}})
 	s.route(mux, AgentTokenPath, map[string]http.Handler{"POST": s.gateScoped("", auth.PermAgentTokenManage, s.createAgentToken), "GET": s.gateScoped("", auth.PermAgentTokenManage, s.listAgentTokens)})
 	s.route(mux, AgentTokenPath+"/{id}", map[string]http.Handler{"DELETE": s.gateScoped("", auth.PermAgentTokenManage, s.revokeAgentToken)})
-	a("/secrets/scopes", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listSecretScopes}, "POST": {auth.PermSecretWrite, s.createSecretScope}})
-	a("/secrets/keys", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listSecretKeys}})
+	a("/secrets/scopes", map[string]routeSpec{"GET": {auth.PermSecretList, s.listSecretScopes}, "POST": {auth.PermSecretWrite, s.createSecretScope}})
+	a("/secrets/keys", map[string]routeSpec{"GET": {auth.PermSecretList, s.listSecretKeys}})
 	a("/secrets/{orgId}/{scope}/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putSecret}, "DELETE": {auth.PermSecretDelete, s.deleteSecret}})
 	a("/rotate-key", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.rotateKey}})
 	a("/access-log", map[string]routeSpec{"GET": {auth.PermAccessLogRead, s.listAccessLog}})
-	a("/contexts", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.createContext}, "GET": {auth.PermSecretRead, s.listContexts}})
+	a("/contexts", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.createContext}, "GET": {auth.PermContextRead, s.listContexts}})
 	mux.Handle("POST "+AdminPrefix+"/contexts/templates", s.wrap(s.gateScoped("POST "+AdminPrefix+"/contexts/templates", auth.PermSecretWrite, s.createContextTemplate)))
-	a("/contexts/{name}", map[string]routeSpec{"GET": {auth.PermSecretRead, s.getContext}, "DELETE": {auth.PermSecretWrite, s.deleteContext}})
+	a("/contexts/{name}", map[string]routeSpec{"GET": {auth.PermContextRead, s.getContext}, "DELETE": {auth.PermSecretWrite, s.deleteContext}})
 	a("/contexts/{name}/bind", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.bindContext}})
 	a("/contexts/{name}/policy", map[string]routeSpec{"PATCH": {auth.PermSecretWrite, s.patchContextPolicy}})
-	a("/contexts/{name}/variables", map[string]routeSpec{"GET": {auth.PermSecretRead, s.listContextVariables}})
+	a("/contexts/{name}/variables", map[string]routeSpec{"GET": {auth.PermContextRead, s.listContextVariables}})
 	a("/contexts/{name}/variables/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextVariable}, "DELETE": {auth.PermSecretDelete, s.deleteContextVariable}})
+	a("/contexts/{name}/source-overrides", map[string]routeSpec{"GET": {auth.PermContextRead, s.listContextSourceOverrides}})
+	a("/contexts/{name}/source-overrides/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextSourceOverride}, "DELETE": {auth.PermSecretDelete, s.deleteContextSourceOverride}})
+	a("/held-runs", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.listHeldRuns}})
+	a("/held-runs/decision", map[string]routeSpec{"POST": {auth.PermCITrustAdmin, s.decideHeldRun}})
+	a("/trust-policy", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustPolicy}, "PATCH": {auth.PermCITrustAdmin, s.patchTrustPolicy}})
+	a("/trust-policy/directory", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustDirectory},
+		"PATCH": {auth.PermCITrustAdmin, s.patchTrustDirectory}, "DELETE": {auth.PermCITrustAdmin, s.deleteTrustDirectory}})
 	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found")
 	})))
@@ -213,9 +225,9 @@ var Routes = []string{
 	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs " + PermRunRead,
 	"POST " + AdminPrefix + "/runs/{runId}/cancel " + PermRunCancel,
 	"POST " + AdminPrefix + "/runs/{runId}/rerun " + PermRunRerun,
-	"GET " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
+	"GET " + AdminPrefix + "/orchestrator/drain " + auth.PermSettingsRead,
 	"POST " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
-	"GET " + AdminPrefix + "/cluster-settings " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/cluster-settings " + auth.PermSettingsRead,
 	"PATCH " + AdminPrefix + "/cluster-settings " + auth.PermSecretWrite,
 	"GET " + AdminPrefix + "/scalers " + auth.PermAgentRead,
 	"GET /.well-known/openid-configuration -",
@@ -223,7 +235,7 @@ var Routes = []string{
 	"POST /v1/verify-attestation -",
 	"GET " + AdminPrefix + "/runs/{runId}/attestations " + PermRunRead,
 	"GET " + AdminPrefix + "/attestations/{id} " + PermRunRead,
-	"GET " + AdminPrefix + "/signing-keys " + auth.PermKeyRotate,
+	"GET " + AdminPrefix + "/signing-keys " + auth.PermSettingsRead,
 	"POST " + AdminPrefix + "/signing-keys/rotate " + auth.PermKeyRotate,
 	"POST " + AdminPrefix + "/signing-keys/{kid}/revoke " + auth.PermKeyRotate,
 	"POST " + AdminPrefix + "/tokens " + auth.PermTokenManage,
@@ -232,24 +244,34 @@ var Routes = []string{
 	"POST " + AgentTokenPath + " " + auth.PermAgentTokenManage,
 	"GET " + AgentTokenPath + " " + auth.PermAgentTokenManage,
 	"DELETE " + AgentTokenPath + "/{id} " + auth.PermAgentTokenManage,
-	"GET " + AdminPrefix + "/secrets/scopes " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/secrets/scopes " + auth.PermSecretList,
 	"POST " + AdminPrefix + "/secrets/scopes " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/secrets/keys " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/secrets/keys " + auth.PermSecretList,
 	"DELETE " + AdminPrefix + "/secrets/scopes/{orgId}/{scope} " + auth.PermSecretDelete,
 	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretWrite,
 	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretDelete,
 	"POST " + AdminPrefix + "/rotate-key " + auth.PermKeyRotate,
 	"GET " + AdminPrefix + "/access-log " + auth.PermAccessLogRead,
 	"POST " + AdminPrefix + "/contexts " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/contexts " + auth.PermContextRead,
 	"POST " + AdminPrefix + "/contexts/templates " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts/{name} " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/contexts/{name} " + auth.PermContextRead,
 	"DELETE " + AdminPrefix + "/contexts/{name} " + auth.PermSecretWrite,
 	"POST " + AdminPrefix + "/contexts/{name}/bind " + auth.PermSecretWrite,
 	"PATCH " + AdminPrefix + "/contexts/{name}/policy " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts/{name}/variables " + auth.PermSecretRead,
+	"GET " + AdminPrefix + "/contexts/{name}/variables " + auth.PermContextRead,
 	"PUT " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretWrite,
 	"DELETE " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretDelete,
+	"GET " + AdminPrefix + "/contexts/{name}/source-overrides " + auth.PermContextRead,
+	"PUT " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretWrite,
+	"DELETE " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretDelete,
+	"GET " + AdminPrefix + "/held-runs " + auth.PermCITrustRead,
+	"POST " + AdminPrefix + "/held-runs/decision " + auth.PermCITrustAdmin,
+	"GET " + AdminPrefix + "/trust-policy " + auth.PermCITrustRead,
+	"PATCH " + AdminPrefix + "/trust-policy " + auth.PermCITrustAdmin,
+	"GET " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustRead,
+	"PATCH " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustAdmin,
+	"DELETE " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustAdmin,
 }
 
 type routeSpec struct {

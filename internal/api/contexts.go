@@ -6,17 +6,22 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger/pattern"
 )
 
 // Context routes (KiCI orchestrator 0.2.0 routes/admin-contexts): create
-// (upsert), bind, policy PATCH, list, show, delete, templates and
-// variables, all gated by the secret.* permissions as in KiCI and open to
-// unscoped tokens only.
+// (upsert), bind, policy PATCH, list, show, delete, templates, variables
+// and (kici's addition) source overrides, open to unscoped tokens only.
+// Writes are gated by the secret.* permissions as in KiCI; reads use
+// context.read, where KiCI uses secret.read (an inconsistency that would
+// hide contexts from an auditor; variables are configuration, not
+// secrets).
 
 var (
 	contextNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -41,6 +46,47 @@ type contextPolicy struct {
 	MinimumTrust        json.RawMessage `json:"minimumTrust"`
 	Enabled             json.RawMessage `json:"enabled"`
 	AllowLocalExecution json.RawMessage `json:"allowLocalExecution"`
+	TriggerTypeFilters  json.RawMessage `json:"triggerTypeFilters"`
+	RepoPatterns        json.RawMessage `json:"repoPatterns"`
+	AllowUntrusted      json.RawMessage `json:"allowUntrusted"`
+}
+
+// ContextTriggerTypes are the values a context's triggerTypeFilters may
+// hold: the trigger types a run records (store.Run.TriggerType), i.e. the
+// lock file's trigger kinds with the pull-request kind under its event
+// name pull_request, plus manual for runs an operator starts. The gate
+// compares exactly, so a value outside this set could never match.
+var ContextTriggerTypes = []string{"comment", "create", "delete", "dispatch", "fork", "generic_webhook", "job_complete",
+	"kici_event", "lifecycle", "manual", "pull_request", "push", "release", "review", "review_comment", "schedule",
+	"star", "status", "tag", "watch", "webhook", "workflow_complete", "workflow_run"}
+
+func decodeTriggerTypes(m json.RawMessage) ([]string, error) {
+	l, err := decodeStringList("triggerTypeFilters", m)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range l {
+		if t == "pr" {
+			return nil, errors.New(`triggerTypeFilters: "pr" is recorded on runs as "pull_request"; use that`)
+		}
+		if !slices.Contains(ContextTriggerTypes, t) {
+			return nil, fmt.Errorf("triggerTypeFilters: unknown trigger type %q (allowed: %s)", t, strings.Join(ContextTriggerTypes, ", "))
+		}
+	}
+	return l, nil
+}
+
+func decodeRepoPatterns(m json.RawMessage) ([]string, error) {
+	l, err := decodeStringList("repoPatterns", m)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range l {
+		if _, err := pattern.CompileGlob(p); err != nil {
+			return nil, fmt.Errorf("repoPatterns: %v", err)
+		}
+	}
+	return l, nil
 }
 
 func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "null" }
@@ -48,7 +94,8 @@ func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "nu
 // present reports whether at least one policy field is present.
 func (p *contextPolicy) present() bool {
 	return p.BranchRestrictions != nil || p.RequiredReviewers != nil || p.WaitTimerSeconds != nil ||
-		p.HoldExpirySeconds != nil || p.MinimumTrust != nil || p.Enabled != nil || p.AllowLocalExecution != nil
+		p.HoldExpirySeconds != nil || p.MinimumTrust != nil || p.Enabled != nil || p.AllowLocalExecution != nil ||
+		p.TriggerTypeFilters != nil || p.RepoPatterns != nil || p.AllowUntrusted != nil
 }
 
 func decodeStringList(field string, m json.RawMessage) ([]string, error) {
@@ -94,8 +141,9 @@ func patchField[T any](m json.RawMessage, dst *T, cleared T, decode func(json.Ra
 }
 
 // apply sets the present fields of p on c; an explicit null clears a field
-// (branch restrictions become empty; enabled and allowLocalExecution take
-// their defaults true and false).
+// (branch restrictions, trigger types and repo patterns become empty;
+// enabled, allowLocalExecution and allowUntrusted take their defaults
+// true, false and false).
 func (p *contextPolicy) apply(c *store.Context) error {
 	if err := patchField(p.BranchRestrictions, &c.BranchRestrictions, []string{}, func(m json.RawMessage) ([]string, error) {
 		return decodeStringList("branchRestrictions", m)
@@ -126,12 +174,19 @@ func (p *contextPolicy) apply(c *store.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := patchField(p.TriggerTypeFilters, &c.TriggerTypeFilters, []string{}, decodeTriggerTypes); err != nil {
+		return err
+	}
+	if err := patchField(p.RepoPatterns, &c.RepoPatterns, []string{}, decodeRepoPatterns); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		m    json.RawMessage
 		dst  *bool
 		def  bool
-	}{{"enabled", p.Enabled, &c.Enabled, true}, {"allowLocalExecution", p.AllowLocalExecution, &c.AllowLocalExecution, false}} {
+	}{{"enabled", p.Enabled, &c.Enabled, true}, {"allowLocalExecution", p.AllowLocalExecution, &c.AllowLocalExecution, false},
+		{"allowUntrusted", p.AllowUntrusted, &c.AllowUntrusted, false}} {
 		if f.m == nil {
 			continue
 		}
@@ -215,7 +270,7 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: body.Type, GlobPattern: body.GlobPattern,
-		Enabled: true, BranchRestrictions: []string{}, CreatedBy: callerTokenID(r)}
+		Enabled: true, BranchRestrictions: []string{}, TriggerTypeFilters: []string{}, RepoPatterns: []string{}, CreatedBy: callerTokenID(r)}
 	if c.Type == "" {
 		c.Type = store.ContextTypeFixed
 	}
@@ -291,7 +346,7 @@ func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c := &store.Context{OrgID: body.OrgID, Name: body.TemplateName, Type: store.ContextTypeFixed, Enabled: true,
-		BranchRestrictions: []string{}, CreatedBy: callerTokenID(r)}
+		BranchRestrictions: []string{}, TriggerTypeFilters: []string{}, RepoPatterns: []string{}, CreatedBy: callerTokenID(r)}
 	if err := body.apply(c); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -485,14 +540,19 @@ func (s *server) getContext(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"context": c, "variables": vars, "bindings": bs})
 }
 
-// deleteContext is DELETE /contexts/{name}?orgId=: {deleted:true}; bindings
-// and variables cascade.
+// deleteContext is DELETE /contexts/{name}?orgId=: {deleted:true}; bindings,
+// variables and source overrides cascade. While pending holds name the
+// context it answers 409 {error, errorCode:"pending_held_runs"} and deletes
+// nothing (a hold must never lose the policy it waits on).
 func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
 	org, name, ok := contextOrgName(w, r)
 	if !ok {
 		return
 	}
-	if err := s.d.Store.DeleteContext(r.Context(), org, name); err != nil {
+	if err := s.d.Store.DeleteContext(r.Context(), org, name); store.IsPendingHeldRuns(err) {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "errorCode": "pending_held_runs"})
+		return
+	} else if err != nil {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
@@ -559,6 +619,95 @@ func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.d.Store.DeleteContextVariable(r.Context(), org, name, key); err != nil {
 		s.contextStoreErr(w, r, err, "Context or variable not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// routingKeyRe bounds a source override's routing key (a source's routing
+// key, e.g. "generic:acme:<id>").
+var routingKeyRe = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+
+// overrideParams validates orgId, {name}, routingKey (required unless
+// optional) and, when withKey, the {key} path value; it answers 400 itself.
+func overrideParams(w http.ResponseWriter, r *http.Request, optional, withKey bool) (org, name, rk, key string, ok bool) {
+	if org, name, ok = contextOrgName(w, r); !ok {
+		return "", "", "", "", false
+	}
+	rk = r.URL.Query().Get("routingKey")
+	switch {
+	case rk == "" && !optional:
+		writeError(w, http.StatusBadRequest, "routingKey required")
+		return "", "", "", "", false
+	case rk != "" && !routingKeyRe.MatchString(rk):
+		writeError(w, http.StatusBadRequest, "invalid routingKey")
+		return "", "", "", "", false
+	}
+	if withKey {
+		key = r.PathValue("key")
+		if !varKeyRe.MatchString(key) {
+			writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+			return "", "", "", "", false
+		}
+	}
+	return org, name, rk, key, true
+}
+
+// listContextSourceOverrides is GET /contexts/{name}/source-overrides?orgId=
+// [&routingKey=]: {overrides:[{routing_key,key,value,updated_at}…]} ordered
+// by routing key then key. A source override replaces an unlocked variable
+// of the context for runs of that source (kici's route; KiCI only has the
+// store methods).
+func (s *server) listContextSourceOverrides(w http.ResponseWriter, r *http.Request) {
+	org, name, rk, _, ok := overrideParams(w, r, true, false)
+	if !ok {
+		return
+	}
+	list, err := s.d.Store.ListContextSourceOverrides(r.Context(), org, name, rk)
+	if err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	if list == nil {
+		list = []*store.ContextSourceOverride{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"overrides": list})
+}
+
+// putContextSourceOverride is PUT /contexts/{name}/source-overrides/{key}
+// ?orgId=&routingKey= with {value}: {set:true} (upsert).
+func (s *server) putContextSourceOverride(w http.ResponseWriter, r *http.Request) {
+	org, name, rk, key, ok := overrideParams(w, r, false, true)
+	if !ok {
+		return
+	}
+	var body struct {
+		Value *string `json:"value"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if body.Value == nil || len(*body.Value) > maxVariableValueLen {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("value is required (at most %d bytes)", maxVariableValueLen))
+		return
+	}
+	if err := s.d.Store.PutContextSourceOverride(r.Context(), org, name, &store.ContextSourceOverride{RoutingKey: rk, Key: key, Value: *body.Value}); err != nil {
+		s.contextStoreErr(w, r, err, "Context not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"set": true})
+}
+
+// deleteContextSourceOverride is DELETE /contexts/{name}/source-overrides/
+// {key}?orgId=&routingKey=: {deleted:true}; 404 when the context or the
+// override is unknown.
+func (s *server) deleteContextSourceOverride(w http.ResponseWriter, r *http.Request) {
+	org, name, rk, key, ok := overrideParams(w, r, false, true)
+	if !ok {
+		return
+	}
+	if err := s.d.Store.DeleteContextSourceOverride(r.Context(), org, name, rk, key); err != nil {
+		s.contextStoreErr(w, r, err, "Context or source override not found")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})

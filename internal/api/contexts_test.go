@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
 )
 
@@ -241,7 +244,12 @@ func TestContextRoutesRefuseAuditorWritesAndScopedTokens(t *testing.T) {
 			body = "{}"
 		}
 		code, m, _ := e.do(parts[0], path, e.auditor, body)
-		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(m["error"]), parts[2]) {
+		if parts[0] == "GET" {
+			// Reads are context.read: an auditor sees contexts.
+			if code != http.StatusOK {
+				t.Errorf("%s as auditor: %d %v, want 200", r, code, m)
+			}
+		} else if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(m["error"]), parts[2]) {
 			t.Errorf("%s as auditor: %d %v", r, code, m)
 		}
 		code, m, _ = e.do(parts[0], path, scoped, body)
@@ -286,5 +294,149 @@ func TestContextListIncludeSecretsNamesKeysOfExactScopes(t *testing.T) {
 	}
 	if code, _, _ := e.do("GET", ctxBase+"?orgId=acme&includeSecrets=yes", e.owner, ""); code != 400 {
 		t.Fatalf("bad includeSecrets: %d", code)
+	}
+}
+
+func TestContextTriggerRepoAndUntrustedFields(t *testing.T) {
+	e := newSecEnv(t)
+	code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release","triggerTypeFilters":["push","manual"],"repoPatterns":["acme/*","!acme/legacy"],"allowUntrusted":true}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	c, err := e.st.GetContext(context.Background(), "acme", "release")
+	if err != nil || fmt.Sprint(c.TriggerTypeFilters) != "[push manual]" || fmt.Sprint(c.RepoPatterns) != "[acme/* !acme/legacy]" || !c.AllowUntrusted {
+		t.Fatalf("stored: %+v %v", c, err)
+	}
+	_, m, _ = e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
+	row := m["context"].(map[string]any)
+	if fmt.Sprint(row["trigger_type_filters"]) != "[push manual]" || fmt.Sprint(row["repo_patterns"]) != "[acme/* !acme/legacy]" || row["allow_untrusted"] != true {
+		t.Fatalf("show: %v", row)
+	}
+	for _, b := range []string{
+		`{"orgId":"acme","name":"x","triggerTypeFilters":["pr"]}`,
+		`{"orgId":"acme","name":"x","triggerTypeFilters":["nightly"]}`,
+		`{"orgId":"acme","name":"x","triggerTypeFilters":[""]}`,
+		`{"orgId":"acme","name":"x","triggerTypeFilters":"push"}`,
+		`{"orgId":"acme","name":"x","repoPatterns":["acme/[z-a]"]}`,
+		`{"orgId":"acme","name":"x","repoPatterns":[""]}`,
+		`{"orgId":"acme","name":"x","allowUntrusted":"yes"}`,
+	} {
+		if code, m, _ := e.do("POST", ctxBase, e.owner, b); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %v, want 400", b, code, m)
+		}
+	}
+	// PATCH: null clears, a value replaces, the rest stays.
+	p := ctxBase + "/release/policy"
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","triggerTypeFilters":null,"allowUntrusted":null}`); code != 200 {
+		t.Fatalf("clear: %d %v", code, m)
+	}
+	c, _ = e.st.GetContext(context.Background(), "acme", "release")
+	if c.TriggerTypeFilters == nil || len(c.TriggerTypeFilters) != 0 || c.AllowUntrusted || len(c.RepoPatterns) != 2 {
+		t.Fatalf("after clear: %+v", c)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","repoPatterns":["acme/api"],"triggerTypeFilters":["pull_request"]}`); code != 200 {
+		t.Fatalf("replace: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","repoPatterns":["[z-a]"]}`); code != 400 {
+		t.Fatalf("bad glob patch: %d %v", code, m)
+	}
+	c, _ = e.st.GetContext(context.Background(), "acme", "release")
+	if fmt.Sprint(c.RepoPatterns) != "[acme/api]" || fmt.Sprint(c.TriggerTypeFilters) != "[pull_request]" {
+		t.Fatalf("after replace: %+v", c)
+	}
+	// Templates take the new fields too.
+	code, m, _ = e.do("POST", ctxBase+"/templates", e.owner, `{"orgId":"acme","templateName":"staging","repoPatterns":["acme/*"],"triggerTypeFilters":["schedule"],"allowUntrusted":true}`)
+	if code != http.StatusCreated {
+		t.Fatalf("template: %d %v", code, m)
+	}
+	if c, _ = e.st.GetContext(context.Background(), "acme", "staging"); fmt.Sprint(c.RepoPatterns) != "[acme/*]" || !c.AllowUntrusted || fmt.Sprint(c.TriggerTypeFilters) != "[schedule]" {
+		t.Fatalf("template stored: %+v", c)
+	}
+}
+
+// Every trigger kind the lock file compiler knows can be named in a
+// context's triggerTypeFilters (pr under its run name pull_request).
+func TestContextTriggerTypesCoverLockfileKinds(t *testing.T) {
+	_, err := lockfile.Compile([]lockfile.SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte("name: x\non: [nosuchkind]\njobs:\n  a:\n    run: \"true\"\n")}})
+	_, list, ok := strings.Cut(fmt.Sprint(err), "supported: ")
+	if !ok {
+		t.Fatalf("compiler error does not list the kinds: %v", err)
+	}
+	list, _, _ = strings.Cut(list, ")")
+	kinds := strings.Split(list, ", ")
+	if len(kinds) < 20 {
+		t.Fatalf("parsed kinds %v from %v", kinds, err)
+	}
+	for _, k := range kinds {
+		if k == "pr" {
+			k = "pull_request"
+		}
+		if !slices.Contains(ContextTriggerTypes, k) {
+			t.Errorf("trigger kind %q is not an allowed context trigger type", k)
+		}
+	}
+}
+
+func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
+	e := newSecEnv(t)
+	e.do("POST", ctxBase, e.owner, `{"orgId":"o","name":"release"}`)
+	run, jobs := e.addRun("deploy", "running", "o/app", time.Now().UTC(), "ship")
+	h := e.addHold(run, jobs[0], store.HoldQueueContext, "needs alice", "alice")
+	code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, "")
+	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") {
+		t.Fatalf("delete with a pending hold: %d %v", code, m)
+	}
+	if _, err := e.st.GetContext(context.Background(), "o", "release"); err != nil {
+		t.Fatalf("context deleted despite the 409: %v", err)
+	}
+	if ok, err := e.st.DecideHeldRun(context.Background(), h.ID, nil, nil, store.HoldRejected, "test", "", time.Now()); err != nil || !ok {
+		t.Fatalf("resolve hold: %v %v", ok, err)
+	}
+	if code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, ""); code != 200 || m["deleted"] != true {
+		t.Fatalf("delete after the hold resolved: %d %v", code, m)
+	}
+}
+
+func TestContextSourceOverrides(t *testing.T) {
+	e := newSecEnv(t)
+	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
+	base := ctxBase + "/release/source-overrides"
+	for path, want := range map[string]int{
+		base + "/REGION?orgId=acme&routingKey=generic:acme:1":             200,
+		base + "/REGION?orgId=acme&routingKey=generic:acme:2":             200,
+		base + "/API_URL?orgId=acme&routingKey=generic:acme:1":            200,
+		base + "/REGION?orgId=acme":                                       400,
+		base + "/1BAD?orgId=acme&routingKey=generic:acme:1":               400,
+		ctxBase + "/nope/source-overrides/REGION?orgId=acme&routingKey=k": 404,
+	} {
+		if code, m, _ := e.do("PUT", path, e.owner, `{"value":"v-`+path[len(path)-1:]+`"}`); code != want {
+			t.Errorf("PUT %s: %d %v, want %d", path, code, m, want)
+		}
+	}
+	if code, m, _ := e.do("PUT", base+"/REGION?orgId=acme&routingKey=k", e.owner, `{}`); code != 400 {
+		t.Fatalf("PUT without value: %d %v", code, m)
+	}
+	code, m, _ := e.do("GET", base+"?orgId=acme", e.auditor, "")
+	ov, _ := m["overrides"].([]any)
+	if code != 200 || len(ov) != 3 || ov[0].(map[string]any)["routing_key"] != "generic:acme:1" || ov[0].(map[string]any)["key"] != "API_URL" {
+		t.Fatalf("list: %d %v", code, m)
+	}
+	if _, m, _ := e.do("GET", base+"?orgId=acme&routingKey=generic:acme:2", e.owner, ""); len(m["overrides"].([]any)) != 1 {
+		t.Fatalf("list by routing key: %v", m)
+	}
+	if code, _, _ := e.do("PUT", base+"/REGION?orgId=acme&routingKey=k", e.auditor, `{"value":"x"}`); code != 403 {
+		t.Fatalf("auditor put: %d", code)
+	}
+	if code, m, _ := e.do("DELETE", base+"/REGION?orgId=acme&routingKey=generic:acme:2", e.owner, ""); code != 200 || m["deleted"] != true {
+		t.Fatalf("delete: %d %v", code, m)
+	}
+	if code, _, _ := e.do("DELETE", base+"/REGION?orgId=acme&routingKey=generic:acme:2", e.owner, ""); code != 404 {
+		t.Fatalf("delete again: %d", code)
+	}
+	// Overrides go with their context.
+	e.do("DELETE", ctxBase+"/release?orgId=acme", e.owner, "")
+	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
+	if _, m, _ := e.do("GET", base+"?orgId=acme", e.owner, ""); len(m["overrides"].([]any)) != 0 {
+		t.Fatalf("overrides survived their context: %v", m)
 	}
 }

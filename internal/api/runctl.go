@@ -16,8 +16,9 @@ import (
 const (
 	// PermRunCancel gates POST /runs/{runId}/cancel (owner, admin; KiCI run.cancel).
 	PermRunCancel = auth.PermRunCancel
-	// PermOrchestratorDrain gates the drain routes (owner, admin; KiCI
-	// orchestrator.drain).
+	// PermOrchestratorDrain gates switching drain mode (owner, admin; KiCI
+	// orchestrator.drain); reading the drain state needs only
+	// settings.read, which an auditor holds.
 	PermOrchestratorDrain = auth.PermOrchestratorDrain
 )
 

@@ -608,6 +608,12 @@ var selfAuditedRoutes = map[string]bool{
 	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}":    true,
 	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}": true,
 	"POST " + AdminPrefix + "/rotate-key":                      true,
+	// The decider writes held_run.approve|reject itself; the trust-policy
+	// and directory writes commit their rows with the change.
+	"POST " + AdminPrefix + "/held-runs/decision":       true,
+	"PATCH " + AdminPrefix + "/trust-policy":            true,
+	"PATCH " + AdminPrefix + "/trust-policy/directory":  true,
+	"DELETE " + AdminPrefix + "/trust-policy/directory": true,
 }
 
 // secretReadRoutes reveal a secret value on GET (webhook secrets); each

@@ -15,7 +15,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
@@ -86,46 +88,100 @@ func (e *secEnv) createToken(role, routingKey string) (string, string) {
 
 func isWrite(method string) bool { return method != "GET" }
 
-// An auditor gets 403 on every write route and on reads of permissions it
-// lacks; every read it holds works (200 where the path needs no id).
+// auditorHiddenReads are the only GET routes an auditor may not call: two
+// return webhook secret values and two list credentials (admin and agent
+// tokens). docs/security.md documents the same list.
+var auditorHiddenReads = map[string]string{
+	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret":  auth.PermSourceSecretRead,
+	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets": auth.PermSourceSecretRead,
+	"GET " + AdminPrefix + "/tokens":                               auth.PermTokenManage,
+	"GET " + AgentTokenPath:                                        auth.PermAgentTokenManage,
+}
+
+// An auditor token gets 403 on every write route and 200 on every read,
+// against a router over a real SQLite store with every optional service
+// wired, except the documented credential reads.
 func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
-	e := newSecEnv(t)
-	writes := 0
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := auth.NewAdminAuth(st, nil)
+	auditor, _, err := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := masterkey.LoadRing("", func(k string) string { return map[string]string{"KICI_SECRET_KEY": keyHex(1)}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := secrets.New(st, ring)
+	if err := st.CreateSecretScope(ctx, "acme", "release", nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewRouter(Deps{Store: st, Auth: a, Logs: logstore.NewFS(filepath.Join(dir, "logs")), Secrets: svc,
+		ClusterSettings: cluster.NewReader(st, nil, 0, nil), RunControl: &stubRunControl{}, Rerun: stubRerunner{},
+		Approvals: approval.NewDecider(st, nil), ScalerStatus: func() any { return map[string]any{"scalers": []any{}} }}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, st: st, srv: srv, auditor: auditor}
+
+	writes, reads := 0, 0
 	for _, r := range Routes {
 		parts := strings.Fields(r)
 		method, path, perm := parts[0], parts[1], parts[2]
 		if perm == "-" {
 			continue
 		}
+		route := method + " " + path
 		concrete := strings.NewReplacer("{id}", "x", "{runId}", "x", "{jobId}", "x", "{i}", "0", "{deliveryId}", "x",
-			"{secretId}", "x", "{kid}", "x", "{orgId}", "acme", "{scope}", "release", "{key}", "k").Replace(path)
+			"{secretId}", "x", "{kid}", "x", "{orgId}", "acme", "{scope}", "release", "{key}", "K", "{name}", "release").Replace(path)
 		body := ""
-		if isWrite(method) && method != "DELETE" {
+		if method != "GET" && method != "DELETE" {
 			body = "{}"
 		}
-		code, m, _ := e.do(method, concrete, e.auditor, body)
-		holds := auth.HasPermission(auth.RoleAuditor, perm)
-		if isWrite(method) {
+		if method == "GET" {
+			// Every org-wide list needs its org (and the key list its scope).
+			concrete += "?orgId=acme&customerId=acme&scope=release"
+		}
+		code, m, _ := e.do(method, concrete, auditor, body)
+		if method != "GET" {
 			writes++
-			if holds {
-				t.Errorf("%s: the auditor role holds the write permission %s", r, perm)
-			}
 			if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(m["error"]), `Role "auditor" does not have permission "`+perm+`"`) {
 				t.Errorf("%s as auditor: %d %v, want 403 naming %s", r, code, m, perm)
 			}
 			continue
 		}
+		if want, hidden := auditorHiddenReads[route]; hidden {
+			if perm != want || code != http.StatusForbidden {
+				t.Errorf("%s as auditor: %d %v, want 403 (documented credential read, %s)", r, code, m, want)
+			}
+			continue
+		}
+		reads++
 		switch {
-		case !holds && code != http.StatusForbidden:
-			t.Errorf("%s as auditor: %d %v, want 403 (%s is not an auditor permission)", r, code, m, perm)
-		case holds && (code == http.StatusUnauthorized || code == http.StatusForbidden):
+		case code == http.StatusUnauthorized || code == http.StatusForbidden:
 			t.Errorf("%s as auditor: %d %v, want access", r, code, m)
-		case holds && !strings.Contains(path, "{") && code != http.StatusOK:
+		case !strings.Contains(path, "{") && code != http.StatusOK:
 			t.Errorf("%s as auditor: %d %v, want 200", r, code, m)
 		}
 	}
-	if writes < 20 {
-		t.Fatalf("only %d write routes checked", writes)
+	if writes < 30 || reads < 25 {
+		t.Fatalf("only %d write and %d read routes checked", writes, reads)
+	}
+	// The matrix agrees: the auditor holds every GET permission but the
+	// hidden ones, and no permission of a write route.
+	for _, r := range Routes {
+		parts := strings.Fields(r)
+		if parts[2] == "-" {
+			continue
+		}
+		_, hidden := auditorHiddenReads[parts[0]+" "+parts[1]]
+		if holds := auth.HasPermission(auth.RoleAuditor, parts[2]); holds != (parts[0] == "GET" && !hidden) {
+			t.Errorf("%s: auditor holds %s = %t", r, parts[2], holds)
+		}
 	}
 }
 

@@ -101,7 +101,8 @@ func TestAgentTokenValidate(t *testing.T) {
 }
 
 func TestMatrixCounts(t *testing.T) {
-	// KiCI S:26825: 23 permissions; owner 23, admin 21, auditor 6.
+	// KiCI S:26825: 23 permissions; owner 23, admin 21, auditor 6 — plus
+	// kici's departure granting ci_trust.read to the auditor (7).
 	kici := []string{PermContextCreate, PermContextUpdate, PermContextDelete, PermContextRead,
 		PermSecretRead, PermSecretWrite, PermSecretDelete, PermSecretReveal, PermAuditRead,
 		PermTokenManage, PermKeyRotate, PermRunRead, PermRunCancel, PermEventLogRead,
@@ -115,7 +116,7 @@ func TestMatrixCounts(t *testing.T) {
 			}
 		}
 	}
-	if len(kici) != 23 || count[RoleOwner] != 23 || count[RoleAdmin] != 21 || count[RoleAuditor] != 6 {
+	if len(kici) != 23 || count[RoleOwner] != 23 || count[RoleAdmin] != 21 || count[RoleAuditor] != 7 {
 		t.Fatalf("KiCI matrix counts: %v", count)
 	}
 	for _, p := range []string{PermTokenManage, PermKeyRotate} {

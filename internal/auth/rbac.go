@@ -52,6 +52,7 @@ const (
 	PermSettingsWrite       = "settings.write"
 	PermDatabaseAdmin       = "database.admin"
 	PermRunRerun            = "run.rerun"
+	PermSecretList          = "secret.list"
 )
 
 // Role sets used by the matrix below.
@@ -62,10 +63,13 @@ var (
 )
 
 // rolePermissions is the single role × permission matrix. Rows marked KiCI are
-// the exact sets of KiCI: Roles × permissions (owner 23, admin 21,
-// auditor 6). Rows marked kici are additions for families KiCI leaves
-// ungated; their role sets mirror the closest KiCI permission (reads like
-// context.read; writes like context.create; credentials like token.manage).
+// the sets of KiCI: Roles × permissions (owner 23, admin 21, auditor 6),
+// with one departure: ci_trust.read is held by every role (auditor 7).
+// Rows marked kici are additions for families KiCI leaves ungated; their
+// role sets mirror the closest KiCI permission (writes like context.create;
+// credentials like token.manage). Every read is open to an auditor except
+// credential values (source.secret.read, secret.reveal) and token listings
+// (token.manage, agent_token.manage).
 var rolePermissions = map[string][]string{
 	// KiCI (S:26825)
 	PermContextCreate:       ownerAdmin,
@@ -89,8 +93,11 @@ var rolePermissions = map[string][]string{
 	PermEventDLQRead:        allRoles,
 	PermEventDLQManage:      ownerAdmin,
 	PermOrchestratorDrain:   ownerAdmin,
-	PermCITrustRead:         ownerAdmin,
-	PermCITrustAdmin:        ownerAdmin,
+	// kici departure: KiCI gives ci_trust.read to owner and admin only.
+	// Reading who waits for an approval and which fork policy is in force
+	// is auditing, so every role holds it; deciding stays ci_trust.admin.
+	PermCITrustRead:  allRoles,
+	PermCITrustAdmin: ownerAdmin,
 	// kici (families KiCI leaves ungated or gates by a borrowed name)
 	PermSourceRead:       allRoles,   // KiCI: context.read
 	PermSourceCreate:     ownerAdmin, // KiCI: context.create
@@ -101,10 +108,16 @@ var rolePermissions = map[string][]string{
 	PermAgentRead:        allRoles,   // KiCI: fleet, ungated
 	PermAgentManage:      ownerAdmin, // KiCI: fleet, ungated
 	PermAgentTokenManage: ownerOnly,  // KiCI: token.manage
-	PermSettingsRead:     ownerAdmin, // KiCI: secret.read
-	PermSettingsWrite:    ownerAdmin, // KiCI: secret.write
-	PermDatabaseAdmin:    ownerOnly,  // KiCI: db migrate, ungated
-	PermRunRerun:         ownerAdmin, // KiCI: platform-only rerun; like run.cancel
+	// Settings, drain state and signing-key metadata carry no credential;
+	// an auditor reads them (KiCI gates cluster settings with secret.read).
+	PermSettingsRead:  allRoles,
+	PermSettingsWrite: ownerAdmin, // KiCI: secret.write
+	PermDatabaseAdmin: ownerOnly,  // KiCI: db migrate, ungated
+	PermRunRerun:      ownerAdmin, // KiCI: platform-only rerun; like run.cancel
+	// Secret scope and key NAMES (never values): KiCI lists them under
+	// secret.read, which would also hide them from an auditor checking
+	// what exists.
+	PermSecretList: allRoles,
 }
 
 // permsByRole is rolePermissions inverted, built once.

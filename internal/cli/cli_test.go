@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
@@ -65,7 +66,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, st: st, logs: logstore.NewFS(filepath.Join(dir, "logs")), token: tok}
-	mux := api.NewRouter(api.Deps{Store: st, Auth: a, Logs: h.logs})
+	mux := api.NewRouter(api.Deps{Store: st, Auth: a, Logs: h.logs, Approvals: approval.NewDecider(st, nil)})
 	mux.HandleFunc("POST /webhook/{org}/generic/{name}", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		src, err := st.GetSourceByName(r.Context(), r.PathValue("org"), r.PathValue("name"))

@@ -34,6 +34,7 @@ func orgQuery(org string) url.Values { return url.Values{"orgId": {org}} }
 // --minimum-trust) can clear a field.
 type contextPolicyFlags struct {
 	branches, reviewers, waitTimer, holdExpiry, minimumTrust, enabled, allowLocal string
+	triggerTypes, repoPatterns, allowUntrusted                                    string
 }
 
 func (f *contextPolicyFlags) register(cmd *cobra.Command) {
@@ -45,6 +46,20 @@ func (f *contextPolicyFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.minimumTrust, "minimum-trust", "", `"trusted" or "null"`)
 	fl.StringVar(&f.enabled, "enabled", "", "true or false")
 	fl.StringVar(&f.allowLocal, "allow-local-execution", "", "true or false")
+	fl.StringVar(&f.triggerTypes, "trigger-types", "", `comma-separated trigger types a run must come from, e.g. push,manual ("" clears: any)`)
+	fl.StringVar(&f.repoPatterns, "repo-patterns", "", `comma-separated "owner/name" globs the run's repository must match ("" clears: any)`)
+	fl.StringVar(&f.allowUntrusted, "allow-untrusted", "", "true lets fork pull requests (trust tier unknown) receive this context's secrets; default false")
+}
+
+// csvList splits a comma-separated flag value, dropping blanks.
+func csvList(v string) []string {
+	var l []string
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			l = append(l, x)
+		}
+	}
+	return l
 }
 
 // body returns the JSON policy fields for every flag that was given.
@@ -99,7 +114,18 @@ func (f *contextPolicyFlags) body(cmd *cobra.Command) (map[string]any, error) {
 			return nil, errors.New(`--minimum-trust must be "trusted" or "null"`)
 		}
 	}
-	for _, n := range []struct{ flag, field, v string }{{"enabled", "enabled", f.enabled}, {"allow-local-execution", "allowLocalExecution", f.allowLocal}} {
+	for _, n := range []struct{ flag, field, v string }{{"trigger-types", "triggerTypeFilters", f.triggerTypes}, {"repo-patterns", "repoPatterns", f.repoPatterns}} {
+		if !ch(n.flag) {
+			continue
+		}
+		if l := csvList(n.v); l != nil {
+			b[n.field] = l
+		} else {
+			b[n.field] = nil
+		}
+	}
+	for _, n := range []struct{ flag, field, v string }{{"enabled", "enabled", f.enabled}, {"allow-local-execution", "allowLocalExecution", f.allowLocal},
+		{"allow-untrusted", "allowUntrusted", f.allowUntrusted}} {
 		if !ch(n.flag) {
 			continue
 		}
@@ -130,6 +156,8 @@ func (a *app) contextCommand() *cobra.Command {
 		Example: `  kici-admin context create --org acme --name release --required-reviewers alice,bob --branch-restrictions '["main"]'
   kici-admin context bind --org acme --env release --scope 'release/*'
   kici-admin context set-policy --org acme --env release --required-reviewers ""
+  kici-admin context set-policy --org acme --env release --trigger-types push,manual --repo-patterns 'acme/*'
+  kici-admin context override set --org acme --name release --routing-key generic:acme:4f1c REGION us
   kici-admin context show --org acme --name release`,
 	}
 	var org, name, typ, glob, variables string
@@ -324,6 +352,8 @@ func (a *app) contextCommand() *cobra.Command {
 			fmt.Fprintf(w, "branch restrictions:   %s\nrequired reviewers:    %s\nwait timer:            %s\nhold expiry:           %s\nminimum trust:         %s\nallow local execution: %t\n",
 				joinOr(c.BranchRestrictions, "(any branch)"), joinOr(c.RequiredReviewers, "(none)"), secs(c.WaitTimerSeconds, "(none)"),
 				secs(c.HoldExpirySeconds, "3600s (default)"), orDash(deref(c.MinimumTrust)), c.AllowLocalExecution)
+			fmt.Fprintf(w, "trigger types:         %s\nrepo patterns:         %s\nallow untrusted:       %t\n",
+				joinOr(c.TriggerTypeFilters, "(any)"), joinOr(c.RepoPatterns, "(any repository)"), c.AllowUntrusted)
 			fmt.Fprintln(w, "\nbindings:")
 			t := newTable(w, "SCOPE", "HOST", "CREATED")
 			for _, b := range out.Bindings {
@@ -360,7 +390,7 @@ func (a *app) contextCommand() *cobra.Command {
 			c.Flags().StringVar(&name, "env", "", "context name (alias of --name)")
 		}
 	}
-	cmd.AddCommand(create, bind, setPolicy, list, show, del)
+	cmd.AddCommand(create, bind, setPolicy, list, show, del, a.contextOverrideCommand())
 	a.addDatabaseURLFlag(cmd)
 	return cmd
 }
@@ -482,5 +512,94 @@ func (a *app) variableCommand() *cobra.Command {
 	}
 	cmd.AddCommand(list, set, del)
 	a.addDatabaseURLFlag(cmd)
+	return cmd
+}
+
+// contextOverrideCommand is `kici-admin context override set|list|delete`:
+// source overrides replace a context's unlocked variable for the runs of
+// one source (routing key). kici's command; KiCI has only the store
+// methods.
+func (a *app) contextOverrideCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "override",
+		Short: "Manage source overrides: per-source values of a context's variables",
+		Long: `A source override replaces the value of a context variable for runs coming from one
+source (named by its routing key, e.g. generic:acme:<id>). A variable set with --locked
+is never overridden.`,
+		Example: `  kici-admin context override set --org acme --name release --routing-key generic:acme:4f1c REGION us
+  kici-admin context override list --org acme --name release
+  kici-admin context override delete --org acme --name release --routing-key generic:acme:4f1c REGION`,
+	}
+	var org, name, rk string
+	list := &cobra.Command{
+		Use:     "list",
+		Short:   "List a context's source overrides (of one source with --routing-key)",
+		Example: "  kici-admin context override list --org acme --name release --routing-key generic:acme:4f1c",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags("org", org, "name", name); err != nil {
+				return err
+			}
+			q := orgQuery(org)
+			if rk != "" {
+				q.Set("routingKey", rk)
+			}
+			var out struct {
+				Overrides []*store.ContextSourceOverride `json:"overrides"`
+			}
+			if done, err := a.callJSON(cmd, http.MethodGet, contextPath(name, "source-overrides"), q, nil, &out); done || err != nil {
+				return err
+			}
+			t := newTable(a.out(), "ROUTING KEY", "KEY", "VALUE", "UPDATED")
+			for _, o := range out.Overrides {
+				t.row(o.RoutingKey, o.Key, o.Value, o.UpdatedAt.Format(time.RFC3339))
+			}
+			t.flush()
+			return nil
+		},
+	}
+	set := &cobra.Command{
+		Use:     "set <key> <value>",
+		Short:   "Set (upsert) the override of one variable for one source",
+		Example: "  kici-admin context override set --org acme --name release --routing-key generic:acme:4f1c REGION us",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("org", org, "name", name, "routing-key", rk); err != nil {
+				return err
+			}
+			q := orgQuery(org)
+			q.Set("routingKey", rk)
+			if done, err := a.callJSON(cmd, http.MethodPut, contextPath(name, "source-overrides", args[0]), q, map[string]string{"value": args[1]}, nil); done || err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "override of %s for %s set on %s\n", args[0], rk, name)
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use:     "delete <key>",
+		Short:   "Delete the override of one variable for one source",
+		Example: "  kici-admin context override delete --org acme --name release --routing-key generic:acme:4f1c REGION",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlags("org", org, "name", name, "routing-key", rk); err != nil {
+				return err
+			}
+			q := orgQuery(org)
+			q.Set("routingKey", rk)
+			if done, err := a.callJSON(cmd, http.MethodDelete, contextPath(name, "source-overrides", args[0]), q, nil, nil); done || err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out(), "override of %s for %s deleted from %s\n", args[0], rk, name)
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{list, set, del} {
+		c.Flags().StringVar(&org, "org", "", "org id (required)")
+		c.Flags().StringVar(&name, "name", "", "context name (required)")
+		c.Flags().StringVar(&name, "env", "", "context name (alias of --name)")
+		c.Flags().StringVar(&rk, "routing-key", "", "the source's routing key")
+	}
+	cmd.AddCommand(list, set, del)
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
@@ -95,7 +96,9 @@ func directClient(st store.Store) (*Client, error) {
 		return nil, err
 	}
 	tok := hex.EncodeToString(b)
-	h := api.NewRouter(api.Deps{Store: st, Auth: auth.NewAdminAuth(st, []string{tok})})
+	// Decisions are committed here; the orchestrator's resumer picks them
+	// up (no kick: it runs in another process).
+	h := api.NewRouter(api.Deps{Store: st, Auth: auth.NewAdminAuth(st, []string{tok}), Approvals: approval.NewDecider(st, nil)})
 	return &Client{BaseURL: "http://direct.invalid", Token: tok, HTTP: &http.Client{Transport: handlerTransport{h}}}, nil
 }
 

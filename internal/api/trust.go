@@ -1,0 +1,286 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trustpolicy"
+)
+
+// Trust-policy routes (KiCI orchestrator trust-policy admin routes): an
+// org's fork policy and its approval directory. Reads work in every mode;
+// writes are refused (409) when the KiCI Platform owns the policy
+// (platform, hybrid, observed). Every write commits with its access-log row
+// in one transaction, so a loosened policy never lands unaudited.
+
+// trustPlatformMsg is the 409 body of the trust-policy and directory writes
+// in a Platform-connected mode.
+func trustPlatformMsg(mode string) string {
+	return fmt.Sprintf("The trust policy and approval directory are managed by the KiCI Platform in %s mode: change them in the Platform dashboard", mode)
+}
+
+// maxApprovalExpirySeconds caps an approval window at one year.
+const maxApprovalExpirySeconds = 365 * 24 * 3600
+
+// TrustPolicyView is the policy object of the trust-policy routes.
+// Source and UpdatedAt are null while no row is stored (EffectiveDefault
+// true: kici's defaults are in force).
+type TrustPolicyView struct {
+	CustomerID            string     `json:"customerId"`
+	ForkPolicy            string     `json:"forkPolicy"`
+	ApprovalExpiryHours   int64      `json:"approvalExpiryHours"`
+	ApprovalExpirySeconds int64      `json:"approvalExpirySeconds"`
+	Source                *string    `json:"source"`
+	UpdatedAt             *time.Time `json:"updatedAt"`
+	EffectiveDefault      bool       `json:"effectiveDefault"`
+	PlatformManaged       bool       `json:"platformManaged"`
+}
+
+func (s *server) policyView(p store.TrustPolicy, stored bool) TrustPolicyView {
+	v := TrustPolicyView{CustomerID: p.OrgID, ForkPolicy: p.ForkPolicy, ApprovalExpirySeconds: p.ApprovalExpirySeconds,
+		ApprovalExpiryHours: trustpolicy.ExpiryHours(p.ApprovalExpirySeconds), EffectiveDefault: !stored,
+		PlatformManaged: platformConnected(s.d.Mode)}
+	if stored {
+		v.Source = strPtr(p.Source)
+		at := p.UpdatedAt
+		v.UpdatedAt = &at
+	}
+	return v
+}
+
+// getTrustPolicy is GET /trust-policy?customerId=: {policy}.
+func (s *server) getTrustPolicy(w http.ResponseWriter, r *http.Request) {
+	org, ok := customerParam(w, r)
+	if !ok {
+		return
+	}
+	p, stored, err := trustpolicy.Effective(r.Context(), s.d.Store, org)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"policy": s.policyView(p, stored)})
+}
+
+// patchTrustPolicy is PATCH /trust-policy {customerId, forkPolicy?,
+// approvalExpiryHours?, approvalExpirySeconds?}: {policy}. When both expiry
+// fields are given the seconds win. The read-merge-write and its
+// trust_policy.updated access row (detail: the patch and the merged policy)
+// commit in one transaction.
+func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
+	if platformConnected(s.d.Mode) {
+		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+		return
+	}
+	var b struct {
+		CustomerID            string  `json:"customerId"`
+		ForkPolicy            *string `json:"forkPolicy"`
+		ApprovalExpiryHours   *int64  `json:"approvalExpiryHours"`
+		ApprovalExpirySeconds *int64  `json:"approvalExpirySeconds"`
+	}
+	if !decodeBody(w, r, &b) {
+		return
+	}
+	switch {
+	case customerIDProblem(b.CustomerID) != "":
+		writeError(w, http.StatusBadRequest, customerIDProblem(b.CustomerID))
+		return
+	case b.ForkPolicy == nil && b.ApprovalExpiryHours == nil && b.ApprovalExpirySeconds == nil:
+		writeError(w, http.StatusBadRequest, "No trust policy fields to update (forkPolicy, approvalExpiryHours, approvalExpirySeconds)")
+		return
+	case b.ForkPolicy != nil && *b.ForkPolicy != store.ForkIgnore && *b.ForkPolicy != store.ForkHold && *b.ForkPolicy != store.ForkAllow:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("forkPolicy %q must be ignore, hold or allow", *b.ForkPolicy))
+		return
+	case b.ApprovalExpiryHours != nil && (*b.ApprovalExpiryHours < 1 || *b.ApprovalExpiryHours*3600 > maxApprovalExpirySeconds):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpiryHours must be an integer from 1 to %d", maxApprovalExpirySeconds/3600))
+		return
+	case b.ApprovalExpirySeconds != nil && (*b.ApprovalExpirySeconds < trustpolicy.MinApprovalExpirySeconds || *b.ApprovalExpirySeconds > maxApprovalExpirySeconds):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpirySeconds must be an integer from %d to %d", trustpolicy.MinApprovalExpirySeconds, maxApprovalExpirySeconds))
+		return
+	}
+	patch := map[string]any{}
+	if b.ForkPolicy != nil {
+		patch["forkPolicy"] = *b.ForkPolicy
+	}
+	if b.ApprovalExpiryHours != nil {
+		patch["approvalExpiryHours"] = *b.ApprovalExpiryHours
+	}
+	if b.ApprovalExpirySeconds != nil {
+		patch["approvalExpirySeconds"] = *b.ApprovalExpirySeconds
+	}
+	audit := auditEntry(r, "trust_policy.updated", "trust_policy:"+b.CustomerID, "")
+	p, err := s.d.Store.UpdateTrustPolicyAudited(r.Context(), b.CustomerID, trustpolicy.Default(b.CustomerID), func(p *store.TrustPolicy) error {
+		if b.ForkPolicy != nil {
+			p.ForkPolicy = *b.ForkPolicy
+		}
+		switch {
+		case b.ApprovalExpirySeconds != nil:
+			p.ApprovalExpirySeconds = *b.ApprovalExpirySeconds
+		case b.ApprovalExpiryHours != nil:
+			p.ApprovalExpirySeconds = *b.ApprovalExpiryHours * 3600
+		}
+		p.Source = "local"
+		detail, err := json.Marshal(map[string]any{"patch": patch, "policy": map[string]any{
+			"forkPolicy": p.ForkPolicy, "approvalExpirySeconds": p.ApprovalExpirySeconds}})
+		if err != nil {
+			return err
+		}
+		audit.Detail = string(detail)
+		return nil
+	}, audit)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"policy": s.policyView(*p, true)})
+}
+
+// Directory input rules.
+var (
+	directoryUserRe     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,254}$`)
+	directoryProviderRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	providerValueRe     = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+)
+
+// IdentityLink is one entry of DirectoryView.IdentityLinks.
+type IdentityLink struct {
+	UserID           string `json:"userId"`
+	Provider         string `json:"provider"`
+	ProviderUsername string `json:"providerUsername"`
+	ProviderUserID   string `json:"providerUserId"`
+}
+
+// DirectoryView is an org's approval directory in KiCI's shape: identity
+// links, each user's CI trust level, and team memberships (kici has no
+// teams: always empty). UpdatedAt is the newest member's.
+type DirectoryView struct {
+	CustomerID          string            `json:"customerId"`
+	IdentityLinks       []IdentityLink    `json:"identityLinks"`
+	MemberCITrustLevels map[string]string `json:"memberCiTrustLevels"`
+	TeamMemberships     []any             `json:"teamMemberships"`
+	UpdatedAt           time.Time         `json:"updatedAt"`
+}
+
+// directoryView returns org's directory, nil when it has no member.
+func (s *server) directoryView(r *http.Request, org string) (*DirectoryView, error) {
+	members, err := s.d.Store.ListDirectoryMembers(r.Context(), org)
+	if err != nil || len(members) == 0 {
+		return nil, err
+	}
+	v := &DirectoryView{CustomerID: org, IdentityLinks: []IdentityLink{}, MemberCITrustLevels: map[string]string{}, TeamMemberships: []any{}}
+	for _, m := range members {
+		v.IdentityLinks = append(v.IdentityLinks, IdentityLink{UserID: m.UserID, Provider: m.Provider, ProviderUsername: m.ProviderUsername, ProviderUserID: m.ProviderUserID})
+		v.MemberCITrustLevels[m.UserID] = m.CITrust
+		if m.UpdatedAt.After(v.UpdatedAt) {
+			v.UpdatedAt = m.UpdatedAt
+		}
+	}
+	return v, nil
+}
+
+// writeDirectory answers {directory, platformManaged} plus extra fields.
+func (s *server) writeDirectory(w http.ResponseWriter, r *http.Request, org string, extra map[string]any) {
+	dir, err := s.directoryView(r, org)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	out := map[string]any{"directory": dir, "platformManaged": platformConnected(s.d.Mode)}
+	for k, v := range extra {
+		out[k] = v
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getTrustDirectory is GET /trust-policy/directory?customerId=:
+// {directory: null|DirectoryView, platformManaged}.
+func (s *server) getTrustDirectory(w http.ResponseWriter, r *http.Request) {
+	org, ok := customerParam(w, r)
+	if !ok {
+		return
+	}
+	s.writeDirectory(w, r, org, nil)
+}
+
+// patchTrustDirectory is PATCH /trust-policy/directory {customerId, userId,
+// provider, providerUsername, providerUserId, ciTrust}: registers (or
+// re-registers) a member, replacing the links of that user and of that
+// provider user id; audited as trust_directory.updated.
+func (s *server) patchTrustDirectory(w http.ResponseWriter, r *http.Request) {
+	if platformConnected(s.d.Mode) {
+		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+		return
+	}
+	var b struct {
+		CustomerID       string `json:"customerId"`
+		UserID           string `json:"userId"`
+		Provider         string `json:"provider"`
+		ProviderUsername string `json:"providerUsername"`
+		ProviderUserID   string `json:"providerUserId"`
+		CITrust          string `json:"ciTrust"`
+	}
+	if !decodeBody(w, r, &b) {
+		return
+	}
+	msg := ""
+	switch {
+	case customerIDProblem(b.CustomerID) != "":
+		msg = customerIDProblem(b.CustomerID)
+	case !directoryUserRe.MatchString(b.UserID):
+		msg = "userId must match " + directoryUserRe.String()
+	case !directoryProviderRe.MatchString(b.Provider):
+		msg = "provider must match " + directoryProviderRe.String() + " (e.g. github)"
+	case !providerValueRe.MatchString(b.ProviderUsername):
+		msg = "providerUsername must be 1-255 characters without blanks"
+	case !providerValueRe.MatchString(b.ProviderUserID):
+		msg = "providerUserId must be 1-255 characters without blanks (the provider's immutable numeric user id)"
+	case b.CITrust != store.CITrustNone && b.CITrust != store.CITrustRead && b.CITrust != store.CITrustWrite && b.CITrust != store.CITrustAdmin:
+		msg = fmt.Sprintf("ciTrust %q must be none, read, write or admin", b.CITrust)
+	}
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	m := &store.DirectoryMember{OrgID: b.CustomerID, UserID: b.UserID, Provider: b.Provider,
+		ProviderUsername: b.ProviderUsername, ProviderUserID: b.ProviderUserID, CITrust: b.CITrust}
+	detail, _ := json.Marshal(map[string]string{"op": "set", "userId": b.UserID, "provider": b.Provider,
+		"providerUsername": b.ProviderUsername, "providerUserId": b.ProviderUserID, "ciTrust": b.CITrust})
+	if err := s.d.Store.PutDirectoryMemberAudited(r.Context(), m,
+		auditEntry(r, "trust_directory.updated", "trust_directory:"+b.CustomerID, string(detail))); err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	s.writeDirectory(w, r, b.CustomerID, nil)
+}
+
+// deleteTrustDirectory is DELETE /trust-policy/directory?customerId=&userId=:
+// removes every link of the user and its trust level; {directory,
+// platformManaged, removed} (removed false, and no access row, when the user
+// was not a member).
+func (s *server) deleteTrustDirectory(w http.ResponseWriter, r *http.Request) {
+	if platformConnected(s.d.Mode) {
+		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+		return
+	}
+	org, ok := customerParam(w, r)
+	if !ok {
+		return
+	}
+	user := r.URL.Query().Get("userId")
+	if !directoryUserRe.MatchString(user) {
+		writeError(w, http.StatusBadRequest, "userId required")
+		return
+	}
+	detail, _ := json.Marshal(map[string]string{"op": "remove", "userId": user})
+	removed, err := s.d.Store.DeleteDirectoryMemberAudited(r.Context(), org, user,
+		auditEntry(r, "trust_directory.updated", "trust_directory:"+org, string(detail)))
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	s.writeDirectory(w, r, org, map[string]any{"removed": removed})
+}
