@@ -34,6 +34,7 @@ on:
     branches: [main]
 jobs:
   publish:
+    contexts: [release]
     steps:
       - name: leaky
         secrets:
@@ -96,6 +97,10 @@ func TestSecretsMaskedInLogsAndSurviveKeyRotation(t *testing.T) {
 	dataDir := t.TempDir()
 	o := startIn(t, dataDir, "KICI_SECRET_KEY="+keyA)
 
+	// Secrets reach a job only through a context it names that binds
+	// their scope.
+	o.admin(t, "context", "create", "--org", "acme", "--name", "release")
+	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
 	o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
 	certFile := filepath.Join(t.TempDir(), "cert.pem")
 	write(t, certFile, secretCert)
