@@ -34,6 +34,9 @@ const (
 	maxContextListLen   = 100
 	maxContextPatternLn = 512
 	maxVariableValueLen = 64 << 10
+	// maxConcurrencyLimit bounds concurrencyLimit; a higher cap is no
+	// cap in practice, and a bound keeps the value a sane int everywhere.
+	maxConcurrencyLimit = 10000
 )
 
 // contextPolicy is the policy part of a create, template or PATCH body.
@@ -49,6 +52,7 @@ type contextPolicy struct {
 	TriggerTypeFilters  json.RawMessage `json:"triggerTypeFilters"`
 	RepoPatterns        json.RawMessage `json:"repoPatterns"`
 	AllowUntrusted      json.RawMessage `json:"allowUntrusted"`
+	ConcurrencyLimit    json.RawMessage `json:"concurrencyLimit"`
 }
 
 // ContextTriggerTypes are the values a context's triggerTypeFilters may
@@ -95,7 +99,7 @@ func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "nu
 func (p *contextPolicy) present() bool {
 	return p.BranchRestrictions != nil || p.RequiredReviewers != nil || p.WaitTimerSeconds != nil ||
 		p.HoldExpirySeconds != nil || p.MinimumTrust != nil || p.Enabled != nil || p.AllowLocalExecution != nil ||
-		p.TriggerTypeFilters != nil || p.RepoPatterns != nil || p.AllowUntrusted != nil
+		p.TriggerTypeFilters != nil || p.RepoPatterns != nil || p.AllowUntrusted != nil || p.ConcurrencyLimit != nil
 }
 
 func decodeStringList(field string, m json.RawMessage) ([]string, error) {
@@ -118,6 +122,18 @@ func decodeSeconds(field string, m json.RawMessage, min int64) (*int64, error) {
 	var n int64
 	if err := json.Unmarshal(m, &n); err != nil || n < min || n > 365*24*3600 {
 		return nil, fmt.Errorf("%s must be an integer ≥ %d (at most one year) or null", field, min)
+	}
+	return &n, nil
+}
+
+// decodeConcurrencyLimit decodes a context's concurrencyLimit: how many
+// jobs of its concurrency group may be queued or running at once (KiCI
+// contexts.concurrency_limit). 0 is refused rather than read as "no
+// limit" (that is null) or "never run" (a disabled context does that).
+func decodeConcurrencyLimit(m json.RawMessage) (*int64, error) {
+	var n int64
+	if err := json.Unmarshal(m, &n); err != nil || n < 1 || n > maxConcurrencyLimit {
+		return nil, fmt.Errorf("concurrencyLimit must be an integer 1..%d or null", maxConcurrencyLimit)
 	}
 	return &n, nil
 }
@@ -172,6 +188,9 @@ func (p *contextPolicy) apply(c *store.Context) error {
 		}
 		return &s, nil
 	}); err != nil {
+		return err
+	}
+	if err := patchField(p.ConcurrencyLimit, &c.ConcurrencyLimit, nil, decodeConcurrencyLimit); err != nil {
 		return err
 	}
 	if err := patchField(p.TriggerTypeFilters, &c.TriggerTypeFilters, []string{}, decodeTriggerTypes); err != nil {

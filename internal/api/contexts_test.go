@@ -354,6 +354,78 @@ func TestContextTriggerRepoAndUntrustedFields(t *testing.T) {
 	}
 }
 
+func TestContextConcurrencyLimitField(t *testing.T) {
+	e := newSecEnv(t)
+	limit := func(name string) *int64 {
+		t.Helper()
+		c, err := e.st.GetContext(context.Background(), "acme", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ConcurrencyLimit
+	}
+	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release","concurrencyLimit":2}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	if l := limit("release"); l == nil || *l != 2 {
+		t.Fatalf("stored limit: %v", l)
+	}
+	_, m, _ := e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
+	if row := m["context"].(map[string]any); row["concurrency_limit"] != float64(2) {
+		t.Fatalf("show: %v", row)
+	}
+	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"open"}`); code != http.StatusCreated {
+		t.Fatalf("create without limit: %d %v", code, m)
+	}
+	_, m, _ = e.do("GET", ctxBase+"?orgId=acme", e.owner, "")
+	rows := m["contexts"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("list: %v", m)
+	}
+	if v, has := rows[0].(map[string]any)["concurrency_limit"]; rows[0].(map[string]any)["name"] != "open" || !has || v != nil {
+		t.Fatalf("listed unlimited context: %v", rows[0])
+	}
+	for _, b := range []string{
+		`{"orgId":"acme","name":"x","concurrencyLimit":0}`,
+		`{"orgId":"acme","name":"x","concurrencyLimit":-1}`,
+		`{"orgId":"acme","name":"x","concurrencyLimit":10001}`,
+		`{"orgId":"acme","name":"x","concurrencyLimit":1.5}`,
+		`{"orgId":"acme","name":"x","concurrencyLimit":"3"}`,
+	} {
+		code, m, _ := e.do("POST", ctxBase, e.owner, b)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m), "concurrencyLimit") {
+			t.Errorf("%s: %d %v, want 400 naming concurrencyLimit", b, code, m)
+		}
+	}
+	// PATCH: a value replaces, other fields leave it alone, null clears.
+	p := ctxBase + "/release/policy"
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyLimit":10000}`); code != 200 {
+		t.Fatalf("patch: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","allowUntrusted":true}`); code != 200 {
+		t.Fatalf("patch other field: %d %v", code, m)
+	}
+	if l := limit("release"); l == nil || *l != 10000 {
+		t.Fatalf("limit after patches: %v", l)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyLimit":0}`); code != 400 {
+		t.Fatalf("bad patch: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyLimit":null}`); code != 200 {
+		t.Fatalf("clear: %d %v", code, m)
+	}
+	if l := limit("release"); l != nil {
+		t.Fatalf("cleared limit: %d", *l)
+	}
+	// Templates take it too.
+	if code, m, _ := e.do("POST", ctxBase+"/templates", e.owner, `{"orgId":"acme","templateName":"staging","concurrencyLimit":1}`); code != http.StatusCreated {
+		t.Fatalf("template: %d %v", code, m)
+	}
+	if l := limit("staging"); l == nil || *l != 1 {
+		t.Fatalf("template limit: %v", l)
+	}
+}
+
 // Every trigger kind the lock file compiler knows can be named in a
 // context's triggerTypeFilters (pr under its run name pull_request).
 func TestContextTriggerTypesCoverLockfileKinds(t *testing.T) {

@@ -88,7 +88,12 @@ func (h *harness) context(c *store.Context) {
 // (name → contexts; "deploy" needs "build" when both exist).
 func (h *harness) run(tier string, jobs map[string][]string) (*store.Run, map[string]*store.Job) {
 	h.t.Helper()
-	run := &store.Run{ID: "run-" + strings.ReplaceAll(h.t.Name(), "/", "-"), WorkflowName: "ci", OrgID: "acme", RepoIdentifier: "acme/app",
+	return h.runNamed("run-"+strings.ReplaceAll(h.t.Name(), "/", "-"), tier, jobs)
+}
+
+func (h *harness) runNamed(id, tier string, jobs map[string][]string) (*store.Run, map[string]*store.Job) {
+	h.t.Helper()
+	run := &store.Run{ID: id, WorkflowName: "ci", OrgID: "acme", RepoIdentifier: "acme/app",
 		Ref: "refs/heads/main", TriggerType: "push", TargetBranch: "main", TrustTier: tier}
 	out := map[string]*store.Job{}
 	var list []*store.Job
@@ -407,5 +412,42 @@ func TestConcurrentPartialApprovalsAllCount(t *testing.T) {
 	hr, err := h.st.GetHeldRun(h.ctx, id)
 	if err != nil || hr.Status != store.HoldApproved || len(hr.Approvals) != len(reviewers) {
 		t.Fatalf("hold %+v (%v): want approved with %d approvals", hr, err, len(reviewers))
+	}
+}
+
+// A context's concurrency limit admits that many jobs of its group at once;
+// the next waits held (and cannot be approved through) until a slot frees
+// up, then runs.
+func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
+	h := newHarness(t)
+	h.res.SetSlotRetry(h.gate.TrySlot)
+	limit := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit})
+	_, first := h.runNamed("run-a", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	second, next := h.runNamed("run-b", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	if !h.enq.queued(first["ship"].ID) {
+		t.Fatal("the first job did not get the slot")
+	}
+	j := h.job(next["ship"].ID)
+	if j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "free slot of context group 'deploy'") {
+		t.Fatalf("second job %s %q", j.Status, j.PendingReason)
+	}
+	holds := h.pendingHolds(second.ID)
+	if len(holds) != 1 || holds[0].HoldType != store.HoldConcurrency {
+		t.Fatalf("holds %+v", holds)
+	}
+	if _, err := h.decide(holds[0].ID, Approve, ServicePrefix+"op", ""); !errors.Is(err, ErrIneligible) {
+		t.Fatalf("approving a concurrency hold: %v", err)
+	}
+	h.sweep()
+	if h.enq.queued(j.ID) {
+		t.Fatal("released while the slot is taken")
+	}
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep()
+	if !h.enq.queued(j.ID) {
+		t.Fatalf("second job %s after the slot freed", h.job(j.ID).Status)
 	}
 }

@@ -77,6 +77,9 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	if h.OrgID != dec.OrgID || h.Status != store.HoldPending || !now.Before(h.ExpiresAt) {
 		return Result{}, ErrNotFound
 	}
+	if h.HoldType == store.HoldConcurrency {
+		return Result{}, fmt.Errorf("%w: a concurrency hold ends when a slot of its context group frees up; it cannot be approved or rejected (cancel the run instead)", ErrIneligible)
+	}
 	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: dec.Decision, Reason: dec.Reason, At: now}
 	clauses := append([]store.ApprovalClause(nil), h.Clauses...)
 	to, res := "", Result{}

@@ -22,8 +22,11 @@ type PolicyFunc func(ctx context.Context, orgID string) (store.TrustPolicy, erro
 // Gate is the dispatch gate (execution.Gate) of every job whose needs are
 // met: first the fork-trust gate of its run, then the dispatch-time context
 // flow (KiCI): match the job's contexts, hard gates (reject), then trust
-// floor, required reviewers and wait timer (hold). A hold is stored with
-// the job's move to held in one transaction.
+// floor, required reviewers and wait timer (hold), and last a slot of the
+// contexts' concurrency group (hold until one frees up). KiCI checks
+// concurrency before reviewers; kici takes the slot last so that a job
+// waiting for a reviewer or a timer never occupies one. A hold is stored
+// with the job's move to held in one transaction.
 type Gate struct {
 	st     store.Store
 	policy PolicyFunc
@@ -75,16 +78,31 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 	if rej := ctxgate.CheckGates(facts, bound); rej != nil {
 		return execution.GateResult{Verdict: execution.GateReject, Message: rej.Message()}, nil
 	}
-	dec := ctxgate.Evaluate(ctxgate.Aggregate(bound), facts, doneFor(job.ID, holds))
-	if dec.Verdict == ctxgate.Pass {
-		return execution.GateResult{Verdict: execution.GatePass}, nil
-	}
+	policy := ctxgate.Aggregate(bound)
+	dec := ctxgate.Evaluate(policy, facts, doneFor(job.ID, holds))
 	now := g.now()
-	h := &store.HeldRun{
-		ID: uuid.NewString(), OrgID: run.OrgID, RunID: run.ID, JobID: job.ID,
-		HoldType: dec.HoldType, QueueType: dec.QueueType, HoldScope: store.HoldScopeJob,
-		Reason: dec.Reason, Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now),
+	var h *store.HeldRun
+	if dec.Verdict == ctxgate.Pass {
+		if policy.ConcurrencyLimit <= 0 {
+			return execution.GateResult{Verdict: execution.GatePass}, nil
+		}
+		// The concurrency slot is taken last, once approvals and timers
+		// passed, so a job waiting for a reviewer never blocks a slot.
+		ok, err := g.st.AcquireContextSlot(ctx, run.OrgID, policy.ConcurrencyGroup, job.ID, int(policy.ConcurrencyLimit), now)
+		if err != nil || ok {
+			return execution.GateResult{Verdict: execution.GatePass}, err
+		}
+		h = &store.HeldRun{
+			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
+			Reason:    fmt.Sprintf("waiting for a free slot of context group '%s' (at most %d running)", policy.ConcurrencyGroup, policy.ConcurrencyLimit),
+			Contexts:  policy.ConcurrencyContexts,
+			ExpiresAt: now.Add(time.Duration(policy.HoldExpirySeconds) * time.Second),
+		}
+	} else {
+		h = &store.HeldRun{HoldType: dec.HoldType, QueueType: dec.QueueType, Reason: dec.Reason,
+			Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now)}
 	}
+	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = uuid.NewString(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
 	if _, err := g.st.CreateHeldRun(ctx, h, []string{execution.StatusPending}); err != nil {
 		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
 	}
@@ -177,4 +195,28 @@ func Facts(run *store.Run, routingKey string) ctxgate.RunFacts {
 		OrgID: run.OrgID, Repo: run.RepoIdentifier, RoutingKey: routingKey,
 		TriggerType: run.TriggerType, TargetBranch: run.TargetBranch, TrustTier: run.TrustTier,
 	}
+}
+
+// TrySlot is the Resumer's retry of a pending concurrency hold: it
+// recomputes the job's concurrency group and limit from its contexts and
+// tries to take a slot. true means the job now holds one (or no longer
+// needs one) and may be released.
+func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
+	job, err := g.st.GetJob(ctx, h.JobID)
+	if err != nil {
+		return false, err
+	}
+	names, err := jobContexts(job)
+	if err != nil {
+		return true, nil // the re-gating rejects it with the reason
+	}
+	bound, _, err := ctxgate.Resolve(ctx, g.st, h.OrgID, names)
+	if err != nil {
+		return false, err
+	}
+	p := ctxgate.Aggregate(bound)
+	if p.ConcurrencyLimit <= 0 {
+		return true, nil
+	}
+	return g.st.AcquireContextSlot(ctx, h.OrgID, p.ConcurrencyGroup, job.ID, int(p.ConcurrencyLimit), g.now())
 }

@@ -36,6 +36,15 @@ type Resumer struct {
 	log  *slog.Logger
 	now  func() time.Time
 	kick chan struct{}
+	// slots retries pending concurrency holds (Gate.TrySlot); nil leaves
+	// them to their expiry.
+	slots func(ctx context.Context, h *store.HeldRun) (bool, error)
+}
+
+// SetSlotRetry installs the retry of pending concurrency holds (the
+// gate's TrySlot). Call before Run.
+func (r *Resumer) SetSlotRetry(f func(ctx context.Context, h *store.HeldRun) (bool, error)) {
+	r.slots = f
 }
 
 // NewResumer returns a Resumer; call Run to start it.
@@ -95,10 +104,42 @@ func (r *Resumer) Sweep(ctx context.Context) error {
 			}
 		}
 	}
+	if err := r.retrySlots(ctx, now); err != nil {
+		return err
+	}
 	if err := r.resumeHeldJobs(ctx); err != nil {
 		return err
 	}
 	r.tr.RetryGated(ctx)
+	return nil
+}
+
+// retrySlots tries, oldest first, to give each job waiting for a context
+// concurrency slot its slot; a job that got one has its hold released.
+func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
+	if r.slots == nil {
+		return nil
+	}
+	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("pending holds: %w", err)
+	}
+	for _, h := range waiting {
+		if h.HoldType != store.HoldConcurrency || h.JobID == "" {
+			continue
+		}
+		ok, err := r.slots(ctx, h)
+		if err != nil {
+			return fmt.Errorf("concurrency slot for job %s: %w", h.JobID, err)
+		}
+		if !ok {
+			continue
+		}
+		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldReleased, "system", "concurrency slot free", now); err != nil {
+			return fmt.Errorf("release hold %s: %w", h.ID, err)
+		}
+		r.log.Info("concurrency slot taken; job released", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID)
+	}
 	return nil
 }
 
@@ -170,6 +211,9 @@ func endMessage(h *store.HeldRun) string {
 		}
 		return msg
 	case store.HoldExpired:
+		if h.HoldType == store.HoldConcurrency {
+			return "no concurrency slot freed up: " + h.ResolveNote
+		}
 		return "approval expired: " + h.ResolveNote
 	}
 	return "hold cancelled: " + h.ResolveNote

@@ -35,6 +35,7 @@ func orgQuery(org string) url.Values { return url.Values{"orgId": {org}} }
 type contextPolicyFlags struct {
 	branches, reviewers, waitTimer, holdExpiry, minimumTrust, enabled, allowLocal string
 	triggerTypes, repoPatterns, allowUntrusted                                    string
+	concurrencyLimit                                                              string
 }
 
 func (f *contextPolicyFlags) register(cmd *cobra.Command) {
@@ -49,6 +50,7 @@ func (f *contextPolicyFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.triggerTypes, "trigger-types", "", `comma-separated trigger types a run must come from, e.g. push,manual ("" clears: any)`)
 	fl.StringVar(&f.repoPatterns, "repo-patterns", "", `comma-separated "owner/name" globs the run's repository must match ("" clears: any)`)
 	fl.StringVar(&f.allowUntrusted, "allow-untrusted", "", "true lets fork pull requests (trust tier unknown) receive this context's secrets; default false")
+	fl.StringVar(&f.concurrencyLimit, "concurrency-limit", "", `at most this many jobs of the context's concurrency group queued or running at once, 1..10000 ("" clears: no limit)`)
 }
 
 // csvList splits a comma-separated flag value, dropping blanks.
@@ -103,6 +105,17 @@ func (f *contextPolicyFlags) body(cmd *cobra.Command) (map[string]any, error) {
 			return nil, fmt.Errorf("--%s must be a number of seconds or \"\"", n.flag)
 		}
 		b[n.field] = v
+	}
+	if ch("concurrency-limit") {
+		if f.concurrencyLimit == "" || f.concurrencyLimit == "null" {
+			b["concurrencyLimit"] = nil
+		} else {
+			v, err := strconv.ParseInt(f.concurrencyLimit, 10, 64)
+			if err != nil {
+				return nil, errors.New(`--concurrency-limit must be a number of jobs or ""`)
+			}
+			b["concurrencyLimit"] = v
+		}
 	}
 	if ch("minimum-trust") {
 		switch f.minimumTrust {
@@ -263,7 +276,7 @@ func (a *app) contextCommand() *cobra.Command {
 
 	var setPol contextPolicyFlags
 	setPolicy := &cobra.Command{
-		Example: "  kici-admin context set-policy --org acme --env release --required-reviewers \"\" --hold-expiry 600",
+		Example: "  kici-admin context set-policy --org acme --env release --required-reviewers \"\" --hold-expiry 600\n  kici-admin context set-policy --org acme --env release --concurrency-limit 1",
 		Use:     "set-policy",
 		Short:   `Change policy fields; only the flags given change, "" clears`,
 		Args:    cobra.NoArgs,
@@ -354,6 +367,11 @@ func (a *app) contextCommand() *cobra.Command {
 				secs(c.HoldExpirySeconds, "3600s (default)"), orDash(deref(c.MinimumTrust)), c.AllowLocalExecution)
 			fmt.Fprintf(w, "trigger types:         %s\nrepo patterns:         %s\nallow untrusted:       %t\n",
 				joinOr(c.TriggerTypeFilters, "(any)"), joinOr(c.RepoPatterns, "(any repository)"), c.AllowUntrusted)
+			limit := "(none)"
+			if c.ConcurrencyLimit != nil {
+				limit = strconv.FormatInt(*c.ConcurrencyLimit, 10)
+			}
+			fmt.Fprintf(w, "concurrency limit:     %s\n", limit)
 			fmt.Fprintln(w, "\nbindings:")
 			t := newTable(w, "SCOPE", "HOST", "CREATED")
 			for _, b := range out.Bindings {

@@ -100,6 +100,45 @@ func TestContextAndVariableCommands(t *testing.T) {
 	}
 }
 
+func TestContextConcurrencyLimitFlag(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	limit := func() *int64 {
+		t.Helper()
+		c, err := h.st.GetContext(ctx, "acme", "deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ConcurrencyLimit
+	}
+	h.mustRun("context", "create", "--org", "acme", "--name", "deploy", "--concurrency-limit", "2")
+	if l := limit(); l == nil || *l != 2 {
+		t.Fatalf("created limit: %v", l)
+	}
+	if show := h.mustRun("context", "show", "--org", "acme", "--name", "deploy"); !strings.Contains(show, "concurrency limit:     2\n") {
+		t.Fatalf("show:\n%s", show)
+	}
+	// set-policy changes it; other policy flags leave it alone.
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-limit", "5")
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--wait-timer", "30")
+	if l := limit(); l == nil || *l != 5 {
+		t.Fatalf("limit after set-policy: %v", l)
+	}
+	for _, bad := range []string{"many", "0"} {
+		if _, errs, code := h.run("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-limit", bad); code == 0 || !strings.Contains(errs, "oncurrency") {
+			t.Fatalf("--concurrency-limit %s: %d %s", bad, code, errs)
+		}
+	}
+	// "" clears.
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-limit", "")
+	if l := limit(); l != nil {
+		t.Fatalf("cleared limit: %d", *l)
+	}
+	if show := h.mustRun("context", "show", "--org", "acme", "--name", "deploy"); !strings.Contains(show, "concurrency limit:     (none)") {
+		t.Fatalf("show without limit:\n%s", show)
+	}
+}
+
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Direct mode: with --database-url / KICI_DATABASE_URL the commands work on

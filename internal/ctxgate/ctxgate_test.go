@@ -280,8 +280,10 @@ func TestAggregate(t *testing.T) {
 	c.WaitTimerSeconds = i64(0)    // unset
 	c.HoldExpirySeconds = i64(600) // ties the minimum
 	c.MinimumTrust = str("known")  // retired value: no floor
+	c.ConcurrencyLimit = i64(3)
 	d := fixed("d")
 	d.HoldExpirySeconds = i64(0) // unset
+	d.ConcurrencyLimit = i64(2)
 
 	p := Aggregate([]Bound{{"a", a}, {"b", b}, {"c", c}, {"d", d}})
 	want := Policy{
@@ -289,14 +291,16 @@ func TestAggregate(t *testing.T) {
 		Reviewers: []string{"alice", "bob", "carol"}, ReviewerContexts: []string{"a", "b"},
 		WaitTimerSeconds: 300, TimerContexts: []string{"a", "b"},
 		HoldExpirySeconds: 600, ExpiryContexts: []string{"b", "c"},
+		ConcurrencyLimit: 2, ConcurrencyGroup: "a", ConcurrencyContexts: []string{"c", "d"},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Aggregate =\n%+v\nwant\n%+v", p, want)
 	}
 
 	// Nothing set: defaults.
+	d.ConcurrencyLimit = nil
 	p = Aggregate([]Bound{{"d", d}})
-	if !reflect.DeepEqual(p, Policy{HoldExpirySeconds: DefaultHoldExpirySeconds}) {
+	if !reflect.DeepEqual(p, Policy{HoldExpirySeconds: DefaultHoldExpirySeconds, ConcurrencyGroup: "d"}) {
 		t.Fatalf("empty aggregate = %+v", p)
 	}
 	if p := Aggregate(nil); p.HoldExpirySeconds != 3600 || p.TrustFloor || p.Reviewers != nil {

@@ -32,11 +32,19 @@ type Policy struct {
 	// the contexts that set that smallest value (none for the default).
 	HoldExpirySeconds int64
 	ExpiryContexts    []string
+	// ConcurrencyLimit is the smallest positive ConcurrencyLimit (0 = no
+	// limit); ConcurrencyGroup is the group the limit applies to: the
+	// first bound context's name (KiCI: the job's explicit group, else the
+	// first context's name; kici jobs name no explicit group).
+	ConcurrencyLimit    int64
+	ConcurrencyGroup    string
+	ConcurrencyContexts []string
 }
 
 // Aggregate folds the bound contexts into their most restrictive Policy:
 // a trust floor if any context sets one, the union of reviewers, the
-// largest wait timer and the smallest hold expiry (default 3600 s).
+// largest wait timer, the smallest hold expiry (default 3600 s) and the
+// smallest concurrency limit, applied to the first context's group.
 // Non-positive timers and expiries count as unset.
 func Aggregate(bound []Bound) Policy {
 	p := Policy{HoldExpirySeconds: DefaultHoldExpirySeconds}
@@ -58,6 +66,15 @@ func Aggregate(bound []Bound) Policy {
 		if c.WaitTimerSeconds != nil && *c.WaitTimerSeconds > 0 {
 			p.TimerContexts = append(p.TimerContexts, c.Name)
 			p.WaitTimerSeconds = max(p.WaitTimerSeconds, *c.WaitTimerSeconds)
+		}
+		if p.ConcurrencyGroup == "" {
+			p.ConcurrencyGroup = c.Name
+		}
+		if c.ConcurrencyLimit != nil && *c.ConcurrencyLimit > 0 {
+			p.ConcurrencyContexts = append(p.ConcurrencyContexts, c.Name)
+			if p.ConcurrencyLimit == 0 || *c.ConcurrencyLimit < p.ConcurrencyLimit {
+				p.ConcurrencyLimit = *c.ConcurrencyLimit
+			}
 		}
 		if c.HoldExpirySeconds != nil && *c.HoldExpirySeconds > 0 {
 			switch e := *c.HoldExpirySeconds; {

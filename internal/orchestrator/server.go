@@ -163,8 +163,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.dispatcher.SetJobDataResolver(jobDataResolver(st, secretSvc, logger.With("component", "secrets")))
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
-	s.tracker.SetGate(approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval")))
+	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
+	s.tracker.SetGate(gate)
 	s.resumer = approval.NewResumer(st, s.tracker, logger.With("component", "approval"))
+	s.resumer.SetSlotRetry(gate.TrySlot)
 	s.tracker.OnRunFinished(s.resumer.RunFinished)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))

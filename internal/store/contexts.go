@@ -63,6 +63,14 @@ type ContextStore interface {
 	// DeleteContextSourceOverride deletes one override; ErrNotFound if the
 	// context or the override does not exist.
 	DeleteContextSourceOverride(ctx context.Context, orgID, name, routingKey, key string) error
+
+	// AcquireContextSlot takes a slot of concurrency group `group` of org
+	// for job jobID when fewer than limit jobs hold one, atomically (two
+	// concurrent callers never both take the last slot). A slot counts
+	// while its job is neither terminal nor held; a job that already
+	// holds a slot of the group gets true again. Slots of terminal jobs
+	// may be deleted on the way.
+	AcquireContextSlot(ctx context.Context, orgID, group, jobID string, limit int, at time.Time) (bool, error)
 }
 
 // ContextSourceOverride replaces a context variable for runs of one source
@@ -111,6 +119,10 @@ type Context struct {
 	// RepoPatterns are "owner/name" globs the run's repository must match
 	// (empty = any); never nil.
 	RepoPatterns []string `json:"repo_patterns"`
+	// ConcurrencyLimit caps how many jobs of the context's concurrency
+	// group (the first context a job names) may be queued or running at
+	// once across the org; nil = no limit (KiCI concurrency_limit).
+	ConcurrencyLimit *int64 `json:"concurrency_limit"`
 	// AllowUntrusted lets runs of trust tier "unknown" (fork pull
 	// requests) receive this context's secrets; kici's addition, default
 	// false: an untrusted run gets no secrets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -13,13 +14,17 @@ import (
 
 var _ store.ContextStore = (*Store)(nil)
 
+// lockClassSlots is the advisory-lock class (next to those in holds.go) of
+// a concurrency group of an org: AcquireContextSlot callers of one group.
+const lockClassSlots = 0x6b6303
+
 const contextInsertCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
-	allow_untrusted, created_by, created_at, updated_at`
+	allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
 
 const contextSelectCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions::text, required_reviewers::text,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters::text,
-	repo_patterns::text, allow_untrusted, created_by, created_at, updated_at`
+	repo_patterns::text, allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
@@ -27,7 +32,7 @@ func scanContext(r scanner) (*store.Context, error) {
 	var reviewers, trust *string
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
 		&c.WaitTimerSeconds, &c.HoldExpirySeconds, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted,
-		&c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&c.ConcurrencyLimit, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, mapErr(err)
 	}
 	for _, l := range []struct {
@@ -109,10 +114,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13::jsonb,$14::jsonb,$15,$16,$17,$18)`,
+			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13::jsonb,$14::jsonb,$15,$16,$17,$18,$19)`,
 				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds,
 				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted,
-				c.CreatedBy, t, t); err != nil {
+				c.ConcurrencyLimit, c.CreatedBy, t, t); err != nil {
 				return err
 			}
 		case err != nil:
@@ -121,9 +126,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
 			if _, err := tx.Exec(ctx, `UPDATE contexts SET type = $1, glob_pattern = $2, enabled = $3, branch_restrictions = $4::jsonb,
 				required_reviewers = $5::jsonb, wait_timer_seconds = $6, hold_expiry_seconds = $7, minimum_trust = $8, allow_local_execution = $9,
-				trigger_type_filters = $10::jsonb, repo_patterns = $11::jsonb, allow_untrusted = $12, updated_at = $13 WHERE id = $14`,
+				trigger_type_filters = $10::jsonb, repo_patterns = $11::jsonb, allow_untrusted = $12, concurrency_limit = $13,
+				updated_at = $14 WHERE id = $15`,
 				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds, c.MinimumTrust,
-				c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, t, c.ID); err != nil {
+				c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, c.ConcurrencyLimit, t, c.ID); err != nil {
 				return err
 			}
 		}
@@ -165,9 +171,9 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		}
 		return affected(tx.Exec(ctx, `UPDATE contexts SET enabled = $1, branch_restrictions = $2::jsonb, required_reviewers = $3::jsonb,
 			wait_timer_seconds = $4, hold_expiry_seconds = $5, minimum_trust = $6, allow_local_execution = $7,
-			trigger_type_filters = $8::jsonb, repo_patterns = $9::jsonb, allow_untrusted = $10, updated_at = $11
-			WHERE id = $12`, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
-			c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, now(), c.ID))
+			trigger_type_filters = $8::jsonb, repo_patterns = $9::jsonb, allow_untrusted = $10, concurrency_limit = $11,
+			updated_at = $12 WHERE id = $13`, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
+			c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, c.ConcurrencyLimit, now(), c.ID))
 	})
 }
 
@@ -312,4 +318,51 @@ func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, ro
 		return affected(tx.Exec(ctx, `DELETE FROM context_source_overrides WHERE context_id = $1 AND routing_key = $2 AND key = $3`,
 			id, routingKey, key))
 	}))
+}
+
+// AcquireContextSlot takes a slot of concurrency group grp of org for
+// jobID when fewer than limit other jobs hold a counting one (KiCI context
+// concurrency_limit). The group's advisory lock serialises the cleanup,
+// the count and the insert of concurrent callers, so two of them never
+// both take the last free slot (READ COMMITTED alone would let both count
+// the same rows).
+func (s *Store) AcquireContextSlot(ctx context.Context, orgID, grp, jobID string, limit int, at time.Time) (bool, error) {
+	ok := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockClassSlots, orgID+"\n"+grp); err != nil {
+			return err
+		}
+		// Slots of finished (or deleted) jobs never count again; drop them
+		// so the group's rows stay few.
+		if _, err := tx.Exec(ctx, `DELETE FROM context_slots s WHERE s.org_id = $1 AND s.grp = $2 AND NOT EXISTS (
+			SELECT 1 FROM execution_jobs j WHERE j.id = s.job_id AND NOT (j.status = ANY($3::text[])))`,
+			orgID, grp, store.TerminalJobStatuses); err != nil {
+			return err
+		}
+		var mine bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM context_slots WHERE org_id = $1 AND grp = $2 AND job_id = $3)`,
+			orgID, grp, jobID).Scan(&mine); err != nil {
+			return err
+		}
+		if mine {
+			ok = true
+			return nil
+		}
+		// A held job keeps its row but does not count while it waits.
+		var counting int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM context_slots s JOIN execution_jobs j ON j.id = s.job_id
+			WHERE s.org_id = $1 AND s.grp = $2 AND j.status <> $3`, orgID, grp, store.StatusHeld).Scan(&counting); err != nil {
+			return err
+		}
+		if counting >= limit {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES ($1,$2,$3,$4)`,
+			orgID, grp, jobID, ts(at)); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	return ok, mapErr(err)
 }

@@ -16,16 +16,16 @@ var _ store.ContextStore = (*Store)(nil)
 
 const contextCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
-	allow_untrusted, created_by, created_at, updated_at`
+	allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
 	var branches, triggers, repos string
 	var reviewers, trust sql.NullString
-	var wait, hold sql.NullInt64
+	var wait, hold, limit sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
-		&wait, &hold, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted, &c.CreatedBy,
+		&wait, &hold, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted, &limit, &c.CreatedBy,
 		&created, &updated); err != nil {
 		return nil, mapErr(err)
 	}
@@ -48,6 +48,7 @@ func scanContext(r scanner) (*store.Context, error) {
 	}
 	c.WaitTimerSeconds = int64Ptr(wait)
 	c.HoldExpirySeconds = int64Ptr(hold)
+	c.ConcurrencyLimit = int64Ptr(limit)
 	if trust.Valid {
 		c.MinimumTrust = &trust.String
 	}
@@ -115,10 +116,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
 				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
-				c.AllowUntrusted, c.CreatedBy, ms(t), ms(t)); err != nil {
+				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), c.CreatedBy, ms(t), ms(t)); err != nil {
 				return err
 			}
 		case err != nil:
@@ -127,10 +128,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
 			if _, err := tx.ExecContext(ctx, `UPDATE contexts SET type = ?, glob_pattern = ?, enabled = ?, branch_restrictions = ?,
 				required_reviewers = ?, wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
-				trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, updated_at = ? WHERE id = ?`,
+				trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, updated_at = ? WHERE id = ?`,
 				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
 				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
-				c.AllowUntrusted, ms(t), c.ID); err != nil {
+				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), ms(t), c.ID); err != nil {
 				return err
 			}
 		}
@@ -177,9 +178,10 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE contexts SET enabled = ?, branch_restrictions = ?, required_reviewers = ?,
 			wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
-			trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, updated_at = ?
+			trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, updated_at = ?
 			WHERE id = ?`, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds), int64Arg(c.HoldExpirySeconds),
-			strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, ms(now()), c.ID)
+			strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, int64Arg(c.ConcurrencyLimit),
+			ms(now()), c.ID)
 		return rowsOrNotFound(res, err)
 	})
 }
@@ -355,4 +357,47 @@ func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, ro
 			id, routingKey, key)
 		return rowsOrNotFound(res, err)
 	}))
+}
+
+// AcquireContextSlot takes a slot of concurrency group grp of org for
+// jobID when fewer than limit other jobs hold a counting one (KiCI context
+// concurrency_limit). Transactions begin IMMEDIATE, so the cleanup, the
+// count and the insert run under the database write lock: two callers
+// never both see the last free slot.
+func (s *Store) AcquireContextSlot(ctx context.Context, orgID, grp, jobID string, limit int, at time.Time) (bool, error) {
+	ok := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		// Slots of finished (or deleted) jobs never count again; drop them
+		// so the group's rows stay few.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM context_slots WHERE org_id = ?1 AND grp = ?2 AND NOT EXISTS (
+			SELECT 1 FROM execution_jobs j WHERE j.id = context_slots.job_id
+			AND j.status NOT IN (SELECT value FROM json_each(?3)))`, orgID, grp, listArg(store.TerminalJobStatuses)); err != nil {
+			return err
+		}
+		var mine int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots WHERE org_id = ? AND grp = ? AND job_id = ?`,
+			orgID, grp, jobID).Scan(&mine); err != nil {
+			return err
+		}
+		if mine > 0 {
+			ok = true
+			return nil
+		}
+		// A held job keeps its row but does not count while it waits.
+		var counting int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots s JOIN execution_jobs j ON j.id = s.job_id
+			WHERE s.org_id = ? AND s.grp = ? AND j.status <> ?`, orgID, grp, store.StatusHeld).Scan(&counting); err != nil {
+			return err
+		}
+		if counting >= limit {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES (?,?,?,?)`,
+			orgID, grp, jobID, ms(at)); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	return ok, mapErr(err)
 }

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"kici.dev/kici/internal/store"
@@ -299,5 +301,153 @@ func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 	// The other org's context is untouched and still blocked.
 	if err := s.DeleteContext(ctx, "other", "release"); !store.IsPendingHeldRuns(err) {
 		t.Fatalf("other org delete: %v", err)
+	}
+}
+
+// testContextConcurrencyLimit checks that the concurrency limit round-trips
+// through upsert, get, list and policy update, with nil for no limit.
+func testContextConcurrencyLimit(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	limit := func(name string) *int64 {
+		t.Helper()
+		c, err := s.GetContext(ctx, "acme", name)
+		must(t, err)
+		return c.ConcurrencyLimit
+	}
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "open", Type: "fixed", Enabled: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := limit("open"); got != nil {
+		t.Fatalf("default limit: %d, want nil", *got)
+	}
+	c := &store.Context{OrgID: "acme", Name: "deploy", Type: "fixed", Enabled: true, ConcurrencyLimit: pint64(2)}
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "limit after create", pint64(2), limit("deploy"))
+	c.ConcurrencyLimit = pint64(5)
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "limit after upsert", pint64(5), limit("deploy"))
+
+	// A policy update that touches another field keeps the limit.
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.AllowUntrusted = true
+		return nil
+	}))
+	same(t, "limit kept by an unrelated policy update", pint64(5), limit("deploy"))
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.ConcurrencyLimit = pint64(1)
+		return nil
+	}))
+	list, err := s.ListContexts(ctx, "acme")
+	must(t, err)
+	if len(list) != 2 || list[0].Name != "deploy" || list[1].Name != "open" {
+		t.Fatalf("list: %+v", list)
+	}
+	same(t, "listed limits", []*int64{pint64(1), nil}, []*int64{list[0].ConcurrencyLimit, list[1].ConcurrencyLimit})
+
+	// nil clears.
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.ConcurrencyLimit = nil
+		return nil
+	}))
+	if got := limit("deploy"); got != nil {
+		t.Fatalf("cleared limit: %d", *got)
+	}
+}
+
+// slotJobsRun creates run id with queued jobs of the given ids.
+func slotJobsRun(t *testing.T, s store.Store, id string, jobIDs ...string) {
+	t.Helper()
+	jobs := make([]*store.Job, len(jobIDs))
+	for i, j := range jobIDs {
+		jobs[i] = &store.Job{ID: j, JobName: j, BaseJobName: j, Status: "queued"}
+	}
+	must(t, s.CreateRun(ctxT(t), fullRun(id, at(0)), jobs))
+}
+
+// testContextSlots checks AcquireContextSlot: the limit, idempotent
+// re-acquisition, terminal and held jobs not counting, and independence of
+// groups and orgs.
+func testContextSlots(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	slotJobsRun(t, s, "r", "j1", "j2", "j3", "j4")
+	acquire := func(org, grp, job string, limit int, want bool) {
+		t.Helper()
+		ok, err := s.AcquireContextSlot(ctx, org, grp, job, limit, at(1))
+		if err != nil {
+			t.Fatalf("acquire %s/%s for %s: %v", org, grp, job, err)
+		}
+		if ok != want {
+			t.Fatalf("acquire %s/%s for %s (limit %d) = %v, want %v", org, grp, job, limit, ok, want)
+		}
+	}
+	acquire("acme", "deploy", "j1", 1, true)
+	acquire("acme", "deploy", "j2", 1, false)
+	// Re-acquiring a held slot succeeds without taking a second one.
+	acquire("acme", "deploy", "j1", 1, true)
+	acquire("acme", "deploy", "j2", 1, false)
+	// With room for two, j2 fits; the idempotent j1 did not count twice.
+	acquire("acme", "deploy", "j2", 2, true)
+	acquire("acme", "deploy", "j3", 2, false)
+
+	// Other groups and other orgs have their own slots.
+	acquire("acme", "staging", "j3", 1, true)
+	acquire("other", "deploy", "j4", 1, true)
+	acquire("acme", "staging", "j4", 1, false)
+
+	// A finished job frees its slot.
+	ok, err := s.UpdateJobStatus(ctx, "j1", nil, "success", store.JobUpdate{})
+	wantChanged(t, "finish j1", ok, err, true)
+	acquire("acme", "deploy", "j3", 2, true)
+	acquire("acme", "deploy", "j4", 2, false)
+
+	// A held job's slot does not count while it waits for approval.
+	ok, err = s.UpdateJobStatus(ctx, "j2", nil, store.StatusHeld, store.JobUpdate{})
+	wantChanged(t, "hold j2", ok, err, true)
+	acquire("acme", "deploy", "j4", 2, true)
+	acquire("acme", "staging", "j1", 1, false) // j3 still holds staging
+	ok, err = s.UpdateJobStatus(ctx, "j3", nil, "cancelled", store.JobUpdate{})
+	wantChanged(t, "cancel j3", ok, err, true)
+	acquire("acme", "staging", "j4", 1, true)
+}
+
+// testContextSlotsConcurrent races ten jobs for three slots of a group:
+// exactly three win.
+func testContextSlotsConcurrent(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	const n, limit = 10, 3
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%d", i)
+	}
+	slotJobsRun(t, s, "r", ids...)
+	var wg sync.WaitGroup
+	wins := make([]bool, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			wins[i], errs[i] = s.AcquireContextSlot(ctx, "acme", "deploy", ids[i], limit, at(i))
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i := 0; i < n; i++ {
+		if errs[i] != nil {
+			t.Fatalf("acquirer %d: %v", i, errs[i])
+		}
+		if wins[i] {
+			won++
+		}
+	}
+	if won != limit {
+		t.Fatalf("%d of %d acquirers took a slot, want %d", won, n, limit)
 	}
 }
