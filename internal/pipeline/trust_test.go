@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 
@@ -129,5 +130,52 @@ func TestKiciApproveComment(t *testing.T) {
 	log, _ := h.st.ListAccessLog(h.ctx, store.AccessLogFilter{Action: "held_run.approve"})
 	if len(log) != 1 || log[0].TokenLabel != "github:maintainer" {
 		t.Fatalf("access log %+v", log)
+	}
+}
+
+// A push to the default branch does not register a workflow whose job
+// names contexts that can never pass together; the others register and
+// the trace says why.
+func TestRegistrationRefusesUnsatisfiableContexts(t *testing.T) {
+	h := newGHHarness(t)
+	for _, c := range []*store.Context{
+		{OrgID: "acme", Name: "off", Type: store.ContextTypeFixed, Enabled: false},
+		{OrgID: "acme", Name: "main-only", Type: store.ContextTypeFixed, Enabled: true, BranchRestrictions: []string{"main"}},
+		{OrgID: "acme", Name: "prod-only", Type: store.ContextTypeFixed, Enabled: true, BranchRestrictions: []string{"prod"}},
+		{OrgID: "acme", Name: "globby", Type: store.ContextTypeFixed, Enabled: true, BranchRestrictions: []string{"release/*"}},
+	} {
+		if _, err := h.st.UpsertContext(h.ctx, c, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withContexts := func(name, contexts string) string {
+		return strings.Replace(wfJSON(name, `[{"_type":"kici_event","eventName":"deploy"}]`), `"needs":[]`, `"needs":[],"contexts":`+contexts, 1)
+	}
+	lock := lockJSON(
+		withContexts("disabled", `["off"]`),
+		withContexts("disjoint", `["main-only","prod-only"]`),
+		withContexts("glob-left-to-dispatch", `["main-only","globby"]`),
+		withContexts("unknown-name", `["nope"]`),
+		wfJSON("plain", `[{"_type":"kici_event","eventName":"deploy"}]`),
+	)
+	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lock)
+	h.fake.SetCompare(ghRepo, shaPrev, shaMain, nil)
+	_, tr, _ := h.process(h.post("push", "reg-1", pushPayload("refs/heads/main", shaPrev, shaMain)))
+	regs, err := h.st.ListRegistrations(h.ctx, store.RegistrationFilter{RepoIdentifier: ghRepo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range regs {
+		names = append(names, r.WorkflowName)
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "glob-left-to-dispatch,plain,unknown-name" {
+		t.Fatalf("registered %v", names)
+	}
+	errs := strings.Join(tr.Errors, "\n")
+	if !strings.Contains(errs, `workflow "disabled" not registered`) || !strings.Contains(errs, "'off' is disabled") ||
+		!strings.Contains(errs, `workflow "disjoint" not registered`) {
+		t.Fatalf("trace errors:\n%s", errs)
 	}
 }
