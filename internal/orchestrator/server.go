@@ -190,6 +190,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.processor.SetConcurrency(s.runctl)
 	// `/kici approve|reject <runId>` pull-request comments.
 	s.processor.SetDecider(s.decider.Decide)
+	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
+		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
+	s.metrics.MustRegister(forkIgnored)
+	s.processor.SetForkIgnoredCounter(forkIgnored.Inc)
 	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, logger)

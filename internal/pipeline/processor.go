@@ -99,6 +99,9 @@ type Processor struct {
 	mu      sync.Mutex
 	claimed map[string]bool
 	decider Decider // `/kici approve` comments (trust.go); guarded by mu
+	// forkIgnored counts fork pull requests dropped by policy (trust.go);
+	// guarded by mu.
+	forkIgnored func()
 
 	startOnce sync.Once
 	cancel    context.CancelFunc

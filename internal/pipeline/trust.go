@@ -25,6 +25,24 @@ func (p *Processor) SetDecider(f Decider) {
 	p.decider = f
 }
 
+// SetForkIgnoredCounter installs fn, called once for every fork pull
+// request dropped under fork policy ignore (the orchestrator counts them
+// as kici_orch_fork_events_ignored_total, KiCI's metric).
+func (p *Processor) SetForkIgnoredCounter(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forkIgnored = fn
+}
+
+func (p *Processor) countForkIgnored() {
+	p.mu.Lock()
+	fn := p.forkIgnored
+	p.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
 func (p *Processor) getDecider() Decider {
 	p.mu.Lock()
 	defer p.mu.Unlock()

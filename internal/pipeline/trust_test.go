@@ -83,10 +83,12 @@ func TestForkPullRequestIgnoredByPolicy(t *testing.T) {
 	}, &store.AccessLogEntry{Action: "trust_policy.updated"}); err != nil {
 		t.Fatal(err)
 	}
+	ignored := 0
+	h.proc.SetForkIgnoredCounter(func() { ignored++ })
 	id := h.post("pull_request", "fork-2", forkPRPayload("outsider"))
 	d, tr, _ := h.process(id)
-	if d.Status != store.DeliveryProcessed || len(h.runs(id)) != 0 || !strings.Contains(tr.Summary, `fork policy is "ignore"`) {
-		t.Fatalf("delivery %s, runs %d, summary %q", d.Status, len(h.runs(id)), tr.Summary)
+	if d.Status != store.DeliveryProcessed || len(h.runs(id)) != 0 || !strings.Contains(tr.Summary, `fork policy is "ignore"`) || ignored != 1 {
+		t.Fatalf("delivery %s, runs %d, summary %q, counted %d", d.Status, len(h.runs(id)), tr.Summary, ignored)
 	}
 }
 
