@@ -216,7 +216,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	d := approval.Decision{OrgID: b.CustomerID, HeldRunID: b.HeldRunID, Decision: b.Decision, Reason: b.Reason,
-		Approver: "service:" + p.TokenID, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role}
+		Approver: approval.ServicePrefix + p.TokenID, Operator: true, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role}
 	if b.AsUserID != "" {
 		members, err := s.d.Store.ListDirectoryMembers(r.Context(), b.CustomerID)
 		if err != nil {
@@ -231,7 +231,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("asUserId %q is not a member of the approval directory of %s (register it with `kici-admin trust-policy directory-set`)", b.AsUserID, b.CustomerID))
 			return
 		}
-		d.Approver = b.AsUserID
+		d.Approver, d.Operator = b.AsUserID, false
 	}
 	res, err := s.d.Approvals.Decide(r.Context(), d)
 	switch {

@@ -147,7 +147,8 @@ func (h *harness) sweep() {
 }
 
 func (h *harness) decide(holdID, verb, approver, reason string) (Result, error) {
-	return h.dec.Decide(h.ctx, Decision{OrgID: "acme", HeldRunID: holdID, Decision: verb, Approver: approver, Reason: reason})
+	return h.dec.Decide(h.ctx, Decision{OrgID: "acme", HeldRunID: holdID, Decision: verb, Approver: approver, Reason: reason,
+		Operator: strings.HasPrefix(approver, ServicePrefix)})
 }
 
 func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
@@ -449,5 +450,44 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 	h.sweep()
 	if !h.enq.queued(j.ID) {
 		t.Fatalf("second job %s after the slot freed", h.job(j.ID).Status)
+	}
+}
+
+// A directory member decides only where it qualifies: it cannot reject a
+// hold it is not a reviewer of, cannot end a wait timer, and a linked
+// provider username does not stand in for another user's clause.
+func TestMembersDecideOnlyWhereTheyQualify(t *testing.T) {
+	h := newHarness(t)
+	wait := int64(600)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice", "bob"}})
+	h.context(&store.Context{Name: "slow", Enabled: true, WaitTimerSeconds: &wait})
+	if err := h.st.PutDirectoryMemberAudited(h.ctx, &store.DirectoryMember{OrgID: "acme", UserID: "dave", Provider: "github",
+		ProviderUserID: "9", ProviderUsername: "bob", CITrust: store.CITrustAdmin}, &store.AccessLogEntry{Action: "trust_directory.updated"}); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := h.runNamed("run-rev", store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	id := h.pendingHolds(run.ID)[0].ID
+	for _, verb := range []string{Reject, Approve} {
+		if _, err := h.decide(id, verb, "dave", ""); !errors.Is(err, ErrIneligible) {
+			t.Fatalf("dave (linked as github user bob) %s: %v, want ErrIneligible", verb, err)
+		}
+	}
+	if _, err := h.decide(id, Approve, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.decide(id, Approve, "alice", ""); !errors.Is(err, ErrIneligible) || !strings.Contains(err.Error(), "user:bob") {
+		t.Fatalf("alice approving twice: %v, want ErrIneligible naming the open clause", err)
+	}
+	timed, jobs := h.runNamed("run-timer", store.TrustTrusted, map[string][]string{"deploy": {"slow"}})
+	tid := h.pendingHolds(timed.ID)[0].ID
+	if _, err := h.decide(tid, Approve, "alice", ""); !errors.Is(err, ErrIneligible) {
+		t.Fatalf("a member ending a wait timer: %v", err)
+	}
+	if res, err := h.decide(tid, Approve, ServicePrefix+"op", "ship now"); err != nil || res.Status != "released" {
+		t.Fatalf("operator ending a wait timer: %+v %v", res, err)
+	}
+	h.sweep()
+	if !h.enq.queued(jobs["deploy"].ID) {
+		t.Fatal("not queued after the operator ended the timer")
 	}
 }

@@ -15,9 +15,9 @@ import (
 // MaxReasonBytes caps a decision's reason.
 const MaxReasonBytes = 1024
 
-// ServicePrefix starts the approver subject of a decision made with an
-// admin token and no directory identity ("service:<tokenId>"). Such an
-// approver is the operator: it satisfies every open clause at once.
+// ServicePrefix starts the approver subject recorded for an operator
+// decision made with an admin token ("service:<tokenId>"). Directory user
+// ids may not start with it.
 const ServicePrefix = "service:"
 
 // Decider validates and commits decisions on holds. It only writes the
@@ -42,18 +42,24 @@ func NewDecider(st store.Store, kick func()) *Decider {
 }
 
 // Decide applies one decision (KiCI held-run decision semantics):
-//   - a reject resolves the hold as rejected (its work is cancelled);
-//   - an approve by an operator (Approver "service:<tokenId>") satisfies
-//     every open clause; an approve by a user satisfies the open clauses
-//     naming that user (by user id, or by the provider username linked to
-//     it in the approval directory) and is ErrIneligible when it satisfies
-//     none; a hold with no clauses needs any one approval;
+//   - an operator (Decision.Operator: an admin token acting as itself)
+//     may approve or reject any hold: an approval satisfies every open
+//     clause at once and ends a wait timer early;
+//   - a directory member acts only where it qualifies: on a reviewer hold
+//     it must be named by one of the clauses (by user id) — an approval
+//     satisfies the open clauses naming it, a rejection rejects; on a
+//     security hold (fork pull request, trust floor) its CI trust must be
+//     write or admin; a wait timer is the operator's to end;
+//   - a hold with no clauses needs any one (eligible) approval; a single
+//     rejection rejects the hold (its work is cancelled);
 //   - the hold is released once no clause is open, else it stays pending
-//     and Result.Remaining lists the open clauses.
+//     and Result.Remaining lists the open clauses;
+//   - a concurrency hold cannot be decided: it ends when a slot frees up.
 //
 // Every decision writes an access-log row (held_run.approve or
 // held_run.reject). Errors: ErrBadDecision, ErrNotFound (unknown, other
-// org, already resolved or past its expiry), ErrIneligible, store errors.
+// org, already resolved or past its expiry), ErrIneligible (with the open
+// clauses in its message), store errors.
 func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	if dec.Decision != Approve && dec.Decision != Reject {
 		return Result{}, ErrBadDecision
@@ -83,42 +89,34 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: dec.Decision, Reason: dec.Reason, At: now}
 	clauses := append([]store.ApprovalClause(nil), h.Clauses...)
 	to, res := "", Result{}
+	if !dec.Operator {
+		if err := d.eligible(ctx, h, dec.Approver); err != nil {
+			return Result{}, err
+		}
+	}
 	if dec.Decision == Reject {
 		to, res.Status = store.HoldRejected, "rejected"
 	} else {
-		names, trust, err := d.identities(ctx, h.OrgID, dec.Approver)
-		if err != nil {
-			return Result{}, err
-		}
-		if h.QueueType == store.HoldQueueSecurity && names != nil && trust != store.CITrustWrite && trust != store.CITrustAdmin {
-			// Security holds (fork pull requests, trust floors) need a
-			// member with CI trust write or admin (KiCI /kici approve).
-			return Result{}, ErrIneligible
-		}
 		open := 0
 		for i := range clauses {
 			c := &clauses[i]
 			if c.SatisfiedBy != "" {
 				continue
 			}
-			if names == nil || names[c.Value] {
+			if dec.Operator || c.Value == dec.Approver {
 				c.SatisfiedBy = dec.Approver
 				rec.Clauses = append(rec.Clauses, c.Value)
 				continue
 			}
 			open++
 		}
-		if len(rec.Clauses) == 0 && open > 0 {
-			return Result{}, ErrIneligible
+		if !dec.Operator && len(rec.Clauses) == 0 && open > 0 {
+			return Result{}, fmt.Errorf("%w: %s has no open clause to satisfy (open: %s)", ErrIneligible, dec.Approver, strings.Join(openClauses(clauses), ", "))
 		}
 		res.Status = "released"
 		if open > 0 {
 			res.Status = "pending"
-			for _, c := range clauses {
-				if c.SatisfiedBy == "" {
-					res.Remaining = append(res.Remaining, c.Kind+":"+c.Value)
-				}
-			}
+			res.Remaining = openClauses(clauses)
 		} else {
 			to = store.HoldApproved
 		}
@@ -146,32 +144,50 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	return res, nil
 }
 
-// identities returns the clause values approver qualifies for — nil for an
-// operator (every clause), else the approver's user id plus the provider
-// usernames the approval directory links to it — and the approver's
-// highest CI trust level in the directory ("" when not a member).
-func (d *Decider) identities(ctx context.Context, orgID, approver string) (map[string]bool, string, error) {
-	if strings.HasPrefix(approver, ServicePrefix) {
-		return nil, "", nil
-	}
-	names := map[string]bool{approver: true}
-	members, err := d.st.ListDirectoryMembers(ctx, orgID)
-	if err != nil {
-		return nil, "", err
-	}
-	trust := ""
-	for _, m := range members {
-		if m.UserID != approver {
-			continue
+// eligible reports whether directory member approver may decide h:
+// a reviewer hold needs a clause naming it; a security hold needs CI trust
+// write or admin; any other hold (a wait timer) is the operator's.
+func (d *Decider) eligible(ctx context.Context, h *store.HeldRun, approver string) error {
+	switch h.HoldType {
+	case store.HoldSecurity:
+		members, err := d.st.ListDirectoryMembers(ctx, h.OrgID)
+		if err != nil {
+			return err
 		}
-		if m.ProviderUsername != "" {
-			names[m.ProviderUsername] = true
+		trust := ""
+		for _, m := range members {
+			if m.UserID == approver && trustRank(m.CITrust) > trustRank(trust) {
+				trust = m.CITrust
+			}
 		}
-		if trustRank(m.CITrust) > trustRank(trust) {
-			trust = m.CITrust
+		if trustRank(trust) < trustRank(store.CITrustWrite) {
+			return fmt.Errorf("%w: security holds need CI trust write or admin; %s has %q", ErrIneligible, approver, trust)
+		}
+		return nil
+	case store.HoldReviewer:
+		for _, c := range h.Clauses {
+			if c.Value == approver {
+				return nil
+			}
+		}
+		var names []string
+		for _, c := range h.Clauses {
+			names = append(names, c.Kind+":"+c.Value)
+		}
+		return fmt.Errorf("%w: %s is not a reviewer of this hold (%s)", ErrIneligible, approver, strings.Join(names, ", "))
+	}
+	return fmt.Errorf("%w: a %s hold can only be decided by an operator (an admin token without --as)", ErrIneligible, h.HoldType)
+}
+
+// openClauses lists the clauses nobody satisfied yet as "kind:value".
+func openClauses(clauses []store.ApprovalClause) []string {
+	var out []string
+	for _, c := range clauses {
+		if c.SatisfiedBy == "" {
+			out = append(out, c.Kind+":"+c.Value)
 		}
 	}
-	return names, trust, nil
+	return out
 }
 
 // trustRank orders CI trust levels (none < read < write < admin).

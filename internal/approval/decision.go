@@ -23,6 +23,11 @@ type Decision struct {
 	// Approver is the subject recorded for the decision, e.g.
 	// "service:<tokenId>" or a directory user id.
 	Approver string
+	// Operator marks a decision by an admin token acting as itself (no
+	// directory identity): it satisfies every open clause and may end a
+	// wait timer early. A directory member (Operator false) acts only on
+	// the clauses naming its user id.
+	Operator bool
 	// Actor describes the caller for the access log (token id and label,
 	// or a comment author).
 	ActorTokenID, ActorTokenLabel, ActorRole string

@@ -201,7 +201,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)
 	if fork && forkPolicy == store.ForkIgnore {
 		p.countForkIgnored()
-		tr.Summary = `pull request from a fork ignored: the trust policy's fork policy is "ignore" (kici-admin trust-policy set --fork-policy hold)`
+		tr.Summary = forkIgnoredSummary
 		return tr, nil
 	}
 	set, err := p.st.GetSourceSettings(ctx, src.ID)

@@ -409,10 +409,21 @@ type RunContext struct {
 	LockFileSource string
 }
 
+// hasForkModel reports whether events of provider can come from forks:
+// every forge (GitHub and the universal-git presets), not the local
+// provider or plain generic webhooks.
+func hasForkModel(provider string) bool {
+	switch provider {
+	case "", "local", "generic", "kici":
+		return false
+	}
+	return true
+}
+
 // withEvent returns rc with the gate facts of ev filled in where rc has
 // none: the trigger type; the target branch (a pull request's base branch,
 // else the pushed branch, else the branch of rc.Ref; "" for tags and
-// internal events); and the trust tier of GitHub pull requests (unknown
+// internal events); and the trust tier of forge pull requests (unknown
 // for a fork, trusted otherwise) and pushes (trusted). Providers without a
 // fork model leave the tier empty (KiCI: the fork switch is skipped).
 func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
@@ -432,7 +443,7 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 			rc.TargetBranch = strings.TrimPrefix(rc.Ref, "refs/heads/")
 		}
 	}
-	if rc.TrustTier == "" && ev.Provider == "github" {
+	if rc.TrustTier == "" && hasForkModel(ev.Provider) {
 		switch ev.Type {
 		case "pull_request", "review", "review_comment":
 			rc.TrustTier = store.TrustTrusted

@@ -53,6 +53,10 @@ func (p *Processor) getDecider() Decider {
 // [reason]` comment (the first line; the run id is a uuid).
 var kiciCommand = regexp.MustCompile(`^\s*/kici\s+(approve|reject)\s+([0-9a-fA-F-]{36})\b[ \t]*(.*)`)
 
+// forkIgnoredSummary is the trace summary (and event-log explanation) of a
+// fork pull request dropped by policy.
+const forkIgnoredSummary = `pull request from a fork ignored: the trust policy's fork policy is "ignore" (kici-admin trust-policy set --fork-policy hold)`
+
 // forkPolicy returns the fork policy that applies to ev's org, and whether
 // ev is a pull request from a fork at all. A policy read error holds (KiCI).
 func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Event) (policy string, fork bool) {

@@ -21,7 +21,8 @@ import (
 // built from the source's template (KiCI universal-git,
 // KiCI: Universal-git sources), the workflows are
 // matched and runs created. Universal-git has no permission API: a pull
-// request from a fork uses the base branch's lock.
+// request from a fork uses the base branch's lock, and the org's fork
+// policy applies to it as to GitHub's.
 func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src *store.Source, g *store.GitConfig) (*Trace, error) {
 	tr := &Trace{Event: d.Event}
 	cfg := universal.Config{Preset: g.Preset, PayloadPaths: g.PayloadPaths, EventMapping: g.EventMapping}
@@ -44,11 +45,21 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	var payload map[string]any
 	_ = json.Unmarshal(d.Payload, &payload)
-	lockRef := lref.Ref
+	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)
+	if fork && forkPolicy == store.ForkIgnore {
+		p.countForkIgnored()
+		tr.Summary = forkIgnoredSummary
+		return tr, nil
+	}
+	lockRef, lockSource := lref.Ref, ""
 	var notes []string
-	if lref.BaseRef != "" && ev.IsForkPR {
-		notes = append(notes, "pull request from a fork: using the lock of base branch "+lref.BaseRef)
-		lockRef = lref.BaseRef
+	if fork {
+		base := lref.BaseRef
+		if base == "" {
+			base = ev.BaseBranch
+		}
+		notes = append(notes, fmt.Sprintf("pull request from a fork (trust tier unknown, fork policy %q): using the lock of base branch %s", forkPolicy, base))
+		lockRef, lockSource = base, "base"
 	}
 	var auth *lockfetch.GitAuth
 	if g.CredentialType != "" {
@@ -92,7 +103,8 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 			return tr, err
 		}
 	}
-	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername}
+	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
+		LockFileSource: lockSource}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc })
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary

@@ -104,3 +104,74 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 		t.Fatalf("hostile repo name: %s %q", d.Status, d.Error)
 	}
 }
+
+// A Gitea pull request from a fork is under the org's fork policy like a
+// GitHub one: the base branch's lock, trust tier unknown (so it is held by
+// the dispatch gate), and dropped under fork policy ignore.
+func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
+	gitIn(t, root, "init", "-q", "-b", "main", work)
+	pr := `[{"_type":"pr","events":["opened"]}]`
+	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-base", pr)), 0o644)
+	gitIn(t, work, "add", "-A")
+	gitIn(t, work, "commit", "-qm", "base")
+	baseSHA := gitIn(t, work, "rev-parse", "HEAD")
+	gitIn(t, work, "checkout", "-q", "-b", "fork")
+	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-head", pr)), 0o644)
+	gitIn(t, work, "commit", "-qam", "fork")
+	headSHA := gitIn(t, work, "rev-parse", "HEAD")
+	os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755)
+	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
+
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea",
+		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil), nil)
+	payload, _ := json.Marshal(map[string]any{"action": "opened", "number": 3,
+		"pull_request": map[string]any{"number": 3, "user": map[string]any{"login": "mallory"},
+			"head": map[string]any{"ref": "fork", "sha": headSHA, "repo": map[string]any{"full_name": "mallory/app"}},
+			"base": map[string]any{"ref": "main", "sha": baseSHA, "repo": map[string]any{"full_name": "acme/app"}}},
+		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main"},
+		"sender":     map[string]any{"login": "mallory", "username": "mallory"}})
+	deliver := func(id string) (*store.Delivery, []*store.Run) {
+		t.Helper()
+		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "pull_request", Payload: payload, ReceivedAt: time.Now()},
+			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := proc.Process(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := st.GetDelivery(ctx, id)
+		runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+		return d, runs
+	}
+	d, runs := deliver("generic:acme:src-u:pr1")
+	if d.Status != store.DeliveryProcessed || len(runs) != 1 {
+		t.Fatalf("delivery %s (%s), %d runs", d.Status, d.Error, len(runs))
+	}
+	if r := runs[0]; r.WorkflowName != "from-base" || r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.SHA != headSHA {
+		t.Fatalf("run %+v: want the base lock, trust tier unknown, the fork's head", r)
+	}
+
+	if _, err := st.UpdateTrustPolicyAudited(ctx, "acme", store.TrustPolicy{ForkPolicy: store.ForkHold, ApprovalExpirySeconds: 3600}, func(p *store.TrustPolicy) error {
+		p.ForkPolicy = store.ForkIgnore
+		return nil
+	}, &store.AccessLogEntry{Action: "trust_policy.updated"}); err != nil {
+		t.Fatal(err)
+	}
+	d, runs = deliver("generic:acme:src-u:pr2")
+	if d.Status != store.DeliveryProcessed || len(runs) != 0 {
+		t.Fatalf("under ignore: delivery %s, %d runs", d.Status, len(runs))
+	}
+}
