@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/pgtest"
 )
 
 // deployWorkflow binds job deploy to context release. It prints the
@@ -72,7 +74,15 @@ func (o *orchestrator) heldRuns(t *testing.T, runID string) []heldRunRow {
 // declared secret; the context cannot be deleted while the hold is
 // pending; a rejection cancels the next run.
 func TestContextReviewersHoldApproveRejectAndDelete(t *testing.T) {
-	o := startOrchestrator(t)
+	testContextReviewers(t)
+}
+
+func TestContextReviewersHoldApproveRejectAndDeletePostgres(t *testing.T) {
+	testContextReviewers(t, "KICI_DATABASE_URL="+pgtest.URL(t))
+}
+
+func testContextReviewers(t *testing.T, extraEnv ...string) {
+	o := startOrchestrator(t, extraEnv...)
 	o.admin(t, "context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice")
 	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
 	o.admin(t, "variable", "set", "acme", "release", "REGION", "eu-west")
