@@ -47,7 +47,6 @@ import (
 	"unicode/utf8"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/trigger/pattern"
 )
 
 // Lookup is the read access to an org's contexts that matching needs;
@@ -89,7 +88,7 @@ func Match(ctx context.Context, l Lookup, orgID, name string) (*store.Context, e
 		if c == nil || c.Type != store.ContextTypeGlob || c.GlobPattern == "" {
 			continue
 		}
-		if ok, _ := pattern.MatchGlob(c.GlobPattern, name); !ok {
+		if !matchGlob(c.GlobPattern, name) {
 			continue
 		}
 		lit, wild := specificity(c.GlobPattern)

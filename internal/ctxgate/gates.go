@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/trigger/pattern"
 )
 
 // RunFacts are the facts about a run (and the job being dispatched) that
@@ -104,7 +103,7 @@ func anyGlob(globs []string, value string) bool {
 		return false
 	}
 	for _, g := range globs {
-		if ok, _ := pattern.MatchGlob(g, value); ok {
+		if matchGlob(g, value) {
 			return true
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/trigger/pattern"
 )
 
 // AgentFacts identify the agent a job is dispatched to, for matching
@@ -52,7 +51,7 @@ func ScopeGranted(bindings []*store.ContextBinding, scope string, a AgentFacts) 
 		if !ok {
 			continue
 		}
-		if m, _ := pattern.MatchGlob(p, scope); !m {
+		if !matchGlob(p, scope) {
 			continue
 		}
 		if HostMatches(b.HostPattern, a) {
@@ -84,7 +83,7 @@ func HostMatches(hostPattern string, a AgentFacts) bool {
 			return false
 		}
 	}
-	g, err := pattern.CompileGlob(hostPattern)
+	g, err := compileGlob(hostPattern)
 	if err != nil {
 		return false
 	}
