@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -400,8 +401,100 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) bool {
 		writeError(w, http.StatusBadRequest, "Invalid JSON body: empty body")
 		return false
 	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		writeError(w, http.StatusBadRequest, "Invalid JSON body: "+typeErrorMsg(te, dst))
+		return false
+	}
 	writeError(w, http.StatusBadRequest, "Invalid JSON body: "+strings.TrimPrefix(err.Error(), "json: "))
 	return false
+}
+
+// typeErrorMsg says which field has the wrong JSON type in the client's
+// terms ("request body must be a JSON object", "field name must be a
+// string", "field tags must be an array of strings"); encoding/json's own
+// text names Go types and struct tags, which mean nothing to a client and
+// leak implementation detail. dst is the value decodeBody decoded into.
+func typeErrorMsg(te *json.UnmarshalTypeError, dst any) string {
+	if te.Field == "" {
+		return "request body must be " + describeJSONType(te.Type)
+	}
+	// Field is the dotted path from the body's root and names embedded
+	// structs by their Go type; the last element is what the client wrote.
+	field := te.Field
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		field = field[i+1:]
+	}
+	t := te.Type
+	if ft, ok := jsonFieldType(reflect.TypeOf(dst), field); ok {
+		t = ft // the whole field's type: an array's element type alone would mislead
+	}
+	return fmt.Sprintf("field %s must be %s", field, describeJSONType(t))
+}
+
+// jsonFieldType finds the Go type of the field a struct (or pointer to
+// one) decodes JSON key name into, looking through embedded structs.
+func jsonFieldType(t reflect.Type, name string) (reflect.Type, bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil, false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && tag == "" {
+			if ft, ok := jsonFieldType(f.Type, name); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag == name || (tag == "" && strings.EqualFold(f.Name, name)) {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// describeJSONType names the JSON shape a Go type decodes from.
+func describeJSONType(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "of another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + pluralJSONType(t.Elem())
+	case reflect.Map:
+		return "a JSON object of " + pluralJSONType(t.Elem())
+	case reflect.Struct:
+		return "a JSON object"
+	}
+	return "a JSON value"
+}
+
+func pluralJSONType(t reflect.Type) string {
+	switch d := describeJSONType(t); d {
+	case "a string", "a boolean", "a number":
+		return d[2:] + "s"
+	case "an integer":
+		return "integers"
+	case "a JSON object":
+		return "JSON objects"
+	}
+	return "values"
 }
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
@@ -69,7 +70,12 @@ func decodeTriggerTypes(m json.RawMessage) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	seen := map[string]bool{}
 	for _, t := range l {
+		if seen[t] {
+			return nil, fmt.Errorf("triggerTypeFilters: %q is listed twice", t)
+		}
+		seen[t] = true
 		if t == "pr" {
 			return nil, errors.New(`triggerTypeFilters: "pr" is recorded on runs as "pull_request"; use that`)
 		}
@@ -86,11 +92,127 @@ func decodeRepoPatterns(m json.RawMessage) ([]string, error) {
 		return nil, err
 	}
 	for _, p := range l {
-		if _, err := pattern.CompileGlob(p); err != nil {
+		body := strings.TrimLeft(p, "!")
+		switch {
+		case body == "":
+			return nil, fmt.Errorf("repoPatterns: %q is not a pattern (a negation needs a pattern after the !)", p)
+		case !strings.Contains(body, "/") && strings.Trim(body, "*") != "":
+			return nil, fmt.Errorf("repoPatterns: %q names no repository: a pattern matches owner/name (e.g. acme/* or acme/app); only ** matches every repository without a /", p)
+		case !strings.Contains(body, "/") && body != "**":
+			return nil, fmt.Errorf("repoPatterns: %q can never match (* does not cross the / of owner/name); use ** or */*", p)
+		}
+		if err := globProblem(p); err != nil {
 			return nil, fmt.Errorf("repoPatterns: %v", err)
 		}
 	}
 	return l, nil
+}
+
+// globProblem returns why p is not an acceptable glob: it does not compile
+// with pattern.CompileGlob, or its brackets or braces do not pair up. The
+// pairing check matters because the glob compiler, like picomatch, reads an
+// unclosed "[" or "{" as a literal character, so "[abc" would be stored
+// and then silently never match a repository or context name.
+func globProblem(p string) error {
+	if msg := unbalancedGlob(p); msg != "" {
+		return fmt.Errorf("glob %q: %s", p, msg)
+	}
+	if _, err := pattern.CompileGlob(p); err != nil {
+		return err
+	}
+	return nil
+}
+
+// unbalancedGlob reports an unclosed "[" or "{" or a stray "]" or "}" in
+// glob p ("" when they pair up). A backslash escapes the next character;
+// inside a class a leading "]" and POSIX classes such as [:alpha:] are
+// literal parts of the class, as in pattern.CompileGlob.
+func unbalancedGlob(p string) string {
+	braces := 0
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			j := i + 1
+			if j < len(p) && (p[j] == '!' || p[j] == '^') {
+				j++
+			}
+			if j < len(p) && p[j] == ']' {
+				j++
+			}
+			closed := false
+			for ; j < len(p) && !closed; j++ {
+				switch {
+				case p[j] == '\\':
+					j++
+				case p[j] == '[' && j+1 < len(p) && p[j+1] == ':':
+					if end := strings.Index(p[j:], ":]"); end >= 0 {
+						j += end + 1
+					}
+				case p[j] == ']':
+					closed = true
+					j-- // the loop's j++ must leave j on the ']'
+				}
+			}
+			if !closed {
+				return `unclosed "[" (write \[ for a literal bracket)`
+			}
+			i = j
+		case ']':
+			return `unmatched "]"`
+		case '{':
+			braces++
+		case '}':
+			if braces == 0 {
+				return `unmatched "}"`
+			}
+			braces--
+		}
+	}
+	if braces > 0 {
+		return `unclosed "{"`
+	}
+	return ""
+}
+
+// maxReviewerLen bounds a required reviewer id (bytes).
+const maxReviewerLen = 128
+
+// decodeReviewers decodes requiredReviewers: approver ids of 1..128
+// characters with no whitespace or control character, each at most once.
+// A duplicate is refused rather than dropped so the stored list is the one
+// the operator wrote.
+func decodeReviewers(m json.RawMessage) ([]string, error) {
+	l, err := decodeStringList("requiredReviewers", m)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, id := range l {
+		if msg := approverIDProblem(id, maxReviewerLen); msg != "" {
+			return nil, fmt.Errorf("requiredReviewers: %q %s", id, msg)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("requiredReviewers: %q is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return l, nil
+}
+
+// approverIDProblem returns why id is not a usable approver or user id
+// ("" when it is): empty, longer than max bytes, or containing whitespace
+// or a control character (such an id could never equal the identity an
+// approval is recorded under).
+func approverIDProblem(id string, max int) string {
+	if id == "" || len(id) > max {
+		return fmt.Sprintf("must be 1..%d characters", max)
+	}
+	if strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return "must not contain whitespace or control characters"
+	}
+	return ""
 }
 
 func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "null" }
@@ -166,9 +288,7 @@ func (p *contextPolicy) apply(c *store.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := patchField(p.RequiredReviewers, &c.RequiredReviewers, nil, func(m json.RawMessage) ([]string, error) {
-		return decodeStringList("requiredReviewers", m)
-	}); err != nil {
+	if err := patchField(p.RequiredReviewers, &c.RequiredReviewers, nil, decodeReviewers); err != nil {
 		return err
 	}
 	if err := patchField(p.WaitTimerSeconds, &c.WaitTimerSeconds, nil, func(m json.RawMessage) (*int64, error) {
@@ -304,6 +424,12 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "globPattern is only allowed for a glob context")
 		return
 	}
+	if c.Type == store.ContextTypeGlob {
+		if err := globProblem(c.GlobPattern); err != nil {
+			writeError(w, http.StatusBadRequest, "globPattern: "+err.Error())
+			return
+		}
+	}
 	if err := body.apply(c); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -404,8 +530,12 @@ func (s *server) bindContext(w http.ResponseWriter, r *http.Request) {
 	if body.HostPattern == "" {
 		body.HostPattern = "**"
 	}
-	if body.ScopePattern == "" || len(body.ScopePattern) > maxContextPatternLn || len(body.HostPattern) > maxContextPatternLn {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("scopePattern is required; patterns are at most %d characters", maxContextPatternLn))
+	if msg := scopePatternProblem(body.ScopePattern); msg != "" {
+		writeError(w, http.StatusBadRequest, "scopePattern: "+msg)
+		return
+	}
+	if msg := hostPatternProblem(body.HostPattern); msg != "" {
+		writeError(w, http.StatusBadRequest, "hostPattern: "+msg)
 		return
 	}
 	created, err := s.d.Store.BindContext(r.Context(), body.OrgID, name, body.ScopePattern, body.HostPattern)
@@ -418,6 +548,96 @@ func (s *server) bindContext(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, map[string]any{"created": created})
+}
+
+// maxBindingPatternLen bounds a binding's scope and host patterns (bytes).
+const maxBindingPatternLen = 255
+
+var (
+	// scopePlaceholderRe matches the agent placeholders a scope pattern may
+	// hold (ctxgate.ScopeGranted substitutes them at dispatch).
+	scopePlaceholderRe = regexp.MustCompile(`\$\{(?:agentId|host|label:[A-Za-z0-9._-]{1,128})\}`)
+	// scopeSegmentRe is one "/"-separated segment of a scope pattern once
+	// placeholders are substituted: scope characters plus glob syntax.
+	scopeSegmentRe = regexp.MustCompile(`^[A-Za-z0-9._*?{},\[\]-]+$`)
+)
+
+// scopePatternProblem returns why p is not a valid binding scope pattern
+// ("" when it is): 1..255 bytes, optionally prefixed "pg:", "/"-separated
+// segments of [A-Za-z0-9._-] and the glob characters *?{},[] (no empty,
+// "." or ".." segment), placeholders ${agentId}, ${host} and
+// ${label:NAME} allowed anywhere, and a glob that compiles with paired
+// brackets and braces. A pattern outside this shape could only ever grant
+// a scope no secret lives in, or reach one by path tricks.
+func scopePatternProblem(p string) string {
+	if p == "" {
+		return "required"
+	}
+	if len(p) > maxBindingPatternLen {
+		return fmt.Sprintf("at most %d characters", maxBindingPatternLen)
+	}
+	// Placeholders stand for one plain value; "x" keeps the shape check
+	// honest without accepting their braces as glob syntax.
+	body := scopePlaceholderRe.ReplaceAllString(strings.TrimPrefix(p, "pg:"), "x")
+	if strings.Contains(body, "${") {
+		return fmt.Sprintf("%q has an unknown placeholder (allowed: ${agentId}, ${host}, ${label:NAME})", p)
+	}
+	for _, seg := range strings.Split(body, "/") {
+		switch {
+		case seg == "":
+			return fmt.Sprintf("%q has an empty segment (no leading, trailing or doubled /)", p)
+		case seg == "." || seg == "..":
+			return fmt.Sprintf("%q has a %q segment", p, seg)
+		case !scopeSegmentRe.MatchString(seg):
+			return fmt.Sprintf("%q: segments hold only letters, digits, . _ - and the glob characters * ? { } , [ ]", p)
+		}
+	}
+	if err := globProblem(body); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// hostPatternProblem returns why p is not a valid binding host pattern
+// ("" when it is), following ctxgate.HostMatches: "*" or "**" (any
+// agent), "/source/" or "/source/i" holding a Go regular expression that
+// compiles, or an exact name or glob without blanks that compiles with
+// paired brackets and braces. An invalid pattern would never match, so
+// the binding would silently grant nothing.
+func hostPatternProblem(p string) string {
+	switch {
+	case p == "*" || p == "**":
+		return ""
+	case len(p) > maxBindingPatternLen:
+		return fmt.Sprintf("at most %d characters", maxBindingPatternLen)
+	case strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return fmt.Sprintf("%q must not contain whitespace or control characters", p)
+	case strings.HasPrefix(p, "/"):
+		end := strings.LastIndex(p, "/")
+		if end == 0 {
+			return fmt.Sprintf("%q: a regular expression is written /source/ or /source/i", p)
+		}
+		src, flags := p[1:end], p[end+1:]
+		prefix := ""
+		switch flags {
+		case "":
+		case "i":
+			prefix = "(?i)"
+		default:
+			return fmt.Sprintf("%q: the only regular-expression flag is i", p)
+		}
+		if src == "" {
+			return fmt.Sprintf("%q: empty regular expression (use ** for any agent)", p)
+		}
+		if _, err := regexp.Compile(prefix + src); err != nil {
+			return fmt.Sprintf("%q is not a valid regular expression: %v", p, err)
+		}
+		return ""
+	}
+	if err := globProblem(p); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // patchContextPolicy is PATCH /contexts/{name}/policy: only the fields
@@ -569,13 +789,23 @@ func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.d.Store.DeleteContext(r.Context(), org, name); store.IsPendingHeldRuns(err) {
-		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error(), "errorCode": "pending_held_runs"})
+		writeJSON(w, http.StatusConflict, map[string]string{"error": pendingHeldRunsMsg(err, org), "errorCode": "pending_held_runs"})
 		return
 	} else if err != nil {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// pendingHeldRunsMsg is the 409 message of a context delete blocked by
+// pending holds: how many there are and how to clear them.
+func pendingHeldRunsMsg(err error, org string) string {
+	var e *store.PendingHeldRunsError
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first (kici-admin held-run list --org %s)", e.Count, org)
 }
 
 // listContextVariables is GET /contexts/{name}/variables?orgId=.
@@ -614,8 +844,8 @@ func (s *server) putContextVariable(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
 		return
 	}
-	if body.Value == nil || len(*body.Value) > maxVariableValueLen {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("value is required (at most %d bytes)", maxVariableValueLen))
+	if msg := valueProblem(body.Value); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	if err := s.d.Store.PutContextVariable(r.Context(), org, name, &store.ContextVariable{Key: key, Value: *body.Value, Locked: body.Locked}); err != nil {
@@ -641,6 +871,18 @@ func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// valueProblem returns why a variable or source-override value is not
+// acceptable ("" when it is): missing, or longer than maxVariableValueLen.
+func valueProblem(v *string) string {
+	switch {
+	case v == nil:
+		return "value is required"
+	case len(*v) > maxVariableValueLen:
+		return fmt.Sprintf("value is too long: %d bytes, at most %d", len(*v), maxVariableValueLen)
+	}
+	return ""
 }
 
 // routingKeyRe bounds a source override's routing key (a source's routing
@@ -706,8 +948,8 @@ func (s *server) putContextSourceOverride(w http.ResponseWriter, r *http.Request
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	if body.Value == nil || len(*body.Value) > maxVariableValueLen {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("value is required (at most %d bytes)", maxVariableValueLen))
+	if msg := valueProblem(body.Value); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	if err := s.d.Store.PutContextSourceOverride(r.Context(), org, name, &store.ContextSourceOverride{RoutingKey: rk, Key: key, Value: *body.Value}); err != nil {

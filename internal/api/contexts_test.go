@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -455,7 +456,8 @@ func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
 	run, jobs := e.addRun("deploy", "running", "o/app", time.Now().UTC(), "ship")
 	h := e.addHold(run, jobs[0], store.HoldQueueContext, "needs alice", "alice")
 	code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, "")
-	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") {
+	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") ||
+		!strings.Contains(fmt.Sprint(m["error"]), "approve or reject them first (kici-admin held-run list --org o)") {
 		t.Fatalf("delete with a pending hold: %d %v", code, m)
 	}
 	if _, err := e.st.GetContext(context.Background(), "o", "release"); err != nil {
@@ -510,5 +512,182 @@ func TestContextSourceOverrides(t *testing.T) {
 	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
 	if _, m, _ := e.do("GET", base+"?orgId=acme", e.owner, ""); len(m["overrides"].([]any)) != 0 {
 		t.Fatalf("overrides survived their context: %v", m)
+	}
+}
+
+// Invalid repo patterns, glob patterns, reviewers and trigger filters are
+// refused with a message naming the problem, and change nothing.
+func TestContextPolicyFieldValidation(t *testing.T) {
+	e := newSecEnv(t)
+	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release","requiredReviewers":["alice"],"repoPatterns":["acme/*"]}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	for field, cases := range map[string]map[string]string{
+		"repoPatterns": {
+			`["[abc"]`:         "names no repository",
+			`["acme/[abc"]`:    `unclosed "["`,
+			`["acme/app]"]`:    `unmatched "]"`,
+			`["acme/{a,b"]`:    `unclosed "{"`,
+			`["!"]`:            "not a pattern",
+			`["!!"]`:           "not a pattern",
+			`["noslash"]`:      "names no repository",
+			`["*"]`:            "can never match",
+			`["acme/!(x)"]`:    "not supported",
+			`["acme/a","!"]`:   "not a pattern",
+			`["acme/x",""]`:    "entries must be 1..",
+			`"acme/*"`:         "must be an array of strings",
+			`["acme/a\\[b"]`:   "",
+			`["**"]`:           "",
+			`["*/*","!a/b"]`:   "",
+			`["acme/{a,b}-*"]`: "",
+		},
+		"requiredReviewers": {
+			`["a b"]`:                              "whitespace or control",
+			`["a\tb"]`:                             "whitespace or control",
+			`["a\u0007"]`:                          "whitespace or control",
+			`["alice","alice"]`:                    `"alice" is listed twice`,
+			`["` + strings.Repeat("r", 129) + `"]`: "1..128",
+			`["service:tok-1","bob"]`:              "",
+		},
+		"triggerTypeFilters": {
+			`["push","tag","push"]`: `"push" is listed twice`,
+			`["push","tag"]`:        "",
+		},
+	} {
+		for value, want := range cases {
+			body := fmt.Sprintf(`{"orgId":"acme",%q:%s}`, field, value)
+			code, m, _ := e.do("PATCH", ctxBase+"/release/policy", e.owner, body)
+			if want == "" {
+				if code != 200 {
+					t.Errorf("%s: %d %v, want 200", body, code, m)
+				}
+				continue
+			}
+			if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m["error"]), want) || !strings.Contains(fmt.Sprint(m["error"]), field) {
+				t.Errorf("%s: %d %v, want 400 naming %s and %q", body, code, m, field, want)
+			}
+			// The same value is refused on create, which stores nothing.
+			body = fmt.Sprintf(`{"orgId":"acme","name":"fresh",%q:%s}`, field, value)
+			if code, m, _ := e.do("POST", ctxBase, e.owner, body); code != http.StatusBadRequest {
+				t.Errorf("create %s: %d %v, want 400", body, code, m)
+			}
+		}
+	}
+	if _, err := e.st.GetContext(context.Background(), "acme", "fresh"); err == nil {
+		t.Fatal("a refused create stored a context")
+	}
+
+	// The glob pattern of a glob context must compile with paired brackets.
+	for i, c := range []struct {
+		pat  string
+		want int
+	}{{"[", 400}, {"pr-[0-9", 400}, {"pr-{a,b", 400}, {"pr-]", 400}, {"pr-!(x)", 400},
+		{"pr-[0-9]*", 201}, {"deploy-*", 201}, {"*", 201}} {
+		code, m, _ := e.do("POST", ctxBase, e.owner, fmt.Sprintf(`{"orgId":"acme","name":"g%d","type":"glob","globPattern":%q}`, i, c.pat))
+		if code != c.want || (c.want == 400 && !strings.Contains(fmt.Sprint(m["error"]), "globPattern")) {
+			t.Errorf("globPattern %q: %d %v, want %d", c.pat, code, m, c.want)
+		}
+	}
+}
+
+// Binding patterns: a scope pattern is a scope path with glob syntax and
+// agent placeholders, a host pattern **, a glob or a compiling /regex/.
+func TestContextBindPatternValidation(t *testing.T) {
+	e := newSecEnv(t)
+	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
+	bind := ctxBase + "/release/bind"
+	for _, c := range []struct {
+		scope, host string
+		code        int
+		want        string
+	}{
+		{"../x", "", 400, `".." segment`},
+		{"a/./b", "", 400, `"." segment`},
+		{"/release", "", 400, "empty segment"},
+		{"release/", "", 400, "empty segment"},
+		{"a//b", "", 400, "empty segment"},
+		{"rel ease", "", 400, "segments hold only"},
+		{"rel$ease", "", 400, "segments hold only"},
+		{"release/[x", "", 400, `unclosed "["`},
+		{"release/{a,b", "", 400, `unclosed "{"`},
+		{"team/${user}", "", 400, "unknown placeholder"},
+		{"pg:", "", 400, "empty segment"},
+		{strings.Repeat("a", 256), "", 400, "at most 255"},
+		{"release", "/[/", 400, "not a valid regular expression"},
+		{"release", "/ci/g", 400, "only regular-expression flag is i"},
+		{"release", "/abc", 400, "/source/"},
+		{"release", "//", 400, "empty regular expression"},
+		{"release", "ci [x", 400, "whitespace"},
+		{"release", "ci-[x", 400, `unclosed "["`},
+		{"release/*", "", 201, ""},
+		{"pg:team/prod", "**", 201, ""},
+		{"team/${label:team}/*", "*", 201, ""},
+		{"agents/${agentId}", "/^ci-\\d+$/i", 201, ""},
+		{"hosts/${host}/{a,b}", "build-*", 201, ""},
+		{"x/[a-c]?", "runner-1", 201, ""},
+	} {
+		body, _ := json.Marshal(map[string]string{"orgId": "acme", "scopePattern": c.scope, "hostPattern": c.host})
+		code, m, _ := e.do("POST", bind, e.owner, string(body))
+		if code != c.code || !strings.Contains(fmt.Sprint(m["error"]), c.want) {
+			t.Errorf("bind %q host %q: %d %v, want %d %q", c.scope, c.host, code, m, c.code, c.want)
+		}
+		if c.code == 400 {
+			field := "scopePattern"
+			if c.host != "" {
+				field = "hostPattern"
+			}
+			if !strings.HasPrefix(fmt.Sprint(m["error"]), field) {
+				t.Errorf("bind %q host %q: %v does not name %s", c.scope, c.host, m["error"], field)
+			}
+		}
+	}
+	bs, _ := e.st.ListContextBindings(context.Background(), "acme", "release")
+	if len(bs) != 6 {
+		t.Fatalf("bindings stored: %d, want the 6 valid ones", len(bs))
+	}
+}
+
+// A too-long variable or override value is reported as too long, not as
+// missing.
+func TestContextValueTooLong(t *testing.T) {
+	e := newSecEnv(t)
+	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
+	long := fmt.Sprintf(`{"value":%q}`, strings.Repeat("v", 64<<10+1))
+	for _, path := range []string{ctxBase + "/release/variables/REGION?orgId=acme", ctxBase + "/release/source-overrides/REGION?orgId=acme&routingKey=k"} {
+		code, m, _ := e.do("PUT", path, e.owner, long)
+		if code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "too long") || strings.Contains(fmt.Sprint(m["error"]), "required") {
+			t.Errorf("PUT %s with 64 KiB + 1: %d %v", path, code, m)
+		}
+		if code, m, _ := e.do("PUT", path, e.owner, `{}`); code != 400 || m["error"] != "value is required" {
+			t.Errorf("PUT %s without value: %d %v", path, code, m)
+		}
+		if code, m, _ := e.do("PUT", path, e.owner, fmt.Sprintf(`{"value":%q}`, strings.Repeat("v", 64<<10))); code != 200 {
+			t.Errorf("PUT %s with 64 KiB: %d %v", path, code, m)
+		}
+	}
+}
+
+// A body of the wrong JSON type is described in the client's terms, not
+// with Go type names.
+func TestDecodeBodyTypeErrorsNameFields(t *testing.T) {
+	e := newSecEnv(t)
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", ctxBase, `[]`, "Invalid JSON body: request body must be a JSON object"},
+		{"POST", ctxBase, `"acme"`, "Invalid JSON body: request body must be a JSON object"},
+		{"POST", ctxBase, `{"orgId":1,"name":"x"}`, "Invalid JSON body: field orgId must be a string"},
+		{"POST", ctxBase + "/templates", `{"orgId":"acme","templateName":"t","variables":{"A":1}}`, "Invalid JSON body: field variables must be a JSON object of strings"},
+		{"POST", ctxBase + "/templates", `{"orgId":"acme","templateName":"t","variables":[]}`, "Invalid JSON body: field variables must be a JSON object of strings"},
+		{"PATCH", "/api/v1/admin/trust-policy", `{"customerId":"acme","approvalExpiryHours":"72"}`, "Invalid JSON body: field approvalExpiryHours must be an integer"},
+		{"PATCH", "/api/v1/admin/trust-policy", `[1]`, "Invalid JSON body: request body must be a JSON object"},
+		{"PUT", ctxBase + "/x/variables/A?orgId=acme", `{"value":true}`, "Invalid JSON body: field value must be a string"},
+	} {
+		code, m, _ := e.do(c.method, c.path, e.owner, c.body)
+		msg := fmt.Sprint(m["error"])
+		if code != 400 || msg != c.want {
+			t.Errorf("%s %s %s: %d %q, want 400 %q", c.method, c.path, c.body, code, msg, c.want)
+		}
+		if strings.Contains(msg, "Go ") || strings.Contains(msg, "struct") || strings.Contains(msg, "json:") {
+			t.Errorf("%s: message leaks Go types: %q", c.body, msg)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -23,8 +25,13 @@ func trustPlatformMsg(mode string) string {
 	return fmt.Sprintf("The trust policy and approval directory are managed by the KiCI Platform in %s mode: change them in the Platform dashboard", mode)
 }
 
-// maxApprovalExpirySeconds caps an approval window at one year.
-const maxApprovalExpirySeconds = 365 * 24 * 3600
+// Approval-window bounds: at most one (leap) year. The hours bound is
+// checked before any multiplication, so a huge approvalExpiryHours cannot
+// overflow into a negative or small window.
+const (
+	maxApprovalExpiryHours   = 366 * 24
+	maxApprovalExpirySeconds = maxApprovalExpiryHours * 3600
+)
 
 // TrustPolicyView is the policy object of the trust-policy routes.
 // Source and UpdatedAt are null while no row is stored (EffectiveDefault
@@ -95,11 +102,11 @@ func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
 	case b.ForkPolicy != nil && *b.ForkPolicy != store.ForkIgnore && *b.ForkPolicy != store.ForkHold && *b.ForkPolicy != store.ForkAllow:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("forkPolicy %q must be ignore, hold or allow", *b.ForkPolicy))
 		return
-	case b.ApprovalExpiryHours != nil && (*b.ApprovalExpiryHours < 1 || *b.ApprovalExpiryHours*3600 > maxApprovalExpirySeconds):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpiryHours must be an integer from 1 to %d", maxApprovalExpirySeconds/3600))
+	case b.ApprovalExpiryHours != nil && (*b.ApprovalExpiryHours < 1 || *b.ApprovalExpiryHours > maxApprovalExpiryHours):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpiryHours must be an integer from 1 to %d (one year)", maxApprovalExpiryHours))
 		return
 	case b.ApprovalExpirySeconds != nil && (*b.ApprovalExpirySeconds < trustpolicy.MinApprovalExpirySeconds || *b.ApprovalExpirySeconds > maxApprovalExpirySeconds):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpirySeconds must be an integer from %d to %d", trustpolicy.MinApprovalExpirySeconds, maxApprovalExpirySeconds))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("approvalExpirySeconds must be an integer from %d to %d (one year)", trustpolicy.MinApprovalExpirySeconds, maxApprovalExpirySeconds))
 		return
 	}
 	patch := map[string]any{}
@@ -141,10 +148,33 @@ func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
 
 // Directory input rules.
 var (
-	directoryUserRe     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,254}$`)
-	directoryProviderRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-	providerValueRe     = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+	directoryUserRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,254}$`)
+	providerValueRe = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+	// providerUserIDRe is a forge's numeric user id (GitHub's sender.id,
+	// Gitea's and GitLab's user id): the immutable key a directory link
+	// is found by, unlike the renameable username.
+	providerUserIDRe = regexp.MustCompile(`^[0-9]{1,20}$`)
+	// bitbucketUserIDRe is a Bitbucket account id: a braced UUID
+	// ({xxxxxxxx-…}) or an Atlassian account id (557058:uuid, or 24 hex).
+	bitbucketUserIDRe = regexp.MustCompile(`^(\{[0-9a-fA-F-]{36}\}|[0-9]{1,10}:[0-9a-fA-F-]{36}|[0-9a-fA-F]{24})$`)
 )
+
+// providerUserIDOK reports whether id has the shape of provider's
+// immutable user id.
+func providerUserIDOK(provider, id string) bool {
+	if provider == "bitbucket" {
+		return bitbucketUserIDRe.MatchString(id)
+	}
+	return providerUserIDRe.MatchString(id)
+}
+
+// DirectoryProviders are the forges an approval-directory link may name.
+var DirectoryProviders = []string{"github", "gitea", "gitlab", "bitbucket"}
+
+// serviceApproverPrefix starts the approver id of an admin-token decision
+// ("service:<tokenId>", see decideHeldRun); a directory user may not
+// borrow it, or a member could pass for an operator override.
+const serviceApproverPrefix = "service:"
 
 // IdentityLink is one entry of DirectoryView.IdentityLinks.
 type IdentityLink struct {
@@ -230,14 +260,16 @@ func (s *server) patchTrustDirectory(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case customerIDProblem(b.CustomerID) != "":
 		msg = customerIDProblem(b.CustomerID)
+	case strings.HasPrefix(b.UserID, serviceApproverPrefix):
+		msg = `userId must not start with "service:": that prefix is reserved for admin-token approvers`
 	case !directoryUserRe.MatchString(b.UserID):
-		msg = "userId must match " + directoryUserRe.String()
-	case !directoryProviderRe.MatchString(b.Provider):
-		msg = "provider must match " + directoryProviderRe.String() + " (e.g. github)"
+		msg = "userId must be 1-255 characters: a letter or digit, then letters, digits or . _ @ : + - (no whitespace or control characters)"
+	case !slices.Contains(DirectoryProviders, b.Provider):
+		msg = fmt.Sprintf("provider %q must be one of %s", b.Provider, strings.Join(DirectoryProviders, ", "))
 	case !providerValueRe.MatchString(b.ProviderUsername):
 		msg = "providerUsername must be 1-255 characters without blanks"
-	case !providerValueRe.MatchString(b.ProviderUserID):
-		msg = "providerUserId must be 1-255 characters without blanks (the provider's immutable numeric user id)"
+	case !providerUserIDOK(b.Provider, b.ProviderUserID):
+		msg = "providerUserId must be the provider's immutable user id (1-20 digits; for bitbucket the account id or {uuid}), not the username"
 	case b.CITrust != store.CITrustNone && b.CITrust != store.CITrustRead && b.CITrust != store.CITrustWrite && b.CITrust != store.CITrustAdmin:
 		msg = fmt.Sprintf("ciTrust %q must be none, read, write or admin", b.CITrust)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -177,5 +178,62 @@ func TestTrustAndHeldRunRoutesRefuseScopedTokens(t *testing.T) {
 	}
 	if n != 7 {
 		t.Fatalf("checked %d routes, want 7", n)
+	}
+}
+
+// approvalExpiryHours is range-checked before it is multiplied, so a huge
+// value is a 400 naming the field and range, never an overflowed window.
+func TestTrustPolicyExpiryHoursOverflow(t *testing.T) {
+	e := newModeEnv(t, "", false)
+	for _, hours := range []string{"9223372036854775807", "2562047788015216", "5124095576030432", "8785", "0", "-1"} {
+		code, m, _ := e.do("PATCH", tpBase, e.owner, `{"customerId":"acme","approvalExpiryHours":`+hours+`}`)
+		if code != 400 || m["error"] != "approvalExpiryHours must be an integer from 1 to 8784 (one year)" {
+			t.Errorf("hours %s: %d %v", hours, code, m)
+		}
+	}
+	if _, err := e.st.GetTrustPolicy(context.Background(), "acme"); err == nil {
+		t.Fatal("an out-of-range expiry stored a policy")
+	}
+	code, m, _ := e.do("PATCH", tpBase, e.owner, `{"customerId":"acme","approvalExpiryHours":8784}`)
+	if p, _ := m["policy"].(map[string]any); code != 200 || p["approvalExpirySeconds"].(float64) != 8784*3600 {
+		t.Fatalf("8784 h: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", tpBase, e.owner, `{"customerId":"acme","approvalExpirySeconds":31622401}`); code != 400 ||
+		!strings.Contains(fmt.Sprint(m["error"]), "approvalExpirySeconds must be an integer from 60 to 31622400") {
+		t.Fatalf("seconds past a year: %d %v", code, m)
+	}
+}
+
+// Directory members: a known provider, a numeric provider user id, and no
+// user id that could pass for an admin-token approver.
+func TestTrustDirectoryFieldValidation(t *testing.T) {
+	e := newModeEnv(t, "", false)
+	dir := tpBase + "/directory"
+	for _, c := range []struct{ user, provider, puid, want string }{
+		{"alice", "github", "abc", "providerUserId must be the provider's immutable user id"},
+		{"alice", "github", "12a", "providerUserId must be the provider's immutable user id"},
+		{"alice", "github", "123456789012345678901", "1-20 digits"},
+		{"alice", "evil", "1", `provider "evil" must be one of github, gitea, gitlab, bitbucket`},
+		{"alice", "GitHub", "1", "must be one of"},
+		{"service:tok-1", "github", "1", `userId must not start with "service:": that prefix is reserved for admin-token approvers`},
+		{"service:", "github", "1", "reserved for admin-token approvers"},
+		{"al ice", "github", "1", "no whitespace or control characters"},
+		{"al\tice", "github", "1", "no whitespace or control characters"},
+	} {
+		body, _ := json.Marshal(map[string]string{"customerId": "acme", "userId": c.user, "provider": c.provider,
+			"providerUsername": "gh-user", "providerUserId": c.puid, "ciTrust": "write"})
+		if code, m, _ := e.do("PATCH", dir, e.owner, string(body)); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), c.want) {
+			t.Errorf("%s: %d %v, want 400 %q", body, code, m, c.want)
+		}
+	}
+	if members, _ := e.st.ListDirectoryMembers(context.Background(), "acme"); len(members) != 0 {
+		t.Fatalf("refused members stored: %+v", members)
+	}
+	for i, c := range []struct{ provider, id string }{{"github", "100"}, {"gitea", "101"}, {"gitlab", "102"},
+		{"bitbucket", "{6a2c3d4e-1f20-4b5c-9d8e-7f6a5b4c3d2e}"}, {"bitbucket", "557058:6a2c3d4e-1f20-4b5c-9d8e-7f6a5b4c3d2e"}} {
+		body := fmt.Sprintf(`{"customerId":"acme","userId":"u%d","provider":%q,"providerUsername":"x","providerUserId":%q,"ciTrust":"read"}`, i, c.provider, c.id)
+		if code, m, _ := e.do("PATCH", dir, e.owner, body); code != 200 {
+			t.Errorf("%s: %d %v", body, code, m)
+		}
 	}
 }

@@ -150,7 +150,9 @@ fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve
 				}
 				return nil
 			}
-			headers := []string{"ID", "RUN", "JOB", "TYPE", "REASON", "EXPIRES"}
+			// ENDS, not EXPIRES: a timer hold is released (not expired) at
+			// that time, an approval hold expires unanswered.
+			headers := []string{"ID", "RUN", "JOB", "TYPE", "REASON", "ENDS"}
 			if all {
 				headers = append(headers, "STATUS", "RESOLVED BY")
 			}
@@ -377,9 +379,9 @@ security holds), admin.`,
 	}
 	dirSet.Flags().StringVar(&user, "user", "", "user id (required); --as and reviewer lists name it")
 	dirSet.Flags().StringVar(&user, "user-id", "", "alias of --user")
-	dirSet.Flags().StringVar(&provider, "provider", "github", "identity provider")
+	dirSet.Flags().StringVar(&provider, "provider", "github", "identity provider: github, gitea, gitlab or bitbucket")
 	dirSet.Flags().StringVar(&username, "provider-username", "", "login on the provider (required)")
-	dirSet.Flags().StringVar(&providerID, "provider-user-id", "", "immutable user id on the provider (required)")
+	dirSet.Flags().StringVar(&providerID, "provider-user-id", "", "immutable numeric user id on the provider, 1-20 digits (required)")
 	dirSet.Flags().StringVar(&ciTrust, "ci-trust", "", "none, read, write or admin (required)")
 
 	var rmUser string

@@ -271,8 +271,8 @@ func (a *app) contextCommand() *cobra.Command {
 			return nil
 		},
 	}
-	bind.Flags().StringVar(&scope, "scope", "", "secret scope pattern (glob)")
-	bind.Flags().StringVar(&host, "host", "**", "host pattern: exact, glob or /regex/")
+	bind.Flags().StringVar(&scope, "scope", "", `secret scope pattern: "/"-separated segments of letters, digits, . _ - and glob characters * ? { } , [ ], optional "pg:" prefix, placeholders ${agentId} ${host} ${label:NAME}`)
+	bind.Flags().StringVar(&host, "host", "**", "host pattern: ** (any), an exact name or glob, or /regex/ (flag i allowed)")
 
 	var setPol contextPolicyFlags
 	setPolicy := &cobra.Command{
