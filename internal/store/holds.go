@@ -121,6 +121,7 @@ type PendingHeldRunsError struct {
 	Count   int
 }
 
+// Error says how many pending holds block the deletion (KiCI's message).
 func (e *PendingHeldRunsError) Error() string {
 	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first", e.Count)
 }
