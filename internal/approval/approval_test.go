@@ -491,3 +491,63 @@ func TestMembersDecideOnlyWhereTheyQualify(t *testing.T) {
 		t.Fatal("not queued after the operator ended the timer")
 	}
 }
+
+// With several jobs waiting, a freed slot goes to exactly one of them.
+func TestFreedSlotGoesToOneWaiter(t *testing.T) {
+	h := newHarness(t)
+	h.res.SetSlotRetry(h.gate.TrySlot)
+	limit := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit})
+	var ids []string
+	for _, r := range []string{"run-1", "run-2", "run-3", "run-4"} {
+		_, jobs := h.runNamed(r, store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+		ids = append(ids, jobs["ship"].ID)
+	}
+	queued := func() []string {
+		var out []string
+		for _, id := range ids {
+			if s := h.job(id).Status; s == execution.StatusQueued || s == execution.StatusRunning || s == execution.StatusSuccess {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if q := queued(); len(q) != 1 || q[0] != ids[0] {
+		t.Fatalf("queued at start %v, want only the first", q)
+	}
+	for round := 1; round < len(ids); round++ {
+		h.sweep()
+		if q := queued(); len(q) != round {
+			t.Fatalf("round %d before a slot frees: %d jobs past the gate", round, len(q))
+		}
+		if err := h.tr.JobFinished(h.ctx, ids[round-1], execution.StatusSuccess, "", h.now); err != nil {
+			t.Fatal(err)
+		}
+		h.sweep()
+		h.sweep()
+		live := 0
+		for _, id := range ids {
+			if s := h.job(id).Status; s == execution.StatusQueued || s == execution.StatusRunning {
+				live++
+			}
+		}
+		if live != 1 {
+			t.Fatalf("round %d: %d jobs queued or running at once, want 1", round, live)
+		}
+	}
+}
+
+func TestDecisionReasonMustBePrintable(t *testing.T) {
+	h := newHarness(t)
+	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}})
+	run, _ := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
+	id := h.pendingHolds(run.ID)[0].ID
+	for _, reason := range []string{"two\nlines", "\x1b[31mred\x1b[0m", "over\rwrite", strings.Repeat("x", MaxReasonBytes+1)} {
+		if _, err := h.decide(id, Reject, "alice", reason); !errors.Is(err, ErrBadDecision) {
+			t.Fatalf("reason %q: %v, want ErrBadDecision", reason, err)
+		}
+	}
+	if len(h.pendingHolds(run.ID)) != 1 {
+		t.Fatal("a refused decision changed the hold")
+	}
+}

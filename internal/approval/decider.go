@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"kici.dev/kici/internal/store"
@@ -64,8 +65,8 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	if dec.Decision != Approve && dec.Decision != Reject {
 		return Result{}, ErrBadDecision
 	}
-	if len(dec.Reason) > MaxReasonBytes || !utf8.ValidString(dec.Reason) {
-		return Result{}, fmt.Errorf("%w: reason must be valid UTF-8 of at most %d bytes", ErrBadDecision, MaxReasonBytes)
+	if len(dec.Reason) > MaxReasonBytes || !utf8.ValidString(dec.Reason) || strings.ContainsFunc(dec.Reason, unicode.IsControl) {
+		return Result{}, fmt.Errorf("%w: reason must be one line of valid UTF-8 without control characters, at most %d bytes", ErrBadDecision, MaxReasonBytes)
 	}
 	if dec.Approver == "" {
 		return Result{}, fmt.Errorf("%w: approver required", ErrBadDecision)

@@ -21,7 +21,7 @@ func newTable(w io.Writer, headers ...string) *table {
 
 func (t *table) row(cols ...string) {
 	for i, c := range cols {
-		cols[i] = terminalSafe(strings.NewReplacer("\t", " ", "\n", " ").Replace(c))
+		cols[i] = cellSafe(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }

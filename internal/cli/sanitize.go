@@ -40,4 +40,26 @@ func terminalSafe(s string) string {
 	return b.String()
 }
 
+// cellSafe makes a table cell safe and single-line: tabs and newlines
+// become spaces and every other control character, escape sequences
+// included, is shown in caret notation. Cells carry names, reasons and
+// values others wrote (a rejection reason, a pull-request comment, a
+// variable): unlike log lines, they keep no colours.
+func cellSafe(s string) string {
+	s = strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; isControl(rune(c)) {
+			b.WriteByte('^')
+			b.WriteByte(c ^ 0x40)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }

@@ -18,3 +18,22 @@ func TestTerminalSafe(t *testing.T) {
 		}
 	}
 }
+
+// Table cells carry text other people wrote (rejection reasons, comments,
+// variable values): no escape sequence, colour or not, reaches the
+// terminal, and a cell stays on one line.
+func TestCellSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain reason":       "plain reason",
+		"line1\nline2":       "line1 line2",
+		"\x1b[31mRED\x1b[0m": "^[[31mRED^[[0m",
+		"over\rwrite\a":      "over^Mwrite^G",
+		"tab\there":          "tab here",
+		"\x1b]0;title\x07":   "^[]0;title^G",
+		"unicode ✓ stays":    "unicode ✓ stays",
+	} {
+		if got := cellSafe(in); got != want {
+			t.Errorf("cellSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

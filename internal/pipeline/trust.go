@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/store"
@@ -49,6 +50,22 @@ func (p *Processor) getDecider() Decider {
 	return p.decider
 }
 
+// DirectoryProvider maps an event's provider (GitHub, or a universal-git
+// preset) to the provider name approval-directory links use: github,
+// gitea (also Forgejo and Gogs) or gitlab; "" when comments from that
+// provider cannot be matched to a directory member.
+func DirectoryProvider(eventProvider string) string {
+	switch eventProvider {
+	case "github", "github-repo":
+		return "github"
+	case "gitea", "forgejo", "gogs":
+		return "gitea"
+	case "gitlab-repo", "gitlab":
+		return "gitlab"
+	}
+	return ""
+}
+
 // kiciCommand matches a `/kici approve <runId>` or `/kici reject <runId>
 // [reason]` comment (the first line; the run id is a uuid).
 var kiciCommand = regexp.MustCompile(`^\s*/kici\s+(approve|reject)\s+([0-9a-fA-F-]{36})\b[ \t]*(.*)`)
@@ -80,7 +97,8 @@ func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Ev
 // workflows as usual).
 func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store.Source, ev *trigger.Event, body string) (handled bool) {
 	decide := p.getDecider()
-	if decide == nil || ev.Type != "comment" {
+	dirProvider := DirectoryProvider(ev.Provider)
+	if decide == nil || ev.Type != "comment" || dirProvider == "" {
 		return false
 	}
 	first, _, _ := strings.Cut(body, "\n")
@@ -88,7 +106,13 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	if m == nil {
 		return false
 	}
-	verb, runID, reason := m[1], strings.ToLower(m[2]), strings.TrimSpace(m[3])
+	// The reason is the commenter's text: keep it printable.
+	verb, runID, reason := m[1], strings.ToLower(m[2]), strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, m[3]))
 	refuse := func(why string) bool {
 		tr.Summary = fmt.Sprintf("/kici %s %s from %q refused: %s", verb, runID, ev.SenderUsername, why)
 		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
@@ -97,7 +121,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	if ev.SenderUserID == 0 {
 		return refuse("the comment carries no user id")
 	}
-	member, err := p.st.FindDirectoryMember(ctx, src.OrgID, "github", strconv.FormatInt(ev.SenderUserID, 10))
+	member, err := p.st.FindDirectoryMember(ctx, src.OrgID, dirProvider, strconv.FormatInt(ev.SenderUserID, 10))
 	if errors.Is(err, store.ErrNotFound) {
 		return refuse("the commenter is not in the approval directory (kici-admin trust-policy directory-set)")
 	}
@@ -127,7 +151,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	}
 	res, err := decide(ctx, approval.Decision{
 		OrgID: src.OrgID, HeldRunID: hold.ID, Decision: verb, Reason: reason, Approver: member.UserID,
-		ActorTokenLabel: "github:" + ev.SenderUsername,
+		ActorTokenLabel: dirProvider + ":" + ev.SenderUsername,
 	})
 	if err != nil {
 		return refuse(err.Error())

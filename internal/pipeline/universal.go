@@ -43,6 +43,9 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	if err != nil {
 		return tr, err
 	}
+	if p.handleKiciComment(ctx, tr, src, ev, jsonStr(ev.Payload, "comment", "body")) {
+		return tr, nil
+	}
 	var payload map[string]any
 	_ = json.Unmarshal(d.Payload, &payload)
 	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/trustpolicy"
 )
 
 func gitIn(t *testing.T, dir string, args ...string) string {
@@ -136,16 +138,22 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil), nil)
+	tracker := execution.NewTracker(st, &countingEnqueuer{st: st}, nil)
+	tracker.SetGate(approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
+		p, _, err := trustpolicy.Effective(ctx, st, org)
+		return p, err
+	}, nil))
+	proc := NewProcessor(st, tracker, nil)
+	proc.SetDecider(approval.NewDecider(st, nil).Decide)
 	payload, _ := json.Marshal(map[string]any{"action": "opened", "number": 3,
 		"pull_request": map[string]any{"number": 3, "user": map[string]any{"login": "mallory"},
 			"head": map[string]any{"ref": "fork", "sha": headSHA, "repo": map[string]any{"full_name": "mallory/app"}},
 			"base": map[string]any{"ref": "main", "sha": baseSHA, "repo": map[string]any{"full_name": "acme/app"}}},
 		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main"},
 		"sender":     map[string]any{"login": "mallory", "username": "mallory"}})
-	deliver := func(id string) (*store.Delivery, []*store.Run) {
+	deliverAs := func(id, event string, payload []byte) (*store.Delivery, []*store.Run) {
 		t.Helper()
-		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "pull_request", Payload: payload, ReceivedAt: time.Now()},
+		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: event, Payload: payload, ReceivedAt: time.Now()},
 			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
 			t.Fatal(err)
 		}
@@ -156,12 +164,33 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
 		return d, runs
 	}
+	deliver := func(id string) (*store.Delivery, []*store.Run) { return deliverAs(id, "pull_request", payload) }
 	d, runs := deliver("generic:acme:src-u:pr1")
 	if d.Status != store.DeliveryProcessed || len(runs) != 1 {
 		t.Fatalf("delivery %s (%s), %d runs", d.Status, d.Error, len(runs))
 	}
 	if r := runs[0]; r.WorkflowName != "from-base" || r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.SHA != headSHA {
 		t.Fatalf("run %+v: want the base lock, trust tier unknown, the fork's head", r)
+	}
+	pending := func() int {
+		hs, _ := st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runs[0].ID, Statuses: []string{store.HoldPending}})
+		return len(hs)
+	}
+	if pending() != 1 {
+		t.Fatal("the fork run is not held")
+	}
+	// A `/kici approve` comment by a Gitea member with CI trust write.
+	if err := st.PutDirectoryMemberAudited(ctx, &store.DirectoryMember{OrgID: "acme", UserID: "gal", Provider: "gitea",
+		ProviderUserID: "31", ProviderUsername: "gal", CITrust: store.CITrustWrite}, &store.AccessLogEntry{Action: "trust_directory.updated"}); err != nil {
+		t.Fatal(err)
+	}
+	comment, _ := json.Marshal(map[string]any{"action": "created", "is_pull": true,
+		"issue":      map[string]any{"number": 3},
+		"comment":    map[string]any{"body": "/kici approve " + runs[0].ID},
+		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main"},
+		"sender":     map[string]any{"login": "gal", "username": "gal", "id": 31}})
+	if d, _ := deliverAs("generic:acme:src-u:c1", "issue_comment", comment); d.Status != store.DeliveryProcessed || pending() != 0 {
+		t.Fatalf("gitea /kici approve: delivery %s (%s), pending holds %d", d.Status, d.Error, pending())
 	}
 
 	if _, err := st.UpdateTrustPolicyAudited(ctx, "acme", store.TrustPolicy{ForkPolicy: store.ForkHold, ApprovalExpirySeconds: 3600}, func(p *store.TrustPolicy) error {

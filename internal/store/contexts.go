@@ -67,9 +67,10 @@ type ContextStore interface {
 	// AcquireContextSlot takes a slot of concurrency group `group` of org
 	// for job jobID when fewer than limit jobs hold one, atomically (two
 	// concurrent callers never both take the last slot). A slot counts
-	// while its job is neither terminal nor held; a job that already
-	// holds a slot of the group gets true again. Slots of terminal jobs
-	// may be deleted on the way.
+	// until its job is terminal (also while the job is held: the gate only
+	// gives slots to jobs about to be queued); a job that already holds a
+	// slot of the group gets true again. Slots of terminal jobs may be
+	// deleted on the way.
 	AcquireContextSlot(ctx context.Context, orgID, group, jobID string, limit int, at time.Time) (bool, error)
 }
 

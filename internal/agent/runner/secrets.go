@@ -35,7 +35,7 @@ func withSecrets(env []string, jobDecl, stepDecl, values map[string]string) ([]s
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("secrets not available: %s (not set on the orchestrator, or not allowed for this run)", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("secrets not available: %s (not set, or not granted to this job: a context the job names must bind the scope on this agent; the orchestrator log names the withheld references)", strings.Join(missing, ", "))
 	}
 	out := make([]string, 0, len(env)+len(names))
 	for _, kv := range env {

@@ -383,10 +383,12 @@ func (s *Store) AcquireContextSlot(ctx context.Context, orgID, grp, jobID string
 			ok = true
 			return nil
 		}
-		// A held job keeps its row but does not count while it waits.
+		// Every remaining slot counts until its job ends, also while the
+		// job is held: a held job only has a slot when it was just given
+		// one and is about to be released.
 		var counting int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots s JOIN execution_jobs j ON j.id = s.job_id
-			WHERE s.org_id = ? AND s.grp = ? AND j.status <> ?`, orgID, grp, store.StatusHeld).Scan(&counting); err != nil {
+			WHERE s.org_id = ? AND s.grp = ?`, orgID, grp).Scan(&counting); err != nil {
 			return err
 		}
 		if counting >= limit {

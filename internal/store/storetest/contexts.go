@@ -404,9 +404,13 @@ func testContextSlots(t *testing.T, s store.Store) {
 	acquire("acme", "deploy", "j3", 2, true)
 	acquire("acme", "deploy", "j4", 2, false)
 
-	// A held job's slot does not count while it waits for approval.
+	// A slot counts until its job ends, also while the job is held (a job
+	// given a slot while held is about to be released).
 	ok, err = s.UpdateJobStatus(ctx, "j2", nil, store.StatusHeld, store.JobUpdate{})
 	wantChanged(t, "hold j2", ok, err, true)
+	acquire("acme", "deploy", "j4", 2, false)
+	ok, err = s.UpdateJobStatus(ctx, "j2", nil, "cancelled", store.JobUpdate{})
+	wantChanged(t, "cancel j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, true)
 	acquire("acme", "staging", "j1", 1, false) // j3 still holds staging
 	ok, err = s.UpdateJobStatus(ctx, "j3", nil, "cancelled", store.JobUpdate{})
