@@ -805,7 +805,7 @@ func pendingHeldRunsMsg(err error, org string) string {
 	if !errors.As(err, &e) {
 		return err.Error()
 	}
-	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first (kici-admin held-run list --org %s)", e.Count, org)
+	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first, or cancel their runs (kici-admin held-run list --org %s)", e.Count, org)
 }
 
 // listContextVariables is GET /contexts/{name}/variables?orgId=.

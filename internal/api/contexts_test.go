@@ -457,7 +457,7 @@ func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
 	h := e.addHold(run, jobs[0], store.HoldQueueContext, "needs alice", "alice")
 	code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, "")
 	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") ||
-		!strings.Contains(fmt.Sprint(m["error"]), "approve or reject them first (kici-admin held-run list --org o)") {
+		!strings.Contains(fmt.Sprint(m["error"]), "approve or reject them first, or cancel their runs (kici-admin held-run list --org o)") {
 		t.Fatalf("delete with a pending hold: %d %v", code, m)
 	}
 	if _, err := e.st.GetContext(context.Background(), "o", "release"); err != nil {

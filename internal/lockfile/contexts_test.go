@@ -120,3 +120,22 @@ func TestParseRejectsBadJobContexts(t *testing.T) {
 		t.Fatalf("valid contexts rejected: %v", err)
 	}
 }
+
+func TestValidSecretRef(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"release:npm_token":      true,
+		"pg:team/prod:key.v2":    true,
+		"release/../other:key":   false,
+		"./release:key":          false,
+		"release/.:key":          false,
+		"release:":               false,
+		":key":                   false,
+		"release:key with space": false,
+		"vault:release:key":      false,
+		"team/..hidden/x:key":    true, // "..hidden" is a name, not a parent segment
+	} {
+		if got := ValidSecretRef(ref); got != want {
+			t.Errorf("ValidSecretRef(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}

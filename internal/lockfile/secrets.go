@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -12,8 +13,21 @@ import (
 // KiCI: Secrets storage and backends).
 var secretRefRe = regexp.MustCompile(`^(pg:)?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*:[A-Za-z0-9._-]{1,255}$`)
 
-// ValidSecretRef reports whether ref is a well-formed "<scope>:<key>".
-func ValidSecretRef(ref string) bool { return len(ref) <= 512 && secretRefRe.MatchString(ref) }
+// ValidSecretRef reports whether ref is a well-formed "<scope>:<key>"
+// whose scope has no "." or ".." segment (the secret store refuses those
+// scopes, so such a reference could never resolve).
+func ValidSecretRef(ref string) bool {
+	if len(ref) > 512 || !secretRefRe.MatchString(ref) {
+		return false
+	}
+	scope := strings.TrimPrefix(ref[:strings.LastIndexByte(ref, ':')], "pg:")
+	for _, seg := range strings.Split(scope, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
 
 // secretMap parses `secrets: {NAME: "<scope>:<key>"}`: names are
 // environment variable names, values secret references. Secret values never
