@@ -51,6 +51,31 @@ func (a *app) listHolds(cmd *cobra.Command, org, runID string, all bool) ([]api.
 	return out.HeldRuns, raw, err
 }
 
+// waitingFor names what a pending hold still waits for: its open clauses,
+// any approval for a hold without clauses, the clock for a wait timer, a
+// free slot for a concurrency hold; "-" once decided.
+func waitingFor(h api.HeldRunView) string {
+	if h.Status != store.HoldPending {
+		return "-"
+	}
+	switch h.HoldType {
+	case store.HoldTimer:
+		return "time"
+	case store.HoldConcurrency:
+		return "a free slot"
+	}
+	var open []string
+	for _, c := range h.Clauses {
+		if c.SatisfiedBy == "" {
+			open = append(open, c.Value)
+		}
+	}
+	if len(open) == 0 {
+		return "any approval"
+	}
+	return strings.Join(open, ", ")
+}
+
 // holdTarget resolves the argument of approve/reject — a held-run id, or a
 // run id with exactly one pending hold — to (org, hold id). Without --org
 // the argument must be a run id: its org comes from the run.
@@ -152,13 +177,13 @@ fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve
 			}
 			// ENDS, not EXPIRES: a timer hold is released (not expired) at
 			// that time, an approval hold expires unanswered.
-			headers := []string{"ID", "RUN", "JOB", "TYPE", "REASON", "ENDS"}
+			headers := []string{"ID", "RUN", "JOB", "TYPE", "REASON", "WAITING FOR", "ENDS"}
 			if all {
 				headers = append(headers, "STATUS", "RESOLVED BY")
 			}
 			t := newTable(a.out(), headers...)
 			for _, h := range holds {
-				cols := []string{h.ID, h.RunID, orDash(deref(h.JobName)), h.HoldType, h.Reason, fmtTime(&h.ExpiresAt)}
+				cols := []string{h.ID, h.RunID, orDash(deref(h.JobName)), h.HoldType, h.Reason, waitingFor(h), fmtTime(&h.ExpiresAt)}
 				if all {
 					cols = append(cols, h.Status, deref(h.ResolvedBy))
 				}

@@ -56,7 +56,7 @@ func TestHeldRunCommands(t *testing.T) {
 		t.Fatalf("list without --org: %d %s", code, errs)
 	}
 	list := h.mustRun("held-run", "list", "--org", "acme")
-	for _, want := range []string{"ID", "ENDS", oneHolds[0].ID, twoHolds[1].ID, one.ID, "shipa", "reviewer"} {
+	for _, want := range []string{"ID", "WAITING FOR", "alice, bob", "ENDS", oneHolds[0].ID, twoHolds[1].ID, one.ID, "shipa", "reviewer"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("list lacks %q:\n%s", want, list)
 		}
