@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Job and run status of work waiting for an approval, a wait timer or a
@@ -130,6 +133,26 @@ func (e *PendingHeldRunsError) Error() string {
 func IsPendingHeldRuns(err error) bool {
 	var e *PendingHeldRunsError
 	return errors.As(err, &e)
+}
+
+// PrepareHeldRun fills the fields HoldStore.CreateHeldRun implementations
+// write back before inserting h: a new uuid when ID is empty, status
+// pending, CreatedAt (at) when zero, a non-nil clause list, and sorted,
+// de-duplicated context names.
+func PrepareHeldRun(h *HeldRun, at time.Time) {
+	if h.ID == "" {
+		h.ID = uuid.NewString()
+	}
+	h.Status = HoldPending
+	if h.CreatedAt.IsZero() {
+		h.CreatedAt = at
+	}
+	if h.Clauses == nil {
+		h.Clauses = []ApprovalClause{}
+	}
+	if len(h.Contexts) > 0 {
+		h.Contexts = slices.Compact(slices.Sorted(slices.Values(h.Contexts)))
+	}
 }
 
 // HoldStore persists holds and their decisions. Status changes are

@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
 )
@@ -40,38 +37,11 @@ func scanHeldRun(r scanner) (*store.HeldRun, error) {
 	return &h, nil
 }
 
-// prepareHeldRun fills the defaults CreateHeldRun writes back: id, status
-// pending, created time, a non-nil clause list and sorted, de-duplicated
-// context names.
-func prepareHeldRun(h *store.HeldRun) {
-	if h.ID == "" {
-		h.ID = uuid.NewString()
-	}
-	h.Status = store.HoldPending
-	if h.CreatedAt.IsZero() {
-		h.CreatedAt = now()
-	}
-	if h.Clauses == nil {
-		h.Clauses = []store.ApprovalClause{}
-	}
-	if len(h.Contexts) > 0 {
-		names := append([]string(nil), h.Contexts...)
-		sort.Strings(names)
-		out := names[:1]
-		for _, n := range names[1:] {
-			if n != out[len(out)-1] {
-				out = append(out, n)
-			}
-		}
-		h.Contexts = out
-	}
-}
-
 // CreateHeldRun inserts a pending hold with its context names; a job-scoped
 // hold first moves its job (of h.RunID) from jobFrom (nil = any non-terminal
 // status) to held, and when that matches no row nothing is written.
 func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []string) (bool, error) {
-	prepareHeldRun(h)
+	store.PrepareHeldRun(h, now())
 	clauses, err := json.Marshal(h.Clauses)
 	if err != nil {
 		return false, err
