@@ -132,15 +132,17 @@ func (a *app) heldRunCommand() *cobra.Command {
 		Use:     "held-run",
 		Aliases: []string{"held-runs"},
 		Short:   "List, approve and reject held runs (independent mode)",
-		Long: `Held runs wait for an approval: a context's required reviewers or trust floor, or a
-pull request from a fork under fork policy "hold". They resume once approved and are
-cancelled when rejected or when their approval window expires.
+		Long: `Held runs wait before dispatch: for an approval (a context's required reviewers or
+trust floor, or a pull request from a fork under fork policy "hold"), for a context's
+wait timer, or for a free slot of a context's concurrency group. Approved holds resume,
+rejected or expired ones cancel their work; timers and slots end by themselves.
 
-Without --as, an approval by a token with ci_trust.admin is an operator override: it
-satisfies every open clause at once. With --as <userId>, the decision is made as that
-member of the approval directory (see "kici-admin trust-policy directory-set") and
-satisfies only the clauses naming that user; a hold still waiting on others stays
-pending.
+Without --as, a decision by a token with ci_trust.admin is an operator override: an
+approval satisfies every open clause at once (and may end a wait timer early). With
+--as <userId>, the decision is made as that member of the approval directory (see
+"kici-admin trust-policy directory-set"), only where the member qualifies: as one of
+a reviewer hold's required reviewers (by user id), or with CI trust write or admin on
+a security hold. A hold still waiting on other reviewers stays pending.
 
 In platform, hybrid and observed mode the KiCI Platform decides; these commands then
 fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve".`,
