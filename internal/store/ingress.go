@@ -225,6 +225,18 @@ type IngressStore interface {
 	// RevokeSourceSecret sets revoked_at; ErrNotFound when no active secret
 	// has that id.
 	RevokeSourceSecret(ctx context.Context, sourceID, secretID string, at time.Time) error
+	// SetSourceEnabled pauses (false) or resumes (true) a source; ErrNotFound
+	// for an unknown id. A disabled source keeps everything it owns, but its
+	// webhook routes refuse deliveries and its registrations fire nothing
+	// (KiCI generic-source enable/disable).
+	SetSourceEnabled(ctx context.Context, id string, enabled bool) error
+	// DeleteSource removes a source and everything keyed only by it (its
+	// settings, webhook secrets, registrations, and the context overrides of
+	// its routing key when no other source shares that key), and writes
+	// audit, in one transaction; ErrNotFound for an unknown id (nothing is
+	// written). History stays: deliveries, the event log, rejected
+	// deliveries, runs and jobs keep the deleted source's id.
+	DeleteSource(ctx context.Context, id string, audit *AccessLogEntry) error
 
 	// AcceptDelivery inserts the delivery (status received) and its event-log
 	// entry in one transaction. ErrConflict when the delivery id exists, in

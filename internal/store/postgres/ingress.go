@@ -122,6 +122,44 @@ func (s *Store) RevokeSourceSecret(ctx context.Context, sourceID, secretID strin
 		ts(at), secretID, sourceID))
 }
 
+// SetSourceEnabled pauses or resumes a source.
+func (s *Store) SetSourceEnabled(ctx context.Context, id string, enabled bool) error {
+	return affected(s.pool.Exec(ctx, `UPDATE sources SET enabled = $1 WHERE id = $2`, enabled, id))
+}
+
+// DeleteSource removes a source, what only it owns, and writes audit, in
+// one transaction. History rows (deliveries, event log, rejected
+// deliveries, runs, jobs) are not touched.
+func (s *Store) DeleteSource(ctx context.Context, id string, audit *store.AccessLogEntry) error {
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var rk string
+		// FOR UPDATE: a concurrent delete of the same source waits and then
+		// finds nothing (ErrNotFound) instead of writing a second audit row.
+		if err := tx.QueryRow(ctx, `SELECT routing_key FROM sources WHERE id = $1 FOR UPDATE`, id).Scan(&rk); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM source_settings WHERE source_id = $1`,
+			`DELETE FROM source_secrets WHERE source_id = $1`,
+			`DELETE FROM registrations WHERE source_id = $1`,
+			`DELETE FROM sources WHERE id = $1`,
+		} {
+			if _, err := tx.Exec(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		// A GitHub App's routing key is shared by every source of that App:
+		// its overrides stay while another source still carries the key.
+		if rk != "" {
+			if _, err := tx.Exec(ctx, `DELETE FROM context_source_overrides WHERE routing_key = $1
+				AND NOT EXISTS (SELECT 1 FROM sources WHERE routing_key = $1)`, rk); err != nil {
+				return err
+			}
+		}
+		return insertAccessLog(ctx, tx, audit)
+	}))
+}
+
 // ---------------------------------------------------------------- event log
 
 const eventLogCols = `id, delivery_id, org_id, source_id, routing_key, event, action, source, provider, repo_identifier, ref, status,

@@ -121,6 +121,43 @@ func (s *Store) RevokeSourceSecret(ctx context.Context, sourceID, secretID strin
 	return affected(res, err)
 }
 
+// SetSourceEnabled pauses or resumes a source.
+func (s *Store) SetSourceEnabled(ctx context.Context, id string, enabled bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sources SET enabled = ? WHERE id = ?`, enabled, id)
+	return affected(res, err)
+}
+
+// DeleteSource removes a source, what only it owns, and writes audit, in
+// one transaction. History rows (deliveries, event log, rejected
+// deliveries, runs, jobs) are not touched.
+func (s *Store) DeleteSource(ctx context.Context, id string, audit *store.AccessLogEntry) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var rk string
+		if err := tx.QueryRowContext(ctx, `SELECT routing_key FROM sources WHERE id = ?`, id).Scan(&rk); err != nil {
+			return mapErr(err)
+		}
+		for _, q := range []string{
+			`DELETE FROM source_settings WHERE source_id = ?`,
+			`DELETE FROM source_secrets WHERE source_id = ?`,
+			`DELETE FROM registrations WHERE source_id = ?`,
+			`DELETE FROM sources WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return mapErr(err)
+			}
+		}
+		// A GitHub App's routing key is shared by every source of that App:
+		// its overrides stay while another source still carries the key.
+		if rk != "" {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM context_source_overrides WHERE routing_key = ?
+				AND NOT EXISTS (SELECT 1 FROM sources WHERE routing_key = ?)`, rk, rk); err != nil {
+				return mapErr(err)
+			}
+		}
+		return insertAccessLog(ctx, tx, audit)
+	})
+}
+
 // ---------------------------------------------------------------- event log
 
 const eventLogCols = `id, delivery_id, org_id, source_id, routing_key, event, action, source, provider, repo_identifier, ref, status,

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Provenance", testProvenance},
 		{"RunControl", testRunControl},
 		{"Ingress", testIngress},
+		{"SourceLifecycle", testSourceLifecycle},
 		{"ClusterSettings", testClusterSettings},
 		{"Security", testSecurity},
 		{"Contexts", testContexts},
