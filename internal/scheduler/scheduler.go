@@ -15,7 +15,9 @@
 // No backfill: instants that fell due while no scheduler was running (or
 // before a workflow was registered) are not fired; when several instants
 // passed between two ticks, only the latest is fired. A cron that can never
-// fire (30 February) never fires.
+// fire (30 February) never fires. A paused (disabled) source's schedules do
+// not fire either, and resuming it fires nothing that fell due meanwhile; a
+// deleted source's registrations, and so its schedules, are gone.
 package scheduler
 
 import (
@@ -23,6 +25,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -218,6 +221,7 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		return fmt.Errorf("registrations: %w", err)
 	}
 	seen := map[string]bool{}
+	enabled := map[string]bool{} // source id → enabled (false when deleted)
 	for _, g := range regs {
 		t, err := firstSchedule(g.Workflow)
 		if err != nil || t == nil {
@@ -243,6 +247,23 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		due := sc.Latest(from, now)
 		s.cursor[k] = now
 		if due.IsZero() {
+			continue
+		}
+		on, ok := enabled[g.SourceID]
+		if !ok {
+			src, err := s.st.GetSource(ctx, g.SourceID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				delete(s.cursor, k) // retried next tick
+				s.log.Error("scheduler: source lookup", "sourceId", g.SourceID, "error", err)
+				continue
+			}
+			on = err == nil && src.Enabled
+			enabled[g.SourceID] = on
+		}
+		if !on {
+			// A paused (or removed) source's schedules do not fire. The
+			// cursor still advanced, so resuming the source fires nothing
+			// that fell due while it was paused (no backfill).
 			continue
 		}
 		ie := &pipeline.InternalEvent{Kind: pipeline.KindSchedule, CronExpression: sc.Cron, Timezone: sc.Timezone, RegistrationID: g.ID,

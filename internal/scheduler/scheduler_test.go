@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -38,6 +39,12 @@ func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time)
 	wf := `{"name":"` + name + `","source":{"file":"x","export":"#default"},"contentHash":"x","compileSchemaVersion":5,` +
 		`"triggers":[{"_type":"push"},{"_type":"schedule","cronExpression":"` + cron + `","timezone":"` + tz + `"}],` +
 		`"jobs":[{"_type":"static","name":"build","runsOn":[{"kind":"exact","value":"nowhere"}],"needs":[],"steps":[{"name":"s","run":"true"}]}]}`
+	// The scheduler fires only for an existing, enabled source.
+	if _, err := st.GetSource(context.Background(), "src"); errors.Is(err, store.ErrNotFound) {
+		if err := st.CreateSource(context.Background(), &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: "local", Enabled: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := st.ReplaceRegistrations(context.Background(), "src", "acme/"+name, []*store.Registration{{OrgID: "acme", RoutingKey: "rk",
 		Provider: "local", WorkflowName: name, TriggerTypes: []string{"push", "schedule"}, Workflow: json.RawMessage(wf), SHA: "abc", CreatedAt: at}}); err != nil {
 		t.Fatal(err)
@@ -246,3 +253,53 @@ func TestScheduleFireCreatesRun(t *testing.T) {
 type nopEnqueuer struct{}
 
 func (nopEnqueuer) EnqueueJob(context.Context, *store.Job) error { return nil }
+
+// A paused source's schedules do not fire, resuming it does not backfill
+// what fell due while paused, and a deleted source's schedules stop.
+func TestPausedAndDeletedSourcesDoNotFire(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
+	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	c := &clock{}
+	s := New(st, rec.emit, nil)
+	s.Now = c.now
+	tick := func(at string) {
+		t.Helper()
+		c.set(utc(at))
+		if err := s.TickOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick("2026-01-05T07:58:30Z")
+	tick("2026-01-05T08:00:05Z")
+	if got := rec.times(); len(got) != 1 || got[0] != "2026-01-05T08:00:00Z" {
+		t.Fatalf("enabled source fired %v, want 08:00", got)
+	}
+	if err := st.SetSourceEnabled(ctx, "src", false); err != nil {
+		t.Fatal(err)
+	}
+	tick("2026-01-05T08:15:05Z")
+	tick("2026-01-05T08:30:05Z")
+	if got := rec.times(); len(got) != 1 {
+		t.Fatalf("paused source fired %v, want nothing after 08:00", got)
+	}
+	if err := st.SetSourceEnabled(ctx, "src", true); err != nil {
+		t.Fatal(err)
+	}
+	tick("2026-01-05T08:31:00Z")
+	if got := rec.times(); len(got) != 1 {
+		t.Fatalf("resuming backfilled %v, want nothing until 08:45", got)
+	}
+	tick("2026-01-05T08:45:05Z")
+	if got := rec.times(); len(got) != 2 || got[1] != "2026-01-05T08:45:00Z" {
+		t.Fatalf("resumed source fired %v, want 08:45 added", got)
+	}
+	if err := st.DeleteSource(ctx, "src", nil); err != nil {
+		t.Fatal(err)
+	}
+	tick("2026-01-05T09:00:05Z")
+	if got := rec.times(); len(got) != 2 {
+		t.Fatalf("deleted source fired %v, want nothing after 08:45", got)
+	}
+}

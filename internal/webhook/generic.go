@@ -106,7 +106,8 @@ func pathParams(r *http.Request) (org, name string) {
 // "name" (when mounted with that pattern on an http.ServeMux) or else from
 // the URL path itself. In order (KiCI generic route,
 // KiCI: Public, ops and ingress endpoints and KiCI: Generic webhooks: POST /webhook/:orgId/generic/:sourceId):
-// the source is found by (org, name) and must be enabled (404); the
+// the source is found by (org, name) (404 "source not found") and must
+// be enabled (404 MsgSourceDisabled, with a rejected-delivery record); the
 // body is capped at MaxBodyBytes and at the source's own cap, default
 // 1 MiB (413); the source's verification method must pass (401; 500 when
 // misconfigured); the per-source rate limit applies (429 with
@@ -131,13 +132,17 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	src, err := in.st.GetSourceByName(ctx, org, name)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (!src.Enabled || src.Provider == ProviderGitHub)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && src.Provider == ProviderGitHub) {
 		fail(w, http.StatusNotFound, "source not found")
 		return
 	}
 	if err != nil {
 		in.log.Error("webhook: source lookup failed", "orgId", org, "error", err)
 		fail(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	if !src.Enabled {
+		in.refuseDisabled(w, r, src, "generic", r.Header.Get(HeaderDelivery), r.Header.Get(HeaderEventType))
 		return
 	}
 	set, err := in.settings(ctx, src)

@@ -29,8 +29,9 @@ const GitHubRoutingKeyPrefix = "github:"
 // GitHub returns the handler of POST /webhook/{orgId}/github/{sourceId}
 // (KiCI's direct GitHub route,
 // KiCI: GitHub direct route: POST /webhook/:orgId/github/:sourceId and KiCI: Public, ops and ingress endpoints).
-// In order: the source is looked up by id (404 unknown, disabled,
-// not github or in another org); the body is capped (413); App target
+// In order: the source is looked up by id (404 "source not found" when
+// unknown, not github or in another org; 404 MsgSourceDisabled, with a
+// rejected-delivery record, when disabled); the body is capped (413); App target
 // headers, when present, must read "integration" and the source's App id
 // (400); X-GitHub-Delivery and X-GitHub-Event are required (400); the
 // X-Hub-Signature-256 HMAC is checked against every active secret of the
@@ -52,13 +53,17 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 	org, id := r.PathValue("orgId"), r.PathValue("sourceId")
 	ctx := r.Context()
 	src, err := in.st.GetSource(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (!src.Enabled || src.Provider != ProviderGitHub || src.OrgID != org)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (src.Provider != ProviderGitHub || src.OrgID != org)) {
 		fail(w, http.StatusNotFound, "source not found")
 		return
 	}
 	if err != nil {
 		in.log.Error("webhook: source lookup failed", "sourceId", id, "error", err)
 		fail(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	if !src.Enabled {
+		in.refuseDisabled(w, r, src, "github", r.Header.Get(HeaderGitHubDelivery), r.Header.Get(HeaderGitHubEvent))
 		return
 	}
 	delivery := strings.TrimSpace(r.Header.Get(HeaderGitHubDelivery))

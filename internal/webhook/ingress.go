@@ -245,6 +245,21 @@ func (in *Ingress) reject(w http.ResponseWriter, r *http.Request, src *store.Sou
 	fail(w, status, msg)
 }
 
+// MsgSourceDisabled is the answer (404, as KiCI answers for a disabled
+// source) to a delivery for a paused source. It differs from "source not
+// found" so that a sender's delivery log tells the operator the source
+// exists but was disabled (kici-admin source enable <id> resumes it).
+const MsgSourceDisabled = "source is disabled"
+
+// refuseDisabled answers a delivery for a disabled source 404
+// MsgSourceDisabled without reading its body, and leaves a
+// rejected-delivery record (body size from Content-Length, no hash), so an
+// operator can see what a paused source refused and ask the sender to
+// redeliver after enabling it.
+func (in *Ingress) refuseDisabled(w http.ResponseWriter, r *http.Request, src *store.Source, route, deliveryHeader, event string) {
+	in.reject(w, r, src, route, strings.TrimSpace(deliveryHeader), strings.TrimSpace(event), http.StatusNotFound, MsgSourceDisabled, nil, max(r.ContentLength, 0))
+}
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n]
