@@ -115,7 +115,8 @@ type server struct {
 // NewRouter returns a mux with GET /health, GET /ready and the admin routes
 // under /api/v1/admin:
 //
-//	POST/GET /generic-sources, GET /generic-sources/{id},
+//	POST/GET /generic-sources, GET/DELETE /generic-sources/{id},
+//	POST /generic-sources/{id}/enable and /disable,
 //	GET /generic-sources/{id}/webhook-secret,
 //	GET /runs, GET /runs/{runId}, GET /runs/{runId}/jobs,
 //	GET /runs/{runId}/jobs/{jobId}/steps/{i}/logs.
@@ -143,7 +144,9 @@ func NewRouter(d Deps) *http.ServeMux {
 		"POST": {PermSourceCreate, s.createSource},
 		"GET":  {PermSourceRead, s.listSources},
 	})
-	a("/generic-sources/{id}", map[string]routeSpec{"GET": {PermSourceRead, s.getSource}})
+	a("/generic-sources/{id}", map[string]routeSpec{"GET": {PermSourceRead, s.getSource}, "DELETE": {auth.PermSourceDelete, s.deleteSource}})
+	a("/generic-sources/{id}/enable", map[string]routeSpec{"POST": {PermSourceUpdate, s.enableSource}})
+	a("/generic-sources/{id}/disable", map[string]routeSpec{"POST": {PermSourceUpdate, s.disableSource}})
 	a("/generic-sources/{id}/webhook-secret", map[string]routeSpec{"GET": {PermSourceSecretRead, s.getSourceSecret}})
 	a("/sources", map[string]routeSpec{"POST": {PermSourceCreate, s.createGitHubSource}})
 	a("/generic-sources/{id}/webhook-secrets", map[string]routeSpec{"GET": {PermSourceSecretRead, s.listSecrets}, "POST": {PermSourceUpdate, s.rotateSecret}})
@@ -209,6 +212,9 @@ var Routes = []string{
 	"POST " + AdminPrefix + "/generic-sources " + PermSourceCreate,
 	"GET " + AdminPrefix + "/generic-sources " + PermSourceRead,
 	"GET " + AdminPrefix + "/generic-sources/{id} " + PermSourceRead,
+	"DELETE " + AdminPrefix + "/generic-sources/{id} " + auth.PermSourceDelete,
+	"POST " + AdminPrefix + "/generic-sources/{id}/enable " + PermSourceUpdate,
+	"POST " + AdminPrefix + "/generic-sources/{id}/disable " + PermSourceUpdate,
 	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret " + PermSourceSecretRead,
 	"POST " + AdminPrefix + "/sources " + PermSourceCreate,
 	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets " + PermSourceSecretRead,

@@ -48,6 +48,9 @@ var scopeAwareRoutes = map[string]string{
 	"GET " + AdminPrefix + "/runs/{runId}/attestations":                          "run",
 	"GET " + AdminPrefix + "/generic-sources":                                    "list",
 	"GET " + AdminPrefix + "/generic-sources/{id}":                               "source",
+	"DELETE " + AdminPrefix + "/generic-sources/{id}":                            "source",
+	"POST " + AdminPrefix + "/generic-sources/{id}/enable":                       "source",
+	"POST " + AdminPrefix + "/generic-sources/{id}/disable":                      "source",
 	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret":                "source",
 	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets":               "source",
 	"POST " + AdminPrefix + "/generic-sources/{id}/webhook-secrets":              "source",
@@ -608,6 +611,8 @@ var selfAuditedRoutes = map[string]bool{
 	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}":    true,
 	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}": true,
 	"POST " + AdminPrefix + "/rotate-key":                      true,
+	// DeleteSource commits the source.delete row with the removal.
+	"DELETE " + AdminPrefix + "/generic-sources/{id}": true,
 	// The decider writes held_run.approve|reject itself; the trust-policy
 	// and directory writes commit their rows with the change.
 	"POST " + AdminPrefix + "/held-runs/decision":       true,

@@ -19,7 +19,9 @@ func (a *app) sourceCommand() *cobra.Command {
 		Short: "Manage event sources (generic and local git repositories)",
 		Example: `  kici-admin source add local --org demo --path ~/src/app
   kici-admin source list
-  kici-admin source trigger-local <source-id> --ref main`,
+  kici-admin source trigger-local <source-id> --ref main
+  kici-admin source disable <source-id>
+  kici-admin source delete <source-id>`,
 	}
 	add := &cobra.Command{
 		Use:   "add",
@@ -30,6 +32,7 @@ func (a *app) sourceCommand() *cobra.Command {
 	add.AddCommand(a.sourceAddLocalCommand(), a.sourceAddGenericCommand(), a.sourceAddGitHubCommand())
 	cmd.AddCommand(add, a.sourceListCommand(), a.sourceGetCommand(), a.sourceSecretCommand(), a.triggerLocalCommand())
 	cmd.AddCommand(a.sourceSecretsCommand())
+	cmd.AddCommand(a.sourceDeleteCommand(), a.sourceToggleCommand(true), a.sourceToggleCommand(false))
 	return cmd
 }
 

@@ -86,6 +86,10 @@ delivery id; find its runs with 'kici-admin runs list --delivery-id <id>'.`,
 			if src.ProviderType != api.ProviderLocal || src.LocalConfig == nil {
 				return fmt.Errorf("source %s is a %s source: trigger-local needs a local source", src.ID, src.ProviderType)
 			}
+			if !src.Enabled {
+				// The webhook would refuse it (404 "source is disabled").
+				return fmt.Errorf("source %s is disabled, so its webhook refuses deliveries: resume it with 'kici-admin source enable %s'", src.ID, src.ID)
+			}
 			secret, _, err := a.getSourceSecret(cmd, src.ID)
 			if err != nil {
 				return err

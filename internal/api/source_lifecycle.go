@@ -1,0 +1,62 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Pausing and removing sources (KiCI generic-source DELETE and
+// enable/disable, served here for every source kind: local, generic,
+// universal-git and GitHub, which share one sources table).
+
+// deleteSource is DELETE /generic-sources/{id}: the source, its settings,
+// webhook secrets and registrations go, in one transaction with the
+// source.delete access-log row; deliveries, the event log, rejected
+// deliveries, runs and jobs stay. 200 {"deleted":true}; 404 unknown.
+// KiCI soft-deletes unless ?hard=true; kici always removes the row, so
+// the name is free again and the webhook route answers 404 at once.
+func (s *server) deleteSource(w http.ResponseWriter, r *http.Request) {
+	src := s.loadSource(w, r)
+	if src == nil {
+		return
+	}
+	detail := "org=" + src.OrgID + " name=" + src.Name + " provider=" + src.Provider + " routingKey=" + src.RoutingKey
+	err := s.d.Store.DeleteSource(r.Context(), src.ID, auditEntry(r, "source.delete", "source:"+src.ID, detail))
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted by a concurrent request since loadSource.
+		writeError(w, http.StatusNotFound, "Source not found")
+		return
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+}
+
+// enableSource is POST /generic-sources/{id}/enable.
+func (s *server) enableSource(w http.ResponseWriter, r *http.Request) { s.setSourceEnabled(w, r, true) }
+
+// disableSource is POST /generic-sources/{id}/disable.
+func (s *server) disableSource(w http.ResponseWriter, r *http.Request) {
+	s.setSourceEnabled(w, r, false)
+}
+
+// setSourceEnabled pauses or resumes the {id} source: a disabled source's
+// webhook routes answer 404 "source is disabled" and its registrations
+// (schedules, kici_event, workflow/job completion, generic_webhook
+// triggers) start nothing, but everything it owns is kept. Idempotent.
+// 200 {"enabled":bool}; 404 unknown. The access-log row is written by the
+// generic admin-write recorder after the change.
+func (s *server) setSourceEnabled(w http.ResponseWriter, r *http.Request, enabled bool) {
+	err := s.d.Store.SetSourceEnabled(r.Context(), r.PathValue("id"), enabled)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "Source not found")
+		return
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"enabled": enabled})
+}
