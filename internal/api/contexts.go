@@ -38,6 +38,12 @@ const (
 	// maxConcurrencyLimit bounds concurrencyLimit; a higher cap is no
 	// cap in practice, and a bound keeps the value a sane int everywhere.
 	maxConcurrencyLimit = 10000
+	// minConcurrencyTimeoutMs and maxConcurrencyTimeoutMs bound
+	// concurrencyTimeoutMs (one second to one day): a shorter wait would
+	// cancel jobs before a slot could plausibly free up, a longer one keeps
+	// a job held past any useful deploy window.
+	minConcurrencyTimeoutMs = 1000
+	maxConcurrencyTimeoutMs = 86_400_000
 )
 
 // contextPolicy is the policy part of a create, template or PATCH body.
@@ -54,6 +60,11 @@ type contextPolicy struct {
 	RepoPatterns        json.RawMessage `json:"repoPatterns"`
 	AllowUntrusted      json.RawMessage `json:"allowUntrusted"`
 	ConcurrencyLimit    json.RawMessage `json:"concurrencyLimit"`
+	// ConcurrencyStrategy is "queue" or "cancel-pending"; null means queue.
+	ConcurrencyStrategy json.RawMessage `json:"concurrencyStrategy"`
+	// ConcurrencyTimeoutMs is the slot wait in milliseconds; null means
+	// the default.
+	ConcurrencyTimeoutMs json.RawMessage `json:"concurrencyTimeoutMs"`
 }
 
 // ContextTriggerTypes are the values a context's triggerTypeFilters may
@@ -221,7 +232,8 @@ func isNull(m json.RawMessage) bool { return strings.TrimSpace(string(m)) == "nu
 func (p *contextPolicy) present() bool {
 	return p.BranchRestrictions != nil || p.RequiredReviewers != nil || p.WaitTimerSeconds != nil ||
 		p.HoldExpirySeconds != nil || p.MinimumTrust != nil || p.Enabled != nil || p.AllowLocalExecution != nil ||
-		p.TriggerTypeFilters != nil || p.RepoPatterns != nil || p.AllowUntrusted != nil || p.ConcurrencyLimit != nil
+		p.TriggerTypeFilters != nil || p.RepoPatterns != nil || p.AllowUntrusted != nil || p.ConcurrencyLimit != nil ||
+		p.ConcurrencyStrategy != nil || p.ConcurrencyTimeoutMs != nil
 }
 
 func decodeStringList(field string, m json.RawMessage) ([]string, error) {
@@ -260,6 +272,30 @@ func decodeConcurrencyLimit(m json.RawMessage) (*int64, error) {
 	return &n, nil
 }
 
+// decodeConcurrencyStrategy decodes a context's concurrencyStrategy, what a
+// job that finds its concurrency group full does (KiCI
+// contexts.concurrency_strategy): store.ConcurrencyQueue or
+// store.ConcurrencyCancelPending.
+func decodeConcurrencyStrategy(m json.RawMessage) (string, error) {
+	var v string
+	if err := json.Unmarshal(m, &v); err != nil || (v != store.ConcurrencyQueue && v != store.ConcurrencyCancelPending) {
+		return "", fmt.Errorf("concurrencyStrategy must be %q, %q or null", store.ConcurrencyQueue, store.ConcurrencyCancelPending)
+	}
+	return v, nil
+}
+
+// decodeConcurrencyTimeoutMs decodes a context's concurrencyTimeoutMs, how
+// long a job waits for a slot of its concurrency group, in milliseconds
+// (KiCI contexts.concurrency_timeout_ms).
+func decodeConcurrencyTimeoutMs(m json.RawMessage) (*int64, error) {
+	var n int64
+	if err := json.Unmarshal(m, &n); err != nil || n < minConcurrencyTimeoutMs || n > maxConcurrencyTimeoutMs {
+		return nil, fmt.Errorf("concurrencyTimeoutMs must be an integer %d..%d (milliseconds) or null",
+			minConcurrencyTimeoutMs, maxConcurrencyTimeoutMs)
+	}
+	return &n, nil
+}
+
 // patchField applies one PATCH field: absent (nil) leaves *dst alone, an
 // explicit null sets the cleared value, anything else is decoded.
 func patchField[T any](m json.RawMessage, dst *T, cleared T, decode func(json.RawMessage) (T, error)) error {
@@ -281,7 +317,7 @@ func patchField[T any](m json.RawMessage, dst *T, cleared T, decode func(json.Ra
 // apply sets the present fields of p on c; an explicit null clears a field
 // (branch restrictions, trigger types and repo patterns become empty;
 // enabled, allowLocalExecution and allowUntrusted take their defaults
-// true, false and false).
+// true, false and false; concurrencyStrategy becomes queue).
 func (p *contextPolicy) apply(c *store.Context) error {
 	if err := patchField(p.BranchRestrictions, &c.BranchRestrictions, []string{}, func(m json.RawMessage) ([]string, error) {
 		return decodeStringList("branchRestrictions", m)
@@ -311,6 +347,12 @@ func (p *contextPolicy) apply(c *store.Context) error {
 		return err
 	}
 	if err := patchField(p.ConcurrencyLimit, &c.ConcurrencyLimit, nil, decodeConcurrencyLimit); err != nil {
+		return err
+	}
+	if err := patchField(p.ConcurrencyStrategy, &c.ConcurrencyStrategy, store.ConcurrencyQueue, decodeConcurrencyStrategy); err != nil {
+		return err
+	}
+	if err := patchField(p.ConcurrencyTimeoutMs, &c.ConcurrencyTimeoutMs, nil, decodeConcurrencyTimeoutMs); err != nil {
 		return err
 	}
 	if err := patchField(p.TriggerTypeFilters, &c.TriggerTypeFilters, []string{}, decodeTriggerTypes); err != nil {

@@ -427,6 +427,109 @@ func TestContextConcurrencyLimitField(t *testing.T) {
 	}
 }
 
+// TestContextConcurrencyStrategyFields covers concurrencyStrategy and
+// concurrencyTimeoutMs on create, PATCH and templates: stored and shown as
+// concurrency_strategy / concurrency_timeout_ms, validated with a 400 naming
+// the field, null clearing to queue and the default timeout.
+func TestContextConcurrencyStrategyFields(t *testing.T) {
+	e := newSecEnv(t)
+	get := func(name string) *store.Context {
+		t.Helper()
+		c, err := e.st.GetContext(context.Background(), "acme", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if code, m, _ := e.do("POST", ctxBase, e.owner,
+		`{"orgId":"acme","name":"release","concurrencyLimit":1,"concurrencyStrategy":"cancel-pending","concurrencyTimeoutMs":60000}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	if c := get("release"); c.ConcurrencyStrategy != store.ConcurrencyCancelPending || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 60000 {
+		t.Fatalf("stored: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	_, m, _ := e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
+	if row := m["context"].(map[string]any); row["concurrency_strategy"] != "cancel-pending" || row["concurrency_timeout_ms"] != float64(60000) {
+		t.Fatalf("show: %v", row)
+	}
+	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"open"}`); code != http.StatusCreated {
+		t.Fatalf("create without strategy: %d %v", code, m)
+	}
+	_, m, _ = e.do("GET", ctxBase+"?orgId=acme", e.owner, "")
+	rows := m["contexts"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("list: %v", m)
+	}
+	open := rows[0].(map[string]any)
+	if v, has := open["concurrency_timeout_ms"]; open["name"] != "open" || open["concurrency_strategy"] != "queue" || !has || v != nil {
+		t.Fatalf("listed default context: %v", open)
+	}
+	for _, tc := range []struct{ field, body string }{
+		{"concurrencyStrategy", `{"orgId":"acme","name":"x","concurrencyStrategy":"cancel"}`},
+		{"concurrencyStrategy", `{"orgId":"acme","name":"x","concurrencyStrategy":""}`},
+		{"concurrencyStrategy", `{"orgId":"acme","name":"x","concurrencyStrategy":1}`},
+		{"concurrencyTimeoutMs", `{"orgId":"acme","name":"x","concurrencyTimeoutMs":999}`},
+		{"concurrencyTimeoutMs", `{"orgId":"acme","name":"x","concurrencyTimeoutMs":0}`},
+		{"concurrencyTimeoutMs", `{"orgId":"acme","name":"x","concurrencyTimeoutMs":86400001}`},
+		{"concurrencyTimeoutMs", `{"orgId":"acme","name":"x","concurrencyTimeoutMs":1500.5}`},
+		{"concurrencyTimeoutMs", `{"orgId":"acme","name":"x","concurrencyTimeoutMs":"30m"}`},
+	} {
+		code, m, _ := e.do("POST", ctxBase, e.owner, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m), tc.field) {
+			t.Errorf("%s: %d %v, want 400 naming %s", tc.body, code, m, tc.field)
+		}
+	}
+	if _, err := e.st.GetContext(context.Background(), "acme", "x"); err == nil {
+		t.Fatal("an invalid create stored a context")
+	}
+
+	// PATCH: values replace (bounds inclusive), other fields leave them
+	// alone, null clears to queue and the default timeout.
+	p := ctxBase + "/release/policy"
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyStrategy":"queue","concurrencyTimeoutMs":86400000}`); code != 200 {
+		t.Fatalf("patch: %d %v", code, m)
+	}
+	if c := get("release"); c.ConcurrencyStrategy != store.ConcurrencyQueue || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 86400000 {
+		t.Fatalf("after patch: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyStrategy":"cancel-pending","concurrencyTimeoutMs":1000}`); code != 200 {
+		t.Fatalf("patch: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","allowUntrusted":true}`); code != 200 {
+		t.Fatalf("patch other field: %d %v", code, m)
+	}
+	if c := get("release"); c.ConcurrencyStrategy != store.ConcurrencyCancelPending || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 1000 {
+		t.Fatalf("after unrelated patch: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	for _, b := range []string{`{"orgId":"acme","concurrencyStrategy":"drop"}`, `{"orgId":"acme","concurrencyTimeoutMs":-5}`} {
+		if code, m, _ := e.do("PATCH", p, e.owner, b); code != 400 {
+			t.Fatalf("bad patch %s: %d %v", b, code, m)
+		}
+	}
+	// Each field alone is a policy field (not "No policy fields to update").
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyStrategy":null}`); code != 200 {
+		t.Fatalf("clear strategy: %d %v", code, m)
+	}
+	if code, m, _ := e.do("PATCH", p, e.owner, `{"orgId":"acme","concurrencyTimeoutMs":null}`); code != 200 {
+		t.Fatalf("clear timeout: %d %v", code, m)
+	}
+	if c := get("release"); c.ConcurrencyStrategy != store.ConcurrencyQueue || c.ConcurrencyTimeoutMs != nil || c.ConcurrencyLimit == nil {
+		t.Fatalf("cleared: strategy=%q timeout=%v limit=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs, c.ConcurrencyLimit)
+	}
+	// Templates take them too.
+	if code, m, _ := e.do("POST", ctxBase+"/templates", e.owner,
+		`{"orgId":"acme","templateName":"staging","concurrencyStrategy":"cancel-pending","concurrencyTimeoutMs":300000}`); code != http.StatusCreated {
+		t.Fatalf("template: %d %v", code, m)
+	}
+	if c := get("staging"); c.ConcurrencyStrategy != store.ConcurrencyCancelPending || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 300000 {
+		t.Fatalf("template: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	if code, m, _ := e.do("POST", ctxBase+"/templates", e.owner, `{"orgId":"acme","templateName":"staging","concurrencyStrategy":"x"}`); code != 400 ||
+		!strings.Contains(fmt.Sprint(m), "concurrencyStrategy") {
+		t.Fatalf("bad template: %d %v", code, m)
+	}
+}
+
 // Every trigger kind the lock file compiler knows can be named in a
 // context's triggerTypeFilters (pr under its run name pull_request).
 func TestContextTriggerTypesCoverLockfileKinds(t *testing.T) {

@@ -47,7 +47,8 @@ const maxDecisionReason = 1024
 
 // HeldRunView is one hold in GET /held-runs. JobID and JobName are null for
 // a workflow-scoped hold; ResolvedBy and ResolveNote are null while the
-// hold is pending.
+// hold is pending; Group (the concurrency group a concurrency hold waits
+// for a slot of) is null for every other hold.
 type HeldRunView struct {
 	ID          string                  `json:"id"`
 	RunID       string                  `json:"runId"`
@@ -59,6 +60,7 @@ type HeldRunView struct {
 	HoldScope   string                  `json:"holdScope"`
 	Reason      string                  `json:"reason"`
 	Contexts    []string                `json:"contexts"`
+	Group       *string                 `json:"group"`
 	ExpiresAt   time.Time               `json:"expiresAt"`
 	CreatedAt   time.Time               `json:"createdAt"`
 	Clauses     []store.ApprovalClause  `json:"clauses"`
@@ -128,9 +130,9 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 	jobNames := map[string]string{}
 	for _, h := range holds {
 		v := HeldRunView{ID: h.ID, RunID: h.RunID, JobID: strPtr(h.JobID), HoldType: h.HoldType, QueueType: h.QueueType,
-			Status: h.Status, HoldScope: h.HoldScope, Reason: h.Reason, Contexts: h.Contexts, ExpiresAt: h.ExpiresAt,
-			CreatedAt: h.CreatedAt, Clauses: h.Clauses, Approvals: h.Approvals, ResolvedBy: strPtr(h.ResolvedBy),
-			ResolveNote: strPtr(h.ResolveNote)}
+			Status: h.Status, HoldScope: h.HoldScope, Reason: h.Reason, Contexts: h.Contexts, Group: strPtr(h.Group),
+			ExpiresAt: h.ExpiresAt, CreatedAt: h.CreatedAt, Clauses: h.Clauses, Approvals: h.Approvals,
+			ResolvedBy: strPtr(h.ResolvedBy), ResolveNote: strPtr(h.ResolveNote)}
 		if h.JobID != "" {
 			name, seen := jobNames[h.JobID]
 			if !seen {

@@ -195,3 +195,38 @@ func TestHeldRunRoutesOutsideIndependentMode(t *testing.T) {
 		t.Fatalf("list in independent mode: %d", code)
 	}
 }
+
+// TestHeldRunGroupField checks that a concurrency hold's group is listed as
+// "group", and that other holds list it as null.
+func TestHeldRunGroupField(t *testing.T) {
+	e := newModeEnv(t, "", true)
+	now := time.Now().UTC()
+	run, _ := e.addRun("deploy", "held", "o/app", now)
+	grouped := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext,
+		HoldScope: store.HoldScopeWorkflow, Reason: "waiting for a slot of 'deploy'", Group: "deploy", ExpiresAt: now.Add(time.Hour)}
+	if ok, err := e.st.CreateHeldRun(context.Background(), grouped, nil); err != nil || !ok {
+		t.Fatalf("create hold: %v %v", ok, err)
+	}
+	plain := e.addHold(run, nil, store.HoldQueueContext, "review", "alice")
+	code, m, _ := e.do("GET", "/api/v1/admin/held-runs?customerId=o", e.owner, "")
+	hs, _ := m["heldRuns"].([]any)
+	if code != 200 || len(hs) != 2 {
+		t.Fatalf("list: %d %v", code, m)
+	}
+	for _, x := range hs {
+		h := x.(map[string]any)
+		g, has := h["group"]
+		switch h["id"] {
+		case grouped.ID:
+			if g != "deploy" {
+				t.Errorf("concurrency hold group: %v", h)
+			}
+		case plain.ID:
+			if !has || g != nil {
+				t.Errorf("reviewer hold group: %v", h)
+			}
+		default:
+			t.Errorf("unexpected hold %v", h)
+		}
+	}
+}

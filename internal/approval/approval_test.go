@@ -551,3 +551,33 @@ func TestDecisionReasonMustBePrintable(t *testing.T) {
 		t.Fatal("a refused decision changed the hold")
 	}
 }
+
+// Under cancel-pending the newest job waiting for a slot replaces the ones
+// already waiting: they are cancelled, saying by which run.
+func TestCancelPendingKeepsOnlyTheNewestWaiting(t *testing.T) {
+	h := newHarness(t)
+	h.res.SetSlotRetry(h.gate.TrySlot)
+	limit := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit, ConcurrencyStrategy: store.ConcurrencyCancelPending})
+	_, first := h.runNamed("run-1", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	_, second := h.runNamed("run-2", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	_, third := h.runNamed("run-3", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	h.sweep()
+	j2 := h.job(second["ship"].ID)
+	if j2.Status != execution.StatusCancelled || !strings.Contains(j2.ErrorMessage, "superseded by a newer job of run run-3") {
+		t.Fatalf("second job %s %q, want cancelled as superseded", j2.Status, j2.ErrorMessage)
+	}
+	if j3 := h.job(third["ship"].ID); j3.Status != store.StatusHeld {
+		t.Fatalf("third job %s, want held", j3.Status)
+	}
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep()
+	if !h.enq.queued(third["ship"].ID) {
+		t.Fatalf("third job %s after the slot freed", h.job(third["ship"].ID).Status)
+	}
+	if s := h.runStatus("run-2"); s != execution.StatusCancelled {
+		t.Fatalf("superseded run %s", s)
+	}
+}

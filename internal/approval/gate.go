@@ -96,7 +96,8 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
 			Reason:    fmt.Sprintf("waiting for a free slot of context group '%s' (at most %d running)", policy.ConcurrencyGroup, policy.ConcurrencyLimit),
 			Contexts:  policy.ConcurrencyContexts,
-			ExpiresAt: now.Add(time.Duration(policy.HoldExpirySeconds) * time.Second),
+			Group:     policy.ConcurrencyGroup,
+			ExpiresAt: now.Add(time.Duration(policy.ConcurrencyTimeoutMs) * time.Millisecond),
 		}
 	} else {
 		h = &store.HeldRun{HoldType: dec.HoldType, QueueType: dec.QueueType, Reason: dec.Reason,
@@ -105,6 +106,11 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = uuid.NewString(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
 	if _, err := g.st.CreateHeldRun(ctx, h, []string{execution.StatusPending}); err != nil {
 		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
+	}
+	if h.HoldType == store.HoldConcurrency && policy.ConcurrencyStrategy == store.ConcurrencyCancelPending {
+		if err := g.supersede(ctx, h, now); err != nil {
+			return execution.GateResult{}, err
+		}
 	}
 	g.log.Info("job held", "runId", run.ID, "jobId", job.ID, "heldRunId", h.ID, "holdType", h.HoldType, "reason", h.Reason, "expiresAt", h.ExpiresAt)
 	return execution.GateResult{Verdict: execution.GateHeld}, nil
@@ -219,4 +225,33 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 		return true, nil
 	}
 	return g.st.AcquireContextSlot(ctx, h.OrgID, p.ConcurrencyGroup, job.ID, int(p.ConcurrencyLimit), g.now())
+}
+
+// supersede applies the cancel-pending strategy (KiCI): the newest job
+// waiting for a slot of a group replaces the ones already waiting, whose
+// holds are cancelled (the resumer then cancels their jobs).
+func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Time) error {
+	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: newest.OrgID, HoldType: store.HoldConcurrency,
+		Group: newest.Group, Statuses: []string{store.HoldPending}, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("holds of context group %s: %w", newest.Group, err)
+	}
+	note := "superseded by a newer job of run " + newest.RunID + " (context group '" + newest.Group + "' cancels pending jobs)"
+	for _, h := range waiting {
+		if h.ID == newest.ID {
+			continue
+		}
+		ok, err := g.st.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldCancelled, "system", note, now)
+		if err != nil {
+			return fmt.Errorf("supersede hold %s: %w", h.ID, err)
+		}
+		if ok {
+			g.log.Info("waiting job superseded", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID, "by", newest.RunID)
+			if err := g.st.AppendAccessLog(ctx, &store.AccessLogEntry{Action: "held_run.superseded",
+				Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: note}); err != nil {
+				g.log.Error("access log", "error", err)
+			}
+		}
+	}
+	return nil
 }

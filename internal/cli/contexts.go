@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/ctxgate"
 	"kici.dev/kici/internal/store"
 )
 
@@ -35,7 +36,7 @@ func orgQuery(org string) url.Values { return url.Values{"orgId": {org}} }
 type contextPolicyFlags struct {
 	branches, reviewers, waitTimer, holdExpiry, minimumTrust, enabled, allowLocal string
 	triggerTypes, repoPatterns, allowUntrusted                                    string
-	concurrencyLimit                                                              string
+	concurrencyLimit, concurrencyStrategy, concurrencyTimeout                     string
 }
 
 func (f *contextPolicyFlags) register(cmd *cobra.Command) {
@@ -51,6 +52,8 @@ func (f *contextPolicyFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.repoPatterns, "repo-patterns", "", `comma-separated "owner/name" globs the run's repository must match ("" clears: any)`)
 	fl.StringVar(&f.allowUntrusted, "allow-untrusted", "", "true lets fork pull requests (trust tier unknown) receive this context's secrets; default false")
 	fl.StringVar(&f.concurrencyLimit, "concurrency-limit", "", `at most this many jobs of the context's concurrency group queued or running at once, 1..10000 ("" clears: no limit)`)
+	fl.StringVar(&f.concurrencyStrategy, "concurrency-strategy", "", `what a job does when the group is full: queue (wait its turn) or cancel-pending (wait, cancelling the group's jobs already waiting) ("" clears: queue)`)
+	fl.StringVar(&f.concurrencyTimeout, "concurrency-timeout", "", `how long a job waits for a slot, a duration of 1s..24h, e.g. 30m ("" clears: default 30m)`)
 }
 
 // csvList splits a comma-separated flag value, dropping blanks.
@@ -117,6 +120,29 @@ func (f *contextPolicyFlags) body(cmd *cobra.Command) (map[string]any, error) {
 			b["concurrencyLimit"] = v
 		}
 	}
+	if ch("concurrency-strategy") {
+		switch f.concurrencyStrategy {
+		case "", "null":
+			b["concurrencyStrategy"] = nil
+		case store.ConcurrencyQueue, store.ConcurrencyCancelPending:
+			b["concurrencyStrategy"] = f.concurrencyStrategy
+		default:
+			return nil, fmt.Errorf(`--concurrency-strategy must be %s, %s or ""`, store.ConcurrencyQueue, store.ConcurrencyCancelPending)
+		}
+	}
+	if ch("concurrency-timeout") {
+		if f.concurrencyTimeout == "" || f.concurrencyTimeout == "null" {
+			b["concurrencyTimeoutMs"] = nil
+		} else {
+			// The API takes milliseconds; its range check (1s..24h) stays
+			// the one authority, so only the form is checked here.
+			d, err := time.ParseDuration(f.concurrencyTimeout)
+			if err != nil || d <= 0 || d%time.Millisecond != 0 {
+				return nil, errors.New(`--concurrency-timeout must be a duration such as 30m or 90s, or ""`)
+			}
+			b["concurrencyTimeoutMs"] = d.Milliseconds()
+		}
+	}
 	if ch("minimum-trust") {
 		switch f.minimumTrust {
 		case "", "null":
@@ -177,7 +203,7 @@ func (a *app) contextCommand() *cobra.Command {
 	var includeSecrets bool
 	var pol contextPolicyFlags
 	create := &cobra.Command{
-		Example: "  kici-admin context create --org acme --name release --required-reviewers alice --wait-timer 60\n  kici-admin context create --org acme --name staging --type template --variables '{\"REGION\":\"eu\"}'",
+		Example: "  kici-admin context create --org acme --name release --required-reviewers alice --wait-timer 60\n  kici-admin context create --org acme --name deploy --concurrency-limit 1 --concurrency-strategy cancel-pending --concurrency-timeout 30m\n  kici-admin context create --org acme --name staging --type template --variables '{\"REGION\":\"eu\"}'",
 		Use:     "create",
 		Short:   "Create or update (upsert) a context; --type template seeds --variables",
 		Args:    cobra.NoArgs,
@@ -276,7 +302,7 @@ func (a *app) contextCommand() *cobra.Command {
 
 	var setPol contextPolicyFlags
 	setPolicy := &cobra.Command{
-		Example: "  kici-admin context set-policy --org acme --env release --required-reviewers \"\" --hold-expiry 600\n  kici-admin context set-policy --org acme --env release --concurrency-limit 1",
+		Example: "  kici-admin context set-policy --org acme --env release --required-reviewers \"\" --hold-expiry 600\n  kici-admin context set-policy --org acme --env release --concurrency-limit 1 --concurrency-strategy cancel-pending --concurrency-timeout 45m",
 		Use:     "set-policy",
 		Short:   `Change policy fields; only the flags given change, "" clears`,
 		Args:    cobra.NoArgs,
@@ -372,6 +398,15 @@ func (a *app) contextCommand() *cobra.Command {
 				limit = strconv.FormatInt(*c.ConcurrencyLimit, 10)
 			}
 			fmt.Fprintf(w, "concurrency limit:     %s\n", limit)
+			strategy := c.ConcurrencyStrategy
+			if strategy == "" { // an orchestrator that predates the field
+				strategy = store.ConcurrencyQueue
+			}
+			timeout := (time.Duration(ctxgate.DefaultConcurrencyTimeoutMs) * time.Millisecond).String() + " (default)"
+			if c.ConcurrencyTimeoutMs != nil {
+				timeout = (time.Duration(*c.ConcurrencyTimeoutMs) * time.Millisecond).String()
+			}
+			fmt.Fprintf(w, "concurrency strategy:  %s\nconcurrency timeout:   %s\n", strategy, timeout)
 			fmt.Fprintln(w, "\nbindings:")
 			t := newTable(w, "SCOPE", "HOST", "CREATED")
 			for _, b := range out.Bindings {

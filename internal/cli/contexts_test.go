@@ -139,6 +139,56 @@ func TestContextConcurrencyLimitFlag(t *testing.T) {
 	}
 }
 
+func TestContextConcurrencyStrategyFlags(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	get := func() *store.Context {
+		t.Helper()
+		c, err := h.st.GetContext(ctx, "acme", "deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	h.mustRun("context", "create", "--org", "acme", "--name", "deploy", "--concurrency-limit", "1",
+		"--concurrency-strategy", "cancel-pending", "--concurrency-timeout", "30m")
+	if c := get(); c.ConcurrencyStrategy != store.ConcurrencyCancelPending || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 1_800_000 {
+		t.Fatalf("created: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	show := h.mustRun("context", "show", "--org", "acme", "--name", "deploy")
+	if !strings.Contains(show, "concurrency strategy:  cancel-pending\n") || !strings.Contains(show, "concurrency timeout:   30m0s\n") {
+		t.Fatalf("show:\n%s", show)
+	}
+	// set-policy changes them; other policy flags leave them alone.
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-strategy", "queue", "--concurrency-timeout", "90s")
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-limit", "3")
+	if c := get(); c.ConcurrencyStrategy != store.ConcurrencyQueue || c.ConcurrencyTimeoutMs == nil || *c.ConcurrencyTimeoutMs != 90_000 {
+		t.Fatalf("after set-policy: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	for _, bad := range [][]string{
+		{"--concurrency-strategy", "cancel"},
+		{"--concurrency-timeout", "1800"},  // no unit
+		{"--concurrency-timeout", "-5m"},   // not positive
+		{"--concurrency-timeout", "500ms"}, // below the API's 1s
+		{"--concurrency-timeout", "25h"},   // above the API's 24h
+	} {
+		args := append([]string{"context", "set-policy", "--org", "acme", "--env", "deploy"}, bad...)
+		if _, errs, code := h.run(args...); code == 0 || !strings.Contains(errs, "oncurrency") {
+			t.Fatalf("%v: %d %s", bad, code, errs)
+		}
+	}
+	// "" clears: queue and the default timeout.
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-strategy", "cancel-pending")
+	h.mustRun("context", "set-policy", "--org", "acme", "--env", "deploy", "--concurrency-strategy", "", "--concurrency-timeout", "")
+	if c := get(); c.ConcurrencyStrategy != store.ConcurrencyQueue || c.ConcurrencyTimeoutMs != nil {
+		t.Fatalf("cleared: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+	show = h.mustRun("context", "show", "--org", "acme", "--name", "deploy")
+	if !strings.Contains(show, "concurrency strategy:  queue\n") || !strings.Contains(show, "concurrency timeout:   30m0s (default)\n") {
+		t.Fatalf("show after clearing:\n%s", show)
+	}
+}
+
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Direct mode: with --database-url / KICI_DATABASE_URL the commands work on

@@ -281,8 +281,12 @@ func TestAggregate(t *testing.T) {
 	c.HoldExpirySeconds = i64(600) // ties the minimum
 	c.MinimumTrust = str("known")  // retired value: no floor
 	c.ConcurrencyLimit = i64(3)
+	c.ConcurrencyStrategy = store.ConcurrencyCancelPending // the first context with a limit decides
+	c.ConcurrencyTimeoutMs = i64(120_000)
 	d := fixed("d")
-	d.HoldExpirySeconds = i64(0) // unset
+	d.ConcurrencyStrategy = store.ConcurrencyQueue
+	d.ConcurrencyTimeoutMs = i64(60_000) // the smallest timeout wins
+	d.HoldExpirySeconds = i64(0)         // unset
 	d.ConcurrencyLimit = i64(2)
 
 	p := Aggregate([]Bound{{"a", a}, {"b", b}, {"c", c}, {"d", d}})
@@ -292,6 +296,7 @@ func TestAggregate(t *testing.T) {
 		WaitTimerSeconds: 300, TimerContexts: []string{"a", "b"},
 		HoldExpirySeconds: 600, ExpiryContexts: []string{"b", "c"},
 		ConcurrencyLimit: 2, ConcurrencyGroup: "a", ConcurrencyContexts: []string{"c", "d"},
+		ConcurrencyStrategy: store.ConcurrencyCancelPending, ConcurrencyTimeoutMs: 60_000,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Aggregate =\n%+v\nwant\n%+v", p, want)

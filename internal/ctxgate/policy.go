@@ -39,7 +39,18 @@ type Policy struct {
 	ConcurrencyLimit    int64
 	ConcurrencyGroup    string
 	ConcurrencyContexts []string
+	// ConcurrencyStrategy is the strategy of the first context that sets a
+	// limit (store.ConcurrencyQueue when it sets none); ConcurrencyTimeoutMs
+	// is the smallest timeout of the contexts that set a limit, or
+	// DefaultConcurrencyTimeoutMs.
+	ConcurrencyStrategy  string
+	ConcurrencyTimeoutMs int64
 }
+
+// DefaultConcurrencyTimeoutMs bounds how long a job waits for a
+// concurrency slot when no context sets a timeout: 30 minutes (KiCI's
+// concurrency_timeout_ms default).
+const DefaultConcurrencyTimeoutMs = 1_800_000
 
 // Aggregate folds the bound contexts into their most restrictive Policy:
 // a trust floor if any context sets one, the union of reviewers, the
@@ -71,6 +82,15 @@ func Aggregate(bound []Bound) Policy {
 			p.ConcurrencyGroup = c.Name
 		}
 		if c.ConcurrencyLimit != nil && *c.ConcurrencyLimit > 0 {
+			if p.ConcurrencyStrategy == "" {
+				p.ConcurrencyStrategy = c.ConcurrencyStrategy
+				if p.ConcurrencyStrategy == "" {
+					p.ConcurrencyStrategy = store.ConcurrencyQueue
+				}
+			}
+			if t := c.ConcurrencyTimeoutMs; t != nil && *t > 0 && (p.ConcurrencyTimeoutMs == 0 || *t < p.ConcurrencyTimeoutMs) {
+				p.ConcurrencyTimeoutMs = *t
+			}
 			p.ConcurrencyContexts = append(p.ConcurrencyContexts, c.Name)
 			if p.ConcurrencyLimit == 0 || *c.ConcurrencyLimit < p.ConcurrencyLimit {
 				p.ConcurrencyLimit = *c.ConcurrencyLimit
@@ -85,6 +105,9 @@ func Aggregate(bound []Bound) Policy {
 				p.ExpiryContexts = append(p.ExpiryContexts, c.Name)
 			}
 		}
+	}
+	if p.ConcurrencyLimit > 0 && p.ConcurrencyTimeoutMs == 0 {
+		p.ConcurrencyTimeoutMs = DefaultConcurrencyTimeoutMs
 	}
 	p.Reviewers = sortedUnique(reviewers)
 	if minExpiry > 0 {

@@ -83,6 +83,12 @@ type ContextSourceOverride struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
+// Concurrency strategies (KiCI contexts.concurrency_strategy).
+const (
+	ConcurrencyQueue         = "queue"
+	ConcurrencyCancelPending = "cancel-pending"
+)
+
 // Context types (KiCI contexts.type). "template" is accepted by the CLI but
 // never stored.
 const (
@@ -124,6 +130,14 @@ type Context struct {
 	// group (the first context a job names) may be queued or running at
 	// once across the org; nil = no limit (KiCI concurrency_limit).
 	ConcurrencyLimit *int64 `json:"concurrency_limit"`
+	// ConcurrencyStrategy says what a job that finds the group full does
+	// (KiCI concurrency_strategy): ConcurrencyQueue waits its turn;
+	// ConcurrencyCancelPending waits too, but cancels the group's jobs
+	// already waiting, so only the newest waits. Never "" once stored.
+	ConcurrencyStrategy string `json:"concurrency_strategy"`
+	// ConcurrencyTimeoutMs bounds how long a job waits for a slot; nil =
+	// the default, 1 800 000 ms (KiCI concurrency_timeout_ms).
+	ConcurrencyTimeoutMs *int64 `json:"concurrency_timeout_ms"`
 	// AllowUntrusted lets runs of trust tier "unknown" (fork pull
 	// requests) receive this context's secrets; kici's addition, default
 	// false: an untrusted run gets no secrets.

@@ -90,6 +90,9 @@ type HeldRun struct {
 	// Contexts are the names of the contexts that caused the hold (sorted);
 	// a pending hold blocks the deletion of each of them.
 	Contexts []string `json:"contexts,omitempty"`
+	// Group is the context concurrency group a HoldConcurrency hold waits
+	// for a slot of ("" for other holds).
+	Group string `json:"group,omitempty"`
 	// Clauses is the approval requirement (empty: any one approval).
 	Clauses []ApprovalClause `json:"clauses"`
 	// Approvals are the decisions recorded so far, oldest first.
@@ -114,7 +117,10 @@ type HeldRunFilter struct {
 	Statuses []string
 	// DueBy keeps holds whose ExpiresAt is at or before it.
 	DueBy *time.Time
-	Limit int
+	// HoldType and Group keep holds of that type / concurrency group.
+	HoldType string
+	Group    string
+	Limit    int
 }
 
 // PendingHeldRunsError is returned by ContextStore.DeleteContext while

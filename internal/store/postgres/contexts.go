@@ -20,11 +20,12 @@ const lockClassSlots = 0x6b6303
 
 const contextInsertCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
-	allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
+	allow_untrusted, concurrency_limit, concurrency_strategy, concurrency_timeout_ms, created_by, created_at, updated_at`
 
 const contextSelectCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions::text, required_reviewers::text,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters::text,
-	repo_patterns::text, allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
+	repo_patterns::text, allow_untrusted, concurrency_limit, concurrency_strategy, concurrency_timeout_ms, created_by,
+	created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
@@ -32,7 +33,7 @@ func scanContext(r scanner) (*store.Context, error) {
 	var reviewers, trust *string
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
 		&c.WaitTimerSeconds, &c.HoldExpirySeconds, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted,
-		&c.ConcurrencyLimit, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		&c.ConcurrencyLimit, &c.ConcurrencyStrategy, &c.ConcurrencyTimeoutMs, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return nil, mapErr(err)
 	}
 	for _, l := range []struct {
@@ -85,6 +86,15 @@ func contextPolicyArgs(c *store.Context) (l contextLists, err error) {
 	return l, nil
 }
 
+// defaultStrategy stores an unset concurrency strategy as
+// store.ConcurrencyQueue, KiCI's column default, so a stored context never
+// has "".
+func defaultStrategy(c *store.Context) {
+	if c.ConcurrencyStrategy == "" {
+		c.ConcurrencyStrategy = store.ConcurrencyQueue
+	}
+}
+
 func contextID(ctx context.Context, q pgExecQueryer, orgID, name string) (string, error) {
 	var id string
 	err := q.QueryRow(ctx, `SELECT id FROM contexts WHERE org_id = $1 AND name = $2`, orgID, name).Scan(&id)
@@ -101,6 +111,7 @@ func upsertContextVar(ctx context.Context, q pgExecQueryer, id string, v *store.
 // UpsertContext inserts or replaces a context keyed on (org, name), with
 // optional unlocked variables, in one transaction.
 func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
+	defaultStrategy(c)
 	l, err := contextPolicyArgs(c)
 	if err != nil {
 		return false, err
@@ -114,10 +125,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13::jsonb,$14::jsonb,$15,$16,$17,$18,$19)`,
+			if _, err := tx.Exec(ctx, `INSERT INTO contexts (`+contextInsertCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7::jsonb,$8::jsonb,$9,$10,$11,$12,$13::jsonb,$14::jsonb,$15,$16,$17,$18,$19,$20,$21)`,
 				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds,
 				c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted,
-				c.ConcurrencyLimit, c.CreatedBy, t, t); err != nil {
+				c.ConcurrencyLimit, c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs, c.CreatedBy, t, t); err != nil {
 				return err
 			}
 		case err != nil:
@@ -127,9 +138,10 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			if _, err := tx.Exec(ctx, `UPDATE contexts SET type = $1, glob_pattern = $2, enabled = $3, branch_restrictions = $4::jsonb,
 				required_reviewers = $5::jsonb, wait_timer_seconds = $6, hold_expiry_seconds = $7, minimum_trust = $8, allow_local_execution = $9,
 				trigger_type_filters = $10::jsonb, repo_patterns = $11::jsonb, allow_untrusted = $12, concurrency_limit = $13,
-				updated_at = $14 WHERE id = $15`,
+				concurrency_strategy = $14, concurrency_timeout_ms = $15, updated_at = $16 WHERE id = $17`,
 				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds, c.MinimumTrust,
-				c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, c.ConcurrencyLimit, t, c.ID); err != nil {
+				c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, c.ConcurrencyLimit, c.ConcurrencyStrategy,
+				c.ConcurrencyTimeoutMs, t, c.ID); err != nil {
 				return err
 			}
 		}
@@ -165,6 +177,7 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		if err := mutate(c); err != nil {
 			return err
 		}
+		defaultStrategy(c)
 		l, err := contextPolicyArgs(c)
 		if err != nil {
 			return err
@@ -172,8 +185,9 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		return affected(tx.Exec(ctx, `UPDATE contexts SET enabled = $1, branch_restrictions = $2::jsonb, required_reviewers = $3::jsonb,
 			wait_timer_seconds = $4, hold_expiry_seconds = $5, minimum_trust = $6, allow_local_execution = $7,
 			trigger_type_filters = $8::jsonb, repo_patterns = $9::jsonb, allow_untrusted = $10, concurrency_limit = $11,
-			updated_at = $12 WHERE id = $13`, c.Enabled, l.branches, l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds,
-			c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, c.ConcurrencyLimit, now(), c.ID))
+			concurrency_strategy = $12, concurrency_timeout_ms = $13, updated_at = $14 WHERE id = $15`, c.Enabled, l.branches,
+			l.reviewers, c.WaitTimerSeconds, c.HoldExpirySeconds, c.MinimumTrust, c.AllowLocalExecution, l.triggers, l.repos,
+			c.AllowUntrusted, c.ConcurrencyLimit, c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs, now(), c.ID))
 	})
 }
 

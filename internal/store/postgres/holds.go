@@ -29,16 +29,16 @@ func lockContextName(ctx context.Context, q pgExecQueryer, orgID, name string) e
 }
 
 const heldRunInsertCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses, expires_at,
-	created_at, resolved_at, resolved_by, resolve_note`
+	created_at, resolved_at, resolved_by, resolve_note, concurrency_group`
 
 const heldRunSelectCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses::text, expires_at,
-	created_at, resolved_at, resolved_by, resolve_note`
+	created_at, resolved_at, resolved_by, resolve_note, concurrency_group`
 
 func scanHeldRun(r scanner) (*store.HeldRun, error) {
 	var h store.HeldRun
 	var clauses string
 	if err := r.Scan(&h.ID, &h.OrgID, &h.RunID, &h.JobID, &h.HoldType, &h.QueueType, &h.HoldScope, &h.Status, &h.Reason,
-		&clauses, &h.ExpiresAt, &h.CreatedAt, &h.ResolvedAt, &h.ResolvedBy, &h.ResolveNote); err != nil {
+		&clauses, &h.ExpiresAt, &h.CreatedAt, &h.ResolvedAt, &h.ResolvedBy, &h.ResolveNote, &h.Group); err != nil {
 		return nil, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(clauses), &h.Clauses); err != nil {
@@ -80,9 +80,9 @@ func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []s
 			}
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO held_runs (`+heldRunInsertCols+`)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12,$13,$14,$15)`,
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12,$13,$14,$15,$16)`,
 			h.ID, h.OrgID, h.RunID, h.JobID, h.HoldType, h.QueueType, h.HoldScope, h.Status, h.Reason, string(clauses),
-			ts(h.ExpiresAt), ts(h.CreatedAt), tsPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote); err != nil {
+			ts(h.ExpiresAt), ts(h.CreatedAt), tsPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote, h.Group); err != nil {
 			return err
 		}
 		if len(h.Contexts) > 0 {
@@ -131,6 +131,12 @@ func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*sto
 	}
 	if f.DueBy != nil {
 		add("expires_at <= $%d", ts(*f.DueBy))
+	}
+	if f.HoldType != "" {
+		add("hold_type = $%d", f.HoldType)
+	}
+	if f.Group != "" {
+		add("concurrency_group = $%d", f.Group)
 	}
 	cond := ""
 	if len(where) > 0 {

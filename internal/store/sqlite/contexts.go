@@ -16,17 +16,17 @@ var _ store.ContextStore = (*Store)(nil)
 
 const contextCols = `id, org_id, name, type, glob_pattern, enabled, branch_restrictions, required_reviewers,
 	wait_timer_seconds, hold_expiry_seconds, minimum_trust, allow_local_execution, trigger_type_filters, repo_patterns,
-	allow_untrusted, concurrency_limit, created_by, created_at, updated_at`
+	allow_untrusted, concurrency_limit, concurrency_strategy, concurrency_timeout_ms, created_by, created_at, updated_at`
 
 func scanContext(r scanner) (*store.Context, error) {
 	var c store.Context
 	var branches, triggers, repos string
 	var reviewers, trust sql.NullString
-	var wait, hold, limit sql.NullInt64
+	var wait, hold, limit, timeout sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&c.ID, &c.OrgID, &c.Name, &c.Type, &c.GlobPattern, &c.Enabled, &branches, &reviewers,
-		&wait, &hold, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted, &limit, &c.CreatedBy,
-		&created, &updated); err != nil {
+		&wait, &hold, &trust, &c.AllowLocalExecution, &triggers, &repos, &c.AllowUntrusted, &limit,
+		&c.ConcurrencyStrategy, &timeout, &c.CreatedBy, &created, &updated); err != nil {
 		return nil, mapErr(err)
 	}
 	for _, l := range []struct {
@@ -49,6 +49,7 @@ func scanContext(r scanner) (*store.Context, error) {
 	c.WaitTimerSeconds = int64Ptr(wait)
 	c.HoldExpirySeconds = int64Ptr(hold)
 	c.ConcurrencyLimit = int64Ptr(limit)
+	c.ConcurrencyTimeoutMs = int64Ptr(timeout)
 	if trust.Valid {
 		c.MinimumTrust = &trust.String
 	}
@@ -85,6 +86,15 @@ func contextPolicyArgs(c *store.Context) (l contextLists, err error) {
 	return l, nil
 }
 
+// defaultStrategy stores an unset concurrency strategy as
+// store.ConcurrencyQueue, KiCI's column default, so a stored context never
+// has "".
+func defaultStrategy(c *store.Context) {
+	if c.ConcurrencyStrategy == "" {
+		c.ConcurrencyStrategy = store.ConcurrencyQueue
+	}
+}
+
 // listJSON encodes a list as a JSON array, nil as [].
 func listJSON(v []string) (string, error) {
 	if v == nil {
@@ -103,6 +113,7 @@ func contextID(ctx context.Context, q queryer, orgID, name string) (string, erro
 // UpsertContext inserts or replaces a context keyed on (org, name), with
 // optional unlocked variables, in one transaction.
 func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[string]string) (bool, error) {
+	defaultStrategy(c)
 	l, err := contextPolicyArgs(c)
 	if err != nil {
 		return false, err
@@ -116,10 +127,11 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			created = true
 			c.ID = uuid.NewString()
 			c.CreatedAt, c.UpdatedAt = t, t
-			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 				c.ID, c.OrgID, c.Name, c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
 				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
-				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), c.CreatedBy, ms(t), ms(t)); err != nil {
+				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), c.ConcurrencyStrategy, int64Arg(c.ConcurrencyTimeoutMs),
+				c.CreatedBy, ms(t), ms(t)); err != nil {
 				return err
 			}
 		case err != nil:
@@ -128,10 +140,12 @@ func (s *Store) UpsertContext(ctx context.Context, c *store.Context, vars map[st
 			c.ID, c.CreatedBy, c.CreatedAt, c.UpdatedAt = existing.ID, existing.CreatedBy, existing.CreatedAt, t
 			if _, err := tx.ExecContext(ctx, `UPDATE contexts SET type = ?, glob_pattern = ?, enabled = ?, branch_restrictions = ?,
 				required_reviewers = ?, wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
-				trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, updated_at = ? WHERE id = ?`,
+				trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, concurrency_strategy = ?,
+				concurrency_timeout_ms = ?, updated_at = ? WHERE id = ?`,
 				c.Type, c.GlobPattern, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds),
 				int64Arg(c.HoldExpirySeconds), strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos,
-				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), ms(t), c.ID); err != nil {
+				c.AllowUntrusted, int64Arg(c.ConcurrencyLimit), c.ConcurrencyStrategy, int64Arg(c.ConcurrencyTimeoutMs),
+				ms(t), c.ID); err != nil {
 				return err
 			}
 		}
@@ -172,16 +186,18 @@ func (s *Store) UpdateContextPolicy(ctx context.Context, orgID, name string, mut
 		if err := mutate(c); err != nil {
 			return err
 		}
+		defaultStrategy(c)
 		l, err := contextPolicyArgs(c)
 		if err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE contexts SET enabled = ?, branch_restrictions = ?, required_reviewers = ?,
 			wait_timer_seconds = ?, hold_expiry_seconds = ?, minimum_trust = ?, allow_local_execution = ?,
-			trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, updated_at = ?
+			trigger_type_filters = ?, repo_patterns = ?, allow_untrusted = ?, concurrency_limit = ?, concurrency_strategy = ?,
+			concurrency_timeout_ms = ?, updated_at = ?
 			WHERE id = ?`, c.Enabled, l.branches, l.reviewers, int64Arg(c.WaitTimerSeconds), int64Arg(c.HoldExpirySeconds),
 			strArg(c.MinimumTrust), c.AllowLocalExecution, l.triggers, l.repos, c.AllowUntrusted, int64Arg(c.ConcurrencyLimit),
-			ms(now()), c.ID)
+			c.ConcurrencyStrategy, int64Arg(c.ConcurrencyTimeoutMs), ms(now()), c.ID)
 		return rowsOrNotFound(res, err)
 	})
 }

@@ -14,7 +14,7 @@ import (
 var _ store.HoldStore = (*Store)(nil)
 
 const heldRunCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses, expires_at,
-	created_at, resolved_at, resolved_by, resolve_note`
+	created_at, resolved_at, resolved_by, resolve_note, concurrency_group`
 
 func scanHeldRun(r scanner) (*store.HeldRun, error) {
 	var h store.HeldRun
@@ -22,7 +22,7 @@ func scanHeldRun(r scanner) (*store.HeldRun, error) {
 	var expires, created int64
 	var resolved sql.NullInt64
 	if err := r.Scan(&h.ID, &h.OrgID, &h.RunID, &h.JobID, &h.HoldType, &h.QueueType, &h.HoldScope, &h.Status, &h.Reason,
-		&clauses, &expires, &created, &resolved, &h.ResolvedBy, &h.ResolveNote); err != nil {
+		&clauses, &expires, &created, &resolved, &h.ResolvedBy, &h.ResolveNote, &h.Group); err != nil {
 		return nil, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(clauses), &h.Clauses); err != nil {
@@ -56,9 +56,9 @@ func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []s
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO held_runs (`+heldRunCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO held_runs (`+heldRunCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			h.ID, h.OrgID, h.RunID, h.JobID, h.HoldType, h.QueueType, h.HoldScope, h.Status, h.Reason, string(clauses),
-			ms(h.ExpiresAt), ms(h.CreatedAt), msPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote); err != nil {
+			ms(h.ExpiresAt), ms(h.CreatedAt), msPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote, h.Group); err != nil {
 			return err
 		}
 		for _, name := range h.Contexts {
@@ -107,6 +107,12 @@ func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*sto
 	}
 	if f.DueBy != nil {
 		add("expires_at <= ?", ms(*f.DueBy))
+	}
+	if f.HoldType != "" {
+		add("hold_type = ?", f.HoldType)
+	}
+	if f.Group != "" {
+		add("concurrency_group = ?", f.Group)
 	}
 	cond := ""
 	if len(where) > 0 {

@@ -455,3 +455,78 @@ func testContextSlotsConcurrent(t *testing.T, s store.Store) {
 		t.Fatalf("%d of %d acquirers took a slot, want %d", won, n, limit)
 	}
 }
+
+// testContextConcurrencyStrategy checks that the concurrency strategy and
+// timeout round-trip through upsert, get, list and policy update: an unset
+// strategy is stored as queue (never ""), and a nil timeout means the
+// default.
+func testContextConcurrencyStrategy(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	get := func(name string) *store.Context {
+		t.Helper()
+		c, err := s.GetContext(ctx, "acme", name)
+		must(t, err)
+		return c
+	}
+	plain := &store.Context{OrgID: "acme", Name: "open", Type: "fixed", Enabled: true}
+	if _, err := s.UpsertContext(ctx, plain, nil); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "strategy written back by upsert", store.ConcurrencyQueue, plain.ConcurrencyStrategy)
+	if c := get("open"); c.ConcurrencyStrategy != store.ConcurrencyQueue || c.ConcurrencyTimeoutMs != nil {
+		t.Fatalf("defaults: strategy=%q timeout=%v, want queue and nil", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
+	}
+
+	c := &store.Context{OrgID: "acme", Name: "deploy", Type: "fixed", Enabled: true, ConcurrencyLimit: pint64(1),
+		ConcurrencyStrategy: store.ConcurrencyCancelPending, ConcurrencyTimeoutMs: pint64(60_000)}
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := get("deploy")
+	same(t, "strategy after create", store.ConcurrencyCancelPending, got.ConcurrencyStrategy)
+	same(t, "timeout after create", pint64(60_000), got.ConcurrencyTimeoutMs)
+
+	// A replacing upsert with "" stores queue and a new timeout.
+	c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs = "", pint64(86_400_000)
+	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	got = get("deploy")
+	same(t, "strategy after upsert with \"\"", store.ConcurrencyQueue, got.ConcurrencyStrategy)
+	same(t, "timeout after upsert", pint64(86_400_000), got.ConcurrencyTimeoutMs)
+
+	// Policy updates: an unrelated field keeps both; then set; then "" and
+	// nil fall back to queue and the default.
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.ConcurrencyStrategy = store.ConcurrencyCancelPending
+		c.ConcurrencyTimeoutMs = pint64(1000)
+		return nil
+	}))
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.AllowUntrusted = true
+		return nil
+	}))
+	got = get("deploy")
+	same(t, "strategy kept by an unrelated policy update", store.ConcurrencyCancelPending, got.ConcurrencyStrategy)
+	same(t, "timeout kept by an unrelated policy update", pint64(1000), got.ConcurrencyTimeoutMs)
+
+	list, err := s.ListContexts(ctx, "acme")
+	must(t, err)
+	if len(list) != 2 || list[0].Name != "deploy" || list[1].Name != "open" {
+		t.Fatalf("list: %+v", list)
+	}
+	same(t, "listed strategies", []string{store.ConcurrencyCancelPending, store.ConcurrencyQueue},
+		[]string{list[0].ConcurrencyStrategy, list[1].ConcurrencyStrategy})
+	same(t, "listed timeouts", []*int64{pint64(1000), nil}, []*int64{list[0].ConcurrencyTimeoutMs, list[1].ConcurrencyTimeoutMs})
+
+	must(t, s.UpdateContextPolicy(ctx, "acme", "deploy", func(c *store.Context) error {
+		c.ConcurrencyStrategy = ""
+		c.ConcurrencyTimeoutMs = nil
+		return nil
+	}))
+	got = get("deploy")
+	if got.ConcurrencyStrategy != store.ConcurrencyQueue || got.ConcurrencyTimeoutMs != nil {
+		t.Fatalf("cleared: strategy=%q timeout=%v, want queue and nil", got.ConcurrencyStrategy, got.ConcurrencyTimeoutMs)
+	}
+	same(t, "limit untouched", pint64(1), got.ConcurrencyLimit)
+}

@@ -301,3 +301,59 @@ func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testHeldRunGroups checks that a hold's concurrency group round-trips
+// through create, get and list, and that ListHeldRuns filters by hold type
+// and group, alone and combined with statuses and org.
+func testHeldRunGroups(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	mk := func(id, org, typ, group string, created int) *store.HeldRun {
+		t.Helper()
+		h := &store.HeldRun{ID: id, OrgID: org, RunID: "r-" + id, HoldType: typ, QueueType: store.HoldQueueContext,
+			HoldScope: store.HoldScopeWorkflow, Reason: "wait", Group: group, ExpiresAt: at(1000), CreatedAt: at(created)}
+		ok, err := s.CreateHeldRun(ctx, h, nil)
+		wantChanged(t, "create "+id, ok, err, true)
+		return h
+	}
+	c1 := mk("c1", "acme", store.HoldConcurrency, "deploy", 1)
+	mk("c2", "acme", store.HoldConcurrency, "deploy", 2)
+	mk("c3", "acme", store.HoldConcurrency, "build", 3)
+	mk("c4", "other", store.HoldConcurrency, "deploy", 4)
+	mk("r5", "acme", store.HoldReviewer, "", 5)
+	mk("t6", "acme", store.HoldTimer, "", 6)
+	ok, err := s.DecideHeldRun(ctx, "c2", nil, nil, store.HoldCancelled, "system", "superseded", at(10))
+	wantChanged(t, "cancel c2", ok, err, true)
+
+	got, err := s.GetHeldRun(ctx, "c1")
+	must(t, err)
+	same(t, "GetHeldRun with group", c1, got)
+	if got, err := s.GetHeldRun(ctx, "r5"); err != nil || got.Group != "" {
+		t.Fatalf("hold without group: %v group=%q", err, got.Group)
+	}
+
+	check := func(name string, f store.HeldRunFilter, want ...string) {
+		t.Helper()
+		list, err := s.ListHeldRuns(ctx, f)
+		must(t, err)
+		if want == nil {
+			want = []string{}
+		}
+		same(t, name, want, ids(list, func(h *store.HeldRun) string { return h.ID }))
+		for _, h := range list {
+			if h.ID == "c1" && h.Group != "deploy" {
+				t.Errorf("%s: listed c1 group %q", name, h.Group)
+			}
+		}
+	}
+	check("no filter", store.HeldRunFilter{}, "c1", "c2", "c3", "c4", "r5", "t6")
+	check("hold type", store.HeldRunFilter{HoldType: store.HoldConcurrency}, "c1", "c2", "c3", "c4")
+	check("other hold type", store.HeldRunFilter{HoldType: store.HoldTimer}, "t6")
+	check("group", store.HeldRunFilter{Group: "deploy"}, "c1", "c2", "c4")
+	check("group and org", store.HeldRunFilter{OrgID: "acme", Group: "deploy"}, "c1", "c2")
+	check("group, org and pending", store.HeldRunFilter{OrgID: "acme", Group: "deploy", Statuses: []string{store.HoldPending}}, "c1")
+	check("type, org and pending", store.HeldRunFilter{OrgID: "acme", HoldType: store.HoldConcurrency,
+		Statuses: []string{store.HoldPending}}, "c1", "c3")
+	check("type and group", store.HeldRunFilter{HoldType: store.HoldConcurrency, Group: "build"}, "c3")
+	check("group of another type", store.HeldRunFilter{HoldType: store.HoldReviewer, Group: "deploy"})
+	check("unknown group", store.HeldRunFilter{Group: "nope"})
+}
