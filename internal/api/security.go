@@ -265,6 +265,9 @@ type AgentTokenView struct {
 	CreatedBy   string     `json:"createdBy,omitempty"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	ExpiresAt   *time.Time `json:"expiresAt"`
+	// MandatoryLabels are the token's taint (KiCI mandatory_labels);
+	// listed for static tokens, omitted when none.
+	MandatoryLabels []string `json:"mandatoryLabels,omitempty"`
 }
 
 func agentTokenView(t *store.AgentToken) AgentTokenView {
@@ -348,7 +351,15 @@ func (s *server) listAgentTokens(w http.ResponseWriter, r *http.Request) {
 		if t.RevokedAt != nil || (typ != "" && t.Kind != typ) {
 			continue
 		}
-		out = append(out, agentTokenView(t))
+		v := agentTokenView(t)
+		if t.Kind == store.AgentTokenStatic {
+			// Static tokens are few (minted by hand), so one lookup each.
+			if v.MandatoryLabels, err = s.d.Store.AgentTokenMandatoryLabels(r.Context(), t.ID); err != nil {
+				s.internalError(w, r, err)
+				return
+			}
+		}
+		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
 }

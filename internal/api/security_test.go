@@ -334,8 +334,8 @@ func TestAgentTokenRoutes(t *testing.T) {
 		t.Fatalf("auditor: %d %v", code, m)
 	}
 	_, m, _ = e.do("GET", "/api/v1/agent-tokens", e.owner, "")
-	if s := fmt.Sprint(m["tokens"]); !strings.Contains(s, id) || strings.Contains(s, plain) {
-		t.Fatalf("list: %v", m)
+	if s := fmt.Sprint(m["tokens"]); !strings.Contains(s, id) || strings.Contains(s, plain) || !strings.Contains(s, "mandatoryLabels:[secure]") {
+		t.Fatalf("list (with the tainted token's mandatory labels): %v", m)
 	}
 	if code, m, _ := e.do("DELETE", "/api/v1/agent-tokens/"+id, e.owner, ""); code != 200 || fmt.Sprint(m["kicked"]) != "1" {
 		t.Fatalf("revoke: %d %v", code, m)

@@ -175,7 +175,7 @@ func (a *app) agentCommand() *cobra.Command {
 			if done, err := a.callJSON(cmd, http.MethodGet, api.AgentTokenPath, q, nil, &resp); done || err != nil {
 				return err
 			}
-			t := newTable(a.out(), "ID", "PREFIX", "TYPE", "LABELS", "CREATED", "EXPIRES")
+			t := newTable(a.out(), "ID", "PREFIX", "TYPE", "LABELS", "MANDATORY", "CREATED", "EXPIRES")
 			for _, v := range resp.Tokens {
 				ls := "any"
 				if v.Labels != nil {
@@ -185,7 +185,7 @@ func (a *app) agentCommand() *cobra.Command {
 				if v.ExpiresAt != nil {
 					exp = fmtTime(v.ExpiresAt)
 				}
-				t.row(v.ID, v.TokenPrefix, v.AgentType, terminalSafe(ls), fmtTime(&v.CreatedAt), exp)
+				t.row(v.ID, v.TokenPrefix, v.AgentType, ls, orDash(strings.Join(v.MandatoryLabels, ",")), fmtTime(&v.CreatedAt), exp)
 			}
 			t.flush()
 			return nil
