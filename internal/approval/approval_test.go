@@ -581,3 +581,71 @@ func TestCancelPendingKeepsOnlyTheNewestWaiting(t *testing.T) {
 		t.Fatalf("superseded run %s", s)
 	}
 }
+
+// A job counts in the group of every limited context it names, whatever
+// comes first in its list: naming an unlimited context first does not
+// escape a limited one.
+func TestConcurrencyLimitHoldsWhateverTheContextOrder(t *testing.T) {
+	h := newHarness(t)
+	one := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one})
+	h.context(&store.Context{Name: "build", Enabled: true})
+	_, a := h.runNamed("run-a", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	_, b := h.runNamed("run-b", store.TrustTrusted, map[string][]string{"ship": {"build", "deploy"}})
+	_, c := h.runNamed("run-c", store.TrustTrusted, map[string][]string{"ship": {"nosuch", "deploy"}})
+	if !h.enq.queued(a["ship"].ID) {
+		t.Fatal("first job not queued")
+	}
+	for name, jobs := range map[string]map[string]*store.Job{"[build, deploy]": b, "[nosuch, deploy]": c} {
+		if j := h.job(jobs["ship"].ID); j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "context group 'deploy'") {
+			t.Fatalf("job naming %s: %s %q, want held for deploy's slot", name, j.Status, j.PendingReason)
+		}
+	}
+}
+
+// Under cancel-pending, jobs of the same run (matrix legs) queue rather
+// than supersede each other.
+func TestCancelPendingSparesJobsOfTheSameRun(t *testing.T) {
+	h := newHarness(t)
+	h.res.SetSlotRetry(h.gate.TrySlot)
+	one := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one, ConcurrencyStrategy: store.ConcurrencyCancelPending})
+	_, jobs := h.runNamed("run-m", store.TrustTrusted, map[string][]string{"leg1": {"deploy"}, "leg2": {"deploy"}, "leg3": {"deploy"}})
+	h.sweep()
+	held, queued := 0, 0
+	for _, j := range jobs {
+		switch h.job(j.ID).Status {
+		case store.StatusHeld:
+			held++
+		case execution.StatusQueued:
+			queued++
+		default:
+			t.Fatalf("leg %s is %s", j.JobName, h.job(j.ID).Status)
+		}
+	}
+	if held != 2 || queued != 1 {
+		t.Fatalf("%d held, %d queued; want 2 and 1", held, queued)
+	}
+}
+
+// A slot that frees up goes to the job already waiting, not to a job that
+// arrives before the resumer's next pass.
+func TestNewcomerQueuesBehindWaitingJobs(t *testing.T) {
+	h := newHarness(t)
+	h.res.SetSlotRetry(h.gate.TrySlot)
+	one := int64(1)
+	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one})
+	_, first := h.runNamed("run-1", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	_, second := h.runNamed("run-2", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+		t.Fatal(err)
+	}
+	_, third := h.runNamed("run-3", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	if j := h.job(third["ship"].ID); j.Status != store.StatusHeld {
+		t.Fatalf("newcomer %s, want held behind the waiting job", j.Status)
+	}
+	h.sweep()
+	if !h.enq.queued(second["ship"].ID) || h.enq.queued(third["ship"].ID) {
+		t.Fatalf("after the sweep: second %s, third %s", h.job(second["ship"].ID).Status, h.job(third["ship"].ID).Status)
+	}
+}

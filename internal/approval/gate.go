@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,17 +89,19 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 		if policy.ConcurrencyLimit <= 0 {
 			return execution.GateResult{Verdict: execution.GatePass}, nil
 		}
-		// The concurrency slot is taken last, once approvals and timers
-		// passed, so a job waiting for a reviewer never blocks a slot.
-		ok, err := g.st.AcquireContextSlot(ctx, run.OrgID, policy.ConcurrencyGroup, job.ID, int(policy.ConcurrencyLimit), now)
+		// The concurrency slots are taken last, once approvals and timers
+		// passed, so a job waiting for a reviewer never blocks a slot. A
+		// job that finds others already waiting for one of its groups
+		// queues behind them instead of taking a slot that just freed.
+		ok, err := g.takeSlots(ctx, run.OrgID, job.ID, policy, holds, now)
 		if err != nil || ok {
 			return execution.GateResult{Verdict: execution.GatePass}, err
 		}
 		h = &store.HeldRun{
 			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
-			Reason:    fmt.Sprintf("waiting for a free slot of context group '%s' (at most %d running)", policy.ConcurrencyGroup, policy.ConcurrencyLimit),
+			Reason:    "waiting for a free slot of " + groupsPhrase(policy),
 			Contexts:  policy.ConcurrencyContexts,
-			Group:     policy.ConcurrencyGroup,
+			Group:     policy.GroupKey(),
 			ExpiresAt: now.Add(time.Duration(policy.ConcurrencyTimeoutMs) * time.Millisecond),
 		}
 	} else {
@@ -221,24 +226,26 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 		return false, err
 	}
 	p := ctxgate.Aggregate(bound)
-	if p.ConcurrencyLimit <= 0 {
+	if len(p.ConcurrencyGroups) == 0 {
 		return true, nil
 	}
-	return g.st.AcquireContextSlot(ctx, h.OrgID, p.ConcurrencyGroup, job.ID, int(p.ConcurrencyLimit), g.now())
+	return g.st.AcquireContextSlots(ctx, h.OrgID, job.ID, p.SlotLimits(), g.now())
 }
 
-// supersede applies the cancel-pending strategy (KiCI): the newest job
-// waiting for a slot of a group replaces the ones already waiting, whose
-// holds are cancelled (the resumer then cancels their jobs).
+// supersede applies the cancel-pending strategy (KiCI): the newest run's
+// job waiting for slots of a set of groups replaces the jobs of older runs
+// waiting for the same groups, whose holds are cancelled (the resumer then
+// cancels their jobs). Jobs of the same run (matrix legs) do not supersede
+// each other: they queue.
 func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Time) error {
 	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: newest.OrgID, HoldType: store.HoldConcurrency,
 		Group: newest.Group, Statuses: []string{store.HoldPending}, Limit: 1000})
 	if err != nil {
-		return fmt.Errorf("holds of context group %s: %w", newest.Group, err)
+		return fmt.Errorf("holds of context groups %s: %w", newest.Group, err)
 	}
-	note := "superseded by a newer job of run " + newest.RunID + " (context group '" + newest.Group + "' cancels pending jobs)"
+	note := "superseded by a newer job of run " + newest.RunID + " (context groups " + newest.Group + " cancel pending jobs)"
 	for _, h := range waiting {
-		if h.ID == newest.ID {
+		if h.ID == newest.ID || h.RunID == newest.RunID {
 			continue
 		}
 		ok, err := g.st.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldCancelled, "system", note, now)
@@ -254,4 +261,48 @@ func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Ti
 		}
 	}
 	return nil
+}
+
+// takeSlots takes the job's slots of every concurrency group of p, all or
+// none. A job the resumer already gave its slots (a released concurrency
+// hold) just confirms them; any other job first checks that no other job
+// waits for one of its groups, so that freed slots go to the waiting jobs
+// in their order.
+func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Policy, holds []*store.HeldRun, now time.Time) (bool, error) {
+	given := false
+	for _, h := range holds {
+		given = given || (h.JobID == jobID && h.HoldType == store.HoldConcurrency && h.Status == store.HoldReleased)
+	}
+	if !given {
+		waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: orgID, HoldType: store.HoldConcurrency,
+			Statuses: []string{store.HoldPending}, Limit: 1000})
+		if err != nil {
+			return false, err
+		}
+		for _, h := range waiting {
+			if h.JobID == jobID {
+				continue
+			}
+			for _, grp := range strings.Split(h.Group, ",") {
+				if _, ok := p.ConcurrencyGroups[grp]; ok {
+					return false, nil
+				}
+			}
+		}
+	}
+	return g.st.AcquireContextSlots(ctx, orgID, jobID, p.SlotLimits(), now)
+}
+
+// groupsPhrase describes a job's concurrency groups for its hold reason,
+// e.g. "context group 'deploy' (at most 1 running)".
+func groupsPhrase(p ctxgate.Policy) string {
+	names := slices.Sorted(maps.Keys(p.ConcurrencyGroups))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("'%s' (at most %d running)", n, p.ConcurrencyGroups[n])
+	}
+	if len(parts) == 1 {
+		return "context group " + parts[0]
+	}
+	return "context groups " + strings.Join(parts, " and ")
 }

@@ -90,8 +90,11 @@ func (r *Resumer) Sweep(ctx context.Context) error {
 	}
 	for _, h := range due {
 		to, action, note := store.HoldExpired, "held_run.expire", "no decision before "+h.ExpiresAt.Format(time.RFC3339)
-		if h.HoldType == store.HoldTimer {
+		switch h.HoldType {
+		case store.HoldTimer:
 			to, action, note = store.HoldReleased, "held_run.timer", "wait timer elapsed"
+		case store.HoldConcurrency:
+			note = "waited until " + h.ExpiresAt.Format(time.RFC3339) + " (the concurrency timeout) for context groups " + h.Group
 		}
 		ok, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, to, "system", note, now)
 		if err != nil {

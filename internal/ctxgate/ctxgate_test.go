@@ -295,17 +295,20 @@ func TestAggregate(t *testing.T) {
 		Reviewers: []string{"alice", "bob", "carol"}, ReviewerContexts: []string{"a", "b"},
 		WaitTimerSeconds: 300, TimerContexts: []string{"a", "b"},
 		HoldExpirySeconds: 600, ExpiryContexts: []string{"b", "c"},
-		ConcurrencyLimit: 2, ConcurrencyGroup: "a", ConcurrencyContexts: []string{"c", "d"},
+		ConcurrencyGroups: map[string]int64{"c": 3, "d": 2}, ConcurrencyLimit: 2, ConcurrencyContexts: []string{"c", "d"},
 		ConcurrencyStrategy: store.ConcurrencyCancelPending, ConcurrencyTimeoutMs: 60_000,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Aggregate =\n%+v\nwant\n%+v", p, want)
 	}
+	if k, l := p.GroupKey(), p.SlotLimits(); k != "c,d" || l["c"] != 3 || l["d"] != 2 || len(l) != 2 {
+		t.Fatalf("GroupKey %q, SlotLimits %v", k, l)
+	}
 
 	// Nothing set: defaults.
 	d.ConcurrencyLimit = nil
 	p = Aggregate([]Bound{{"d", d}})
-	if !reflect.DeepEqual(p, Policy{HoldExpirySeconds: DefaultHoldExpirySeconds, ConcurrencyGroup: "d"}) {
+	if !reflect.DeepEqual(p, Policy{HoldExpirySeconds: DefaultHoldExpirySeconds}) {
 		t.Fatalf("empty aggregate = %+v", p)
 	}
 	if p := Aggregate(nil); p.HoldExpirySeconds != 3600 || p.TrustFloor || p.Reviewers != nil {

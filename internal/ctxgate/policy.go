@@ -2,6 +2,8 @@ package ctxgate
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,12 +34,15 @@ type Policy struct {
 	// the contexts that set that smallest value (none for the default).
 	HoldExpirySeconds int64
 	ExpiryContexts    []string
-	// ConcurrencyLimit is the smallest positive ConcurrencyLimit (0 = no
-	// limit); ConcurrencyGroup is the group the limit applies to: the
-	// first bound context's name (KiCI: the job's explicit group, else the
-	// first context's name; kici jobs name no explicit group).
+	// ConcurrencyGroups maps each bound context that sets a positive
+	// ConcurrencyLimit to that limit: the job needs a slot of every one of
+	// these groups (named after their context). KiCI counts a job in one
+	// group, named after its first context, with the smallest limit; then
+	// a job naming an unlimited context first would escape a limited one.
+	// ConcurrencyLimit is the smallest of the limits (0 = none) and
+	// ConcurrencyContexts the names, in bound order.
+	ConcurrencyGroups   map[string]int64
 	ConcurrencyLimit    int64
-	ConcurrencyGroup    string
 	ConcurrencyContexts []string
 	// ConcurrencyStrategy is the strategy of the first context that sets a
 	// limit (store.ConcurrencyQueue when it sets none); ConcurrencyTimeoutMs
@@ -54,8 +59,8 @@ const DefaultConcurrencyTimeoutMs = 1_800_000
 
 // Aggregate folds the bound contexts into their most restrictive Policy:
 // a trust floor if any context sets one, the union of reviewers, the
-// largest wait timer, the smallest hold expiry (default 3600 s) and the
-// smallest concurrency limit, applied to the first context's group.
+// largest wait timer, the smallest hold expiry (default 3600 s), and a
+// concurrency group (with its limit) per context that sets a limit.
 // Non-positive timers and expiries count as unset.
 func Aggregate(bound []Bound) Policy {
 	p := Policy{HoldExpirySeconds: DefaultHoldExpirySeconds}
@@ -78,10 +83,11 @@ func Aggregate(bound []Bound) Policy {
 			p.TimerContexts = append(p.TimerContexts, c.Name)
 			p.WaitTimerSeconds = max(p.WaitTimerSeconds, *c.WaitTimerSeconds)
 		}
-		if p.ConcurrencyGroup == "" {
-			p.ConcurrencyGroup = c.Name
-		}
 		if c.ConcurrencyLimit != nil && *c.ConcurrencyLimit > 0 {
+			if p.ConcurrencyGroups == nil {
+				p.ConcurrencyGroups = map[string]int64{}
+			}
+			p.ConcurrencyGroups[c.Name] = *c.ConcurrencyLimit
 			if p.ConcurrencyStrategy == "" {
 				p.ConcurrencyStrategy = c.ConcurrencyStrategy
 				if p.ConcurrencyStrategy == "" {
@@ -233,4 +239,20 @@ func verb(names []string, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// GroupKey names a set of concurrency groups as stored on a concurrency
+// hold: the group names sorted and joined with ",".
+func (p Policy) GroupKey() string {
+	return strings.Join(slices.Sorted(maps.Keys(p.ConcurrencyGroups)), ",")
+}
+
+// SlotLimits returns ConcurrencyGroups with int limits, as
+// store.ContextStore.AcquireContextSlots takes them.
+func (p Policy) SlotLimits() map[string]int {
+	out := make(map[string]int, len(p.ConcurrencyGroups))
+	for g, l := range p.ConcurrencyGroups {
+		out[g] = int(l)
+	}
+	return out
 }

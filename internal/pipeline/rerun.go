@@ -52,6 +52,9 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 	if err != nil {
 		return nil, err
 	}
+	if !src.Enabled {
+		return nil, fmt.Errorf("%w: its source %s is paused (kici-admin source enable %s)", ErrRerunUnavailable, src.Name, src.ID)
+	}
 	if orig.LockFileSource == "base" || orig.TrustTier == store.TrustUnknown {
 		// The rerun would read the lock at the run's own commit, which for
 		// a fork (or a non-writer's pull request) is the contributor's.

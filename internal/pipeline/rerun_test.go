@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"kici.dev/kici/internal/lockfile"
@@ -56,5 +57,12 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 	}
 	if l2, _ := h.st.GetRunLink(h.ctx, re2.ID); l2 == nil || l2.ParentRunID != re.ID || l2.OriginalRunID != orig.ID {
 		t.Errorf("second link = %+v", l2)
+	}
+	// A paused source starts nothing, reruns included.
+	if err := h.st.SetSourceEnabled(h.ctx, orig.SourceID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.proc.Rerun(h.ctx, orig.ID, "carol"); !errors.Is(err, ErrRerunUnavailable) || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("rerun while the source is paused: %v", err)
 	}
 }

@@ -64,14 +64,15 @@ type ContextStore interface {
 	// context or the override does not exist.
 	DeleteContextSourceOverride(ctx context.Context, orgID, name, routingKey, key string) error
 
-	// AcquireContextSlot takes a slot of concurrency group `group` of org
-	// for job jobID when fewer than limit jobs hold one, atomically (two
-	// concurrent callers never both take the last slot). A slot counts
-	// until its job is terminal (also while the job is held: the gate only
-	// gives slots to jobs about to be queued); a job that already holds a
-	// slot of the group gets true again. Slots of terminal jobs may be
-	// deleted on the way.
-	AcquireContextSlot(ctx context.Context, orgID, group, jobID string, limit int, at time.Time) (bool, error)
+	// AcquireContextSlots takes for job jobID a slot of every concurrency
+	// group in limits (group → limit) of org, all or none: it reports true
+	// only when, in every group, the job already holds a slot or fewer
+	// than the limit are held, and then holds one in each; false changes
+	// nothing. Atomic: two concurrent callers never both take the last
+	// slot of a group. A slot counts until its job is terminal (also while
+	// the job is held: the gate only gives slots to jobs about to be
+	// queued). Slots of terminal jobs may be deleted on the way.
+	AcquireContextSlots(ctx context.Context, orgID, jobID string, limits map[string]int, at time.Time) (bool, error)
 }
 
 // ContextSourceOverride replaces a context variable for runs of one source

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -334,48 +336,53 @@ func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, ro
 	}))
 }
 
-// AcquireContextSlot takes a slot of concurrency group grp of org for
-// jobID when fewer than limit other jobs hold a counting one (KiCI context
-// concurrency_limit). The group's advisory lock serialises the cleanup,
-// the count and the insert of concurrent callers, so two of them never
-// both take the last free slot (READ COMMITTED alone would let both count
-// the same rows).
-func (s *Store) AcquireContextSlot(ctx context.Context, orgID, grp, jobID string, limit int, at time.Time) (bool, error) {
+// AcquireContextSlots takes, for jobID, a slot of every concurrency group
+// in limits (group → limit) of org, all or none (KiCI context
+// concurrency_limit). Each group's count and insert run under that group's
+// transaction-scoped advisory lock, taken in sorted order so two callers
+// never deadlock, and never both see the last free slot of a group.
+func (s *Store) AcquireContextSlots(ctx context.Context, orgID, jobID string, limits map[string]int, at time.Time) (bool, error) {
+	groups := slices.Sorted(maps.Keys(limits))
 	ok := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockClassSlots, orgID+"\n"+grp); err != nil {
-			return err
+		var missing []string
+		for _, grp := range groups {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockClassSlots, orgID+"\n"+grp); err != nil {
+				return err
+			}
+			// Slots of finished (or deleted) jobs never count again; drop
+			// them so the group's rows stay few.
+			if _, err := tx.Exec(ctx, `DELETE FROM context_slots s WHERE s.org_id = $1 AND s.grp = $2 AND NOT EXISTS (
+				SELECT 1 FROM execution_jobs j WHERE j.id = s.job_id AND NOT (j.status = ANY($3::text[])))`,
+				orgID, grp, store.TerminalJobStatuses); err != nil {
+				return err
+			}
+			var mine bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM context_slots WHERE org_id = $1 AND grp = $2 AND job_id = $3)`,
+				orgID, grp, jobID).Scan(&mine); err != nil {
+				return err
+			}
+			if mine {
+				continue
+			}
+			// Every remaining slot counts until its job ends, also while
+			// the job is held: a held job only has a slot when it was just
+			// given one and is about to be released.
+			var counting int
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM context_slots WHERE org_id = $1 AND grp = $2`,
+				orgID, grp).Scan(&counting); err != nil {
+				return err
+			}
+			if counting >= limits[grp] {
+				return nil // one group is full: take none
+			}
+			missing = append(missing, grp)
 		}
-		// Slots of finished (or deleted) jobs never count again; drop them
-		// so the group's rows stay few.
-		if _, err := tx.Exec(ctx, `DELETE FROM context_slots s WHERE s.org_id = $1 AND s.grp = $2 AND NOT EXISTS (
-			SELECT 1 FROM execution_jobs j WHERE j.id = s.job_id AND NOT (j.status = ANY($3::text[])))`,
-			orgID, grp, store.TerminalJobStatuses); err != nil {
-			return err
-		}
-		var mine bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM context_slots WHERE org_id = $1 AND grp = $2 AND job_id = $3)`,
-			orgID, grp, jobID).Scan(&mine); err != nil {
-			return err
-		}
-		if mine {
-			ok = true
-			return nil
-		}
-		// Every remaining slot counts until its job ends, also while the
-		// job is held: a held job only has a slot when it was just given
-		// one and is about to be released.
-		var counting int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM context_slots s JOIN execution_jobs j ON j.id = s.job_id
-			WHERE s.org_id = $1 AND s.grp = $2`, orgID, grp).Scan(&counting); err != nil {
-			return err
-		}
-		if counting >= limit {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES ($1,$2,$3,$4)`,
-			orgID, grp, jobID, ts(at)); err != nil {
-			return err
+		for _, grp := range missing {
+			if _, err := tx.Exec(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES ($1,$2,$3,$4)`,
+				orgID, grp, jobID, ts(at)); err != nil {
+				return err
+			}
 		}
 		ok = true
 		return nil

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -375,44 +377,50 @@ func (s *Store) DeleteContextSourceOverride(ctx context.Context, orgID, name, ro
 	}))
 }
 
-// AcquireContextSlot takes a slot of concurrency group grp of org for
-// jobID when fewer than limit other jobs hold a counting one (KiCI context
+// AcquireContextSlots takes, for jobID, a slot of every concurrency group
+// in limits (group → limit) of org, all or none (KiCI context
 // concurrency_limit). Transactions begin IMMEDIATE, so the cleanup, the
-// count and the insert run under the database write lock: two callers
-// never both see the last free slot.
-func (s *Store) AcquireContextSlot(ctx context.Context, orgID, grp, jobID string, limit int, at time.Time) (bool, error) {
+// counts and the inserts run under the database write lock: two callers
+// never both see the last free slot of a group.
+func (s *Store) AcquireContextSlots(ctx context.Context, orgID, jobID string, limits map[string]int, at time.Time) (bool, error) {
+	groups := slices.Sorted(maps.Keys(limits))
 	ok := false
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		// Slots of finished (or deleted) jobs never count again; drop them
-		// so the group's rows stay few.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM context_slots WHERE org_id = ?1 AND grp = ?2 AND NOT EXISTS (
-			SELECT 1 FROM execution_jobs j WHERE j.id = context_slots.job_id
-			AND j.status NOT IN (SELECT value FROM json_each(?3)))`, orgID, grp, listArg(store.TerminalJobStatuses)); err != nil {
-			return err
+		var missing []string
+		for _, grp := range groups {
+			// Slots of finished (or deleted) jobs never count again; drop
+			// them so the group's rows stay few.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM context_slots WHERE org_id = ?1 AND grp = ?2 AND NOT EXISTS (
+				SELECT 1 FROM execution_jobs j WHERE j.id = context_slots.job_id
+				AND j.status NOT IN (SELECT value FROM json_each(?3)))`, orgID, grp, listArg(store.TerminalJobStatuses)); err != nil {
+				return err
+			}
+			var mine int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots WHERE org_id = ? AND grp = ? AND job_id = ?`,
+				orgID, grp, jobID).Scan(&mine); err != nil {
+				return err
+			}
+			if mine > 0 {
+				continue
+			}
+			// Every remaining slot counts until its job ends, also while
+			// the job is held: a held job only has a slot when it was just
+			// given one and is about to be released.
+			var counting int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots WHERE org_id = ? AND grp = ?`,
+				orgID, grp).Scan(&counting); err != nil {
+				return err
+			}
+			if counting >= limits[grp] {
+				return nil // one group is full: take none
+			}
+			missing = append(missing, grp)
 		}
-		var mine int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots WHERE org_id = ? AND grp = ? AND job_id = ?`,
-			orgID, grp, jobID).Scan(&mine); err != nil {
-			return err
-		}
-		if mine > 0 {
-			ok = true
-			return nil
-		}
-		// Every remaining slot counts until its job ends, also while the
-		// job is held: a held job only has a slot when it was just given
-		// one and is about to be released.
-		var counting int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM context_slots s JOIN execution_jobs j ON j.id = s.job_id
-			WHERE s.org_id = ? AND s.grp = ?`, orgID, grp).Scan(&counting); err != nil {
-			return err
-		}
-		if counting >= limit {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES (?,?,?,?)`,
-			orgID, grp, jobID, ms(at)); err != nil {
-			return err
+		for _, grp := range missing {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO context_slots (org_id, grp, job_id, acquired_at) VALUES (?,?,?,?)`,
+				orgID, grp, jobID, ms(at)); err != nil {
+				return err
+			}
 		}
 		ok = true
 		return nil

@@ -368,7 +368,7 @@ func slotJobsRun(t *testing.T, s store.Store, id string, jobIDs ...string) {
 	must(t, s.CreateRun(ctxT(t), fullRun(id, at(0)), jobs))
 }
 
-// testContextSlots checks AcquireContextSlot: the limit, idempotent
+// testContextSlots checks AcquireContextSlots on one group: the limit, idempotent
 // re-acquisition, terminal and held jobs not counting, and independence of
 // groups and orgs.
 func testContextSlots(t *testing.T, s store.Store) {
@@ -376,7 +376,7 @@ func testContextSlots(t *testing.T, s store.Store) {
 	slotJobsRun(t, s, "r", "j1", "j2", "j3", "j4")
 	acquire := func(org, grp, job string, limit int, want bool) {
 		t.Helper()
-		ok, err := s.AcquireContextSlot(ctx, org, grp, job, limit, at(1))
+		ok, err := s.AcquireContextSlots(ctx, org, job, map[string]int{grp: limit}, at(1))
 		if err != nil {
 			t.Fatalf("acquire %s/%s for %s: %v", org, grp, job, err)
 		}
@@ -437,7 +437,7 @@ func testContextSlotsConcurrent(t *testing.T, s store.Store) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			wins[i], errs[i] = s.AcquireContextSlot(ctx, "acme", "deploy", ids[i], limit, at(i))
+			wins[i], errs[i] = s.AcquireContextSlots(ctx, "acme", ids[i], map[string]int{"deploy": limit, "other": n}, at(i))
 		}(i)
 	}
 	close(start)
@@ -454,6 +454,29 @@ func testContextSlotsConcurrent(t *testing.T, s store.Store) {
 	if won != limit {
 		t.Fatalf("%d of %d acquirers took a slot, want %d", won, n, limit)
 	}
+}
+
+// testContextSlotsAllOrNone checks that a job needing slots of several
+// groups takes all of them or none: a full group leaves the others
+// untouched.
+func testContextSlotsAllOrNone(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	slotJobsRun(t, s, "r", "a", "b", "c")
+	take := func(job string, limits map[string]int, want bool) {
+		t.Helper()
+		ok, err := s.AcquireContextSlots(ctx, "acme", job, limits, at(1))
+		if err != nil || ok != want {
+			t.Fatalf("acquire %v for %s = %v, %v; want %v", limits, job, ok, err, want)
+		}
+	}
+	take("a", map[string]int{"deploy": 1}, true)
+	// b needs build (free) and deploy (full): it gets neither.
+	take("b", map[string]int{"build": 1, "deploy": 1}, false)
+	// c only needs build: had b taken build, c would be refused.
+	take("c", map[string]int{"build": 1}, true)
+	take("b", map[string]int{"build": 2, "deploy": 2}, true)
+	take("b", map[string]int{"build": 2, "deploy": 2}, true) // idempotent
+	take("a", map[string]int{"build": 2, "deploy": 1}, false)
 }
 
 // testContextConcurrencyStrategy checks that the concurrency strategy and

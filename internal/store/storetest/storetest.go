@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ContextConcurrencyStrategy", testContextConcurrencyStrategy},
 		{"ContextSlots", testContextSlots},
 		{"ContextSlotsConcurrent", testContextSlotsConcurrent},
+		{"ContextSlotsAllOrNone", testContextSlotsAllOrNone},
 		{"RunTrustFields", testRunTrustFields},
 		{"HeldRuns", testHeldRuns},
 		{"ListHeldRuns", testListHeldRuns},
