@@ -602,8 +602,10 @@ func TestFirecrackerSpawnAndDestroyThroughManager(t *testing.T) {
 	pid := fakePid(t, env, id)
 	f.m.Stop(id)
 	waitFor(t, "agent released", func() bool { return f.m.Status().Active == 0 })
-	if err, ok := f.exit(id); !ok || err != nil {
-		t.Fatalf("exit reported %v %v", ok, err)
+	// The exit callback runs after the reservation is released.
+	waitFor(t, "exit reported", func() bool { _, ok := f.exit(id); return ok })
+	if err, _ := f.exit(id); err != nil {
+		t.Fatalf("exit reported an error: %v", err)
 	}
 	got = f.calls(t, id)
 	if last := got[len(got)-1]; last.Path != "/actions" || !strings.Contains(string(last.Body), "SendCtrlAltDel") {
