@@ -412,3 +412,15 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// PageLimit is the row limit of a list query: def when requested <= 0,
+// else requested, capped at maxRows when maxRows > 0.
+func PageLimit(requested, def, maxRows int) int {
+	if requested <= 0 {
+		return def
+	}
+	if maxRows > 0 {
+		return min(requested, maxRows)
+	}
+	return requested
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,44 +110,30 @@ func (s *Store) GetHeldRun(ctx context.Context, id string) (*store.HeldRun, erro
 
 // ListHeldRuns returns matching holds, oldest first (created_at, then id).
 func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*store.HeldRun, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c conds
 	if f.OrgID != "" {
-		add("org_id = $%d", f.OrgID)
+		c.add("org_id = $%d", f.OrgID)
 	}
 	if f.RunID != "" {
-		add("run_id = $%d", f.RunID)
+		c.add("run_id = $%d", f.RunID)
 	}
 	if f.JobID != "" {
-		add("job_id = $%d", f.JobID)
+		c.add("job_id = $%d", f.JobID)
 	}
 	if len(f.Statuses) > 0 {
-		add("status = ANY($%d::text[])", f.Statuses)
+		c.add("status = ANY($%d::text[])", f.Statuses)
 	}
 	if f.DueBy != nil {
-		add("expires_at <= $%d", ts(*f.DueBy))
+		c.add("expires_at <= $%d", ts(*f.DueBy))
 	}
 	if f.HoldType != "" {
-		add("hold_type = $%d", f.HoldType)
+		c.add("hold_type = $%d", f.HoldType)
 	}
 	if f.Group != "" {
-		add("concurrency_group = $%d", f.Group)
+		c.add("concurrency_group = $%d", f.Group)
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+heldRunSelectCols+` FROM held_runs`+cond+
-		` ORDER BY created_at, id LIMIT $%d`, len(args)+1), append(args, limit)...)
+	page, args := c.page(store.PageLimit(f.Limit, 100, 1000), 0)
+	rows, err := s.pool.Query(ctx, `SELECT `+heldRunSelectCols+` FROM held_runs`+c.where()+` ORDER BY created_at, id`+page, args...)
 	list, err := collect(rows, err, scanHeldRun)
 	if err != nil {
 		return nil, err

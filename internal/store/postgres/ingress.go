@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -256,51 +254,37 @@ func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText s
 
 // ListEventLog returns matching entries newest first and the total count.
 func (s *Store) ListEventLog(ctx context.Context, f store.EventLogFilter) ([]*store.EventLogEntry, int, error) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, fmt.Sprintf(cond, len(args)))
-	}
+	var c conds
 	if f.OrgID != "" {
-		add("org_id = $%d", f.OrgID)
+		c.add("org_id = $%d", f.OrgID)
 	}
 	if f.RoutingKey != "" {
-		add("routing_key = $%d", f.RoutingKey)
+		c.add("routing_key = $%d", f.RoutingKey)
 	}
 	if f.Event != "" {
-		add("event = $%d", f.Event)
+		c.add("event = $%d", f.Event)
 	}
 	if f.Action != "" {
-		add("action = $%d", f.Action)
+		c.add("action = $%d", f.Action)
 	}
 	if f.Status != "" {
-		add("status = $%d", f.Status)
+		c.add("status = $%d", f.Status)
 	}
 	if f.DeliveryID != "" {
-		add("strpos(delivery_id, $%d) > 0", f.DeliveryID)
+		c.add("strpos(delivery_id, $%d) > 0", f.DeliveryID)
 	}
 	if f.From != nil {
-		add("received_at >= $%d", ts(*f.From))
+		c.add("received_at >= $%d", ts(*f.From))
 	}
 	if f.To != nil {
-		add("received_at <= $%d", ts(*f.To))
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
+		c.add("received_at <= $%d", ts(*f.To))
 	}
 	var total int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_log`+where, args...).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM event_log`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	n := len(args)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventLogCols+` FROM event_log`+where+
-		fmt.Sprintf(` ORDER BY received_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, max(f.Offset, 0))...)
+	page, args := c.page(store.PageLimit(f.Limit, 50, 0), max(f.Offset, 0))
+	rows, err := s.pool.Query(ctx, `SELECT `+eventLogCols+` FROM event_log`+c.where()+` ORDER BY received_at DESC, id DESC`+page, args...)
 	out, err := collect(rows, err, scanEventLog)
 	return out, total, err
 }

@@ -446,49 +446,32 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 // desc), and the total count of matches ignoring Limit/Offset. Limit <= 0
 // means 20.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, int, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c conds
 	if len(f.Statuses) > 0 {
-		add("status = ANY($%d::text[])", f.Statuses)
+		c.add("status = ANY($%d::text[])", f.Statuses)
 	}
 	if f.WorkflowName != "" {
-		add("workflow_name = $%d", f.WorkflowName)
+		c.add("workflow_name = $%d", f.WorkflowName)
 	}
 	if f.Repo != "" {
-		add("repo_identifier = $%d", f.Repo)
+		c.add("repo_identifier = $%d", f.Repo)
 	}
 	if f.DeliveryID != "" {
-		add("delivery_id = $%d", f.DeliveryID)
+		c.add("delivery_id = $%d", f.DeliveryID)
 	}
 	if f.Since != nil {
-		add("created_at > $%d", ts(*f.Since))
+		c.add("created_at > $%d", ts(*f.Since))
 	}
 	if f.RoutingKey != "" {
-		add("source_id IN (SELECT id FROM sources WHERE routing_key = $%d)", f.RoutingKey)
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
+		c.add("source_id IN (SELECT id FROM sources WHERE routing_key = $%d)", f.RoutingKey)
 	}
 	var total int
-	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM execution_runs`+cond, args...).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM execution_runs`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 20
-	}
-	offset := f.Offset
-	if offset < 0 {
-		offset = 0
-	}
-	n := len(args)
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT `+runCols+` FROM execution_runs`+cond+
-		` ORDER BY created_at DESC, id DESC LIMIT $%d OFFSET $%d`, n+1, n+2), append(args, limit, offset)...)
+	page, args := c.page(store.PageLimit(f.Limit, 20, 0), max(f.Offset, 0))
+	rows, err := s.pool.Query(ctx, `SELECT `+runCols+` FROM execution_runs`+c.where()+
+		` ORDER BY created_at DESC, id DESC`+page, args...)
 	runs, err := collect(rows, err, scanRun)
 	if err != nil {
 		return nil, 0, err

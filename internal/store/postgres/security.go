@@ -294,11 +294,7 @@ func (s *Store) AppendAccessLog(ctx context.Context, e *store.AccessLogEntry) er
 
 // ListAccessLog returns matching entries, newest first.
 func (s *Store) ListAccessLog(ctx context.Context, f store.AccessLogFilter) ([]*store.AccessLogEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
+	limit := store.PageLimit(f.Limit, 100, 1000)
 	rows, err := s.pool.Query(ctx, `SELECT id, at, token_id, token_label, role, action, resource, routing_key, detail FROM access_log
 		WHERE ($1 = '' OR action = $1) AND ($2 = '' OR token_id = $2) AND ($3 = '' OR routing_key = $3) AND ($4::timestamptz IS NULL OR at > $4)
 		ORDER BY at DESC, id DESC LIMIT $5 OFFSET $6`, f.Action, f.TokenID, f.RoutingKey, tsPtr(f.Since), limit, max(f.Offset, 0))

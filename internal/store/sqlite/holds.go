@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -87,39 +86,30 @@ func (s *Store) GetHeldRun(ctx context.Context, id string) (*store.HeldRun, erro
 
 // ListHeldRuns returns matching holds, oldest first (created_at, then id).
 func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*store.HeldRun, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		where = append(where, cond)
-		args = append(args, v)
-	}
+	var c conds
 	if f.OrgID != "" {
-		add("org_id = ?", f.OrgID)
+		c.add("org_id = ?", f.OrgID)
 	}
 	if f.RunID != "" {
-		add("run_id = ?", f.RunID)
+		c.add("run_id = ?", f.RunID)
 	}
 	if f.JobID != "" {
-		add("job_id = ?", f.JobID)
+		c.add("job_id = ?", f.JobID)
 	}
 	if len(f.Statuses) > 0 {
-		add("status IN (SELECT value FROM json_each(?))", listArg(f.Statuses))
+		c.add("status IN (SELECT value FROM json_each(?))", listArg(f.Statuses))
 	}
 	if f.DueBy != nil {
-		add("expires_at <= ?", ms(*f.DueBy))
+		c.add("expires_at <= ?", ms(*f.DueBy))
 	}
 	if f.HoldType != "" {
-		add("hold_type = ?", f.HoldType)
+		c.add("hold_type = ?", f.HoldType)
 	}
 	if f.Group != "" {
-		add("concurrency_group = ?", f.Group)
+		c.add("concurrency_group = ?", f.Group)
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+heldRunCols+` FROM held_runs`+cond+` ORDER BY created_at, id LIMIT ?`,
-		append(args, holdLimit(f.Limit))...)
+	page, args := c.page(store.PageLimit(f.Limit, 100, 1000), 0)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+heldRunCols+` FROM held_runs`+c.where()+` ORDER BY created_at, id`+page, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +121,6 @@ func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*sto
 		return nil, err
 	}
 	return list, nil
-}
-
-// holdLimit applies ListHeldRuns' default (100) and cap (1000).
-func holdLimit(n int) int {
-	if n <= 0 {
-		return 100
-	}
-	return min(n, 1000)
 }
 
 // loadHoldDetails fills the Contexts and Approvals of holds.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -253,47 +252,37 @@ func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText s
 
 // ListEventLog returns matching entries newest first and the total count.
 func (s *Store) ListEventLog(ctx context.Context, f store.EventLogFilter) ([]*store.EventLogEntry, int, error) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) { conds = append(conds, cond); args = append(args, v) }
+	var c conds
 	if f.OrgID != "" {
-		add("org_id = ?", f.OrgID)
+		c.add("org_id = ?", f.OrgID)
 	}
 	if f.RoutingKey != "" {
-		add("routing_key = ?", f.RoutingKey)
+		c.add("routing_key = ?", f.RoutingKey)
 	}
 	if f.Event != "" {
-		add("event = ?", f.Event)
+		c.add("event = ?", f.Event)
 	}
 	if f.Action != "" {
-		add("action = ?", f.Action)
+		c.add("action = ?", f.Action)
 	}
 	if f.Status != "" {
-		add("status = ?", f.Status)
+		c.add("status = ?", f.Status)
 	}
 	if f.DeliveryID != "" {
-		add("instr(delivery_id, ?) > 0", f.DeliveryID)
+		c.add("instr(delivery_id, ?) > 0", f.DeliveryID)
 	}
 	if f.From != nil {
-		add("received_at >= ?", ms(*f.From))
+		c.add("received_at >= ?", ms(*f.From))
 	}
 	if f.To != nil {
-		add("received_at <= ?", ms(*f.To))
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
+		c.add("received_at <= ?", ms(*f.To))
 	}
 	var total int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM event_log`+where, args...).Scan(&total); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM event_log`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+eventLogCols+` FROM event_log`+where+` ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?`,
-		append(args, limit, max(f.Offset, 0))...)
+	page, args := c.page(store.PageLimit(f.Limit, 50, 0), max(f.Offset, 0))
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventLogCols+` FROM event_log`+c.where()+` ORDER BY received_at DESC, id DESC`+page, args...)
 	if err != nil {
 		return nil, 0, err
 	}

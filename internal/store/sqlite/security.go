@@ -292,11 +292,7 @@ func (s *Store) AppendAccessLog(ctx context.Context, e *store.AccessLogEntry) er
 
 // ListAccessLog returns matching entries, newest first.
 func (s *Store) ListAccessLog(ctx context.Context, f store.AccessLogFilter) ([]*store.AccessLogEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
+	limit := store.PageLimit(f.Limit, 100, 1000)
 	var since any
 	if f.Since != nil {
 		since = ms(*f.Since)

@@ -511,50 +511,32 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 // desc), and the total count of matches ignoring Limit/Offset. Limit <= 0
 // means 20.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, int, error) {
-	var where []string
-	var args []any
+	var c conds
 	if len(f.Statuses) > 0 {
-		where = append(where, "status IN (SELECT value FROM json_each(?))")
-		args = append(args, listArg(f.Statuses))
+		c.add("status IN (SELECT value FROM json_each(?))", listArg(f.Statuses))
 	}
 	if f.WorkflowName != "" {
-		where = append(where, "workflow_name = ?")
-		args = append(args, f.WorkflowName)
+		c.add("workflow_name = ?", f.WorkflowName)
 	}
 	if f.Repo != "" {
-		where = append(where, "repo_identifier = ?")
-		args = append(args, f.Repo)
+		c.add("repo_identifier = ?", f.Repo)
 	}
 	if f.DeliveryID != "" {
-		where = append(where, "delivery_id = ?")
-		args = append(args, f.DeliveryID)
+		c.add("delivery_id = ?", f.DeliveryID)
 	}
 	if f.Since != nil {
-		where = append(where, "created_at > ?")
-		args = append(args, ms(*f.Since))
+		c.add("created_at > ?", ms(*f.Since))
 	}
 	if f.RoutingKey != "" {
-		where = append(where, "source_id IN (SELECT id FROM sources WHERE routing_key = ?)")
-		args = append(args, f.RoutingKey)
-	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
+		c.add("source_id IN (SELECT id FROM sources WHERE routing_key = ?)", f.RoutingKey)
 	}
 	var total int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM execution_runs`+cond, args...).Scan(&total); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM execution_runs`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 20
-	}
-	offset := f.Offset
-	if offset < 0 {
-		offset = 0
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runCols+` FROM execution_runs`+cond+
-		` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+	page, args := c.page(store.PageLimit(f.Limit, 20, 0), max(f.Offset, 0))
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runCols+` FROM execution_runs`+c.where()+
+		` ORDER BY created_at DESC, id DESC`+page, args...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,0 +1,30 @@
+package sqlite
+
+import "strings"
+
+// conds collects the AND-ed conditions of a list query and their
+// arguments, in placeholder order.
+type conds struct {
+	parts []string
+	args  []any
+}
+
+// add appends cond, which has one "?" placeholder for arg.
+func (c *conds) add(cond string, arg any) {
+	c.parts = append(c.parts, cond)
+	c.args = append(c.args, arg)
+}
+
+// where returns " WHERE a AND b …", or "" when there is no condition.
+func (c *conds) where() string {
+	if len(c.parts) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(c.parts, " AND ")
+}
+
+// page returns the LIMIT/OFFSET clause and the arguments of the whole
+// query (the conditions' followed by limit and offset).
+func (c *conds) page(limit, offset int) (string, []any) {
+	return " LIMIT ? OFFSET ?", append(append([]any(nil), c.args...), limit, offset)
+}
