@@ -881,9 +881,8 @@ func (s *server) putContextVariable(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	key := r.PathValue("key")
-	if !varKeyRe.MatchString(key) {
-		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+	key, ok := variableKey(w, r)
+	if !ok {
 		return
 	}
 	if msg := valueProblem(body.Value); msg != "" {
@@ -903,9 +902,8 @@ func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key := r.PathValue("key")
-	if !varKeyRe.MatchString(key) {
-		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+	key, ok := variableKey(w, r)
+	if !ok {
 		return
 	}
 	if err := s.d.Store.DeleteContextVariable(r.Context(), org, name, key); err != nil {
@@ -913,6 +911,17 @@ func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// variableKey reads and checks the {key} path value of a variable or
+// source-override route, answering 400 itself.
+func variableKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.PathValue("key")
+	if !varKeyRe.MatchString(key) {
+		writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+		return "", false
+	}
+	return key, true
 }
 
 // valueProblem returns why a variable or source-override value is not
@@ -947,9 +956,7 @@ func overrideParams(w http.ResponseWriter, r *http.Request, optional, withKey bo
 		return "", "", "", "", false
 	}
 	if withKey {
-		key = r.PathValue("key")
-		if !varKeyRe.MatchString(key) {
-			writeError(w, http.StatusBadRequest, "variable key must match "+varKeyRe.String())
+		if key, ok = variableKey(w, r); !ok {
 			return "", "", "", "", false
 		}
 	}
