@@ -86,8 +86,6 @@ func (e *secEnv) createToken(role, routingKey string) (string, string) {
 	return m["id"].(string), m["token"].(string)
 }
 
-func isWrite(method string) bool { return method != "GET" }
-
 // auditorHiddenReads are the only GET routes an auditor may not call: two
 // return webhook secret values and two list credentials (admin and agent
 // tokens). docs/security.md documents the same list.

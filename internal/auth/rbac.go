@@ -155,14 +155,3 @@ func Permissions() []string {
 	sort.Strings(out)
 	return out
 }
-
-// RolePermissions returns the permissions role holds, sorted (nil for an
-// unknown role).
-func RolePermissions(role string) []string {
-	var out []string
-	for p := range permsByRole[role] {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}

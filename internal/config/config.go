@@ -230,18 +230,6 @@ func DefaultDataDir() string {
 	return resolveDataDir(os.Getenv, dirWritable)
 }
 
-// DataDirFromEnv returns KICI_DATA_DIR from the process environment when set,
-// else DefaultDataDir().
-func DataDirFromEnv() string {
-	if v := strings.TrimSpace(os.Getenv("KICI_DATA_DIR")); v != "" {
-		if abs, err := filepath.Abs(v); err == nil {
-			return abs
-		}
-		return v
-	}
-	return DefaultDataDir()
-}
-
 // systemDataDir is the preferred data directory (KiCI's).
 var systemDataDir = "/var/lib/kici"
 

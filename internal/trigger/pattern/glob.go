@@ -93,16 +93,6 @@ func (g *Glob) Match(value string) bool {
 	return m
 }
 
-// MatchGlob compiles pattern and matches value; an invalid pattern never
-// matches and returns the compile error.
-func MatchGlob(pattern, value string) (bool, error) {
-	g, err := CompileGlob(pattern)
-	if err != nil {
-		return false, err
-	}
-	return g.Match(value), nil
-}
-
 func matchSegments(pat []segment, vals []string) bool {
 	// Iterative-with-memo is unnecessary for the short inputs we see, but
 	// collapse consecutive globstars to keep the recursion linear-ish.
