@@ -123,12 +123,12 @@ func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
 	if r.slots == nil {
 		return nil
 	}
-	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, Limit: 1000})
+	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, HoldType: store.HoldConcurrency, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("pending holds: %w", err)
 	}
 	for _, h := range waiting {
-		if h.HoldType != store.HoldConcurrency || h.JobID == "" {
+		if h.JobID == "" {
 			continue
 		}
 		ok, err := r.slots(ctx, h)

@@ -41,7 +41,7 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 			}
 		}
 		routingKey := ""
-		if run.SourceID != "" {
+		if len(lj.Contexts) > 0 && run.SourceID != "" { // only source overrides need it
 			src, err := st.GetSource(ctx, run.SourceID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return dispatch.JobData{}, err
