@@ -14,14 +14,27 @@ var sgrRE = regexp.MustCompile(`^\x1b\[[0-9;]{0,32}m`)
 // screen clears, window-title OSC sequences, carriage returns, bells) is
 // shown in caret notation (^[, ^M, ^G) instead of being interpreted. Step
 // output is untrusted: it must not be able to rewrite what the operator sees.
-func terminalSafe(s string) string {
+func terminalSafe(s string) string { return caretControls(s, true) }
+
+// cellSafe makes a table cell safe and single-line: tabs and newlines
+// become spaces and every other control character, escape sequences
+// included, is shown in caret notation. Cells carry names, reasons and
+// values others wrote (a rejection reason, a pull-request comment, a
+// variable): unlike log lines, they keep no colours.
+func cellSafe(s string) string {
+	return caretControls(strings.NewReplacer("\t", " ", "\n", " ").Replace(s), false)
+}
+
+// caretControls shows every control character of s but tab in caret
+// notation, keeping ANSI colour sequences when keepSGR is set.
+func caretControls(s string, keepSGR bool) string {
 	if !strings.ContainsFunc(s, isControl) {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c == 0x1b {
+		if keepSGR && c == 0x1b {
 			if m := sgrRE.FindString(s[i:]); m != "" {
 				b.WriteString(m)
 				i += len(m)
@@ -31,33 +44,10 @@ func terminalSafe(s string) string {
 		if isControl(rune(c)) {
 			b.WriteByte('^')
 			b.WriteByte(c ^ 0x40)
-			i++
-			continue
-		}
-		b.WriteByte(c)
-		i++
-	}
-	return b.String()
-}
-
-// cellSafe makes a table cell safe and single-line: tabs and newlines
-// become spaces and every other control character, escape sequences
-// included, is shown in caret notation. Cells carry names, reasons and
-// values others wrote (a rejection reason, a pull-request comment, a
-// variable): unlike log lines, they keep no colours.
-func cellSafe(s string) string {
-	s = strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; isControl(rune(c)) {
-			b.WriteByte('^')
-			b.WriteByte(c ^ 0x40)
 		} else {
 			b.WriteByte(c)
 		}
+		i++
 	}
 	return b.String()
 }

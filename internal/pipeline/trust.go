@@ -50,11 +50,11 @@ func (p *Processor) getDecider() Decider {
 	return p.decider
 }
 
-// DirectoryProvider maps an event's provider (GitHub, or a universal-git
+// directoryProvider maps an event's provider (GitHub, or a universal-git
 // preset) to the provider name approval-directory links use: github,
 // gitea (also Forgejo and Gogs) or gitlab; "" when comments from that
 // provider cannot be matched to a directory member.
-func DirectoryProvider(eventProvider string) string {
+func directoryProvider(eventProvider string) string {
 	switch eventProvider {
 	case "github", "github-repo":
 		return "github"
@@ -97,7 +97,7 @@ func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Ev
 // workflows as usual).
 func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store.Source, ev *trigger.Event, body string) (handled bool) {
 	decide := p.getDecider()
-	dirProvider := DirectoryProvider(ev.Provider)
+	dirProvider := directoryProvider(ev.Provider)
 	if decide == nil || ev.Type != "comment" || dirProvider == "" {
 		return false
 	}
