@@ -141,7 +141,10 @@ func (t *Tracker) ReleaseHeld(ctx context.Context, runID string, jobIDs []string
 			return fmt.Errorf("execution: release held job %s: %w", id, err)
 		}
 	}
-	return t.evaluateLocked(ctx, runID, t.now())
+	if err := t.evaluateLocked(ctx, runID, t.now()); err != nil {
+		return err
+	}
+	return t.leaveHeld(ctx, runID)
 }
 
 // CancelHeld cancels held jobs of a run with message as their error (a
@@ -168,28 +171,51 @@ func (t *Tracker) CancelHeld(ctx context.Context, runID string, jobIDs []string,
 			t.fireJobFinished(j, StatusCancelled)
 		}
 	}
-	return t.evaluateLocked(ctx, runID, at)
+	if err := t.evaluateLocked(ctx, runID, at); err != nil {
+		return err
+	}
+	return t.leaveHeld(ctx, runID)
 }
 
 // liveJobStatuses are the statuses of jobs handed to dispatch or an agent.
 var liveJobStatuses = []string{StatusQueued, StatusRunning, StatusRecovering, StatusCancelling}
 
-// syncHeldRunStatus shows a run as held while it has a held job and nothing
-// queued or running, and moves it back (running if it ever started, else
-// pending) once work is live again or nothing is held any more.
-func (t *Tracker) syncHeldRunStatus(ctx context.Context, runID string, jobs []*store.Job, getRun func() (*store.Run, error)) error {
-	held, live := false, false
+// heldAndLive reports whether jobs include a held one and a queued or
+// running one.
+func heldAndLive(jobs []*store.Job) (held, live bool) {
 	for _, j := range jobs {
 		held = held || j.Status == StatusHeld
 		live = live || slices.Contains(liveJobStatuses, j.Status)
 	}
-	if held && !live {
+	return held, live
+}
+
+// markRunHeld shows a run as held while it has a held job and nothing
+// queued or running. It writes only in that state, so evaluating a run
+// with no held work costs nothing extra.
+func (t *Tracker) markRunHeld(ctx context.Context, runID string, jobs []*store.Job) error {
+	if held, live := heldAndLive(jobs); held && !live {
 		_, err := t.st.UpdateRunStatus(ctx, runID, []string{StatusPending, StatusRunning}, StatusHeld, store.RunUpdate{})
 		return err
 	}
-	run, err := getRun()
+	return nil
+}
+
+// leaveHeld moves a held run back — to running if it ever started, else to
+// pending — once work is live again or nothing is held any more. Called
+// after held jobs were released or cancelled, the only changes that can
+// end a run's held state (a job starting moves it to running itself).
+func (t *Tracker) leaveHeld(ctx context.Context, runID string) error {
+	run, err := t.st.GetRun(ctx, runID)
 	if err != nil || run.Status != StatusHeld {
 		return err
+	}
+	jobs, err := t.st.ListJobs(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if held, live := heldAndLive(jobs); held && !live {
+		return nil
 	}
 	to := StatusPending
 	if run.StartedAt != nil {

@@ -435,7 +435,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 			}
 		}
 	}
-	if err := t.syncHeldRunStatus(ctx, runID, jobs, getRun); err != nil {
+	if err := t.markRunHeld(ctx, runID, jobs); err != nil {
 		return fmt.Errorf("execution: run %s: %w", runID, err)
 	}
 	return t.completeIfDone(ctx, runID, jobs, at)
