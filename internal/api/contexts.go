@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/ctxgate"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger/pattern"
 )
@@ -655,24 +656,12 @@ func hostPatternProblem(p string) string {
 	case strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return fmt.Sprintf("%q must not contain whitespace or control characters", p)
 	case strings.HasPrefix(p, "/"):
-		end := strings.LastIndex(p, "/")
-		if end == 0 {
+		_, isRegex, err := ctxgate.HostRegex(p)
+		if !isRegex {
 			return fmt.Sprintf("%q: a regular expression is written /source/ or /source/i", p)
 		}
-		src, flags := p[1:end], p[end+1:]
-		prefix := ""
-		switch flags {
-		case "":
-		case "i":
-			prefix = "(?i)"
-		default:
-			return fmt.Sprintf("%q: the only regular-expression flag is i", p)
-		}
-		if src == "" {
-			return fmt.Sprintf("%q: empty regular expression (use ** for any agent)", p)
-		}
-		if _, err := regexp.Compile(prefix + src); err != nil {
-			return fmt.Sprintf("%q is not a valid regular expression: %v", p, err)
+		if err != nil {
+			return err.Error()
 		}
 		return ""
 	}

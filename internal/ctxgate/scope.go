@@ -1,7 +1,6 @@
 package ctxgate
 
 import (
-	"regexp"
 	"strings"
 
 	"kici.dev/kici/internal/store"
@@ -69,19 +68,16 @@ func HostMatches(hostPattern string, a AgentFacts) bool {
 		return true
 	}
 	candidates := append([]string{a.ID, a.Hostname}, a.Labels...)
-	if strings.HasPrefix(hostPattern, "/") {
-		if end := strings.LastIndex(hostPattern, "/"); end > 0 {
-			re := hostRegex(hostPattern[1:end], hostPattern[end+1:])
-			if re == nil {
-				return false
-			}
-			for _, c := range candidates {
-				if c != "" && re.MatchString(c) {
-					return true
-				}
-			}
+	if re, isRegex, err := HostRegex(hostPattern); isRegex {
+		if err != nil {
 			return false
 		}
+		for _, c := range candidates {
+			if c != "" && re.MatchString(c) {
+				return true
+			}
+		}
+		return false
 	}
 	g, err := compileGlob(hostPattern)
 	if err != nil {
@@ -93,24 +89,6 @@ func HostMatches(hostPattern string, a AgentFacts) bool {
 		}
 	}
 	return false
-}
-
-// hostRegex compiles /source/flags; nil when invalid or flags are not a
-// subset of "i".
-func hostRegex(source, flags string) *regexp.Regexp {
-	prefix := ""
-	switch flags {
-	case "":
-	case "i":
-		prefix = "(?i)"
-	default:
-		return nil
-	}
-	re, err := regexp.Compile(prefix + source)
-	if err != nil {
-		return nil
-	}
-	return re
 }
 
 // expandScope substitutes the agent placeholders of a scope pattern; ok is
