@@ -213,8 +213,8 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 		}
 		event = DefaultGenericEvent
 	}
-	if len(event) > 100 || !printable(event) {
-		rej(http.StatusBadRequest, "invalid "+HeaderEventType+" header", body, size)
+	if len(event) > 100 || !eventName(event) {
+		rej(http.StatusBadRequest, "invalid "+eventHeader+" header", body, size)
 		return
 	}
 	if !json.Valid(body) {
@@ -279,7 +279,10 @@ func (in *Ingress) verifyGeneric(ctx context.Context, src *store.Source, set *st
 			} else if sig = r.Header.Get(HeaderSignature); sig == "" {
 				sig = r.Header.Get(HeaderHubSignature)
 			}
-			if !VerifyHMAC(sig, body, secrets) {
+			if sig == "" && set.Git != nil {
+				sig = r.Header.Get(presetSignatureHeader(set.Git.Preset))
+			}
+			if !VerifyHMAC(sig, body, secrets) && !verifyBareHMAC(sig, body, secrets) {
 				return http.StatusUnauthorized, "invalid signature", nil
 			}
 			return 0, "", nil
@@ -322,6 +325,48 @@ func (in *Ingress) verifyGeneric(ctx context.Context, src *store.Source, set *st
 
 // printable reports whether s is non-empty visible ASCII (no spaces or
 // control characters).
+// eventName reports whether s is a usable event name: printable ASCII,
+// inner spaces allowed (every GitLab event name has one, "Push Hook"), no
+// leading or trailing space, no control characters.
+func eventName(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// presetSignatureHeader is the HMAC header a forge preset signs with when
+// the source names none: Gitea, Forgejo and Gogs send the bare hex
+// HMAC-SHA256 of the body (Gitea docs, "Webhooks": X-Gitea-Signature;
+// Forgejo also sends X-Forgejo-Signature; Gogs X-Gogs-Signature).
+func presetSignatureHeader(preset string) string {
+	switch preset {
+	case universal.PresetGitea:
+		return "X-Gitea-Signature"
+	case universal.PresetForgejo:
+		return "X-Forgejo-Signature"
+	case universal.PresetGogs:
+		return "X-Gogs-Signature"
+	}
+	return ""
+}
+
+// verifyBareHMAC checks a signature given as bare lowercase or uppercase
+// hex (no "sha256=" prefix), the form Gitea, Forgejo and Gogs send, against
+// every secret in constant time.
+func verifyBareHMAC(header string, body []byte, secrets []string) bool {
+	h := strings.TrimSpace(header)
+	if len(h) != sha256.Size*2 {
+		return false
+	}
+	return VerifyHMAC("sha256="+h, body, secrets)
+}
+
 func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] > '~' {
