@@ -9,7 +9,7 @@ BINARIES := kici-orchestrator kici-agent kici-admin kici
 VERSION ?= 0.2.0-dev
 LDFLAGS := -s -w -X kici.dev/kici/internal/orchestrator.Version=$(VERSION)
 
-.PHONY: all build demo test test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
+.PHONY: all build demo test test-deps test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
 
 all: build
 
@@ -29,7 +29,15 @@ fmt-check:
 lock-check: build
 	$(BIN)/kici compile --check
 
-test: build fmt-check vet lock-check
+# test-deps: install the Debian packages the tests need when missing (scripts/test-deps.sh).
+test-deps:
+	@bash scripts/test-deps.sh
+
+test: test-deps
+	@$(MAKE) --no-print-directory test-run
+
+.PHONY: test-run
+test-run: build fmt-check vet lock-check
 	$(GO) test -count=1 -timeout 14m ./...
 
 # fuzz: explore each fuzz target for FUZZTIME (make test runs their seed corpora).

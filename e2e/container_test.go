@@ -45,7 +45,7 @@ func dockerClient(t *testing.T) *client.Client {
 }
 
 // buildAgentImage builds agentImage from binDir/kici-agent and
-// /bin/busybox (Debian busybox-static, installed by .ci/run).
+// /bin/busybox (Debian busybox-static, installed by scripts/test-deps.sh).
 func buildAgentImage(t *testing.T) {
 	t.Helper()
 	imageOnce.Do(func() {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages `make test` needs, when any is missing.
+# Idempotent: with everything installed it changes nothing and touches no
+# network. As root it runs `apt-get update` once, then `apt-get install -y`
+# of the missing packages; as another user it stops with the exact command
+# to run.
+#
+# To add a dependency, add its Debian package name to PACKAGES with a
+# comment saying which tests need it.
+set -euo pipefail
+
+PACKAGES=(
+  postgresql-15   # initdb/postgres: the store conformance suite and e2e on a throwaway PostgreSQL
+  busybox-static  # the container-scaler tests build an agent image FROM scratch with a static busybox
+  git             # tests create repositories and commits
+)
+
+installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "test-deps: no dpkg here; make sure these are installed: ${PACKAGES[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get update && apt-get install -y ${missing[*]}"
+if [ "$(id -u)" != 0 ]; then
+  echo "test-deps: missing packages: ${missing[*]}" >&2
+  echo "install them as root, then run make test again:" >&2
+  echo "  sudo sh -c '$cmd'" >&2
+  exit 1
+fi
+echo "test-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y "${missing[@]}"
