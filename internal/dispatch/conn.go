@@ -352,7 +352,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	}
 	d.settleReconnect(ctx, c.id, reclaimed, lost)
 
-	pending := d.boundJob(ctx, c.id) != ""
+	pending := d.boundJob(ctx, c) != ""
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
 		ScalerManaged: c.scalerManaged, PendingDispatch: pending}
 	// The agent becomes dispatchable as the ack is written; holding sendMu

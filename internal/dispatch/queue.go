@@ -164,79 +164,6 @@ func (d *Dispatcher) release(a *agentConn) {
 	d.mu.Unlock()
 }
 
-// route sends a pending entry to an idle agent (never to exclude), else
-// asks the spawner, else records why it waits. Routing decisions are
-// serialised by routeMu (see Dispatcher.routeMu); the frame is written
-// after the lock is released.
-func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude string) {
-	if d.isClosed() {
-		return
-	}
-	d.routeMu.Lock()
-	out := d.routeLocked(ctx, e, exclude)
-	d.routeMu.Unlock()
-	d.send(out)
-}
-
-func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) *outgoing {
-	if d.Draining() {
-		d.setReason(ctx, e.ID, reasonDraining)
-		return nil
-	}
-	if a := d.reserveIdle(e, exclude); a != nil {
-		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
-		if err != nil || claimed == nil {
-			d.release(a)
-			if err != nil {
-				d.log.Error("claim queue entry", "job", e.ID, "err", err)
-			}
-			return nil
-		}
-		return d.prepare(ctx, a, claimed)
-	}
-	if e.PinnedAgentID != "" {
-		// Bound to a spawned (or named) agent: only that agent takes it.
-		return nil
-	}
-	d.consultSpawner(ctx, e)
-	return nil
-}
-
-// consultSpawner asks the spawner for an agent bound to e, pins e to it and
-// records the pending reason.
-func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) {
-	reason := d.noAgentReason(e)
-	var agentID string
-	var err error
-	tried := false
-	if ls, ok := d.spawner.(LabelSpawner); ok {
-		agentID, err = ls.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
-		tried = !errors.Is(err, ErrNoBackend)
-	} else if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
-		agentID, err = d.spawner.Spawn(ctx, e.ID)
-		tried = true
-	}
-	if tried {
-		switch {
-		case err == nil:
-			d.mu.Lock()
-			d.spawns[agentID] = &spawnRec{jobID: e.ID, deadline: time.Now().Add(d.cfg.SpawnTimeout)}
-			d.mu.Unlock()
-			if err := d.st.PinQueueEntry(ctx, e.ID, agentID); err != nil {
-				d.log.Warn("pin queue entry to spawned agent", "job", e.ID, "agent", agentID, "err", err)
-			}
-			reason = fmt.Sprintf(reasonSpawningFmt, agentID)
-			d.log.Info("spawned agent for job", "job", e.ID, "agent", agentID)
-		case errors.Is(err, ErrAtCapacity):
-			reason = err.Error()
-		default:
-			reason = "spawn failed: " + err.Error()
-			d.log.Warn("spawn agent", "job", e.ID, "err", err)
-		}
-	}
-	d.setReason(ctx, e.ID, reason)
-}
-
 // spawnerExcluded reports whether a spawned agent would carry one of the
 // entry's exclude labels (spawned agents carry exactly the labels CanServe
 // accepts, so asking with the exclude labels tells).
@@ -304,7 +231,7 @@ func (d *Dispatcher) drainOne(ctx context.Context, a *agentConn) (*outgoing, boo
 	deadline := time.Now().Add(d.ackTimeout(ctx)).UTC()
 	var e *store.QueueEntry
 	var err error
-	if bound := d.boundJob(ctx, a.id); bound != "" {
+	if bound := d.boundJob(ctx, a); bound != "" {
 		e, err = d.st.ClaimByID(ctx, bound, a.id, deadline)
 	}
 	if e == nil && err == nil {
@@ -318,26 +245,6 @@ func (d *Dispatcher) drainOne(ctx context.Context, a *agentConn) (*outgoing, boo
 		return nil, false
 	}
 	return d.prepare(ctx, a, e), true
-}
-
-// boundJob returns the pending entry pinned to agentID, if any.
-func (d *Dispatcher) boundJob(ctx context.Context, agentID string) string {
-	d.mu.Lock()
-	if rec, ok := d.spawns[agentID]; ok {
-		d.mu.Unlock()
-		return rec.jobID
-	}
-	d.mu.Unlock()
-	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
-	if err != nil {
-		return ""
-	}
-	for _, e := range list {
-		if e.PinnedAgentID == agentID {
-			return e.ID
-		}
-	}
-	return ""
 }
 
 // outgoing is a job.dispatch ready to be written to its agent.
@@ -537,39 +444,6 @@ func (d *Dispatcher) finishJob(ctx context.Context, jobID, status, msg string) {
 		if err := ev.JobFinished(ctx, jobID, status, msg, time.Now().UTC()); err != nil {
 			d.log.Error("job finished event", "job", jobID, "err", err)
 		}
-	}
-}
-
-// redrive retries pending entries: unpinned ones to idle agents or the
-// spawner (capacity may have been freed), pinned ones whose agent is
-// neither connected nor being spawned are unpinned first.
-func (d *Dispatcher) redrive() {
-	ctx := d.ctx
-	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
-	if err != nil {
-		d.log.Warn("re-drive: list queue", "err", err)
-		return
-	}
-	for _, e := range list {
-		if ctx.Err() != nil {
-			return
-		}
-		if e.PinnedAgentID != "" {
-			d.mu.Lock()
-			_, spawning := d.spawns[e.PinnedAgentID]
-			a := d.agents[e.PinnedAgentID]
-			d.mu.Unlock()
-			if spawning {
-				continue
-			}
-			if a == nil {
-				if err := d.st.PinQueueEntry(ctx, e.ID, ""); err != nil {
-					continue
-				}
-				e.PinnedAgentID = ""
-			}
-		}
-		d.route(ctx, e, "")
 	}
 }
 

@@ -1,0 +1,193 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// route sends a pending entry to an idle agent (never to exclude), else
+// asks the spawner, else records why it waits. Routing decisions are
+// serialised by routeMu (see Dispatcher.routeMu); the frame is written
+// after the lock is released. It reports whether the entry is still
+// waiting for capacity that does not exist yet (no fitting idle agent and
+// no agent spawned for it): the re-drive then skips the entries behind it
+// that ask for the same labels.
+func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude string) (blocked bool) {
+	if d.isClosed() {
+		return true
+	}
+	d.routeMu.Lock()
+	out, blocked := d.routeLocked(ctx, e, exclude)
+	d.routeMu.Unlock()
+	d.send(out)
+	return blocked
+}
+
+func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (*outgoing, bool) {
+	if d.Draining() {
+		d.setReason(ctx, e.ID, reasonDraining)
+		return nil, true
+	}
+	if a := d.reserveIdle(e, exclude); a != nil {
+		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
+		if err != nil || claimed == nil {
+			d.release(a)
+			if err != nil {
+				d.log.Error("claim queue entry", "job", e.ID, "err", err)
+			}
+			return nil, false
+		}
+		return d.prepare(ctx, a, claimed), false
+	}
+	if e.PinnedAgentID != "" {
+		// Bound to a spawned (or named) agent: only that agent takes it.
+		return nil, false
+	}
+	return nil, !d.consultSpawner(ctx, e)
+}
+
+// consultSpawner asks the spawner for an agent bound to e, pins e to it and
+// records the pending reason. It reports whether an agent was spawned.
+func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bool {
+	reason := d.noAgentReason(e)
+	var agentID string
+	var err error
+	tried := false
+	if ls, ok := d.spawner.(LabelSpawner); ok {
+		agentID, err = ls.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
+		tried = !errors.Is(err, ErrNoBackend)
+	} else if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
+		agentID, err = d.spawner.Spawn(ctx, e.ID)
+		tried = true
+	}
+	spawned := false
+	if tried {
+		switch {
+		case err == nil:
+			spawned = true
+			d.mu.Lock()
+			d.spawns[agentID] = &spawnRec{jobID: e.ID, deadline: time.Now().Add(d.cfg.SpawnTimeout)}
+			d.mu.Unlock()
+			if err := d.st.PinQueueEntry(ctx, e.ID, agentID); err != nil {
+				d.log.Warn("pin queue entry to spawned agent", "job", e.ID, "agent", agentID, "err", err)
+			}
+			reason = fmt.Sprintf(reasonSpawningFmt, agentID)
+			d.log.Info("spawned agent for job", "job", e.ID, "agent", agentID)
+		case errors.Is(err, ErrAtCapacity):
+			reason = err.Error()
+		default:
+			reason = "spawn failed: " + err.Error()
+			d.log.Warn("spawn agent", "job", e.ID, "err", err)
+		}
+	}
+	d.setReason(ctx, e.ID, reason)
+	return spawned
+}
+
+// boundJob returns the pending entry pinned to agentID, if any. Only a
+// single-use agent that this process did not spawn (an orchestrator
+// restart) needs the queue read: a static agent's pinned entries are
+// claimed by ClaimNext, which includes entries pinned to it.
+func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
+	d.mu.Lock()
+	rec, ok := d.spawns[a.id]
+	singleUse := a.scalerManaged
+	d.mu.Unlock()
+	if ok {
+		return rec.jobID
+	}
+	if !singleUse {
+		return ""
+	}
+	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
+	if err != nil {
+		return ""
+	}
+	for _, e := range list {
+		if e.PinnedAgentID == a.id {
+			return e.ID
+		}
+	}
+	return ""
+}
+
+// routeKey names the routing class of an unpinned entry: entries with the
+// same runsOn and exclude label sets get the same answer from every agent
+// and from the spawner, so once one of them waits the younger ones do too.
+func routeKey(e *store.QueueEntry) string {
+	on := slices.Clone(e.RunsOnLabels)
+	slices.Sort(on)
+	ex := slices.Clone(e.ExcludeLabels)
+	slices.Sort(ex)
+	return strings.Join(on, "\x00") + "\x01" + strings.Join(ex, "\x00")
+}
+
+// redrive retries pending entries: unpinned ones to idle agents or the
+// spawner (capacity may have been freed), pinned ones whose agent is
+// neither connected nor being spawned are unpinned first.
+//
+// Its cost does not grow with parked work: entries are taken oldest first
+// per label set, and as soon as one entry of a set is left waiting (no
+// fitting idle agent, nothing spawned) the rest of that set is not routed
+// again in this pass; each only has its pending reason brought in line
+// with the oldest one's (a map lookup; a store write only when it
+// changed). So one pass makes at most one failing routing decision per
+// label set, however many jobs are parked behind it, and routeMu is held
+// only for those decisions.
+func (d *Dispatcher) redrive() {
+	ctx := d.ctx
+	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
+	if err != nil {
+		d.log.Warn("re-drive: list queue", "err", err)
+		return
+	}
+	waiting := map[string]string{} // route key → the job that waits first
+	for _, e := range list {
+		if ctx.Err() != nil {
+			return
+		}
+		if e.PinnedAgentID != "" {
+			d.mu.Lock()
+			_, spawning := d.spawns[e.PinnedAgentID]
+			a := d.agents[e.PinnedAgentID]
+			d.mu.Unlock()
+			if spawning {
+				continue
+			}
+			if a == nil {
+				if err := d.st.PinQueueEntry(ctx, e.ID, ""); err != nil {
+					continue
+				}
+				e.PinnedAgentID = ""
+			}
+		}
+		if e.PinnedAgentID != "" {
+			d.route(ctx, e, "")
+			continue
+		}
+		key := routeKey(e)
+		if first, ok := waiting[key]; ok {
+			d.copyReason(ctx, e.ID, first)
+			continue
+		}
+		if d.route(ctx, e, "") {
+			waiting[key] = e.ID
+		}
+	}
+}
+
+// copyReason gives job the pending reason last written for job from.
+func (d *Dispatcher) copyReason(ctx context.Context, job, from string) {
+	d.mu.Lock()
+	reason, ok := d.reasons[from]
+	d.mu.Unlock()
+	if ok {
+		d.setReason(ctx, job, reason)
+	}
+}
