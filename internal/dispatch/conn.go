@@ -191,9 +191,12 @@ func (d *Dispatcher) handshake(ctx context.Context, c *agentConn, frames <-chan 
 		d.authFail(c, protocol.CloseAuthFailed, "expected auth.request")
 		return nil
 	}
-	if req.ProtocolVersion < protocol.MinVersion {
+	// KiCI accepts any version at or above its minimum; a version newer
+	// than this build speaks is refused too, since its messages may mean
+	// what this build cannot honour.
+	if req.ProtocolVersion < protocol.MinVersion || req.ProtocolVersion > protocol.Version {
 		d.authFail(c, protocol.CloseProtocolError,
-			fmt.Sprintf("unsupported protocol version %d (minimum %d)", req.ProtocolVersion, protocol.MinVersion))
+			fmt.Sprintf("unsupported protocol version %d (supported %d to %d)", req.ProtocolVersion, protocol.MinVersion, protocol.Version))
 		return nil
 	}
 	tok, err := d.agentAuth.Validate(ctx, req.Token)
