@@ -746,6 +746,9 @@ func (f *yfile) jobs(n ast.Node, wfEnv map[string]string) []Job {
 		jn := nodes[index[cycle[0]]]
 		f.errorf(jn.node, "jobs form a dependency cycle: %s", strings.Join(cycle, " → "))
 	}
+	if name, msg := checkDownloads(jobs); msg != "" {
+		f.errorf(nodes[index[name]].node, "job %q %s", name, msg)
+	}
 	return jobs
 }
 
@@ -817,7 +820,8 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 		return j, nil
 	}
 	what := "job " + name
-	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets", "contexts")
+	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets", "contexts",
+		"cache", "artifacts", "download", "container", "services")
 	var refs []needRef
 	var stepsNode, runNode ast.Node
 	for _, e := range entries {
@@ -843,6 +847,8 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 			j.Secrets = f.secretMap(e.val, what+" secrets")
 		case "contexts":
 			j.Contexts = f.contextList(e.val, what+" contexts")
+		case "cache", "artifacts", "download", "container", "services":
+			f.jobBlobs(&j, e.key, e.val, what)
 		case "gracePeriod":
 			if ms, ok := f.duration(e.val, what+" gracePeriod"); ok {
 				j.GracePeriod = int((ms + 999) / 1000)

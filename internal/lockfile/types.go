@@ -226,6 +226,14 @@ type Job struct {
 	// the wildcards `*` and `?`; at dispatch each name is matched against
 	// the org's contexts, and names that match nothing are skipped.
 	Contexts []string `json:"contexts,omitempty"`
+	// Cache, Artifacts, Download, Container and Services: see jobblobs.go.
+	Cache     []Cache    `json:"cache,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Download names artifacts of jobs in Needs, extracted into the
+	// workspace before the first step.
+	Download  []string   `json:"download,omitempty"`
+	Container *Container `json:"container,omitempty"`
+	Services  []Service  `json:"services,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string
