@@ -245,7 +245,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		}
 	}
 	tr.Ref, tr.SHA = jsonStr(payload, "ref"), lockRef
-	res, err := fg.Locks.Get(ctx, "github", repo, lockRef, func(ctx context.Context, maxBytes int64) ([]byte, error) {
+	res, err := fg.Locks.Get(ctx, "github:"+src.ID, repo, lockRef, func(ctx context.Context, maxBytes int64) ([]byte, error) {
 		b, err := client.GetFile(ctx, inst, repo, lockfetch.LockPath, lockRef, maxBytes)
 		switch {
 		case errors.Is(err, ghapi.ErrNotFound):

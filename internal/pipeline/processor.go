@@ -5,10 +5,13 @@
 // per matched workflow, with one job per matrix leg and needs expanded per
 // leg (KiCI: Trigger matching; Matrix; needs, DAG, skip propagation).
 //
-// Deliveries are processed by one worker goroutine. Submit is non-blocking;
-// a delivery that does not fit in the buffer is still in the store with
-// status "received" and is picked up by the periodic re-scan of
-// store.ListUnprocessedDeliveries, so nothing accepted is lost. A delivery
+// Deliveries are processed by a bounded pool of workers (Workers), at most
+// one at a time per source and ref, in arrival order (pool.go), so a push's
+// runs are created in delivery order while unrelated deliveries proceed in
+// parallel. Submit is non-blocking; a delivery that does not fit in the
+// buffer is still in the store with status "received" and is picked up by
+// the re-scan of store.ListUnprocessedDeliveries, so nothing accepted is
+// lost. A delivery
 // is processed at most once per process, and a re-processing after a crash
 // does not create a second run for a workflow that already has one for the
 // same delivery.
@@ -37,7 +40,7 @@ import (
 // Defaults of a Processor.
 const (
 	// DefaultQueueSize is the Submit buffer.
-	DefaultQueueSize = 256
+	DefaultQueueSize = 4096
 	// DefaultRescanInterval is how often unprocessed deliveries are re-listed.
 	DefaultRescanInterval = 5 * time.Second
 	// DefaultProcessTimeout bounds the processing of one delivery.
@@ -89,6 +92,9 @@ type Processor struct {
 	RescanInterval time.Duration
 	// ProcessTimeout bounds one delivery (DefaultProcessTimeout when zero).
 	ProcessTimeout time.Duration
+	// Workers is how many deliveries are processed at once
+	// (DefaultWorkers when zero). Set before Start.
+	Workers int
 	// Forges reads locks from forges (GitHub); nil = NewForges(0) on first use.
 	Forges *Forges
 	// groups records runs in their concurrency group (concurrency.go).
@@ -98,6 +104,8 @@ type Processor struct {
 
 	mu      sync.Mutex
 	claimed map[string]bool
+	// repos are the local repositories read so far, by path (pool.go).
+	repos   map[string]*local.Repo
 	decider Decider // `/kici approve` comments (trust.go); guarded by mu
 	// forkIgnored counts fork pull requests dropped by policy (trust.go);
 	// guarded by mu.
@@ -118,10 +126,9 @@ func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logge
 		claimed: map[string]bool{}}
 }
 
-// Start launches the worker: it first processes every delivery still
+// Start launches the workers: they first process every delivery still
 // "received" (left over from a previous process), then ids sent to Submit,
-// and re-scans for unprocessed deliveries every RescanInterval. The worker
-// stops when ctx is cancelled or Stop is called. Calling Start again is a
+// and re-scan for unprocessed deliveries every RescanInterval. They stop when ctx is cancelled or Stop is called. Calling Start again is a
 // no-op.
 func (p *Processor) Start(ctx context.Context) {
 	p.startOnce.Do(func() {
@@ -132,8 +139,8 @@ func (p *Processor) Start(ctx context.Context) {
 	})
 }
 
-// Stop stops the worker and waits for the delivery being processed, if any,
-// to finish (its processing is not interrupted). Safe to call without Start
+// Stop stops the workers and waits for the deliveries being processed, if
+// any, to finish (its processing is not interrupted). Safe to call without Start
 // and more than once.
 func (p *Processor) Stop() {
 	p.startOnce.Do(func() {}) // a later Start becomes a no-op
@@ -142,6 +149,7 @@ func (p *Processor) Stop() {
 	}
 	p.cancel()
 	<-p.done
+	p.closeRepos()
 }
 
 // Submit queues a persisted delivery id for processing without blocking. If
@@ -152,43 +160,6 @@ func (p *Processor) Submit(deliveryID string) {
 	case p.ch <- deliveryID:
 	default:
 		p.log.Warn("pipeline: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
-	}
-}
-
-func (p *Processor) loop(ctx context.Context) {
-	defer close(p.done)
-	interval := p.RescanInterval
-	if interval <= 0 {
-		interval = DefaultRescanInterval
-	}
-	p.rescan(ctx)
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case id := <-p.ch:
-			p.processLogged(ctx, id)
-		case <-ticker.C:
-			p.rescan(ctx)
-		}
-	}
-}
-
-func (p *Processor) rescan(ctx context.Context) {
-	ds, err := p.st.ListUnprocessedDeliveries(ctx, rescanBatch)
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Error("pipeline: list unprocessed deliveries", "error", err)
-		}
-		return
-	}
-	for _, d := range ds {
-		if ctx.Err() != nil {
-			return
-		}
-		p.processLogged(ctx, d.ID)
 	}
 }
 
@@ -302,22 +273,13 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 		p.log.Warn("pipeline: payload repository path differs from the source's; using the source's",
 			"deliveryId", d.ID, "sourceId", src.ID)
 	}
-	repo, err := local.Open(src.LocalPath)
+	repo, err := p.localRepo(src.LocalPath)
 	if err != nil {
 		return tr, err
 	}
-	data, err := repo.ReadLock(ctx, push.After)
-	if errors.Is(err, local.ErrLockNotFound) {
-		tr.Summary = "no lock file at " + push.After
-		tr.LockStatus = LockMissing
-		return tr, nil
-	}
-	if err != nil {
+	lf, err := p.localLock(ctx, src, repo, push.After, tr)
+	if err != nil || lf == nil {
 		return tr, err
-	}
-	lf, err := lockfile.Parse(data)
-	if err != nil {
-		return tr, fmt.Errorf("invalid lock file at %s: %w", push.After, err)
 	}
 
 	repoIdent := push.Repository.FullName

@@ -80,11 +80,13 @@ type countingEnqueuer struct {
 	st    store.Store
 	mu    sync.Mutex
 	calls []string
+	runs  []string // run id of each call, in call order
 }
 
 func (e *countingEnqueuer) EnqueueJob(ctx context.Context, job *store.Job) error {
 	e.mu.Lock()
 	e.calls = append(e.calls, job.JobName)
+	e.runs = append(e.runs, job.RunID)
 	e.mu.Unlock()
 	return e.st.Enqueue(ctx, &store.QueueEntry{ID: job.ID, RunID: job.RunID, JobName: job.JobName,
 		RunsOnLabels: job.RunsOnLabels, Status: store.QueuePending, CreatedAt: time.Now().UTC()})

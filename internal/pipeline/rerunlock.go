@@ -9,7 +9,6 @@ import (
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/store"
 )
 
@@ -27,17 +26,17 @@ func (p *Processor) rerunLock(ctx context.Context, orig *store.Run, src *store.S
 	}
 	switch src.Provider {
 	case "local":
-		repo, err := local.Open(src.LocalPath)
+		repo, err := p.localRepo(src.LocalPath)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 		}
-		data, err := repo.ReadLock(ctx, orig.SHA)
-		if err != nil {
-			return nil, fmt.Errorf("%w: lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
-		}
-		lf, err := lockfile.Parse(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: invalid lock file at %s: %v", ErrRerunUnavailable, orig.SHA, err)
+		var tr Trace
+		lf, err := p.localLock(ctx, src, repo, orig.SHA, &tr)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
+		case lf == nil:
+			return nil, fmt.Errorf("%w: lock file at %s: %s", ErrRerunUnavailable, orig.SHA, tr.Summary)
 		}
 		return lf, nil
 	case "github":
@@ -94,7 +93,7 @@ func (p *Processor) rerunGitHubLock(ctx context.Context, orig *store.Run, src *s
 		}
 	}
 	repo, sha := orig.RepoIdentifier, orig.SHA
-	res, err := fg.Locks.Get(ctx, "github", repo, sha, func(ctx context.Context, maxBytes int64) ([]byte, error) {
+	res, err := fg.Locks.Get(ctx, "github:"+src.ID, repo, sha, func(ctx context.Context, maxBytes int64) ([]byte, error) {
 		b, err := client.GetFile(ctx, inst, repo, lockfetch.LockPath, sha, maxBytes)
 		switch {
 		case errors.Is(err, ghapi.ErrNotFound):

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"kici.dev/kici/internal/lockfile"
@@ -72,6 +73,9 @@ func IsZeroSHA(s string) bool { return s == "" || s == ZeroSHA }
 // Repo is a git repository on the local filesystem.
 type Repo struct {
 	path string
+	// mu guards cat, the long-lived object reader (catfile.go).
+	mu  sync.Mutex
+	cat *catFile
 	// Timeout bounds each git invocation (DefaultTimeout when zero).
 	Timeout time.Duration
 }
@@ -225,8 +229,8 @@ func (r *Repo) checkSHA(ctx context.Context, sha string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidSHA, sha)
 	}
 	sha = strings.ToLower(sha)
-	if _, err := r.git(ctx, 1024, "cat-file", "-e", sha+"^{commit}"); err != nil {
-		if exitCode(err) > 0 {
+	if _, _, err := r.object(ctx, sha+"^{commit}", 0, false); err != nil {
+		if errors.Is(err, errObjectMissing) {
 			return "", fmt.Errorf("%w: %s", ErrCommitNotFound, sha)
 		}
 		return "", err
@@ -235,7 +239,7 @@ func (r *Repo) checkSHA(ctx context.Context, sha string) (string, error) {
 }
 
 // ReadLock returns the bytes of .kici/kici.lock.json at commit sha
-// (`git show <sha>:.kici/kici.lock.json`). Errors: ErrInvalidSHA,
+// (one long-lived `git cat-file --batch` per repository, see catfile.go). Errors: ErrInvalidSHA,
 // ErrCommitNotFound, ErrLockNotFound (the commit has no lock file, or the
 // path is not a regular file), a lock over MaxLockBytes, git failures.
 func (r *Repo) ReadLock(ctx context.Context, sha string) ([]byte, error) {
@@ -243,20 +247,16 @@ func (r *Repo) ReadLock(ctx context.Context, sha string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj := sha + ":" + lockfile.Path
-	typ, err := r.git(ctx, 1024, "cat-file", "-t", obj)
-	if err != nil {
-		if exitCode(err) > 0 {
-			return nil, fmt.Errorf("%w %s", ErrLockNotFound, sha)
-		}
-		return nil, err
-	}
-	if strings.TrimSpace(string(typ)) != "blob" {
-		return nil, fmt.Errorf("%w %s (%s is not a file)", ErrLockNotFound, sha, lockfile.Path)
-	}
-	data, err := r.git(ctx, MaxLockBytes, "show", "--no-textconv", obj)
-	if err != nil {
+	typ, data, err := r.object(ctx, sha+":"+lockfile.Path, MaxLockBytes, true)
+	switch {
+	case errors.Is(err, errObjectMissing):
+		return nil, fmt.Errorf("%w %s", ErrLockNotFound, sha)
+	case errors.Is(err, errObjectTooLarge):
+		return nil, fmt.Errorf("local: read lock at %s: %s is larger than %d bytes", sha, lockfile.Path, MaxLockBytes)
+	case err != nil:
 		return nil, fmt.Errorf("local: read lock at %s: %w", sha, err)
+	case typ != "blob":
+		return nil, fmt.Errorf("%w %s (%s is not a file)", ErrLockNotFound, sha, lockfile.Path)
 	}
 	return data, nil
 }
