@@ -275,6 +275,8 @@ type Store interface {
 	HoldStore
 	// TrustStore: trust policy and approval directory (trust.go).
 	TrustStore
+	// BlobIndexStore: cache and artifact index, job credentials (blobs.go).
+	BlobIndexStore
 
 	// --- sources ---
 

@@ -66,6 +66,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"HeldRunGroups", testHeldRunGroups},
 		{"DecideHeldRunConcurrent", testDecideHeldRunConcurrent},
 		{"TrustPolicy", testTrustPolicy},
+		{"CacheEntries", testCacheEntries},
+		{"Artifacts", testArtifacts},
+		{"JobCredentials", testJobCredentials},
 		{"TrustPolicyConcurrent", testTrustPolicyConcurrent},
 		{"TrustDirectory", testTrustDirectory},
 	}

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.BlobIndexStore = (*Store)(nil)
+
+const cacheCols = `id, org_id, scope, cache_key, blob_key, size_bytes, sha256, job_id, created_at, last_used_at`
+
+func scanCache(r scanner) (*store.CacheEntry, error) {
+	var e store.CacheEntry
+	if err := r.Scan(&e.ID, &e.OrgID, &e.Scope, &e.Key, &e.BlobKey, &e.SizeBytes, &e.SHA256, &e.JobID, &e.CreatedAt, &e.LastUsedAt); err != nil {
+		return nil, mapErr(err)
+	}
+	e.CreatedAt, e.LastUsedAt = e.CreatedAt.UTC(), e.LastUsedAt.UTC()
+	return &e, nil
+}
+
+// InsertCacheEntry records e; ErrConflict when its key exists in its scope.
+func (s *Store) InsertCacheEntry(ctx context.Context, e *store.CacheEntry) error {
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now()
+	}
+	e.CreatedAt = ts(e.CreatedAt)
+	if e.LastUsedAt.IsZero() {
+		e.LastUsedAt = e.CreatedAt
+	}
+	e.LastUsedAt = ts(e.LastUsedAt)
+	_, err := s.pool.Exec(ctx, `INSERT INTO cache_entries (`+cacheCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+		e.ID, e.OrgID, e.Scope, e.Key, e.BlobKey, e.SizeBytes, e.SHA256, e.JobID, e.CreatedAt, e.LastUsedAt)
+	return mapErr(err)
+}
+
+// FindCacheEntry returns the exact entry, or the newest with the prefix.
+func (s *Store) FindCacheEntry(ctx context.Context, orgID, scope, key string, prefix bool) (*store.CacheEntry, error) {
+	if !prefix {
+		return scanCache(s.pool.QueryRow(ctx, `SELECT `+cacheCols+` FROM cache_entries
+			WHERE org_id = $1 AND scope = $2 AND cache_key = $3`, orgID, scope, key))
+	}
+	return scanCache(s.pool.QueryRow(ctx, `SELECT `+cacheCols+` FROM cache_entries
+		WHERE org_id = $1 AND scope = $2 AND left(cache_key, length($3)) = $3
+		ORDER BY created_at DESC, id DESC LIMIT 1`, orgID, scope, key))
+}
+
+// TouchCacheEntry sets an entry's last use.
+func (s *Store) TouchCacheEntry(ctx context.Context, id string, at time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE cache_entries SET last_used_at = $1 WHERE id = $2`, ts(at), id)
+	return mapErr(err)
+}
+
+// ListCacheEntries returns entries least recently used first.
+func (s *Store) ListCacheEntries(ctx context.Context, orgID string) ([]*store.CacheEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+cacheCols+` FROM cache_entries
+		WHERE $1 = '' OR org_id = $1 ORDER BY last_used_at, created_at, id`, orgID)
+	return collect(rows, mapErr(err), scanCache)
+}
+
+// DeleteCacheEntry removes an entry.
+func (s *Store) DeleteCacheEntry(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM cache_entries WHERE id = $1`, id)
+	return mapErr(err)
+}
+
+const artifactCols = `id, org_id, run_id, job_id, job_name, name, blob_key, size_bytes, sha256, created_at, expires_at`
+
+func scanArtifact(r scanner) (*store.Artifact, error) {
+	var a store.Artifact
+	if err := r.Scan(&a.ID, &a.OrgID, &a.RunID, &a.JobID, &a.JobName, &a.Name, &a.BlobKey, &a.SizeBytes, &a.SHA256, &a.CreatedAt, &a.ExpiresAt); err != nil {
+		return nil, mapErr(err)
+	}
+	a.CreatedAt, a.ExpiresAt = a.CreatedAt.UTC(), a.ExpiresAt.UTC()
+	return &a, nil
+}
+
+// InsertArtifact records a within the limits. A transaction-scoped
+// advisory lock on the org serialises concurrent inserts, so two uploads
+// cannot both pass the same remaining quota.
+func (s *Store) InsertArtifact(ctx context.Context, a *store.Artifact, maxPerRun int, quotaBytes int64) error {
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = now()
+	}
+	a.CreatedAt, a.ExpiresAt = ts(a.CreatedAt), ts(a.ExpiresAt)
+	return mapErr(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('run_artifacts:' || $1))`, a.OrgID); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM run_artifacts WHERE run_id = $1 AND name = $2)`, a.RunID, a.Name).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return store.ErrConflict
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO run_artifacts (`+artifactCols+`)
+			SELECT $1,$2,$3,$4,$5,$6,$7,$8::bigint,$9,$10,$11
+			WHERE ($12::int <= 0 OR (SELECT count(*) FROM run_artifacts WHERE run_id = $3) < $12::int)
+			  AND ($13::bigint <= 0 OR (SELECT coalesce(sum(size_bytes), 0) FROM run_artifacts WHERE org_id = $2) + $8::bigint <= $13::bigint)`,
+			a.ID, a.OrgID, a.RunID, a.JobID, a.JobName, a.Name, a.BlobKey, a.SizeBytes, a.SHA256, a.CreatedAt, a.ExpiresAt,
+			maxPerRun, quotaBytes)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrLimit
+		}
+		return nil
+	}))
+}
+
+// GetArtifact returns a run's artifact by name.
+func (s *Store) GetArtifact(ctx context.Context, runID, name string) (*store.Artifact, error) {
+	return scanArtifact(s.pool.QueryRow(ctx, `SELECT `+artifactCols+` FROM run_artifacts WHERE run_id = $1 AND name = $2`, runID, name))
+}
+
+// ListArtifacts returns a run's artifacts, oldest first.
+func (s *Store) ListArtifacts(ctx context.Context, runID string) ([]*store.Artifact, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+artifactCols+` FROM run_artifacts WHERE run_id = $1 ORDER BY created_at, name`, runID)
+	return collect(rows, mapErr(err), scanArtifact)
+}
+
+// ArtifactUsage returns an org's artifact count and bytes.
+func (s *Store) ArtifactUsage(ctx context.Context, orgID string) (int, int64, error) {
+	var n int
+	var b int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(size_bytes), 0)::bigint FROM run_artifacts WHERE org_id = $1`, orgID).Scan(&n, &b)
+	return n, b, mapErr(err)
+}
+
+// ListExpiredArtifacts returns artifacts that expired before t.
+func (s *Store) ListExpiredArtifacts(ctx context.Context, t time.Time, limit int) ([]*store.Artifact, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+artifactCols+` FROM run_artifacts WHERE expires_at < $1 ORDER BY expires_at, id LIMIT $2`, ts(t), limit)
+	return collect(rows, mapErr(err), scanArtifact)
+}
+
+// DeleteArtifact removes an artifact row.
+func (s *Store) DeleteArtifact(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM run_artifacts WHERE id = $1`, id)
+	return mapErr(err)
+}
+
+// SetJobCredential records a job's current credential hash.
+func (s *Store) SetJobCredential(ctx context.Context, jobID, tokenHash string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO job_credentials (job_id, token_hash, created_at) VALUES ($1,$2,$3)
+		ON CONFLICT (job_id) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at`,
+		jobID, tokenHash, now())
+	return mapErr(err)
+}
+
+// JobForCredential returns the job of a credential hash.
+func (s *Store) JobForCredential(ctx context.Context, tokenHash string) (string, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT job_id FROM job_credentials WHERE token_hash = $1`, tokenHash).Scan(&id)
+	return id, mapErr(err)
+}
