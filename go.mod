@@ -37,6 +37,8 @@ require (
 	golang.org/x/tools v0.52.0 // indirect
 )
 
+require github.com/expr-lang/expr v1.17.8
+
 require (
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

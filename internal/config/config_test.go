@@ -221,8 +221,8 @@ func TestSuggest(t *testing.T) {
 		"KICI_LOGLEVEL":    "KICI_LOG_LEVEL",
 		"KICI_ADMIN_TOKNE": "KICI_ADMIN_TOKEN",
 	} {
-		if got := suggest(in, known); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
+		if got := closestVar(in, known); got != want {
+			t.Errorf("closestVar(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

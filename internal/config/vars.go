@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"kici.dev/kici/internal/suggest"
 )
 
 // Var scopes: which program reads a variable.
@@ -144,21 +146,21 @@ func KnownNames() []string {
 func unknownVarError(name string) error {
 	known := KnownNames()
 	msg := fmt.Sprintf("unknown environment variable %s (known: %s", name, strings.Join(known, ", "))
-	if s := suggest(name, known); s != "" {
+	if s := closestVar(name, known); s != "" {
 		msg += "; did you mean " + s + "?"
 	}
 	return fmt.Errorf("%s)", msg)
 }
 
-// suggest returns the known name closest to name by edit distance, or "" when
+// closestVar returns the known name closest to name by edit distance, or "" when
 // none is close enough (distance ≤ max(2, len(name)/4)).
-func suggest(name string, known []string) string {
+func closestVar(name string, known []string) string {
 	best, bestD := "", -1
 	for _, k := range known {
 		if strings.HasSuffix(k, "*") {
 			continue
 		}
-		d := editDistance(name, k)
+		d := suggest.Distance(name, k)
 		if bestD < 0 || d < bestD {
 			best, bestD = k, d
 		}
@@ -168,27 +170,6 @@ func suggest(name string, known []string) string {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Markdown renders the configuration reference (docs/configuration.md) from

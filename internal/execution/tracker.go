@@ -393,6 +393,17 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				continue
 			}
 			release, reason := readiness(j, byName)
+			if release && reason == "" {
+				skip, done, err := t.condition(ctx, getRun, j, jobs, at)
+				if err != nil {
+					return err
+				}
+				if done {
+					changed = true
+					continue
+				}
+				reason = skip
+			}
 			switch {
 			case reason != "":
 				zero := int64(0)

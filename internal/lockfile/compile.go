@@ -148,7 +148,7 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 	if !ok {
 		return nil, nil, f.errs
 	}
-	f.strict(entries, "workflow", "name", "description", "on", "timeout", "concurrency", "env", "jobs")
+	f.strict(entries, "workflow", "name", "description", "on", "timeout", "concurrency", "env", "jobs", "drift")
 	base := filepath.Base(sf.Path)
 	wf := &Workflow{
 		Name:                 strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml"),
@@ -183,6 +183,8 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 			env = f.envMap(e.val, "workflow env")
 		case "jobs":
 			jobsNode = e.val
+		case "drift":
+			wf.Drift = f.drift(e.val)
 		}
 	}
 	if nameNode == nil {
@@ -191,6 +193,7 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 	if jobsNode == nil {
 		f.errorf(body, "workflow has no jobs (add a `jobs:` mapping)")
 	} else {
+		f.inputNames = inputNames(wf.Triggers)
 		wf.Jobs = f.jobs(jobsNode, env)
 	}
 	if len(f.errs) > 0 {
@@ -644,8 +647,7 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 				f.errorf(it, "%s: empty pattern", what)
 				continue
 			}
-			if _, err := pattern.CompileGlob(strings.TrimPrefix(s, "!")); err != nil {
-				f.errorf(it, "%s: %v", what, err)
+			if !f.checkGlob(it, s, what) {
 				continue
 			}
 			out = append(out, Pattern{Type: "glob", Pattern: s})
@@ -669,8 +671,7 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 			f.errorf(it, "%s: a regex entry needs `regex`", what)
 			continue
 		}
-		if _, err := pattern.CompileRegex(strings.TrimPrefix(p.Pattern, "!"), p.Flags); err != nil {
-			f.errorf(it, "%s: %v", what, err)
+		if !f.checkRegex(it, p.Pattern, p.Flags, what) {
 			continue
 		}
 		out = append(out, p)
@@ -690,8 +691,11 @@ func (f *yfile) paths(n ast.Node, what string) []string {
 		if !ok {
 			continue
 		}
-		if _, err := pattern.CompileGlob(strings.TrimPrefix(s, "!")); err != nil || s == "!" {
+		if s == "!" {
 			f.errorf(it, "%s: invalid glob %q", what, s)
+			continue
+		}
+		if !f.checkGlob(it, s, what) {
 			continue
 		}
 		out = append(out, s)
@@ -821,9 +825,10 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 	}
 	what := "job " + name
 	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets", "contexts",
-		"cache", "artifacts", "download", "container", "services")
+		"cache", "artifacts", "download", "container", "services", "if", "outputs")
+	f.inJob = true
 	var refs []needRef
-	var stepsNode, runNode ast.Node
+	var stepsNode, runNode, ifNode, outputsNode ast.Node
 	for _, e := range entries {
 		switch e.key {
 		case "description":
@@ -861,8 +866,13 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 			stepsNode = e.val
 		case "run":
 			runNode = e.val
+		case "if":
+			ifNode = e.val
+		case "outputs":
+			outputsNode = e.val
 		}
 	}
+	f.beginJob(&j, refs)
 	switch {
 	case stepsNode != nil && runNode != nil:
 		f.errorf(runNode, "%s: use either `steps` or the `run` shorthand, not both", what)
@@ -876,6 +886,7 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 	default:
 		f.errorf(knode, "%s has no steps (add `steps:` or `run:`)", what)
 	}
+	f.endJob(&j, ifNode, outputsNode)
 	return j, refs
 }
 
@@ -1171,7 +1182,7 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 		if !ok {
 			continue
 		}
-		f.strict(entries, "step", "name", "run", "shell", "env", "workingDirectory", "timeout", "retry", "continueOnError", "when", "attest", "secrets")
+		f.strict(entries, "step", "name", "run", "shell", "env", "workingDirectory", "timeout", "retry", "continueOnError", "when", "attest", "secrets", "if")
 		line, col := nodePos(f.resolve(it))
 		s := Step{SourceLocation: &Location{File: f.path, Line: line, Column: col}}
 		var nameNode ast.Node
@@ -1207,6 +1218,8 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 				s.Attest = f.attestPaths(e.val, sw+" attest")
 			case "secrets":
 				s.Secrets = f.secretMap(e.val, sw+" secrets")
+			case "if":
+				s.If = f.stepCondition(e.val, steps, sw+" if")
 			}
 		}
 		if !hasRun {

@@ -49,6 +49,10 @@ type Workflow struct {
 	Concurrency          *Concurrency `json:"concurrency,omitempty"`
 	// Timeout is the whole-run wall-clock limit in milliseconds (0 = none).
 	Timeout int64 `json:"timeout,omitempty"`
+	// Drift is what a run does when the workflow file at the run's commit
+	// no longer matches ContentHash: "" or "fail" fails the jobs, "warn"
+	// runs the lock and logs a warning (kici, YAML `drift:`).
+	Drift string `json:"drift,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string
@@ -193,6 +197,9 @@ type Step struct {
 	// "<scope>:<key>"; only this step sees those values (kici, YAML
 	// `secrets:`), in addition to the job's Secrets.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// If is the step's condition (internal/expr, StepEnv); the step runs
+	// only when it is true, in addition to RunOn. kici, YAML `if:`.
+	If string `json:"if,omitempty"`
 }
 
 // Job is a static job entry (KiCI LockJob, `_type: "static"`). Field order is
@@ -234,6 +241,14 @@ type Job struct {
 	Download  []string   `json:"download,omitempty"`
 	Container *Container `json:"container,omitempty"`
 	Services  []Service  `json:"services,omitempty"`
+	// If is the job's condition (internal/expr, Env), evaluated on the
+	// orchestrator once the needs are met; false skips the job. kici, YAML
+	// `if:`.
+	If string `json:"if,omitempty"`
+	// Outputs maps an exported output name to "<step>.<key>": the value the
+	// step wrote as key to $KICI_OUTPUT. Dependent jobs read it as
+	// needs.<job>.outputs.<name>. kici, YAML `outputs:`.
+	Outputs map[string]string `json:"outputs,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string

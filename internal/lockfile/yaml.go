@@ -20,6 +20,15 @@ type yfile struct {
 	path    string // repo-relative, forward slashes
 	errs    CompileErrors
 	anchors map[string]ast.Node
+
+	// Expression scope (conditions.go): the workflow's input names, the
+	// current job's scope, whether a job is being decoded, and the job env
+	// values waiting for that scope.
+	inputNames []string
+	scope      *jobScope
+	inJob      bool
+	pendingEnv map[string]pendingEnvVal
+	mergeDepth int
 }
 
 // kv is one mapping entry.
@@ -27,6 +36,8 @@ type kv struct {
 	key   string
 	knode ast.Node
 	val   ast.Node
+	// merged marks an entry that came from a merge key (<<).
+	merged bool
 }
 
 // nodePos returns the 1-based line and column where n starts (the first key
@@ -158,7 +169,7 @@ func (f *yfile) mapping(n ast.Node, what string) ([]kv, bool) {
 			continue
 		}
 		if mv.Key.IsMergeKey() {
-			f.errorf(mv.Key, "merge keys (<<) are not supported")
+			out = append(out, f.mergeEntries(mv, what)...)
 			continue
 		}
 		key, ok := f.scalar(mv.Key)
@@ -168,7 +179,7 @@ func (f *yfile) mapping(n ast.Node, what string) ([]kv, bool) {
 		}
 		out = append(out, kv{key: key, knode: mv.Key, val: mv.Value})
 	}
-	return out, true
+	return applyMerges(out), true
 }
 
 // strict reports unknown keys of a mapping.
@@ -182,7 +193,7 @@ func (f *yfile) strict(entries []kv, what string, allowed ...string) {
 			}
 		}
 		if !found {
-			f.errorf(e.knode, "unknown key %q in %s (allowed: %s)", e.key, what, strings.Join(allowed, ", "))
+			f.errorf(e.knode, "unknown key %q in %s%s (allowed: %s)", e.key, what, didYouMean(e.key, allowed), strings.Join(allowed, ", "))
 		}
 	}
 }
@@ -363,6 +374,7 @@ func (f *yfile) envMap(n ast.Node, what string) map[string]string {
 			continue
 		}
 		out[e.key] = v
+		f.envTemplate(e.val, v, e.key, f.inJob)
 	}
 	return out
 }

@@ -277,6 +277,8 @@ type Store interface {
 	TrustStore
 	// BlobIndexStore: cache and artifact index, job credentials (blobs.go).
 	BlobIndexStore
+	// WorkflowDataStore: job outputs and run contexts (workflows.go).
+	WorkflowDataStore
 
 	// --- sources ---
 

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"JobCredentials", testJobCredentials},
 		{"TrustPolicyConcurrent", testTrustPolicyConcurrent},
 		{"TrustDirectory", testTrustDirectory},
+		{"WorkflowData", testWorkflowData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

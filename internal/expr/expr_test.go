@@ -1,0 +1,87 @@
+package expr
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEvalJobCondition(t *testing.T) {
+	env := Env{
+		Event:  Event{Type: "push", Branch: "main", ChangedPaths: []string{"docs/a.md", "go.mod"}},
+		Inputs: map[string]any{"dry": true, "count": 3.0},
+		Needs:  map[string]Need{"build": {Result: "success", Outputs: map[string]string{"version": "1.2.3"}}},
+	}
+	sc := Scope{Needs: []string{"build"}, Inputs: []string{"dry", "count"}}
+	cases := map[string]bool{
+		`event.branch == "main" && needs.build.result == "success"`: true,
+		`needs.build.outputs.version startsWith "2."`:               false,
+		`any(event.changedPaths, glob("docs/**", #))`:               true,
+		`inputs.dry == true && inputs.count > 2`:                    true,
+		`needs.build.outputs.missing == ""`:                         true,
+		`event.type in ["pull_request", "tag"] || event.tag != ""`:  false,
+		`all(event.changedPaths, {not glob("src/**", #)})`:          true,
+		`matrix.os == "" `: true,
+	}
+	for src, want := range cases {
+		sc := sc
+		if strings.Contains(src, "matrix") {
+			sc.Matrix = []string{"os"}
+		}
+		p, err := Compile(src, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		got, err := p.Eval(env)
+		if err != nil || got != want {
+			t.Errorf("%s = %v, %v; want %v", src, got, err, want)
+		}
+	}
+}
+
+func TestCompileErrorPositions(t *testing.T) {
+	cases := []struct {
+		src       string
+		line, col int
+		msgPrefix string
+	}{
+		{`event.branch`, 1, 1, "expected bool"},
+		{`event.nope == "x"`, 1, 7, "type"},
+		{`needs.x.result == "success"`, 1, 1, `needs.x: "x" is not in this job's needs`},
+		{"event.branch == \"main\" &&\n  bogus", 2, 3, "unknown name bogus"},
+	}
+	for _, c := range cases {
+		_, err := Compile(c.src, Scope{})
+		e, ok := err.(*Error)
+		if !ok {
+			t.Fatalf("%q: err = %v", c.src, err)
+		}
+		if e.Line != c.line || e.Column != c.col || !strings.Contains(e.Msg, c.msgPrefix) {
+			t.Errorf("%q: %d:%d %s; want %d:%d %s", c.src, e.Line, e.Column, e.Msg, c.line, c.col, c.msgPrefix)
+		}
+	}
+}
+
+func TestInterpolate(t *testing.T) {
+	env := Env{Event: Event{Branch: "feat/$(rm -rf /)"}, Needs: map[string]Need{"a": {Outputs: map[string]string{"v": "7"}}}}
+	got, err := Interpolate("v${{ needs.a.outputs.v }}-${{event.branch}}", env)
+	if err != nil || got != "v7-feat/$(rm -rf /)" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if err := CheckTemplate("x ${{ needs.b.outputs.v }}", Scope{Needs: []string{"a"}}); err == nil || err.(*Error).Column != 7 {
+		t.Fatalf("CheckTemplate error = %v", err)
+	}
+	if _, err := Parts("${{ open"); err == nil {
+		t.Fatal("unclosed template accepted")
+	}
+}
+
+func TestStepCondition(t *testing.T) {
+	env := StepEnv{Env: Env{Event: Event{Branch: "main"}}, Steps: map[string]Step{"meta": {Outcome: "success", Outputs: map[string]string{"v": "2"}}}}
+	p, err := Compile(`steps.meta.outcome == "success" && steps.meta.outputs.v == "2" && event.branch == "main"`, Scope{Step: true, Steps: []string{"meta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.Eval(env); !ok || err != nil {
+		t.Fatalf("= %v, %v", ok, err)
+	}
+}

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+
+	"kici.dev/kici/internal/store"
+)
+
+var _ store.WorkflowDataStore = (*Store)(nil)
+
+// PutJobOutputs upserts a job's outputs; ErrNotFound for an unknown job.
+func (s *Store) PutJobOutputs(ctx context.Context, jobID string, outputs map[string]string) error {
+	b, err := json.Marshal(outputs)
+	if err != nil {
+		return err
+	}
+	res, err := s.pool.Exec(ctx, `INSERT INTO execution_job_outputs (job_id, run_id, outputs)
+		SELECT id, run_id, $1 FROM execution_jobs WHERE id = $2
+		ON CONFLICT (job_id) DO UPDATE SET outputs = excluded.outputs`, string(b), jobID)
+	if err != nil {
+		return mapErr(err)
+	}
+	if res.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// ListJobOutputs returns a run's job outputs by job id.
+func (s *Store) ListJobOutputs(ctx context.Context, runID string) (map[string]map[string]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT job_id, outputs FROM execution_job_outputs WHERE run_id = $1`, runID)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]string{}
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, mapErr(err)
+		}
+		m := map[string]string{}
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			return nil, err
+		}
+		out[id] = m
+	}
+	return out, mapErr(rows.Err())
+}
+
+// PutRunContext upserts a run's context; ErrNotFound for an unknown run.
+func (s *Store) PutRunContext(ctx context.Context, runID string, rc *store.RunContext) error {
+	in, paths, err := store.EncodeRunContext(rc)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO execution_run_context (run_id, inputs, changed_paths) VALUES ($1, $2, $3)
+		ON CONFLICT (run_id) DO UPDATE SET inputs = excluded.inputs, changed_paths = excluded.changed_paths`, runID, in, paths)
+	return mapErr(err)
+}
+
+// GetRunContext returns a run's context, or ErrNotFound.
+func (s *Store) GetRunContext(ctx context.Context, runID string) (*store.RunContext, error) {
+	var in, paths string
+	if err := s.pool.QueryRow(ctx, `SELECT inputs, changed_paths FROM execution_run_context WHERE run_id = $1`, runID).Scan(&in, &paths); err != nil {
+		return nil, mapErr(err)
+	}
+	return store.DecodeRunContext(in, paths)
+}
