@@ -67,6 +67,10 @@ type Config struct {
 	DispatchAckTimeout time.Duration
 	// AgentTokenTTL is KICI_AGENT_TOKEN_TTL_MS, default 1 h.
 	AgentTokenTTL time.Duration
+	// RequestBodyGrace is KICI_REQUEST_BODY_GRACE_MS, default 10 s: how long
+	// a request body may take before it must keep 16 KiB/s on average
+	// (internal/httpguard).
+	RequestBodyGrace time.Duration
 	// ScalerConfigPath is KICI_SCALER_CONFIG_PATH (scalers.yaml); "" ⇒ the
 	// embedded default bare-metal scaler.
 	ScalerConfigPath string
@@ -129,6 +133,7 @@ func Load(environ []string) (*Config, error) {
 		ScalerConfigDir:         get("KICI_SCALER_CONFIG_DIR"),
 		ScalerSpawnTimeout:      300 * time.Second,
 		ClusterSettingsCacheTTL: 10 * time.Second,
+		RequestBodyGrace:        10 * time.Second,
 	}
 	if v := get("KICI_HOST"); v != "" {
 		c.Host = v
@@ -177,6 +182,7 @@ func Load(environ []string) (*Config, error) {
 	}
 	parseMs("KICI_DISPATCH_ACK_TIMEOUT_MS", time.Second, &c.DispatchAckTimeout)
 	parseMs("KICI_AGENT_TOKEN_TTL_MS", time.Second, &c.AgentTokenTTL)
+	parseMs("KICI_REQUEST_BODY_GRACE_MS", 100*time.Millisecond, &c.RequestBodyGrace)
 	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {

@@ -60,6 +60,7 @@ var Vars = []Var{
 	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable bare-metal scalers spawn (label sets without `binaryPath`)."},
 	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
 	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000); the cluster setting `dispatchAckTimeoutMs` overrides it live."},
+	{"KICI_REQUEST_BODY_GRACE_MS", ScopeOrchestrator, "`10000`", "How long any HTTP request body may take before it must keep arriving at 16 KiB/s on average, in ms (≥ 100); a slower body is cut and its connection closed (see [security.md](security.md))."},
 	{"KICI_QUEUE_TIMEOUT_MS", ScopeOrchestrator, "`3600000`", "A job queued (no agent took it) longer than this ends `timed_out_stale` with its pending reason as the error, in ms; `0` = never; the cluster setting `queueTimeoutMs` overrides it live."},
 	{"KICI_QUEUE_SWEEP_INTERVAL_MS", ScopeOrchestrator, "`60000`", "How often the queue timeout is checked, in ms (≥ 100)."},
 	{"KICI_STALE_DETECTOR_SCAN_INTERVAL_MS", ScopeOrchestrator, "`60000`", "How often running jobs are checked for stale heartbeats and passed job/run deadlines, in ms (≥ 100)."},

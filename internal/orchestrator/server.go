@@ -26,6 +26,7 @@ import (
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/runctl"
@@ -226,7 +227,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	mux.Handle("GET /ws", s.dispatcher)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	ingress.mount(mux)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Headers within 10 s; bodies at a minimum rate, unauthenticated
+	// requests capped (internal/httpguard); idle keep-alive connections
+	// closed after 2 min.
+	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
+	s.httpSrv = &http.Server{Handler: guard.Handler(mux, unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
 		ln.Close()
