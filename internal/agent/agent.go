@@ -103,6 +103,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		OnMessage:         a.onMessage,
 		OnWritten:         a.onWritten,
 		HeartbeatInterval: opts.HeartbeatInterval,
+		SpillDir:          cfg.WorkDir,
 		Backoff:           opts.Backoff,
 		Logger:            logger,
 	})
@@ -112,6 +113,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		DefaultStepTimeout: cfg.DefaultStepTimeout,
 		HeartbeatInterval:  cfg.JobHeartbeatInterval,
 		MaxLogBytes:        cfg.MaxLogSizeBytes,
+		Credentials:        nonEmpty(cfg.Token),
 		TimeoutGrace:       opts.StepTimeoutGrace,
 		Logger:             logger,
 		Attest:             a.attest,
@@ -434,4 +436,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-clientErr
 	}
 	return nil
+}
+
+// nonEmpty returns the non-empty values.
+func nonEmpty(vals ...string) []string {
+	var out []string
+	for _, v := range vals {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

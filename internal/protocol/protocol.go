@@ -44,6 +44,7 @@ const (
 	TypeRegisterAck  = "register.ack"
 	TypeJobDispatch  = "job.dispatch"
 	TypeJobCancel    = "job.cancel"
+	TypeLogAck       = "log.ack"
 	TypeErrorMessage = "error"
 
 	// agent → orchestrator
@@ -108,6 +109,9 @@ type AgentRegister struct {
 	MaxConcurrency int           `json:"maxConcurrency,omitempty"`
 	InFlightJobs   []InFlightJob `json:"inFlightJobs,omitempty"`
 	ScalerManaged  bool          `json:"scalerManaged,omitempty"`
+	// LogAcks (kici) says the agent numbers its log lines (LogChunk.Offset)
+	// and keeps each chunk until a LogAck covers it.
+	LogAcks bool `json:"logAcks,omitempty"`
 }
 
 // RegisterAck completes registration. PendingDispatch tells a scaler-spawned
@@ -118,6 +122,10 @@ type RegisterAck struct {
 	Labels          []string `json:"labels"`
 	ScalerManaged   bool     `json:"scalerManaged"`
 	PendingDispatch bool     `json:"pendingDispatch,omitempty"`
+	// LogAcks (kici) answers AgentRegister.LogAcks: the orchestrator stores
+	// chunks by offset and acknowledges them with LogAck. Absent, the agent
+	// treats a written chunk as delivered.
+	LogAcks bool `json:"logAcks,omitempty"`
 }
 
 // Heartbeat is the connection-level liveness frame, every 30 s.
@@ -270,6 +278,21 @@ type LogChunk struct {
 	Seq       int64     `json:"seq"`
 	Lines     []LogLine `json:"lines"`
 	Timestamp int64     `json:"timestamp"`
+	// Offset (kici, with LogAcks) is the number of lines the agent emitted
+	// for this job and step before the chunk's first line. The orchestrator
+	// stores a line once whatever the number of replays: lines below what
+	// it already holds from this agent are skipped.
+	Offset *int64 `json:"offset,omitempty"`
+}
+
+// LogAck (kici) tells an agent that negotiated LogAcks that the first Offset
+// lines of a job's step are stored; the agent frees every chunk below.
+type LogAck struct {
+	Type      string `json:"type"`
+	RunID     string `json:"runId"`
+	JobID     string `json:"jobId"`
+	StepIndex int    `json:"stepIndex"`
+	Offset    int64  `json:"offset"`
 }
 
 // JobHeartbeat is the per-job liveness frame while a job runs.
@@ -356,6 +379,8 @@ func Decode(frame []byte) (any, error) {
 		msg = &JobDispatch{}
 	case TypeJobCancel:
 		msg = &JobCancel{}
+	case TypeLogAck:
+		msg = &LogAck{}
 	case TypeJobAck:
 		msg = &JobAck{}
 	case TypeJobReject:

@@ -11,6 +11,7 @@ import (
 // Every message type survives an encode/decode round trip as its own struct.
 func TestDecodeRoundTrip(t *testing.T) {
 	exit := 3
+	offset := int64(7)
 	msgs := []any{
 		&AuthRequest{Type: TypeAuthRequest, Token: "kat_x", ProtocolVersion: Version},
 		&AuthSuccess{Type: TypeAuthSuccess, ConnectionID: "c1"},
@@ -26,6 +27,10 @@ func TestDecodeRoundTrip(t *testing.T) {
 		&JobStatus{Type: TypeJobStatus, RunID: "r1", JobID: "j1", State: "failed", Data: &JobStatusData{Error: "boom", StepResults: []StepResult{{Name: "s", Status: "failed"}}}},
 		&StepStatus{Type: TypeStepStatus, RunID: "r1", JobID: "j1", StepIndex: 2, State: "failed", Data: &StepStatusData{ExitCode: &exit}},
 		&LogChunk{Type: TypeLogChunk, RunID: "r1", JobID: "j1", StepIndex: -1, Seq: 4, Lines: []LogLine{{Timestamp: 5, Stream: "stderr", Text: "hi"}}},
+		&LogChunk{Type: TypeLogChunk, RunID: "r1", JobID: "j1", StepIndex: 0, Seq: 5, Lines: []LogLine{{Text: "x"}}, Offset: &offset},
+		&LogAck{Type: TypeLogAck, RunID: "r1", JobID: "j1", StepIndex: 0, Offset: 8},
+		&AgentRegister{Type: TypeAgentRegister, AgentID: "a1", LogAcks: true},
+		&RegisterAck{Type: TypeRegisterAck, AgentID: "a1", LogAcks: true},
 		&JobHeartbeat{Type: TypeJobHeartbeat, RunID: "r1", JobID: "j1"},
 		&ErrorMessage{Type: TypeErrorMessage, Code: "INVALID_MESSAGE", Message: "bad"},
 		&ProvenanceAttest{Type: TypeProvenanceAttest, RequestID: "q1", RunID: "r1", JobID: "j1", Subjects: []AttestSubject{{Name: "a", Digest: map[string]string{"sha256": "00"}}}},

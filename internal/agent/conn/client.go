@@ -61,8 +61,14 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// HandshakeTimeout defaults to DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// MaxLogChunks caps buffered log chunks (DefaultMaxLogChunks).
-	MaxLogChunks int
+	// MaxLogBytes bounds the log chunks held in memory
+	// (DefaultMaxLogBytes); MaxSpillBytes bounds the spill file in SpillDir
+	// (DefaultMaxSpillBytes; SpillDir defaults to the system temp dir).
+	MaxLogBytes int64
+	// MaxSpillBytes: see MaxLogBytes.
+	MaxSpillBytes int64
+	// SpillDir: see MaxLogBytes.
+	SpillDir string
 	// Backoff overrides BackoffDelay (tests). n is 0-based.
 	Backoff func(n int) time.Duration
 	// Logger receives connection events (discarded when nil).
@@ -97,13 +103,15 @@ func New(opts Options) *Client {
 	if opts.OnMessage == nil {
 		opts.OnMessage = func(any) {}
 	}
-	return &Client{opts: opts, box: newOutbox(opts.MaxLogChunks)}
+	return &Client{opts: opts, box: newOutbox(opts.MaxLogBytes, opts.MaxSpillBytes, opts.SpillDir, opts.Logger)}
 }
 
 // Send queues msg (a pointer to a protocol struct). Frames are written in
-// Send order once registered; while disconnected they wait in the outbox.
-// Only log chunks beyond the cap are ever dropped (oldest first, replaced by
-// a marker line).
+// Send order once registered; while disconnected they wait in the outbox,
+// spilling to disk past its memory bound. Nothing is dropped: when the
+// outbox is full a log chunk's Send blocks until the orchestrator takes
+// (and, with LogAcks, acknowledges) earlier chunks, which slows the step
+// that prints.
 func (c *Client) Send(msg any) { c.box.push(msg) }
 
 // Registered reports whether the current session has been acknowledged.
@@ -123,6 +131,7 @@ func (c *Client) Close() {
 // Run connects and keeps the connection alive until Close completes (nil),
 // the credentials are refused (ErrAuthFailed) or ctx ends (ctx.Err()).
 func (c *Client) Run(ctx context.Context) error {
+	defer c.box.stop()
 	attempt := 0
 	for {
 		registered, err := c.session(ctx)
@@ -190,6 +199,7 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	}
 	reg := c.opts.Register()
 	reg.Type = protocol.TypeAgentRegister
+	reg.LogAcks = true
 	if err := write(hctx, reg); err != nil {
 		return false, authErr(err)
 	}
@@ -214,6 +224,8 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	hcancel()
 	c.registered.Store(true)
 	defer c.registered.Store(false)
+	c.box.registered(ack.LogAcks)
+	defer c.box.disconnected()
 	c.opts.Logger.Info("registered with orchestrator", "agentId", ack.AgentID, "pendingDispatch", ack.PendingDispatch, "queued", c.box.len())
 	if c.opts.OnRegistered != nil {
 		c.opts.OnRegistered(ack)
@@ -238,6 +250,8 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 			case *protocol.ErrorMessage:
 				c.opts.Logger.Warn("orchestrator error", "code", m.Code, "message", m.Message)
 			case *protocol.Heartbeat:
+			case *protocol.LogAck:
+				c.box.ack(m)
 			default:
 				c.opts.OnMessage(msg)
 			}
@@ -292,7 +306,8 @@ func (c *Client) writeLoop(ctx context.Context, ws *websocket.Conn, readErr <-ch
 			}
 			continue
 		}
-		if c.closing.Load() {
+		if c.closing.Load() && c.box.len() == 0 {
+			// Everything written and, with LogAcks, acknowledged.
 			ws.Close(websocket.StatusNormalClosure, "agent shutdown")
 			return errClosed
 		}

@@ -1,12 +1,17 @@
-// Package logstream turns a step's stdout/stderr into protocol.LogLine
-// batches: line splitting, UTF-8 repair, secret masking, a per-step size cap
-// and time/size-based flushing (KiCI LogStreamer,
-// KiCI: Secret masking).
+// Package logstream turns a step's output into protocol.LogLine batches:
+// stream-level secret redaction, line splitting, UTF-8 repair, a per-step
+// size cap and time/size-based flushing (KiCI LogStreamer, KiCI: Secret
+// masking).
 package logstream
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -17,62 +22,184 @@ const MinSecretLen = 3
 // Mask is the replacement written in place of a secret value.
 const Mask = "***"
 
-// Masker replaces secret values, and their standard base64 encodings, with
-// Mask. The zero value and a nil *Masker mask nothing. A Masker is immutable
-// and safe for concurrent use.
+// Masker finds secret values, and the forms a step is likely to print them
+// in, and replaces each with Mask. The zero value and a nil *Masker mask
+// nothing. A Masker is immutable and safe for concurrent use; the streaming
+// state lives in the caller (see Stream's writers).
 type Masker struct {
-	r *strings.Replacer
+	// byFirst holds the needles by their first byte, longest first, so a
+	// scan only compares needles that can start at a position.
+	byFirst [256][]string
+	// maxLen is the length of the longest needle: a stream never holds back
+	// more than maxLen-1 bytes.
+	maxLen int
+	n      int
 }
 
-// NewMasker returns a Masker for values. Values shorter than MinSecretLen are
-// ignored. Each kept value is masked together with its standard base64 form
-// (also of the value followed by a newline, as `echo value | base64` prints
-// it), and each line of a multi-line value is masked on its own, since logs
-// are masked line by line. Matching prefers the longest candidate at each
-// position, so a secret that contains another secret is masked whole.
-func NewMasker(values []string) *Masker {
+// Forms returns the strings masked for one secret value: the value itself;
+// its standard, URL-safe and unpadded base64 forms (also of the value
+// followed by a newline, as `echo value | base64` prints it); its JSON
+// string escaping and Go %q quoting (without the quotes); lower- and
+// upper-case hex; and its query and path URL encodings. Forms shorter than
+// MinSecretLen and duplicates are left out.
+func Forms(v string) []string {
+	var out []string
 	seen := map[string]bool{}
-	var cands []string
 	add := func(s string) {
 		if len(s) >= MinSecretLen && !seen[s] {
 			seen[s] = true
-			cands = append(cands, s)
+			out = append(out, s)
 		}
 	}
-	for _, v := range values {
-		if len(v) < MinSecretLen {
-			continue
-		}
-		add(v)
-		add(base64.StdEncoding.EncodeToString([]byte(v)))
-		add(base64.StdEncoding.EncodeToString([]byte(v + "\n")))
-		if strings.ContainsAny(v, "\r\n") {
-			for _, line := range strings.Split(v, "\n") {
-				line = strings.TrimSuffix(line, "\r")
-				if len(line) >= MinSecretLen {
-					add(line)
-					add(base64.StdEncoding.EncodeToString([]byte(line)))
-				}
+	if len(v) < MinSecretLen {
+		return nil
+	}
+	add(v)
+	for _, b := range []string{v, v + "\n"} {
+		add(base64.StdEncoding.EncodeToString([]byte(b)))
+		add(base64.URLEncoding.EncodeToString([]byte(b)))
+		add(base64.RawStdEncoding.EncodeToString([]byte(b)))
+		add(base64.RawURLEncoding.EncodeToString([]byte(b)))
+	}
+	if j, err := json.Marshal(v); err == nil {
+		add(string(j[1 : len(j)-1]))
+	}
+	var jb bytes.Buffer // JSON without HTML escaping, as most encoders print it
+	enc := json.NewEncoder(&jb)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) == nil {
+		s := strings.TrimSuffix(jb.String(), "\n")
+		add(s[1 : len(s)-1])
+	}
+	q := strconv.Quote(v)
+	add(q[1 : len(q)-1])
+	qa := strconv.QuoteToASCII(v)
+	add(qa[1 : len(qa)-1])
+	h := hex.EncodeToString([]byte(v))
+	add(h)
+	add(strings.ToUpper(h))
+	add(url.QueryEscape(v))
+	add(url.PathEscape(v))
+	return out
+}
+
+// NewMasker returns a Masker for values. Values shorter than MinSecretLen are
+// ignored. Each kept value is masked in all its Forms, and each line of a
+// multi-line value is also masked on its own (a step may print one line of a
+// key). Overlapping matches are masked as one region, so a secret that
+// contains another secret, or two secrets that overlap, leave nothing
+// behind.
+func NewMasker(values []string) *Masker {
+	m := &Masker{}
+	seen := map[string]bool{}
+	add := func(s string) {
+		for _, f := range Forms(s) {
+			if !seen[f] {
+				seen[f] = true
+				m.byFirst[f[0]] = append(m.byFirst[f[0]], f)
+				m.maxLen = max(m.maxLen, len(f))
+				m.n++
 			}
 		}
 	}
-	if len(cands) == 0 {
-		return &Masker{}
+	for _, v := range values {
+		add(v)
+		if strings.ContainsAny(v, "\r\n") {
+			for _, line := range strings.Split(v, "\n") {
+				add(strings.TrimSuffix(line, "\r"))
+			}
+		}
 	}
-	// strings.Replacer tries old strings in argument order at each position,
-	// so longest first gives longest-match semantics.
-	sort.SliceStable(cands, func(i, j int) bool { return len(cands[i]) > len(cands[j]) })
-	pairs := make([]string, 0, 2*len(cands))
-	for _, c := range cands {
-		pairs = append(pairs, c, Mask)
+	for i := range m.byFirst {
+		sort.SliceStable(m.byFirst[i], func(a, b int) bool { return len(m.byFirst[i][a]) > len(m.byFirst[i][b]) })
 	}
-	return &Masker{r: strings.NewReplacer(pairs...)}
+	return m
 }
+
+// Empty reports whether the masker masks nothing.
+func (m *Masker) Empty() bool { return m == nil || m.n == 0 }
 
 // Mask returns s with every secret occurrence replaced by Mask.
 func (m *Masker) Mask(s string) string {
-	if m == nil || m.r == nil {
+	if m.Empty() {
 		return s
 	}
-	return m.r.Replace(s)
+	out, _ := m.redact(nil, []byte(s), true)
+	return string(out)
+}
+
+// redact appends the redacted form of buf to dst and reports how many bytes
+// of buf it consumed. Unless final, it stops before the earliest position
+// where a needle could still start but buf ends first (a partial match the
+// next write may complete), so the caller keeps buf[consumed:] and prepends
+// it to the next write: this is what keeps a secret split across writes,
+// or across the line split, from leaking. A region covered by overlapping
+// matches becomes one Mask (adjacent ones stay separate, so the result does
+// not depend on how the output was cut into writes).
+func (m *Masker) redact(dst, buf []byte, final bool) ([]byte, int) {
+	if m.Empty() {
+		return append(dst, buf...), len(buf)
+	}
+	limit := len(buf)  // buf[:limit] holds no partial match
+	emitted := 0       // buf[:emitted] is already in dst
+	from, to := -1, -1 // the open masked region
+	// flush writes the open region, if it lies before limit, and reports
+	// whether scanning may go on.
+	flush := func() bool {
+		if from < 0 {
+			return true
+		}
+		if to > limit {
+			// The region reaches into a held-back partial match, which may
+			// still grow it: hold the whole region back, mask it next time.
+			limit = from
+			return false
+		}
+		dst = append(dst, buf[emitted:from]...)
+		dst = append(dst, Mask...)
+		emitted, from, to = to, -1, -1
+		return true
+	}
+	for i := 0; i < len(buf); i++ {
+		if i >= limit && from < 0 {
+			break // nothing from here on can be emitted yet
+		}
+		cands := m.byFirst[buf[i]]
+		if len(cands) == 0 {
+			continue
+		}
+		rest := buf[i:]
+		for _, n := range cands { // longest first
+			if len(rest) < len(n) {
+				if !final && n[:len(rest)] == string(rest) {
+					limit = min(limit, i)
+				}
+				continue
+			}
+			if string(rest[:len(n)]) != n {
+				continue
+			}
+			if from >= 0 && i < to {
+				to = max(to, i+len(n)) // overlapping: one region
+			} else {
+				if !flush() {
+					return m.tail(dst, buf, emitted, limit)
+				}
+				from, to = i, i+len(n)
+			}
+			break
+		}
+	}
+	flush()
+	return m.tail(dst, buf, emitted, limit)
+}
+
+// tail appends buf[emitted:limit] to dst (the clean text before the held-back
+// part) and reports the consumed length.
+func (m *Masker) tail(dst, buf []byte, emitted, limit int) ([]byte, int) {
+	if emitted < limit {
+		dst = append(dst, buf[emitted:limit]...)
+		emitted = limit
+	}
+	return dst, emitted
 }

@@ -91,9 +91,11 @@ func New(opts Options) *Stream {
 func (s *Stream) AddLine(stream, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.addLocked(stream, text)
+	s.addLocked(stream, s.opts.Masker.Mask(text))
 }
 
+// addLocked adds one already masked line: masking happens before the line
+// is cut at MaxLineBytes, so no secret can straddle the cut.
 func (s *Stream) addLocked(stream, text string) {
 	if s.closed {
 		return
@@ -114,7 +116,7 @@ func (s *Stream) addLocked(stream, text string) {
 		} else {
 			text = ""
 		}
-		s.addOneLocked(stream, s.opts.Masker.Mask(part))
+		s.addOneLocked(stream, part)
 		if text == "" {
 			return
 		}
@@ -180,6 +182,11 @@ func (s *Stream) Close() {
 		return
 	}
 	for _, w := range s.writers {
+		if len(w.hold) > 0 {
+			out, _ := s.opts.Masker.redact(nil, w.hold, true)
+			w.hold = nil
+			w.lines(out)
+		}
 		if len(w.buf) > 0 {
 			s.addLocked(w.stream, string(w.buf))
 			w.buf = nil
@@ -205,7 +212,10 @@ func (s *Stream) Truncated() bool {
 }
 
 // Writer returns an io.Writer that splits its input into lines attributed to
-// stream. A partial last line is held until more input or Close.
+// stream. Secrets are masked on the byte stream before lines are cut, and a
+// possible secret prefix at the end of a write is held back until the next
+// write (or Close) decides it. A partial last line is held until more input
+// or Close.
 func (s *Stream) Writer(stream string) io.Writer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,15 +227,32 @@ func (s *Stream) Writer(stream string) io.Writer {
 type lineWriter struct {
 	s      *Stream
 	stream string
-	buf    []byte
+	hold   []byte // unmasked bytes that may begin a secret
+	out    []byte // scratch for the masked bytes of one write
+	buf    []byte // the current partial line (masked)
 }
 
-// Write implements io.Writer; it never fails.
+// Write implements io.Writer; it never fails. It blocks while the Flush
+// callback blocks (backpressure from the connection).
 func (w *lineWriter) Write(p []byte) (int, error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(p)
+	if m := s.opts.Masker; !m.Empty() {
+		w.hold = append(w.hold, p...)
+		var used int
+		w.out, used = m.redact(w.out[:0], w.hold, false)
+		w.hold = w.hold[:copy(w.hold, w.hold[used:])]
+		p = w.out
+	}
+	w.lines(p)
+	return n, nil
+}
+
+// lines splits masked bytes into lines. Caller holds s.mu.
+func (w *lineWriter) lines(p []byte) {
+	s := w.s
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -242,15 +269,14 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 				s.addLocked(w.stream, string(w.buf[:cut]))
 				w.buf = append(w.buf[:0:0], w.buf[cut:]...)
 			}
-			break
+			return
 		}
 		line := p[:i]
 		if len(w.buf) > 0 {
 			line = append(w.buf, line...)
-			w.buf = nil
+			w.buf = w.buf[:0]
 		}
 		s.addLocked(w.stream, string(line))
 		p = p[i+1:]
 	}
-	return n, nil
 }

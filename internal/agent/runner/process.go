@@ -51,15 +51,24 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
-	cmd.Stdout = spec.Stdout
-	cmd.Stderr = spec.Stderr
+	if spec.Stdout == nil || spec.Stderr == nil {
+		return procResult{ExitCode: -1, StartErr: errNoWriter}
+	}
+	outp, errp, err := stepPipes(spec.Stdout, spec.Stderr)
+	if err != nil {
+		return procResult{ExitCode: -1, StartErr: err}
+	}
+	cmd.Stdout, cmd.Stderr = outp.w, errp.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(cmd.SysProcAttr)
-	// Background processes that escaped the group may hold the output pipes
-	// open; stop waiting for them shortly after the shell exits.
-	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
+		outp.abort()
+		errp.abort()
 		return procResult{ExitCode: -1, StartErr: err}
+	}
+	outp.start()
+	if errp != outp {
+		errp.start()
 	}
 	pgid := cmd.Process.Pid
 	done := make(chan error, 1)
@@ -104,6 +113,8 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 	// when none of its processes can still act.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	waitGroupGone(pgid, groupGoneWait)
+	outp.finish()
+	errp.finish()
 
 	res.ExitCode = exitCode(cmd, waitErr)
 	return res

@@ -6,7 +6,6 @@ package runner
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -84,6 +83,9 @@ type Options struct {
 	CancelGrace time.Duration
 	// CheckoutTimeout bounds the checkout (checkout.DefaultTimeout if 0).
 	CheckoutTimeout time.Duration
+	// Credentials are the agent's own secrets (its token): masked in every
+	// job's log like the job's secrets.
+	Credentials []string
 	// Attest sends provenance.attest for the running job; nil disables
 	// `attest:` steps and the step attestation channel (attest.go).
 	Attest AttestFunc
@@ -164,6 +166,7 @@ type job struct {
 	maxLog   int64
 	seqMu    sync.Mutex
 	seq      int64
+	offsets  map[int]int64 // lines emitted per step index (LogChunk.Offset), guarded by seqMu
 	ctx      context.Context
 	cancel   context.CancelFunc
 	stopMu   sync.Mutex
@@ -336,14 +339,7 @@ func (j *job) execute() (res *Result) {
 	if d.MaxLogSizeBytes > 0 {
 		j.maxLog = d.MaxLogSizeBytes
 	}
-	var secrets []string
-	if a := d.SourceAuth; a != nil {
-		secrets = append(secrets, a.Secret, a.User+":"+a.Secret, base64.StdEncoding.EncodeToString([]byte(a.User+":"+a.Secret)))
-	}
-	for _, v := range d.Secrets {
-		secrets = append(secrets, v)
-	}
-	j.masker = logstream.NewMasker(secrets)
+	j.masker = logstream.NewMasker(j.maskValues())
 	jobLog = j.replaceStream(jobLog, JobLogStep)
 
 	// Work directory.
@@ -379,6 +375,10 @@ func (j *job) execute() (res *Result) {
 
 	j.startAttest()
 	defer j.stopAttest()
+	if j.attest != nil { // its token is a credential too
+		j.masker = logstream.NewMasker(j.maskValues())
+		jobLog = j.replaceStream(jobLog, JobLogStep)
+	}
 
 	// Checkout.
 	if j.cfg.Checkout == nil || *j.cfg.Checkout {
@@ -499,10 +499,17 @@ func (j *job) newStream(stepIndex int) *logstream.Stream {
 			j.seqMu.Lock()
 			seq := j.seq
 			j.seq++
-			// Send under the lock so chunks leave in seq order.
+			if j.offsets == nil {
+				j.offsets = map[int]int64{}
+			}
+			off := j.offsets[stepIndex]
+			j.offsets[stepIndex] += int64(len(lines))
+			// Send under the lock so chunks leave in seq order. Send may
+			// block while the connection cannot keep up: that is the
+			// backpressure that slows the step down.
 			j.r.out.Send(&protocol.LogChunk{
 				Type: protocol.TypeLogChunk, RunID: j.d.RunID, JobID: j.d.JobID,
-				StepIndex: stepIndex, Seq: seq, Lines: lines, Timestamp: now(),
+				StepIndex: stepIndex, Seq: seq, Lines: lines, Timestamp: now(), Offset: &off,
 			})
 			j.seqMu.Unlock()
 		},
@@ -611,9 +618,12 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 			}
 			send(StateRunning, &protocol.StepStatusData{Attempt: attempt})
 		}
+		// One writer for both: the step's stdout and stderr share one pipe,
+		// so its log keeps the order in which the step wrote.
+		out := log.Writer(logstream.Stdout)
 		pr := runProcess(procSpec{
 			Argv: argv, Dir: dir, Env: env,
-			Stdout: log.Writer(logstream.Stdout), Stderr: log.Writer(logstream.Stderr),
+			Stdout: out, Stderr: out,
 			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
 		}, stopSignal{Stop: stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
 		exit = pr.ExitCode
