@@ -13,6 +13,12 @@ LDFLAGS := -s -w -X kici.dev/kici/internal/orchestrator.Version=$(VERSION)
 
 all: build
 
+# bench: start the real binaries and print the figures of docs/performance.md (and the hot-path Go benchmarks)
+.PHONY: bench
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/trigger/... ./internal/pipeline ./internal/dispatch ./internal/agent/logstream ./internal/logstore
+	$(GO) run ./cmd/kici-bench -bin $(BIN) $(BENCHFLAGS)
+
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"fmt"
 	"testing"
+
+	"kici.dev/kici/internal/store"
 )
 
 // A re-drive makes one failing routing decision per label set, not one per
@@ -73,5 +75,16 @@ func TestRedriveRoutesPastParkedLabelSets(t *testing.T) {
 	a := h.agent("a1", h.staticToken(), "linux")
 	if jd := a.dispatch(); jd.JobID != fit.ID {
 		t.Fatalf("agent got %s, want %s", jd.JobID, fit.ID)
+	}
+}
+
+// BenchmarkRouteMatch measures the routing decision's label work: the
+// route key of an entry and the label match against one agent.
+func BenchmarkRouteMatch(b *testing.B) {
+	e := &store.QueueEntry{RunsOnLabels: []string{"kici:os:linux", "docker", "gpu"}, ExcludeLabels: []string{"slow"}}
+	agent := []string{"kici:os:linux", "kici:arch:amd64", "kici:host:ci-1", "docker", "gpu", "big"}
+	for b.Loop() {
+		_ = routeKey(e)
+		_ = labelsMatch(agent, e.RunsOnLabels, e.ExcludeLabels)
 	}
 }

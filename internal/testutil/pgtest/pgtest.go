@@ -91,6 +91,32 @@ func URL(t testing.TB) string {
 	return u.String()
 }
 
+// NewDatabase is URL for programs that are not tests (the benchmark
+// command): it starts the throwaway server on first use (or uses
+// KICI_TEST_DATABASE_URL's server) and creates a new, empty database,
+// returning its URL. The caller drops nothing; Stop removes the whole
+// throwaway server when the program is done.
+func NewDatabase(ctx context.Context) (string, error) {
+	admin := os.Getenv(EnvURL)
+	if admin == "" {
+		startOnce.Do(func() { started, startErr = start() })
+		if startErr != nil {
+			return "", startErr
+		}
+		admin = started.adminURL
+	}
+	name := "kici_bench_" + randomHex(8)
+	if err := adminExec(ctx, admin, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("pgtest: create database on %s: %w", redact(admin), err)
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
 // Main runs the package's tests, then stops the server URL may have started
 // and removes its directory, and exits with the tests' status.
 func Main(m *testing.M) { os.Exit(RunMain(m)) }
