@@ -171,6 +171,13 @@ func TestScalerContainerBackend(t *testing.T) {
 						hc.Memory != 64<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 4096 || string(hc.NetworkMode) != "kici-agent-net" {
 						problems = append(problems, fmt.Sprintf("container %.12s labels %v memory %d cpus %d network %s", c.ID, l, hc.Memory, hc.NanoCPUs, hc.NetworkMode))
 					}
+					// The agent's token reaches it on standard input, not in
+					// the container's environment (which steps could read).
+					for _, kv := range in.Container.Config.Env {
+						if strings.HasPrefix(kv, "KICI_AGENT_TOKEN=") || strings.Contains(kv, "kat_") {
+							problems = append(problems, fmt.Sprintf("container %.12s has the agent token in its environment", c.ID))
+						}
+					}
 				}
 				mu.Unlock()
 			}

@@ -81,6 +81,9 @@ type Agent struct {
 	// stays set.
 	drainReq       chan struct{}
 	drainRequested bool
+	// resume is the session resume token of the last register.ack, sent
+	// back on every re-registration (guarded by mu; never logged).
+	resume string
 }
 
 // New returns an Agent for cfg. logger may be nil.
@@ -167,6 +170,7 @@ func (a *Agent) registerFrame() *protocol.AgentRegister {
 		Hostname:       a.cfg.Hostname,
 		MaxConcurrency: 1,
 		ScalerManaged:  a.cfg.ScalerManaged,
+		ResumeToken:    a.resume,
 	}
 	if a.current != nil {
 		reg.InFlightJobs = append(reg.InFlightJobs, protocol.InFlightJob{JobID: a.current.JobID, RunID: a.current.RunID})
@@ -222,6 +226,11 @@ func (a *Agent) replayRecent() {
 }
 
 func (a *Agent) onRegistered(ack *protocol.RegisterAck) {
+	a.mu.Lock()
+	if ack.ResumeToken != "" {
+		a.resume = ack.ResumeToken // proves this process on the next reconnect
+	}
+	a.mu.Unlock()
 	a.replayRecent()
 	if !a.cfg.ScalerManaged {
 		return

@@ -72,7 +72,7 @@ func EnvVars() []EnvVar {
 		{"KICI_ORCHESTRATOR_URL", "", "required: orchestrator WebSocket URL, e.g. ws://127.0.0.1:4000/ws"},
 		{"KICI_AGENT_ID", "<hostname>-<8 hex>", "agent identity"},
 		{"KICI_AGENT_TOKEN", "", "agent token (kat_…); unset ⇒ no authentication request"},
-		{"KICI_AGENT_TOKEN_FD", "", "inherited descriptor (≥ 3) to read the token from, then close (set by the bare-metal scaler)"},
+		{"KICI_AGENT_TOKEN_FD", "", "descriptor to read the token from to its end: 0 (standard input, the container scaler) or an inherited one ≥ 3, then closed (the bare-metal scaler)"},
 		{"KICI_LABELS", "", "comma-separated routing labels; the kici: prefix is reserved"},
 		{"KICI_MAX_LOG_SIZE_BYTES", "10485760", "per-step log cap in bytes (a dispatch value wins)"},
 		{"KICI_DEFAULT_STEP_TIMEOUT_MS", "1800000", "step timeout when a step sets none"},
@@ -201,14 +201,18 @@ func (c *Config) loadToken(env map[string]string) error {
 		return fmt.Errorf("KICI_AGENT_TOKEN_FD and KICI_AGENT_TOKEN are both set; set only one")
 	}
 	fd, err := strconv.Atoi(fdStr)
-	if err != nil || fd < 3 {
-		return fmt.Errorf("KICI_AGENT_TOKEN_FD: want a file descriptor number ≥ 3, got %q", fdStr)
+	if err != nil || (fd != 0 && fd < 3) {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FD: want 0 (standard input) or a file descriptor number ≥ 3, got %q", fdStr)
 	}
 	f := os.NewFile(uintptr(fd), "KICI_AGENT_TOKEN_FD")
 	if f == nil {
 		return fmt.Errorf("KICI_AGENT_TOKEN_FD: invalid descriptor %d", fd)
 	}
-	defer f.Close()
+	if fd != 0 {
+		// Standard input stays open (read to its end): a closed
+		// descriptor 0 would be reused by the next file the agent opens.
+		defer f.Close()
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
 	if err != nil {
 		return fmt.Errorf("KICI_AGENT_TOKEN_FD: reading descriptor %d: %w", fd, err)

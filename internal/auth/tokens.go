@@ -89,6 +89,14 @@ func NewAgentAuth(st store.Store) *AgentAuth {
 // (ttl <= 0 means one hour, KiCI KICI_AGENT_TOKEN_TTL_MS default). It stores
 // the hash and returns the plaintext, which is never persisted.
 func (a *AgentAuth) IssueEphemeral(ctx context.Context, agentID string, ttl time.Duration) (string, error) {
+	return a.IssueEphemeralFor(ctx, agentID, nil, ttl)
+}
+
+// IssueEphemeralFor is IssueEphemeral with the agent's labels fixed at mint:
+// a non-nil labels list is the token's label scope, so an agent registering
+// with it may claim no other label (its kici:os/arch/host platform labels
+// excepted). The scaler passes the label set it spawns the agent for.
+func (a *AgentAuth) IssueEphemeralFor(ctx context.Context, agentID string, labels []string, ttl time.Duration) (string, error) {
 	if agentID == "" {
 		return "", errors.New("auth: ephemeral token needs an agent id")
 	}
@@ -104,6 +112,7 @@ func (a *AgentAuth) IssueEphemeral(ctx context.Context, agentID string, ttl time
 		Prefix:       Prefix(plain),
 		Kind:         store.AgentTokenEphemeral,
 		BoundAgentID: agentID,
+		Labels:       labels,
 		ExpiresAt:    &exp,
 		CreatedAt:    now,
 	}
@@ -155,4 +164,25 @@ func (a *AgentAuth) Validate(ctx context.Context, plaintext string) (*store.Agen
 		return nil, fmt.Errorf("%w: token expired", ErrInvalidToken)
 	}
 	return t, nil
+}
+
+// RevokeBound revokes every live ephemeral token bound to agentID (the
+// scaler calls it when that agent's process or container has ended, so its
+// credential cannot be used again). It returns how many were revoked.
+func (a *AgentAuth) RevokeBound(ctx context.Context, agentID string) (int, error) {
+	toks, err := a.st.ListAgentTokens(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("auth: list agent tokens: %w", err)
+	}
+	n := 0
+	for _, t := range toks {
+		if t.Kind != store.AgentTokenEphemeral || t.BoundAgentID != agentID || t.RevokedAt != nil {
+			continue
+		}
+		if err := a.st.RevokeAgentToken(ctx, t.ID, a.now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return n, fmt.Errorf("auth: revoke agent token: %w", err)
+		}
+		n++
+	}
+	return n, nil
 }

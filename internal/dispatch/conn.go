@@ -44,9 +44,10 @@ type agentConn struct {
 	lastSeen      time.Time
 	violations    []time.Time
 	closing       bool
-	ready         bool // register.ack sent: may receive dispatches
-	evicted       bool // unregistered by an ack timeout
-	replaced      bool // superseded by a newer socket of the same agent
+	ready         bool   // register.ack sent: may receive dispatches
+	evicted       bool   // unregistered by an ack timeout
+	replaced      bool   // superseded by a newer socket of the same agent
+	resume        string // this socket's session resume token (session.go)
 }
 
 // send writes one JSON message (10 s write timeout).
@@ -301,15 +302,36 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 		return false
 	}
 	var old *agentConn
-	if cur := d.agents[reg.AgentID]; cur != nil && cur != c {
+	cur := d.agents[reg.AgentID]
+	// A re-registration on the same socket continues its session; from
+	// another socket only the session's resume token does (session.go).
+	resumed := cur == c || d.resumesLocked(reg.AgentID, tok.ID, reg.ResumeToken)
+	if cur != nil && cur != c {
 		if cur.tokenID != tok.ID {
 			d.mu.Unlock()
 			d.routeMu.Unlock()
 			c.close(protocol.CloseInvalidMessage, "agent id already connected with another token")
 			return false
 		}
+		if !resumed {
+			d.mu.Unlock()
+			d.routeMu.Unlock()
+			d.log.Warn("refusing a second connection for a live agent id without its resume token", "agent", reg.AgentID)
+			c.close(protocol.CloseInvalidMessage, "agent id already connected; a reconnect must present its session's resume token")
+			return false
+		}
 		old = cur
 		old.replaced = true
+	}
+	// A new session for an id whose previous session this process knows
+	// reclaims none of that session's jobs: they are lost.
+	claims := resumed || !d.knownSessionLocked(reg.AgentID)
+	switch {
+	case cur == c:
+	case resumed:
+		c.resume = reg.ResumeToken
+	default:
+		c.resume = d.startSessionLocked(reg.AgentID, tok.ID)
 	}
 	c.id = reg.AgentID
 	c.tokenID = tok.ID
@@ -328,7 +350,9 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	// late statuses but free their slot.
 	inFlight := map[string]bool{}
 	for _, j := range reg.InFlightJobs {
-		inFlight[j.JobID] = true
+		if claims {
+			inFlight[j.JobID] = true
+		}
 	}
 	c.active = 0
 	var reclaimed, lost []string
@@ -357,7 +381,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 
 	pending := d.boundJob(ctx, c) != ""
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
-		ScalerManaged: c.scalerManaged, PendingDispatch: pending}
+		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume}
 	// The agent becomes dispatchable as the ack is written; holding sendMu
 	// keeps any job.dispatch behind the ack on the wire.
 	d.registering.Add(1)
@@ -692,6 +716,8 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 			d.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
 			d.finishJob(ctx, jobID, m.State, errMsg)
 		}
+		// A scaler-spawned agent's session is its one job.
+		d.endEphemeralSession(ctx, c, "its job ended")
 		if freed {
 			d.drain(ctx, c)
 			d.kickRedrive()
@@ -744,9 +770,14 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 			recovering = append(recovering, id)
 		}
 	}
+	if len(recovering) == 0 && !c.ephemeral && d.sessions[c.id] != nil && d.sessions[c.id].tokenID == c.tokenID {
+		delete(d.sessions, c.id) // nothing left to reclaim
+	}
 	d.mu.Unlock()
 	d.log.Info("agent disconnected", "agent", c.id, "requeued", len(requeue), "failed", len(fail), "recovering", len(recovering))
 	ctx := d.ctx
+	// A scaler-spawned agent cannot come back: its token dies with the socket.
+	d.endEphemeralSession(ctx, c, "agent disconnected")
 	d.markRecovering(ctx, recovering)
 	for _, l := range requeue {
 		d.requeueOrFail(ctx, l.id, &l.entry, "agent "+c.id+" disconnected before starting the job", c.id)

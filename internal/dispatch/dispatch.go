@@ -220,7 +220,9 @@ type Dispatcher struct {
 	spawns  map[string]*spawnRec  // spawned, not yet registered agents
 	reasons map[string]string     // last pending reason written per job
 	conns   map[*agentConn]bool   // every open socket (registered or not)
-	closed  bool
+	// sessions are the agents' registration sessions by agent id (session.go).
+	sessions map[string]*agentSession
+	closed   bool
 	// draining is orchestrator drain mode (control.go).
 	draining bool
 
@@ -275,6 +277,7 @@ func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, sp
 		spawns:    map[string]*spawnRec{},
 		reasons:   map[string]string{},
 		conns:     map[*agentConn]bool{},
+		sessions:  map[string]*agentSession{},
 		kick:      make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,

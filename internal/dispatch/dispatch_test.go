@@ -226,9 +226,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // client is a test agent speaking internal/protocol over a real WebSocket.
 type client struct {
-	t  *testing.T
-	ws *websocket.Conn
-	id string
+	t      *testing.T
+	ws     *websocket.Conn
+	id     string
+	resume string // the resume token of its last register.ack
 }
 
 func (h *harness) dial() *client {
@@ -306,11 +307,12 @@ func (c *client) auth(token string) {
 func (c *client) register(id string, labels ...string) *protocol.RegisterAck {
 	c.t.Helper()
 	c.id = id
-	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id, Labels: labels})
+	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id, Labels: labels, ResumeToken: c.resume})
 	ack, ok := c.read().(*protocol.RegisterAck)
 	if !ok {
 		c.t.Fatal("expected register.ack")
 	}
+	c.resume = ack.ResumeToken
 	return ack
 }
 
@@ -419,7 +421,9 @@ func TestAgentIDCollisionAndSameTokenReplace(t *testing.T) {
 		t.Fatalf("collision: close %d, want 4003", code)
 	}
 
-	second := h.agent("host-1", tokA)
+	// the same token without the session's resume token is refused too
+	// (session_test.go); with it, the newer socket replaces the older
+	second := h.agentResuming("host-1", tokA, first.resume)
 	if code, _ := first.closed(); code != protocol.CloseNormal {
 		t.Fatalf("replaced socket: close %d, want 1000", code)
 	}
@@ -893,7 +897,7 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 
 	c2 := h.dial()
 	c2.auth(tok)
-	c2.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, AgentID: "host",
+	c2.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, AgentID: "host", ResumeToken: c.resume,
 		InFlightJobs: []protocol.InFlightJob{{JobID: j.ID, RunID: j.RunID}}})
 	if _, ok := c2.read().(*protocol.RegisterAck); !ok {
 		t.Fatal("no register.ack")

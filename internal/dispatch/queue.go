@@ -356,6 +356,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.Q
 		Env:          env,
 		Secrets:      data.Secrets,
 		ContextVars:  data.ContextVars,
+		Untrusted:    run.TrustTier == store.TrustUnknown,
 		Timestamp:    time.Now().UnixMilli(),
 	}, false, nil
 }

@@ -26,16 +26,20 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 	return tok, a, jd
 }
 
-func (h *harness) reconnect(tok, id string, inFlight ...protocol.InFlightJob) *client {
+// reconnect registers agent id again on a new socket, presenting resume
+// (the previous session's resume token, "" for none).
+func (h *harness) reconnect(tok, id, resume string, inFlight ...protocol.InFlightJob) *client {
 	h.t.Helper()
 	c := h.dial()
 	c.auth(tok)
 	c.id = id
 	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id,
-		Labels: []string{"linux"}, InFlightJobs: inFlight})
-	if _, ok := c.read().(*protocol.RegisterAck); !ok {
+		Labels: []string{"linux"}, InFlightJobs: inFlight, ResumeToken: resume})
+	ack, ok := c.read().(*protocol.RegisterAck)
+	if !ok {
 		h.t.Fatal("expected register.ack")
 	}
+	c.resume = ack.ResumeToken
 	return c
 }
 
@@ -53,7 +57,7 @@ func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
-	b := h.reconnect(tok, "a1", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
+	b := h.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
 	b.status(jd, "success")
 	eventually(t, "terminal status accepted", func() bool {
@@ -87,7 +91,7 @@ func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
-	h.reconnect(tok, "a1")
+	h.reconnect(tok, "a1", a.resume)
 	eventually(t, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	h.ev.mu.Lock()
 	msg := h.ev.errs[jd.JobID]
@@ -118,7 +122,7 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 		srv.Close()
 	})
 	h2 := &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
-	b := h2.reconnect(tok, "a1", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
+	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
 	b.status(jd, "success")
 	eventually(t, "terminal status accepted by the new process", func() bool {

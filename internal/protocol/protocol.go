@@ -112,6 +112,12 @@ type AgentRegister struct {
 	// LogAcks (kici) says the agent numbers its log lines (LogChunk.Offset)
 	// and keeps each chunk until a LogAck covers it.
 	LogAcks bool `json:"logAcks,omitempty"`
+	// ResumeToken is the RegisterAck.ResumeToken of this agent's previous
+	// session, presented when it reconnects. Only a registration with the
+	// current session's token may take over a live socket of the same agent
+	// id or reclaim that session's in-flight jobs; empty on a first
+	// registration (kici addition).
+	ResumeToken string `json:"resumeToken,omitempty"`
 }
 
 // RegisterAck completes registration. PendingDispatch tells a scaler-spawned
@@ -126,6 +132,11 @@ type RegisterAck struct {
 	// chunks by offset and acknowledges them with LogAck. Absent, the agent
 	// treats a written chunk as delivered.
 	LogAcks bool `json:"logAcks,omitempty"`
+	// ResumeToken is a random secret naming this registration's session
+	// (kici addition): the agent keeps it in memory and sends it back in
+	// AgentRegister.ResumeToken when it reconnects, proving it is the same
+	// agent process and not another holder of the agent token.
+	ResumeToken string `json:"resumeToken,omitempty"`
 }
 
 // Heartbeat is the connection-level liveness frame, every 30 s.
@@ -173,7 +184,12 @@ type JobDispatch struct {
 	// (KiCI context-variables layer): applied after Env and before the
 	// job's own env. Not secrets: they may appear in logs.
 	ContextVars map[string]string `json:"contextVars,omitempty"`
-	Timestamp   int64             `json:"timestamp"` // unix ms
+	// Untrusted marks a job whose code comes from outside the repository's
+	// trust boundary (a fork pull request, run trust tier "unknown"). An
+	// agent that cannot confine its steps away from its host's credentials
+	// refuses it unless its operator opted in (kici addition).
+	Untrusted bool  `json:"untrusted,omitempty"`
+	Timestamp int64 `json:"timestamp"` // unix ms
 }
 
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an

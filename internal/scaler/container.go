@@ -174,12 +174,23 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 		labels[LabelBoundJob] = req.JobID
 		labels[LabelRunID] = req.RunID
 	}
-	env := append(agentVars(req, nil), "KICI_WORK_DIR=/tmp")
+	// The token is written to the agent's standard input (read once to
+	// its end, KICI_AGENT_TOKEN_FD=0), never put in the container's
+	// environment: that would show in `docker inspect` and in the agent's
+	// /proc/<pid>/environ, which the job's steps could read.
+	var env []string
+	for _, kv := range agentVars(req, nil) {
+		if !strings.HasPrefix(kv, "KICI_AGENT_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "KICI_WORK_DIR=/tmp", "KICI_AGENT_TOKEN_FD=0")
 	pids := int64(ContainerPidsLimit)
 	res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: req.AgentID,
 		Config: &container.Config{
 			Image: req.LabelSet.Image, Env: env, Labels: labels, Hostname: req.AgentID,
+			OpenStdin: true, StdinOnce: true, AttachStdin: true,
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode: container.NetworkMode(AgentNetwork),
@@ -191,10 +202,16 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if err != nil {
 		return fmt.Errorf("create container: %w", err)
 	}
-	remove := func() {
+	// undo removes the container and forgets it; every failure after the
+	// create goes through it.
+	undo := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = c.cli.ContainerRemove(rctx, res.ID, client.ContainerRemoveOptions{Force: true})
+		c.mu.Lock()
+		delete(c.ctrs, req.AgentID)
+		c.mu.Unlock()
+		return err
 	}
 	req.Emit(EventProvisioning, fmt.Sprintf("container %.12s created from %s", res.ID, req.LabelSet.Image))
 	// Track before start so the orphan sweep never takes it.
@@ -202,19 +219,23 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 	c.mu.Lock()
 	c.ctrs[req.AgentID] = cr
 	c.mu.Unlock()
+	att, err := c.cli.ContainerAttach(ctx, res.ID, client.ContainerAttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		return undo(fmt.Errorf("attach container stdin: %w", err))
+	}
+	defer att.Close()
 	if _, err := c.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		remove()
-		c.mu.Lock()
-		delete(c.ctrs, req.AgentID)
-		c.mu.Unlock()
-		return fmt.Errorf("start container: %w", err)
+		return undo(fmt.Errorf("start container: %w", err))
+	}
+	_, err = io.WriteString(att.Conn, req.Token)
+	if err == nil {
+		err = att.CloseWrite()
+	}
+	if err != nil {
+		return undo(fmt.Errorf("hand the agent its token: %w", err))
 	}
 	if err := ctx.Err(); err != nil {
-		remove()
-		c.mu.Lock()
-		delete(c.ctrs, req.AgentID)
-		c.mu.Unlock()
-		return err
+		return undo(err)
 	}
 	c.log.Info("agent container started", "agent", req.AgentID, "job", req.JobID, "container", res.ID[:12])
 	go c.watch(req.AgentID, cr)

@@ -87,11 +87,6 @@ func (s StaticSettings) AgentTokenTTL(context.Context) time.Duration { return s.
 // ScalerSpawnTimeout returns s.SpawnTimeout.
 func (s StaticSettings) ScalerSpawnTimeout(context.Context) time.Duration { return s.SpawnTimeout }
 
-// TokenIssuer mints ephemeral agent tokens (auth.AgentAuth).
-type TokenIssuer interface {
-	IssueEphemeral(ctx context.Context, agentID string, ttl time.Duration) (string, error)
-}
-
 // EventLog receives provisioning log lines (logstore.FS: step -1 is the
 // job-level bucket the API serves as the job's setup log).
 type EventLog interface {
@@ -337,7 +332,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 
 	done := make(chan error, 1)
 	go func() {
-		token, err := m.opts.Tokens.IssueEphemeral(ctx, rec.id, ttl)
+		token, err := m.opts.Tokens.IssueEphemeralFor(ctx, rec.id, ls.Labels, ttl)
 		if err != nil {
 			done <- fmt.Errorf("agent token: %w", err)
 			return
@@ -424,6 +419,7 @@ func (m *Manager) spawnFailed(rec *agentRec, err error, record bool) {
 	if record {
 		m.opts.Metrics.failure(entry)
 	}
+	m.revokeToken(rec.id)
 	m.emit(rec, EventFailed, msg)
 	m.log.Warn("agent spawn failed", "scaler", entry.Name, "agent", rec.id, "job", rec.jobID, "err", err)
 	m.retireSweep()
@@ -452,6 +448,7 @@ func (m *Manager) agentExited(agentID string, err error) {
 	m.updateGaugesLocked()
 	fn := m.onExit
 	m.mu.Unlock()
+	m.revokeToken(agentID)
 	detail := fmt.Sprintf("agent %s ended", agentID)
 	if err != nil {
 		detail += ": " + err.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -102,15 +103,25 @@ func (f *fakeBackend) Shutdown(context.Context) {
 }
 
 type fakeTokens struct {
-	mu   sync.Mutex
-	ttls map[string]time.Duration
+	mu      sync.Mutex
+	ttls    map[string]time.Duration
+	labels  [][]string // label scope of each minted token
+	revoked []string   // agent ids whose tokens were revoked
 }
 
-func (f *fakeTokens) IssueEphemeral(_ context.Context, id string, ttl time.Duration) (string, error) {
+func (f *fakeTokens) IssueEphemeralFor(_ context.Context, id string, labels []string, ttl time.Duration) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ttls[id] = ttl
+	f.labels = append(f.labels, labels)
 	return "kat_" + id, nil
+}
+
+func (f *fakeTokens) RevokeBound(_ context.Context, id string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revoked = append(f.revoked, id)
+	return 1, nil
 }
 
 type liveSettings struct {
@@ -314,6 +325,17 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 	// An agent ending frees its reservation and is reported.
 	f.backends["gpu"].end(g1)
 	waitFor(t, "exit reported", func() bool { _, ok := f.exit(g1); return ok })
+	// Its token dies with it, and every token was minted with the label
+	// set it was spawned for as its fixed label scope.
+	f.tokens.mu.Lock()
+	revoked, scopes := append([]string(nil), f.tokens.revoked...), f.tokens.labels
+	f.tokens.mu.Unlock()
+	if !slices.Contains(revoked, g1) || slices.Contains(revoked, a1) {
+		t.Fatalf("revoked tokens %v: want %s's, not %s's", revoked, g1, a1)
+	}
+	if len(scopes) != 3 || !slices.Equal(scopes[0], []string{"linux"}) || !slices.Contains(scopes[1], "gpu") {
+		t.Fatalf("token label scopes %v", scopes)
+	}
 	if _, err := spawn("j5", "linux"); !errors.Is(err, ErrAtCapacity) || !strings.Contains(err.Error(), "scaler small") {
 		t.Fatalf("after the gpu agent ended, small is still full: %v", err)
 	}
