@@ -17,6 +17,7 @@ all: build
 .PHONY: bench
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/trigger/... ./internal/pipeline ./internal/dispatch ./internal/agent/logstream ./internal/logstore
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./internal/web
 	$(GO) run ./cmd/kici-bench -bin $(BIN) $(BENCHFLAGS)
 
 build:

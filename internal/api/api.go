@@ -161,6 +161,8 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/runs/{runId}", map[string]routeSpec{"GET": {PermRunRead, s.getRun}})
 	a("/runs/{runId}/jobs", map[string]routeSpec{"GET": {PermRunRead, s.listJobs}})
 	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})
+	a("/runs/{runId}/events", map[string]routeSpec{"GET": {PermRunRead, s.runEvents}})
+	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream", map[string]routeSpec{"GET": {PermRunRead, s.stepLogStream}})
 	a("/runs/{runId}/cancel", map[string]routeSpec{"POST": {PermRunCancel, s.cancelRun}})
 	a("/runs/{runId}/rerun", map[string]routeSpec{"POST": {PermRunRerun, bodyless(s.rerunRun)}})
 	a("/orchestrator/drain", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
@@ -230,6 +232,8 @@ var Routes = []string{
 	"GET " + AdminPrefix + "/runs/{runId} " + PermRunRead,
 	"GET " + AdminPrefix + "/runs/{runId}/jobs " + PermRunRead,
 	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/events " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream " + PermRunRead,
 	"POST " + AdminPrefix + "/runs/{runId}/cancel " + PermRunCancel,
 	"POST " + AdminPrefix + "/runs/{runId}/rerun " + PermRunRerun,
 	"GET " + AdminPrefix + "/orchestrator/drain " + auth.PermSettingsRead,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/runstream"
 	"kici.dev/kici/internal/store"
 )
 
@@ -306,9 +307,6 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": views})
 }
 
-// terminalStepStatuses are the step statuses that never change again.
-var terminalStepStatuses = []string{"success", "failed", "skipped", "cancelled"}
-
 func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 	idx, err := strconv.Atoi(r.PathValue("i"))
 	if err != nil || idx < -1 {
@@ -348,18 +346,10 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// Terminal state is read before the lines, so "complete" never hides
 	// lines appended between the two reads.
-	terminal := store.IsTerminalJob(job.Status)
-	if !terminal && idx >= 0 {
-		steps, err := s.d.Store.ListSteps(r.Context(), job.ID)
-		if err != nil {
-			s.internalError(w, r, err)
-			return
-		}
-		for _, st := range steps {
-			if st.StepIndex == idx && contains(terminalStepStatuses, st.Status) {
-				terminal = true
-			}
-		}
+	terminal, err := runstream.StepFinished(r.Context(), s.d.Store, job, idx)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
 	}
 	lines, next, err := s.d.Logs.Read(run.ID, job.ID, idx, cursor, limit)
 	if errors.Is(err, os.ErrNotExist) {

@@ -43,6 +43,8 @@ var scopeAwareRoutes = map[string]string{
 	"GET " + AdminPrefix + "/runs/{runId}":                                       "run",
 	"GET " + AdminPrefix + "/runs/{runId}/jobs":                                  "run",
 	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs":           "run",
+	"GET " + AdminPrefix + "/runs/{runId}/events":                                "run",
+	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream":    "run",
 	"POST " + AdminPrefix + "/runs/{runId}/cancel":                               "run",
 	"POST " + AdminPrefix + "/runs/{runId}/rerun":                                "run",
 	"GET " + AdminPrefix + "/runs/{runId}/attestations":                          "run",
@@ -108,22 +110,7 @@ func (s *server) gateScoped(route, perm string, h http.HandlerFunc) http.Handler
 // rk. An unknown run is out of scope (403, not 404: a scoped token learns
 // nothing about other keys' ids).
 func (s *server) runInScope(ctx context.Context, id, rk string) (bool, error) {
-	run, err := s.d.Store.GetRun(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	if run.SourceID == "" {
-		return false, nil
-	}
-	src, err := s.d.Store.GetSource(ctx, run.SourceID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	return src.RoutingKey == rk, nil
+	return auth.RunInScope(ctx, s.d.Store, id, rk)
 }
 
 // auditEntry starts an access-log entry for the caller of r.

@@ -77,15 +77,7 @@ func (a *AdminAuth) Authenticate(ctx context.Context, header string) (Principal,
 	if !ok {
 		return Principal{}, http.StatusUnauthorized, msgMissingAuth
 	}
-	p, err := a.lookup(ctx, token)
-	switch {
-	case err == nil:
-		return p, 0, ""
-	case errors.Is(err, errAuthUnavailable):
-		return Principal{}, http.StatusServiceUnavailable, msgAuthDown
-	default:
-		return Principal{}, http.StatusUnauthorized, msgInvalidToken
-	}
+	return a.AuthenticateHash(ctx, Hash(token))
 }
 
 // Require wraps h so that it runs only for a caller holding perm:
@@ -103,7 +95,7 @@ func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
 		panic(fmt.Sprintf("auth: unknown permission %q", perm))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, status, msg := a.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		p, status, msg := a.authenticateRequest(r)
 		if status != 0 {
 			writeError(w, status, msg)
 			return
@@ -116,13 +108,57 @@ func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
 	})
 }
 
-func (a *AdminAuth) lookup(ctx context.Context, token string) (Principal, error) {
+// authenticateRequest authenticates r by its Authorization header or, for a
+// safe method without one, by a principal a web session put on the
+// context (WithSessionPrincipal), which was resolved from the same token
+// table on this request.
+func (a *AdminAuth) authenticateRequest(r *http.Request) (Principal, int, string) {
+	h := r.Header.Get("Authorization")
+	if h == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if p, ok := r.Context().Value(sessionPrincipalKey{}).(Principal); ok {
+			return p, 0, ""
+		}
+	}
+	return a.Authenticate(r.Context(), h)
+}
+
+type sessionPrincipalKey struct{}
+
+// WithSessionPrincipal returns ctx carrying p as the caller authenticated
+// by a web UI session (package web). Require accepts it only on GET and
+// HEAD requests without an Authorization header: the UI's live pages read
+// the admin API's event streams with the session cookie, while every
+// state-changing route still needs a bearer token (or the UI's own
+// CSRF-checked forms).
+func WithSessionPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, sessionPrincipalKey{}, p)
+}
+
+// AuthenticateHash resolves a token known only by its Hash (a web session
+// keeps the hash, never the plaintext) with the same rules as
+// Authenticate: it returns (principal, 0, "") on success, else 401 with
+// "Invalid or expired token" (unknown, revoked, expired) or 503 when the
+// lookup failed. It is called on every request of a session, so a revoked
+// or expired token ends its sessions at once.
+func (a *AdminAuth) AuthenticateHash(ctx context.Context, hash string) (Principal, int, string) {
+	p, err := a.lookupHash(ctx, hash)
+	switch {
+	case err == nil:
+		return p, 0, ""
+	case errors.Is(err, errAuthUnavailable):
+		return Principal{}, http.StatusServiceUnavailable, msgAuthDown
+	default:
+		return Principal{}, http.StatusUnauthorized, msgInvalidToken
+	}
+}
+
+func (a *AdminAuth) lookupHash(ctx context.Context, hash string) (Principal, error) {
 	for _, b := range a.bootstrap {
-		if subtle.ConstantTimeCompare(b, []byte(token)) == 1 {
+		if subtle.ConstantTimeCompare([]byte(Hash(string(b))), []byte(hash)) == 1 {
 			return Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner}, nil
 		}
 	}
-	t, err := a.st.GetAdminTokenByHash(ctx, Hash(token))
+	t, err := a.st.GetAdminTokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, errors.New("unknown token")
 	}

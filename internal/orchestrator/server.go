@@ -227,11 +227,17 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	mux.Handle("GET /ws", s.dispatcher)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	ingress.mount(mux)
+	ui, err := newWebUI(cfg, st, adminAuth, logs, s, settings, logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ui.Mount(mux)
 	// Headers within 10 s; bodies at a minimum rate, unauthenticated
 	// requests capped (internal/httpguard); idle keep-alive connections
 	// closed after 2 min.
 	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
-	s.httpSrv = &http.Server{Handler: guard.Handler(mux, unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(mux), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
 		ln.Close()

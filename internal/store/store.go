@@ -230,6 +230,12 @@ type RunFilter struct {
 	// RoutingKey keeps only runs of sources with that routing key (the
 	// scope of a routing-key-scoped admin token).
 	RoutingKey string
+	// SourceID keeps runs of one source; TriggerType runs of one trigger
+	// type (push, pull_request, …); Branch runs whose target branch, or
+	// whose refs/heads/ ref, is that branch.
+	SourceID    string
+	TriggerType string
+	Branch      string
 }
 
 // JobUpdate carries the optional fields written with a job status change.

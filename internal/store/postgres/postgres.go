@@ -465,6 +465,15 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 	if f.RoutingKey != "" {
 		c.add("source_id IN (SELECT id FROM sources WHERE routing_key = $%d)", f.RoutingKey)
 	}
+	if f.SourceID != "" {
+		c.add("source_id = $%d", f.SourceID)
+	}
+	if f.TriggerType != "" {
+		c.add("trigger_type = $%d", f.TriggerType)
+	}
+	if f.Branch != "" {
+		c.add("$%d IN (target_branch, CASE WHEN ref LIKE 'refs/heads/%%' THEN substr(ref, 12) END)", f.Branch)
+	}
 	var total int
 	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM execution_runs`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err

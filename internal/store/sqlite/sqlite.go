@@ -530,6 +530,15 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 	if f.RoutingKey != "" {
 		c.add("source_id IN (SELECT id FROM sources WHERE routing_key = ?)", f.RoutingKey)
 	}
+	if f.SourceID != "" {
+		c.add("source_id = ?", f.SourceID)
+	}
+	if f.TriggerType != "" {
+		c.add("trigger_type = ?", f.TriggerType)
+	}
+	if f.Branch != "" {
+		c.add("? IN (target_branch, CASE WHEN ref LIKE 'refs/heads/%' THEN substr(ref, 12) END)", f.Branch)
+	}
 	var total int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM execution_runs`+c.where(), c.args...).Scan(&total); err != nil {
 		return nil, 0, err

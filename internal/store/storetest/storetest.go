@@ -932,6 +932,20 @@ func testListRuns(t *testing.T, s store.Store) {
 		r.RepoIdentifier = []string{"org/a", "org/b"}[i%2]
 		r.DeliveryID = fmt.Sprintf("d%d", i/5)
 		r.Status = statuses[i%5]
+		r.SourceID = []string{"src-a", "src-b", ""}[i%3]
+		r.TriggerType = []string{"push", "pull_request"}[i%2]
+		// Branch facts: a pushed branch (ref), a pull request's base
+		// (target branch), a tag (neither).
+		switch i % 4 {
+		case 0:
+			r.Ref, r.TargetBranch = "refs/heads/main", "main"
+		case 1:
+			r.Ref, r.TargetBranch = "refs/pull/7/head", "main"
+		case 2:
+			r.Ref, r.TargetBranch = "refs/heads/feature/x", ""
+		case 3:
+			r.Ref, r.TargetBranch = "refs/tags/v1", ""
+		}
 		must(t, s.CreateRun(ctx, r, nil))
 		all = append(all, r)
 	}
@@ -977,6 +991,13 @@ func testListRuns(t *testing.T, s store.Store) {
 	check("workflow", store.RunFilter{WorkflowName: "release", Limit: 100}, func(r *store.Run) bool { return r.WorkflowName == "release" })
 	check("repo", store.RunFilter{Repo: "org/b", Limit: 3}, func(r *store.Run) bool { return r.RepoIdentifier == "org/b" })
 	check("delivery", store.RunFilter{DeliveryID: "d2"}, func(r *store.Run) bool { return r.DeliveryID == "d2" })
+	check("source", store.RunFilter{SourceID: "src-b", Limit: 100}, func(r *store.Run) bool { return r.SourceID == "src-b" })
+	check("trigger type", store.RunFilter{TriggerType: "pull_request", Limit: 100}, func(r *store.Run) bool { return r.TriggerType == "pull_request" })
+	check("branch main (pushed or targeted)", store.RunFilter{Branch: "main", Limit: 100}, func(r *store.Run) bool { return r.TargetBranch == "main" })
+	check("branch with a slash", store.RunFilter{Branch: "feature/x", Limit: 100}, func(r *store.Run) bool { return r.Ref == "refs/heads/feature/x" })
+	check("branch is not a tag", store.RunFilter{Branch: "v1", Limit: 100}, func(*store.Run) bool { return false })
+	check("source and trigger", store.RunFilter{SourceID: "src-a", TriggerType: "push", Limit: 100},
+		func(r *store.Run) bool { return r.SourceID == "src-a" && r.TriggerType == "push" })
 	since := at(20)
 	check("since (strictly later)", store.RunFilter{Since: &since}, func(r *store.Run) bool { return r.CreatedAt.After(since) })
 	check("combined", store.RunFilter{Statuses: []string{"pending", "success"}, Repo: "org/a", WorkflowName: "ci", Limit: 100},

@@ -1,0 +1,31 @@
+package orchestrator
+
+import (
+	"log/slog"
+	"os"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/web"
+)
+
+// newWebUI builds the web UI on the same services the admin API uses.
+func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, logs *logstore.FS, s *Server,
+	settings *cluster.Reader, logger *slog.Logger) (*web.UI, error) {
+	return web.New(web.Deps{
+		Store: st, Auth: adminAuth, Logs: web.FSLogs{FS: logs},
+		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
+		Agents:   func() []dispatch.AgentInfo { return s.dispatcher.Agents() },
+		Scalers:  func() scaler.Status { return s.scaler.Status() },
+		Drain:    func() runctl.DrainStatus { return s.runctl.Drain() },
+		Settings: settings, Version: Version, Mode: cfg.Mode,
+		PublicURL: os.Getenv("KICI_PUBLIC_URL"),
+		Logger:    logger.With("component", "web"),
+	})
+}

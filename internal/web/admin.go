@@ -1,0 +1,251 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+
+	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/store"
+)
+
+// maxComment caps a decision's comment (the admin API's reason limit).
+const maxComment = 1024
+
+// platformConnected reports whether mode leaves held-run decisions to the
+// KiCI Platform (platform, hybrid, observed).
+func platformConnected(mode string) bool {
+	return mode == "platform" || mode == "hybrid" || mode == "observed"
+}
+
+type heldRow struct {
+	Hold    *store.HeldRun
+	JobName string
+	Run     *store.Run
+}
+
+type heldData struct {
+	Rows      []heldRow
+	CanDecide bool
+	Platform  string
+}
+
+// heldPage lists pending holds, as GET /held-runs does (ci_trust.read, an
+// unscoped token), with approve and reject for ci_trust.admin.
+func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermCITrustRead, true) {
+		return
+	}
+	ctx := r.Context()
+	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, Limit: 500})
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	d := heldData{CanDecide: can(p, auth.PermCITrustAdmin) && u.d.Approval != nil && !platformConnected(u.d.Mode)}
+	if platformConnected(u.d.Mode) {
+		d.Platform = u.d.Mode
+	}
+	for _, h := range holds {
+		row := heldRow{Hold: h}
+		if h.JobID != "" {
+			if j, err := u.d.Store.GetJob(ctx, h.JobID); err == nil {
+				row.JobName = j.JobName
+			}
+		}
+		if run, err := u.d.Store.GetRun(ctx, h.RunID); err == nil {
+			row.Run = run
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	if err := u.d.Store.AppendAccessLog(ctx, &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role,
+		Action: "held_run.list.read", Resource: "held_runs:*", Detail: "via web UI"}); err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "held", view{Title: "Held runs", Nav: "held", Who: p, CSRF: s.csrf, Live: "refresh", Data: d})
+}
+
+// decideHold approves or rejects a hold through the same decider as POST
+// /held-runs/decision, as the calling token (an operator decision).
+func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermCITrustAdmin, true) {
+		return
+	}
+	if platformConnected(u.d.Mode) {
+		u.errorPage(w, r, http.StatusConflict, "Held runs are decided on the KiCI Platform in "+u.d.Mode+" mode")
+		return
+	}
+	if u.d.Approval == nil {
+		u.errorPage(w, r, http.StatusServiceUnavailable, "Held-run decisions are not available on this orchestrator")
+		return
+	}
+	decision := r.PostFormValue("decision")
+	comment := r.PostFormValue("comment")
+	if decision != approval.Approve && decision != approval.Reject {
+		u.errorPage(w, r, http.StatusBadRequest, approval.ErrBadDecision.Error())
+		return
+	}
+	if len(comment) > maxComment {
+		u.errorPage(w, r, http.StatusBadRequest, "The comment is at most 1024 bytes")
+		return
+	}
+	h, err := u.d.Store.GetHeldRun(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		u.errorPage(w, r, http.StatusNotFound, "Held run not found")
+		return
+	} else if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	_, err = u.d.Approval.Decide(r.Context(), approval.Decision{OrgID: h.OrgID, HeldRunID: h.ID, Decision: decision,
+		Reason: comment, Approver: approval.ServicePrefix + p.TokenID, Operator: true,
+		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role})
+	switch {
+	case errors.Is(err, approval.ErrNotFound):
+		u.errorPage(w, r, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, approval.ErrIneligible):
+		u.errorPage(w, r, http.StatusConflict, err.Error())
+		return
+	case errors.Is(err, approval.ErrBadDecision):
+		u.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		u.internalError(w, r, err)
+		return
+	}
+	flash := "approved"
+	if decision == approval.Reject {
+		flash = "rejected"
+	}
+	dest := "/ui/held?flash=" + flash
+	if r.PostFormValue("back") == "run" {
+		dest = "/ui/runs/" + url.PathEscape(h.RunID) + "?flash=" + flash
+	}
+	http.Redirect(w, r, dest, http.StatusSeeOther)
+}
+
+type sourceRow struct {
+	Source   *store.Source
+	Events   []*store.EventLogEntry
+	Rejected []*store.RejectedDelivery
+}
+
+// sourcesPage lists the sources the caller may see (source.read; a scoped
+// token sees its own), each with its last deliveries from the event log
+// (event_log.read) and its last rejected requests.
+func (u *UI) sourcesPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermSourceRead, false) {
+		return
+	}
+	srcs, err := u.visibleSources(r, p)
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	// The event log and rejected deliveries are orchestrator-wide routes
+	// in the API: a scoped token does not read them there, nor here.
+	withLog := can(p, auth.PermEventLogRead) && p.RoutingKey == ""
+	var rows []sourceRow
+	for _, src := range srcs {
+		row := sourceRow{Source: src}
+		if withLog {
+			if row.Events, _, err = u.d.Store.ListEventLog(r.Context(), store.EventLogFilter{RoutingKey: src.RoutingKey, Limit: 5}); err != nil {
+				u.internalError(w, r, err)
+				return
+			}
+			if row.Rejected, err = u.d.Store.ListRejected(r.Context(), src.ID, 5); err != nil {
+				u.internalError(w, r, err)
+				return
+			}
+		}
+		rows = append(rows, row)
+	}
+	u.render(w, r, http.StatusOK, "sources", view{Title: "Sources", Nav: "sources", Who: p, CSRF: s.csrf,
+		Data: map[string]any{"Rows": rows, "WithLog": withLog}})
+}
+
+type agentRow struct {
+	Agent dispatch.AgentInfo
+	Jobs  []*store.Job
+}
+
+// agentsPage shows connected agents and the scaler pools (agent.read,
+// unscoped, like GET /scalers).
+func (u *UI) agentsPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermAgentRead, true) {
+		return
+	}
+	var rows []agentRow
+	if u.d.Agents != nil {
+		agents := u.d.Agents()
+		sort.Slice(agents, func(i, j int) bool { return agents[i].ID < agents[j].ID })
+		for _, a := range agents {
+			row := agentRow{Agent: a}
+			for _, id := range a.JobIDs {
+				if j, err := u.d.Store.GetJob(r.Context(), id); err == nil {
+					row.Jobs = append(row.Jobs, j)
+				}
+			}
+			rows = append(rows, row)
+		}
+	}
+	var pools *scaler.Status
+	if u.d.Scalers != nil {
+		st := u.d.Scalers()
+		pools = &st
+	}
+	u.render(w, r, http.StatusOK, "agents", view{Title: "Agents", Nav: "agents", Who: p, CSRF: s.csrf, Live: "refresh",
+		Data: map[string]any{"Agents": rows, "Pools": pools}})
+}
+
+type settingsData struct {
+	Settings  *cluster.View
+	Names     []string
+	Drain     *runctl.DrainStatus
+	Ready     bool
+	ReadyErr  string
+	Mode      string
+	PublicURL string
+}
+
+// settingsPage shows cluster settings, drain state and health, read-only
+// (settings.read, unscoped, like GET /cluster-settings).
+func (u *UI) settingsPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermSettingsRead, true) {
+		return
+	}
+	d := settingsData{Mode: u.d.Mode, PublicURL: u.d.PublicURL, Ready: true}
+	if d.Mode == "" {
+		d.Mode = "independent"
+	}
+	if u.d.Settings != nil {
+		v, err := u.d.Settings.View(r.Context())
+		if err != nil {
+			u.internalError(w, r, err)
+			return
+		}
+		d.Settings = v
+		for k := range v.Effective {
+			d.Names = append(d.Names, k)
+		}
+		sort.Strings(d.Names)
+	}
+	if u.d.Drain != nil {
+		ds := u.d.Drain()
+		d.Drain = &ds
+	}
+	if u.d.Ready != nil {
+		if err := u.d.Ready(r.Context()); err != nil {
+			d.Ready, d.ReadyErr = false, err.Error()
+		}
+	}
+	u.render(w, r, http.StatusOK, "settings", view{Title: "Settings", Nav: "settings", Who: p, CSRF: s.csrf, Data: d})
+}

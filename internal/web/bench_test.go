@@ -1,0 +1,79 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/store"
+)
+
+// BenchmarkRunPage200Jobs measures the server side of the run page of a
+// 200-job run (a fan-out of 10 × 19 legs between a setup and a final
+// job): session and token check, store reads, graph layout and template
+// rendering, over a real HTTP connection. The target is under 200 ms
+// (make bench prints ms/page).
+func BenchmarkRunPage200Jobs(b *testing.B) {
+	h := newBenchHarness(b)
+	runID := "55555555-5555-5555-5555-555555555555"
+	now := time.Now().UTC()
+	run := &store.Run{ID: runID, WorkflowName: "big", Status: "running", Provider: "generic", RepoIdentifier: "demo/app",
+		Ref: "refs/heads/main", SHA: strings.Repeat("b", 40), OrgID: "demo", SourceID: "src-1", CreatedAt: now, StartedAt: &now}
+	cfg := json.RawMessage(`{"steps":[{"name":"a"},{"name":"b"}]}`)
+	var jobs []*store.Job
+	add := func(name string, needs ...string) {
+		j := &store.Job{ID: fmt.Sprintf("66666666-0000-0000-0000-%012d", len(jobs)), RunID: runID, JobName: name, BaseJobName: name,
+			Status: []string{"success", "running", "pending", "failed"}[len(jobs)%4], Config: cfg, CreatedAt: now.Add(time.Duration(len(jobs)) * time.Millisecond)}
+		d := int64(1234 * len(jobs))
+		j.DurationMs = &d
+		for _, n := range needs {
+			j.Needs = append(j.Needs, store.Need{Upstream: n, RunOn: []string{"success"}})
+		}
+		jobs = append(jobs, j)
+	}
+	add("setup")
+	var last []string
+	for g := 0; g < 10; g++ {
+		for l := 0; l < 19; l++ {
+			name := fmt.Sprintf("test-%d (%d)", g, l)
+			if g == 0 {
+				add(name, "setup")
+			} else {
+				add(name, fmt.Sprintf("test-%d (%d)", g-1, l))
+			}
+			if g == 9 {
+				last = append(last, name)
+			}
+		}
+	}
+	for len(jobs) < 199 {
+		add(fmt.Sprintf("lint-%d", len(jobs)), "setup")
+	}
+	add("publish", last...)
+	if err := h.st.CreateRun(context.Background(), run, jobs); err != nil {
+		b.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleOwner])
+	url := h.srv.URL + "/ui/runs/" + runID
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		resp, err := c.hc.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Count(string(body), `class="node `) != 200 {
+			b.Fatalf("run page: %d, %d nodes", resp.StatusCode, strings.Count(string(body), `class="node `))
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
+}

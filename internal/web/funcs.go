@@ -1,0 +1,89 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+)
+
+var funcs = template.FuncMap{
+	"dur":       fmtDur,
+	"durp":      func(ms *int64) string { return fmtDurPtr(ms) },
+	"ts":        fmtTime,
+	"tsp":       func(t *time.Time) string { return fmtTimePtr(t) },
+	"short":     shortSHA,
+	"ansi":      renderANSI,
+	"trunc":     truncate,
+	"add":       func(a, b int) int { return a + b },
+	"branch":    branchOf,
+	"join":      strings.Join,
+	"statusCls": func(s string) string { return "st-" + cssWord(s) },
+}
+
+// fmtDur formats milliseconds as "850ms", "12.3s", "4m 05s", "2h 03m".
+func fmtDur(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func fmtDurPtr(ms *int64) string {
+	if ms == nil {
+		return ""
+	}
+	return fmtDur(*ms)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return fmtTime(*t)
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// truncate shortens s to n runes with an ellipsis.
+func truncate(n int, s string) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// branchOf names the branch of a ref (refs/heads/x → x), else the ref.
+func branchOf(ref string) string {
+	return strings.TrimPrefix(ref, "refs/heads/")
+}
+
+// cssWord keeps [a-z0-9_-] of a status so it can be a class name.
+func cssWord(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,287 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// Log paging: a page shows logPageSize lines, so a log of a million lines
+// is read one page at a time, never whole; a search lists at most
+// maxSearchHits matches.
+const (
+	logPageSize   = 1000
+	maxSearchHits = 500
+)
+
+// stepRow is one entry of a job's step list: the setup bucket (-1) or a
+// step of the lock config, with its reported state.
+type stepRow struct {
+	Index    int
+	Name     string
+	Status   string
+	Dur      string
+	Exit     *int
+	Error    string
+	Href     string
+	Selected bool
+}
+
+type logLine struct {
+	N      int // 1-based line number
+	Stream string
+	HTML   any
+}
+
+type searchHit struct {
+	N    int
+	Text string
+	Href string
+}
+
+type jobData struct {
+	Run   *store.Run
+	Job   *store.Job
+	Steps []stepRow
+	Step  int
+	// Lines is the page shown; From its first 0-based offset.
+	Lines            []logLine
+	From             int
+	PrevURL, NextURL string
+	RawURL           string
+	StreamURL        string
+	Tail             bool
+	Query            string
+	Hits             []searchHit
+	HitsCapped       bool
+	Hold             string
+	Outputs          map[string]string
+}
+
+func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, job, ok := u.loadRunJob(w, r, p)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	q := r.URL.Query()
+	steps, err := u.d.Store.ListSteps(ctx, job.ID)
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	base := "/ui/runs/" + url.PathEscape(run.ID) + "/jobs/" + url.PathEscape(job.ID)
+	rows := stepRows(job, steps, base)
+	sel := defaultStep(rows)
+	if v := q.Get("step"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= -1 {
+			sel = n
+		}
+	}
+	for i := range rows {
+		rows[i].Selected = rows[i].Index == sel
+	}
+	d := jobData{Run: run, Job: job, Steps: rows, Step: sel, Query: q.Get("q"),
+		RawURL: fmt.Sprintf("%s/steps/%d/raw", base, sel)}
+	if holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{JobID: job.ID, Statuses: []string{store.HoldPending}, Limit: 10}); err == nil && len(holds) > 0 {
+		d.Hold = holds[0].Reason
+	}
+	stepURL := func(from int) string {
+		v := url.Values{"step": {strconv.Itoa(sel)}}
+		if from > 0 {
+			v.Set("from", strconv.Itoa(from))
+		}
+		return base + "?" + v.Encode()
+	}
+	// ?line=N opens the page holding line N at its anchor.
+	if v := q.Get("line"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			http.Redirect(w, r, stepURL((n-1)/logPageSize*logPageSize)+"#L"+strconv.Itoa(n), http.StatusSeeOther)
+			return
+		}
+	}
+	if d.Query != "" {
+		err := u.d.Logs.Scan(run.ID, job.ID, sel, 0, func(n int, l protocol.LogLine) bool {
+			if !strings.Contains(strings.ToLower(l.Text), strings.ToLower(d.Query)) {
+				return true
+			}
+			if len(d.Hits) == maxSearchHits {
+				d.HitsCapped = true
+				return false
+			}
+			d.Hits = append(d.Hits, searchHit{N: n + 1, Text: truncate(200, l.Text),
+				Href: stepURL(n/logPageSize*logPageSize) + "#L" + strconv.Itoa(n+1)})
+			return true
+		})
+		if err != nil && !isMissingLog(err) {
+			u.internalError(w, r, err)
+			return
+		}
+	}
+	d.From, _ = strconv.Atoi(q.Get("from"))
+	d.From = max(d.From, 0)
+	// One line more than a page tells whether a next page exists.
+	lines, _, err := u.d.Logs.Read(run.ID, job.ID, sel, d.From, logPageSize+1)
+	if err != nil && !isMissingLog(err) {
+		u.internalError(w, r, err)
+		return
+	}
+	more := len(lines) > logPageSize
+	if more {
+		lines = lines[:logPageSize]
+	}
+	for i, l := range lines {
+		d.Lines = append(d.Lines, logLine{N: d.From + i + 1, Stream: l.Stream, HTML: renderANSI(l.Text)})
+	}
+	if d.From > 0 {
+		d.PrevURL = stepURL(max(d.From-logPageSize, 0))
+	}
+	if more {
+		d.NextURL = stepURL(d.From + logPageSize)
+	}
+	finished := store.IsTerminalJob(job.Status)
+	for _, row := range rows {
+		if row.Index == sel && isTerminalStep(row.Status) {
+			finished = true
+		}
+	}
+	// The live tail follows the end of the log: it runs on the last page
+	// while the step can still grow.
+	d.Tail = !finished && !more
+	d.StreamURL = fmt.Sprintf("/api/v1/admin/runs/%s/jobs/%s/steps/%d/logs/stream?cursor=%d",
+		url.PathEscape(run.ID), url.PathEscape(job.ID), sel, d.From+len(d.Lines))
+	d.Outputs = jobOutputs(job)
+	live := ""
+	if d.Tail {
+		live = "tail"
+	}
+	u.render(w, r, http.StatusOK, "job", view{Title: job.JobName + " · job", Nav: "runs", Who: p, CSRF: s.csrf,
+		Live: live, LiveURL: d.StreamURL, Data: d})
+}
+
+func isMissingLog(err error) bool {
+	return err != nil && strings.Contains(err.Error(), logstore.ErrInvalidPath.Error())
+}
+
+func isTerminalStep(s string) bool {
+	switch s {
+	case "success", "failed", "skipped", "cancelled":
+		return true
+	}
+	return false
+}
+
+// stepRows lists the setup bucket and every step of the job's lock
+// config, with the state the agent reported.
+func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
+	var cfg struct {
+		Steps []struct {
+			Name string `json:"name"`
+		} `json:"steps"`
+	}
+	_ = json.Unmarshal(job.Config, &cfg)
+	byIdx := map[int]*store.Step{}
+	for _, s := range steps {
+		byIdx[s.StepIndex] = s
+	}
+	n := len(cfg.Steps)
+	for _, s := range steps {
+		n = max(n, s.StepIndex+1)
+	}
+	rows := []stepRow{{Index: -1, Name: "Set up job", Status: setupStatus(job)}}
+	for i := 0; i < n; i++ {
+		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: "pending"}
+		if i < len(cfg.Steps) && cfg.Steps[i].Name != "" {
+			row.Name = cfg.Steps[i].Name
+		}
+		if s := byIdx[i]; s != nil {
+			if s.StepName != "" {
+				row.Name = s.StepName
+			}
+			row.Status, row.Exit, row.Error = s.Status, s.ExitCode, s.ErrorMessage
+			row.Dur = fmtDurPtr(s.DurationMs)
+		}
+		rows = append(rows, row)
+	}
+	for i := range rows {
+		rows[i].Href = fmt.Sprintf("%s?step=%d", base, rows[i].Index)
+	}
+	return rows
+}
+
+func setupStatus(job *store.Job) string {
+	switch {
+	case job.StartedAt == nil && !store.IsTerminalJob(job.Status):
+		return "pending"
+	case store.IsTerminalJob(job.Status):
+		return "success"
+	}
+	return "running"
+}
+
+// defaultStep picks the step to show first: the running one, else the
+// first failed one, else the last step that reported.
+func defaultStep(rows []stepRow) int {
+	last := -1
+	for _, r := range rows {
+		if r.Status == "running" || r.Status == "failed" {
+			return r.Index
+		}
+		if r.Status != "pending" {
+			last = r.Index
+		}
+	}
+	return last
+}
+
+// jobOutputs reads declared outputs from the job's lock entry, if any.
+func jobOutputs(job *store.Job) map[string]string {
+	var cfg struct {
+		Outputs map[string]string `json:"outputs"`
+	}
+	if json.Unmarshal(job.Config, &cfg) != nil || len(cfg.Outputs) == 0 {
+		return nil
+	}
+	return cfg.Outputs
+}
+
+// rawLog serves a step's log as plain text (one line per log line, as
+// logged), as a download: the browser never renders it as a page.
+func (u *UI) rawLog(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, job, ok := u.loadRunJob(w, r, p)
+	if !ok {
+		return
+	}
+	idx, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || idx < -1 {
+		u.errorPage(w, r, http.StatusBadRequest, "Invalid step index")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s-step%d.log"`, cssWord(run.ID), cssWord(job.ID), idx))
+	bw := &strings.Builder{}
+	flushEvery := 64 << 10
+	err = u.d.Logs.Scan(run.ID, job.ID, idx, 0, func(n int, l protocol.LogLine) bool {
+		bw.WriteString(l.Text)
+		bw.WriteByte('\n')
+		if bw.Len() >= flushEvery {
+			if _, err := w.Write([]byte(bw.String())); err != nil {
+				return false
+			}
+			bw.Reset()
+		}
+		return true
+	})
+	if err != nil {
+		u.log.Error("web: raw log", "run", run.ID, "job", job.ID, "error", err)
+	}
+	_, _ = w.Write([]byte(bw.String()))
+}

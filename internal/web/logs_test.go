@@ -1,0 +1,72 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/protocol"
+)
+
+func TestLogPagesAnchorsSearchAndRaw(t *testing.T) {
+	h := newHarness(t)
+	job := h.jobIDs[1]
+	var lines []protocol.LogLine
+	for i := 1; i <= 2500; i++ {
+		lines = append(lines, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: fmt.Sprintf("line %d", i)})
+	}
+	if err := h.logs.Append(h.runID, job, 0, lines); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	page := h.jobURL(1) + "?step=0"
+	_, body, _ := c.get(page)
+	if n := strings.Count(body, `<tr id="L`); n != logPageSize {
+		t.Fatalf("first page: %d lines", n)
+	}
+	mustContain(t, "first page", body, `<tr id="L1" class="stdout">`, `id="L1000"`, `rel="next"`, "from=1000")
+	mustNotContain(t, "first page", body, `id="L1001"`, `rel="prev"`)
+	_, body, _ = c.get(page + "&from=2000")
+	if n := strings.Count(body, `<tr id="L`); n != 500 {
+		t.Fatalf("last page: %d lines", n)
+	}
+	mustContain(t, "last page", body, `id="L2001"`, `id="L2500"`, `rel="prev"`)
+	mustNotContain(t, "last page", body, `rel="next"`)
+
+	code, _, resp := c.get(page + "&line=1500")
+	if code != http.StatusSeeOther || !strings.HasSuffix(resp.Header.Get("Location"), "?from=1000&step=0#L1500") {
+		t.Fatalf("?line=1500: %d %s", code, resp.Header.Get("Location"))
+	}
+	_, body, _ = c.get(page + "&q=line+250")
+	// "line 250" matches lines 250 and 2500.
+	mustContain(t, "search", body, "2 matching lines", "#L250\"", "from=2000&amp;step=0#L2500")
+
+	code, raw, resp := c.get(fmt.Sprintf("/ui/runs/%s/jobs/%s/steps/0/raw", h.runID, job))
+	if code != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("raw: %d %v", code, resp.Header)
+	}
+	if got := strings.Count(raw, "\n"); got != 2500 || !strings.HasPrefix(raw, "line 1\nline 2\n") || !strings.HasSuffix(raw, "line 2500\n") {
+		t.Fatalf("raw log: %d lines", got)
+	}
+}
+
+func TestRenderANSI(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain <b>":                       "plain &lt;b&gt;",
+		"\x1b[1;31merr\x1b[0m ok":         `<span class="a-f1 a-bold">err</span> ok`,
+		"\x1b[92mgreen\x1b[39m":           `<span class="a-f10">green</span>`,
+		"\x1b[38;5;4mblue\x1b[38;5;200mx": `<span class="a-f4">blue</span>x`,
+		"\x1b]0;title\x07after":           "after",
+		"a\x1b[2Kb\rc\x00d\te":            "abcd\te",
+		"\x1b[31m<script>\x1b[0m":         `<span class="a-f1">&lt;script&gt;</span>`,
+		"\x1b[31m":                        "",
+	} {
+		if got := string(renderANSI(in)); got != want {
+			t.Errorf("renderANSI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

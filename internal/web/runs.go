@@ -1,0 +1,305 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/store"
+)
+
+// runsPageSize is the number of runs on one page of the runs list.
+const runsPageSize = 25
+
+// runStatuses and triggerTypes are the choices of the runs filters.
+var (
+	runStatuses  = []string{"pending", "running", "held", "cancelling", "success", "failed", "cancelled"}
+	triggerTypes = []string{"push", "pull_request", "tag", "manual", "schedule", "event", "lifecycle"}
+)
+
+type runsData struct {
+	Runs                             []*store.Run
+	Total, Offset, Limit             int
+	PrevURL, NextURL                 string
+	Status, Source, Branch, Workflow string
+	Trigger                          string
+	Statuses, Triggers               []string
+	Sources                          []*store.Source
+	SourceNames                      map[string]string
+	First, Last                      int
+}
+
+func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	if !u.require(w, r, p, auth.PermRunRead, false) {
+		return
+	}
+	q := r.URL.Query()
+	d := runsData{Status: q.Get("status"), Source: q.Get("source"), Branch: q.Get("branch"),
+		Workflow: q.Get("workflow"), Trigger: q.Get("trigger"), Statuses: runStatuses, Triggers: triggerTypes,
+		Limit: runsPageSize, SourceNames: map[string]string{}}
+	f := store.RunFilter{WorkflowName: d.Workflow, SourceID: d.Source, Branch: d.Branch, TriggerType: d.Trigger,
+		RoutingKey: p.RoutingKey, Limit: runsPageSize}
+	if d.Status != "" {
+		f.Statuses = []string{d.Status}
+	}
+	d.Offset, _ = strconv.Atoi(q.Get("offset"))
+	d.Offset = max(d.Offset, 0)
+	f.Offset = d.Offset
+	runs, total, err := u.d.Store.ListRuns(r.Context(), f)
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	d.Runs, d.Total = runs, total
+	if srcs, err := u.visibleSources(r, p); err == nil {
+		d.Sources = srcs
+		for _, src := range srcs {
+			d.SourceNames[src.ID] = src.Name
+		}
+	}
+	page := func(off int) string {
+		v := url.Values{}
+		for _, k := range []string{"status", "source", "branch", "workflow", "trigger"} {
+			if q.Get(k) != "" {
+				v.Set(k, q.Get(k))
+			}
+		}
+		if off > 0 {
+			v.Set("offset", strconv.Itoa(off))
+		}
+		return "/ui/runs?" + v.Encode()
+	}
+	if d.Offset > 0 {
+		d.PrevURL = page(max(d.Offset-runsPageSize, 0))
+	}
+	if d.Offset+len(runs) < total {
+		d.NextURL = page(d.Offset + runsPageSize)
+	}
+	if len(runs) > 0 {
+		d.First, d.Last = d.Offset+1, d.Offset+len(runs)
+	}
+	u.render(w, r, http.StatusOK, "runs", view{Title: "Runs", Nav: "runs", Who: p, CSRF: s.csrf, Live: "refresh", Data: d})
+}
+
+// visibleSources lists the sources p may see (a scoped caller: its own).
+func (u *UI) visibleSources(r *http.Request, p auth.Principal) ([]*store.Source, error) {
+	all, err := u.d.Store.ListSources(r.Context(), "")
+	if err != nil || p.RoutingKey == "" {
+		return all, err
+	}
+	var out []*store.Source
+	for _, s := range all {
+		if s.RoutingKey == p.RoutingKey {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+type runData struct {
+	Run       *store.Run
+	Jobs      []*store.Job
+	Graph     needsGraph
+	Holds     []*store.HeldRun
+	HoldByJob map[string]string
+	Trace     *pipeline.Trace
+	Decision  any
+	Commit    commitInfo
+	Source    string
+	ParentRun string
+	CanCancel bool
+	CanRerun  bool
+	Terminal  bool
+}
+
+// commitInfo is what a delivery's payload says about the commit and who
+// triggered it (GitHub push and pull_request shapes; other forges' and
+// generic payloads often use the same names).
+type commitInfo struct {
+	Message, Author, Actor, URL string
+}
+
+func (u *UI) runPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, ok := u.loadRun(w, r, p, auth.PermRunRead)
+	if !ok {
+		return
+	}
+	d, err := u.runDetails(r, p, run)
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	live := ""
+	if !d.Terminal {
+		live = "run"
+	}
+	u.render(w, r, http.StatusOK, "run", view{Title: run.WorkflowName + " · run", Nav: "runs", Who: p, CSRF: s.csrf,
+		Live: live, LiveURL: "/api/v1/admin/runs/" + url.PathEscape(run.ID) + "/events", Data: d})
+}
+
+func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*runData, error) {
+	ctx := r.Context()
+	jobs, err := u.d.Store.ListJobs(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	d := &runData{Run: run, Jobs: jobs, Graph: layoutGraph(run.ID, jobs), HoldByJob: map[string]string{},
+		Terminal: store.IsTerminalRun(run.Status)}
+	d.CanCancel = !d.Terminal && u.d.Cancel != nil && can(p, auth.PermRunCancel)
+	d.CanRerun = d.Terminal && u.d.Rerun != nil && can(p, auth.PermRunRerun)
+	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 200})
+	if err != nil {
+		return nil, err
+	}
+	d.Holds = holds
+	for _, h := range holds {
+		if h.JobID != "" {
+			d.HoldByJob[h.JobID] = h.Reason
+		}
+	}
+	if run.SourceID != "" {
+		if src, err := u.d.Store.GetSource(ctx, run.SourceID); err == nil {
+			d.Source = src.Name
+		}
+	}
+	if run.DeliveryID != "" {
+		del, err := u.d.Store.GetDelivery(ctx, run.DeliveryID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if del != nil {
+			d.Commit = commitFromPayload(del.Payload)
+			var tr pipeline.Trace
+			if len(del.Decisions) > 0 && json.Unmarshal(del.Decisions, &tr) == nil {
+				d.Trace = &tr
+				for i := range tr.Workflows {
+					if tr.Workflows[i].Name == run.WorkflowName {
+						d.Decision = tr.Workflows[i]
+					}
+				}
+			}
+		}
+	}
+	if d.Commit.Actor == "" {
+		d.Commit.Actor = run.TriggeredBy
+	}
+	return d, nil
+}
+
+// commitFromPayload reads the commit message, its author, the actor and
+// the commit URL from a webhook body; unknown shapes give zero values.
+func commitFromPayload(body json.RawMessage) commitInfo {
+	var pl struct {
+		HeadCommit *struct {
+			Message string `json:"message"`
+			URL     string `json:"url"`
+			Author  struct {
+				Name string `json:"name"`
+			} `json:"author"`
+		} `json:"head_commit"`
+		PullRequest *struct {
+			Title   string `json:"title"`
+			HTMLURL string `json:"html_url"`
+			User    struct {
+				Login string `json:"login"`
+			} `json:"user"`
+		} `json:"pull_request"`
+		Sender struct {
+			Login string `json:"login"`
+		} `json:"sender"`
+		Pusher struct {
+			Name string `json:"name"`
+		} `json:"pusher"`
+		Message string `json:"message"`
+	}
+	var c commitInfo
+	if json.Unmarshal(body, &pl) != nil {
+		return c
+	}
+	switch {
+	case pl.HeadCommit != nil:
+		c.Message, c.URL, c.Author = pl.HeadCommit.Message, pl.HeadCommit.URL, pl.HeadCommit.Author.Name
+	case pl.PullRequest != nil:
+		c.Message, c.URL, c.Author = pl.PullRequest.Title, pl.PullRequest.HTMLURL, pl.PullRequest.User.Login
+	default:
+		c.Message = pl.Message
+	}
+	c.Actor = pl.Sender.Login
+	if c.Actor == "" {
+		c.Actor = pl.Pusher.Name
+	}
+	// Only web links are kept: a javascript: or data: URL from a payload
+	// must never become a link.
+	if !strings.HasPrefix(c.URL, "https://") && !strings.HasPrefix(c.URL, "http://") {
+		c.URL = ""
+	}
+	return c
+}
+
+// actor names the caller in run records, as the admin API does: the
+// token's label, else "admin".
+func actor(p auth.Principal) string {
+	if p.Label == "" {
+		return "admin"
+	}
+	return p.Label
+}
+
+func (u *UI) cancelRun(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, ok := u.loadRun(w, r, p, auth.PermRunCancel)
+	if !ok {
+		return
+	}
+	if u.d.Cancel == nil {
+		u.errorPage(w, r, http.StatusServiceUnavailable, "Run control not available")
+		return
+	}
+	_, err := u.d.Cancel.CancelRun(r.Context(), run.ID, r.PostFormValue("force") == "true", actor(p))
+	switch {
+	case errors.Is(err, runctl.ErrRunNotFound):
+		u.errorPage(w, r, http.StatusNotFound, "Run not found")
+		return
+	case errors.Is(err, runctl.ErrRunTerminal):
+		u.errorPage(w, r, http.StatusConflict, "Run already finished")
+		return
+	case err != nil:
+		u.internalError(w, r, err)
+		return
+	}
+	u.audit(r, p, "POST /api/v1/admin/runs/{runId}/cancel", "/api/v1/admin/runs/"+run.ID+"/cancel")
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID)+"?flash=cancelled", http.StatusSeeOther)
+}
+
+func (u *UI) rerunRun(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, ok := u.loadRun(w, r, p, auth.PermRunRerun)
+	if !ok {
+		return
+	}
+	if u.d.Rerun == nil {
+		u.errorPage(w, r, http.StatusServiceUnavailable, "Reruns are not available")
+		return
+	}
+	nr, err := u.d.Rerun.Rerun(r.Context(), run.ID, actor(p))
+	switch {
+	case errors.Is(err, pipeline.ErrRunNotFound):
+		u.errorPage(w, r, http.StatusNotFound, "Run not found")
+		return
+	case errors.Is(err, pipeline.ErrRunNotFinished):
+		u.errorPage(w, r, http.StatusConflict, "Run is not finished yet")
+		return
+	case errors.Is(err, pipeline.ErrRerunUnavailable):
+		u.errorPage(w, r, http.StatusConflict, err.Error())
+		return
+	case err != nil:
+		u.internalError(w, r, err)
+		return
+	}
+	u.audit(r, p, "POST /api/v1/admin/runs/{runId}/rerun", "/api/v1/admin/runs/"+run.ID+"/rerun")
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(nr.ID)+"?flash=rerun", http.StatusSeeOther)
+}
