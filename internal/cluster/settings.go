@@ -38,6 +38,9 @@ const (
 	QueueTimeoutMs        = "queue_timeout_ms"
 	DispatchAckTimeoutMs  = "dispatch_ack_timeout_ms"
 	ScalerSpawnTimeoutMs  = "scaler_spawn_timeout_ms"
+	// CheckRunTrackingTTLDays is how many days check_run_tracking rows
+	// are kept after their last update (0 = never swept).
+	CheckRunTrackingTTLDays = "check_run_tracking_ttl_days"
 )
 
 // Knob describes one cluster setting.
@@ -65,6 +68,7 @@ var Knobs = []Knob{
 	{QueueTimeoutMs, "queueTimeoutMs", 0, 30 * day, "KICI_QUEUE_TIMEOUT_MS", "how long a job may wait in the queue (0 = indefinitely)"},
 	{DispatchAckTimeoutMs, "dispatchAckTimeoutMs", 1000, 3600 * 1000, "KICI_DISPATCH_ACK_TIMEOUT_MS", "how long an agent has to acknowledge a dispatch"},
 	{ScalerSpawnTimeoutMs, "scalerSpawnTimeoutMs", 1000, 3600 * 1000, "KICI_SCALER_SPAWN_TIMEOUT_MS", "deadline of one scaler backend spawn (image pull, create, start), read on every spawn"},
+	{CheckRunTrackingTTLDays, "checkRunTrackingTtlDays", 0, 3650, "KICI_CHECK_RUN_TRACKING_TTL_DAYS", "days a check run / commit status tracking row is kept after its last update (0 = kept forever), read by the hourly sweep"},
 }
 
 // KnobByName finds a knob by column or wire name.
@@ -82,11 +86,12 @@ type Defaults map[string]int64
 
 // DefaultValues are the built-in defaults (KiCI): token TTL 1 h, GitHub
 // payload 25 MiB, lock file 5 MiB, dedup 24 h, queue timeout 1 h, dispatch
-// ack 10 s, spawn timeout 300 s.
+// ack 10 s, spawn timeout 300 s, check-run tracking 7 days.
 func DefaultValues() Defaults {
 	return Defaults{
 		AgentTokenTTLMs: 3_600_000, MaxGithubPayloadBytes: 26_214_400, LockFileMaxBytes: 5_242_880,
 		WebhookDedupTTLMs: 86_400_000, QueueTimeoutMs: 3_600_000, DispatchAckTimeoutMs: 10_000, ScalerSpawnTimeoutMs: 300_000,
+		CheckRunTrackingTTLDays: 7,
 	}
 }
 

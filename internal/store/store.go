@@ -285,6 +285,8 @@ type Store interface {
 	BlobIndexStore
 	// WorkflowDataStore: job outputs and run contexts (workflows.go).
 	WorkflowDataStore
+	// CheckRunStore: check runs and commit statuses posted to forges (checkruns.go).
+	CheckRunStore
 
 	// --- sources ---
 

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TimesUTCMillis", testTimes},
 		{"Provenance", testProvenance},
 		{"RunControl", testRunControl},
+		{"CheckRuns", testCheckRuns},
 		{"Ingress", testIngress},
 		{"SourceLifecycle", testSourceLifecycle},
 		{"ClusterSettings", testClusterSettings},
