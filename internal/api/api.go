@@ -196,6 +196,7 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/contexts/{name}/source-overrides", map[string]routeSpec{"GET": {auth.PermContextRead, s.listContextSourceOverrides}})
 	a("/contexts/{name}/source-overrides/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextSourceOverride}, "DELETE": {auth.PermSecretDelete, bodyless(s.deleteContextSourceOverride)}})
 	a("/held-runs", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.listHeldRuns}})
+	a("/check-runs", map[string]routeSpec{"GET": {PermRunRead, s.listCheckRuns}})
 	a("/held-runs/decision", map[string]routeSpec{"POST": {auth.PermCITrustAdmin, s.decideHeldRun}})
 	a("/trust-policy", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustPolicy}, "PATCH": {auth.PermCITrustAdmin, s.patchTrustPolicy}})
 	a("/trust-policy/directory", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustDirectory},
@@ -277,6 +278,7 @@ var Routes = []string{
 	"PUT " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretWrite,
 	"DELETE " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretDelete,
 	"GET " + AdminPrefix + "/held-runs " + auth.PermCITrustRead,
+	"GET " + AdminPrefix + "/check-runs " + PermRunRead,
 	"POST " + AdminPrefix + "/held-runs/decision " + auth.PermCITrustAdmin,
 	"GET " + AdminPrefix + "/trust-policy " + auth.PermCITrustRead,
 	"PATCH " + AdminPrefix + "/trust-policy " + auth.PermCITrustAdmin,

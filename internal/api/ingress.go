@@ -477,6 +477,11 @@ func validateGitConfig(g *store.GitConfig) string {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") || u.User != nil {
 		return fmt.Sprintf("gitConfig.gitUrlTemplate %q must be an https, http or file URL without credentials (credentials go in credential)", t)
 	}
+	if g.APIBaseURL != "" {
+		if u, err := url.Parse(g.APIBaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			return fmt.Sprintf("gitConfig.apiBaseUrl %q must be an https or http URL without credentials or query", g.APIBaseURL)
+		}
+	}
 	switch g.CredentialType {
 	case "":
 		if g.Credential != "" {

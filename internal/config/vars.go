@@ -76,6 +76,8 @@ var Vars = []Var{
 		"WebSocket URL agents dial. The orchestrator passes it to the agents it spawns; kici-agent reads it to connect."},
 	{"KICI_AGENT_ENV_*", ScopeOrchestrator, "", "Extra environment for spawned agents: `KICI_AGENT_ENV_X=v` reaches each spawned agent as `X=v` (prefix stripped)."},
 	{"KICI_ORCHESTRATOR_PROVENANCE_ISSUER", ScopeOrchestrator, "empty (signing off)", "Issuer URL (`https://…`, or `http://` for loopback hosts) of signed build provenance; setting it enables attestation signing, OIDC discovery and the verify endpoint (see [provenance.md](provenance.md))."},
+	{"KICI_PUBLIC_URL", ScopeOrchestrator, "empty (no links)", "Public base URL of this orchestrator (`https://ci.example.com`): check runs and commit statuses link `<url>/ui/runs/{runId}/jobs/{jobId}` as `details_url` / `target_url`; empty leaves the link out (see [forge-status.md](forge-status.md))."},
+	{"KICI_CHECK_RUN_TRACKING_TTL_DAYS", ScopeOrchestrator, "`7`", "Days a check-run tracking row is kept after its last update (0 = forever); the cluster setting `checkRunTrackingTtlDays` overrides it live."},
 	{"KICI_SECRET_KEY", ScopeOrchestrator, "empty", "Master key (32 bytes as 64 hex characters or base64) sealing secrets at rest, e.g. provenance signing keys. Wins over `KICI_SECRET_KEY_FILE` and the generated `<data dir>/secret.key`."},
 	{"KICI_SECRET_KEY_FILE", ScopeOrchestrator, "`<data dir>/secret.key` (generated, mode 0600)", "File holding the master key, in the `KICI_SECRET_KEY` format."},
 	{"KICI_SECRET_KEY_OLD", ScopeOrchestrator, "empty", "Previous master key during a rotation: values it sealed still open until `POST /api/v1/admin/rotate-key` re-encrypts them with `KICI_SECRET_KEY`. Must differ from the current key."},

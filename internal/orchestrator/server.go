@@ -26,6 +26,7 @@ import (
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
@@ -54,8 +55,9 @@ type Server struct {
 	listener   net.Listener
 	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
 	ingress    *ingressWiring
-	resumer    *approval.Resumer // ends holds and resumes held work
-	decider    *approval.Decider // held-run decisions (admin API)
+	resumer    *approval.Resumer     // ends holds and resumes held work
+	decider    *approval.Decider     // held-run decisions (admin API)
+	reporter   *forgestatus.Reporter // check runs and commit statuses
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -112,13 +114,14 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	// The scaler is built before the listener: a container scaler creates
 	// the agent bridge network, whose gateway KICI_HOST may name.
 	settings := cluster.NewReader(st, cluster.Defaults{
-		cluster.QueueTimeoutMs:        rc.QueueTimeout.Milliseconds(),
-		cluster.WebhookDedupTTLMs:     cfg.Ingress.WebhookDedupTTL.Milliseconds(),
-		cluster.AgentTokenTTLMs:       cfg.AgentTokenTTL.Milliseconds(),
-		cluster.DispatchAckTimeoutMs:  cfg.DispatchAckTimeout.Milliseconds(),
-		cluster.ScalerSpawnTimeoutMs:  cfg.ScalerSpawnTimeout.Milliseconds(),
-		cluster.MaxGithubPayloadBytes: cfg.Ingress.MaxGitHubPayloadBytes,
-		cluster.LockFileMaxBytes:      cfg.Ingress.LockFileMaxBytes,
+		cluster.QueueTimeoutMs:          rc.QueueTimeout.Milliseconds(),
+		cluster.WebhookDedupTTLMs:       cfg.Ingress.WebhookDedupTTL.Milliseconds(),
+		cluster.AgentTokenTTLMs:         cfg.AgentTokenTTL.Milliseconds(),
+		cluster.DispatchAckTimeoutMs:    cfg.DispatchAckTimeout.Milliseconds(),
+		cluster.ScalerSpawnTimeoutMs:    cfg.ScalerSpawnTimeout.Milliseconds(),
+		cluster.MaxGithubPayloadBytes:   cfg.Ingress.MaxGitHubPayloadBytes,
+		cluster.LockFileMaxBytes:        cfg.Ingress.LockFileMaxBytes,
+		cluster.CheckRunTrackingTTLDays: forgeTTLDays(),
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
@@ -203,6 +206,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		return nil, err
 	}
 	s.ingress = ingress
+	if s.reporter, err = setupForgeStatus(st, s.processor.Forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.tracker.OnJobFinished(func(*store.Job) { s.reporter.Kick() })
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,
@@ -266,6 +274,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stopHUP()
 	s.runctl.Start(ctx)
 	go s.resumer.Run(ctx)
+	go s.reporter.Run(ctx)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()

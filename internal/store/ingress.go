@@ -87,6 +87,11 @@ type GitConfig struct {
 	Username string `json:"username,omitempty"`
 	// Credential is the token or password.
 	Credential string `json:"credential,omitempty"`
+	// APIBaseURL is the forge's web root for commit statuses (Gitea:
+	// <root>/api/v1, GitLab: <root>/api/v4), e.g. https://git.example.com;
+	// "" = derived from an http(s) GitURLTemplate (the part before {repo}
+	// or {owner}).
+	APIBaseURL string `json:"apiBaseUrl,omitempty"`
 }
 
 // SourceSecret is one webhook secret of a source. Every secret whose

@@ -2,7 +2,9 @@
 // kici calls (GET /app, POST /app/installations/{id}/access_tokens, GET
 // /repos/{o}/{r}/contents/{path}?ref=, GET /repos/{o}/{r}/compare/{b}...{h},
 // GET /repos/{o}/{r}/pulls/{n}/files, GET
-// /repos/{o}/{r}/collaborators/{u}/permission), for tests: GitHub itself
+// /repos/{o}/{r}/collaborators/{u}/permission) and the write side of
+// checks.go (check runs, commit statuses, issue comments, the repository's
+// installation), recording every write and able to fail or go down, for tests: GitHub itself
 // cannot be reached from a test. App JWTs are verified (RS256, issuer, expiry)
 // against the key the fake generates, and installation tokens are checked
 // on every repository call, so authentication bugs fail tests.
@@ -50,6 +52,14 @@ type Server struct {
 	calls map[string]int
 	// contentsDelay slows every contents answer (to hold work in flight).
 	contentsDelay time.Duration
+
+	// Write side (checks.go): recorded calls, check runs, faults.
+	installations map[string]int64
+	requests      []Request
+	checks        []*CheckRun
+	nextCheck     int64
+	failures      []Failure
+	down          bool
 }
 
 // SetContentsDelay makes every contents request wait d before answering.
@@ -66,7 +76,8 @@ func New(appID int64) *Server {
 		panic(err)
 	}
 	s := &Server{AppID: appID, key: key, files: map[string][]byte{}, refs: map[string]string{}, compares: map[string][]string{},
-		pulls: map[string][]string{}, permissions: map[string]string{}, tokens: map[string]int64{}, calls: map[string]int{}}
+		pulls: map[string][]string{}, permissions: map[string]string{}, tokens: map[string]int64{}, calls: map[string]int{},
+		installations: map[string]int64{}}
 	s.PrivateKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -184,6 +195,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 201, map[string]any{"token": tok, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 		return
 	}
+	if len(parts) == 4 && parts[0] == "repos" && parts[3] == "installation" {
+		s.serveWrite(w, r, parts)
+		return
+	}
 	if len(parts) < 4 || parts[0] != "repos" {
 		notFound(w)
 		return
@@ -194,6 +209,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if !okTok && (s.Token == "" || tok != s.Token) {
 		writeJSON(w, 401, map[string]string{"message": "Bad credentials"})
+		return
+	}
+	if s.serveWrite(w, r, parts) {
 		return
 	}
 	repo := parts[1] + "/" + parts[2]

@@ -1,0 +1,218 @@
+package forgestatus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// GitHub check-run statuses and conclusions (GitHub REST "Check runs").
+const (
+	checkQueued     = "queued"
+	checkInProgress = "in_progress"
+	checkCompleted  = "completed"
+)
+
+// Commit-status states. GitHub and Gitea share pending/success/failure/
+// error; GitLab has its own words (pending, running, success, failed,
+// canceled, skipped), mapped in gitlabState.
+const (
+	statePending = "pending"
+	stateSuccess = "success"
+	stateFailure = "failure"
+	stateError   = "error"
+)
+
+// maxDescription is GitHub's limit on a commit status description.
+const maxDescription = 140
+
+// maxOutputText bounds a check run's output summary and text (GitHub
+// allows 65535 characters each).
+const maxOutputText = 60000
+
+// jobView is what the reporter knows about one job when it computes the
+// state to show.
+type jobView struct {
+	run   *store.Run
+	job   *store.Job
+	steps []*store.Step
+	all   []*store.Job // every job of the run, for the summary
+	// hold is the job's (or its run's) pending hold, nil when none.
+	hold *store.HeldRun
+	// failLines are the last log lines (masked as stored) of failStep,
+	// the failing step, or with live the running one.
+	failLines []string
+	failStep  string
+	live      bool
+	now       time.Time
+}
+
+// outcome is a job's state in the forge's terms: the check-run status and
+// conclusion, the commit-status state, and one sentence saying what
+// happened.
+type outcome struct {
+	status, conclusion string
+	state              string
+	terminal           bool
+	sentence           string
+}
+
+// outcomeOf maps a job (and its hold) to what the forge shows.
+func outcomeOf(v *jobView) outcome {
+	j := v.job
+	switch j.Status {
+	case store.StatusHeld:
+		reason := holdSentence(v)
+		if v.hold != nil && (v.hold.HoldType == store.HoldTimer || v.hold.HoldType == store.HoldConcurrency) {
+			return outcome{status: checkQueued, state: statePending, sentence: reason}
+		}
+		// Waiting for a person: GitHub shows "Action required".
+		return outcome{status: checkCompleted, conclusion: "action_required", state: statePending, sentence: reason, terminal: true}
+	case "pending", "queued":
+		s := "queued"
+		if j.PendingReason != "" {
+			s = "queued: " + j.PendingReason
+		}
+		return outcome{status: checkQueued, state: statePending, sentence: s}
+	case "running", "recovering", "cancelling":
+		return outcome{status: checkInProgress, state: statePending, sentence: "running"}
+	case "success":
+		return outcome{status: checkCompleted, conclusion: "success", state: stateSuccess, terminal: true,
+			sentence: "succeeded" + tookText(j)}
+	case "cancelled":
+		return outcome{status: checkCompleted, conclusion: "cancelled", state: stateError, terminal: true,
+			sentence: "cancelled" + reasonText(j.ErrorMessage)}
+	case "skipped":
+		return outcome{status: checkCompleted, conclusion: "skipped", state: skippedState(j), terminal: true,
+			sentence: "skipped" + reasonText(j.ErrorMessage)}
+	case "timed_out_stale":
+		return outcome{status: checkCompleted, conclusion: "timed_out", state: stateFailure, terminal: true,
+			sentence: "timed out: the agent stopped reporting" + reasonText(j.ErrorMessage)}
+	}
+	// failed, drift_dropped and anything unknown and terminal.
+	if timedOut(v) {
+		return outcome{status: checkCompleted, conclusion: "timed_out", state: stateFailure, terminal: true,
+			sentence: "timed out" + failedStepText(v)}
+	}
+	return outcome{status: checkCompleted, conclusion: "failure", state: stateFailure, terminal: true,
+		sentence: "failed" + failedStepText(v)}
+}
+
+// skippedState: a job skipped because an upstream failed is an error (a
+// required status must not turn green); one skipped by its own condition
+// passes.
+func skippedState(j *store.Job) string {
+	if strings.HasPrefix(j.ErrorMessage, "upstream_unmet: ") {
+		return stateError
+	}
+	return stateSuccess
+}
+
+// timedOut reports whether a failed job ended on a time limit: its own
+// (job_timeout), its run's (workflow_timeout) or a step's.
+func timedOut(v *jobView) bool {
+	if strings.HasPrefix(v.job.ErrorMessage, "job_timeout: ") || strings.HasPrefix(v.job.ErrorMessage, "workflow_timeout: ") {
+		return true
+	}
+	for _, s := range v.steps {
+		if s.Status == "failed" && strings.Contains(s.ErrorMessage, "timed out") {
+			return true
+		}
+	}
+	return false
+}
+
+func tookText(j *store.Job) string {
+	if j.DurationMs == nil {
+		return ""
+	}
+	return " in " + dur(*j.DurationMs)
+}
+
+func reasonText(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+// failedStepText names the failing step and how it ended.
+func failedStepText(v *jobView) string {
+	for _, s := range v.steps {
+		if s.Status != "failed" {
+			continue
+		}
+		t := fmt.Sprintf(": step %q", s.StepName)
+		switch {
+		case s.ErrorMessage != "":
+			t += " " + s.ErrorMessage
+		case s.ExitCode != nil:
+			t += fmt.Sprintf(" exited with %d", *s.ExitCode)
+		}
+		return t
+	}
+	return reasonText(v.job.ErrorMessage)
+}
+
+// holdSentence says why a held job waits, in words, and how to release it.
+func holdSentence(v *jobView) string {
+	h := v.hold
+	if h == nil {
+		return "held: " + v.job.PendingReason
+	}
+	switch {
+	case h.Reason == store.HoldReasonForkPR:
+		who := v.run.TriggeredBy
+		if who == "" {
+			who = "an unknown author"
+		}
+		return fmt.Sprintf("fork pull request from %s waits for approval: comment `/kici approve %s` or run `kici-admin held-run approve %s`", who, v.run.ID, h.ID)
+	case h.HoldType == store.HoldTimer:
+		return "waiting for the wait timer of " + strings.Join(h.Contexts, ", ") + " (until " + h.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+	case h.HoldType == store.HoldConcurrency:
+		return "waiting for a free slot of concurrency group " + h.Group
+	}
+	reason := h.Reason
+	if reason == store.HoldReasonContextTrust {
+		reason = "context trust requires approval"
+	}
+	return fmt.Sprintf("waits for approval (%s): run `kici-admin held-run approve %s`", reason, h.ID)
+}
+
+// dur renders milliseconds as "850ms", "12s" or "3m05s".
+func dur(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	}
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// hashOf identifies a request body: the same hash means nothing new to send.
+func hashOf(body map[string]any) (json.RawMessage, string) {
+	b, _ := json.Marshal(body)
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:12])
+}

@@ -1,0 +1,290 @@
+// Package forgestatus reports every run back to the forge its code came
+// from: one GitHub check run per job for GitHub App sources, one commit
+// status per job for GitHub token sources and for Gitea/Forgejo/Gogs and
+// GitLab universal-git sources (POST /api/v1/repos/{owner}/{repo}/statuses/
+// {sha}, POST /api/v4/projects/{id}/statuses/{sha}).
+//
+// It reads runs, jobs, steps and holds from the store (the rows are the
+// source of truth, so a restarted reporter resumes where it was) and keeps
+// an outbox, check_run_tracking: for each job the state to show and what
+// the forge last accepted. Delivery is polite and durable:
+//   - at most one call per check every Interval (5 s, KiCI: "≤ 1 GitHub
+//     API call per 5 s per job check run"); intermediate states coalesce,
+//     the terminal state is always delivered;
+//   - 5xx, 429 and rate limits are retried with backoff, honouring
+//     Retry-After and X-RateLimit-Reset; other 4xx are recorded and not
+//     retried;
+//   - a check run is created once: the create is marked before it is sent
+//     and looked up by external_id (the job id) after a crash.
+//
+// The reporter runs beside the runs, never in their path: a forge outage
+// delays only its own reports. Credentials are never logged.
+package forgestatus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"kici.dev/kici/internal/ghapi"
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultInterval is the least time between two calls for one check.
+	DefaultInterval = 5 * time.Second
+	// DefaultPoll is how often runs are looked at.
+	DefaultPoll = time.Second
+	// sweepEvery is how often the TTL sweep runs (KiCI: hourly).
+	sweepEvery = time.Hour
+	// callTimeout bounds one forge call.
+	callTimeout = 15 * time.Second
+	// leaseName and leaseTTL: one reporter per cluster.
+	leaseName = "forgestatus-reporter"
+	leaseTTL  = 30 * time.Second
+	// failLines is how many lines of a failing step the check shows.
+	failLines = 30
+)
+
+// LogReader reads stored step logs (logstore.FS): lines from cursor on and
+// the cursor after them.
+type LogReader interface {
+	Read(runID, jobID string, stepIndex int, cursor, limit int) ([]protocol.LogLine, int, error)
+}
+
+// Config configures a Reporter.
+type Config struct {
+	// PublicURL is KICI_PUBLIC_URL: details_url/target_url link
+	// PublicURL/ui/runs/{runId}/jobs/{jobId}; "" leaves them out.
+	PublicURL string
+	// Interval is the least time between two calls for one check
+	// (DefaultInterval when 0).
+	Interval time.Duration
+	// Poll is how often runs are looked at (DefaultPoll when 0).
+	Poll time.Duration
+	// HTTP is the client for Gitea and GitLab (a 15 s timeout client when nil).
+	HTTP *http.Client
+	// GitHubClient returns a GitHub source's REST client (shared with the
+	// pipeline, so App installation tokens are cached once).
+	GitHubClient func(*store.SourceSettings) (*ghapi.Client, error)
+	// TTLDays returns checkRunTrackingTtlDays, read live by the sweep
+	// (nil or 0 = rows are kept).
+	TTLDays func(ctx context.Context) int64
+	// Logs reads step logs for the failing step's last lines.
+	Logs LogReader
+	// Holder names this process for the reporter lease.
+	Holder string
+	// Logger receives delivery failures (never credentials).
+	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Reporter turns run state into forge reports. Create it with New; Run
+// drives it.
+type Reporter struct {
+	st   store.Store
+	cfg  Config
+	log  *slog.Logger
+	http *http.Client
+
+	mu        sync.Mutex
+	installs  map[string]int64     // repo → GitHub App installation
+	sources   map[string]srcInfo   // source id → target
+	tails     map[string]*tail     // job/step → log tail
+	srcWait   map[string]time.Time // source id → no calls before (its forge is down or limiting)
+	since     time.Time            // runs created after this are looked at
+	lastSweep time.Time
+	wake      chan struct{}
+}
+
+type srcInfo struct {
+	t  *target
+	ok bool
+	at time.Time
+}
+
+// New returns a reporter over st.
+func New(st store.Store, cfg Config) *Reporter {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	hc := cfg.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: callTimeout}
+	}
+	return &Reporter{st: st, cfg: cfg, log: cfg.Logger, http: hc, installs: map[string]int64{}, sources: map[string]srcInfo{},
+		tails: map[string]*tail{}, srcWait: map[string]time.Time{}, since: cfg.Now().Add(-10 * time.Minute), wake: make(chan struct{}, 1)}
+}
+
+func (r *Reporter) now() time.Time { return r.cfg.Now().UTC() }
+
+// Kick asks for a pass soon (e.g. after a job changed); never blocks.
+func (r *Reporter) Kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run reports until ctx ends. Only the holder of the reporter lease
+// reports, so two orchestrators on one database never post twice.
+func (r *Reporter) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		if ok, err := r.st.AcquireLease(ctx, leaseName, r.cfg.Holder, leaseTTL); err == nil && ok {
+			r.Tick(ctx)
+		} else if err != nil && ctx.Err() == nil {
+			r.log.Warn("forge status: lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+	}
+}
+
+// Tick is one pass: record the state every open job should show, deliver
+// what is due, and sweep old rows once an hour.
+func (r *Reporter) Tick(ctx context.Context) {
+	now := r.now()
+	r.observe(ctx)
+	r.deliverDue(ctx, now)
+	if now.Sub(r.lastSweep) >= sweepEvery {
+		r.lastSweep = now
+		r.sweep(ctx, now)
+	}
+}
+
+// sweep removes rows older than checkRunTrackingTtlDays (0 = keep).
+func (r *Reporter) sweep(ctx context.Context, now time.Time) {
+	if r.cfg.TTLDays == nil {
+		return
+	}
+	days := r.cfg.TTLDays(ctx)
+	if days <= 0 {
+		return
+	}
+	n, err := r.st.DeleteCheckRunsBefore(ctx, now.Add(-time.Duration(days)*24*time.Hour))
+	if err != nil {
+		r.log.Warn("forge status: sweep", "err", err)
+	} else if n > 0 {
+		r.log.Info("forge status: swept tracking rows", "rows", n, "ttlDays", days)
+	}
+}
+
+// SweepNow runs the TTL sweep at once (tests and operators).
+func (r *Reporter) SweepNow(ctx context.Context) { r.sweep(ctx, r.now()) }
+
+// deliverDue sends every row whose state changed and whose turn has come.
+func (r *Reporter) deliverDue(ctx context.Context, now time.Time) {
+	rows, err := r.st.ListCheckRuns(ctx, store.CheckRunFilter{DueAt: &now})
+	if err != nil {
+		r.log.Warn("forge status: list due", "err", err)
+		return
+	}
+	for _, c := range rows {
+		if ctx.Err() != nil {
+			return
+		}
+		if c.PostedAt != nil && now.Sub(*c.PostedAt) < r.cfg.Interval {
+			continue // coalesced: the latest state goes out when the interval is over
+		}
+		r.mu.Lock()
+		wait := r.srcWait[c.SourceID]
+		r.mu.Unlock()
+		if now.Before(wait) {
+			continue // its forge failed a moment ago: one probe per backoff, not one per check
+		}
+		t, ok := r.target(ctx, c.SourceID)
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		ext, err := r.deliver(cctx, t, c)
+		cancel()
+		if err == nil {
+			if err := r.st.RecordCheckRunDelivery(ctx, c.JobID, store.CheckRunDelivery{OK: true, Hash: c.DesiredHash, State: c.DesiredState,
+				ExternalID: ext, At: r.now()}); err != nil && !errors.Is(err, store.ErrNotFound) {
+				r.log.Warn("forge status: record delivery", "jobId", c.JobID, "err", err)
+			}
+			continue
+		}
+		v := classify(err, c.Attempts, r.now())
+		d := store.CheckRunDelivery{Hash: c.DesiredHash, Err: v.msg, StatusCode: v.status, GaveUp: v.permanent, At: r.now()}
+		if !v.permanent {
+			d.NextAttemptAt = &v.next
+			if v.status == 0 || v.status >= 500 || v.status == http.StatusTooManyRequests || v.status == http.StatusForbidden {
+				r.mu.Lock()
+				r.srcWait[c.SourceID] = v.next
+				r.mu.Unlock()
+			}
+		}
+		if err := r.st.RecordCheckRunDelivery(ctx, c.JobID, d); err != nil && !errors.Is(err, store.ErrNotFound) {
+			r.log.Warn("forge status: record failure", "jobId", c.JobID, "err", err)
+		}
+		r.log.Warn("forge status: delivery failed", "provider", c.Provider, "repo", c.Repo, "check", c.Name,
+			"state", c.DesiredState, "status", v.status, "retry", !v.permanent, "err", v.msg)
+	}
+}
+
+// target returns a source's report target, cached for 30 s.
+func (r *Reporter) target(ctx context.Context, sourceID string) (*target, bool) {
+	r.mu.Lock()
+	si, hit := r.sources[sourceID]
+	r.mu.Unlock()
+	if hit && r.now().Sub(si.at) < 30*time.Second {
+		return si.t, si.ok
+	}
+	si = srcInfo{at: r.now()}
+	src, err := r.st.GetSource(ctx, sourceID)
+	if err == nil {
+		var set *store.SourceSettings
+		set, err = r.st.GetSourceSettings(ctx, sourceID)
+		if err == nil && r.cfg.GitHubClient != nil {
+			si.t, si.ok, err = targetOf(src, set, r.cfg.GitHubClient)
+		}
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log.Warn("forge status: source", "sourceId", sourceID, "err", err)
+	}
+	r.mu.Lock()
+	r.sources[sourceID] = si
+	r.mu.Unlock()
+	return si.t, si.ok
+}
+
+// installation returns the App's installation on repo, cached.
+func (r *Reporter) installation(ctx context.Context, c *ghapi.Client, repo string) (int64, error) {
+	r.mu.Lock()
+	id, ok := r.installs[repo]
+	r.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := c.RepoInstallation(ctx, repo)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	r.installs[repo] = id
+	r.mu.Unlock()
+	return id, nil
+}
