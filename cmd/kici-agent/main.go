@@ -18,6 +18,7 @@ import (
 
 	"kici.dev/kici/internal/agent"
 	"kici.dev/kici/internal/agent/conn"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
 )
 
@@ -62,7 +63,11 @@ func newRoot() *cobra.Command {
 			// environment block itself cannot be changed).
 			os.Unsetenv("KICI_AGENT_TOKEN")
 			os.Unsetenv("KICI_AGENT_TOKEN_FD")
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("KICI_LOG_LEVEL"))}))
+			handler, err := config.LogHandler(os.Environ(), os.Stderr, logLevel(os.Getenv("KICI_LOG_LEVEL")))
+			if err != nil {
+				return err
+			}
+			logger := slog.New(handler)
 			if noDumpErr != nil {
 				logger.Warn("could not mark the agent process non-dumpable; steps of this user may read its memory", "err", noDumpErr)
 			}

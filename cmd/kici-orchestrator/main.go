@@ -40,7 +40,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	handler, err := config.LogHandler(os.Environ(), os.Stderr, cfg.SlogLevel())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		os.Exit(2)
+	}
+	logger := slog.New(handler)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := hardening.NoDump(); err != nil {

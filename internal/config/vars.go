@@ -59,6 +59,7 @@ var Vars = []Var{
 	{"KICI_MAX_AGENTS", ScopeOrchestrator, "`4`", "`maxAgents` of the built-in bare-metal scaler used when `KICI_SCALER_CONFIG_PATH` is unset (≥ 1)."},
 	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable bare-metal scalers spawn (label sets without `binaryPath`)."},
 	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
+	{"KICI_LOG_FORMAT", ScopeOrchestrator, "`text`", "Log format of kici-orchestrator and kici-agent: `text` (key=value) or `json` (one JSON object per line, for log collectors)."},
 	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000); the cluster setting `dispatchAckTimeoutMs` overrides it live."},
 	{"KICI_REQUEST_BODY_GRACE_MS", ScopeOrchestrator, "`10000`", "How long any HTTP request body may take before it must keep arriving at 16 KiB/s on average, in ms (≥ 100); a slower body is cut and its connection closed (see [security.md](security.md))."},
 	{"KICI_QUEUE_TIMEOUT_MS", ScopeOrchestrator, "`3600000`", "A job queued (no agent took it) longer than this ends `timed_out_stale` with its pending reason as the error, in ms; `0` = never; the cluster setting `queueTimeoutMs` overrides it live."},

@@ -655,6 +655,9 @@ func (d *Dispatcher) markAcked(c *agentConn, js *jobState, started bool) bool {
 	}
 	first := !js.acked
 	js.acked = true
+	if first {
+		d.observeAckLocked(js)
+	}
 	if started {
 		js.started = true
 	}

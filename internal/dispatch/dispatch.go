@@ -212,6 +212,8 @@ type Dispatcher struct {
 	attester Attester
 	// secretResolver resolves declared secrets (kick.go); nil = none sent.
 	secretResolver JobDataResolver
+	// ackObserver records dispatch latency (observe.go); guarded by mu.
+	ackObserver AckObserver
 
 	mu      sync.Mutex
 	events  JobEvents

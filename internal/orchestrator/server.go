@@ -124,6 +124,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		cluster.CheckRunTrackingTTLDays: forgeTTLDays(),
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
+	sm := newServerMetrics(s.metrics)
 	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		// A spawned agent may take the spawn deadline to start, then has a
 		// minute to register.
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
-	}, st, agentAuth, logs, s.scaler, logger.With("component", "dispatch"))
+	}, st, agentAuth, countedLogs{LogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
 	dispatcher := s.dispatcher
 	s.scaler.SetIdleAgents(func() map[string]bool {
 		idle := map[string]bool{}
@@ -198,6 +199,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
 	s.processor.SetForkIgnoredCounter(forkIgnored.Inc)
+	sm.wire(s.metrics, st, s.dispatcher, s.tracker, s.processor)
 	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, logger)
@@ -245,7 +247,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	// requests capped (internal/httpguard); idle keep-alive connections
 	// closed after 2 min.
 	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
-	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(mux), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(sm.instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
 		ln.Close()

@@ -273,3 +273,21 @@ func (p *Processor) localLock(ctx context.Context, src *store.Source, repo *loca
 		return nil, fmt.Errorf("invalid lock file at %s: %s", sha, res.Detail)
 	}
 }
+
+// SetOutcomeObserver installs f, called once per delivery this processor
+// finishes, with its status ("processed" or "failed") and how many runs it
+// created (metrics). Call before Start.
+func (p *Processor) SetOutcomeObserver(f func(status string, runs int)) {
+	p.mu.Lock()
+	p.outcome = f
+	p.mu.Unlock()
+}
+
+func (p *Processor) observeOutcome(status string, runs int) {
+	p.mu.Lock()
+	f := p.outcome
+	p.mu.Unlock()
+	if f != nil {
+		f(status, runs)
+	}
+}

@@ -105,7 +105,9 @@ type Processor struct {
 	mu      sync.Mutex
 	claimed map[string]bool
 	// repos are the local repositories read so far, by path (pool.go).
-	repos   map[string]*local.Repo
+	repos map[string]*local.Repo
+	// outcome observes finished deliveries (pool.go); guarded by mu.
+	outcome func(status string, runs int)
 	decider Decider // `/kici approve` comments (trust.go); guarded by mu
 	// forkIgnored counts fork pull requests dropped by policy (trust.go);
 	// guarded by mu.
@@ -234,6 +236,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
 	}
 	p.unclaim(deliveryID)
+	p.observeOutcome(status, len(tr.Runs))
 	p.log.Info("pipeline: delivery processed", "deliveryId", deliveryID, "status", status,
 		"summary", tr.Summary, "runs", len(tr.Runs))
 	return nil
