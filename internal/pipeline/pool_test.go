@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/store"
 )
 
 // Deliveries are processed by several workers, yet the runs of one source
@@ -34,31 +33,31 @@ func TestPoolKeepsDeliveryOrderPerRef(t *testing.T) {
 	for _, id := range ids {
 		h.proc.Submit(id)
 	}
+	// The enqueue order of each run's first job is its creation order; wait
+	// until every run has enqueued one.
+	distinct := func() []string {
+		h.enq.mu.Lock()
+		defer h.enq.mu.Unlock()
+		var out []string
+		seen := map[string]bool{}
+		for _, rid := range h.enq.runs {
+			if !seen[rid] {
+				seen[rid] = true
+				out = append(out, rid)
+			}
+		}
+		return out
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n, _, err := h.st.ListRuns(h.ctx, store.RunFilter{Limit: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(n) == len(ids) {
-			break
-		}
+	for len(distinct()) < len(ids) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d runs, want %d", len(n), len(ids))
+			t.Fatalf("%d runs enqueued, want %d", len(distinct()), len(ids))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The enqueue order of each run's first job is its creation order.
-	h.enq.mu.Lock()
-	runs := append([]string(nil), h.enq.runs...)
-	h.enq.mu.Unlock()
-	seen := map[string]bool{}
+	runs := distinct()
 	var order []string
 	for _, rid := range runs {
-		if seen[rid] {
-			continue
-		}
-		seen[rid] = true
 		r, err := h.st.GetRun(h.ctx, rid)
 		if err != nil {
 			t.Fatal(err)
