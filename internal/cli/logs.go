@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
 )
 
 // logStream is one step log (or the job-level setup bucket, index -1).
@@ -20,7 +19,6 @@ type logStream struct {
 	index  int
 	label  string // "[job/step] "
 	cursor int
-	done   bool // last page reported complete
 }
 
 func (a *app) runsLogsCommand() *cobra.Command {
@@ -35,8 +33,10 @@ func (a *app) runsLogsCommand() *cobra.Command {
 		Long: `Print the logs of a run's steps, each line prefixed with "[job/step] "
 (the job-level checkout/setup output is "[job/setup] "). --job selects one job
 by id, name or base name (all matrix legs); --step selects one step index
-(-1 = setup). --follow keeps polling (every ~300 ms) and prints lines as they
-arrive, until the run is finished and every log has been read.`,
+(-1 = setup). --follow prints lines as they are written (over the admin API's
+event streams), until the run is finished and every log has been read; when
+the connection breaks (an orchestrator restart) it reconnects and resumes
+each log at the next line, so no line is printed twice or missed.`,
 		Example: `  kici-admin runs logs <run-id>
   kici-admin runs logs <run-id> --follow
   kici-admin runs logs <run-id> --job build --step 2 --raw`,
@@ -52,7 +52,7 @@ arrive, until the run is finished and every log has been read.`,
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the run is finished")
 	f.BoolVar(&raw, "raw", false, "print lines without the [job/step] prefix")
 	f.IntVar(&limit, "limit", 500, "lines per request (max 2000)")
-	f.DurationVar(&interval, "interval", 300*time.Millisecond, "poll interval with --follow")
+	f.DurationVar(&interval, "interval", 300*time.Millisecond, "first delay before reconnecting with --follow (doubles up to 5s)")
 	return cmd
 }
 
@@ -64,78 +64,49 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 		return err
 	}
 	limit = min(max(limit, 1), api.MaxLogLimit)
-	streams := map[string]*logStream{}
-	var order []string
-	graceLeft := 10 // extra passes after the run finished, for late lines
-	for {
-		run, _, err := a.fetchRun(ctx, runID)
-		if err != nil {
-			return err
-		}
-		runDone := store.IsTerminalRun(run.Status)
-		jobs, _, err := a.fetchJobs(ctx, run.RunID, true)
-		if err != nil {
-			return err
-		}
-		selected, err := selectJobs(jobs, jobSel)
-		if err != nil {
-			return err
-		}
-		// Discover streams: the setup bucket and every reported step.
-		for _, j := range selected {
-			idxs := []int{-1}
-			for _, s := range j.Steps {
-				if s.StepIndex >= 0 {
-					idxs = append(idxs, s.StepIndex)
-				}
+	run, _, err := a.fetchRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	jobs, _, err := a.fetchJobs(ctx, run.RunID, true)
+	if err != nil {
+		return err
+	}
+	selected, err := selectJobs(jobs, jobSel)
+	if err != nil {
+		return err
+	}
+	if follow {
+		return a.followLogs(ctx, c, run.RunID, selected, jobSel, step, stepSet, raw, interval)
+	}
+	// Print each stream once: the setup bucket and every reported step.
+	for _, j := range selected {
+		idxs := []int{-1}
+		for _, s := range j.Steps {
+			if s.StepIndex >= 0 {
+				idxs = append(idxs, s.StepIndex)
 			}
-			if stepSet {
-				idxs = []int{step}
-			}
-			for _, i := range idxs {
-				key := j.JobID + "/" + strconv.Itoa(i)
-				if st, ok := streams[key]; ok {
-					st.job = j
-					continue
-				}
-				name := "setup"
-				if i >= 0 {
-					name = strconv.Itoa(i)
-					for _, s := range j.Steps {
-						if s.StepIndex == i && s.StepName != "" {
-							name = s.StepName
-						}
+		}
+		if stepSet {
+			idxs = []int{step}
+		}
+		for _, i := range idxs {
+			name := "setup"
+			if i >= 0 {
+				name = strconv.Itoa(i)
+				for _, s := range j.Steps {
+					if s.StepIndex == i && s.StepName != "" {
+						name = s.StepName
 					}
 				}
-				streams[key] = &logStream{job: j, index: i, label: "[" + j.JobName + "/" + name + "] "}
-				order = append(order, key)
 			}
-		}
-		allDone := true
-		for _, key := range order {
-			st := streams[key]
+			st := &logStream{job: j, index: i, label: "[" + j.JobName + "/" + name + "] "}
 			if err := a.drainStream(ctx, c, run.RunID, st, raw, limit); err != nil {
 				return err
 			}
-			if !st.done {
-				allDone = false
-			}
-		}
-		if !follow {
-			return nil
-		}
-		if runDone {
-			if allDone || graceLeft == 0 {
-				return nil
-			}
-			graceLeft--
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
 		}
 	}
+	return nil
 }
 
 // drainStream reads and prints every available page of one stream.
@@ -157,7 +128,6 @@ func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logS
 		}
 		a.out().Write([]byte(b.String()))
 		st.cursor = page.NextCursor
-		st.done = page.Complete
 		if len(page.Lines) < limit || len(page.Lines) == 0 {
 			return nil
 		}
