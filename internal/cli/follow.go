@@ -54,6 +54,7 @@ type follower struct {
 	err     error
 	cancel  context.CancelFunc
 	warned  bool
+	merge   *merger
 }
 
 // followLogs prints the selected logs as they are written, until the run
@@ -76,6 +77,9 @@ func (a *app) followLogs(ctx context.Context, c *Client, runID string, jobs []ap
 		},
 		stepOK: func(idx int) bool { return !stepSet || idx == step },
 	}
+	f.merge = newMerger(a.out())
+	stopMerge := f.merge.run()
+	defer stopMerge()
 	for _, j := range jobs {
 		f.names[j.JobID] = j.JobName
 		f.startStream(ctx, j.JobID, -1, "setup")
@@ -85,6 +89,7 @@ func (a *app) followLogs(ctx context.Context, c *Client, runID string, jobs []ap
 	}
 	f.watchRun(ctx)
 	f.wg.Wait()
+	stopMerge()
 	return f.err
 }
 
@@ -128,9 +133,7 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 			}
 			b.WriteString(terminalSafe(l.Msg))
 			b.WriteByte('\n')
-			f.mu.Lock()
-			f.a.out().Write([]byte(b.String()))
-			f.mu.Unlock()
+			f.merge.add(key, l.TS, b.String())
 			return true
 		})
 		if err != nil && ctx.Err() == nil {
@@ -279,4 +282,92 @@ func (f *follower) streamOnce(ctx context.Context, path string, lastID *string, 
 		return false, true, err
 	}
 	return false, true, errStreamEnded
+}
+
+// mergeWindow is how long a followed line may wait so that lines of
+// several steps print in the order they were logged: streams are read
+// concurrently, and one can deliver a line logged later than one still
+// on its way in another.
+const mergeWindow = 300 * time.Millisecond
+
+// merger prints the lines of several streams merged by log timestamp:
+// each stream's lines keep their order; across streams, a line is printed
+// once it has waited mergeWindow, the earliest-logged head first.
+type merger struct {
+	mu     sync.Mutex
+	w      io.Writer
+	queues map[string][]pending
+	order  []string
+}
+
+type pending struct {
+	ts      int64
+	arrived time.Time
+	text    string
+}
+
+func newMerger(w io.Writer) *merger { return &merger{w: w, queues: map[string][]pending{}} }
+
+func (m *merger) add(stream string, ts int64, text string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.queues[stream]; !ok {
+		m.order = append(m.order, stream)
+	}
+	m.queues[stream] = append(m.queues[stream], pending{ts: ts, arrived: time.Now(), text: text})
+}
+
+// flush prints every due line (all lines when all is set).
+func (m *merger) flush(all bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	for {
+		best := ""
+		for _, k := range m.order {
+			q := m.queues[k]
+			if len(q) == 0 || (!all && time.Since(q[0].arrived) < mergeWindow) {
+				continue
+			}
+			if best == "" || q[0].ts < m.queues[best][0].ts {
+				best = k
+			}
+		}
+		if best == "" {
+			break
+		}
+		b.WriteString(m.queues[best][0].text)
+		m.queues[best] = m.queues[best][1:]
+	}
+	if b.Len() > 0 {
+		_, _ = m.w.Write([]byte(b.String()))
+	}
+}
+
+// run flushes due lines every 50 ms until the returned stop is called,
+// which prints whatever is left (it may be called more than once).
+func (m *merger) run() (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				m.flush(false)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(quit)
+			<-finished
+			m.flush(true)
+		})
+	}
 }
