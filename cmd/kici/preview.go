@@ -24,6 +24,7 @@ type eventFlags struct {
 	branch, targetBranch, sourceBranch, action, tag, repo string
 	files                                                 []string
 	payload, ghEvent, lock, dir                           string
+	compile                                               bool
 }
 
 func (ef *eventFlags) register(cmd *cobra.Command) {
@@ -39,6 +40,7 @@ func (ef *eventFlags) register(cmd *cobra.Command) {
 	f.StringVar(&ef.ghEvent, "event", "", "X-GitHub-Event of --payload: normalize it like the orchestrator does")
 	f.StringVar(&ef.lock, "lock", "", "lock file to read (default: .kici/kici.lock.json at the repository root)")
 	f.StringVar(&ef.dir, "dir", ".", "directory inside the repository")
+	f.BoolVar(&ef.compile, "compile", false, "compile the workflow files in memory instead of reading the lock file (a stale lock is refused otherwise)")
 }
 
 // eventTypeAliases maps CLI event names to normalized event types.
@@ -200,7 +202,7 @@ pattern, value, passed, reason}], summary}]}.`,
 			if err != nil {
 				return err
 			}
-			lf, _, err := ef.loadLock()
+			lf, err := ef.loadFreshLock("")
 			if err != nil {
 				return err
 			}

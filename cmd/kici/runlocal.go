@@ -8,19 +8,17 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/agent/runner"
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/protocol"
-	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
 )
 
@@ -62,21 +60,29 @@ func newRunCmd(stdout io.Writer) *cobra.Command {
 		Short: "Run workflows without an orchestrator",
 	}
 	var ef eventFlags
+	var committed bool
+	var inputs []string
 	local := &cobra.Command{
 		Use:   "local <event-type>",
 		Short: "Run the jobs of the workflows an event matches, on this machine",
 		Long: `Match the event (same flags as "kici preview") against the lock, then run
 every job of every matched workflow on this machine with the agent's job
-runner: the repository's HEAD commit is checked out into a temporary work
-directory (uncommitted changes are not included), steps run with the
-agent's environment rules, and logs are printed as they come. Jobs run one
-at a time in "needs" order; a job whose needs are not met is skipped (the
-same rules as the orchestrator), and every matrix leg is its own job.
-Labels (runsOn) are not checked: everything runs here.
+runner. By default the working tree runs as it is, uncommitted and
+untracked (not ignored) files included: kici snapshots it as a commit
+object (your branch, index and files are not touched) and checks that out
+into a temporary work directory. --committed runs HEAD instead.
+
+The lock must match the workflow files of what runs (the orchestrator
+fails drifted jobs the same way); --compile compiles them in memory
+instead. Jobs are released, skipped and completed by the orchestrator's
+own execution tracker (needs, when:, if: conditions, outputs), over a
+throw-away database, and run one at a time; every matrix leg is its own
+job. Labels (runsOn) are not checked: everything runs here.
 
 The exit code is 0 when every job succeeded or was skipped, 1 when a job
 failed or was cancelled, and 2 when no workflow matched.`,
 		Example: `  kici run local push --branch main
+  kici run local dispatch --input target=staging --committed
   kici run local pr --action opened --target-branch main --source-branch feature/x`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,41 +90,62 @@ failed or was cancelled, and 2 when no workflow matched.`,
 			if err != nil {
 				return err
 			}
-			lf, lockPath, err := ef.loadLock()
+			root, err := findRoot(ef.dir, false)
 			if err != nil {
 				return err
 			}
-			root := filepath.Dir(filepath.Dir(lockPath))
+			in, err := parseInputFlags(inputs)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runLocal(ctx, stdout, root, lf, ev)
+			src, cleanup, err := localSource(root, committed)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			lf, err := ef.loadFreshLock(src.tree)
+			if err != nil {
+				return err
+			}
+			return runLocal(ctx, stdout, root, src, lf, ev, in)
 		},
 	}
 	ef.register(local)
+	local.Flags().BoolVar(&committed, "committed", false, "run the HEAD commit instead of the working tree")
+	local.Flags().StringArrayVar(&inputs, "input", nil, "an input of a dispatch or schedule trigger, name=value (repeatable)")
 	run.AddCommand(local)
 	return run
 }
 
+// parseInputFlags turns --input name=value flags into raw input values.
+func parseInputFlags(flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--input %q: expected name=value", f)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 // runLocal runs every matched workflow's jobs and returns an *exitError
 // unless all succeeded.
-func runLocal(ctx context.Context, stdout io.Writer, root string, lf *lockfile.LockFile, ev *trigger.Event) error {
-	sha, err := gitOut(root, "rev-parse", "HEAD")
-	if err != nil {
-		return fmt.Errorf("%s: no commit to run (git rev-parse HEAD: %v)", root, err)
-	}
-	ref, _ := gitOut(root, "symbolic-ref", "-q", "HEAD")
-	if ref == "" {
-		ref = sha
-	}
-	if dirty, _ := gitOut(root, "status", "--porcelain"); dirty != "" {
-		fmt.Fprintf(stdout, "note: uncommitted changes are not part of the run (it checks out %s)\n", sha[:12])
-	}
+func runLocal(ctx context.Context, stdout io.Writer, root string, src *localTree, lf *lockfile.LockFile, ev *trigger.Event, inputs map[string]string) error {
 	repo := ev.SourceRepo
 	if repo == "" {
 		repo = "local/" + filepath.Base(root)
 	}
 	em := &printEmitter{w: stdout, names: map[string]string{}}
 	r := runner.New(runner.Options{HostEnv: os.Environ()}, em)
+	eng, err := newLocalEngine(ctx, r, em)
+	if err != nil {
+		return err
+	}
+	defer eng.close()
 
 	matched, failed := 0, 0
 	for i := range lf.Workflows {
@@ -129,8 +156,13 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, lf *lockfile.L
 			continue
 		}
 		matched++
+		rc, err := manualInputs(wf, d, ev, inputs)
+		if err != nil {
+			return err
+		}
 		run, jobs, err := pipeline.BuildRun(wf, pipeline.RunContext{
-			RepoIdentifier: repo, RepoURL: "file://" + root, Ref: ref, SHA: sha, TriggeredBy: "kici run local",
+			RepoIdentifier: repo, RepoURL: "file://" + root, Ref: src.ref, SHA: src.sha, TriggeredBy: "kici run local",
+			TriggerType: ev.Type, TargetBranch: ev.TargetBranch,
 		})
 		if err != nil {
 			fmt.Fprintf(stdout, "workflow %s: %v\n", wf.Name, err)
@@ -138,10 +170,17 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, lf *lockfile.L
 			continue
 		}
 		fmt.Fprintf(stdout, "run workflow %s (%s, %d jobs)\n", wf.Name, d.Summary, len(jobs))
-		statuses := runJobs(ctx, stdout, r, em, run, jobs)
-		for _, j := range jobs {
-			fmt.Fprintf(stdout, "  %-40s %s\n", j.JobName, statuses[j.JobName])
-			if s := statuses[j.JobName]; s != runner.StateSuccess && s != runner.StateSkipped {
+		final, err := eng.run(ctx, run, jobs, rc)
+		if err != nil {
+			return err
+		}
+		for _, j := range final {
+			line := fmt.Sprintf("  %-40s %s", j.JobName, j.Status)
+			if j.Status == execution.StatusSkipped && j.ErrorMessage != "" {
+				line += " (" + j.ErrorMessage + ")"
+			}
+			fmt.Fprintln(stdout, line)
+			if j.Status != runner.StateSuccess && j.Status != runner.StateSkipped {
 				failed++
 			}
 		}
@@ -156,91 +195,11 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, lf *lockfile.L
 	return nil
 }
 
-// runJobs runs a run's jobs one at a time in needs order and returns each
-// job's terminal status. A job runs once every upstream is terminal and
-// each upstream status is in that edge's runOn set; otherwise it is
-// skipped (KiCI needs-scheduler rules).
-func runJobs(ctx context.Context, stdout io.Writer, r *runner.Runner, em *printEmitter, run *store.Run, jobs []*store.Job) map[string]string {
-	status := map[string]string{}
-	for len(status) < len(jobs) {
-		progressed := false
-		for _, j := range jobs {
-			if _, done := status[j.JobName]; done {
-				continue
-			}
-			ready, skip := true, ""
-			for _, n := range j.Needs {
-				s, ok := status[n.Upstream]
-				if !ok {
-					ready = false
-					break
-				}
-				if !slices.Contains(n.RunOn, s) && skip == "" {
-					skip = fmt.Sprintf("upstream_unmet: %s (%s)", n.Upstream, s)
-				}
-			}
-			if !ready {
-				continue
-			}
-			progressed = true
-			if skip != "" {
-				fmt.Fprintf(stdout, "[%s] skipped: %s\n", j.JobName, skip)
-				status[j.JobName] = runner.StateSkipped
-				continue
-			}
-			if ctx.Err() != nil {
-				status[j.JobName] = runner.StateCancelled
-				continue
-			}
-			em.mu.Lock()
-			em.names[j.ID] = j.JobName
-			em.mu.Unlock()
-			env := map[string]string{
-				"CI": "true", "KICI": "true", "KICI_LOCAL_RUN": "true",
-				"KICI_RUN_ID": run.ID, "KICI_JOB_ID": j.ID, "KICI_JOB_NAME": j.JobName,
-				"KICI_WORKFLOW_NAME": run.WorkflowName, "KICI_REPO": run.RepoIdentifier,
-				"KICI_REF": run.Ref, "KICI_SHA": run.SHA,
-			}
-			for k, v := range j.MatrixValues {
-				env["KICI_MATRIX_"+envKey(k)] = v
-			}
-			fmt.Fprintf(stdout, "[%s] job started\n", j.JobName)
-			res := r.Run(ctx, &protocol.JobDispatch{
-				Type: protocol.TypeJobDispatch, MessageID: uuid.NewString(), RunID: run.ID, JobID: j.ID,
-				JobName: j.JobName, WorkflowName: run.WorkflowName, RepoURL: run.RepoURL, Ref: run.Ref, SHA: run.SHA,
-				JobConfig: j.Config, MatrixValues: j.MatrixValues, Env: env,
-			})
-			msg := res.State
-			if res.Error != "" {
-				msg += ": " + res.Error
-			}
-			fmt.Fprintf(stdout, "[%s] job %s (%s)\n", j.JobName, msg, res.Duration.Round(1e6))
-			status[j.JobName] = res.State
-		}
-		if !progressed { // a need on a job that never runs (cannot happen after BuildRun); stop
-			for _, j := range jobs {
-				if _, done := status[j.JobName]; !done {
-					status[j.JobName] = runner.StateSkipped
-				}
-			}
-		}
-	}
-	return status
-}
-
-// envKey upper-cases a matrix key and replaces anything but [A-Z0-9_] by _
-// (as the orchestrator's dispatcher does).
-func envKey(k string) string {
-	b := []byte(strings.ToUpper(k))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
-
 func gitOut(dir string, args ...string) (string, error) {
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	out, err := gitCmd(dir, args...).Output()
 	return strings.TrimSpace(string(out)), err
+}
+
+func gitCmd(dir string, args ...string) *exec.Cmd {
+	return exec.Command("git", append([]string{"-C", dir}, args...)...)
 }

@@ -84,6 +84,9 @@ type JobView struct {
 	TimeoutMs       *int64            `json:"timeoutMs"`
 	LastHeartbeatAt *time.Time        `json:"lastHeartbeatAt"`
 	Steps           []StepView        `json:"steps,omitzero"`
+	// Outputs are the job's exported outputs (name → value, secrets
+	// masked); absent when it exported none.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // StepView is a step in API responses.
@@ -288,9 +291,15 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
+	outputs, err := s.d.Store.ListJobOutputs(r.Context(), run.ID)
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
 	views := make([]JobView, 0, len(jobs))
 	for _, j := range jobs {
 		v := NewJobView(j)
+		v.Outputs = outputs[j.ID]
 		if includeSteps {
 			steps, err := s.d.Store.ListSteps(r.Context(), j.ID)
 			if err != nil {

@@ -278,6 +278,7 @@ func (a *app) runsJobsCommand() *cobra.Command {
 				t.row(j.JobID, j.JobName, j.Status, deref(j.AgentID), fmtTime(j.StartedAt), fmtMs(j.DurationMs), detail)
 			}
 			t.flush()
+			printJobOutputs(a.out(), jobs)
 			return nil
 		},
 	}

@@ -717,6 +717,7 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 				errMsg = m.Data.Error
 			}
 			d.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
+			d.storeOutputs(ctx, jobID, m.Data)
 			d.finishJob(ctx, jobID, m.State, errMsg)
 		}
 		// A scaler-spawned agent's session is its one job.

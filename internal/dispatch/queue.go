@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
@@ -322,54 +323,17 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.Q
 	if err != nil {
 		return nil, false, err
 	}
-	env := map[string]string{
-		"CI":                 "true",
-		"KICI":               "true",
-		"KICI_RUN_ID":        run.ID,
-		"KICI_JOB_ID":        job.ID,
-		"KICI_JOB_NAME":      job.JobName,
-		"KICI_WORKFLOW_NAME": run.WorkflowName,
-		"KICI_REPO":          run.RepoIdentifier,
-		"KICI_REF":           run.Ref,
-		"KICI_SHA":           run.SHA,
-		"KICI_ORG_ID":        run.OrgID,
-	}
-	for k, v := range job.MatrixValues {
-		env["KICI_MATRIX_"+envKey(k)] = v
-	}
 	data, err := d.resolveJobData(ctx, run, job, a)
 	if err != nil {
 		return nil, false, err
 	}
-	return &protocol.JobDispatch{
-		Type:         protocol.TypeJobDispatch,
-		MessageID:    uuid.NewString(),
-		RunID:        run.ID,
-		JobID:        job.ID,
-		JobName:      job.JobName,
-		WorkflowName: run.WorkflowName,
-		RepoURL:      run.RepoURL,
-		Ref:          run.Ref,
-		SHA:          run.SHA,
-		JobConfig:    job.Config,
-		MatrixValues: job.MatrixValues,
-		Env:          env,
-		Secrets:      data.Secrets,
-		ContextVars:  data.ContextVars,
-		Untrusted:    run.TrustTier == store.TrustUnknown,
-		Timestamp:    time.Now().UnixMilli(),
-	}, false, nil
-}
-
-// envKey upper-cases a matrix key and replaces anything but [A-Z0-9_] by _.
-func envKey(k string) string {
-	b := []byte(strings.ToUpper(k))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
+	msg, err := execution.LoadJobDispatch(ctx, d.st, run, job)
+	if err != nil {
+		return nil, false, err
 	}
-	return string(b)
+	msg.Secrets, msg.ContextVars = data.Secrets, data.ContextVars
+	msg.Untrusted = run.TrustTier == store.TrustUnknown
+	return msg, false, nil
 }
 
 // ackExpired handles a dispatch that agent a did not acknowledge in time:

@@ -149,6 +149,13 @@ func (t *Tracker) runLock(runID string) *sync.Mutex {
 // store errors. Enqueue failures are logged, not returned: the job stays
 // queued in the store and Recover re-enqueues it.
 func (t *Tracker) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job) error {
+	return t.CreateRunWithContext(ctx, run, jobs, nil)
+}
+
+// CreateRunWithContext is CreateRun that also stores the run's context
+// (inputs, changed paths; nil for none) before the first evaluation, so the
+// jobs' conditions already see it.
+func (t *Tracker) CreateRunWithContext(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext) error {
 	if len(jobs) == 0 {
 		return ErrNoJobs
 	}
@@ -194,6 +201,11 @@ func (t *Tracker) CreateRun(ctx context.Context, run *store.Run, jobs []*store.J
 	defer mu.Unlock()
 	if err := t.st.CreateRun(ctx, run, jobs); err != nil {
 		return fmt.Errorf("execution: create run %s: %w", run.ID, err)
+	}
+	if rc != nil && (len(rc.Inputs) > 0 || len(rc.ChangedPaths) > 0) {
+		if err := t.st.PutRunContext(ctx, run.ID, rc); err != nil {
+			return fmt.Errorf("execution: create run %s: %w", run.ID, err)
+		}
 	}
 	t.log.Info("run created", "runId", run.ID, "workflow", run.WorkflowName, "jobs", len(jobs))
 	return t.evaluateLocked(ctx, run.ID, now)

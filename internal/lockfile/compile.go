@@ -609,6 +609,9 @@ func (f *yfile) inputs(n ast.Node, what string) json.RawMessage {
 				d.Description, _ = f.str(fe.val, fw)
 			}
 		}
+		if d.Type == "choice" { // the GitHub Actions name of enum
+			d.Type = "enum"
+		}
 		if !slices.Contains(inputTypes, d.Type) {
 			f.errorf(e.val, "%s: type must be one of %s", iw, strings.Join(inputTypes, ", "))
 			continue

@@ -249,6 +249,9 @@ type Job struct {
 	// step wrote as key to $KICI_OUTPUT. Dependent jobs read it as
 	// needs.<job>.outputs.<name>. kici, YAML `outputs:`.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// DriftCheck is added by the orchestrator when it creates a run, never
+	// by the compiler (drift.go).
+	DriftCheck *DriftCheck `json:"driftCheck,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string

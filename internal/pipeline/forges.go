@@ -381,7 +381,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}
-		if err := p.tracker.CreateRun(ctx, run, jobs); err != nil {
+		if err := p.tracker.CreateRunWithContext(ctx, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}

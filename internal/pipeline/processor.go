@@ -327,7 +327,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}
-		if err := p.tracker.CreateRun(ctx, run, jobs); err != nil {
+		if err := p.tracker.CreateRunWithContext(ctx, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}
@@ -493,7 +493,9 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 				needs = append(needs, store.Need{Upstream: up, RunOn: slices.Clone(runOn)})
 			}
 		}
-		cfg, err := json.Marshal(j)
+		withDrift := *j
+		withDrift.DriftCheck = lockfile.NewDriftCheck(wf)
+		cfg, err := json.Marshal(withDrift)
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %q: encode config: %w", j.Name, err)
 		}

@@ -86,7 +86,8 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 	if err := p.enterGroup(ctx, wf, run, "rerun"); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 	}
-	if err := p.tracker.CreateRun(ctx, run, jobs); err != nil {
+	origCtx, _ := p.st.GetRunContext(ctx, orig.ID) // nil when the original had none
+	if err := p.tracker.CreateRunWithContext(ctx, run, jobs, origCtx); err != nil {
 		return nil, err
 	}
 	if err := p.st.InsertRunLink(ctx, &store.RunLink{RunID: run.ID, ParentRunID: orig.ID, OriginalRunID: root, CreatedAt: run.CreatedAt}); err != nil {

@@ -190,6 +190,29 @@ type JobDispatch struct {
 	// refuses it unless its operator opted in (kici addition).
 	Untrusted bool  `json:"untrusted,omitempty"`
 	Timestamp int64 `json:"timestamp"` // unix ms
+	// UpstreamJobOutputs and UpstreamJobStatuses are the outputs and
+	// terminal statuses of the jobs this job needs, by YAML job name
+	// (KiCI job.dispatch upstreamJobOutputs/Statuses); step conditions
+	// read them as needs.<job>.outputs / .result.
+	UpstreamJobOutputs  map[string]map[string]string `json:"upstreamJobOutputs,omitempty"`
+	UpstreamJobStatuses map[string]string            `json:"upstreamJobStatuses,omitempty"`
+	// Inputs are the run's inputs (manual and scheduled runs) and Event
+	// what step conditions see of the triggering event. kici.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	Event  *EventInfo     `json:"event,omitempty"`
+	// SetupError, when set, fails the job before any step runs (e.g. an
+	// env template that could not be evaluated on the orchestrator). kici.
+	SetupError string `json:"setupError,omitempty"`
+}
+
+// EventInfo is the part of the triggering event step conditions see
+// beyond the dispatch's ref and sha.
+type EventInfo struct {
+	Type         string   `json:"type,omitempty"`
+	Actor        string   `json:"actor,omitempty"`
+	Repo         string   `json:"repo,omitempty"`
+	TargetBranch string   `json:"targetBranch,omitempty"`
+	ChangedPaths []string `json:"changedPaths,omitempty"`
 }
 
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an
@@ -240,7 +263,14 @@ type JobStatusData struct {
 	DurationMs  int64        `json:"durationMs,omitempty"`
 	Error       string       `json:"error,omitempty"`
 	StepResults []StepResult `json:"stepResults,omitempty"`
+	// Outputs are the job's exported outputs (lock job `outputs`), after
+	// masking; at most MaxJobOutputBytes in all.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
+
+// MaxJobOutputBytes caps what a job's steps may write to $KICI_OUTPUT in
+// all (keys and values): 1 MiB.
+const MaxJobOutputBytes = 1 << 20
 
 // JobStatus reports a job state: running, success, failed or cancelled.
 // Applying the same terminal status twice is a no-op on the orchestrator.

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"kici.dev/kici/internal/agent/checkout"
 	"kici.dev/kici/internal/agent/envbuild"
 	"kici.dev/kici/internal/agent/logstream"
@@ -103,6 +102,8 @@ type Result struct {
 	Duration time.Duration
 	// Steps has one entry per lock step, in order.
 	Steps []protocol.StepResult
+	// Outputs are the job's declared outputs the steps wrote (outputs.go).
+	Outputs map[string]string
 }
 
 // Runner runs jobs, one Run call per job. It is safe for concurrent use;
@@ -183,6 +184,7 @@ type job struct {
 	hostEnv  []string
 	attest   *attestServer
 	started  time.Time
+	outs     *outputState // outputs.go
 }
 
 // Active returns the ids of jobs currently running.
@@ -304,7 +306,7 @@ func (r *Runner) Run(ctx context.Context, d *protocol.JobDispatch) *Result {
 	r.out.Send(&protocol.JobStatus{
 		Type: protocol.TypeJobStatus, MessageID: newID(), RunID: d.RunID, JobID: d.JobID,
 		State: res.State, Timestamp: now(),
-		Data: &protocol.JobStatusData{DurationMs: res.Duration.Milliseconds(), Error: res.Error, StepResults: res.Steps},
+		Data: &protocol.JobStatusData{DurationMs: res.Duration.Milliseconds(), Error: res.Error, StepResults: res.Steps, Outputs: res.Outputs},
 	})
 	return res
 }
@@ -313,7 +315,7 @@ func (j *job) execute() (res *Result) {
 	r, d := j.r, j.d
 	res = &Result{State: StateFailed}
 	jobLog := j.newStream(JobLogStep)
-	defer func() { jobLog.Close() }()
+	defer func() { jobLog.Close(); res.Outputs = j.jobOutputs() }()
 
 	if err := json.Unmarshal(d.JobConfig, &j.cfg); err != nil {
 		res.Error = "invalid jobConfig: " + err.Error()
@@ -341,6 +343,12 @@ func (j *job) execute() (res *Result) {
 	}
 	j.masker = logstream.NewMasker(j.maskValues())
 	jobLog = j.replaceStream(jobLog, JobLogStep)
+	if d.SetupError != "" {
+		res.Error = j.masker.Mask(d.SetupError)
+		jobLog.AddLine("", "Error: "+res.Error)
+		j.skipFrom(0, res)
+		return res
+	}
 
 	// Work directory.
 	if err := os.MkdirAll(r.opts.WorkRoot, 0o755); err != nil {
@@ -400,6 +408,11 @@ func (j *job) execute() (res *Result) {
 	} else {
 		jobLog.AddLine("", "Checkout disabled for this job")
 	}
+	if msg := j.checkDrift(jobLog); msg != "" {
+		res.Error = msg
+		j.skipFrom(0, res)
+		return res
+	}
 	jobLog.Close()
 
 	// Steps. Each step runs when the job's current state (success, failed,
@@ -409,6 +422,13 @@ func (j *job) execute() (res *Result) {
 		state := j.stepState(failure)
 		if state == stateForced || !lockfile.StepRuns(j.cfg.Steps[i].RunOn, state) {
 			j.skipFrom(i, res, i+1)
+			continue
+		}
+		if ok, err := j.stepCondition(i, res); err != nil || !ok {
+			res.Steps[i] = j.conditionSkip(i, err)
+			if err != nil && failure == "" {
+				failure = res.Steps[i].Error
+			}
 			continue
 		}
 		sr := j.runStep(i, state == lockfile.StepOnCancelled || j.stoppedKind() == stopTimeout)
@@ -427,68 +447,6 @@ func (j *job) execute() (res *Result) {
 	}
 	res.State = StateSuccess
 	return res
-}
-
-// finishStopped sets res from a cancel or job timeout and reports whether
-// there was one.
-func (j *job) finishStopped(res *Result) bool {
-	kind, reason := j.stopped()
-	switch kind {
-	case stopCancel:
-		res.State = StateCancelled
-		if reason == "" {
-			reason = "cancelled"
-		}
-		res.Error = reason
-		return true
-	case stopTimeout:
-		res.State = StateFailed
-		res.Error = reason
-		return true
-	}
-	return false
-}
-
-// stateForced is the stepState of a job stopped by a forced cancel: no
-// step runs any more, cleanup steps included.
-const stateForced = "forced"
-
-// stepState is the job state a step's runOn is matched against: forced,
-// cancelled (graceful cancel), failed (job timeout or a failed step) or
-// success.
-func (j *job) stepState(failure string) string {
-	j.stopMu.Lock()
-	kind, forced := j.stopKind, j.forced
-	j.stopMu.Unlock()
-	switch {
-	case forced:
-		return stateForced
-	case kind == stopCancel:
-		return lockfile.StepOnCancelled
-	case kind == stopTimeout, failure != "":
-		return lockfile.StepOnFailed
-	}
-	return lockfile.StepOnSuccess
-}
-
-func (j *job) stoppedKind() int {
-	kind, _ := j.stopped()
-	return kind
-}
-
-// skipFrom reports steps i..end-1 as skipped (end < 0: to the last step).
-func (j *job) skipFrom(i int, res *Result, end ...int) {
-	last := len(j.cfg.Steps)
-	if len(end) > 0 && end[0] >= 0 && end[0] < last {
-		last = end[0]
-	}
-	for ; i < last; i++ {
-		res.Steps[i] = protocol.StepResult{Name: stepName(j.cfg.Steps[i], i), Status: StateSkipped}
-		j.r.out.Send(&protocol.StepStatus{
-			Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID, StepIndex: i,
-			StepName: stepName(j.cfg.Steps[i], i), State: StateSkipped, Timestamp: now(),
-		})
-	}
 }
 
 func (j *job) newStream(stepIndex int) *logstream.Stream {
@@ -583,9 +541,13 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		log.AddLine("", "Error: "+err.Error())
 		return finish(StateFailed, nil, 1, err.Error())
 	}
+	extra, err := j.outputEnv(i, j.attestEnv(map[string]string{"TMPDIR": j.tmpDir}))
+	if err != nil {
+		return finish(StateFailed, nil, 1, "creating the output file: "+err.Error())
+	}
 	env := envbuild.Build(envbuild.Layers{
 		Host: r.opts.HostEnv, Dispatch: d.Env, Context: d.ContextVars, Workspace: j.srcDir,
-		Extra: j.attestEnv(map[string]string{"TMPDIR": j.tmpDir}),
+		Extra: extra,
 		Job:   j.cfg.Env, Step: step.Env,
 	})
 	if env, err = withSecrets(env, j.cfg.Secrets, step.Secrets, d.Secrets); err != nil {
@@ -637,6 +599,10 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 			errMsg = fmt.Sprintf("step timed out after %s", timeout)
 			log.AddLine("", errMsg)
 		case exit == 0:
+			if err := j.collectOutputs(i, name); err != nil {
+				log.AddLine("", "Error: "+err.Error())
+				return finish(StateFailed, &exit, attempt, err.Error())
+			}
 			if err := j.attestDeclared(i, log); err != nil {
 				return finish(StateFailed, &exit, attempt, err.Error())
 			}
@@ -650,31 +616,3 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	}
 	return finish(StateFailed, &exit, attempts, errMsg)
 }
-
-// stoppedState is the state of a step interrupted by a stop: cancelled for
-// a cancel, failed for a job timeout. Both end the job's step loop.
-func (j *job) stoppedState() string {
-	if kind, _ := j.stopped(); kind == stopTimeout {
-		return StateFailed
-	}
-	return StateCancelled
-}
-
-func (j *job) stopError() string {
-	_, reason := j.stopped()
-	if reason == "" {
-		return "cancelled"
-	}
-	return reason
-}
-
-func lookupEnv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
-
-func newID() string { return uuid.NewString() }

@@ -1,0 +1,104 @@
+package lockfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DriftCheck is what the agent needs to detect drift between a job's
+// workflow file at the run's commit and the lock the run was built from.
+// The compiler never writes it; the orchestrator adds it to each job's
+// config when it creates the run (kici).
+type DriftCheck struct {
+	// File is the workflow file, repo-relative (Workflow.Source.File).
+	File string `json:"file"`
+	// ContentHash is the workflow's contentHash in the lock.
+	ContentHash string `json:"contentHash"`
+	// Warn downgrades a mismatch to a warning in the job log (YAML
+	// `drift: warn`).
+	Warn bool `json:"warn,omitempty"`
+}
+
+// NewDriftCheck returns the drift check of wf's jobs, or nil when the lock
+// does not name a YAML source file.
+func NewDriftCheck(wf *Workflow) *DriftCheck {
+	f := wf.Source.File
+	if !strings.HasSuffix(f, ".yaml") && !strings.HasSuffix(f, ".yml") {
+		return nil
+	}
+	return &DriftCheck{File: f, ContentHash: wf.ContentHash, Warn: wf.Drift == "warn"}
+}
+
+// DriftMessage is the error of a job (and of `kici preview` / `kici run
+// local`) whose workflow file no longer matches the lock file.
+func DriftMessage(file string) string {
+	return fmt.Sprintf("workflow drift: %s does not match the lock file %s (its contentHash differs): run `kici compile` and commit both", file, Path)
+}
+
+// DriftMissingMessage is the error when the workflow file the lock names
+// does not exist.
+func DriftMissingMessage(file string) string {
+	return fmt.Sprintf("workflow drift: %s, named by the lock file %s, does not exist: run `kici compile` and commit both", file, Path)
+}
+
+// Verify compares the file under root with the check: "" when it matches,
+// else DriftMessage or DriftMissingMessage. A path that leaves root is
+// reported as missing (the lock is untrusted input).
+func (c *DriftCheck) Verify(root string) string {
+	clean := filepath.Clean(filepath.FromSlash(c.File))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return DriftMissingMessage(c.File)
+	}
+	src, err := os.ReadFile(filepath.Join(root, clean))
+	if err != nil {
+		return DriftMissingMessage(c.File)
+	}
+	if WorkflowContentHash(src) != c.ContentHash {
+		return DriftMessage(c.File)
+	}
+	return ""
+}
+
+// StaleLockError lists the ways a lock file disagrees with the workflow
+// files of a tree; its message has one line per problem.
+type StaleLockError struct{ Problems []string }
+
+func (e *StaleLockError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// CheckTree checks a lock against the workflow files under root: each
+// workflow's file must exist and match its contentHash, and every workflow
+// file must be in the lock. It returns nil or a *StaleLockError.
+func CheckTree(lf *LockFile, root string) error {
+	var problems []string
+	inLock := map[string]bool{}
+	for i := range lf.Workflows {
+		wf := &lf.Workflows[i]
+		inLock[wf.Source.File] = true
+		if c := NewDriftCheck(wf); c != nil {
+			if msg := c.Verify(root); msg != "" {
+				problems = append(problems, msg)
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(WorkflowDir)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		if rel := WorkflowDir + "/" + n; !inLock[rel] {
+			problems = append(problems, fmt.Sprintf("workflow drift: %s is not in the lock file %s: run `kici compile` and commit both", rel, Path))
+		}
+	}
+	if len(problems) > 0 {
+		return &StaleLockError{Problems: problems}
+	}
+	return nil
+}
