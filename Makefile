@@ -48,12 +48,21 @@ test-run: build fmt-check vet lock-check
 	$(GO) test -count=1 -timeout 14m ./...
 
 # fuzz: explore each fuzz target for FUZZTIME (make test runs their seed corpora).
+# FUZZMINIMIZE bounds the minimization of each new interesting input: go
+# test's default (60 s) spends whole runs minimizing multi-KB inputs such as
+# lock files, one exec at a time, and finds nothing new meanwhile. The first
+# run compiles every dependency with coverage instrumentation (SQLite's takes
+# minutes); later runs reuse the build cache.
 FUZZTIME ?= 60s
+FUZZMINIMIZE ?= 500x
+FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
 fuzz:
-	$(GO) test ./internal/lockfile -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/provider/github -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/provider/universal -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/trigger -run '^$$' -fuzz '^FuzzJSONPathFilter$$' -fuzztime $(FUZZTIME)
+	$(FUZZ) ./internal/lockfile -fuzz '^FuzzParse$$'
+	$(FUZZ) ./internal/provider/github -fuzz '^FuzzNormalize$$'
+	$(FUZZ) ./internal/provider/universal -fuzz '^FuzzNormalize$$'
+	$(FUZZ) ./internal/trigger -fuzz '^FuzzJSONPathFilter$$'
+	$(FUZZ) ./internal/protocol -fuzz '^FuzzDecode$$'
+	$(FUZZ) ./internal/webhook -fuzz '^FuzzGenericWebhook$$'
 
 # test-scaler: the scaler's tests repeated under the race detector, plus its end-to-end tests five times (bare-metal caps, Docker, deadline, warm pool, settings).
 test-scaler: build

@@ -10,6 +10,13 @@ import (
 // or a *ParseError, never panic, and a lock it accepts must re-encode and
 // load again. The seed corpus is every lock under testdata plus hand-made
 // edge cases; `go test` runs the seeds, `make fuzz` explores.
+//
+// Run it with a bounded -fuzzminimizetime (make fuzz does): the seeds are
+// 5–7 KB locks, an instrumented Parse of one takes about half a millisecond,
+// and go test minimizes every input that reaches new coverage for up to
+// 60 s by default, one exec per candidate; with that default a 30 s run
+// spends nearly all its time minimizing the first new input (about 20
+// reported execs), with 500x it makes about 40,000.
 func FuzzParse(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.json")
 	for _, s := range seeds {

@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// Every message type survives an encode/decode round trip as its own struct.
-func TestDecodeRoundTrip(t *testing.T) {
+// sampleMessages holds one message of every type.
+func sampleMessages() []any {
 	exit := 3
 	offset := int64(7)
-	msgs := []any{
+	return []any{
 		&AuthRequest{Type: TypeAuthRequest, Token: "kat_x", ProtocolVersion: Version},
 		&AuthSuccess{Type: TypeAuthSuccess, ConnectionID: "c1"},
 		&AuthFailure{Type: TypeAuthFailure, Reason: "Token revoked"},
@@ -36,7 +36,11 @@ func TestDecodeRoundTrip(t *testing.T) {
 		&ProvenanceAttest{Type: TypeProvenanceAttest, RequestID: "q1", RunID: "r1", JobID: "j1", Subjects: []AttestSubject{{Name: "a", Digest: map[string]string{"sha256": "00"}}}},
 		&ProvenanceAttestResult{Type: TypeProvenanceAttestResult, RequestID: "q1", JobID: "j1", OK: true, Attestations: []AttestationRef{{ID: "x", SubjectName: "a", SubjectDigest: "sha256:00"}}},
 	}
-	for _, m := range msgs {
+}
+
+// Every message type survives an encode/decode round trip as its own struct.
+func TestDecodeRoundTrip(t *testing.T) {
+	for _, m := range sampleMessages() {
 		frame, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
