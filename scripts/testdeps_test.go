@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,38 @@ func stubTools(t *testing.T, installed []string, uid string) (pathEnv, aptLog st
 		}
 	}
 	return "PATH=" + dir + ":" + os.Getenv("PATH"), aptLog
+}
+
+// listedPackages reads the PACKAGES list of test-deps.sh.
+func listedPackages(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("test-deps.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\nPACKAGES=(\n")
+	list, _, ok2 := strings.Cut(rest, "\n)\n")
+	if !ok || !ok2 {
+		t.Fatal("test-deps.sh has no PACKAGES=( … ) list")
+	}
+	var pkgs []string
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			pkgs = append(pkgs, f[0])
+		}
+	}
+	return pkgs
+}
+
+// except returns pkgs without drop.
+func except(pkgs []string, drop ...string) []string {
+	var out []string
+	for _, p := range pkgs {
+		if !slices.Contains(drop, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func runDeps(t *testing.T, pathEnv string) (string, error) {
@@ -52,7 +85,13 @@ func aptCalls(t *testing.T, log string) []string {
 // TestTestDepsInstallsMissingAsRoot: as root, one apt-get update, then one
 // install of exactly the missing packages.
 func TestTestDepsInstallsMissingAsRoot(t *testing.T) {
-	pathEnv, log := stubTools(t, []string{"git", "postgresql-15"}, "0")
+	all := listedPackages(t)
+	for _, p := range []string{"postgresql-15", "busybox-static", "git"} {
+		if !slices.Contains(all, p) {
+			t.Fatalf("test-deps.sh does not list %s", p)
+		}
+	}
+	pathEnv, log := stubTools(t, except(all, "busybox-static"), "0")
 	if out, err := runDeps(t, pathEnv); err != nil {
 		t.Fatalf("test-deps.sh: %v\n%s", err, out)
 	}
@@ -67,7 +106,7 @@ func TestTestDepsInstallsMissingAsRoot(t *testing.T) {
 // or not.
 func TestTestDepsIdempotent(t *testing.T) {
 	for _, uid := range []string{"0", "1000"} {
-		pathEnv, log := stubTools(t, []string{"git", "postgresql-15", "busybox-static"}, uid)
+		pathEnv, log := stubTools(t, listedPackages(t), uid)
 		if out, err := runDeps(t, pathEnv); err != nil {
 			t.Fatalf("uid %s: %v\n%s", uid, err, out)
 		}
@@ -80,7 +119,7 @@ func TestTestDepsIdempotent(t *testing.T) {
 // TestTestDepsNotRootStops: another user gets a failure naming the exact
 // command, and nothing is installed.
 func TestTestDepsNotRootStops(t *testing.T) {
-	pathEnv, log := stubTools(t, []string{"git"}, "1000")
+	pathEnv, log := stubTools(t, except(listedPackages(t), "postgresql-15", "busybox-static"), "1000")
 	out, err := runDeps(t, pathEnv)
 	if err == nil {
 		t.Fatalf("test-deps.sh succeeded as a user with packages missing:\n%s", out)
