@@ -72,6 +72,12 @@ test-scaler: build
 test-chaos: build
 	$(GO) test -count=10 -timeout 40m -run 'TestOrchestratorKillNine|TestKillNine|TestStaticAgent|TestStalledAgent|TestGracefulCancel|TestConcurrencyGroup|TestAgentSIGUSR1' ./e2e
 
+# test-logs-long: a step prints 1,000,000 lines through a real agent; every
+# line must be stored in order. Prints "log throughput: … lines/s end to end".
+LOG_LINES ?= 1000000
+test-logs-long: build
+	KICI_TEST_LOG_LINES=$(LOG_LINES) $(GO) test -count=1 -timeout 15m -v -run '^TestLogLinesAllStoredInOrder$$' ./e2e | grep -E 'log throughput|^(--- |ok|FAIL)'
+
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...
 

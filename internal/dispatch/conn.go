@@ -48,6 +48,8 @@ type agentConn struct {
 	evicted       bool   // unregistered by an ack timeout
 	replaced      bool   // superseded by a newer socket of the same agent
 	resume        string // this socket's session resume token (session.go)
+
+	logs *logBatch // log lines read, not yet written (logs.go); message loop only
 }
 
 // send writes one JSON message (10 s write timeout).
@@ -381,7 +383,8 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 
 	pending := d.boundJob(ctx, c) != ""
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
-		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume}
+		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume,
+		LogAcks: reg.LogAcks && d.offsetSink() != nil}
 	// The agent becomes dispatchable as the ack is written; holding sendMu
 	// keeps any job.dispatch behind the ack on the wire.
 	d.registering.Add(1)
@@ -451,12 +454,21 @@ func (d *Dispatcher) markAdoptedStarted(jobID, agentID string) {
 
 // serveRegistered is the message loop of a registered agent.
 func (d *Dispatcher) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
+	defer d.flushLogs(c)
 	for {
 		var frame []byte
 		select {
 		case frame = <-frames:
-		case <-readDone:
-			return
+		default:
+			// Nothing waiting: write the log lines read so far.
+			if !d.flushLogs(c) {
+				return
+			}
+			select {
+			case frame = <-frames:
+			case <-readDone:
+				return
+			}
 		}
 		d.mu.Lock()
 		c.lastSeen = time.Now().UTC()
@@ -469,6 +481,9 @@ func (d *Dispatcher) serveRegistered(ctx context.Context, c *agentConn, tok *sto
 			}
 			d.invalid(c, "invalid message")
 			return
+		}
+		if _, isLog := msg.(*protocol.LogChunk); !isLog && !d.flushLogs(c) {
+			return // statuses only after the lines before them are stored
 		}
 		if !d.handle(ctx, c, tok, msg) {
 			return
@@ -504,6 +519,7 @@ func (d *Dispatcher) handle(ctx context.Context, c *agentConn, tok *store.AgentT
 		}
 		js, owned := d.owns(ctx, c, jobID)
 		if !owned {
+			d.refuseLogChunk(c, msg)
 			return d.violation(c, jobID)
 		}
 		d.handleJobMessage(ctx, c, js, jobID, msg)
@@ -622,22 +638,7 @@ func (d *Dispatcher) handleJobMessage(ctx context.Context, c *agentConn, js *job
 			}
 		}
 	case *protocol.LogChunk:
-		runID := m.RunID
-		d.mu.Lock()
-		if js != nil {
-			if m.Seq <= js.lastSeq {
-				d.mu.Unlock()
-				return // replay of a chunk already stored
-			}
-			js.lastSeq = m.Seq
-			runID = js.entry.RunID
-		}
-		d.mu.Unlock()
-		if d.logs != nil && len(m.Lines) > 0 {
-			if err := d.logs.Append(runID, jobID, m.StepIndex, m.Lines); err != nil {
-				d.log.Warn("append log lines", "job", jobID, "err", err)
-			}
-		}
+		d.logChunk(c, js, jobID, m)
 	case *protocol.JobHeartbeat:
 		if err := d.st.TouchJobHeartbeat(ctx, jobID, now); err != nil {
 			d.log.Debug("job heartbeat", "job", jobID, "err", err)

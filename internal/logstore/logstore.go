@@ -1,21 +1,26 @@
-// Package logstore keeps step logs on the local filesystem, one JSON Lines
-// file per step: <root>/<runId>/<jobId>/step-<i>.log, each line one
-// protocol.LogLine. Appends use O_APPEND; reads page through a file by line
-// cursor, so a reader can follow a step by re-reading from its last cursor.
+// Package logstore keeps step logs. Store is the interface the orchestrator,
+// the API and live followers use; FS is the backend on the local
+// filesystem, the embedded default.
+//
+// FS keeps one JSON Lines file per step, <root>/<runId>/<jobId>/step-<i>.log
+// (job.log for the job-level bucket), each line one protocol.LogLine, next
+// to an index of line offsets (step-<i>.idx: one little-endian uint64 per
+// line, the byte offset where the line ends). A read of a page therefore
+// costs the same wherever the page lies in the log. The log file is the
+// source of truth: the index is checked against it, and completed from it,
+// the first time a file is used by a process.
 package logstore
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"kici.dev/kici/internal/protocol"
 )
@@ -37,17 +42,75 @@ var ErrInvalidPath = errors.New("logstore: invalid log path component")
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,128}$`)
 
-// FS stores step logs under a root directory. It is safe for concurrent use;
-// appends to the same file from one process are serialised.
-type FS struct {
-	root  string
-	locks sync.Map // file path -> *sync.Mutex
+// Store is a step-log store: an append-only sequence of lines per (run,
+// job, step), numbered from 0, read by line offset. Implementations are
+// safe for concurrent use.
+type Store interface {
+	// Append adds lines that have no agent offset (orchestrator and
+	// scaler lines) at the end of a step's log.
+	Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error
+	// AppendFrom adds lines an agent numbered from offset (its count of
+	// the step's lines before them, protocol.LogChunk.Offset). Lines the
+	// store already holds from the agent are skipped, so a replay after a
+	// reconnect stores nothing twice.
+	AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (AppendResult, error)
+	// Read returns up to limit lines from line cursor and the cursor after
+	// the last one (see FS.Read).
+	Read(runID, jobID string, stepIndex int, cursor, limit int) ([]protocol.LogLine, int, error)
+	// Wait returns nil once the step's log holds more than cursor lines,
+	// or ctx's error: a follower reads, then waits, then reads again.
+	Wait(ctx context.Context, runID, jobID string, stepIndex int, cursor int) error
+	// Stats reports what was stored and lost since the process started.
+	Stats() Stats
 }
+
+// AppendResult is the outcome of AppendFrom.
+type AppendResult struct {
+	// Stored is the number of lines written by this call.
+	Stored int
+	// Duplicate is the number of lines skipped because the store had them.
+	Duplicate int
+	// Missing is the number of lines between what the store held and
+	// offset: lines the agent numbered but that never arrived (0 unless
+	// something upstream lost them).
+	Missing int64
+	// Acked is the agent offset the store now holds: every line numbered
+	// below it is stored (a LogAck's offset).
+	Acked int64
+}
+
+// Stats counts log traffic since the process started.
+type Stats struct {
+	// LinesStored and BytesStored count the lines (and their text bytes)
+	// written.
+	LinesStored, BytesStored int64
+	// LinesDuplicate counts replayed lines skipped because they were
+	// already stored.
+	LinesDuplicate int64
+	// LinesDropped counts lines an agent numbered that never reached the
+	// store (AppendResult.Missing); it must stay 0.
+	LinesDropped int64
+}
+
+// FS stores step logs under a root directory. It is safe for concurrent use
+// within one process (appends to one step are serialised); two processes
+// must not write the same root.
+type FS struct {
+	root string
+
+	mu     sync.Mutex
+	files  map[string]*logFile      // open files, by log path
+	notify map[string]chan struct{} // closed on the next append, by log path
+
+	linesStored, bytesStored, linesDuplicate, linesDropped atomic.Int64
+}
+
+var _ Store = (*FS)(nil)
 
 // NewFS returns a log store rooted at root. The directory is created on the
 // first Append.
 func NewFS(root string) *FS {
-	return &FS{root: root}
+	return &FS{root: root, files: map[string]*logFile{}, notify: map[string]chan struct{}{}}
 }
 
 // Root returns the directory the store writes under.
@@ -74,14 +137,15 @@ func (f *FS) Path(runID, jobID string, stepIndex int) (string, error) {
 	return filepath.Join(f.root, runID, jobID, name), nil
 }
 
-func (f *FS) lockFor(path string) *sync.Mutex {
-	m, _ := f.locks.LoadOrStore(path, &sync.Mutex{})
-	return m.(*sync.Mutex)
+// Stats implements Store.
+func (f *FS) Stats() Stats {
+	return Stats{LinesStored: f.linesStored.Load(), BytesStored: f.bytesStored.Load(),
+		LinesDuplicate: f.linesDuplicate.Load(), LinesDropped: f.linesDropped.Load()}
 }
 
-// Append writes lines to the end of a step's log, one JSON object per line,
-// creating directories (0750) and the file (0640) as needed. All lines of one
-// call are written with a single write. Appending no lines is a no-op.
+// Append writes lines to the end of a step's log, creating directories
+// (0750) and files (0640) as needed, with one write for the lines and one
+// for their index entries. Appending no lines is a no-op.
 func (f *FS) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error {
 	path, err := f.Path(runID, jobID, stepIndex)
 	if err != nil {
@@ -90,41 +154,109 @@ func (f *FS) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine
 	if len(lines) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	for i := range lines {
-		if err := enc.Encode(&lines[i]); err != nil { // Encode adds the '\n'
-			return fmt.Errorf("logstore: encode line: %w", err)
+	_, err = f.append(path, -1, lines)
+	return err
+}
+
+// AppendFrom implements Store: lines below the agent offset already stored
+// (found in the log itself, so also after a restart) are skipped; the rest
+// are appended and the last one is tagged with its agent offset.
+func (f *FS) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+	path, err := f.Path(runID, jobID, stepIndex)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if offset < 0 {
+		return AppendResult{}, fmt.Errorf("logstore: negative offset %d", offset)
+	}
+	return f.append(path, offset, lines)
+}
+
+func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+	for {
+		lf, err := f.open(path, true)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		lf.mu.Lock()
+		if lf.closed { // evicted between lookup and lock
+			lf.mu.Unlock()
+			continue
+		}
+		res, n, err := lf.append(offset, lines)
+		lf.mu.Unlock()
+		f.linesStored.Add(int64(res.Stored))
+		f.bytesStored.Add(n)
+		f.linesDuplicate.Add(int64(res.Duplicate))
+		f.linesDropped.Add(res.Missing)
+		if res.Stored > 0 {
+			f.wake(path)
+		}
+		return res, err
+	}
+}
+
+// maxOpenFiles bounds the log files kept open for appends and reads.
+const maxOpenFiles = 128
+
+// open returns the state of a log file, loading it once. With create false
+// a missing log returns (nil, nil) and creates nothing.
+func (f *FS) open(path string, create bool) (*logFile, error) {
+	f.mu.Lock()
+	lf := f.files[path]
+	f.mu.Unlock()
+	if lf != nil {
+		return lf, nil
+	}
+	if !create {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
 		}
 	}
-	mu := f.lockFor(path)
-	mu.Lock()
-	defer mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("logstore: %w", err)
+	nf, err := openLogFile(path, create)
+	if err != nil || nf == nil {
+		return nil, err
 	}
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-	if err != nil {
-		return fmt.Errorf("logstore: %w", err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if lf := f.files[path]; lf != nil { // another goroutine won
+		nf.close()
+		return lf, nil
 	}
-	if _, err := file.Write(buf.Bytes()); err != nil {
-		file.Close()
-		return fmt.Errorf("logstore: append %s: %w", path, err)
+	if len(f.files) >= maxOpenFiles {
+		f.evictLocked()
 	}
-	if err := file.Close(); err != nil {
-		return fmt.Errorf("logstore: close %s: %w", path, err)
+	f.files[path] = nf
+	return nf, nil
+}
+
+// evictLocked closes the open files nobody is using. Caller holds f.mu.
+func (f *FS) evictLocked() {
+	for p, lf := range f.files {
+		if lf.mu.TryLock() {
+			lf.close()
+			lf.mu.Unlock()
+			delete(f.files, p)
+		}
 	}
-	return nil
+}
+
+func (f *FS) wake(path string) {
+	f.mu.Lock()
+	if ch := f.notify[path]; ch != nil {
+		close(ch)
+		delete(f.notify, path)
+	}
+	f.mu.Unlock()
 }
 
 // Read returns up to limit lines of a step's log starting at line number
 // cursor (0-based), and the cursor of the line after the last one returned.
 // limit <= 0 means DefaultReadLimit; it is capped at MaxReadLimit. A log that
 // does not exist yet reads as empty (next == cursor), so a follower can poll
-// with the returned cursor and receive lines appended later. A trailing line
-// still being written (no newline yet) is not returned. Errors: a negative
-// cursor, ErrInvalidPath, I/O errors, or a line that is not valid JSON.
+// (or Wait) with the returned cursor and receive lines appended later. The
+// cost depends on the page, not on cursor. Errors: a negative cursor,
+// ErrInvalidPath, I/O errors, or a line that is not valid JSON.
 func (f *FS) Read(runID, jobID string, stepIndex int, cursor, limit int) ([]protocol.LogLine, int, error) {
 	path, err := f.Path(runID, jobID, stepIndex)
 	if err != nil {
@@ -136,39 +268,80 @@ func (f *FS) Read(runID, jobID string, stepIndex int, cursor, limit int) ([]prot
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
-	if limit > MaxReadLimit {
-		limit = MaxReadLimit
-	}
-	file, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return []protocol.LogLine{}, cursor, nil
-	}
-	if err != nil {
-		return nil, cursor, fmt.Errorf("logstore: %w", err)
-	}
-	defer file.Close()
-
-	r := bufio.NewReaderSize(file, 64<<10)
-	out := []protocol.LogLine{}
-	lineNo := 0
-	for len(out) < limit {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			break // EOF, possibly with an incomplete line: not returned yet
+	limit = min(limit, MaxReadLimit)
+	for {
+		lf, err := f.open(path, false)
+		if err != nil {
+			return nil, cursor, fmt.Errorf("logstore: %w", err)
 		}
+		if lf == nil {
+			return []protocol.LogLine{}, cursor, nil
+		}
+		lf.mu.Lock()
+		if lf.closed {
+			lf.mu.Unlock()
+			continue
+		}
+		raw, err := lf.page(int64(cursor), limit)
+		lf.mu.Unlock()
 		if err != nil {
 			return nil, cursor, fmt.Errorf("logstore: read %s: %w", path, err)
 		}
-		if lineNo < cursor {
-			lineNo++
-			continue
+		out, err := decodeLines(raw)
+		if err != nil {
+			return nil, cursor, fmt.Errorf("logstore: %s line %d: %w", path, cursor+len(out), err)
 		}
-		var l protocol.LogLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, cursor, fmt.Errorf("logstore: %s line %d: %w", path, lineNo, err)
-		}
-		out = append(out, l)
-		lineNo++
+		return out, cursor + len(out), nil
 	}
-	return out, cursor + len(out), nil
+}
+
+// Lines returns the number of lines a step's log holds (0 when it does not
+// exist).
+func (f *FS) Lines(runID, jobID string, stepIndex int) (int, error) {
+	path, err := f.Path(runID, jobID, stepIndex)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		lf, err := f.open(path, false)
+		if err != nil || lf == nil {
+			return 0, err
+		}
+		lf.mu.Lock()
+		n, closed := lf.lines, lf.closed
+		lf.mu.Unlock()
+		if !closed {
+			return int(n), nil
+		}
+	}
+}
+
+// Wait implements Store. It wakes on appends made through this FS (the
+// process that serves the agents).
+func (f *FS) Wait(ctx context.Context, runID, jobID string, stepIndex int, cursor int) error {
+	path, err := f.Path(runID, jobID, stepIndex)
+	if err != nil {
+		return err
+	}
+	for {
+		f.mu.Lock()
+		ch := f.notify[path]
+		if ch == nil {
+			ch = make(chan struct{})
+			f.notify[path] = ch
+		}
+		f.mu.Unlock()
+		n, err := f.Lines(runID, jobID, stepIndex)
+		if err != nil {
+			return err
+		}
+		if n > cursor {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
