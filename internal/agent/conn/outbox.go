@@ -30,6 +30,11 @@ const (
 	maxMergeBytes = 256 << 10
 )
 
+type ackKey struct {
+	jobID string
+	step  int
+}
+
 type item struct {
 	msg      any
 	frame    []byte             // encoding, once computed (or read back from the spill)
@@ -53,11 +58,14 @@ func chunkSize(lc *protocol.LogChunk) int64 {
 // Frames leave in push order: once anything is spilled, every later frame
 // goes to the spill too until it has been read back.
 type outbox struct {
-	mu        sync.Mutex
-	cond      *sync.Cond
-	items     []*item
-	inflight  *item
-	unacked   []*item
+	mu       sync.Mutex
+	cond     *sync.Cond
+	items    []*item
+	inflight *item
+	unacked  []*item
+	// ackedTo is the highest acknowledged offset per job and step: an ack
+	// can arrive before the write that carried its chunk has returned.
+	ackedTo   map[ackKey]int64
 	logBytes  int64 // log chunks in items and unacked
 	maxLog    int64
 	connected bool // a registered session is up
@@ -257,7 +265,8 @@ func (o *outbox) done(it *item, written bool) {
 	if it.logChunk == nil {
 		return
 	}
-	if o.acks && it.logChunk.Offset != nil {
+	if lc := it.logChunk; o.acks && lc.Offset != nil &&
+		*lc.Offset+int64(len(lc.Lines)) > o.ackedTo[ackKey{lc.JobID, lc.StepIndex}] {
 		o.unacked = append(o.unacked, it)
 		return
 	}
@@ -270,6 +279,11 @@ func (o *outbox) done(it *item, written bool) {
 func (o *outbox) ack(a *protocol.LogAck) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	k := ackKey{a.JobID, a.StepIndex}
+	if o.ackedTo == nil || len(o.ackedTo) > maxAckKeys {
+		o.ackedTo = o.liveAckKeys()
+	}
+	o.ackedTo[k] = max(o.ackedTo[k], a.Offset)
 	kept := o.unacked[:0]
 	freed := false
 	for _, it := range o.unacked {
@@ -291,6 +305,27 @@ func (o *outbox) ack(a *protocol.LogAck) {
 	}
 }
 
+// maxAckKeys bounds ackedTo; past it only the steps with chunks still
+// held are kept.
+const maxAckKeys = 4096
+
+// liveAckKeys returns ackedTo restricted to steps that still have chunks in
+// memory. Caller holds o.mu.
+func (o *outbox) liveAckKeys() map[ackKey]int64 {
+	m := map[ackKey]int64{}
+	for _, list := range [][]*item{o.items, o.unacked} {
+		for _, it := range list {
+			if lc := it.logChunk; lc != nil {
+				k := ackKey{lc.JobID, lc.StepIndex}
+				if v, ok := o.ackedTo[k]; ok {
+					m[k] = v
+				}
+			}
+		}
+	}
+	return m
+}
+
 // registered starts a session: chunks the previous session wrote but never
 // saw acknowledged go out again first, in their order (the orchestrator
 // stores each line once, by offset).
@@ -302,6 +337,7 @@ func (o *outbox) registered(acks bool) {
 		o.unacked = nil
 	}
 	o.acks, o.connected = acks, true
+	o.ackedTo = nil // a new session acknowledges afresh
 	o.cond.Broadcast()
 	o.wake()
 }

@@ -161,3 +161,17 @@ func BenchmarkOutboxPush(b *testing.B) {
 		o.done(it, true)
 	}
 }
+
+// An acknowledgement can overtake the return of the write that carried its
+// chunk; the chunk must not then wait for an ack that already came.
+func TestOutboxAckBeforeWriteReturns(t *testing.T) {
+	o := newOutbox(0, 0, t.TempDir(), nil)
+	o.registered(true)
+	o.push(chunk(0, 0, "a", "b"))
+	it, _, _ := o.next()
+	o.ack(&protocol.LogAck{JobID: "j", StepIndex: 0, Offset: 2})
+	o.done(it, true)
+	if n := o.len(); n != 0 {
+		t.Fatalf("%d frames still held after their ack", n)
+	}
+}
