@@ -74,7 +74,7 @@ type contextPolicy struct {
 // name pull_request, plus manual for runs an operator starts. The gate
 // compares exactly, so a value outside this set could never match.
 var ContextTriggerTypes = []string{"comment", "create", "delete", "dispatch", "fork", "generic_webhook", "job_complete",
-	"kici_event", "lifecycle", "manual", "pull_request", "push", "release", "review", "review_comment", "schedule",
+	"kici_event", "lifecycle", "manual", "pull_request", "push", "release", "rerun", "review", "review_comment", "schedule",
 	"star", "status", "tag", "watch", "webhook", "workflow_complete", "workflow_run"}
 
 func decodeTriggerTypes(m json.RawMessage) ([]string, error) {

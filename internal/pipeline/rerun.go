@@ -9,6 +9,12 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
+// TriggerTypeRerun is the trigger type a rerun records (KiCI's run origin
+// `rerun` in TRIGGER_EVENT_TYPES): the run was started by an operator, not
+// by the event that started its parent, so a context whose
+// triggerTypeFilters omit it does not pass for reruns.
+const TriggerTypeRerun = "rerun"
+
 // Errors of Rerun.
 var (
 	// ErrRunNotFound: no run has that id.
@@ -24,7 +30,7 @@ var (
 // Rerun creates a new run of the same workflow at the same commit as runID
 // (KiCI pipeline/rerun.ts, whole-run only): the lock is read again at the
 // run's SHA, jobs are expanded and released like a fresh run (no trigger
-// matching), TriggeredBy is by, and the new run is linked to its parent
+// matching), TriggeredBy is by, TriggerType is TriggerTypeRerun, and the new run is linked to its parent
 // (and to the root of the rerun chain). The original must be terminal.
 // The lock is read through the source kind's own reader (local
 // repository, GitHub REST contents API, universal-git fetch; see
@@ -75,7 +81,7 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 	}
 	run, jobs, err := BuildRun(wf, RunContext{Source: src, RepoIdentifier: orig.RepoIdentifier, RepoURL: orig.RepoURL,
 		Ref: orig.Ref, SHA: orig.SHA, TriggeredBy: by,
-		TriggerType: orig.TriggerType, TargetBranch: orig.TargetBranch, TrustTier: orig.TrustTier})
+		TriggerType: TriggerTypeRerun, TargetBranch: orig.TargetBranch, TrustTier: orig.TrustTier})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 	}

@@ -39,6 +39,9 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 	if re.ID == orig.ID || re.SHA != c1 || re.WorkflowName != "ci" || re.TriggeredBy != "alice" || re.DeliveryID != "" || re.SourceID != orig.SourceID {
 		t.Errorf("rerun = %+v", re)
 	}
+	if orig.TriggerType != "push" || re.TriggerType != "rerun" {
+		t.Errorf("trigger types: original %q, rerun %q; want push and rerun", orig.TriggerType, re.TriggerType)
+	}
 	jobs, err := h.st.ListJobs(h.ctx, re.ID)
 	if err != nil || len(jobs) != 4 {
 		t.Fatalf("rerun jobs = %d, %v; want the 4 jobs of ci", len(jobs), err)
