@@ -1,11 +1,15 @@
 // Package lockfetch reads lock files from forges and caches them by
 // (provider, repository, ref). A lock is fetched, size-capped (KiCI
 // lock_file_max_bytes, default 5 MiB, KICI_LOCK_FILE_MAX_BYTES) and parsed
-// once per key; the outcome — a parsed lock, "missing", "corrupt" or
-// "too_large" — is cached, so a corrupt lock is recorded the same way every
-// time and never crashes the pipeline. Transient fetch errors are not
-// cached. Entries for commit SHAs never change and live until evicted
-// (LRU); entries for branch or tag names expire after RefTTL.
+// once per key while it parses. Only a parsed lock is cached: a "missing",
+// "corrupt" or "too_large" outcome, like a transient fetch error, is
+// fetched again next time, because it can be a property of the fetch
+// rather than of the commit (a forge that does not serve a just-pushed
+// SHA yet, a truncated or substituted response, a cap the operator has
+// since raised), and caching it per SHA would fail every later event for
+// that commit until restart. Such outcomes never crash the pipeline.
+// Entries for commit SHAs never change and live until evicted (LRU);
+// entries for branch or tag names expire after RefTTL.
 package lockfetch
 
 import (
@@ -118,8 +122,8 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 func IsSHA(ref string) bool { return shaRE.MatchString(ref) }
 
 // Get returns the lock of (provider, repo, ref), from the cache or by
-// calling fetch. A transient fetch error is returned as is (and not
-// cached); every other outcome is a Result.
+// calling fetch. A transient fetch error is returned as is; every other
+// outcome is a Result. Only StatusOK results are cached.
 func (c *Cache) Get(ctx context.Context, provider, repo, ref string, fetch Fetch) (Result, error) {
 	k := key{provider, repo, ref}
 	c.mu.Lock()
@@ -152,7 +156,7 @@ func (c *Cache) Get(ctx context.Context, provider, repo, ref string, fetch Fetch
 
 	c.mu.Lock()
 	delete(c.flights, k)
-	if f.err == nil {
+	if f.err == nil && f.res.Status == StatusOK {
 		e := &entry{k: k, res: f.res}
 		if !IsSHA(ref) {
 			ttl := c.RefTTL

@@ -80,6 +80,36 @@ func TestCacheOutcomesAndKeys(t *testing.T) {
 	}
 }
 
+// TestCacheKeepsNoFailures: a corrupt, missing or too-large outcome for a
+// SHA is not cached, so the next event for that commit fetches again and
+// gets the lock once the forge serves it whole.
+func TestCacheKeepsNoFailures(t *testing.T) {
+	c := New(0, 100)
+	ctx := context.Background()
+	sha := strings.Repeat("c", 40)
+	for _, bad := range []struct {
+		body string
+		err  error
+	}{{`<html>502 Bad Gateway</html>`, nil}, {`{"schemaVersion":29,"work`, nil}, {"", ErrMissing}, {"", ErrTooLarge}} {
+		var calls atomic.Int32
+		first, err := c.Get(ctx, "github", "o/r", sha, func(context.Context, int64) ([]byte, error) {
+			calls.Add(1)
+			return []byte(bad.body), bad.err
+		})
+		if err != nil || first.Status == StatusOK {
+			t.Fatalf("%q %v: %+v %v, want a failure", bad.body, bad.err, first, err)
+		}
+		again, err := c.Get(ctx, "github", "o/r", sha, func(context.Context, int64) ([]byte, error) {
+			calls.Add(1)
+			return []byte(goodLock), nil
+		})
+		if err != nil || again.Status != StatusOK || again.Cached || calls.Load() != 2 {
+			t.Fatalf("after a %s outcome: %+v %v (%d fetches), want a fresh ok", first.Status, again, err, calls.Load())
+		}
+		c = New(0, 100)
+	}
+}
+
 func TestCacheConcurrentFetchOnce(t *testing.T) {
 	c := New(0, 0)
 	var calls atomic.Int32
