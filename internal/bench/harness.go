@@ -164,16 +164,18 @@ func (o *orch) addSource(repo, name string) (*source, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var created struct {
-		ID string `json:"id"`
+		Source struct {
+			ID string `json:"id"`
+		} `json:"source"`
 	}
-	if resp.StatusCode/100 != 2 || json.Unmarshal(b, &created) != nil || created.ID == "" {
+	if resp.StatusCode/100 != 2 || json.Unmarshal(b, &created) != nil || created.Source.ID == "" {
 		return nil, fmt.Errorf("create source: %d %s", resp.StatusCode, b)
 	}
-	secret, err := o.admin("source", "get-webhook-secret", created.ID)
+	secret, err := o.admin("source", "get-webhook-secret", created.Source.ID)
 	if err != nil {
 		return nil, err
 	}
-	return &source{id: created.ID, org: "bench", name: name, secret: secret, repo: repo}, nil
+	return &source{id: created.Source.ID, org: "bench", name: name, secret: secret, repo: repo}, nil
 }
 
 // push posts a signed local push delivery for ref at sha and returns the

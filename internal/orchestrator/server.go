@@ -30,6 +30,7 @@ import (
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
@@ -56,6 +57,7 @@ type Server struct {
 	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
 	ingress    *ingressWiring
 	resumer    *approval.Resumer     // ends holds and resumes held work
+	retention  *retention.Sweeper    // deletes expired history (retention.go)
 	decider    *approval.Decider     // held-run decisions (admin API)
 	reporter   *forgestatus.Reporter // check runs and commit statuses
 }
@@ -125,6 +127,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
+	if s.retention, err = newRetention(st, logs, s.metrics, logger.With("component", "retention")); err != nil {
+		return nil, err
+	}
 	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
@@ -276,6 +281,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stopHUP()
 	s.runctl.Start(ctx)
 	go s.resumer.Run(ctx)
+	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)
 
 	errc := make(chan error, 1)

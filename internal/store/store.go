@@ -287,6 +287,8 @@ type Store interface {
 	WorkflowDataStore
 	// CheckRunStore: check runs and commit statuses posted to forges (checkruns.go).
 	CheckRunStore
+	// RetentionStore: bounded sweeps of expired history (retention.go).
+	RetentionStore
 
 	// --- sources ---
 

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"Sources", testSources},
+		{"Retention", testRetention},
 		{"Deliveries", testDeliveries},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},

@@ -1,0 +1,77 @@
+package logstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// RemoveRun deletes every step log of a run (retention). A run with no
+// logs is not an error.
+func (f *FS) RemoveRun(runID string) error {
+	if !idPattern.MatchString(runID) {
+		return fmt.Errorf("%w: run id %q", ErrInvalidPath, runID)
+	}
+	if err := os.RemoveAll(filepath.Join(f.root, runID)); err != nil {
+		return fmt.Errorf("logstore: %w", err)
+	}
+	return nil
+}
+
+// SweepOlderThan deletes the logs of runs whose newest log file was last
+// written before cutoff (KICI_STEP_LOG_TTL_DAYS), at most limit runs per
+// call, and returns the ids of the runs it cleared. A run still being
+// written to is never cleared: its files keep being modified.
+func (f *FS) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
+	entries, err := os.ReadDir(f.root)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	var swept []string
+	for _, e := range entries {
+		if len(swept) >= limit {
+			break
+		}
+		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(f.root, e.Name())
+		if newest(dir).After(cutoff) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return swept, fmt.Errorf("logstore: %w", err)
+		}
+		swept = append(swept, e.Name())
+	}
+	return swept, nil
+}
+
+// newest returns the latest modification time of the files under dir (the
+// directory's own when it holds no file).
+func newest(dir string) time.Time {
+	var t time.Time
+	found := false
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			found = true
+			if fi.ModTime().After(t) {
+				t = fi.ModTime()
+			}
+		}
+		return nil
+	})
+	if !found {
+		if fi, err := os.Stat(dir); err == nil {
+			return fi.ModTime()
+		}
+	}
+	return t
+}
