@@ -34,6 +34,14 @@ func newGHForge(t *testing.T, workflow string, extraEnv ...string) *ghForge {
 	t.Helper()
 	g := &ghForge{repo: repoWithWorkflow(t, workflow)}
 	g.sha = git(t, g.repo, "rev-parse", "HEAD")
+	g.serveLock(t)
+	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL}, extraEnv...)...)
+	g.addSource(t)
+	return g
+}
+
+// serveLock starts the fake and serves the repository's lock at HEAD.
+func (g *ghForge) serveLock(t *testing.T) {
 	lock, err := os.ReadFile(filepath.Join(g.repo, ".kici/kici.lock.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +51,6 @@ func newGHForge(t *testing.T, workflow string, extraEnv ...string) *ghForge {
 	g.fake.SetFile(ingressRepo, g.sha, ".kici/kici.lock.json", lock)
 	g.fake.SetFile(ingressRepo, "main", ".kici/kici.lock.json", lock)
 	g.fake.SetInstallation(ingressRepo, 7)
-	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL}, extraEnv...)...)
-	g.addSource(t)
-	return g
 }
 
 func (g *ghForge) addSource(t *testing.T) {

@@ -149,10 +149,10 @@ func failedStepText(v *jobView) string {
 		}
 		t := fmt.Sprintf(": step %q", s.StepName)
 		switch {
+		case s.ExitCode != nil && (s.ErrorMessage == "" || strings.HasPrefix(s.ErrorMessage, "exit code")):
+			t += fmt.Sprintf(" exited with %d", *s.ExitCode)
 		case s.ErrorMessage != "":
 			t += " " + s.ErrorMessage
-		case s.ExitCode != nil:
-			t += fmt.Sprintf(" exited with %d", *s.ExitCode)
 		}
 		return t
 	}

@@ -10,6 +10,7 @@ import (
 
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
@@ -47,4 +48,20 @@ func forgeTTLDays() int64 {
 		return 7
 	}
 	return fc.TTLDays
+}
+
+// kickOnEnqueue wakes the forge reporter whenever a job is released, so its
+// check is created "queued" before an agent picks it up, then hands the
+// job to dispatch.
+type kickOnEnqueue struct {
+	execution.Enqueuer
+	s *Server
+}
+
+// EnqueueJob kicks the reporter (never blocking) and enqueues job.
+func (k *kickOnEnqueue) EnqueueJob(ctx context.Context, job *store.Job) error {
+	if r := k.s.reporter; r != nil {
+		r.Kick()
+	}
+	return k.Enqueuer.EnqueueJob(ctx, job)
 }

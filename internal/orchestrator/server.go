@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		}
 		return idle
 	})
-	s.tracker = execution.NewTracker(st, s.dispatcher, logger.With("component", "execution"))
+	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, s: s}, logger.With("component", "execution"))
 	s.dispatcher.SetEvents(s.tracker)
 	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
 	if err != nil {
@@ -218,6 +218,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		return nil, err
 	}
 	s.tracker.OnJobFinished(func(*store.Job) { s.reporter.Kick() })
+	s.processor.SetReplier(s.reporter.Reply)
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,

@@ -177,6 +177,9 @@ func jsonInt(m map[string]any, keys ...string) int64 {
 // creates the runs, and refreshes the registrations on a push to the
 // default branch.
 func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *store.Source) (*Trace, error) {
+	if tr, ok := p.handleRerequestDelivery(ctx, d, src); ok {
+		return tr, nil
+	}
 	tr := &Trace{Event: d.Event}
 	ev, lref, err := ghprov.Normalize(d.Event, d.Payload)
 	if errors.Is(err, provider.ErrUnsupportedEvent) {

@@ -109,6 +109,7 @@ type Processor struct {
 	// outcome observes finished deliveries (pool.go); guarded by mu.
 	outcome func(status string, runs int)
 	decider Decider // `/kici approve` comments (trust.go); guarded by mu
+	replier Replier // answers to those comments (forgeevents.go); guarded by mu
 	// forkIgnored counts fork pull requests dropped by policy (trust.go);
 	// guarded by mu.
 	forkIgnored func()

@@ -116,6 +116,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	refuse := func(why string) bool {
 		tr.Summary = fmt.Sprintf("/kici %s %s from %q refused: %s", verb, runID, ev.SenderUsername, why)
 		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
+		p.reply(ctx, src, ev, fmt.Sprintf("kici: `/kici %s %s` from @%s was refused: %s.", verb, runID, ev.SenderUsername, why))
 		return true
 	}
 	if ev.SenderUserID == 0 {
@@ -158,5 +159,6 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	}
 	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
 	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", hold.ID)
+	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, res.Status))
 	return true
 }

@@ -1,0 +1,83 @@
+package forgestatus
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"time"
+
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
+)
+
+// replyAttempts bounds how often an answer to a comment is tried.
+const replyAttempts = 4
+
+// Reply answers a `/kici approve|reject` comment on its pull request or
+// issue (GitHub: POST /repos/{repo}/issues/{n}/comments; Gitea:
+// POST /api/v1/repos/{owner}/{repo}/issues/{n}/comments; GitLab: POST
+// /api/v4/projects/{id}/merge_requests/{iid}/notes, or issues/{iid}/notes).
+// It returns at once: the answer is sent in the background, retried on
+// 5xx and rate limits a few times, and dropped (logged) if the forge stays
+// away, so delivery processing never waits for the forge.
+func (r *Reporter) Reply(ctx context.Context, src *store.Source, ev *trigger.Event, text string) {
+	if src == nil || ev == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		t, ok := r.target(ctx, src.ID)
+		if !ok {
+			return
+		}
+		for attempt := range replyAttempts {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			err := r.sendReply(cctx, t, ev, text)
+			cancel()
+			if err == nil {
+				return
+			}
+			v := classify(err, attempt, r.now())
+			r.log.Warn("forge status: comment reply failed", "repo", ev.SourceRepo, "status", v.status, "retry", !v.permanent, "err", v.msg)
+			if v.permanent {
+				return
+			}
+			time.Sleep(min(v.next.Sub(r.now()), 30*time.Second))
+		}
+	}()
+}
+
+func (r *Reporter) sendReply(ctx context.Context, t *target, ev *trigger.Event, text string) error {
+	p := ev.Payload
+	issue := provider.Int(p, "issue", "number")
+	switch t.provider {
+	case store.CheckProviderGitHubChecks, store.CheckProviderGitHubStatus:
+		inst := int64(0)
+		if t.gh.IsApp() {
+			if inst = provider.Int(p, "installation", "id"); inst == 0 {
+				var err error
+				if inst, err = r.installation(ctx, t.gh, ev.SourceRepo); err != nil {
+					return err
+				}
+			}
+		}
+		return t.gh.CreateIssueComment(ctx, inst, ev.SourceRepo, issue, text)
+	case store.CheckProviderGitea:
+		owner, name, err := repoParts(ev.SourceRepo)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]string{"body": text})
+		return t.postJSON(ctx, r.http, "/api/v1/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(name)+"/issues/"+strconv.FormatInt(issue, 10)+"/comments", body)
+	case store.CheckProviderGitLab:
+		kind, iid := "merge_requests", provider.Int(p, "merge_request", "iid")
+		if iid == 0 {
+			kind, iid = "issues", provider.Int(p, "issue", "iid")
+		}
+		body, _ := json.Marshal(map[string]string{"body": text})
+		return t.postJSON(ctx, r.http, "/api/v4/projects/"+url.PathEscape(ev.SourceRepo)+"/"+kind+"/"+strconv.FormatInt(iid, 10)+"/notes", body)
+	}
+	return nil
+}
