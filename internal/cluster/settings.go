@@ -41,6 +41,14 @@ const (
 	// CheckRunTrackingTTLDays is how many days check_run_tracking rows
 	// are kept after their last update (0 = never swept).
 	CheckRunTrackingTTLDays = "check_run_tracking_ttl_days"
+	// Job caches and artifacts (KiCI org settings of the same wire
+	// names; kici keeps them cluster-wide, applied per org).
+	UserCacheQuotaBytes = "user_cache_quota_bytes"
+	UserCacheTTLMs      = "user_cache_ttl_ms"
+	ArtifactQuotaBytes  = "artifact_quota_bytes"
+	ArtifactTTLMs       = "artifact_ttl_ms"
+	ArtifactMaxBytes    = "artifact_max_bytes"
+	ArtifactMaxPerRun   = "artifact_max_per_run"
 )
 
 // Knob describes one cluster setting.
@@ -69,6 +77,12 @@ var Knobs = []Knob{
 	{DispatchAckTimeoutMs, "dispatchAckTimeoutMs", 1000, 3600 * 1000, "KICI_DISPATCH_ACK_TIMEOUT_MS", "how long an agent has to acknowledge a dispatch"},
 	{ScalerSpawnTimeoutMs, "scalerSpawnTimeoutMs", 1000, 3600 * 1000, "KICI_SCALER_SPAWN_TIMEOUT_MS", "deadline of one scaler backend spawn (image pull, create, start), read on every spawn"},
 	{CheckRunTrackingTTLDays, "checkRunTrackingTtlDays", 0, 3650, "KICI_CHECK_RUN_TRACKING_TTL_DAYS", "days a check run / commit status tracking row is kept after its last update (0 = kept forever), read by the hourly sweep"},
+	{UserCacheQuotaBytes, "userCacheQuotaBytes", 1024, 1 << 40, "", "job cache bytes an org may keep; saving past it evicts the least recently used caches"},
+	{UserCacheTTLMs, "userCacheTtlMs", 1000, 365 * day, "", "how long a job cache unused by any job is kept"},
+	{ArtifactQuotaBytes, "artifactQuotaBytes", 1024, 1 << 40, "", "artifact bytes an org may keep; an upload past it is refused"},
+	{ArtifactTTLMs, "artifactTtlMs", 1000, 365 * day, "", "how long an artifact is kept after its upload"},
+	{ArtifactMaxBytes, "artifactMaxBytes", 1024, 1 << 40, "", "size cap of one artifact (compressed), enforced while it streams"},
+	{ArtifactMaxPerRun, "artifactMaxPerRun", 1, 10000, "", "how many artifacts one run may upload"},
 }
 
 // KnobByName finds a knob by column or wire name.
@@ -86,12 +100,15 @@ type Defaults map[string]int64
 
 // DefaultValues are the built-in defaults (KiCI): token TTL 1 h, GitHub
 // payload 25 MiB, lock file 5 MiB, dedup 24 h, queue timeout 1 h, dispatch
-// ack 10 s, spawn timeout 300 s, check-run tracking 7 days.
+// ack 10 s, spawn timeout 300 s, check-run tracking 7 days; user caches
+// 5 GiB for 7 days; artifacts 20 GiB for 30 days, 1 GiB each, 50 per run.
 func DefaultValues() Defaults {
 	return Defaults{
 		AgentTokenTTLMs: 3_600_000, MaxGithubPayloadBytes: 26_214_400, LockFileMaxBytes: 5_242_880,
 		WebhookDedupTTLMs: 86_400_000, QueueTimeoutMs: 3_600_000, DispatchAckTimeoutMs: 10_000, ScalerSpawnTimeoutMs: 300_000,
 		CheckRunTrackingTTLDays: 7,
+		UserCacheQuotaBytes:     5 << 30, UserCacheTTLMs: 7 * day,
+		ArtifactQuotaBytes: 20 << 30, ArtifactTTLMs: 30 * day, ArtifactMaxBytes: 1 << 30, ArtifactMaxPerRun: 50,
 	}
 }
 

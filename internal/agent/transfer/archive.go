@@ -1,0 +1,263 @@
+// Package transfer is the agent side of job caches and artifacts: packing
+// paths into a tar stream compressed with zstd, unpacking one safely, and
+// streaming both to and from the orchestrator with the job's credential.
+//
+// An archive is a sequence of entries named "<index>/<path inside root
+// index>": the index says which of the packed roots an entry belongs to, so
+// an unpacked entry can only land inside the root the job declared, never
+// elsewhere on the host. Regular files and directories are kept (with their
+// permission bits); symbolic links and special files are skipped, so an
+// archive cannot plant a link that a later entry writes through.
+package transfer
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Root is one directory tree of an archive. Files, when not nil, limits
+// the archive to those paths (slash-separated, relative to Dir); nil packs
+// the whole tree.
+type Root struct {
+	Dir   string
+	Files []string
+}
+
+// Stats counts what Pack or Unpack handled.
+type Stats struct {
+	Files   int
+	Bytes   int64
+	Skipped int // symlinks and special files
+}
+
+// Pack writes roots as a zstd-compressed tar to w. A root that does not
+// exist is skipped (a cache path the job never created).
+func Pack(w io.Writer, roots []Root) (Stats, error) {
+	var st Stats
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return st, err
+	}
+	tw := tar.NewWriter(zw)
+	for i, r := range roots {
+		prefix := strconv.Itoa(i)
+		add := func(p string, d fs.DirEntry) error {
+			rel, err := filepath.Rel(r.Dir, p)
+			if err != nil {
+				return err
+			}
+			name := prefix
+			if rel != "." {
+				name += "/" + filepath.ToSlash(rel)
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			switch {
+			case info.IsDir():
+				return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
+			case info.Mode().IsRegular():
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+					return err
+				}
+				n, err := io.Copy(tw, f)
+				st.Files++
+				st.Bytes += n
+				return err
+			default:
+				st.Skipped++
+				return nil
+			}
+		}
+		if r.Files != nil {
+			for _, rel := range r.Files {
+				p := filepath.Join(r.Dir, filepath.FromSlash(rel))
+				info, err := os.Lstat(p)
+				if err != nil {
+					return st, err
+				}
+				if err := add(p, fs.FileInfoToDirEntry(info)); err != nil {
+					return st, fmt.Errorf("pack %s: %w", rel, err)
+				}
+			}
+			continue
+		}
+		if _, err := os.Lstat(r.Dir); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		err := filepath.WalkDir(r.Dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return add(p, d)
+		})
+		if err != nil {
+			return st, fmt.Errorf("pack %s: %w", r.Dir, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return st, err
+	}
+	return st, zw.Close()
+}
+
+// Unpack extracts a Pack stream from r into roots (entry "<i>/…" goes
+// under roots[i].Dir; Files is ignored). Every name is checked: no
+// absolute paths, no "..", no index out of range, and no entry written
+// through an existing symbolic link. Existing files are overwritten. It
+// returns the paths it created that did not exist before (deepest last),
+// so a caller can undo a failed restore with Undo.
+func Unpack(r io.Reader, roots []Root) (Stats, []string, error) {
+	var st Stats
+	var created []string
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return st, nil, err
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return st, created, nil
+		}
+		if err != nil {
+			return st, created, err
+		}
+		idx, rel, _ := strings.Cut(strings.TrimSuffix(h.Name, "/"), "/")
+		i, err := strconv.Atoi(idx)
+		if err != nil || i < 0 || i >= len(roots) || strconv.Itoa(i) != idx {
+			return st, created, fmt.Errorf("archive entry %q: not inside a declared path", h.Name)
+		}
+		if rel != "" && (path.IsAbs(rel) || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../")) {
+			return st, created, fmt.Errorf("archive entry %q: unsafe path", h.Name)
+		}
+		dst, err := safePath(roots[i].Dir, rel, &created)
+		if err != nil {
+			return st, created, fmt.Errorf("archive entry %q: %w", h.Name, err)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := mkdir(dst, &created); err != nil {
+				return st, created, err
+			}
+		case tar.TypeReg:
+			if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+				created = append(created, dst)
+			}
+			// O_NOFOLLOW: a symlink at dst itself is refused too.
+			f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|oNoFollow, fs.FileMode(h.Mode).Perm()|0o200)
+			if err != nil {
+				return st, created, fmt.Errorf("archive entry %q: %w", h.Name, err)
+			}
+			n, err := io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return st, created, err
+			}
+			_ = os.Chtimes(dst, h.ModTime, h.ModTime)
+			st.Files++
+			st.Bytes += n
+		default:
+			st.Skipped++
+		}
+	}
+}
+
+// safePath joins root and rel, creating the missing parent directories and
+// refusing to pass through a symbolic link (root itself included).
+func safePath(root, rel string, created *[]string) (string, error) {
+	if err := mkdirRoot(root, created); err != nil {
+		return "", err
+	}
+	cur := root
+	if rel == "" {
+		return cur, nil
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, p)
+		if err := mkdir(cur, created); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(cur, parts[len(parts)-1]), nil
+}
+
+// mkdirRoot makes a root directory. Its ancestors may be symbolic links
+// (a home directory under a linked /home), the root itself may not: a
+// checked-out repository could commit a link there.
+func mkdirRoot(root string, created *[]string) error {
+	info, err := os.Lstat(root)
+	switch {
+	case err == nil && info.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s exists and is not a directory", root)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	// Record the ancestors MkdirAll creates, outermost first.
+	var missing []string
+	for d := filepath.Dir(root); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append([]string{d}, missing...)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	*created = append(*created, missing...)
+	*created = append(*created, root)
+	return nil
+}
+
+// mkdir makes dir (and its parents) unless it exists as a real directory;
+// an existing symbolic link or file there is an error.
+func mkdir(dir string, created *[]string) error {
+	info, err := os.Lstat(dir)
+	switch {
+	case err == nil && info.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s exists and is not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdir(parent, created); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	*created = append(*created, dir)
+	return nil
+}
+
+// Undo removes paths created by a failed Unpack, deepest first.
+func Undo(created []string) {
+	for i := len(created) - 1; i >= 0; i-- {
+		_ = os.RemoveAll(created[i])
+	}
+}

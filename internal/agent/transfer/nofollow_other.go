@@ -1,0 +1,5 @@
+//go:build !unix
+
+package transfer
+
+const oNoFollow = 0
