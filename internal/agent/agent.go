@@ -120,6 +120,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		TimeoutGrace:       opts.StepTimeoutGrace,
 		Logger:             logger,
 		Attest:             a.attest,
+		Blobs:              blobOptions(cfg),
 	}, emitter{a})
 	return a
 }

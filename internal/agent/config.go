@@ -54,6 +54,9 @@ type Config struct {
 	WorkDir string
 	// Hostname is the host name used for labels and the default id.
 	Hostname string
+	// JobHome gives each job a fresh HOME in its work directory
+	// (KICI_AGENT_JOB_HOME; runner.BlobOptions.JobHome).
+	JobHome bool
 }
 
 // EnvVar documents one configuration variable.
@@ -82,6 +85,7 @@ func EnvVars() []EnvVar {
 		{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", "60000", "same, when register.ack announces a pending dispatch"},
 		{"KICI_WORK_DIR", "os temp dir", "parent of the per-job work directories"},
 		{"KICI_LOG_LEVEL", "info", "agent log level: debug, info, warn, error"},
+		{"KICI_AGENT_JOB_HOME", "false", "true ⇒ each job gets a fresh HOME in its work directory (no state shared through the home directory; use caches)"},
 	}
 }
 
@@ -168,12 +172,14 @@ func LoadConfig(environ []string) (*Config, error) {
 			return nil, err
 		}
 	}
-	switch v := strings.ToLower(strings.TrimSpace(env["KICI_SCALER_MANAGED"])); v {
-	case "", "false", "0", "no":
-	case "true", "1", "yes":
-		c.ScalerManaged = true
-	default:
-		return nil, fmt.Errorf("KICI_SCALER_MANAGED: want true or false, got %q", v)
+	for name, dst := range map[string]*bool{"KICI_SCALER_MANAGED": &c.ScalerManaged, "KICI_AGENT_JOB_HOME": &c.JobHome} {
+		switch v := strings.ToLower(strings.TrimSpace(env[name])); v {
+		case "", "false", "0", "no":
+		case "true", "1", "yes":
+			*dst = true
+		default:
+			return nil, fmt.Errorf("%s: want true or false, got %q", name, v)
+		}
 	}
 	return c, nil
 }

@@ -105,6 +105,9 @@ type Deps struct {
 	// Approvals decides holds (approval.Decider); nil ⇒ the held-run
 	// decision route answers 503.
 	Approvals HoldDecider
+	// Artifacts lists and serves run artifacts (artifacts.go); nil ⇒
+	// those routes answer 503.
+	Artifacts ArtifactService
 }
 
 type server struct {
@@ -173,6 +176,8 @@ func NewRouter(d Deps) *http.ServeMux {
 	s.route(mux, "/.well-known/jwks.json", map[string]http.Handler{"GET": http.HandlerFunc(s.jwks)})
 	s.route(mux, "/v1/verify-attestation", map[string]http.Handler{"POST": http.HandlerFunc(s.verifyAttestation)})
 	a("/runs/{runId}/attestations", map[string]routeSpec{"GET": {PermRunRead, s.listAttestations}})
+	a("/runs/{runId}/artifacts", map[string]routeSpec{"GET": {PermRunRead, s.listArtifacts}})
+	a("/runs/{runId}/artifacts/{name}", map[string]routeSpec{"GET": {PermRunRead, s.downloadArtifact}})
 	a("/attestations/{id}", map[string]routeSpec{"GET": {PermRunRead, s.getAttestation}})
 	a("/signing-keys", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.listSigningKeys}})
 	a("/signing-keys/rotate", map[string]routeSpec{"POST": {auth.PermKeyRotate, bodyless(s.rotateSigningKey)}})
@@ -246,6 +251,8 @@ var Routes = []string{
 	"GET /.well-known/jwks.json -",
 	"POST /v1/verify-attestation -",
 	"GET " + AdminPrefix + "/runs/{runId}/attestations " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/artifacts " + PermRunRead,
+	"GET " + AdminPrefix + "/runs/{runId}/artifacts/{name} " + PermRunRead,
 	"GET " + AdminPrefix + "/attestations/{id} " + PermRunRead,
 	"GET " + AdminPrefix + "/signing-keys " + auth.PermSettingsRead,
 	"POST " + AdminPrefix + "/signing-keys/rotate " + auth.PermKeyRotate,

@@ -25,7 +25,8 @@ func (a *app) runsCommand() *cobra.Command {
   kici-admin runs wait <run-id> --timeout 10m`,
 	}
 	cmd.AddCommand(a.runsListCommand(), a.runsShowCommand(), a.runsSummaryCommand(),
-		a.runsJobsCommand(), a.runsLogsCommand(), a.runsWaitCommand(), a.runsCancelCommand(), a.runsRerunCommand())
+		a.runsJobsCommand(), a.runsLogsCommand(), a.runsWaitCommand(), a.runsCancelCommand(), a.runsRerunCommand(),
+		a.runsArtifactsCommand())
 	return cmd
 }
 

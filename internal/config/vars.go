@@ -79,6 +79,14 @@ var Vars = []Var{
 	{"KICI_SCALER_CONFIG_DIR", ScopeOrchestrator, "`scalers.d` beside the config file, if present", "Directory whose `*.yaml`/`*.yml` files add `scalers:` entries, read in name order."},
 	{"KICI_SCALER_SPAWN_TIMEOUT_MS", ScopeOrchestrator, "`300000`", "Deadline of one backend spawn (image pull, create, start), in ms (≥ 1000); the cluster setting `scalerSpawnTimeoutMs` overrides it live."},
 	{"KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", ScopeOrchestrator, "`10000`", "How long each process caches the cluster settings, in ms."},
+	{"KICI_STORAGE_TYPE", ScopeOrchestrator, "`filesystem`", "Blob store of job caches and artifacts: `filesystem` (files under `KICI_STORAGE_FS_PATH`) or `s3` (S3-compatible object storage, for clusters; see [caches-and-artifacts.md](caches-and-artifacts.md))."},
+	{"KICI_STORAGE_FS_PATH", ScopeOrchestrator, "`<data dir>/blobs`", "Absolute directory of the filesystem blob store."},
+	{"KICI_STORAGE_BUCKET", ScopeOrchestrator, "empty (required for `s3`)", "Bucket of the S3 blob store (it must exist)."},
+	{"KICI_STORAGE_PREFIX", ScopeOrchestrator, "empty", "Key prefix of every object in the S3 blob store."},
+	{"KICI_STORAGE_REGION", ScopeOrchestrator, "`us-east-1`", "Signing region of the S3 blob store."},
+	{"KICI_STORAGE_ENDPOINT", ScopeOrchestrator, "AWS", "Endpoint URL of an S3-compatible server (MinIO, versitygw, Ceph RGW, …)."},
+	{"KICI_STORAGE_FORCE_PATH_STYLE", ScopeOrchestrator, "`false`", "`true` ⇒ path-style bucket addressing (`<endpoint>/<bucket>/<key>`), which most self-hosted servers need."},
+	{"AWS_ACCESS_KEY_ID", ScopeOrchestrator, "empty", "Access key of the S3 blob store (with `AWS_SECRET_ACCESS_KEY`)."},
 	{"KICI_ORCHESTRATOR_URL", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `ws://127.0.0.1:<port>/ws`; agent: required",
 		"WebSocket URL agents dial. The orchestrator passes it to the agents it spawns; kici-agent reads it to connect."},
 	{"KICI_AGENT_ENV_*", ScopeOrchestrator, "", "Extra environment for spawned agents: `KICI_AGENT_ENV_X=v` reaches each spawned agent as `X=v` (prefix stripped)."},
@@ -101,6 +109,7 @@ var Vars = []Var{
 	{"KICI_SCALER_MANAGED", ScopeAgent, "`false`", "`true` ⇒ the agent runs one job then exits (set by the scaler)."},
 	{"KICI_SCALER_IDLE_TIMEOUT", ScopeAgent, "`5000`", "How long a scaler-managed agent waits for follow-up work after its job, in ms."},
 	{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", ScopeAgent, "`60000`", "How long a scaler-managed agent waits for its bound job when `register.ack` says `pendingDispatch`, in ms."},
+	{"KICI_AGENT_JOB_HOME", ScopeOrchestrator + "," + ScopeAgent, "`false`", "`true` ⇒ each job gets a fresh, empty `HOME` inside its work directory and the host's `GOPATH`, `GOCACHE`, `GOMODCACHE` are not passed on, so jobs share nothing through a home directory (carry build state with `cache:`). The orchestrator passes it to the bare-metal agents it spawns."},
 	{"KICI_WORK_DIR", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `<os temp dir>/kici-work-<uid>`; agent: the OS temp dir", "Parent directory of the per-job work directories (orchestrator: of the bare-metal agents it spawns; absolute, created 0700, refused when not owned by this user, group/world-writable or inside the data directory)."},
 
 	// job environment

@@ -100,6 +100,9 @@ type AgentFacts struct {
 type JobData struct {
 	Secrets     map[string]string
 	ContextVars map[string]string
+	// JobCredential is the job's credential for the cache and artifact
+	// routes (protocol.JobDispatch.JobCredential).
+	JobCredential string
 }
 
 // JobDataResolver resolves a job's secrets and context variables at

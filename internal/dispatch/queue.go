@@ -332,6 +332,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.Q
 		return nil, false, err
 	}
 	msg.Secrets, msg.ContextVars = data.Secrets, data.ContextVars
+	msg.JobCredential = data.JobCredential
 	msg.Untrusted = run.TrustTier == store.TrustUnknown
 	return msg, false, nil
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/blobstore"
-	"kici.dev/kici/internal/store"
 )
 
 // Agent routes, authenticated with the job credential of job.dispatch
@@ -99,13 +98,7 @@ func (s *Service) putArtifact(w http.ResponseWriter, r *http.Request, jc *jobCtx
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ArtifactView(a))
-}
-
-// ArtifactView is an artifact in API answers.
-func ArtifactView(a *store.Artifact) map[string]any {
-	return map[string]any{"name": a.Name, "runId": a.RunID, "jobId": a.JobID, "jobName": a.JobName,
-		"sizeBytes": a.SizeBytes, "sha256": a.SHA256, "createdAt": a.CreatedAt, "expiresAt": a.ExpiresAt}
+	writeJSON(w, http.StatusCreated, a)
 }
 
 // Stream writes body (size bytes, digest sha) as the response. The digest

@@ -70,8 +70,8 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrExists: the cache key or artifact name is already taken.
 	ErrExists = errors.New("already exists")
-	// ErrMiss: no cache or artifact matches.
-	ErrMiss = errors.New("not found")
+	// ErrMiss: no cache or artifact matches (it wraps store.ErrNotFound).
+	ErrMiss = fmt.Errorf("not found (%w)", store.ErrNotFound)
 	// ErrUnauthorized: no valid job credential.
 	ErrUnauthorized = errors.New("unauthorized")
 )

@@ -32,6 +32,9 @@ type Artifact struct {
 	Name  string   `json:"name"`
 	Paths []string `json:"paths"`
 	When  []string `json:"when,omitempty"`
+	// Attest asks for a provenance attestation naming the artifact
+	// ("artifact:<name>") and the SHA-256 of its stored archive.
+	Attest bool `json:"attest,omitempty"`
 }
 
 // Container runs a job's steps inside Image on an agent with a Docker
@@ -226,7 +229,7 @@ func (f *yfile) artifacts(j *Job, n ast.Node, what string) {
 		if !ok {
 			continue
 		}
-		f.strict(entries, what+" entry", "name", "paths", "when")
+		f.strict(entries, what+" entry", "name", "paths", "when", "attest")
 		var a Artifact
 		for _, e := range entries {
 			switch e.key {
@@ -244,6 +247,8 @@ func (f *yfile) artifacts(j *Job, n ast.Node, what string) {
 				a.Paths = f.paths(e.val, what+" paths")
 			case "when":
 				a.When = f.when(e.val, what+" when")
+			case "attest":
+				a.Attest, _ = f.boolean(e.val, what+" attest")
 			}
 		}
 		if a.Name == "" || len(a.Paths) == 0 {

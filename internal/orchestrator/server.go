@@ -28,6 +28,7 @@ import (
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
+	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
@@ -52,6 +53,7 @@ type Server struct {
 	processor  *pipeline.Processor
 	tracker    *execution.Tracker
 	runctl     *runctl.Controller
+	blobs      *jobblobs.Service
 	httpSrv    *http.Server
 	listener   net.Listener
 	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
@@ -170,7 +172,12 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		ln.Close()
 		return nil, err
 	}
-	s.dispatcher.SetJobDataResolver(jobDataResolver(st, secretSvc, logger.With("component", "secrets")))
+	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.dispatcher.SetJobDataResolver(withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs))
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
@@ -238,9 +245,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 
 		Mode:      cfg.Mode,
 		Approvals: s.decider,
+		Artifacts: s.blobs,
 		EmitEvent: ingress.emit,
 	})
 	mux.Handle("GET /ws", s.dispatcher)
+	s.blobs.Mount(mux, api.RequestID)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{}))
 	ingress.mount(mux)
 	ui, err := newWebUI(cfg, st, adminAuth, logs, s, settings, logger)
@@ -284,6 +293,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)
+	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()

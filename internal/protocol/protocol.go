@@ -203,6 +203,11 @@ type JobDispatch struct {
 	// SetupError, when set, fails the job before any step runs (e.g. an
 	// env template that could not be evaluated on the orchestrator). kici.
 	SetupError string `json:"setupError,omitempty"`
+	// JobCredential authenticates this dispatch of the job to the
+	// orchestrator's cache and artifact routes (Authorization: Bearer);
+	// it is bound to the job, replaced on a redispatch and useless once the
+	// job is terminal. Never logged; masked in step output.
+	JobCredential string `json:"jobCredential,omitempty"`
 }
 
 // EventInfo is the part of the triggering event step conditions see

@@ -352,7 +352,7 @@ func hostEnv(base []string) []string {
 			continue
 		}
 		upper := strings.ToUpper(k)
-		if k == "KICI_LOG_LEVEL" {
+		if k == "KICI_LOG_LEVEL" || k == "KICI_AGENT_JOB_HOME" {
 			env = append(env, kv)
 			continue
 		}

@@ -21,6 +21,9 @@ func (j *job) maskValues() []string {
 		out = append(out, v)
 	}
 	out = append(out, j.r.opts.Credentials...)
+	if d.JobCredential != "" {
+		out = append(out, d.JobCredential)
+	}
 	if j.attest != nil {
 		out = append(out, j.attest.token)
 	}

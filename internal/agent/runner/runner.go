@@ -85,6 +85,8 @@ type Options struct {
 	// Credentials are the agent's own secrets (its token): masked in every
 	// job's log like the job's secrets.
 	Credentials []string
+	// Blobs configures caches, artifacts and the per-job HOME (blobs.go).
+	Blobs BlobOptions
 	// Attest sends provenance.attest for the running job; nil disables
 	// `attest:` steps and the step attestation channel (attest.go).
 	Attest AttestFunc
@@ -381,6 +383,12 @@ func (j *job) execute() (res *Result) {
 		}
 	}
 
+	if err := j.setupHome(); err != nil {
+		res.Error = "job home: " + err.Error()
+		j.skipFrom(0, res)
+		return res
+	}
+
 	j.startAttest()
 	defer j.stopAttest()
 	if j.attest != nil { // its token is a credential too
@@ -413,6 +421,13 @@ func (j *job) execute() (res *Result) {
 		j.skipFrom(0, res)
 		return res
 	}
+	blobs, err := j.beforeSteps(jobLog)
+	if err != nil {
+		jobLog.AddLine("", "Error: "+err.Error())
+		res.Error = j.masker.Mask(err.Error())
+		j.skipFrom(0, res)
+		return res
+	}
 	jobLog.Close()
 
 	// Steps. Each step runs when the job's current state (success, failed,
@@ -436,6 +451,9 @@ func (j *job) execute() (res *Result) {
 		if sr.Status == StateFailed && !j.cfg.Steps[i].ContinueOnError && failure == "" {
 			failure = fmt.Sprintf("step %q failed: %s", sr.Name, sr.Error)
 		}
+	}
+	if err := j.afterSteps(blobs, j.outcome(failure)); err != nil && failure == "" {
+		failure = err.Error()
 	}
 	if j.finishStopped(res) {
 		return res
@@ -546,7 +564,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		return finish(StateFailed, nil, 1, "creating the output file: "+err.Error())
 	}
 	env := envbuild.Build(envbuild.Layers{
-		Host: r.opts.HostEnv, Dispatch: d.Env, Context: d.ContextVars, Workspace: j.srcDir,
+		Host: j.hostEnv, Dispatch: d.Env, Context: d.ContextVars, Workspace: j.srcDir,
 		Extra: extra,
 		Job:   j.cfg.Env, Step: step.Env,
 	})

@@ -1,0 +1,99 @@
+package transfer
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+func TestPackUnpackRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "a/b"), 0o755)
+	os.WriteFile(filepath.Join(src, "a/b/f.txt"), []byte("hello"), 0o644)
+	os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh"), 0o755)
+	os.Symlink("/etc/passwd", filepath.Join(src, "link"))
+	var buf bytes.Buffer
+	st, err := Pack(&buf, []Root{{Dir: src}, {Dir: filepath.Join(src, "missing")}})
+	if err != nil || st.Files != 2 || st.Skipped != 1 {
+		t.Fatalf("pack: %+v %v", st, err)
+	}
+	dst := filepath.Join(t.TempDir(), "new", "root")
+	st, created, err := Unpack(&buf, []Root{{Dir: dst}, {Dir: t.TempDir()}})
+	if err != nil || st.Files != 2 {
+		t.Fatalf("unpack: %+v %v", st, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "a/b/f.txt")); string(b) != "hello" {
+		t.Errorf("content = %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "run.sh")); fi == nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("executable bit lost: %v", fi)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "link")); err == nil {
+		t.Error("a symlink was restored")
+	}
+	Undo(created)
+	if _, err := os.Stat(filepath.Dir(dst)); !os.IsNotExist(err) {
+		t.Errorf("Undo left %s: %v", filepath.Dir(dst), err)
+	}
+}
+
+// rawArchive builds a zstd tar with the given entry names.
+func rawArchive(t *testing.T, names ...string) *bytes.Buffer {
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, n := range names {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: 1})
+		tw.Write([]byte("x"))
+	}
+	tw.Close()
+	zw.Close()
+	return &buf
+}
+
+func TestUnpackRefusesEscapes(t *testing.T) {
+	outside := t.TempDir()
+	for _, name := range []string{"0/../escape", "0//abs", "/0/x", "1/x", "x", "-1/x", "00/x", "0/a/../../x"} {
+		root := t.TempDir()
+		_, created, err := Unpack(rawArchive(t, name), []Root{{Dir: root}})
+		if err == nil {
+			t.Errorf("entry %q accepted", name)
+		}
+		Undo(created)
+	}
+	// An existing symlink in the root (a committed one) is never written
+	// through.
+	root := t.TempDir()
+	os.Symlink(outside, filepath.Join(root, "link"))
+	if _, _, err := Unpack(rawArchive(t, "0/link/pwned"), []Root{{Dir: root}}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("write through a symlinked dir: %v", err)
+	}
+	os.Symlink(filepath.Join(outside, "f"), filepath.Join(root, "flink"))
+	if _, _, err := Unpack(rawArchive(t, "0/flink"), []Root{{Dir: root}}); err == nil {
+		t.Error("write through a symlinked file accepted")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("files written outside the root: %v", ents)
+	}
+	// A root that is itself a symlink is refused.
+	if _, _, err := Unpack(rawArchive(t, "0/x"), []Root{{Dir: filepath.Join(root, "link")}}); err == nil {
+		t.Error("symlinked root accepted")
+	}
+}
+
+func TestMatchFiles(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"out/a.bin", "out/sub/b.bin", "out/x.tmp", ".git/config", "src/c.go"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755)
+		os.WriteFile(filepath.Join(root, f), nil, 0o644)
+	}
+	got, err := MatchFiles(root, []string{"out/**", "!out/*.tmp", "**/config"})
+	if err != nil || strings.Join(got, ",") != "out/a.bin,out/sub/b.bin" {
+		t.Errorf("MatchFiles = %v, %v", got, err)
+	}
+}

@@ -1,0 +1,41 @@
+package orchestrator
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"kici.dev/kici/internal/blobstore"
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/store"
+)
+
+// BlobSweepInterval is how often expired artifacts and caches are deleted.
+const BlobSweepInterval = time.Minute
+
+// setupBlobs opens the configured blob store (KICI_STORAGE_TYPE,
+// blobstore.FromEnv) and the cache and artifact service over it.
+func setupBlobs(dataDir string, st store.Store, settings *cluster.Reader, logger *slog.Logger) (*jobblobs.Service, error) {
+	bs, err := blobstore.FromEnv(os.Getenv, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("blob store", "kind", bs.Kind())
+	return jobblobs.New(st, bs, settings, logger), nil
+}
+
+// withJobCredential adds a fresh job credential to every dispatch resolved
+// by next.
+func withJobCredential(next dispatch.JobDataResolver, svc *jobblobs.Service) dispatch.JobDataResolver {
+	return func(ctx context.Context, run *store.Run, job *store.Job, agent dispatch.AgentFacts) (dispatch.JobData, error) {
+		data, err := next(ctx, run, job, agent)
+		if err != nil {
+			return data, err
+		}
+		data.JobCredential, err = svc.IssueCredential(ctx, job.ID)
+		return data, err
+	}
+}
