@@ -36,6 +36,18 @@ type LocalPushPayload struct {
 	Repository LocalRepository `json:"repository"`
 	// Sender is the local user.
 	Sender LocalSender `json:"sender"`
+	// HeadCommit is the built commit's message and author (GitHub's push
+	// field), shown on the run page; nil when git cannot read them.
+	HeadCommit *LocalCommit `json:"head_commit,omitempty"`
+}
+
+// LocalCommit is the head_commit of a local push.
+type LocalCommit struct {
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Author  struct {
+		Name string `json:"name"`
+	} `json:"author"`
 }
 
 // LocalRepository identifies the repository of a local push.
@@ -187,11 +199,18 @@ func buildLocalPush(ctx context.Context, src *api.SourceView, ref, sha string) (
 	if p, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", after+"^1"); err == nil && p != "" {
 		before = p
 	}
-	return &LocalPushPayload{
+	p := &LocalPushPayload{
 		Ref: fullRef, Before: before, After: after,
 		Repository: LocalRepository{FullName: src.OrgID + "/" + src.Name, Path: repo},
 		Sender:     LocalSender{Login: localUser()},
-	}, nil
+	}
+	if msg, err := git(ctx, repo, "log", "-1", "--format=%B", after); err == nil {
+		p.HeadCommit = &LocalCommit{ID: after, Message: strings.TrimRight(msg, "\n")}
+		if name, err := git(ctx, repo, "log", "-1", "--format=%an", after); err == nil {
+			p.HeadCommit.Author.Name = name
+		}
+	}
+	return p, nil
 }
 
 // git runs git -C dir args and returns trimmed stdout.

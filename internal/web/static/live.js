@@ -96,7 +96,9 @@
     tail.addEventListener("end", function () {
       tail.close();
       if (state) { state.textContent = "finished"; }
-      setTimeout(function () { location.reload(); }, 500);
+      // The step list and statuses are redrawn in place; the lines already
+      // shown stay (the server renders the same page of the log).
+      setTimeout(refreshMain, 300);
     });
   }
 
