@@ -111,6 +111,13 @@ jobs:
 	if b, err := os.ReadFile(o.logPath); err == nil && strings.Contains(string(b), "log lines missing") {
 		t.Errorf("the orchestrator reports missing log lines")
 	}
+	m := scrape(t, o)
+	if v := sample(m, `kici_orch_log_lines_total{result="dropped"}`); v != 0 {
+		t.Errorf("dropped log lines = %v, want 0", v)
+	}
+	if v := sample(m, `kici_orch_log_lines_total{result="stored"}`); v < float64(n+10000) {
+		t.Errorf("stored log lines = %v, want at least %d", v, n+10000)
+	}
 }
 
 // A step keeps printing while the orchestrator is killed and stays down

@@ -13,6 +13,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
@@ -170,14 +171,33 @@ func (w *statusWriter) Flush() {
 }
 
 // countedLogs counts the log lines the dispatcher stores or fails to store.
+// It keeps the sink's idempotent AppendFrom (dispatch.OffsetLogSink), which
+// is what makes the dispatcher negotiate acknowledged log delivery.
 type countedLogs struct {
-	dispatch.LogSink
+	dispatch.OffsetLogSink
 	m *serverMetrics
+}
+
+var _ dispatch.OffsetLogSink = countedLogs{}
+
+// AppendFrom stores agent-numbered lines; the lines an agent numbered but
+// that never arrived count as dropped. A failed write drops nothing: the
+// dispatcher does not acknowledge it and the agent sends the lines again.
+func (c countedLogs) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error) {
+	res, err := c.OffsetLogSink.AppendFrom(runID, jobID, stepIndex, offset, lines)
+	n := 0
+	for _, l := range lines[len(lines)-min(res.Stored, len(lines)):] { // duplicates are skipped from the front
+		n += len(l.Text)
+	}
+	c.m.logLines.WithLabelValues("stored").Add(float64(res.Stored))
+	c.m.logBytes.WithLabelValues("stored").Add(float64(n))
+	c.m.logLines.WithLabelValues("dropped").Add(float64(res.Missing))
+	return res, err
 }
 
 // Append stores lines and counts them as stored or dropped.
 func (c countedLogs) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error {
-	err := c.LogSink.Append(runID, jobID, stepIndex, lines)
+	err := c.OffsetLogSink.Append(runID, jobID, stepIndex, lines)
 	result := "stored"
 	if err != nil {
 		result = "dropped"

@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		// A spawned agent may take the spawn deadline to start, then has a
 		// minute to register.
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
-	}, st, agentAuth, countedLogs{LogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
+	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
 	dispatcher := s.dispatcher
 	s.scaler.SetIdleAgents(func() map[string]bool {
 		idle := map[string]bool{}
