@@ -163,6 +163,8 @@ type jobRow struct {
 	ErrorMessage  string     `json:"errorMessage"`
 	RoutingReason string     `json:"routingReason"`
 	Steps         []stepView `json:"steps"`
+	// Outputs are the job's exported outputs.
+	Outputs map[string]string `json:"outputs"`
 }
 
 func (o *orchestrator) jobsOf(t *testing.T, runID string) map[string]jobRow {

@@ -87,6 +87,9 @@ type Deps struct {
 	RunControl RunController
 	// Rerun creates reruns; nil ⇒ the rerun route answers 503.
 	Rerun Rerunner
+	// ManualRuns starts manual runs (manualruns.go); nil ⇒ POST /runs
+	// answers 503.
+	ManualRuns ManualRunner
 	// ClusterSettings reads and patches the live cluster settings; nil ⇒
 	// the cluster-settings routes answer 503.
 	ClusterSettings *cluster.Reader
@@ -160,7 +163,7 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/events/emit", map[string]routeSpec{"POST": {PermContextCreate, s.emitEvent}})
 	a("/registrations", map[string]routeSpec{"GET": {PermContextRead, s.listRegistrations}})
 	a("/registrations/{id}", map[string]routeSpec{"GET": {PermContextRead, s.getRegistration}})
-	a("/runs", map[string]routeSpec{"GET": {PermRunRead, s.listRuns}})
+	a("/runs", map[string]routeSpec{"GET": {PermRunRead, s.listRuns}, "POST": {auth.PermSourceTrigger, s.startManualRun}})
 	a("/runs/{runId}", map[string]routeSpec{"GET": {PermRunRead, s.getRun}})
 	a("/runs/{runId}/jobs", map[string]routeSpec{"GET": {PermRunRead, s.listJobs}})
 	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})

@@ -178,7 +178,7 @@ func TestAuthAndRouting(t *testing.T) {
 		t.Fatalf("404: %d %v", code, m)
 	}
 	code, m, h = e.do("DELETE", "/api/v1/admin/runs", e.owner, "")
-	if code != 405 || h.Get("Allow") != "GET" || !strings.Contains(m["error"].(string), "not allowed") {
+	if code != 405 || h.Get("Allow") != "GET, POST" || !strings.Contains(m["error"].(string), "not allowed") {
 		t.Fatalf("405: %d %v %v", code, m, h)
 	}
 }

@@ -26,7 +26,7 @@ func (a *app) runsCommand() *cobra.Command {
 	}
 	cmd.AddCommand(a.runsListCommand(), a.runsShowCommand(), a.runsSummaryCommand(),
 		a.runsJobsCommand(), a.runsLogsCommand(), a.runsWaitCommand(), a.runsCancelCommand(), a.runsRerunCommand(),
-		a.runsArtifactsCommand())
+		a.runsArtifactsCommand(), a.runsStartCommand())
 	return cmd
 }
 

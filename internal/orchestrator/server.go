@@ -239,6 +239,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 
 		RunControl: s.runctl,
 		Rerun:      s.processor,
+		ManualRuns: s.processor,
 		Provenance: prov,
 		Secrets:    secretSvc,
 		Agents:     s.dispatcher,
