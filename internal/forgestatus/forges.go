@@ -214,7 +214,7 @@ func (r *Reporter) deliverGitHub(ctx context.Context, t *target, c *store.CheckR
 	if t.provider == store.CheckProviderGitHubStatus {
 		return "", t.gh.CreateStatus(ctx, inst, c.Repo, c.SHA, body)
 	}
-	reopen := c.ExternalID != "" && strings.HasPrefix(c.PostedState, checkCompleted) && !c.DesiredTerminal
+	reopen := c.ExternalID != "" && strings.HasPrefix(c.PostedState, checkCompleted) && c.DesiredState != c.PostedState
 	if c.ExternalID != "" && !reopen {
 		id, _ := strconv.ParseInt(c.ExternalID, 10, 64)
 		delete(body, "head_sha")

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/testutil/ghfake"
+)
+
+// A fork pull request held for approval is visible on the forge
+// (action_required, the reason in words); a `/kici approve` from someone
+// outside the approval directory is refused with a reply on the pull
+// request; once approved, the job gets a new check run that completes.
+func TestForgeStatusHeldForkApprovedAndRefusedComment(t *testing.T) {
+	g := newGHForge(t, quickWorkflowPR)
+	headSHA := g.sha
+	g.fake.SetPermission(ingressRepo, "outsider", "read")
+	pr, _ := json.Marshal(map[string]any{"action": "opened", "number": 7, "installation": map[string]any{"id": 7},
+		"pull_request": map[string]any{"number": 7, "user": map[string]any{"login": "outsider"},
+			"head": map[string]any{"ref": "fork", "sha": headSHA, "repo": map[string]any{"full_name": "outsider/api"}},
+			"base": map[string]any{"ref": "main", "sha": headSHA, "repo": map[string]any{"full_name": ingressRepo}}},
+		"repository": map[string]any{"full_name": ingressRepo, "default_branch": "main", "clone_url": "file://" + g.repo},
+		"sender":     map[string]any{"login": "outsider", "id": 31337}})
+	postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "pull_request", "held-pr-1", pr)
+	runID := g.o.runOf(t, fmt.Sprintf("github:%d:held-pr-1", ingressApp))
+	g.o.waitRunStatus(t, runID, 30*time.Second, "held")
+	checks := g.waitChecks(t, 30*time.Second, map[string]string{"pr / check": "completed/action_required"})
+	out, _ := checks["pr / check"].Fields["output"].(map[string]any)
+	title, _ := out["title"].(string)
+	if !strings.Contains(title, "ork pull request from outsider waits for approval") || !strings.Contains(title, "/kici approve "+runID) ||
+		!strings.Contains(title, "kici-admin held-run approve") {
+		t.Errorf("held check title %q", title)
+	}
+
+	// A comment from someone outside the approval directory: refused, and
+	// the pull request says so.
+	comment, _ := json.Marshal(map[string]any{"action": "created", "installation": map[string]any{"id": 7},
+		"issue":      map[string]any{"number": 7, "pull_request": map[string]any{"url": "x"}},
+		"comment":    map[string]any{"body": "/kici approve " + runID},
+		"repository": map[string]any{"full_name": ingressRepo, "default_branch": "main"},
+		"sender":     map[string]any{"login": "stranger", "id": 4040}})
+	postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "issue_comment", "comment-1", comment)
+	var reply ghfake.Request
+	waitFor(t, 30*time.Second, "a reply to the comment", func() bool {
+		rs := g.fake.Requests("/repos/acme/api/issues/7/comments")
+		if len(rs) > 0 {
+			reply = rs[0]
+		}
+		return len(rs) > 0
+	})
+	if body, _ := reply.Body["body"].(string); !strings.Contains(body, "refused") || !strings.Contains(body, "approval directory") || !strings.Contains(body, "stranger") {
+		t.Errorf("reply %q", body)
+	}
+	if st := g.o.waitRunStatus(t, runID, 5*time.Second, "held"); st.Status != "held" {
+		t.Fatalf("the refused comment moved the run: %s", st.Status)
+	}
+
+	g.o.admin(t, "held-run", "approve", runID)
+	if r := g.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("approved run %s", r.Status)
+	}
+	waitFor(t, 30*time.Second, "a new check completed after the approval", func() bool {
+		cs := g.fake.CheckRuns(ingressRepo)
+		return len(cs) == 2 && cs[1].States[len(cs[1].States)-1] == "completed/success"
+	})
+	cs := g.fake.CheckRuns(ingressRepo)
+	if cs[0].States[len(cs[0].States)-1] != "completed/action_required" || cs[1].Fields["name"] != "pr / check" {
+		t.Errorf("checks after approval: %v / %v %v", cs[0].States, cs[1].Fields["name"], cs[1].States)
+	}
+}
+
+// GitHub's "Re-run" button: from a user without write access it is
+// refused and recorded in the event log; from a writer it reruns the run,
+// and the job's check (same name) is posted again and completes.
+func TestForgeStatusCheckRunRerequested(t *testing.T) {
+	g := newGHForge(t, quickWorkflow)
+	g.fake.SetPermission(ingressRepo, "reader", "read")
+	g.fake.SetPermission(ingressRepo, "writer", "write")
+	runID := g.push(t, "rerun-push-1")
+	g.o.waitRunStatus(t, runID, 60*time.Second, "success", "failed", "cancelled")
+	g.waitChecks(t, 30*time.Second, map[string]string{"ci / build": "completed/success"})
+	first := g.fake.CheckRuns(ingressRepo)[0]
+	rerequest := func(delivery, who string) {
+		body, _ := json.Marshal(map[string]any{"action": "rerequested", "installation": map[string]any{"id": 7},
+			"check_run":  map[string]any{"id": first.ID, "name": "ci / build", "external_id": first.Fields["external_id"], "head_sha": g.sha},
+			"repository": map[string]any{"full_name": ingressRepo, "default_branch": "main"},
+			"sender":     map[string]any{"login": who, "id": 77}})
+		postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "check_run", delivery, body)
+	}
+	rerequest("rerun-1", "reader")
+	id := fmt.Sprintf("github:%d:rerun-1", ingressApp)
+	waitFor(t, 30*time.Second, "the refused re-run recorded", func() bool {
+		return strings.Contains(g.o.admin(t, "event-log", "show", id), "refused")
+	})
+	if out := g.o.admin(t, "event-log", "show", id); !strings.Contains(out, `"reader" has "read" permission`) {
+		t.Errorf("event log of the refused re-run:\n%s", out)
+	}
+	rerequest("rerun-2", "writer")
+	waitFor(t, 60*time.Second, "the rerun's check completed", func() bool {
+		cs := g.fake.CheckRuns(ingressRepo)
+		return len(cs) == 2 && cs[1].States[len(cs[1].States)-1] == "completed/success"
+	})
+	cs := g.fake.CheckRuns(ingressRepo)
+	if cs[1].Fields["name"] != "ci / build" || cs[1].Fields["external_id"] == first.Fields["external_id"] || cs[1].Fields["head_sha"] != g.sha {
+		t.Errorf("rerun check %v", cs[1].Fields)
+	}
+	var list struct {
+		Runs []runView `json:"runs"`
+	}
+	g.o.get(t, "/api/v1/admin/runs?limit=10", &list)
+	if len(list.Runs) != 2 {
+		t.Errorf("%d runs, want the original and one rerun", len(list.Runs))
+	}
+}
+
+// quickWorkflowPR is a one-job pull request workflow.
+const quickWorkflowPR = `name: pr
+on:
+  pull_request:
+    events: [opened]
+jobs:
+  check:
+    steps:
+      - run: echo checked
+`
