@@ -46,6 +46,11 @@ type Options struct {
 	GitPath string
 	// PathEnv is the PATH used for git (the agent's PATH when empty).
 	PathEnv string
+	// MirrorRoot, when set, is the host's mirror cache directory: the
+	// commit is fetched into a bare mirror of the repository kept there
+	// and the work tree borrows its objects (mirror.go). A mirror that
+	// cannot be used falls back to a direct fetch.
+	MirrorRoot string
 }
 
 var shaRE = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
@@ -128,6 +133,22 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	logf("Checking out %s at %s", redact(opts.RepoURL), opts.SHA)
 
+	if opts.MirrorRoot != "" {
+		mirror, err := ensureMirror(ctx, g, opts, logf)
+		if err == nil {
+			err = checkoutFromMirror(ctx, g, opts, mirror)
+		}
+		if err == nil {
+			return verifyHead(ctx, g, opts, logf)
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		logf("Host mirror unusable (%v); fetching directly", err)
+		if err := resetDir(opts.Dir); err != nil {
+			return fmt.Errorf("checkout: %w", err)
+		}
+	}
 	steps := [][]string{
 		{"init", "-q"},
 		{"remote", "add", "origin", opts.RepoURL},
@@ -149,6 +170,11 @@ func Run(ctx context.Context, opts Options) error {
 	if err := g.run(ctx, "checkout", "-q", "--detach", opts.SHA); err != nil {
 		return err
 	}
+	return verifyHead(ctx, g, opts, logf)
+}
+
+// verifyHead checks that the work tree's HEAD is the commit asked for.
+func verifyHead(ctx context.Context, g *git, opts Options, logf func(string, ...any)) error {
 	head, err := g.output(ctx, "rev-parse", "HEAD")
 	if err != nil {
 		return err
@@ -158,6 +184,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	logf("HEAD is now at %s", head)
 	return nil
+}
+
+// resetDir empties dir (after a failed mirror checkout) and recreates it.
+func resetDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
 }
 
 type git struct {

@@ -402,6 +402,9 @@ func (j *job) execute() (res *Result) {
 			RepoURL: d.RepoURL, SHA: d.SHA, Dir: j.srcDir, Auth: d.SourceAuth,
 			Log: func(line string) { jobLog.AddLine("", line) }, Timeout: r.opts.CheckoutTimeout,
 			PathEnv: lookupEnv(r.opts.HostEnv, "PATH"),
+			// The host's mirror cache lives beside the job directories,
+			// shared by every agent of the host that uses this work root.
+			MirrorRoot: filepath.Join(r.opts.WorkRoot, "kici-mirrors"),
 		})
 		if err != nil {
 			jobLog.AddLine("", "Error: "+err.Error())
