@@ -518,9 +518,38 @@ scalers:
 	// Wait until it is registered (idle in the dispatcher's registry).
 	waitLog(t, o, `msg="agent registered" component=dispatch agent=`+first)
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "warm", "--quiet")
+	// While the warm agent runs the job, the scaler view (kici-admin
+	// scaler list --agents, JOB column) names that job.
+	shown := make(chan string, 1)
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(shown)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var v agentsView
+			if o.getQuiet("/api/v1/admin/scalers", &v) != nil {
+				continue
+			}
+			for _, sc := range v.Scalers {
+				for _, a := range sc.Agents {
+					if a.AgentID == first && a.JobID != "" {
+						shown <- a.JobID
+						return
+					}
+				}
+			}
+		}
+	}()
 	r := o.waitRun(t, o.admin(t, "source", "trigger-local", sourceID, "--quiet"), time.Minute)
+	close(stopWatch)
+	shownJob := <-shown
 	var jobs struct {
 		Jobs []struct {
+			ID      string `json:"jobId"`
 			AgentID string `json:"agentId"`
 			Status  string `json:"status"`
 		} `json:"jobs"`
@@ -528,6 +557,9 @@ scalers:
 	o.get(t, "/api/v1/admin/runs/"+r.RunID+"/jobs", &jobs)
 	if r.Status != "success" || len(jobs.Jobs) != 1 || jobs.Jobs[0].AgentID != first {
 		t.Fatalf("run %s jobs %+v, want the job on warm agent %s", r.Status, jobs.Jobs, first)
+	}
+	if shownJob != jobs.Jobs[0].ID {
+		t.Fatalf("while warm agent %s ran job %s, the scaler view showed job %q", first, jobs.Jobs[0].ID, shownJob)
 	}
 	deadline = time.Now().Add(20 * time.Second)
 	next := ""

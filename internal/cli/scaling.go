@@ -145,6 +145,8 @@ type scalerStatus struct {
 		Name                string     `json:"name"`
 		Type                string     `json:"type"`
 		Retiring            bool       `json:"retiring"`
+		State               string     `json:"state"`
+		StateReason         string     `json:"stateReason"`
 		MaxAgents           int        `json:"maxAgents"`
 		MaxConcurrentSpawns int        `json:"maxConcurrentSpawns"`
 		LabelSets           [][]string `json:"labelSets"`
@@ -179,11 +181,18 @@ func (a *app) scalerCommand() *cobra.Command {
 			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/scalers", nil, nil, &v); done || err != nil {
 				return err
 			}
+			var degraded []string
 			t := newTable(a.out(), "NAME", "TYPE", "STATE", "AGENTS", "SPAWNING", "QUEUED", "MAX AGENTS", "MAX SPAWNING", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
 			for _, s := range v.Scalers {
-				state := "active"
-				if s.Retiring {
-					state = "retiring"
+				state := s.State
+				if state == "" { // an orchestrator older than the state field
+					state = "active"
+					if s.Retiring {
+						state = "retiring"
+					}
+				}
+				if s.StateReason != "" {
+					degraded = append(degraded, fmt.Sprintf("%s %s: %s", s.Name, state, s.StateReason))
 				}
 				var sets []string
 				for _, ls := range s.LabelSets {
@@ -194,6 +203,9 @@ func (a *app) scalerCommand() *cobra.Command {
 					strconv.FormatInt(s.FailedTotal, 10), strconv.FormatInt(s.RefusedTotal, 10), strings.Join(sets, " "))
 			}
 			t.flush()
+			for _, d := range degraded {
+				fmt.Fprintln(a.out(), d)
+			}
 			fmt.Fprintf(a.out(), "global: %d/%d agents, %d reloads\n", v.Active, v.GlobalMaxAgents, v.Reloads)
 			if agents {
 				at := newTable(a.out(), "SCALER", "AGENT", "STATE", "JOB")

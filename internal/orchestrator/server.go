@@ -235,7 +235,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		Version: Version,
 
 		ClusterSettings: settings,
-		ScalerStatus:    func() any { return s.scaler.Status() },
+		ScalerStatus:    func() any { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
 
 		RunControl: s.runctl,
 		Rerun:      s.processor,

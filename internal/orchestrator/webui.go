@@ -22,7 +22,7 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 		Store: st, Auth: adminAuth, Logs: web.FSLogs{FS: logs},
 		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
 		Agents:   func() []dispatch.AgentInfo { return s.dispatcher.Agents() },
-		Scalers:  func() scaler.Status { return s.scaler.Status() },
+		Scalers:  func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
 		Drain:    func() runctl.DrainStatus { return s.runctl.Drain() },
 		Settings: settings, Version: Version, Mode: cfg.Mode,
 		PublicURL: os.Getenv("KICI_PUBLIC_URL"),

@@ -812,6 +812,19 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	if len(taps) != 0 || slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "tuntap") || strings.HasPrefix(c, "ip link add") }) {
 		t.Fatalf("a degraded scaler touched the host: %q", calls)
 	}
+	// kici-admin scaler list says so: degraded, with the reason; the other
+	// scaler is active.
+	states := func() map[string]string {
+		m := map[string]string{}
+		for _, sc := range f.m.Status().Scalers {
+			m[sc.Type] = sc.State + ": " + sc.StateReason
+		}
+		return m
+	}
+	if st := states(); !strings.HasPrefix(st["firecracker"], "degraded: ") || !strings.Contains(st["firecracker"], "bridge kici-brt is missing") ||
+		!strings.HasPrefix(st["bare-metal"], "active") {
+		t.Fatalf("scaler states %q, want the firecracker one degraded with its reason and the other active", st)
+	}
 	// Once the operator fixes the host, a reload brings the scaler back.
 	host.mu.Lock()
 	host.brExists, host.brAddr, host.brUp, host.table = true, "10.0.0.1/28", true, true
@@ -821,6 +834,9 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	must(t, f.m.Reload(cfg))
 	if err := f.fc.HostError(); err != nil {
 		t.Fatalf("host still not ready after reload: %v", err)
+	}
+	if st := states(); st["firecracker"] != "active: " {
+		t.Fatalf("firecracker scaler after the fix: %q, want active", st["firecracker"])
 	}
 }
 

@@ -312,9 +312,16 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 	if t1 != time.Hour || t2 != 2*time.Minute {
 		t.Fatalf("token ttls %v %v, want 1h then 2m (read per spawn)", t1, t2)
 	}
+	// The dispatcher asks again for a waiting job on every pass: a refusal
+	// counts the job once, not each retry.
+	for range 5 {
+		if _, err := spawn("j3", "linux"); !errors.Is(err, ErrAtCapacity) {
+			t.Fatalf("retry of j3: %v", err)
+		}
+	}
 	st := f.m.Status()
 	if st.Scalers[0].RefusedTotal != 1 || st.Scalers[1].RefusedTotal != 1 || st.Scalers[0].SpawnedTotal != 2 {
-		t.Fatalf("status %+v", st)
+		t.Fatalf("status %+v, want one refusal per refused job", st)
 	}
 	f.backends["small"].mu.Lock()
 	req := f.backends["small"].reqs[0]

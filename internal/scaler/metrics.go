@@ -27,7 +27,7 @@ type Metrics struct {
 // NewMetrics registers the scaler series on reg:
 //
 //	kici_orch_scaler_spawn_failures_total{backend,bound}   spawns that produced no agent
-//	kici_orch_scaler_spawn_refusals_total                  spawns refused at a cap
+//	kici_orch_scaler_spawn_refusals_total                  jobs refused a spawn at a cap (once per job)
 //	kici_orch_scaler_spawns_total{scaler,backend}          agents started
 //	kici_orch_scaler_spawn_duration_seconds{scaler,backend} backend spawn latency
 //	kici_orch_scaler_agents_active{scaler,backend}         reserved agents (queued, spawning, alive)
@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_scaler_spawn_failures_total",
 			Help: "Agent spawns that failed or hit the spawn deadline."}, []string{"backend", "bound"}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_scaler_spawn_refusals_total",
-			Help: "Spawn requests refused because globalMaxAgents or a scaler's maxAgents was reached."}),
+			Help: "Jobs refused a spawn because globalMaxAgents or a scaler's maxAgents was reached (each job once, however often it is retried)."}),
 		spawns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_scaler_spawns_total",
 			Help: "Agents started by the scaler."}, []string{"scaler", "backend"}),
 		spawnDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kici_orch_scaler_spawn_duration_seconds",
