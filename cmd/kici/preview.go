@@ -173,6 +173,7 @@ type PreviewOutput struct {
 func newPreviewCmd(stdout io.Writer) *cobra.Command {
 	var ef eventFlags
 	var asJSON bool
+	var at string
 	cmd := &cobra.Command{
 		Use:   "preview [event-type]",
 		Short: "Show which workflows an event would start, and why",
@@ -195,9 +196,13 @@ pattern, value, passed, reason}], summary}]}.`,
   kici preview pr --action opened --target-branch main --source-branch feature/login
   kici preview tag --tag v1.2.0
   kici preview --payload delivery.json --event pull_request --files src/a.ts
-  kici preview kici_event --payload event.json --json`,
+  kici preview kici_event --payload event.json --json
+  kici preview schedule --at 2026-03-01T03:00:00+01:00`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if at != "" {
+				return runPreviewSchedule(stdout, &ef, args, at, asJSON)
+			}
 			ev, err := ef.buildEvent(args)
 			if err != nil {
 				return err
@@ -219,6 +224,7 @@ pattern, value, passed, reason}], summary}]}.`,
 	}
 	ef.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the decisions as JSON")
+	cmd.Flags().StringVar(&at, "at", "", "with event type schedule: an RFC 3339 time; show which schedule triggers fire in that minute")
 	return cmd
 }
 
