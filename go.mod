@@ -43,6 +43,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/expr-lang/expr v1.17.8
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 )
 
 require (
