@@ -9,7 +9,7 @@ BINARIES := kici-orchestrator kici-agent kici-admin kici
 VERSION ?= 0.2.0-dev
 LDFLAGS := -s -w -X kici.dev/kici/internal/orchestrator.Version=$(VERSION)
 
-.PHONY: all build demo test test-deps test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
+.PHONY: all build demo screenshots test test-deps test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
 
 all: build
 
@@ -26,6 +26,10 @@ build:
 
 demo: build
 	@bash scripts/demo.sh
+
+# screenshots: PNGs of the web UI's main pages from a seeded demo run, into docs/img/ (needs chromium).
+screenshots: build
+	$(GO) run ./scripts/screenshots -bin $(BIN) -out docs/img
 
 vet:
 	$(GO) vet ./...

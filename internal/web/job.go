@@ -63,7 +63,16 @@ type jobData struct {
 	Hits             []searchHit
 	HitsCapped       bool
 	Hold             string
-	Outputs          map[string]string
+	// Outputs are the values the job exported; Artifacts what it uploaded.
+	Outputs   map[string]string
+	Artifacts []artifactRow
+}
+
+// artifactRow is one artifact of the job with its download link (the
+// admin API's download route, which the session cookie may read).
+type artifactRow struct {
+	*store.Artifact
+	Href string
 }
 
 func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
@@ -158,7 +167,17 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 	d.Tail = !finished && !more
 	d.StreamURL = fmt.Sprintf("/api/v1/admin/runs/%s/jobs/%s/steps/%d/logs/stream?cursor=%d",
 		url.PathEscape(run.ID), url.PathEscape(job.ID), sel, d.From+len(d.Lines))
-	d.Outputs = jobOutputs(job)
+	if outs, err := u.d.Store.ListJobOutputs(ctx, run.ID); err == nil {
+		d.Outputs = outs[job.ID]
+	}
+	if arts, err := u.d.Store.ListArtifacts(ctx, run.ID); err == nil {
+		for _, a := range arts {
+			if a.JobID == job.ID {
+				d.Artifacts = append(d.Artifacts, artifactRow{Artifact: a,
+					Href: "/api/v1/admin/runs/" + url.PathEscape(run.ID) + "/artifacts/" + url.PathEscape(a.Name)})
+			}
+		}
+	}
 	live := ""
 	if d.Tail {
 		live = "tail"
@@ -240,17 +259,6 @@ func defaultStep(rows []stepRow) int {
 		}
 	}
 	return last
-}
-
-// jobOutputs reads declared outputs from the job's lock entry, if any.
-func jobOutputs(job *store.Job) map[string]string {
-	var cfg struct {
-		Outputs map[string]string `json:"outputs"`
-	}
-	if json.Unmarshal(job.Config, &cfg) != nil || len(cfg.Outputs) == 0 {
-		return nil
-	}
-	return cfg.Outputs
 }
 
 // rawLog serves a step's log as plain text (one line per log line, as

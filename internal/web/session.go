@@ -194,10 +194,15 @@ func (u *UI) SessionBridge(next http.Handler) http.Handler {
 }
 
 // isStreamPath reports whether path is one of the admin API's event
-// streams, the only API routes a session cookie may read.
+// streams or a run's artifact download, the only API routes a session
+// cookie may read (the live pages and the job page's artifact links).
 func isStreamPath(path string) bool {
-	return strings.HasPrefix(path, "/api/v1/admin/runs/") &&
-		(strings.HasSuffix(path, "/events") || strings.HasSuffix(path, "/logs/stream"))
+	if !strings.HasPrefix(path, "/api/v1/admin/runs/") {
+		return false
+	}
+	rest := strings.Split(strings.TrimPrefix(path, "/api/v1/admin/runs/"), "/")
+	return strings.HasSuffix(path, "/events") || strings.HasSuffix(path, "/logs/stream") ||
+		(len(rest) == 3 && rest[1] == "artifacts")
 }
 
 type loginData struct {

@@ -231,6 +231,26 @@ func TestRepositoryAndLogStringsAreInert(t *testing.T) {
 	mustContain(t, "job page", body, `&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt; <span class="a-f1">red</span>`, `id="L1"`, `href="#L1"`)
 }
 
+func TestJobPageShowsOutputsAndArtifacts(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if err := h.st.PutJobOutputs(ctx, h.jobIDs[0], map[string]string{"version": "1.2.3", "note": "<b>x</b>"}); err != nil {
+		t.Fatal(err)
+	}
+	a := &store.Artifact{ID: "a-1", OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[0], JobName: evilJob, Name: "dist",
+		BlobKey: "k", SizeBytes: 42, SHA256: strings.Repeat("c", 64), CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC()}
+	if err := h.st.InsertArtifact(ctx, a, 100, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	_, body, _ := c.get(h.jobURL(0))
+	mustContain(t, "job page", body, "<code>version</code>", "<code>1.2.3</code>", "&lt;b&gt;x&lt;/b&gt;",
+		`href="/api/v1/admin/runs/`+h.runID+`/artifacts/dist"`, "42 bytes")
+	_, body, _ = c.get(h.jobURL(1))
+	mustNotContain(t, "another job's page", body, "1.2.3", "/artifacts/dist")
+}
+
 func TestScopedTokenSeesOnlyItsRuns(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
