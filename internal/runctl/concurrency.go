@@ -114,16 +114,18 @@ func (c *Controller) Admit(ctx context.Context, runID string) bool {
 		}
 		return c.activate(ctx, e)
 	}
-	active := 0
+	var active []string
 	for _, o := range others {
 		if o.Status == store.ConcurrencyActive {
-			active++
+			active = append(active, o.RunID)
 		} else if o.RunID != runID && newer(e, o) {
-			return false // an older run waits first
+			c.noteWaiting(ctx, runID, waitingReason(e, nil, o.RunID)) // an older run waits first
+			return false
 		}
 	}
-	if active >= e.Max {
-		c.log.Info("run queued in concurrency group", "runId", runID, "group", e.Group, "active", active, "max", e.Max)
+	if len(active) >= e.Max {
+		c.log.Info("run queued in concurrency group", "runId", runID, "group", e.Group, "active", len(active), "max", e.Max)
+		c.noteWaiting(ctx, runID, waitingReason(e, active, ""))
 		return false
 	}
 	return c.activate(ctx, e)
@@ -145,6 +147,7 @@ func (c *Controller) activate(ctx context.Context, e *store.ConcurrencyEntry) bo
 	}
 	if ok {
 		c.log.Info("run admitted to concurrency group", "runId", e.RunID, "group", e.Group)
+		c.noteWaiting(ctx, e.RunID, "")
 	}
 	return ok
 }
@@ -213,6 +216,7 @@ func (c *Controller) promote(ctx context.Context, scope, group string) {
 				admitted = append(admitted, e.RunID)
 			}
 		}
+		c.noteHolders(ctx, list, admitted)
 	}
 	c.groupMu.Unlock()
 	for _, id := range admitted {

@@ -75,6 +75,14 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 			t.Errorf("waiting run %s job = %s, want pending", id, j.Status)
 		}
 	}
+	// Each waiting run says which group it waits for and who holds it.
+	if r := f.job(t, "r2-deploy").PendingReason; r != "waiting for concurrency group 'deploy-main' (max 1), held by run r1" {
+		t.Errorf("second run's routing reason %q", r)
+	}
+	if r := f.job(t, "r3-deploy").PendingReason; r != "waiting for concurrency group 'deploy-main' (max 1), held by run r1" &&
+		r != "waiting for concurrency group 'deploy-main' (max 1), queued behind run r2" {
+		t.Errorf("third run's routing reason %q", r)
+	}
 	f.start(t, "r1-deploy", true)
 	if err := f.tr.JobFinished(ctx, "r1-deploy", "failed", "boom", f.now); err != nil {
 		t.Fatal(err)
@@ -82,6 +90,16 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 	f.eventuallyJob(t, "r2-deploy", "queued")
 	if j := f.job(t, "r3-deploy"); j.Status != "pending" {
 		t.Errorf("third run released while the second holds the slot: %s", j.Status)
+	}
+	if r := f.job(t, "r2-deploy").PendingReason; strings.Contains(r, "concurrency group") {
+		t.Errorf("admitted run still says %q", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r := f.job(t, "r3-deploy").PendingReason; r != "waiting for concurrency group 'deploy-main' (max 1), held by run r2"; r = f.job(t, "r3-deploy").PendingReason {
+		if time.Now().After(deadline) {
+			t.Fatalf("third run's routing reason %q, want it held by r2", r)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// A cancel also releases the slot.
 	if _, err := f.c.CancelRun(ctx, "r2", false, "alice"); err != nil {
