@@ -18,6 +18,11 @@ import (
 // newWebUI builds the web UI on the same services the admin API uses.
 func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, logs *logstore.FS, s *Server,
 	settings *cluster.Reader, logger *slog.Logger) (*web.UI, error) {
+	// KICI_PUBLIC_URL, validated as the forge reporter reads it.
+	fc, err := config.LoadForgeStatus(os.Environ())
+	if err != nil {
+		return nil, err
+	}
 	return web.New(web.Deps{
 		Store: st, Auth: adminAuth, Logs: web.FSLogs{FS: logs},
 		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
@@ -25,7 +30,7 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 		Scalers:  func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
 		Drain:    func() runctl.DrainStatus { return s.runctl.Drain() },
 		Settings: settings, Version: Version, Mode: cfg.Mode,
-		PublicURL: os.Getenv("KICI_PUBLIC_URL"),
+		PublicURL: fc.PublicURL,
 		Logger:    logger.With("component", "web"),
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
 
@@ -73,6 +74,41 @@ func BenchmarkRunPage200Jobs(b *testing.B) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || strings.Count(string(body), `class="node `) != 200 {
 			b.Fatalf("run page: %d, %d nodes", resp.StatusCode, strings.Count(string(body), `class="node `))
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
+}
+
+// BenchmarkJobPageLastPageOfMillionLineLog measures the job page showing
+// the last 1,000 lines of a 1,000,000-line step log: one page is read and
+// rendered, never the whole log.
+func BenchmarkJobPageLastPageOfMillionLineLog(b *testing.B) {
+	h := newBenchHarness(b)
+	job := h.jobIDs[1]
+	batch := make([]protocol.LogLine, 0, 10000)
+	for i := 0; i < 1_000_000; i++ {
+		batch = append(batch, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: fmt.Sprintf("line %d of a long build log \x1b[32mok\x1b[0m", i+1)})
+		if len(batch) == cap(batch) {
+			if err := h.logs.Append(h.runID, job, 0, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleOwner])
+	url := h.srv.URL + fmt.Sprintf("/ui/runs/%s/jobs/%s?step=0&from=999000", h.runID, job)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		resp, err := c.hc.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Count(string(body), `<tr id="L`) != logPageSize || !strings.Contains(string(body), `id="L1000000"`) {
+			b.Fatalf("job page: %d", resp.StatusCode)
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
