@@ -137,9 +137,12 @@ func routeKey(e *store.QueueEntry) string {
 // fitting idle agent, nothing spawned) the rest of that set is not routed
 // again in this pass; each only has its pending reason brought in line
 // with the oldest one's (a map lookup; a store write only when it
-// changed). So one pass makes at most one failing routing decision per
-// label set, however many jobs are parked behind it, and routeMu is held
-// only for those decisions.
+// changed, and at most maxReasonWrites writes per pass, so a reason that
+// changes for thousands of parked jobs at once, e.g. when an agent comes
+// online, converges over a few passes instead of stalling one). So one
+// pass makes at most one failing routing decision per label set, however
+// many jobs are parked behind it, and routeMu is held only for those
+// decisions.
 func (d *Dispatcher) redrive() {
 	ctx := d.ctx
 	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
@@ -148,6 +151,7 @@ func (d *Dispatcher) redrive() {
 		return
 	}
 	waiting := map[string]string{} // route key → the job that waits first
+	writes := maxReasonWrites
 	for _, e := range list {
 		if ctx.Err() != nil {
 			return
@@ -173,7 +177,9 @@ func (d *Dispatcher) redrive() {
 		}
 		key := routeKey(e)
 		if first, ok := waiting[key]; ok {
-			d.copyReason(ctx, e.ID, first)
+			if writes > 0 && d.copyReason(ctx, e.ID, first) {
+				writes--
+			}
 			continue
 		}
 		if d.route(ctx, e, "") {
@@ -182,12 +188,20 @@ func (d *Dispatcher) redrive() {
 	}
 }
 
-// copyReason gives job the pending reason last written for job from.
-func (d *Dispatcher) copyReason(ctx context.Context, job, from string) {
+// maxReasonWrites bounds the pending-reason writes one re-drive makes for
+// jobs parked behind the oldest of their label set.
+const maxReasonWrites = 64
+
+// copyReason gives job the pending reason last written for job from and
+// reports whether that took a store write.
+func (d *Dispatcher) copyReason(ctx context.Context, job, from string) bool {
 	d.mu.Lock()
 	reason, ok := d.reasons[from]
+	prev, had := d.reasons[job]
 	d.mu.Unlock()
-	if ok {
-		d.setReason(ctx, job, reason)
+	if !ok || had && prev == reason {
+		return false
 	}
+	d.setReason(ctx, job, reason)
+	return true
 }

@@ -88,3 +88,34 @@ func BenchmarkRouteMatch(b *testing.B) {
 		_ = labelsMatch(agent, e.RunsOnLabels, e.ExcludeLabels)
 	}
 }
+
+// When the reason of a parked label set changes (an agent came online),
+// one re-drive rewrites a bounded number of parked jobs' reasons; the rest
+// follow on the next passes, so no pass stalls on thousands of writes.
+func TestRedriveSpreadsReasonChanges(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	var parked []string
+	for i := 0; i < maxReasonWrites+40; i++ {
+		j := h.job("gpu")
+		h.enqueue(j)
+		parked = append(parked, j.ID)
+	}
+	_ = h.agent("a1", h.staticToken(), "linux") // now agents are online
+	changed := func() int {
+		n := 0
+		for _, id := range parked {
+			if h.getJob(id).PendingReason == "no agent with labels [gpu]" {
+				n++
+			}
+		}
+		return n
+	}
+	h.d.redrive()
+	if n := changed(); n != maxReasonWrites+1 {
+		t.Fatalf("after one pass %d reasons changed, want %d (the oldest and %d followers)", n, maxReasonWrites+1, maxReasonWrites)
+	}
+	h.d.redrive()
+	if n := changed(); n != len(parked) {
+		t.Fatalf("after two passes %d of %d reasons changed", n, len(parked))
+	}
+}
