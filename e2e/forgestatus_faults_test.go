@@ -65,6 +65,17 @@ func TestForgeStatusForgeDownForTheWholeRun(t *testing.T) {
 	if n := len(g.fake.CheckRuns(ingressRepo)); n != 0 {
 		t.Fatalf("%d check runs while down", n)
 	}
+	var failed struct {
+		Entries []struct {
+			Event        string   `json:"event"`
+			RunIDs       []string `json:"runIds"`
+			ErrorMessage string   `json:"errorMessage"`
+		} `json:"deliveries"`
+	}
+	g.o.get(t, "/api/v1/admin/event-log?status=failed&event=check_run.delivery", &failed)
+	if len(failed.Entries) == 0 || failed.Entries[0].RunIDs[0] != runID || !strings.Contains(failed.Entries[0].ErrorMessage, "will retry") {
+		t.Errorf("event log of the failed delivery: %+v", failed.Entries)
+	}
 	g.fake.SetDown(false)
 	checks := g.waitChecks(t, 6*time.Minute, map[string]string{"ci / build": "completed/success"})
 	if s := checks["ci / build"].States; len(s) != 1 {

@@ -24,6 +24,7 @@ package forgestatus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -242,6 +243,29 @@ func (r *Reporter) deliverDue(ctx context.Context, now time.Time) {
 		}
 		r.log.Warn("forge status: delivery failed", "provider", c.Provider, "repo", c.Repo, "check", c.Name,
 			"state", c.DesiredState, "status", v.status, "retry", !v.permanent, "err", v.msg)
+		r.recordFailure(ctx, c, v)
+	}
+}
+
+// recordFailure writes a failed delivery to the event log, once per job
+// and state (the retries of one state are counted on the tracking row).
+func (r *Reporter) recordFailure(ctx context.Context, c *store.CheckRun, v verdict) {
+	org := ""
+	if src, err := r.st.GetSource(ctx, c.SourceID); err == nil {
+		org = src.OrgID
+	}
+	what := "will retry"
+	if v.permanent {
+		what = "refused, not retried"
+	}
+	now := r.now()
+	e := &store.EventLogEntry{DeliveryID: "forge-status:" + c.JobID + ":" + c.DesiredHash, OrgID: org, SourceID: c.SourceID,
+		Event: "check_run.delivery", Action: c.DesiredState, Source: "internal", Provider: c.Provider, RepoIdentifier: c.Repo,
+		Status: store.EventLogFailed, RunIDs: []string{c.RunID},
+		ErrorMessage: truncate(fmt.Sprintf("%s %q → %s (%s): %s", c.Provider, c.Name, c.DesiredState, what, v.msg), 1000),
+		ReceivedAt:   now, ProcessedAt: &now}
+	if err := r.st.RecordCheckRunFailure(ctx, e); err != nil && !errors.Is(err, store.ErrConflict) {
+		r.log.Warn("forge status: event log", "jobId", c.JobID, "err", err)
 	}
 }
 

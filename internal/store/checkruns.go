@@ -119,6 +119,11 @@ type CheckRunStore interface {
 	GetCheckRun(ctx context.Context, jobID string) (*CheckRun, error)
 	// ListCheckRuns returns rows matching f, oldest first.
 	ListCheckRuns(ctx context.Context, f CheckRunFilter) ([]*CheckRun, error)
+	// RecordCheckRunFailure writes a failed delivery to the event log as an
+	// entry of its own (e.DeliveryID names it, e.g.
+	// "forge-status:<jobId>:<hash>"); ErrConflict when that id is
+	// recorded already (one entry per failed state, not one per retry).
+	RecordCheckRunFailure(ctx context.Context, e *EventLogEntry) error
 	// DeleteCheckRunsBefore removes rows last updated before t and returns
 	// how many it removed (the checkRunTrackingTtlDays sweep).
 	DeleteCheckRunsBefore(ctx context.Context, t time.Time) (int64, error)

@@ -118,6 +118,12 @@ func (s *Store) ListCheckRuns(ctx context.Context, f store.CheckRunFilter) ([]*s
 	return out, mapErr(rows.Err())
 }
 
+// RecordCheckRunFailure inserts a primary event-log entry for a failed
+// forge delivery; ErrConflict when its delivery id exists.
+func (s *Store) RecordCheckRunFailure(ctx context.Context, e *store.EventLogEntry) error {
+	return insertEventLog(ctx, s.db, e, true)
+}
+
 // DeleteCheckRunsBefore removes rows last updated before t.
 func (s *Store) DeleteCheckRunsBefore(ctx context.Context, t time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM check_run_tracking WHERE updated_at < ?`, ms(t))

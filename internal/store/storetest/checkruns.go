@@ -97,6 +97,17 @@ func testCheckRuns(t *testing.T, s store.Store) {
 	if len(bySHA) != 2 || len(byRun) != 1 || byRun[0].JobID != "j3" || byRun[0].LastStatusCode != 422 {
 		t.Errorf("by sha %d rows, by run %+v", len(bySHA), byRun)
 	}
+	// A failed delivery lands in the event log once per failed state.
+	fe := &store.EventLogEntry{DeliveryID: "forge-status:j3:h9", OrgID: "acme", SourceID: "src", Event: "check_run.delivery", Source: "internal",
+		Provider: store.CheckProviderGitHubChecks, RepoIdentifier: "acme/app", Status: store.EventLogFailed, RunIDs: []string{"run-bbb"},
+		ErrorMessage: "completed/success: HTTP 422"}
+	must(t, s.RecordCheckRunFailure(ctx, fe))
+	if err := s.RecordCheckRunFailure(ctx, &store.EventLogEntry{DeliveryID: "forge-status:j3:h9", Status: store.EventLogFailed}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second failure entry of one state: %v, want ErrConflict", err)
+	}
+	if e, err := s.GetEventLog(ctx, "acme", "forge-status:j3:h9"); err != nil || e.Status != store.EventLogFailed || e.ErrorMessage != "completed/success: HTTP 422" {
+		t.Errorf("event log entry %+v %v", e, err)
+	}
 	// The sweep removes rows last updated before the cut.
 	n, err := s.DeleteCheckRunsBefore(ctx, time.Now().Add(time.Hour))
 	must(t, err)
