@@ -123,6 +123,13 @@ type Rerunner interface {
 	Rerun(ctx context.Context, runID, by string) (*store.Run, error)
 }
 
+// FailedRerunner reruns only the jobs that did not succeed and their
+// dependents (pipeline.Processor.RerunFailed); a Rerunner that implements
+// it serves POST …/rerun?failed=true.
+type FailedRerunner interface {
+	RerunFailed(ctx context.Context, runID, by string) (*store.Run, error)
+}
+
 // RerunResponse answers POST /runs/{runId}/rerun.
 type RerunResponse struct {
 	Run         RunView `json:"run"`
@@ -139,7 +146,16 @@ func (s *server) rerunRun(w http.ResponseWriter, r *http.Request) {
 		by = p.Label
 	}
 	parent := r.PathValue("runId")
-	run, err := s.d.Rerun.Rerun(r.Context(), parent, by)
+	rerun := s.d.Rerun.Rerun
+	if f := r.URL.Query().Get("failed"); f == "true" || f == "1" {
+		fr, ok := s.d.Rerun.(FailedRerunner)
+		if !ok {
+			writeError(w, http.StatusServiceUnavailable, "Rerun of failed jobs not available")
+			return
+		}
+		rerun = fr.RerunFailed
+	}
+	run, err := rerun(r.Context(), parent, by)
 	switch {
 	case errors.Is(err, pipeline.ErrRunNotFound):
 		writeError(w, http.StatusNotFound, "Run not found")

@@ -105,14 +105,20 @@ func (a *app) drainCall(cmd *cobra.Command, action string) error {
 
 // runsRerunCommand is `kici-admin runs rerun <run-id>`.
 func (a *app) runsRerunCommand() *cobra.Command {
-	return &cobra.Command{
+	var failed bool
+	cmd := &cobra.Command{
 		Use:   "rerun <run-id>",
 		Short: "Run a finished run's workflow again at the same commit (new run with parentRunId)",
 		Long: `Create a new run of the same workflow at the same commit as a finished run. The
 lock file is read again at that commit and every job runs again; the new run's
 parentRunId names the original. A run that has not finished is refused (HTTP
-409); a run whose source or workflow is gone cannot be rerun (HTTP 422).`,
+409); a run whose source or workflow is gone cannot be rerun (HTTP 422).
+
+--failed runs again only the jobs that did not succeed and every job that
+depends on them; the other jobs are carried over as succeeded (errorMessage
+"carried over from run <id>"), with their outputs.`,
 		Example: `  kici-admin runs rerun <run-id>
+  kici-admin runs rerun <run-id> --failed
   kici-admin runs rerun <run-id> --quiet   # print only the new run id`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,7 +127,11 @@ parentRunId names the original. A run that has not finished is refused (HTTP
 				return err
 			}
 			var resp api.RerunResponse
-			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/rerun", struct{}{}, &resp)
+			path := api.AdminPrefix + "/runs/" + url.PathEscape(args[0]) + "/rerun"
+			if failed {
+				path += "?failed=true"
+			}
+			raw, err := c.Post(cmd.Context(), path, struct{}{}, &resp)
 			if err != nil {
 				return err
 			}
@@ -136,4 +146,6 @@ parentRunId names the original. A run that has not finished is refused (HTTP
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&failed, "failed", false, "rerun only the jobs that did not succeed and their dependents")
+	return cmd
 }

@@ -154,3 +154,33 @@ func (t *Tracker) condition(ctx context.Context, getRun func() (*store.Run, erro
 	}
 	return "", true, t.refresh(ctx, j)
 }
+
+// CarriedOverPrefix starts the errorMessage of a job a `rerun --failed`
+// kept from the run it reran; the run id follows.
+const CarriedOverPrefix = "carried over from run "
+
+// carryOver marks the carried jobs of a new rerun succeeded, with the
+// outputs they had. The run's lock must be held (it is not evaluated yet).
+func (t *Tracker) carryOver(ctx context.Context, jobs []*store.Job, carried map[string]map[string]string, from string, at time.Time) error {
+	if len(carried) == 0 {
+		return nil
+	}
+	msg := CarriedOverPrefix + from
+	zero := int64(0)
+	for _, j := range jobs {
+		outs, ok := carried[j.JobName]
+		if !ok {
+			continue
+		}
+		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusSuccess,
+			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero}); err != nil {
+			return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
+		}
+		if len(outs) > 0 {
+			if err := t.st.PutJobOutputs(ctx, j.ID, outs); err != nil {
+				return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
+			}
+		}
+	}
+	return nil
+}

@@ -156,6 +156,15 @@ func (t *Tracker) CreateRun(ctx context.Context, run *store.Run, jobs []*store.J
 // (inputs, changed paths; nil for none) before the first evaluation, so the
 // jobs' conditions already see it.
 func (t *Tracker) CreateRunWithContext(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext) error {
+	return t.CreateRerun(ctx, run, jobs, rc, nil, "")
+}
+
+// CreateRerun is CreateRunWithContext for a rerun that keeps some jobs of
+// the run it reruns (rerun --failed): the jobs named in carried (job name →
+// that job's outputs) are stored as already succeeded ("carried over from
+// run <from>", with their outputs) before the first evaluation, so only
+// the other jobs run.
+func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext, carried map[string]map[string]string, from string) error {
 	if len(jobs) == 0 {
 		return ErrNoJobs
 	}
@@ -206,6 +215,9 @@ func (t *Tracker) CreateRunWithContext(ctx context.Context, run *store.Run, jobs
 		if err := t.st.PutRunContext(ctx, run.ID, rc); err != nil {
 			return fmt.Errorf("execution: create run %s: %w", run.ID, err)
 		}
+	}
+	if err := t.carryOver(ctx, jobs, carried, from, now); err != nil {
+		return err
 	}
 	t.log.Info("run created", "runId", run.ID, "workflow", run.WorkflowName, "jobs", len(jobs))
 	return t.evaluateLocked(ctx, run.ID, now)

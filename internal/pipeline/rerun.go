@@ -38,6 +38,10 @@ var (
 // ErrRunNotFinished, ErrRerunUnavailable (wrapped with the reason), store
 // errors.
 func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, error) {
+	return p.rerun(ctx, runID, by, false)
+}
+
+func (p *Processor) rerun(ctx context.Context, runID, by string, failedOnly bool) (*store.Run, error) {
 	orig, err := p.st.GetRun(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrRunNotFound
@@ -93,7 +97,13 @@ func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, er
 		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 	}
 	origCtx, _ := p.st.GetRunContext(ctx, orig.ID) // nil when the original had none
-	if err := p.tracker.CreateRunWithContext(ctx, run, jobs, origCtx); err != nil {
+	var carried map[string]map[string]string
+	if failedOnly {
+		if carried, err = p.carriedJobs(ctx, orig.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.tracker.CreateRerun(ctx, run, jobs, origCtx, carried, orig.ID); err != nil {
 		return nil, err
 	}
 	if err := p.st.InsertRunLink(ctx, &store.RunLink{RunID: run.ID, ParentRunID: orig.ID, OriginalRunID: root, CreatedAt: run.CreatedAt}); err != nil {
