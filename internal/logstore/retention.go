@@ -51,13 +51,15 @@ func (f *FS) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
 	return swept, nil
 }
 
-// newest returns the latest modification time of the files under dir (the
-// directory's own when it holds no file).
+// newest returns the latest modification time of the log files under dir
+// (the directory's own when it holds none). Only *.log files count: a line
+// index (*.idx) is derived from its log and rewritten when a process first
+// opens the log, so its time says nothing about when lines were written.
 func newest(dir string) time.Time {
 	var t time.Time
 	found := false
 	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || filepath.Ext(d.Name()) != ".log" {
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {
