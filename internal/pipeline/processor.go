@@ -495,7 +495,12 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 			}
 		}
 		withDrift := *j
-		withDrift.DriftCheck = lockfile.NewDriftCheck(wf)
+		// A fork pull request runs the base branch's lock on the fork's code
+		// on purpose (the trust policy): its workflow files may differ from
+		// that lock, and that is not drift.
+		if rc.LockFileSource != "base" {
+			withDrift.DriftCheck = lockfile.NewDriftCheck(wf)
+		}
 		cfg, err := json.Marshal(withDrift)
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %q: encode config: %w", j.Name, err)
