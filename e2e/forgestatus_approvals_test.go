@@ -114,6 +114,21 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	if len(list.Runs) != 2 {
 		t.Errorf("%d runs, want the original and one rerun", len(list.Runs))
 	}
+	// "Re-run all checks": check_suite rerequested reruns the commit's run
+	// once (the rerun of a listed run is not rerun again).
+	suite, _ := json.Marshal(map[string]any{"action": "rerequested", "installation": map[string]any{"id": 7},
+		"check_suite": map[string]any{"id": 99, "head_sha": g.sha},
+		"repository":  map[string]any{"full_name": ingressRepo, "default_branch": "main"},
+		"sender":      map[string]any{"login": "writer", "id": 77}})
+	postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "check_suite", "suite-1", suite)
+	waitFor(t, 60*time.Second, "the suite rerun's check completed", func() bool {
+		cs := g.fake.CheckRuns(ingressRepo)
+		return len(cs) == 3 && cs[2].States[len(cs[2].States)-1] == "completed/success"
+	})
+	g.o.get(t, "/api/v1/admin/runs?limit=10", &list)
+	if len(list.Runs) != 3 {
+		t.Errorf("%d runs after the suite re-run, want 3", len(list.Runs))
+	}
 }
 
 // quickWorkflowPR is a one-job pull request workflow.

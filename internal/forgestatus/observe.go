@@ -93,6 +93,9 @@ func (r *Reporter) observeRun(ctx context.Context, run *store.Run, open map[stri
 	}
 	for _, j := range jobs {
 		prev, known := open[j.ID]
+		if known && prev.DesiredTerminal && store.IsTerminalJob(j.Status) {
+			continue // the final state is recorded; it only waits for delivery
+		}
 		if !known && store.IsTerminalJob(j.Status) {
 			// A terminal job without an open row either has its final
 			// state recorded already, or was never seen: look.
