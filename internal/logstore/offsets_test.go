@@ -172,3 +172,21 @@ func BenchmarkReadPage(b *testing.B) {
 		})
 	}
 }
+
+// Removing a run's logs also forgets the files this store had open: a read
+// afterwards finds the log gone, and a new append starts a new log.
+func TestRemoveRunForgetsOpenFiles(t *testing.T) {
+	fs := NewFS(t.TempDir())
+	if _, err := fs.AppendFrom(runID, jobID, 0, 0, lines(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.RemoveRun(runID); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, fs, 0); len(got) != 0 {
+		t.Fatalf("removed log still reads %v", got)
+	}
+	if res, err := fs.AppendFrom(runID, jobID, 0, 0, lines(0, 1)); err != nil || res.Stored != 1 {
+		t.Fatalf("append after removal: %+v %v", res, err)
+	}
+}

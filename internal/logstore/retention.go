@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,7 @@ func (f *FS) RemoveRun(runID string) error {
 	if !idPattern.MatchString(runID) {
 		return fmt.Errorf("%w: run id %q", ErrInvalidPath, runID)
 	}
+	f.forgetRun(runID)
 	if err := os.RemoveAll(filepath.Join(f.root, runID)); err != nil {
 		return fmt.Errorf("logstore: %w", err)
 	}
@@ -43,12 +45,30 @@ func (f *FS) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
 		if newest(dir).After(cutoff) {
 			continue
 		}
+		f.forgetRun(e.Name())
 		if err := os.RemoveAll(dir); err != nil {
 			return swept, fmt.Errorf("logstore: %w", err)
 		}
 		swept = append(swept, e.Name())
 	}
 	return swept, nil
+}
+
+// forgetRun closes and drops the open state of every log of a run whose
+// files are being removed, so a later read finds them gone rather than the
+// removed files' contents.
+func (f *FS) forgetRun(runID string) {
+	prefix := filepath.Join(f.root, runID) + string(filepath.Separator)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p, lf := range f.files {
+		if strings.HasPrefix(p, prefix) {
+			lf.mu.Lock()
+			lf.close()
+			lf.mu.Unlock()
+			delete(f.files, p)
+		}
+	}
 }
 
 // newest returns the latest modification time of the log files under dir
