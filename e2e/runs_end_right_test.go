@@ -475,10 +475,11 @@ jobs:
 	o := startOrchestrator(t, "KICI_QUEUE_TIMEOUT_MS=3000", "KICI_QUEUE_SWEEP_INTERVAL_MS=200")
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
+	const why = "unroutable: no agent online; no scaler label set serves runsOn [gpu]"
 	waitFor(t, 10*time.Second, "the pending reason", func() bool {
-		return o.jobsOf(t, runID)["train"].RoutingReason == "no agent online"
+		return o.jobsOf(t, runID)["train"].RoutingReason == why
 	})
-	if out := o.admin(t, "runs", "jobs", runID); !strings.Contains(out, "no agent online") || !strings.Contains(out, "queued") {
+	if out := o.admin(t, "runs", "jobs", runID); !strings.Contains(out, why) || !strings.Contains(out, "queued") {
 		t.Errorf("runs jobs does not show the queued job with its reason:\n%s", out)
 	}
 	r := o.waitRunStatus(t, runID, 20*time.Second, "failed", "success", "cancelled")
@@ -486,7 +487,7 @@ jobs:
 		t.Errorf("run = %s", r.Status)
 	}
 	j := o.jobsOf(t, runID)["train"]
-	if j.Status != "timed_out_stale" || j.ErrorMessage != "queue timeout (3s) expired: no agent online" {
+	if j.Status != "timed_out_stale" || j.ErrorMessage != "queue timeout (3s) expired: "+why {
 		t.Errorf("job = %s %q", j.Status, j.ErrorMessage)
 	}
 }

@@ -25,6 +25,9 @@ type RunControl struct {
 	DeadlineGrace time.Duration
 	// RecoveryWindow is KICI_RECOVERY_WINDOW_MS (default 120 s).
 	RecoveryWindow time.Duration
+	// UnroutableGrace is KICI_UNROUTABLE_GRACE_MS (default 10 min; KiCI
+	// 120 s); 0 = never fail unroutable jobs early.
+	UnroutableGrace time.Duration
 }
 
 // StaleThreshold is JobHeartbeatInterval × StaleMultiplier.
@@ -48,6 +51,7 @@ func LoadRunControl(environ []string) (*RunControl, error) {
 		JobHeartbeatInterval: time.Minute,
 		StaleMultiplier:      2,
 		DeadlineGrace:        time.Minute,
+		UnroutableGrace:      10 * time.Minute,
 		RecoveryWindow:       2 * time.Minute,
 	}
 	var errs []error
@@ -64,6 +68,7 @@ func LoadRunControl(environ []string) (*RunControl, error) {
 		*dst = time.Duration(n) * time.Millisecond
 	}
 	ms("KICI_QUEUE_TIMEOUT_MS", 0, &r.QueueTimeout)
+	ms("KICI_UNROUTABLE_GRACE_MS", 0, &r.UnroutableGrace)
 	ms("KICI_QUEUE_SWEEP_INTERVAL_MS", 100*time.Millisecond, &r.QueueSweepInterval)
 	ms("KICI_STALE_DETECTOR_SCAN_INTERVAL_MS", 100*time.Millisecond, &r.ScanInterval)
 	ms("KICI_JOB_HEARTBEAT_INTERVAL_MS", 100*time.Millisecond, &r.JobHeartbeatInterval)

@@ -512,7 +512,7 @@ func TestPendingReasons(t *testing.T) {
 	h := newHarness(t, Config{}, sp)
 	j := h.job("gpu")
 	h.enqueue(j)
-	if r := h.getJob(j.ID).PendingReason; r != "no agent online" {
+	if r := h.getJob(j.ID).PendingReason; r != "unroutable: no agent online; no scaler label set serves runsOn [gpu]" {
 		t.Fatalf("reason %q", r)
 	}
 	if len(sp.calls) != 0 {
@@ -521,7 +521,7 @@ func TestPendingReasons(t *testing.T) {
 	_ = h.agent("a1", h.staticToken(), "linux")
 	j2 := h.job("gpu", "cuda")
 	h.enqueue(j2)
-	if r := h.getJob(j2.ID).PendingReason; r != "no agent with labels [cuda gpu]" {
+	if r := h.getJob(j2.ID).PendingReason; r != "unroutable: no agent with labels [cuda gpu]; no scaler label set serves runsOn [cuda gpu]" {
 		t.Fatalf("reason %q", r)
 	}
 	j3 := h.job("linux")

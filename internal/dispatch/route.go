@@ -86,6 +86,11 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bo
 			d.log.Warn("spawn agent", "job", e.ID, "err", err)
 		}
 	}
+	if !tried && reason != reasonAllBusy {
+		// No connected agent has the labels and no scaler label set can
+		// spawn one: say so, so the sweep can end it after the grace.
+		reason = unroutableReason(e, reason)
+	}
 	d.setReason(ctx, e.ID, reason)
 	return spawned
 }

@@ -41,7 +41,7 @@ func TestRedriveAsksOncePerLabelSet(t *testing.T) {
 			t.Fatalf("parked job %s reason %q", id, r)
 		}
 	}
-	if r := h.getJob(other.ID).PendingReason; r != "no agent online" {
+	if r := h.getJob(other.ID).PendingReason; r != "unroutable: no agent online; no scaler label set serves runsOn [gpu kici:os:linux]" {
 		t.Fatalf("other label set reason %q", r)
 	}
 

@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	if queueTimeout == 0 {
 		queueTimeout = -1 // KICI_QUEUE_TIMEOUT_MS=0: never
 	}
-	s.runctl = runctl.New(runctl.Config{QueueTimeout: queueTimeout, QueueSweepInterval: rc.QueueSweepInterval,
+	s.runctl = runctl.New(runctl.Config{QueueTimeout: queueTimeout, QueueSweepInterval: rc.QueueSweepInterval, UnroutableGrace: rc.UnroutableGrace,
 		ScanInterval: rc.ScanInterval, StaleThreshold: rc.StaleThreshold(), DeadlineGrace: rc.DeadlineGrace,
 		// The live cluster setting queue_timeout_ms, read on every sweep.
 		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},

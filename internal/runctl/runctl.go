@@ -107,6 +107,9 @@ type Config struct {
 	// DeadlineGrace is added to job and run timeouts before the
 	// orchestrator ends jobs itself.
 	DeadlineGrace time.Duration
+	// UnroutableGrace fails a queued job that has been unroutable this
+	// long (SweepUnroutable); ≤ 0 = never.
+	UnroutableGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -134,8 +137,11 @@ type Controller struct {
 	now func() time.Time
 
 	sweepMu sync.Mutex
-	groupMu sync.Mutex // concurrency group decisions (concurrency.go)
-	wg      sync.WaitGroup
+	// unroutableSince is when each queued job was first seen unroutable
+	// (SweepUnroutable; guarded by sweepMu).
+	unroutableSince map[string]time.Time
+	groupMu         sync.Mutex // concurrency group decisions (concurrency.go)
+	wg              sync.WaitGroup
 }
 
 // New returns a controller. logger may be nil.
@@ -162,6 +168,7 @@ func (c *Controller) Start(ctx context.Context) {
 		defer queue.Stop()
 		c.Scan(ctx)
 		c.SweepQueue(ctx)
+		c.SweepUnroutable(ctx)
 		for {
 			select {
 			case <-ctx.Done():
@@ -170,6 +177,7 @@ func (c *Controller) Start(ctx context.Context) {
 				c.Scan(ctx)
 			case <-queue.C:
 				c.SweepQueue(ctx)
+				c.SweepUnroutable(ctx)
 			}
 		}
 	}()

@@ -1,0 +1,62 @@
+package runctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/store"
+)
+
+// SweepUnroutable fails queued jobs that nothing can serve: a job whose
+// routing reason has said "unroutable: …" (no connected agent fits, no
+// scaler label set can spawn one; dispatch.ReasonUnroutablePrefix) on
+// every pass for at least UnroutableGrace ends failed with that reason,
+// instead of waiting the whole queue timeout as "no agent online" (KiCI
+// 0.9.1's unroutable fast-fail, KICI_UNROUTABLE_GRACE_MS). A job that
+// becomes routable in between (an agent with its labels connects, a
+// reload adds a label set) starts its grace again. The clock starts when
+// this orchestrator first sees the job unroutable, so a restart gives
+// such jobs a fresh grace.
+func (c *Controller) SweepUnroutable(ctx context.Context) {
+	grace := c.cfg.UnroutableGrace
+	if grace <= 0 {
+		return
+	}
+	c.sweepMu.Lock()
+	defer c.sweepMu.Unlock()
+	now := c.now()
+	entries, err := c.st.ListQueue(ctx, []string{store.QueuePending})
+	if err != nil {
+		c.log.Warn("sweep: list queue", "err", err)
+		return
+	}
+	seen := make(map[string]time.Time, len(c.unroutableSince))
+	for _, e := range entries {
+		job, err := c.st.GetJob(ctx, e.ID)
+		if err != nil || !strings.HasPrefix(job.PendingReason, dispatch.ReasonUnroutablePrefix) {
+			continue
+		}
+		since, ok := c.unroutableSince[e.ID]
+		if !ok {
+			since = now
+		}
+		if now.Sub(since) < grace {
+			seen[e.ID] = since
+			continue
+		}
+		changed, err := c.dsp.ExpireQueued(ctx, e.ID)
+		if err != nil || !changed {
+			continue
+		}
+		msg := fmt.Sprintf("%s (for %s)", job.PendingReason, grace)
+		c.log.Warn("unroutable job failed", "runId", job.RunID, "jobId", job.ID, "job", job.JobName, "reason", msg)
+		if err := c.tr.JobFinished(ctx, job.ID, execution.StatusFailed, msg, now); err != nil {
+			c.log.Error("sweep: finish unroutable job", "jobId", job.ID, "err", err)
+		}
+	}
+	c.unroutableSince = seen
+}
