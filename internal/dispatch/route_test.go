@@ -104,7 +104,7 @@ func TestRedriveSpreadsReasonChanges(t *testing.T) {
 	changed := func() int {
 		n := 0
 		for _, id := range parked {
-			if h.getJob(id).PendingReason == "no agent with labels [gpu]" {
+			if h.getJob(id).PendingReason == "unroutable: no agent with labels [gpu]; no scaler label set serves runsOn [gpu]" {
 				n++
 			}
 		}
