@@ -124,6 +124,8 @@ var Vars = []Var{
 	{"KICI_ORG_ID", ScopeJob, "", "Organisation id of the source."},
 	{"KICI_WORKSPACE", ScopeJob, "", "Checkout directory of the job."},
 	{"KICI_MATRIX_*", ScopeJob, "", "One variable per matrix value, key upper-cased (`KICI_MATRIX_GO`)."},
+	{"KICI_INPUT_*", ScopeJob, "", "One variable per input of a manual or scheduled run, name upper-cased (`KICI_INPUT_TARGET`); booleans `true`/`false`."},
+	{"KICI_OUTPUT", ScopeJob, "", "File a step appends `key=value` (or `key<<DELIM` … `DELIM`) output lines to; see docs/workflows.md#outputs."},
 	{"KICI_ATTEST_SOCKET", ScopeJob, "", "Set by the agent in each step when attestation is available: the running job's attestation channel (used by `kici-agent attest`)."},
 	{"KICI_ATTEST_TOKEN", ScopeJob, "", "Set by the agent with `KICI_ATTEST_SOCKET`: the per-job secret of that channel."},
 
