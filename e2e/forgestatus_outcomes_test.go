@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,10 +17,14 @@ func TestForgeStatusFailureSkipAndTimeout(t *testing.T) {
 on: {push: {branches: [main]}}
 jobs:
   build:
+    contexts: [release]
     steps:
       - name: compile
+        secrets:
+          NPM_TOKEN: release:npm_token
         run: |
           for i in $(seq 1 80); do echo "build line $i"; done
+          echo "publishing with $NPM_TOKEN"
           echo "error: the widget is broken"
           exit 3
   deploy:
@@ -32,6 +37,9 @@ jobs:
         timeout: 1s
         run: sleep 30
 `)
+	g.o.admin(t, "context", "create", "--org", "acme", "--name", "release")
+	g.o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
+	g.o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
 	runID := g.push(t, "fail-1")
 	r := g.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled")
 	if r.Status != "failed" {
@@ -47,6 +55,14 @@ jobs:
 	title, _ := out["title"].(string)
 	if !strings.Contains(text, "error: the widget is broken") || !strings.Contains(text, "build line 80") || strings.Contains(text, "build line 10\n") {
 		t.Errorf("failing check text should hold the last lines only:\n%s", text)
+	}
+	if strings.Contains(text, secretToken) || !strings.Contains(text, "publishing with ***") {
+		t.Errorf("the failing lines must be masked as the stored log is:\n%s", text)
+	}
+	for _, r := range g.fake.Requests("/repos/") {
+		if b, _ := json.Marshal(r.Body); strings.Contains(string(b), secretToken) {
+			t.Errorf("%s %s carries the secret", r.Method, r.Path)
+		}
 	}
 	if !strings.Contains(title, `step "compile"`) {
 		t.Errorf("failing check title %q does not name the step", title)
