@@ -425,13 +425,13 @@ func (a *app) registrationCommand() *cobra.Command {
 			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/registrations", q, nil, &resp); done || err != nil {
 				return err
 			}
-			t := newTable(a.out(), "ID", "REPO", "WORKFLOW", "TRIGGERS", "COMMIT", "REGISTERED")
+			t := newTable(a.out(), "ID", "SOURCE", "REPO", "WORKFLOW", "TRIGGERS", "COMMIT", "REGISTERED")
 			for _, g := range resp.Registrations {
 				sha := g.SHA
 				if len(sha) > 12 {
 					sha = sha[:12]
 				}
-				t.row(g.ID, g.RepoIdentifier, g.WorkflowName, strings.Join(g.TriggerTypes, ","), dash(sha), fmtTime(&g.CreatedAt))
+				t.row(g.ID, dash(g.SourceID), g.RepoIdentifier, g.WorkflowName, strings.Join(g.TriggerTypes, ","), dash(sha), fmtTime(&g.CreatedAt))
 			}
 			t.flush()
 			return nil

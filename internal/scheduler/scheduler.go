@@ -183,10 +183,12 @@ func firstSchedule(raw json.RawMessage) (*lockfile.Trigger, error) {
 	return nil, nil
 }
 
-// key identifies a schedule across re-registrations: source, repository,
-// workflow, expression and zone.
+// key identifies a schedule across re-registrations and sources: org,
+// repository, workflow, expression and zone. One repository registered
+// under two sources (a GitHub App and a generic source, say) is one
+// schedule: it fires once per instant, through the first enabled source.
 func key(g *store.Registration, sc *Schedule) string {
-	h := sha256.Sum256([]byte(g.SourceID + "\x00" + g.RepoIdentifier + "\x00" + g.WorkflowName + "\x00" + sc.Cron + "\x00" + sc.Timezone))
+	h := sha256.Sum256([]byte(g.OrgID + "\x00" + g.RepoIdentifier + "\x00" + g.WorkflowName + "\x00" + sc.Cron + "\x00" + sc.Timezone))
 	return hex.EncodeToString(h[:12])
 }
 
@@ -222,7 +224,28 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 	}
 	seen := map[string]bool{}
 	enabled := map[string]bool{} // source id → enabled (false when deleted)
+	// Registrations of enabled sources first, so a schedule shared by two
+	// sources fires through an enabled one, and the paused ones after it
+	// only advance their (shared) cursor.
+	var on, off []*store.Registration
 	for _, g := range regs {
+		st, ok := enabled[g.SourceID]
+		if !ok {
+			src, err := s.st.GetSource(ctx, g.SourceID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				s.log.Error("scheduler: source lookup", "sourceId", g.SourceID, "error", err)
+				continue // retried next tick; its cursor does not move
+			}
+			st = err == nil && src.Enabled
+			enabled[g.SourceID] = st
+		}
+		if st {
+			on = append(on, g)
+		} else {
+			off = append(off, g)
+		}
+	}
+	for _, g := range append(on, off...) {
 		t, err := firstSchedule(g.Workflow)
 		if err != nil || t == nil {
 			continue
@@ -249,18 +272,7 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		if due.IsZero() {
 			continue
 		}
-		on, ok := enabled[g.SourceID]
-		if !ok {
-			src, err := s.st.GetSource(ctx, g.SourceID)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				delete(s.cursor, k) // retried next tick
-				s.log.Error("scheduler: source lookup", "sourceId", g.SourceID, "error", err)
-				continue
-			}
-			on = err == nil && src.Enabled
-			enabled[g.SourceID] = on
-		}
-		if !on {
+		if !enabled[g.SourceID] {
 			// A paused (or removed) source's schedules do not fire. The
 			// cursor still advanced, so resuming the source fires nothing
 			// that fell due while it was paused (no backfill).
