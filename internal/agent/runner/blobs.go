@@ -127,6 +127,11 @@ func (j *job) cacheRoots(home string, paths []string) ([]transfer.Root, error) {
 			if home == "" {
 				return nil, fmt.Errorf("cache path %q: the job has no HOME", p)
 			}
+			if !j.r.opts.Blobs.JobHome {
+				// A shared HOME keeps its state anyway; packing it would
+				// upload the host's whole cache.
+				return nil, fmt.Errorf("cache path %q is in the agent's shared HOME (caches under ~ need a per-job HOME: KICI_AGENT_JOB_HOME=true or a job container)", p)
+			}
 			p = filepath.Join(home, strings.TrimPrefix(p, "~"))
 		case !filepath.IsAbs(p):
 			d, err := ResolveWorkingDir(j.srcDir, p)
@@ -201,7 +206,7 @@ func (j *job) restoreCache(bs *blobState, c lockfile.Cache, log *logstream.Strea
 		cs.roots, err = j.cacheRoots(bs.home, c.Paths)
 	}
 	if err != nil {
-		log.AddLine("", fmt.Sprintf("Cache %q: %s; not restored or saved", c.Key, err))
+		log.AddLine("", fmt.Sprintf("Cache %s: %s; not restored or saved", c.Key, err))
 		cs.bad = true
 		return cs
 	}
