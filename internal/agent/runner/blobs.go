@@ -38,6 +38,11 @@ type BlobOptions struct {
 	JobHome bool
 }
 
+// ErrNoContainers fails a job that declares `container:` or `services:`:
+// this agent has no container executor, and running the steps on the host
+// instead would quietly give them another environment than they asked for.
+const ErrNoContainers = "job containers and services are not supported by this agent"
+
 // DefaultTransferTimeout bounds one cache or artifact transfer.
 const DefaultTransferTimeout = 30 * time.Minute
 
@@ -91,6 +96,9 @@ func (j *job) homeDir() string {
 // artifact fails the job (its steps expect the files).
 func (j *job) beforeSteps(log *logstream.Stream) (*blobState, error) {
 	bs := &blobState{home: j.homeDir()}
+	if j.cfg.Container != nil || len(j.cfg.Services) > 0 {
+		return bs, errors.New(ErrNoContainers)
+	}
 	if len(j.cfg.Cache) == 0 && len(j.cfg.Artifacts) == 0 && len(j.cfg.Download) == 0 {
 		return bs, nil
 	}

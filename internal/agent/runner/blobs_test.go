@@ -1,0 +1,56 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/protocol"
+)
+
+// A job that declares a container is refused before any step runs: its
+// steps must not run on the host as if they were in the image.
+func TestContainerJobRefusedNotRunOnHost(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	res, _ := runJob(t, lockfile.Job{Container: &lockfile.Container{Image: "busybox"},
+		Steps: []lockfile.Step{{Name: "s", Run: "touch " + marker}}}, nil)
+	if res.State != StateFailed || !strings.Contains(res.Error, ErrNoContainers) {
+		t.Fatalf("result = %+v", res)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the step ran on the host")
+	}
+}
+
+// With JobHome every job sees its own empty HOME inside its work directory
+// and none of the host's Go cache locations; `~` cache paths are accepted.
+func TestJobHome(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	no := false
+	lj := lockfile.Job{Type: "static", Name: "b", Checkout: &no, Steps: []lockfile.Step{{Name: "s",
+		Run: `echo "home=$HOME gocache=${GOCACHE-unset} files=$(ls -A "$HOME" | wc -l)" > ` + out}}}
+	cfg, _ := json.Marshal(lj)
+	host := append(os.Environ(), "HOME=/root-shared", "GOCACHE=/shared/go-build")
+	root := t.TempDir()
+	r := New(Options{WorkRoot: root, HostEnv: host, Blobs: BlobOptions{JobHome: true}}, &recorder{})
+	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg})
+	if res.State != StateSuccess {
+		t.Fatalf("result = %+v", res)
+	}
+	b, _ := os.ReadFile(out)
+	got := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(got, "home="+root+"/kici-job-") || !strings.Contains(got, "/home gocache=unset files=0") {
+		t.Errorf("step saw %q", got)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Errorf("work directory (with the job HOME) not removed: %v", ents)
+	}
+	j := &job{r: &Runner{opts: Options{Blobs: BlobOptions{JobHome: false}}}}
+	if _, err := j.cacheRoots("/home/u", []string{"~/.cache/go-build"}); err == nil || !strings.Contains(err.Error(), "shared HOME") {
+		t.Errorf("~ path with a shared HOME: %v", err)
+	}
+}
