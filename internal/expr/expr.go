@@ -23,6 +23,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
 	"kici.dev/kici/internal/trigger/pattern"
@@ -270,4 +271,59 @@ func EvalString(src string, env any) (bool, error) {
 		return false, fmt.Errorf("if %s: %v", src, err)
 	}
 	return (&Program{src: src, p: p}).Eval(env)
+}
+
+// OutputRef is a `needs.<Job>.outputs.<Key>` use in a condition or
+// template.
+type OutputRef struct{ Job, Key string }
+
+// OutputRefs lists the needs.<job>.outputs.<key> uses of a condition or
+// of a template's expressions (none when src does not parse).
+func OutputRefs(src string, template bool) []OutputRef {
+	srcs := []string{src}
+	if template {
+		parts, err := Parts(src)
+		if err != nil {
+			return nil
+		}
+		srcs = srcs[:0]
+		for _, p := range parts {
+			srcs = append(srcs, p.Src)
+		}
+	}
+	var out []OutputRef
+	for _, s := range srcs {
+		tree, err := parser.Parse(s)
+		if err != nil {
+			continue
+		}
+		v := &outputRefVisitor{}
+		ast.Walk(&tree.Node, v)
+		out = append(out, v.refs...)
+	}
+	return out
+}
+
+type outputRefVisitor struct{ refs []OutputRef }
+
+func (v *outputRefVisitor) Visit(n *ast.Node) {
+	key, ok := (*n).(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	outs, ok := key.Node.(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	job, ok := outs.Node.(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	needs, ok := job.Node.(*ast.IdentifierNode)
+	k, ok1 := key.Property.(*ast.StringNode)
+	o, ok2 := outs.Property.(*ast.StringNode)
+	j, ok3 := job.Property.(*ast.StringNode)
+	if ok && ok1 && ok2 && ok3 && needs.Value == "needs" && o.Value == "outputs" {
+		v.refs = append(v.refs, OutputRef{Job: j.Value, Key: k.Value})
+	}
 }

@@ -3,6 +3,7 @@ package expr
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEvalJobCondition(t *testing.T) {
@@ -83,5 +84,32 @@ func TestStepCondition(t *testing.T) {
 	}
 	if ok, err := p.Eval(env); !ok || err != nil {
 		t.Fatalf("= %v, %v", ok, err)
+	}
+}
+
+// TestResourceBounds: a condition cannot make the orchestrator build huge
+// values or spin (expr's memory budget), and an oversized condition is
+// refused before parsing.
+func TestResourceBounds(t *testing.T) {
+	for _, src := range []string{
+		`len(1..100000000) > 0`,
+		`len(map(1..10000000, {# * 2})) > 0`,
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := EvalString(src, Env{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: evaluated without hitting the memory budget", src)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still running after 10s", src)
+		}
+	}
+	if _, err := Compile(strings.Repeat("true && ", MaxSourceLen/8+1)+"true", Scope{}); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("oversized condition: %v", err)
 	}
 }

@@ -753,6 +753,7 @@ func (f *yfile) jobs(n ast.Node, wfEnv map[string]string) []Job {
 		jn := nodes[index[cycle[0]]]
 		f.errorf(jn.node, "jobs form a dependency cycle: %s", strings.Join(cycle, " → "))
 	}
+	f.checkOutputRefs(jobs, nodes)
 	if name, msg := checkDownloads(jobs); msg != "" {
 		f.errorf(nodes[index[name]].node, "job %q %s", name, msg)
 	}

@@ -271,3 +271,36 @@ func (f *yfile) drift(n ast.Node) string {
 	}
 	return s
 }
+
+// checkOutputRefs reports needs.<job>.outputs.<key> uses (in a job's or
+// step's if and in env templates) of outputs the upstream job does not
+// declare: they would always read "". Reported at the using job's name.
+func (f *yfile) checkOutputRefs(jobs []Job, nodes []jobNode) {
+	declared := map[string]map[string]string{}
+	for _, j := range jobs {
+		declared[j.Name] = j.Outputs
+	}
+	for i, j := range jobs {
+		var refs []expr.OutputRef
+		refs = append(refs, expr.OutputRefs(j.If, false)...)
+		for _, k := range sortedKeys(j.Env) {
+			refs = append(refs, expr.OutputRefs(j.Env[k], true)...)
+		}
+		for _, s := range j.Steps {
+			refs = append(refs, expr.OutputRefs(s.If, false)...)
+			for _, k := range sortedKeys(s.Env) {
+				refs = append(refs, expr.OutputRefs(s.Env[k], true)...)
+			}
+		}
+		for _, r := range refs {
+			outs, known := declared[r.Job]
+			if !known {
+				continue // not a job: reported by the scope check
+			}
+			if _, ok := outs[r.Key]; !ok {
+				f.errorf(nodes[i].node, "job %q uses needs.%s.outputs.%s, but job %q declares no output %q (declared: %s)",
+					j.Name, r.Job, r.Key, r.Job, r.Key, strings.Join(sortedKeys(outs), ", "))
+			}
+		}
+	}
+}

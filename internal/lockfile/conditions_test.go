@@ -61,6 +61,8 @@ func TestCompileConditionErrors(t *testing.T) {
 		{"output of unknown step", head + "  a:\n    outputs: {v: nope.v}\n    run: x\n", `names step "nope", which is not a step of this job`},
 		{"output without key", head + "  a:\n    outputs: {v: step-1}\n    run: x\n", `must be <step>.<key>`},
 		{"bad drift", "drift: maybe\njobs:\n  a: {run: x}\n", `drift must be fail or warn`},
+		{"undeclared output", head + "  a:\n    outputs: {version: step-1.version}\n    run: x\n  b:\n    needs: [a]\n    if: needs.a.outputs.verison != \"\"\n    run: x\n", `ci.yaml:7:3: job "b" uses needs.a.outputs.verison, but job "a" declares no output "verison" (declared: version)`},
+		{"undeclared output in env", head + "  a: {run: x}\n  b:\n    needs: [a]\n    env: {V: \"${{ needs.a.outputs.v }}\"}\n    run: x\n", `declares no output "v"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
