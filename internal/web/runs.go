@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/pipeline"
@@ -116,6 +117,8 @@ type runData struct {
 	CanCancel bool
 	CanRerun  bool
 	Terminal  bool
+	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
+	Artifacts []*store.Artifact
 }
 
 // commitInfo is what a delivery's payload says about the commit and who
@@ -158,6 +161,15 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 		return nil, err
 	}
 	d.Holds = holds
+	arts, err := u.d.Store.ListArtifacts(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range arts {
+		if a.ExpiresAt.After(time.Now()) {
+			d.Artifacts = append(d.Artifacts, a)
+		}
+	}
 	for _, h := range holds {
 		if h.JobID != "" {
 			d.HoldByJob[h.JobID] = h.Reason

@@ -315,3 +315,25 @@ func TestRunsFiltersAndPages(t *testing.T) {
 		t.Fatalf("source filter rows: %d", n)
 	}
 }
+
+// The run page lists the run's unexpired artifacts with their digests.
+func TestRunPageListsArtifacts(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	for _, a := range []*store.Artifact{
+		{ID: "a1", OrgID: "demo", RunID: h.runID, JobID: "j", JobName: "build", Name: "kici-bin", BlobKey: "k1", SizeBytes: 1234,
+			SHA256: strings.Repeat("ab", 32), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
+		{ID: "a2", OrgID: "demo", RunID: h.runID, JobID: "j", JobName: "build", Name: "stale-docs", BlobKey: "k2", SizeBytes: 1,
+			SHA256: strings.Repeat("cd", 32), CreatedAt: now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour)},
+	} {
+		if err := h.st.InsertArtifact(ctx, a, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleOwner])
+	_, body, _ := c.get("/ui/runs/" + h.runID)
+	mustContain(t, "run page", body, "kici-bin", strings.Repeat("ab", 32), "1234", "kici-admin runs artifacts download "+h.runID)
+	mustNotContain(t, "run page", body, "stale-docs")
+}
