@@ -319,6 +319,8 @@ scalers:
   - name: `+name+`
     type: container
     maxAgents: 1
+    # no agent ever starts; the URL only has to be one a container can dial
+    orchestratorUrl: ws://`+"172.30.0.1"+`:9/ws
     labelSets:
       - labels: [ctr]
         image: `+ln.Addr().String()+`/kici/agent:hang

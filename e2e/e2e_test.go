@@ -46,8 +46,10 @@ func TestMain(m *testing.M) {
 	// dir, <TMPDIR>/kici-work-<uid>, and what killed agents leave there go
 	// away with this run).
 	procTmp = filepath.Join(dir, "tmp")
-	if err := os.Mkdir(procTmp, 0o700); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	// Searchable by others (not listable): as root, agents run steps as an
+	// unprivileged user that must reach its job directory below procTmp.
+	if err := os.Mkdir(procTmp, 0o711); err != nil || os.Chmod(dir, 0o711) != nil || os.Chmod(procTmp, 0o711) != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
 		os.Exit(1)
 	}
 	code := pgtest.RunMain(m)

@@ -229,7 +229,7 @@ func TestRevokedAgentTokenDisconnectsTheAgent(t *testing.T) {
 	agentID := "static-e2e-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	agent := exec.Command(filepath.Join(binDir, "kici-agent"))
 	agent.Env = append(cleanEnv(), "KICI_ORCHESTRATOR_URL=ws://"+strings.TrimPrefix(o.url, "http://")+"/ws",
-		"KICI_AGENT_TOKEN="+tok, "KICI_AGENT_ID="+agentID, "KICI_LABELS=e2e-static", "KICI_WORK_DIR="+t.TempDir())
+		"KICI_AGENT_TOKEN="+tok, "KICI_AGENT_ID="+agentID, "KICI_LABELS=e2e-static", "KICI_WORK_DIR="+stepDir(t, 0o711))
 	var agentOut bytes.Buffer
 	agent.Stdout, agent.Stderr = &agentOut, &agentOut
 	if err := agent.Start(); err != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // probeWorkflow's step does what a hostile step on the bare-metal backend
-// would try first. It walks its two nearest ancestors (the agent, then the
-// orchestrator that spawned it), prints which environment variable names
+// would try first. It walks its three nearest ancestors (its supervisor,
+// the agent, then the orchestrator that spawned it), prints which environment variable names
 // it can see in /proc/<pid>/environ and every credential-looking value it
 // finds there; it reads the agent's open regular files through
 // /proc/<agent>/fd (no /proc/<pid>/mem needed); and it looks for an
@@ -32,7 +32,7 @@ jobs:
           echo "uid=$(id -u)"
           pid=$PPID
           depth=0
-          while [ "$pid" -gt 1 ] && [ "$depth" -lt 2 ]; do
+          while [ "$pid" -gt 1 ] && [ "$depth" -lt 3 ]; do
             comm=$(cat /proc/$pid/comm 2>/dev/null)
             if env_=$(tr '\0' '\n' < /proc/$pid/environ 2>/dev/null); then
               echo "ancestor $depth $comm environ readable"
@@ -42,7 +42,7 @@ jobs:
             else
               echo "ancestor $depth $comm environ unreadable"
             fi
-            if [ "$depth" -eq 0 ]; then
+            if [ "$comm" = kici-agent ]; then
               for f in /proc/$pid/fd/*; do
                 if [ -f "$f" ]; then
                   echo "agent fd $f readable file"
@@ -63,6 +63,11 @@ jobs:
             d=$(dirname "$d")
           done
           echo "relative search done"
+          for f in "$KICI_PROBE_DATA/admin-token" "$KICI_PROBE_DATA/kici.db" "$KICI_PROBE_DATA/secret.key" "/proc/$KICI_PROBE_ORCH/environ"; do
+            if head -c 64 "$f" >/dev/null 2>&1; then echo "read ok: $f"; else echo "read refused: $f"; fi
+            head -c 4096 "$f" 2>/dev/null | grep -a -o 'kadm_[A-Za-z0-9_-]*' | rev | sed 's/^/  data rev: /'
+          done
+          echo "data probe done"
 `
 
 func reverse(s string) string {
@@ -73,34 +78,52 @@ func reverse(s string) string {
 	return string(r)
 }
 
-// TestStepCannotReachAgentTokenOrAdminToken runs the probe on the embedded
-// default (bare-metal agents on this host) and checks that neither the
-// agent's token nor the owner admin token shows up in the step's log.
-//
-// As root (as in CI here) the step can read every /proc entry, so the
-// test checks what the fixes guarantee for root too: the agent's
-// environment is readable but holds no KICI_AGENT_TOKEN (the token came
-// through descriptor 3, read and closed), and the work directory is not
-// under the data directory, so no admin-token is found above it. As a
-// non-root user it also checks that the agent's and the orchestrator's
-// environ are unreadable (PR_SET_DUMPABLE 0); internal/hardening tests
-// that as user nobody even when run as root.
-func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
-	repo := repoWithWorkflow(t, probeWorkflow)
-	o := startOrchestrator(t)
+// probeTargets are the four reads a step must be refused.
+func probeTargets(dataDir string, orchPID int) []string {
+	return []string{dataDir + "/admin-token", dataDir + "/kici.db", dataDir + "/secret.key", "/proc/" + strconv.Itoa(orchPID) + "/environ"}
+}
+
+// runProbe starts an orchestrator whose data directory sits in a directory
+// anyone may enter (so only the data directory's own protection counts),
+// runs the probe step on its embedded default and returns the step's log.
+func runProbe(t *testing.T, extraEnv ...string) (*orchestrator, string) {
+	t.Helper()
+	dataDir := filepath.Join(stepDir(t, 0o755), "data")
+	if err := os.Mkdir(dataDir, 0o755); err != nil { // as an operator might
+		t.Fatal(err)
+	}
+	o := startOrchestratorAt(t, dataDir, freePort(t), extraEnv...)
+	wf := strings.Replace(probeWorkflow, "          set +e +o pipefail\n",
+		"          set +e +o pipefail\n          KICI_PROBE_DATA="+dataDir+"\n          KICI_PROBE_ORCH="+strconv.Itoa(o.cmd.Process.Pid)+"\n", 1)
+	repo := repoWithWorkflow(t, wf)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
 	r := o.waitRunStatus(t, runID, 2*time.Minute, "success", "failed", "cancelled")
 	job := o.jobsOf(t, runID)["probe"]
 	log := o.logText(t, runID, job.JobID, 0)
 	t.Logf("probe step log:\n%s", log)
-	if r.Status != "success" {
-		t.Fatalf("probe run %s: %+v", r.Status, r)
+	if r.Status != "success" || !strings.Contains(log, "data probe done") {
+		t.Fatalf("probe run %s, or it did not run to the end: %+v", r.Status, r)
 	}
+	return o, log
+}
 
-	if !strings.Contains(log, "relative search done") {
-		t.Fatalf("the probe did not run to the end")
-	}
+// TestStepCannotReachAgentTokenOrAdminToken runs the probe on the embedded
+// default (bare-metal agents on this host) and checks that a step can read
+// neither the agent's token nor the owner admin token, nor anything of the
+// orchestrator's data directory (admin-token, kici.db, secret.key), nor the
+// orchestrator's /proc/<pid>/environ.
+//
+// As root (as in CI here) steps run as the unprivileged step user
+// (kici-step): the test checks every read is refused and, as a control,
+// that the same probe with KICI_STEP_USER=root reads them all, so the test
+// cannot pass because the probe is blind. As a normal user steps run as
+// that user, which owns the data directory: nothing can keep them out, so
+// the test checks that the non-dumpable agent's and orchestrator's environ
+// are unreadable and that the agent says loudly that steps are not
+// confined.
+func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
+	o, log := runProbe(t)
 	// No agent token, in any form, anywhere the step could look.
 	for _, leak := range []string{"kat_", reverse("kat_")} {
 		if strings.Contains(log, leak) {
@@ -118,7 +141,7 @@ func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
 	}
 
 	// The work directory is outside the data directory, under the
-	// per-user default, which is private.
+	// per-user default, which others may enter but not list or write.
 	var pwd string
 	for _, l := range strings.Split(log, "\n") {
 		if v, ok := strings.CutPrefix(l, "pwd="); ok {
@@ -129,24 +152,58 @@ func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
 	if pwd == "" || strings.HasPrefix(pwd, o.dataDir+"/") || !strings.HasPrefix(pwd, defaultWork+"/") {
 		t.Errorf("step work dir %q: want it under %s and outside the data dir %s", pwd, defaultWork, o.dataDir)
 	}
-	if fi, err := os.Stat(defaultWork); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("default work dir %s: %v %v, want mode 0700", defaultWork, fi, err)
+	if fi, err := os.Stat(defaultWork); err != nil || fi.Mode().Perm()&0o066 != 0 {
+		t.Errorf("default work dir %s: %v %v, want no read or write for group and others", defaultWork, fi, err)
+	}
+	if fi, err := os.Stat(o.dataDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data dir %s: %v %v, want it made 0700", o.dataDir, fi, err)
 	}
 
-	if os.Geteuid() == 0 {
-		// Root reads everything; what must hold is that the agent's
-		// environment no longer carries the token at all.
-		if !strings.Contains(log, "ancestor 0 kici-agent environ readable") || !strings.Contains(log, "name: KICI_AGENT_TOKEN_FD") {
-			t.Errorf("as root the step should read the agent's environ and see KICI_AGENT_TOKEN_FD (else this check proves nothing)")
-		}
-		if strings.Contains(log, "name: KICI_AGENT_TOKEN\n") {
-			t.Errorf("the agent's environment holds KICI_AGENT_TOKEN")
-		}
-	} else {
-		for _, want := range []string{"ancestor 0 kici-agent environ unreadable", "ancestor 1 kici-orchestrat environ unreadable"} {
+	if os.Geteuid() != 0 {
+		for _, want := range []string{"kici-agent environ unreadable", "kici-orchestrat environ unreadable"} {
 			if !strings.Contains(log, want) {
 				t.Errorf("step log lacks %q: a same-user step read a non-dumpable process's environ", want)
 			}
 		}
+		waitAgentLog(t, o, "STEPS ARE NOT CONFINED")
+		return
 	}
+	if strings.Contains(log, "uid=0\n") {
+		t.Errorf("as root the step still ran as root")
+	}
+	for _, f := range probeTargets(o.dataDir, o.cmd.Process.Pid) {
+		if !strings.Contains(log, "read refused: "+f) {
+			t.Errorf("the step could read %s", f)
+		}
+	}
+	for _, want := range []string{"kici-agent environ unreadable", "kici-orchestrat environ unreadable"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("step log lacks %q", want)
+		}
+	}
+
+	// Control: steps kept as root read all four, so the probe is not blind.
+	o2, log2 := runProbe(t, "KICI_STEP_USER=root")
+	for _, f := range probeTargets(o2.dataDir, o2.cmd.Process.Pid) {
+		if !strings.Contains(log2, "read ok: "+f) {
+			t.Errorf("control (KICI_STEP_USER=root): the probe could not read %s, so its refusals prove nothing", f)
+		}
+	}
+	waitAgentLog(t, o2, "STEPS ARE NOT CONFINED")
+}
+
+// waitAgentLog waits until some agent log of o contains want.
+func waitAgentLog(t *testing.T, o *orchestrator, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		logs, _ := filepath.Glob(filepath.Join(o.dataDir, "agents", "*.log"))
+		for _, l := range logs {
+			if b, _ := os.ReadFile(l); strings.Contains(string(b), want) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("no agent log says %q", want)
 }

@@ -18,11 +18,14 @@ import (
 
 	"kici.dev/kici/internal/agent"
 	"kici.dev/kici/internal/agent/conn"
+	"kici.dev/kici/internal/agent/runner"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
 )
 
 func main() {
+	// Re-executed as a step's supervisor (the agent's Options.Supervisor).
+	runner.Supervise(os.Args[1:])
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -71,7 +74,22 @@ func newRoot() *cobra.Command {
 			if noDumpErr != nil {
 				logger.Warn("could not mark the agent process non-dumpable; steps of this user may read its memory", "err", noDumpErr)
 			}
-			a := agent.New(cfg, logger, agent.Options{})
+			conf, err := agent.ResolveConfinement(os.Environ(), os.Geteuid())
+			if err != nil {
+				return err
+			}
+			if conf.Loud {
+				logger.Warn("STEPS ARE NOT CONFINED: " + conf.Summary)
+			} else {
+				logger.Info(conf.Summary)
+			}
+			opts := agent.Options{Confinement: conf}
+			if self, err := os.Executable(); err == nil {
+				opts.Supervisor = []string{self, runner.SupervisorArg}
+			} else {
+				logger.Warn("no step supervisor (cannot find this executable); a killed agent may leave step processes behind", "err", err)
+			}
+			a := agent.New(cfg, logger, opts)
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -105,8 +105,8 @@ func TestHelpAndVersion(t *testing.T) {
 // neither its own process group nor the step's behind.
 func TestScalerManagedRunsOneJobAndLeavesNothing(t *testing.T) {
 	srv := agenttest.NewServer(t, agenttest.Options{Token: "kat_test", PendingDispatch: true})
-	work := t.TempDir()
-	pids := filepath.Join(t.TempDir(), "pids")
+	work := stepDir(t, 0o711)
+	pids := filepath.Join(stepDir(t, 0o777), "pids")
 	p := startBin(t, []string{
 		"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_AGENT_TOKEN=kat_test", "KICI_AGENT_ID=spawned-1",
 		"KICI_SCALER_MANAGED=true", "KICI_WORK_DIR=" + work,
@@ -144,14 +144,18 @@ func TestScalerManagedRunsOneJobAndLeavesNothing(t *testing.T) {
 	if pidAlive(bgPid) {
 		t.Errorf("background step process %d survived", bgPid)
 	}
-	if ents, _ := os.ReadDir(work); len(ents) != 0 {
-		t.Errorf("work dir left behind: %v", ents)
+	// Only the step user's home (its build caches) stays between jobs.
+	ents, _ := os.ReadDir(work)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".home-") {
+			t.Errorf("work dir left behind: %v", e.Name())
+		}
 	}
 }
 
 func TestSIGTERMCancelsRunningJob(t *testing.T) {
 	srv := agenttest.NewServer(t, agenttest.Options{})
-	p := startBin(t, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + t.TempDir()})
+	p := startBin(t, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + stepDir(t, 0o711)})
 	srv.WaitRegistrations(t, 1, 20*time.Second)
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1"}, lockfile.Job{
 		Name: "j", Checkout: boolPtr(false), Steps: []lockfile.Step{{Name: "wait", Run: "sleep 300"}, {Name: "later", Run: "true"}},

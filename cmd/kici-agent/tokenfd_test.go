@@ -30,7 +30,7 @@ func TestTokenFromDescriptorNeverInEnviron(t *testing.T) {
 	w.Close()
 	cmd := exec.Command(agentBin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KICI_ORCHESTRATOR_URL=" + srv.URL,
-		"KICI_AGENT_TOKEN_FD=3", "KICI_WORK_DIR=" + t.TempDir()}
+		"KICI_AGENT_TOKEN_FD=3", "KICI_WORK_DIR=" + stepDir(t, 0o711)}
 	cmd.ExtraFiles = []*os.File{r}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -67,7 +67,7 @@ func TestTokenFromDescriptorNeverInEnviron(t *testing.T) {
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1"}, lockfile.Job{
 		Name: "j", Checkout: boolPtr(false),
 		Steps: []lockfile.Step{{Name: "probe", Run: "set +e\n" +
-			"echo \"environ-hits=$(tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null | grep -c kat_)\"\n" +
+			"echo \"environ-hits=$(tr '\\0' '\\n' < /proc/" + strconv.Itoa(cmd.Process.Pid) + "/environ 2>/dev/null | grep -c kat_)\"\n" +
 			"echo \"own-env-fd=${KICI_AGENT_TOKEN_FD:-unset}\"\n" +
 			"echo done"}},
 	})

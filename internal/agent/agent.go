@@ -46,6 +46,12 @@ type Options struct {
 	// StepTimeoutGrace overrides the 5 s SIGTERM→SIGKILL window after a
 	// step timeout.
 	StepTimeoutGrace time.Duration
+	// Supervisor is the step supervisor command prefix
+	// (runner.Options.Supervisor); kici-agent sets it to itself.
+	Supervisor []string
+	// Confinement is how steps are kept from the host (confine.go); nil
+	// runs them as the agent's user without refusing anything.
+	Confinement *Confinement
 }
 
 // Agent is a running kici-agent: one connection, at most one job at a time.
@@ -110,7 +116,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		Backoff:           opts.Backoff,
 		Logger:            logger,
 	})
-	a.runner = runner.New(runner.Options{
+	ropts := runner.Options{
 		WorkRoot:           cfg.WorkDir,
 		HostEnv:            opts.HostEnv,
 		DefaultStepTimeout: cfg.DefaultStepTimeout,
@@ -121,7 +127,12 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		Logger:             logger,
 		Attest:             a.attest,
 		Blobs:              blobOptions(cfg),
-	}, emitter{a})
+		Supervisor:         opts.Supervisor,
+	}
+	if c := opts.Confinement; c != nil {
+		ropts.StepUser, ropts.RefuseUntrusted = c.StepUser, c.RefuseUntrusted
+	}
+	a.runner = runner.New(ropts, emitter{a})
 	return a
 }
 

@@ -86,6 +86,8 @@ func EnvVars() []EnvVar {
 		{"KICI_WORK_DIR", "os temp dir", "parent of the per-job work directories"},
 		{"KICI_LOG_LEVEL", "info", "agent log level: debug, info, warn, error"},
 		{"KICI_AGENT_JOB_HOME", "false", "true ⇒ each job gets a fresh HOME in its work directory (no state shared through the home directory; use caches)"},
+		{EnvStepUser, DefaultStepUser + " (as root)", "account name or uid[:gid] steps run as when the agent runs as root (created on demand); root keeps them as root"},
+		{EnvAllowUnconfined, "false", "true ⇒ run untrusted (fork pull request) jobs even when steps run as the agent's own user"},
 	}
 }
 

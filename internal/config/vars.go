@@ -102,7 +102,9 @@ var Vars = []Var{
 	// agent
 	{"KICI_AGENT_ID", ScopeAgent, "`<hostname>-<8 hex>`", "Agent identity (set by the scaler for spawned agents)."},
 	{"KICI_AGENT_TOKEN", ScopeAgent, "empty", "Agent token (`kat_…`); empty ⇒ no `auth.request` is sent."},
-	{"KICI_AGENT_TOKEN_FD", ScopeAgent, "empty", "Number (≥ 3) of an inherited file descriptor the agent reads its token from once at start, then closes; set by the bare-metal scaler so the token is not in the agent's environment. Excludes `KICI_AGENT_TOKEN`."},
+	{"KICI_AGENT_TOKEN_FD", ScopeAgent, "empty", "Descriptor the agent reads its token from to its end once at start: `0` (standard input, set by the container scaler) or an inherited one ≥ 3, then closed (set by the bare-metal scaler), so the token is not in the agent's environment. Excludes `KICI_AGENT_TOKEN`."},
+	{"KICI_STEP_USER", ScopeOrchestrator + "," + ScopeAgent, "`kici-step` when the agent runs as root", "Account name or `uid[:gid]` steps run as when the agent runs as root; the default account is created on demand (uid 65532 when no account can be created). `root` keeps steps as root. Set on the orchestrator, it is passed to the bare-metal agents it spawns. See docs/trust-model.md."},
+	{"KICI_ALLOW_UNCONFINED_STEPS", ScopeOrchestrator + "," + ScopeAgent, "`false`", "`true` ⇒ an agent whose steps run as its own user (not root, or `KICI_STEP_USER=root`) still runs untrusted (fork pull request) jobs; otherwise it fails them with the reason. Passed on to spawned bare-metal agents."},
 	{"KICI_LABELS", ScopeAgent, "empty", "Comma-separated routing labels (the `kici:` prefix is reserved for auto labels)."},
 	{"KICI_MAX_LOG_SIZE_BYTES", ScopeAgent, "`10485760`", "Per-step log cap in bytes (a value in the dispatch wins)."},
 	{"KICI_DEFAULT_STEP_TIMEOUT_MS", ScopeAgent, "`1800000`", "Step timeout when the step sets none, in ms."},

@@ -99,12 +99,14 @@ func (d *Dispatcher) CancelJob(jobID, reason string, force bool) bool {
 
 // AbortJob ends the dispatcher's part in a job the orchestrator itself
 // terminated (deadline, stale heartbeat, cancel without an agent): a forced
-// job.cancel goes to its agent when one is connected, the agent's slot is
+// job.cancel goes to its agent when one is connected, an agent spawned for
+// it that has not registered yet is stopped, the agent's slot is
 // freed, and the queue entry leaves pending/dispatched as failed. Later
 // statuses from the agent are accepted and change nothing. It reports
 // whether the queue entry changed.
 func (d *Dispatcher) AbortJob(ctx context.Context, jobID, reason string) bool {
 	d.CancelJob(jobID, reason, true)
+	d.stopSpawnFor(jobID)
 	freed := false
 	d.mu.Lock()
 	if js := d.jobs[jobID]; js != nil && !js.done {
@@ -135,9 +137,11 @@ func (d *Dispatcher) AbortJob(ctx context.Context, jobID, reason string) bool {
 }
 
 // ExpireQueued moves a pending queue entry to expired (queue timeout, run
-// cancelled) and forgets its pending reason; it reports whether it changed.
+// cancelled), stops an agent spawned for it that has not registered yet and
+// forgets its pending reason; it reports whether it changed.
 func (d *Dispatcher) ExpireQueued(ctx context.Context, jobID string) (bool, error) {
 	changed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueuePending}, store.QueueExpired)
+	d.stopSpawnFor(jobID)
 	d.mu.Lock()
 	delete(d.reasons, jobID)
 	d.mu.Unlock()

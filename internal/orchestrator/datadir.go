@@ -42,3 +42,19 @@ func lockDataDir(dataDir string) (*os.File, error) {
 	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
 	return f, nil
 }
+
+// tightenDataDir makes the data directory private (mode 0700) when group or
+// others may enter it: it holds the admin token, the database and the
+// master key, and steps of bare-metal agents run on this host. kici.db and
+// the log files are created with the default umask, so the directory's mode
+// is what keeps them from other users, step users included.
+func tightenDataDir(dataDir string) (changed bool, err error) {
+	fi, err := os.Stat(dataDir)
+	if err != nil {
+		return false, err
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return false, nil
+	}
+	return true, os.Chmod(dataDir, 0o700)
+}

@@ -80,6 +80,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w (set KICI_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
+	if changed, err := tightenDataDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("make data dir %s private (0700): %w", cfg.DataDir, err)
+	} else if changed {
+		logger.Warn("data directory was accessible to other users; its mode is now 0700", "dataDir", cfg.DataDir)
+	}
 	dataLock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -148,6 +153,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		wsURL = cfg.OrchestratorURL
 	}
 	s.scaler.SetOrchestratorURL(wsURL)
+	if err := s.scaler.CheckContainerReach(); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	s.dispatcher = dispatch.New(dispatch.Config{
 		AckTimeout:     cfg.DispatchAckTimeout,
 		AckTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.DispatchAckTimeoutMs) },

@@ -123,6 +123,9 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if closed {
 		return errors.New("backend is shutting down")
 	}
+	local := *req
+	local.OrchestratorURL = agentURL(req.OrchestratorURL, "127.0.0.1")
+	req = &local
 	if b.opts.LogDir != "" {
 		if err := os.MkdirAll(b.opts.LogDir, 0o700); err != nil {
 			return err
@@ -159,6 +162,7 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if b.opts.WorkDir != "" {
 		env = append(env, "KICI_WORK_DIR="+b.opts.WorkDir)
 	}
+	env = append(env, confinementVars(b.opts.Environ)...)
 	// The token goes through an inherited pipe, not the environment: a
 	// step can read its agent's /proc/<pid>/environ, which keeps the
 	// initial environment for the life of the process.

@@ -163,6 +163,9 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if closed {
 		return errors.New("backend is shutting down")
 	}
+	bridged := *req
+	bridged.OrchestratorURL = agentURL(req.OrchestratorURL, AgentNetworkGateway)
+	req = &bridged
 	if err := c.ensureImage(ctx, req.LabelSet, req.Emit); err != nil {
 		return err
 	}
@@ -184,7 +187,10 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "KICI_WORK_DIR=/tmp", "KICI_AGENT_TOKEN_FD=0")
+	env = append(env, "KICI_WORK_DIR=/tmp", "KICI_AGENT_TOKEN_FD=0",
+		// The container is the confinement: its agent may run fork jobs
+		// whatever user the image runs it as.
+		"KICI_ALLOW_UNCONFINED_STEPS=true")
 	pids := int64(ContainerPidsLimit)
 	res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: req.AgentID,

@@ -93,6 +93,12 @@ func (j *job) startAttest() {
 		j.r.opts.Logger.Warn("attestation channel unavailable", "err", err)
 		return
 	}
+	if err := j.handOver(dir); err != nil { // the step user must reach it
+		ln.Close()
+		os.RemoveAll(dir)
+		j.r.opts.Logger.Warn("attestation channel unavailable", "err", err)
+		return
+	}
 	s.ln = ln
 	j.attest = s
 	s.wg.Add(1)

@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -22,6 +20,12 @@ type procSpec struct {
 	Timeout time.Duration // 0 = none
 	// TimeoutGrace is the SIGTERM→SIGKILL window after a timeout.
 	TimeoutGrace time.Duration
+	// Supervisor, when set, is the command prefix that runs Argv under the
+	// step supervisor (supervise.go), so the step's processes die with
+	// the agent. Empty: the shell is started directly.
+	Supervisor []string
+	// User, when set, is the identity the step runs as.
+	User *StepUser
 }
 
 // stopSignal tells a running process to stop: Stop closes for a graceful
@@ -48,7 +52,19 @@ const signalExitBase = 128
 // the group is SIGKILLed once the shell exits, so no step leaves processes
 // behind in its group.
 func runProcess(spec procSpec, stop stopSignal) procResult {
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	argv := spec.Argv
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if len(spec.Supervisor) > 0 {
+		// The supervisor must outlive the agent to clean up after it: no
+		// death signal for it; it holds the lifeline's read end instead.
+		argv = supervisorArgv(spec.Supervisor, spec.User, spec.Argv)
+	} else {
+		setDeathSignal(attr)
+		if spec.User != nil {
+			attr.Credential = spec.User.credential()
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	if spec.Stdout == nil || spec.Stderr == nil {
@@ -59,9 +75,26 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 		return procResult{ExitCode: -1, StartErr: err}
 	}
 	cmd.Stdout, cmd.Stderr = outp.w, errp.w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = attr
+	var lifeR *os.File
+	if len(spec.Supervisor) > 0 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			outp.abort()
+			errp.abort()
+			return procResult{ExitCode: -1, StartErr: err}
+		}
+		lifeR = r
+		cmd.ExtraFiles = []*os.File{r} // descriptor 3 of the supervisor
+		// The agent holds the write end until the step is over; its death
+		// closes it, which tells the supervisor to kill the step's tree.
+		defer w.Close()
+	}
+	err = cmd.Start()
+	if lifeR != nil {
+		lifeR.Close() // only the supervisor keeps the read end
+	}
+	if err != nil {
 		outp.abort()
 		errp.abort()
 		return procResult{ExitCode: -1, StartErr: err}
@@ -157,30 +190,9 @@ func groupHasLiveMember(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
 		return false
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			return true
-		}
-	}
-	return false
+	found := false
+	eachLiveProcess(func(_, _, pgrp int) {
+		found = found || pgrp == pgid
+	})
+	return found
 }

@@ -92,6 +92,17 @@ type Options struct {
 	Attest AttestFunc
 	// Logger receives runner diagnostics (discarded when nil).
 	Logger *slog.Logger
+	// Supervisor is the command prefix running each step under the step
+	// supervisor ([kici-agent, SupervisorArg]; supervise.go): the step's
+	// processes then die with the agent, even a SIGKILLed one. Empty runs
+	// steps directly (the shell itself still dies with the agent).
+	Supervisor []string
+	// StepUser, when set, is the identity steps run as (stepuser.go).
+	StepUser *StepUser
+	// RefuseUntrusted, when set, fails every job marked untrusted (a fork
+	// pull request) with this reason before anything runs: the agent
+	// cannot keep such a job's steps away from its host (confine.go).
+	RefuseUntrusted string
 }
 
 // Result is the outcome of a job, as sent in its terminal job.status.
@@ -180,6 +191,7 @@ type job struct {
 	forced   bool
 	grace    time.Duration
 	workDir  string
+	home     string // the step user's home ("" without one)
 	srcDir   string
 	tmpDir   string
 	scripts  string
@@ -388,6 +400,12 @@ func (j *job) execute() (res *Result) {
 		j.skipFrom(0, res)
 		return res
 	}
+	if err := j.confine(); err != nil { // confine.go
+		res.Error = err.Error()
+		jobLog.AddLine("", "Error: "+res.Error)
+		j.skipFrom(0, res)
+		return res
+	}
 
 	j.startAttest()
 	defer j.stopAttest()
@@ -425,6 +443,9 @@ func (j *job) execute() (res *Result) {
 		return res
 	}
 	blobs, err := j.beforeSteps(jobLog)
+	if err == nil {
+		err = j.handOverCheckout() // confine.go
+	}
 	if err != nil {
 		jobLog.AddLine("", "Error: "+err.Error())
 		res.Error = j.masker.Mask(err.Error())
@@ -557,12 +578,18 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	if err := os.WriteFile(script, []byte(step.Run), 0o600); err != nil {
 		return finish(StateFailed, nil, 1, "writing step script: "+err.Error())
 	}
+	if err := j.handOver(script); err != nil {
+		return finish(StateFailed, nil, 1, err.Error())
+	}
 	argv, err := ShellArgv(step.Shell, script)
 	if err != nil {
 		log.AddLine("", "Error: "+err.Error())
 		return finish(StateFailed, nil, 1, err.Error())
 	}
-	extra, err := j.outputEnv(i, j.attestEnv(map[string]string{"TMPDIR": j.tmpDir}))
+	extra, err := j.outputEnv(i, j.attestEnv(j.userEnv(map[string]string{"TMPDIR": j.tmpDir})))
+	if err == nil && j.outs != nil {
+		err = j.handOver(j.outs.dir)
+	}
 	if err != nil {
 		return finish(StateFailed, nil, 1, "creating the output file: "+err.Error())
 	}
@@ -608,6 +635,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 			Argv: argv, Dir: dir, Env: env,
 			Stdout: out, Stderr: out,
 			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
+			Supervisor: r.opts.Supervisor, User: r.opts.StepUser,
 		}, stopSignal{Stop: stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
 		exit = pr.ExitCode
 		switch {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/agent/agenttest"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/protocol"
+)
+
+// stepDir returns a fresh directory directly under the system temp dir with
+// mode, removed at the end: as root the agent runs steps as an unprivileged
+// user, which can neither enter t.TempDir()'s private parent nor write a
+// 0755 directory of root's.
+func stepDir(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "kici-agent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// waitPidFile waits for a step to write its pid to path.
+func waitPidFile(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				return pid
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the step never wrote its pid")
+	return 0
+}
+
+// TestKilledAgentTakesItsStepsProcessTreeWithIt: kill -9 of a static agent
+// while its step runs `sleep 300` (a child of the step's shell, plus one
+// that left the process group with setsid) leaves neither running.
+// Before the step supervisor, the shell died with the agent but its
+// children ran on.
+func TestKilledAgentTakesItsStepsProcessTreeWithIt(t *testing.T) {
+	srv := agenttest.NewServer(t, agenttest.Options{})
+	marks := stepDir(t, 0o777)
+	p := startBin(t, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + stepDir(t, 0o711)})
+	srv.WaitRegistrations(t, 1, 20*time.Second)
+	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1"}, lockfile.Job{
+		Name: "j", Checkout: boolPtr(false), Steps: []lockfile.Step{{Name: "deploy", Run: "" +
+			"setsid sh -c 'echo $$ > " + filepath.Join(marks, "escaped") + "; exec sleep 300' &\n" +
+			"sh -c 'echo $$ > " + filepath.Join(marks, "child") + "; exec sleep 300'\n"}},
+	})
+	child := waitPidFile(t, filepath.Join(marks, "child"))
+	escaped := waitPidFile(t, filepath.Join(marks, "escaped"))
+	if !pidAlive(child) || !pidAlive(escaped) {
+		t.Fatal("step processes not running before the kill")
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for (pidAlive(child) || pidAlive(escaped)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pidAlive(child) {
+		t.Errorf("the step's sleep 300 (pid %d) outlived the killed agent", child)
+	}
+	if pidAlive(escaped) {
+		t.Errorf("the step's setsid sleep 300 (pid %d) outlived the killed agent", escaped)
+	}
+}

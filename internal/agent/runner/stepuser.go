@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// StepUser is the unprivileged identity steps run as when the agent runs as
+// root: the job's work directory is handed to it, and HOME (with Go's
+// caches) points at a home directory of its own, so a step can build and
+// test but cannot read what only root may — the orchestrator's data
+// directory (admin token, database, master key) and the /proc entries of
+// root's processes (docs/trust-model.md).
+type StepUser struct {
+	// Name is the account name ("" for a bare numeric identity).
+	Name string
+	// UID and GID are the numeric identity steps get.
+	UID, GID uint32
+}
+
+// String names the identity for logs: "kici-step (uid 999, gid 999)".
+func (u *StepUser) String() string {
+	name := u.Name
+	if name == "" {
+		name = "uid " + strconv.Itoa(int(u.UID))
+		return fmt.Sprintf("%s (gid %d)", name, u.GID)
+	}
+	return fmt.Sprintf("%s (uid %d, gid %d)", name, u.UID, u.GID)
+}
+
+// credential is the SysProcAttr credential of a step process, with no
+// supplementary groups (root's must not leak to the step).
+func (u *StepUser) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+}
+
+// handOver makes paths (and, for directories, everything below them) owned
+// by the step user. Symbolic links are re-owned themselves, never followed.
+func (u *StepUser) handOver(paths ...string) error {
+	for _, p := range paths {
+		err := filepath.WalkDir(p, func(q string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(q, int(u.UID), int(u.GID))
+		})
+		if err != nil {
+			return fmt.Errorf("hand %s to the step user: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// homeDir returns the step user's home under root, <root>/.home-<uid>,
+// created with mode 0700 and owned by the user. It persists across jobs so
+// that build caches stay warm. An existing entry that is not a directory
+// owned by the step user (e.g. a symlink planted by a step) is refused.
+func (u *StepUser) homeDir(root string) (string, error) {
+	home := filepath.Join(root, ".home-"+strconv.Itoa(int(u.UID)))
+	if err := os.Mkdir(home, 0o700); err == nil {
+		if err := os.Chown(home, int(u.UID), int(u.GID)); err != nil {
+			return "", err
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(home)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != u.UID {
+		return "", fmt.Errorf("%s is not a directory owned by uid %d; remove it", home, u.UID)
+	}
+	return home, nil
+}
+
+// traversable makes dir searchable (but not listable) by other users, so a
+// step user can reach its job directory below it (mode |= 0o011), and
+// checks that every parent is searchable by others too: a work directory
+// under a private parent would fail every step with "permission denied".
+func traversable(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o011 != 0o011 {
+		if err := os.Chmod(dir, m|0o011); err != nil {
+			return err
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is below %s (mode %04o), which the step user cannot enter: make it searchable (chmod o+x) or choose another KICI_WORK_DIR", dir, p, fi.Mode().Perm())
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
