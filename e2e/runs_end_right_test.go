@@ -369,16 +369,8 @@ jobs:
           while true; do sleep 0.1; done
 `)
 	o := startOrchestrator(t)
-	_, delivery := o.push(t, repo, "")
-	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to start", func() bool {
-		_, err := os.Stat(filepath.Join(marks, "pid"))
-		return err == nil
-	})
-	agents := o.agentPIDs()
-	if len(agents) != 1 {
-		t.Fatalf("agent processes = %v, want exactly 1", agents)
-	}
+	runID, agent := o.startAndFindAgent(t, repo, filepath.Join(marks, "pid"))
+	agents := []int{agent}
 	start := time.Now()
 	if err := syscall.Kill(agents[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)

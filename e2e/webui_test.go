@@ -196,7 +196,7 @@ func (b *browser) postStatus(path string, fields map[string]string) int {
 // runs page letting the held run proceed.
 func TestWebUIInChromium(t *testing.T) {
 	chromiumPath(t)
-	marks := t.TempDir()
+	marks := stepDir(t, 0o777)
 	o := startOrchestrator(t)
 	o.admin(t, "context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice")
 	repo := t.TempDir()

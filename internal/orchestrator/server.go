@@ -296,6 +296,12 @@ func (s *Server) Run(ctx context.Context) error {
 	// The dispatcher outlives the signal: agents stopped during shutdown must
 	// still be able to report their jobs' final status over their sockets.
 	s.dispatcher.Start(context.WithoutCancel(ctx))
+	// Agents this node spawned before a restart that died with it: end
+	// their jobs now rather than after the stale threshold.
+	if lost := s.scaler.LostAgents(); len(lost) > 0 {
+		s.log.Warn("agents spawned before the restart are gone; ending their jobs", "agents", lost)
+		s.dispatcher.EndLostAgents(ctx, lost)
+	}
 	s.ingress.start(ctx)
 	stopHUP := s.reloadOnSIGHUP()
 	defer stopHUP()

@@ -199,11 +199,15 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	b.mu.Lock()
 	b.procs[req.AgentID] = pr
 	b.mu.Unlock()
+	b.writePidFile(req.AgentID, cmd.Process.Pid) // lost.go
 	b.log.Info("agent process started", "agent", req.AgentID, "job", req.JobID, "pid", cmd.Process.Pid, "log", logPath)
 	req.Emit(EventProvisioning, fmt.Sprintf("process %d started (%s), output in %s", cmd.Process.Pid, strings.Join(argv, " "), logPath))
 	go func() {
 		err := cmd.Wait()
 		f.Close()
+		if b.opts.LogDir != "" {
+			_ = os.Remove(b.pidFile(req.AgentID))
+		}
 		// Steps the agent left behind die with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		b.mu.Lock()

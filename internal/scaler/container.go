@@ -64,6 +64,7 @@ type Container struct {
 	mu     sync.Mutex
 	ctrs   map[string]*ctr // by agent id
 	closed bool
+	reaped []string // agent ids of orphans removed, until LostAtStart
 }
 
 type ctr struct {
@@ -317,6 +318,11 @@ func (c *Container) ReapOrphans(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("remove orphan %.12s: %w", s.ID, err)
 		}
 		c.log.Info("removed orphaned agent container", "container", s.ID[:12], "agent", s.Labels[LabelAgentID])
+		if id := s.Labels[LabelAgentID]; id != "" {
+			c.mu.Lock()
+			c.reaped = append(c.reaped, id)
+			c.mu.Unlock()
+		}
 		n++
 	}
 	return n, nil
