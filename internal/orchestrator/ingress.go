@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -41,7 +42,11 @@ type ingressWiring struct {
 // GitHub-App source exists (KiCI: those are Platform-relayed, which an
 // observed orchestrator never accepts).
 func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *execution.Tracker, proc *pipeline.Processor,
-	settings *cluster.Reader, logger *slog.Logger) (*ingressWiring, error) {
+	settings *cluster.Reader, holder string, logger *slog.Logger) (*ingressWiring, error) {
+	window, err := catchUpWindow(os.Environ())
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Mode == api.ModeObserved {
 		srcs, err := st.ListSources(ctx, "")
 		if err != nil {
@@ -68,6 +73,7 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *e
 		Logger:                  wl,
 	})
 	sched := scheduler.New(st, proc.Emit, logger.With("component", "scheduler"))
+	sched.Holder, sched.CatchUpWindow = holder, window
 	return &ingressWiring{sched: sched, mode: cfg.Mode, in: in, proc: proc, webhook: wl}, nil
 }
 

@@ -1,11 +1,9 @@
 package orchestrator
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kici.dev/kici/internal/logstore"
@@ -15,13 +13,11 @@ import (
 
 // newRetention builds the retention sweeper from the KICI_*_RETENTION_DAYS
 // and *_TTL_DAYS variables; it runs on the node holding the retention
-// lease.
-func newRetention(st store.Store, logs *logstore.FS, reg prometheus.Registerer, logger *slog.Logger) (*retention.Sweeper, error) {
+// lease, held under the node id.
+func newRetention(st store.Store, logs *logstore.FS, holder string, reg prometheus.Registerer, logger *slog.Logger) (*retention.Sweeper, error) {
 	cfg, err := retention.LoadConfig(os.Environ())
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
 	return retention.New(cfg, st, logs, holder, reg, logger), nil
 }

@@ -62,6 +62,7 @@ type Server struct {
 	retention  *retention.Sweeper    // deletes expired history (retention.go)
 	decider    *approval.Decider     // held-run decisions (admin API)
 	reporter   *forgestatus.Reporter // check runs and commit statuses
+	nodeID     string                // this node's id and lease holder (node.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -96,6 +97,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}
 	s := &Server{cfg: cfg, log: logger, store: st, dataLock: dataLock}
 	ok := false
+	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
+		st.Close()
+		dataLock.Close()
+		return nil, err
+	}
 	defer func() {
 		if !ok {
 			st.Close()
@@ -134,7 +140,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
-	if s.retention, err = newRetention(st, logs, s.metrics, logger.With("component", "retention")); err != nil {
+	if s.retention, err = newRetention(st, logs, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
 	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
@@ -223,7 +229,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	sm.wire(s.metrics, st, s.dispatcher, s.tracker, s.processor)
 	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
-	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, logger)
+	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, s.nodeID, logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -331,6 +337,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.dispatcher.Shutdown(shutdownCtx)
 	s.processor.Stop()
 	s.runctl.Wait()
+	s.releaseLeases(shutdownCtx)
 	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing store", "err", err)

@@ -12,12 +12,20 @@
 // id "schedule:<key>:<unix seconds>" is unique, so even two schedulers
 // overlapping across a lease handover fire an instant once.
 //
-// No backfill: instants that fell due while no scheduler was running (or
-// before a workflow was registered) are not fired; when several instants
-// passed between two ticks, only the latest is fired. A cron that can never
-// fire (30 February) never fires. A paused (disabled) source's schedules do
-// not fire either, and resuming it fires nothing that fell due meanwhile; a
-// deleted source's registrations, and so its schedules, are gone.
+// Catch-up, never a silent skip: each fired instant is recorded in the
+// store (unique on schedule and instant). A scheduler taking the lease —
+// after a graceful stop released it, or after a crashed holder's lease
+// expired — starts each schedule after its last recorded fire: the latest
+// instant due since then fires once if it is within the catch-up window
+// (CatchUpWindow, KICI_SCHEDULE_CATCHUP_WINDOW, default 1 h), and every
+// other instant in between is recorded in the event log with status
+// missed. The same holds between two ticks of one leader (a stalled
+// process). A schedule with no recorded fire catches up at most one window
+// back, never before its registration. A cron that can never fire (30
+// February) never fires. A paused (disabled) source's schedules do not
+// fire, and resuming it fires nothing that fell due meanwhile while the
+// same leader ran; a deleted source's registrations, and so its schedules,
+// are gone.
 package scheduler
 
 import (
@@ -43,8 +51,10 @@ import (
 
 // Defaults of a Scheduler.
 const (
-	// DefaultTick is how often the scheduler looks for due instants.
-	DefaultTick = 10 * time.Second
+	// DefaultTick is how often the scheduler looks for due instants; short
+	// enough that an instant fires within seconds of falling due and that
+	// a standby takes a released lease at once.
+	DefaultTick = 2 * time.Second
 	// DefaultLeaseTTL is the lease lifetime; the holder renews it each tick.
 	DefaultLeaseTTL = 30 * time.Second
 	// LeaseName is the store lease that elects the single scheduler.
@@ -68,6 +78,12 @@ type Scheduler struct {
 	Tick, LeaseTTL time.Duration
 	// Now is the clock (tests); nil = time.Now.
 	Now func() time.Time
+	// CatchUpWindow bounds the catch-up (DefaultCatchUpWindow when zero;
+	// negative: no catch-up, only instants due after taking the lease).
+	CatchUpWindow time.Duration
+
+	stop context.CancelFunc // ends the Start loop (Release)
+	done chan struct{}      // closed when the Start loop has ended
 
 	mu      sync.Mutex
 	cursor  map[string]time.Time // schedule key → last instant considered
@@ -93,13 +109,17 @@ func (s *Scheduler) now() time.Time {
 	return time.Now().UTC()
 }
 
-// Start runs Tick every Tick until ctx is cancelled.
+// Start runs TickOnce every Tick until ctx is cancelled or Release is
+// called.
 func (s *Scheduler) Start(ctx context.Context) {
 	tick := s.Tick
 	if tick <= 0 {
 		tick = DefaultTick
 	}
+	ctx, s.stop = context.WithCancel(ctx)
+	s.done = make(chan struct{})
 	go func() {
+		defer close(s.done)
 		t := time.NewTicker(tick)
 		defer t.Stop()
 		for {
@@ -214,7 +234,8 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		return nil
 	}
 	if !s.leading {
-		// Taking over: nothing before this moment is fired (no backfill).
+		// Taking over: each schedule starts after its last recorded fire
+		// (startFrom), so what fell due meanwhile is caught up or recorded.
 		s.leading, s.since, s.cursor = true, now, map[string]time.Time{}
 		s.log.Info("scheduler: leading", "holder", s.Holder)
 	}
@@ -261,21 +282,49 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		k := key(g, sc)
 		seen[k] = true
 		from, ok := s.cursor[k]
+		known := ok
 		if !ok {
-			from = s.since
-			if g.CreatedAt.After(from) {
-				from = g.CreatedAt
+			if from, known, err = s.startFrom(ctx, k, g.CreatedAt, now); err != nil {
+				s.log.Error("scheduler: last fire", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "error", err)
+				continue // retried next tick
 			}
 		}
-		due := sc.Latest(from, now)
+		// The instant to fire: the latest due, if within the window.
+		fireFrom := from
+		if w := s.window(); w > 0 && now.Add(-w).After(fireFrom) {
+			fireFrom = now.Add(-w)
+		}
+		due := sc.Latest(fireFrom, now)
+		missed, capped := 0, false
+		if known {
+			missed, capped = sc.Count(from, now)
+			if !due.IsZero() {
+				missed--
+			}
+		}
 		s.cursor[k] = now
-		if due.IsZero() {
+		if due.IsZero() && missed == 0 {
 			continue
 		}
 		if !enabled[g.SourceID] {
 			// A paused (or removed) source's schedules do not fire. The
 			// cursor still advanced, so resuming the source fires nothing
 			// that fell due while it was paused (no backfill).
+			continue
+		}
+		if missed > 0 {
+			until := now
+			if !due.IsZero() {
+				until = due.Add(-time.Nanosecond)
+			}
+			e := missedEntry(g, sc, k, from, until, missed, capped, s.window())
+			if err := s.st.RecordMissed(ctx, e); err != nil {
+				s.log.Error("scheduler: record missed", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "error", err)
+			} else {
+				s.log.Warn("scheduler: instants missed", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "detail", e.ErrorMessage)
+			}
+		}
+		if due.IsZero() {
 			continue
 		}
 		ie := &pipeline.InternalEvent{Kind: pipeline.KindSchedule, CronExpression: sc.Cron, Timezone: sc.Timezone, RegistrationID: g.ID,
@@ -286,6 +335,9 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 			delete(s.cursor, k) // retried next tick
 			s.log.Error("scheduler: fire", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "at", due, "error", err)
 			continue
+		}
+		if _, err := s.st.RecordScheduleFire(ctx, k, due); err != nil {
+			s.log.Error("scheduler: record fire", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "at", due, "error", err)
 		}
 		if !dup {
 			s.log.Info("scheduler: fired", "repo", g.RepoIdentifier, "workflow", g.WorkflowName, "cron", sc.Cron, "tz", sc.Timezone, "at", due, "deliveryId", id)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,22 +107,27 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tick("2026-01-05T07:58:30Z") // start: 07:45 and earlier are not backfilled
-	if n := len(rec.times()); n != 0 {
-		t.Fatalf("fired %v at start, want nothing (no backfill)", rec.times())
+	// Start with no fire recorded: the latest instant within the catch-up
+	// window (quarter's 07:45) fires; yesterday's nightly is too old.
+	tick("2026-01-05T07:58:30Z")
+	if got := rec.times(); len(got) != 1 || got[0] != "2026-01-05T07:45:00Z" {
+		t.Fatalf("fired %v at start, want only quarter's 07:45 (within the 1 h window)", got)
 	}
 	tick("2026-01-05T08:00:05Z")
 	tick("2026-01-05T08:00:15Z") // same instant again: no second fire
-	want := []string{"2026-01-05T08:00:00Z", "2026-01-05T08:00:00Z"}
-	if got := rec.times(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("fired %v, want 08:00 for both (nightly at 09:00 Paris, quarter at :00)", got)
+	want := []string{"2026-01-05T07:45:00Z", "2026-01-05T08:00:00Z", "2026-01-05T08:00:00Z"}
+	if got := rec.times(); !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v (nightly at 09:00 Paris, quarter at :00)", got, want)
 	}
-	// A 50-minute pause: quarter's 08:15, 08:30 and 08:45 are due; only
-	// the latest fires.
+	// A 50-minute stall: quarter's 08:15, 08:30 and 08:45 are due; the
+	// latest fires, the two others are recorded missed.
 	tick("2026-01-05T08:50:00Z")
 	got := rec.times()
-	if len(got) != 3 || got[2] != "2026-01-05T08:45:00Z" {
+	if len(got) != 4 || got[3] != "2026-01-05T08:45:00Z" {
 		t.Fatalf("after a pause fired %v, want only 08:45 added", got)
+	}
+	if m := missedMessages(t, st); len(m) != 1 || !strings.Contains(m[0], "2 instant(s)") || !strings.Contains(m[0], "*/15") {
+		t.Fatalf("missed entries %q, want one for quarter's 08:15 and 08:30", m)
 	}
 	for id, ie := range rec.fired {
 		if ie.Kind != pipeline.KindSchedule || ie.TargetRepo == "" || ie.TargetWorkflow == "" || ie.RegistrationID == "" {
@@ -133,7 +140,8 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 }
 
 // Only the lease holder fires; the other takes over after the lease
-// expires, without firing an instant twice or backfilling.
+// expires, firing the latest instant due meanwhile once and recording the
+// older one missed.
 func TestSingleSchedulerAcrossInstances(t *testing.T) {
 	st := openStore(t)
 	register(t, st, "minutely", "* * * * *", "UTC", utc("2026-01-01T00:00:00Z"))
@@ -157,8 +165,8 @@ func TestSingleSchedulerAcrossInstances(t *testing.T) {
 	c.set(utc("2026-01-05T10:01:05Z"))
 	must(a.TickOnce(ctx))
 	must(b.TickOnce(ctx))
-	if got := rec.times(); len(got) != 1 || got[0] != "2026-01-05T10:01:00Z" {
-		t.Fatalf("fired %v, want 10:01 once", got)
+	if got := rec.times(); !slices.Equal(got, []string{"2026-01-05T10:00:00Z", "2026-01-05T10:01:00Z"}) {
+		t.Fatalf("fired %v, want 10:00 (caught up at start) and 10:01, once each", got)
 	}
 	// a stops ticking; its lease expires; b takes over from now on.
 	time.Sleep(300 * time.Millisecond)
@@ -169,8 +177,12 @@ func TestSingleSchedulerAcrossInstances(t *testing.T) {
 	}
 	c.set(utc("2026-01-05T10:04:02Z"))
 	must(b.TickOnce(ctx))
-	if got := rec.times(); len(got) != 2 || got[1] != "2026-01-05T10:04:00Z" {
-		t.Fatalf("fired %v, want 10:01 then 10:04 (10:02 and 10:03 fell due with no leader: not backfilled)", got)
+	want := []string{"2026-01-05T10:00:00Z", "2026-01-05T10:01:00Z", "2026-01-05T10:03:00Z", "2026-01-05T10:04:00Z"}
+	if got := rec.times(); !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v (10:03, the latest instant due with no leader, caught up once)", got, want)
+	}
+	if m := missedMessages(t, st); len(m) != 1 || !strings.Contains(m[0], "1 instant(s)") {
+		t.Fatalf("missed entries %q, want one for 10:02", m)
 	}
 }
 
@@ -273,33 +285,47 @@ func TestPausedAndDeletedSourcesDoNotFire(t *testing.T) {
 	}
 	tick("2026-01-05T07:58:30Z")
 	tick("2026-01-05T08:00:05Z")
-	if got := rec.times(); len(got) != 1 || got[0] != "2026-01-05T08:00:00Z" {
-		t.Fatalf("enabled source fired %v, want 08:00", got)
+	if got := rec.times(); len(got) != 2 || got[1] != "2026-01-05T08:00:00Z" {
+		t.Fatalf("enabled source fired %v, want 07:45 (caught up at start) and 08:00", got)
 	}
 	if err := st.SetSourceEnabled(ctx, "src", false); err != nil {
 		t.Fatal(err)
 	}
 	tick("2026-01-05T08:15:05Z")
 	tick("2026-01-05T08:30:05Z")
-	if got := rec.times(); len(got) != 1 {
+	if got := rec.times(); len(got) != 2 {
 		t.Fatalf("paused source fired %v, want nothing after 08:00", got)
 	}
 	if err := st.SetSourceEnabled(ctx, "src", true); err != nil {
 		t.Fatal(err)
 	}
 	tick("2026-01-05T08:31:00Z")
-	if got := rec.times(); len(got) != 1 {
+	if got := rec.times(); len(got) != 2 {
 		t.Fatalf("resuming backfilled %v, want nothing until 08:45", got)
 	}
 	tick("2026-01-05T08:45:05Z")
-	if got := rec.times(); len(got) != 2 || got[1] != "2026-01-05T08:45:00Z" {
+	if got := rec.times(); len(got) != 3 || got[2] != "2026-01-05T08:45:00Z" {
 		t.Fatalf("resumed source fired %v, want 08:45 added", got)
 	}
 	if err := st.DeleteSource(ctx, "src", nil); err != nil {
 		t.Fatal(err)
 	}
 	tick("2026-01-05T09:00:05Z")
-	if got := rec.times(); len(got) != 2 {
+	if got := rec.times(); len(got) != 3 {
 		t.Fatalf("deleted source fired %v, want nothing after 08:45", got)
 	}
+}
+
+// missedMessages returns the event-log messages of missed instants.
+func missedMessages(t *testing.T, st store.Store) []string {
+	t.Helper()
+	list, _, err := st.ListEventLog(context.Background(), store.EventLogFilter{Status: store.EventLogMissed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list {
+		out = append(out, e.ErrorMessage)
+	}
+	return out
 }

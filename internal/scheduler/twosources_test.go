@@ -42,12 +42,15 @@ func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
 	}
 	tick("2026-01-05T10:01:00Z")
 	tick("2026-01-05T10:05:10Z")
-	if got := rec.times(); len(got) != 1 || got[0] != "2026-01-05T10:05:00Z" {
-		t.Fatalf("fired %v, want 10:05 once for the repository", got)
+	// 10:00 is caught up at start (within the window), then 10:05.
+	if got := rec.times(); len(got) != 2 || got[0] != "2026-01-05T10:00:00Z" || got[1] != "2026-01-05T10:05:00Z" {
+		t.Fatalf("fired %v, want 10:00 and 10:05 once each for the repository", got)
 	}
 	var firstVia string
 	for _, ie := range rec.fired {
-		firstVia = ie.TargetSourceID
+		if ie.ScheduledAt == "2026-01-05T10:05:00Z" {
+			firstVia = ie.TargetSourceID
+		}
 	}
 	other := map[string]string{"src-a": "src-b", "src-b": "src-a"}[firstVia]
 	if err := st.SetSourceEnabled(ctx, firstVia, false); err != nil {
@@ -55,8 +58,8 @@ func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
 	}
 	tick("2026-01-05T10:10:10Z")
 	got := rec.times()
-	if len(got) != 2 || got[1] != "2026-01-05T10:10:00Z" {
-		t.Fatalf("fired %v, want 10:05 then 10:10 once each", got)
+	if len(got) != 3 || got[2] != "2026-01-05T10:10:00Z" {
+		t.Fatalf("fired %v, want 10:00, 10:05 then 10:10 once each", got)
 	}
 	for _, ie := range rec.fired {
 		if ie.ScheduledAt == "2026-01-05T10:10:00Z" && ie.TargetSourceID != other {

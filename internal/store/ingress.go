@@ -17,7 +17,7 @@ const (
 )
 
 // EventLogStatuses lists every event-log status, for filter validation.
-var EventLogStatuses = []string{EventLogReceived, EventLogProcessed, EventLogDuplicate, EventLogLockfileMissing, EventLogFailed}
+var EventLogStatuses = []string{EventLogReceived, EventLogProcessed, EventLogDuplicate, EventLogLockfileMissing, EventLogFailed, EventLogMissed}
 
 // SourceSettings are the ingress settings of a source that the sources
 // table does not hold: body cap, rate limit, verification details and the

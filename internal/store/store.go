@@ -289,6 +289,8 @@ type Store interface {
 	CheckRunStore
 	// RetentionStore: bounded sweeps of expired history (retention.go).
 	RetentionStore
+	// ScheduleStore: lease release and schedule instants fired (schedules.go).
+	ScheduleStore
 
 	// --- sources ---
 

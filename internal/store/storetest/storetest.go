@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"Sources", testSources},
 		{"Retention", testRetention},
+		{"Schedules", testSchedules},
 		{"Deliveries", testDeliveries},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},

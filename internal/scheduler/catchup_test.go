@@ -1,0 +1,89 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/pipeline"
+)
+
+// A graceful stop releases the lease: another scheduler leads at its very
+// next tick (no wait for the TTL) and catches up the instant due during the
+// handover; an instant fired by the first is not fired again.
+func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
+	st := openStore(t)
+	register(t, st, "tenner", "@every 10s", "", utc("2026-01-01T00:00:00Z"))
+	c := &clock{t: utc("2026-01-05T10:00:01Z")}
+	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
+	a.Now, b.Now = c.now, c.now
+	a.LeaseTTL, b.LeaseTTL = time.Hour, time.Hour
+	a.Tick = time.Hour // the Start loop ticks once, then waits
+	ctx := context.Background()
+	a.Start(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.times()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := rec.times(); !slices.Equal(got, []string{"2026-01-05T10:00:00Z"}) {
+		t.Fatalf("a fired %v, want 10:00:00", got)
+	}
+	a.Release(ctx)
+	c.set(utc("2026-01-05T10:00:12Z"))
+	if err := b.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !b.leading {
+		t.Fatal("b did not take the released lease at once")
+	}
+	c.set(utc("2026-01-05T10:00:21Z"))
+	if err := b.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2026-01-05T10:00:00Z", "2026-01-05T10:00:10Z", "2026-01-05T10:00:20Z"}
+	if got := rec.times(); !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want each instant once: %v", got, want)
+	}
+	if m := missedMessages(t, st); len(m) != 0 {
+		t.Fatalf("missed %q, want none", m)
+	}
+}
+
+// A leader taking over after a gap longer than the catch-up window fires
+// nothing older than the window and records every instant it skipped.
+func TestCatchUpWindowBoundsTakeover(t *testing.T) {
+	st := openStore(t)
+	register(t, st, "hourly", "@hourly", "", utc("2026-01-01T00:00:00Z"))
+	c := &clock{t: utc("2026-01-05T10:00:30Z")}
+	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
+	a.Now, b.Now = c.now, c.now
+	b.CatchUpWindow = 30 * time.Minute
+	ctx := context.Background()
+	if err := a.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Release(ctx)
+	// 13:45: 11:00, 12:00 and 13:00 fell due; 13:00 is 45 min old, past
+	// b's 30-minute window.
+	c.set(utc("2026-01-05T13:45:00Z"))
+	if err := b.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.times(); !slices.Equal(got, []string{"2026-01-05T10:00:00Z"}) {
+		t.Fatalf("fired %v, want only a's 10:00 (nothing within b's window)", got)
+	}
+	if m := missedMessages(t, st); len(m) != 1 || !strings.Contains(m[0], "3 instant(s)") || !strings.Contains(m[0], "30m0s") {
+		t.Fatalf("missed %q, want one entry for 11:00, 12:00 and 13:00", m)
+	}
+	c.set(utc("2026-01-05T14:00:01Z"))
+	if err := b.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.times(); len(got) != 2 || got[1] != "2026-01-05T14:00:00Z" {
+		t.Fatalf("fired %v, want 14:00 next", got)
+	}
+}

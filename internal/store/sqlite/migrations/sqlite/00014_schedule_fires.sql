@@ -1,0 +1,13 @@
+-- +goose Up
+-- Schedule instants fired (one row per schedule and instant, never two):
+-- a scheduler taking the lease reads the latest one to find the instants
+-- that fell due while nobody held it.
+CREATE TABLE schedule_fires (
+    schedule_key TEXT NOT NULL,
+    instant      INTEGER NOT NULL,
+    fired_at     INTEGER NOT NULL,
+    PRIMARY KEY (schedule_key, instant)
+);
+
+-- +goose Down
+DROP TABLE schedule_fires;
