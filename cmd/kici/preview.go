@@ -168,10 +168,14 @@ func (ef *eventFlags) loadLock() (*lockfile.LockFile, string, error) {
 // workflow, in lock order.
 type PreviewOutput struct {
 	Workflows []trigger.Decision `json:"workflows"`
+	// Unroutable has one warning per job of a matched workflow that no
+	// scaler label set (--scalers) and no static agent (--labels) serves.
+	Unroutable []string `json:"unroutable,omitempty"`
 }
 
 func newPreviewCmd(stdout io.Writer) *cobra.Command {
 	var ef eventFlags
+	var rf routeFlags
 	var asJSON bool
 	var at string
 	cmd := &cobra.Command{
@@ -190,14 +194,23 @@ matcher reads from the payload (comment body, review state, ref_type, …)
 come from --payload. With --payload and --event (an X-GitHub-Event name)
 the body is normalized like a real GitHub delivery.
 
+Every job of a workflow that would run is also checked against who could
+serve it: the scaler label sets of --scalers (the orchestrator's
+scalers.yaml; default $KICI_SCALER_CONFIG_PATH, else the embedded default's
+single "local" scaler) and the static agents of --labels. A job whose
+runsOn none of them serves is flagged: the orchestrator would mark it
+unroutable and fail it after KICI_UNROUTABLE_GRACE_MS.
+
 --json prints {"workflows":[{name, matched, matchedTrigger, checks:[{check,
-pattern, value, passed, reason}], summary}]}.`,
+pattern, value, passed, reason}], summary}], "unroutable":[warning]}
+("unroutable" only when a job is flagged).`,
 		Example: `  kici preview push --branch main --files src/app.go,README.md
   kici preview pr --action opened --target-branch main --source-branch feature/login
   kici preview tag --tag v1.2.0
   kici preview --payload delivery.json --event pull_request --files src/a.ts
   kici preview kici_event --payload event.json --json
-  kici preview schedule --at 2026-03-01T03:00:00+01:00`,
+  kici preview schedule --at 2026-03-01T03:00:00+01:00
+  kici preview push --branch main --scalers /etc/kici/scalers.yaml --labels linux,gpu`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if at != "" {
@@ -212,17 +225,28 @@ pattern, value, passed, reason}], summary}]}.`,
 				return err
 			}
 			ds := trigger.MatchAll(lf, ev)
+			warns, err := rf.unroutable(lf, ds)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
 				enc.SetEscapeHTML(false)
-				return enc.Encode(PreviewOutput{Workflows: ds})
+				return enc.Encode(PreviewOutput{Workflows: ds, Unroutable: warns})
 			}
 			printDecisions(stdout, ev, ds)
+			if len(warns) > 0 {
+				fmt.Fprintln(stdout)
+			}
+			for _, w := range warns {
+				fmt.Fprintln(stdout, "WARN "+w)
+			}
 			return nil
 		},
 	}
 	ef.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the decisions as JSON")
 	cmd.Flags().StringVar(&at, "at", "", "with event type schedule: an RFC 3339 time; show which schedule triggers fire in that minute")
 	return cmd

@@ -167,3 +167,16 @@ func intersects(a, b []string) bool {
 	}
 	return false
 }
+
+// Serves reports whether some label set of c could spawn an agent for a
+// job with runsOn and exclude labels: the same findBackend SpawnFor uses,
+// over every scaler of c (a file has no retiring scalers). `kici preview`
+// calls it offline to flag jobs that would only ever be unroutable.
+func (c *Config) Serves(runsOn, exclude []string) bool {
+	scs := make([]*scalerState, len(c.Scalers))
+	for i, e := range c.Scalers {
+		scs[i] = &scalerState{entry: e}
+	}
+	_, ok := findBackend(scs, runsOn, exclude)
+	return ok
+}
