@@ -95,6 +95,10 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 			sel = n
 		}
 	}
+	if !hasStep(rows, sel) {
+		u.errorPage(w, r, http.StatusNotFound, "Step not found")
+		return
+	}
 	for i := range rows {
 		rows[i].Selected = rows[i].Index == sel
 	}
@@ -236,6 +240,17 @@ func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
 	return rows
 }
 
+// hasStep reports whether idx names a row of the job's step list, so a
+// made-up step index answers 404 instead of an empty log.
+func hasStep(rows []stepRow, idx int) bool {
+	for _, r := range rows {
+		if r.Index == idx {
+			return true
+		}
+	}
+	return false
+}
+
 func setupStatus(job *store.Job) string {
 	switch {
 	case job.StartedAt == nil && !store.IsTerminalJob(job.Status):
@@ -271,6 +286,15 @@ func (u *UI) rawLog(w http.ResponseWriter, r *http.Request, s *session, p auth.P
 	idx, err := strconv.Atoi(r.PathValue("i"))
 	if err != nil || idx < -1 {
 		u.errorPage(w, r, http.StatusBadRequest, "Invalid step index")
+		return
+	}
+	steps, err := u.d.Store.ListSteps(r.Context(), job.ID)
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
+	if !hasStep(stepRows(job, steps, ""), idx) {
+		u.errorPage(w, r, http.StatusNotFound, "Step not found")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

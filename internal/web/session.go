@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -222,9 +223,11 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, msg s
 }
 
 // safeNext keeps a post-sign-in destination only when it is a UI path on
-// this origin (no open redirect).
+// this origin (no open redirect), also once cleaned: "/ui/../api/..." is
+// not a UI page.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") ||
+		!strings.HasPrefix(path.Clean(strings.SplitN(next, "?", 2)[0])+"/", "/ui/") {
 		return "/ui/runs"
 	}
 	return next

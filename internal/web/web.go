@@ -148,6 +148,11 @@ func (u *UI) Mount(mux *http.ServeMux) {
 	h("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/runs", http.StatusSeeOther) })
 	h("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/runs", http.StatusSeeOther) })
 	h("GET /ui/static/", func(w http.ResponseWriter, r *http.Request) {
+		// The assets are files only: no directory listing.
+		if strings.HasSuffix(r.URL.Path, "/") {
+			u.errorPage(w, r, http.StatusNotFound, "Page not found")
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=300")
 		u.static.ServeHTTP(w, r)
 	})

@@ -84,7 +84,9 @@ func TestLoginNeedsItsFormToken(t *testing.T) {
 
 func TestOpenRedirectRefused(t *testing.T) {
 	for in, want := range map[string]string{"/ui/runs/x": "/ui/runs/x", "//evil.example/ui/": "/ui/runs",
-		"https://evil.example": "/ui/runs", "/ui/\\evil": "/ui/runs", "": "/ui/runs"} {
+		"https://evil.example": "/ui/runs", "/ui/\\evil": "/ui/runs", "": "/ui/runs",
+		"/ui/../api/v1/admin/tokens": "/ui/runs", "/ui/..//evil.example": "/ui/runs", "/ui/\t/evil.example": "/ui/runs",
+		"/ui/runs?branch=a/../b": "/ui/runs?branch=a/../b"} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
 		}
