@@ -36,6 +36,9 @@ func TestSessionCookieReadsEventStreamsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != 401 && (resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("X-Frame-Options") != "DENY") {
+			t.Errorf("%s %s through the session: headers %v", method, path, resp.Header)
+		}
 		if method == "GET" && resp.StatusCode == 200 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			return 200 // the stream itself is not read to its end
 		}
@@ -44,10 +47,11 @@ func TestSessionCookieReadsEventStreamsOnly(t *testing.T) {
 	stream := "/api/v1/admin/runs/" + h.runID + "/jobs/" + h.jobIDs[0] + "/steps/0/logs/stream"
 	for path, want := range map[string]int{
 		"GET " + stream: 200,
-		"GET /api/v1/admin/runs/" + h.runID + "/events":  200,
-		"GET /api/v1/admin/runs":                         401,
-		"POST /api/v1/admin/runs/" + h.runID + "/cancel": 401,
-		"POST /api/v1/admin/held-runs/decision":          401,
+		"GET /api/v1/admin/runs/" + h.runID + "/events":         200,
+		"GET /api/v1/admin/runs/" + h.runID + "/artifacts/nope": 503, // no artifact store here; the headers still count
+		"GET /api/v1/admin/runs":                                401,
+		"POST /api/v1/admin/runs/" + h.runID + "/cancel":        401,
+		"POST /api/v1/admin/held-runs/decision":                 401,
 	} {
 		method, p, _ := strings.Cut(path, " ")
 		if got := do(method, p); got != want {

@@ -156,6 +156,11 @@ func (u *UI) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, p, ok := u.currentSession(r)
 		if !ok {
+			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+				// The session ended (revoked token, expiry): the browser
+				// drops its cookie too.
+				u.setCookie(w, r, SessionCookie, "", "/", -1)
+			}
 			if r.Method == http.MethodGet {
 				next := r.URL.Path
 				if r.URL.RawQuery != "" {
@@ -188,6 +193,11 @@ func (u *UI) SessionBridge(next http.Handler) http.Handler {
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Authorization") == "" && isStreamPath(r.URL.Path) {
 			if _, p, ok := u.currentSession(r); ok {
 				r = r.WithContext(auth.WithSessionPrincipal(r.Context(), p))
+				// The browser opens these responses on this origin (an
+				// artifact link, an error body): never sniffed into a
+				// page, never framed.
+				w.Header().Set("X-Content-Type-Options", "nosniff")
+				w.Header().Set("X-Frame-Options", "DENY")
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -100,8 +100,12 @@ func TestSessionEndsOnRevocationIdleAndAge(t *testing.T) {
 	if err := h.st.RevokeAdminToken(context.Background(), h.tokenID[auth.RoleAdmin]); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := c.get("/ui/runs"); code != http.StatusSeeOther {
+	code, _, resp := c.get("/ui/runs")
+	if code != http.StatusSeeOther {
 		t.Fatalf("revoked token's session still served: %d", code)
+	}
+	if sc := resp.Header.Get("Set-Cookie"); !strings.HasPrefix(sc, SessionCookie+"=;") || !strings.Contains(sc, "Max-Age=0") {
+		t.Fatalf("the ended session's cookie is not cleared: %q", sc)
 	}
 
 	c = h.client()
