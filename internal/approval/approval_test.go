@@ -430,8 +430,13 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 		t.Fatal("the first job did not get the slot")
 	}
 	j := h.job(next["ship"].ID)
-	if j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "free slot of context group 'deploy'") {
-		t.Fatalf("second job %s %q", j.Status, j.PendingReason)
+	if want := "held: waiting for a free slot of context group 'deploy' (at most 1 running), held by run run-a"; j.Status != store.StatusHeld || j.PendingReason != want {
+		t.Fatalf("second job %s %q, want held %q", j.Status, j.PendingReason, want)
+	}
+	// A third run queues behind the second, which waits first.
+	_, third := h.runNamed("run-c", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
+	if r := h.job(third["ship"].ID).PendingReason; !strings.HasSuffix(r, "held by run run-a, queued behind run run-b") {
+		t.Fatalf("third job %q", r)
 	}
 	holds := h.pendingHolds(second.ID)
 	if len(holds) != 1 || holds[0].HoldType != store.HoldConcurrency {
@@ -450,6 +455,10 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 	h.sweep()
 	if !h.enq.queued(j.ID) {
 		t.Fatalf("second job %s after the slot freed", h.job(j.ID).Status)
+	}
+	// The slot changed hands: the third job's reason says so.
+	if r := h.job(third["ship"].ID).PendingReason; !strings.HasSuffix(r, "(at most 1 running), held by run run-b") {
+		t.Fatalf("third job after the second took the slot: %q", r)
 	}
 }
 

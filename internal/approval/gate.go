@@ -97,13 +97,17 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 		// passed, so a job waiting for a reviewer never blocks a slot. A
 		// job that finds others already waiting for one of its groups
 		// queues behind them instead of taking a slot that just freed.
-		ok, err := g.takeSlots(ctx, run.OrgID, job.ID, policy, holds, now)
+		ok, behind, err := g.takeSlots(ctx, run.OrgID, job.ID, policy, holds, now)
 		if err != nil || ok {
 			return execution.GateResult{Verdict: execution.GatePass}, err
 		}
+		reason, err := g.slotReason(ctx, run.OrgID, run.ID, policy, behind)
+		if err != nil {
+			return execution.GateResult{}, err
+		}
 		h = &store.HeldRun{
 			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
-			Reason:    "waiting for a free slot of " + groupsPhrase(policy),
+			Reason:    reason,
 			Contexts:  policy.ConcurrencyContexts,
 			Group:     policy.GroupKey(),
 			ExpiresAt: now.Add(time.Duration(policy.ConcurrencyTimeoutMs) * time.Millisecond),
@@ -233,7 +237,40 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 	if len(p.ConcurrencyGroups) == 0 {
 		return true, nil
 	}
-	return g.st.AcquireContextSlots(ctx, h.OrgID, job.ID, p.SlotLimits(), g.now())
+	ok, err := g.st.AcquireContextSlots(ctx, h.OrgID, job.ID, p.SlotLimits(), g.now())
+	if err != nil || ok {
+		return ok, err
+	}
+	return false, g.refreshSlotReason(ctx, h, job, p)
+}
+
+// refreshSlotReason keeps a waiting job's reason true as the slots change
+// hands: it names the runs holding them now and the older job's run it
+// still queues behind (the resumer retries holds oldest first).
+func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *store.Job, p ctxgate.Policy) error {
+	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: h.OrgID, HoldType: store.HoldConcurrency,
+		Statuses: []string{store.HoldPending}, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	behind := ""
+	for _, w := range waiting {
+		if w.ID == h.ID {
+			break
+		}
+		for _, grp := range strings.Split(w.Group, ",") {
+			if _, ok := p.ConcurrencyGroups[grp]; ok && behind == "" && w.JobID != h.JobID {
+				behind = w.RunID
+			}
+		}
+	}
+	reason, err := g.slotReason(ctx, h.OrgID, h.RunID, p, behind)
+	if err != nil || "held: "+reason == job.PendingReason {
+		return err
+	}
+	reason = "held: " + reason
+	_, err = g.st.UpdateJobStatus(ctx, job.ID, []string{execution.StatusHeld}, execution.StatusHeld, store.JobUpdate{PendingReason: &reason})
+	return err
 }
 
 // supersede applies the cancel-pending strategy (KiCI): the newest run's
@@ -271,8 +308,8 @@ func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Ti
 // none. A job the resumer already gave its slots (a released concurrency
 // hold) just confirms them; any other job first checks that no other job
 // waits for one of its groups, so that freed slots go to the waiting jobs
-// in their order.
-func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Policy, holds []*store.HeldRun, now time.Time) (bool, error) {
+// in their order; behind is then the run of the first such job.
+func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Policy, holds []*store.HeldRun, now time.Time) (ok bool, behind string, err error) {
 	given := false
 	for _, h := range holds {
 		given = given || (h.JobID == jobID && h.HoldType == store.HoldConcurrency && h.Status == store.HoldReleased)
@@ -281,7 +318,7 @@ func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Pol
 		waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: orgID, HoldType: store.HoldConcurrency,
 			Statuses: []string{store.HoldPending}, Limit: 1000})
 		if err != nil {
-			return false, err
+			return false, "", err
 		}
 		for _, h := range waiting {
 			if h.JobID == jobID {
@@ -289,12 +326,48 @@ func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Pol
 			}
 			for _, grp := range strings.Split(h.Group, ",") {
 				if _, ok := p.ConcurrencyGroups[grp]; ok {
-					return false, nil
+					return false, h.RunID, nil
 				}
 			}
 		}
 	}
-	return g.st.AcquireContextSlots(ctx, orgID, jobID, p.SlotLimits(), now)
+	ok, err = g.st.AcquireContextSlots(ctx, orgID, jobID, p.SlotLimits(), now)
+	return ok, "", err
+}
+
+// slotReason is the hold reason of a job of run runID waiting for slots of
+// p's groups: each group with the runs holding its slots (the job's own
+// run included, e.g. another matrix leg), and the run it queues behind
+// when another job waits first. E.g. "waiting for a free slot of context
+// group 'deploy' (at most 1 running), held by run r1".
+func (g *Gate) slotReason(ctx context.Context, orgID, runID string, p ctxgate.Policy, behind string) (string, error) {
+	names := slices.Sorted(maps.Keys(p.ConcurrencyGroups))
+	var held []string
+	for _, n := range names {
+		runs, err := g.st.ContextSlotRuns(ctx, orgID, n)
+		if err != nil {
+			return "", fmt.Errorf("holders of context group %s: %w", n, err)
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		by := "held by run"
+		if len(runs) > 1 {
+			by = "held by runs"
+		}
+		if len(names) > 1 {
+			by = "'" + n + "' " + by
+		}
+		held = append(held, by+" "+strings.Join(runs, ", "))
+	}
+	r := "waiting for a free slot of " + groupsPhrase(p)
+	if len(held) > 0 {
+		r += ", " + strings.Join(held, "; ")
+	}
+	if behind != "" && behind != runID {
+		r += ", queued behind run " + behind
+	}
+	return r, nil
 }
 
 // groupsPhrase describes a job's concurrency groups for its hold reason,

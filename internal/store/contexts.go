@@ -73,6 +73,10 @@ type ContextStore interface {
 	// the job is held: the gate only gives slots to jobs about to be
 	// queued). Slots of terminal jobs may be deleted on the way.
 	AcquireContextSlots(ctx context.Context, orgID, jobID string, limits map[string]int, at time.Time) (bool, error)
+	// ContextSlotRuns returns the ids of the runs whose jobs hold a slot of
+	// concurrency group grp of org (jobs not yet terminal), each once, in
+	// the order they took their first slot; a held job's reason names them.
+	ContextSlotRuns(ctx context.Context, orgID, grp string) ([]string, error)
 }
 
 // ContextSourceOverride replaces a context variable for runs of one source

@@ -389,3 +389,15 @@ func (s *Store) AcquireContextSlots(ctx context.Context, orgID, jobID string, li
 	})
 	return ok, mapErr(err)
 }
+
+// ContextSlotRuns implements store.ContextStore.
+func (s *Store) ContextSlotRuns(ctx context.Context, orgID, grp string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT j.run_id FROM context_slots c JOIN execution_jobs j ON j.id = c.job_id
+		WHERE c.org_id = $1 AND c.grp = $2 AND NOT (j.status = ANY($3::text[]))
+		GROUP BY j.run_id ORDER BY MIN(c.acquired_at), j.run_id`, orgID, grp, store.TerminalJobStatuses)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, mapErr(err)
+}

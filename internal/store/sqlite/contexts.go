@@ -427,3 +427,23 @@ func (s *Store) AcquireContextSlots(ctx context.Context, orgID, jobID string, li
 	})
 	return ok, mapErr(err)
 }
+
+// ContextSlotRuns implements store.ContextStore.
+func (s *Store) ContextSlotRuns(ctx context.Context, orgID, grp string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT j.run_id FROM context_slots c JOIN execution_jobs j ON j.id = c.job_id
+		WHERE c.org_id = ? AND c.grp = ? AND j.status NOT IN (SELECT value FROM json_each(?))
+		GROUP BY j.run_id ORDER BY MIN(c.acquired_at), j.run_id`, orgID, grp, listArg(store.TerminalJobStatuses))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr(err)
+		}
+		out = append(out, id)
+	}
+	return out, mapErr(rows.Err())
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -386,6 +387,16 @@ func testContextSlots(t *testing.T, s store.Store) {
 	}
 	acquire("acme", "deploy", "j1", 1, true)
 	acquire("acme", "deploy", "j2", 1, false)
+	holders := func(org, grp string, want ...string) {
+		t.Helper()
+		got, err := s.ContextSlotRuns(ctx, org, grp)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("ContextSlotRuns(%s, %s) = %v, %v; want %v", org, grp, got, err, want)
+		}
+	}
+	holders("acme", "deploy", "r")
+	holders("acme", "staging")
+	holders("other", "deploy")
 	// Re-acquiring a held slot succeeds without taking a second one.
 	acquire("acme", "deploy", "j1", 1, true)
 	acquire("acme", "deploy", "j2", 1, false)
@@ -415,7 +426,9 @@ func testContextSlots(t *testing.T, s store.Store) {
 	acquire("acme", "staging", "j1", 1, false) // j3 still holds staging
 	ok, err = s.UpdateJobStatus(ctx, "j3", nil, "cancelled", store.JobUpdate{})
 	wantChanged(t, "cancel j3", ok, err, true)
+	holders("acme", "staging") // a terminal job holds nothing
 	acquire("acme", "staging", "j4", 1, true)
+	holders("acme", "staging", "r")
 }
 
 // testContextSlotsConcurrent races ten jobs for three slots of a group:
