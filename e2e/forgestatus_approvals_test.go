@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,20 +73,22 @@ func TestForgeStatusHeldForkApprovedAndRefusedComment(t *testing.T) {
 	}
 }
 
-// GitHub's "Re-run" button: from a user without write access it is
-// refused and recorded in the event log; from a writer it reruns the run,
-// and the job's check (same name) is posted again and completes.
+// GitHub's "Re-run" button on one check: from a user without write access
+// it is refused and recorded in the event log; from a writer it reruns
+// that check's job and the job that needs it, in a new run where the other
+// job keeps its result, and their checks are posted again and complete.
+// "Re-run all checks" (check_suite) reruns every job.
 func TestForgeStatusCheckRunRerequested(t *testing.T) {
-	g := newGHForge(t, quickWorkflow)
+	g := newGHForge(t, rerunWorkflow)
 	g.fake.SetPermission(ingressRepo, "reader", "read")
 	g.fake.SetPermission(ingressRepo, "writer", "write")
 	runID := g.push(t, "rerun-push-1")
 	g.o.waitRunStatus(t, runID, 60*time.Second, "success", "failed", "cancelled")
-	g.waitChecks(t, 30*time.Second, map[string]string{"ci / build": "completed/success"})
-	first := g.fake.CheckRuns(ingressRepo)[0]
+	all := map[string]string{"ci / build": "completed/success", "ci / lint": "completed/success", "ci / package": "completed/success"}
+	lint := g.waitChecks(t, 30*time.Second, all)["ci / lint"]
 	rerequest := func(delivery, who string) {
 		body, _ := json.Marshal(map[string]any{"action": "rerequested", "installation": map[string]any{"id": 7},
-			"check_run":  map[string]any{"id": first.ID, "name": "ci / build", "external_id": first.Fields["external_id"], "head_sha": g.sha},
+			"check_run":  map[string]any{"id": lint.ID, "name": "ci / lint", "external_id": lint.Fields["external_id"], "head_sha": g.sha},
 			"repository": map[string]any{"full_name": ingressRepo, "default_branch": "main"},
 			"sender":     map[string]any{"login": who, "id": 77}})
 		postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "check_run", delivery, body)
@@ -98,15 +101,41 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	if out := g.o.admin(t, "event-log", "show", id); !strings.Contains(out, `"reader" has "read" permission`) {
 		t.Errorf("event log of the refused re-run:\n%s", out)
 	}
-	rerequest("rerun-2", "writer")
-	waitFor(t, 60*time.Second, "the rerun's check completed", func() bool {
-		cs := g.fake.CheckRuns(ingressRepo)
-		return len(cs) == 2 && cs[1].States[len(cs[1].States)-1] == "completed/success"
-	})
-	cs := g.fake.CheckRuns(ingressRepo)
-	if cs[1].Fields["name"] != "ci / build" || cs[1].Fields["external_id"] == first.Fields["external_id"] || cs[1].Fields["head_sha"] != g.sha {
-		t.Errorf("rerun check %v", cs[1].Fields)
+	if n := len(g.fake.CheckRuns(ingressRepo)); n != 3 {
+		t.Errorf("%d check runs after the refused re-run, want the original 3", n)
 	}
+
+	// A writer's "Re-run" of ci / lint: a new run in which lint and
+	// package (which needs lint) run again and build keeps its result.
+	rerequest("rerun-2", "writer")
+	rerunID := g.o.newRun(t, runID)
+	if r := g.o.waitRunStatus(t, rerunID, 60*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("rerun %s", r.Status)
+	}
+	jobs := g.o.jobsOf(t, rerunID)
+	if j := jobs["build"]; j.Status != "success" || j.ErrorMessage != "carried over from run "+runID {
+		t.Errorf("build in the rerun = %s %q, want carried over from %s", j.Status, j.ErrorMessage, runID)
+	}
+	for _, name := range []string{"lint", "package"} {
+		j := jobs[name]
+		if j.Status != "success" || j.ErrorMessage != "" || len(j.Steps) != 1 || j.Steps[0].Status != "success" {
+			t.Errorf("%s in the rerun = %s %q steps %v, want run again", name, j.Status, j.ErrorMessage, j.Steps)
+		}
+	}
+	if got := g.o.logText(t, rerunID, jobs["lint"].JobID, 0); !strings.Contains(got, "linted") {
+		t.Errorf("lint log in the rerun %q", got)
+	}
+	waitFor(t, 30*time.Second, "the rerun's checks completed", func() bool {
+		n := 0
+		for _, c := range g.fake.CheckRuns(ingressRepo) {
+			if c.Fields["external_id"] == jobs["lint"].JobID || c.Fields["external_id"] == jobs["package"].JobID {
+				if c.States[len(c.States)-1] == "completed/success" && c.Fields["head_sha"] == g.sha {
+					n++
+				}
+			}
+		}
+		return n == 2
+	})
 	var list struct {
 		Runs []runView `json:"runs"`
 	}
@@ -115,21 +144,62 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 		t.Errorf("%d runs, want the original and one rerun", len(list.Runs))
 	}
 	// "Re-run all checks": check_suite rerequested reruns the commit's run
-	// once (the rerun of a listed run is not rerun again).
+	// once (the rerun of a listed run is not rerun again), every job.
 	suite, _ := json.Marshal(map[string]any{"action": "rerequested", "installation": map[string]any{"id": 7},
 		"check_suite": map[string]any{"id": 99, "head_sha": g.sha},
 		"repository":  map[string]any{"full_name": ingressRepo, "default_branch": "main"},
 		"sender":      map[string]any{"login": "writer", "id": 77}})
 	postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "check_suite", "suite-1", suite)
-	waitFor(t, 60*time.Second, "the suite rerun's check completed", func() bool {
-		cs := g.fake.CheckRuns(ingressRepo)
-		return len(cs) == 3 && cs[2].States[len(cs[2].States)-1] == "completed/success"
-	})
+	suiteID := g.o.newRun(t, runID, rerunID)
+	if r := g.o.waitRunStatus(t, suiteID, 60*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("suite rerun %s", r.Status)
+	}
+	for name, j := range g.o.jobsOf(t, suiteID) {
+		if j.Status != "success" || j.ErrorMessage != "" {
+			t.Errorf("%s in the suite rerun = %s %q, want run again", name, j.Status, j.ErrorMessage)
+		}
+	}
 	g.o.get(t, "/api/v1/admin/runs?limit=10", &list)
 	if len(list.Runs) != 3 {
 		t.Errorf("%d runs after the suite re-run, want 3", len(list.Runs))
 	}
 }
+
+// newRun waits for a run other than known and returns its id.
+func (o *orchestrator) newRun(t *testing.T, known ...string) string {
+	t.Helper()
+	var id string
+	waitFor(t, 30*time.Second, "a new run", func() bool {
+		var list struct {
+			Runs []runView `json:"runs"`
+		}
+		o.get(t, "/api/v1/admin/runs?limit=20", &list)
+		for _, r := range list.Runs {
+			if !slices.Contains(known, r.RunID) {
+				id = r.RunID
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
+// rerunWorkflow has two independent jobs and one that needs lint.
+const rerunWorkflow = `name: ci
+on: {push: {branches: [main]}}
+jobs:
+  build:
+    steps:
+      - run: echo built
+  lint:
+    steps:
+      - run: echo linted
+  package:
+    needs: [lint]
+    steps:
+      - run: echo packaged
+`
 
 // quickWorkflowPR is a one-job pull request workflow.
 const quickWorkflowPR = `name: pr

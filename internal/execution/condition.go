@@ -155,29 +155,42 @@ func (t *Tracker) condition(ctx context.Context, getRun func() (*store.Run, erro
 	return "", true, t.refresh(ctx, j)
 }
 
-// CarriedOverPrefix starts the errorMessage of a job a `rerun --failed`
-// kept from the run it reran; the run id follows.
+// CarriedOverPrefix starts the errorMessage of a job a partial rerun
+// (`rerun --failed`, a GitHub check's "Re-run") kept from the run it
+// reran; the run id follows.
 const CarriedOverPrefix = "carried over from run "
 
-// carryOver marks the carried jobs of a new rerun succeeded, with the
+// CarriedJob is the result a partial rerun keeps for one job of the run it
+// reruns: its terminal Status (success, failed, skipped, …; empty means
+// success) and its Outputs, so its dependents see the same values.
+type CarriedJob struct {
+	Status  string
+	Outputs map[string]string
+}
+
+// carryOver stores the carried jobs of a new rerun with the status and
 // outputs they had. The run's lock must be held (it is not evaluated yet).
-func (t *Tracker) carryOver(ctx context.Context, jobs []*store.Job, carried map[string]map[string]string, from string, at time.Time) error {
+func (t *Tracker) carryOver(ctx context.Context, jobs []*store.Job, carried map[string]CarriedJob, from string, at time.Time) error {
 	if len(carried) == 0 {
 		return nil
 	}
 	msg := CarriedOverPrefix + from
 	zero := int64(0)
 	for _, j := range jobs {
-		outs, ok := carried[j.JobName]
+		c, ok := carried[j.JobName]
 		if !ok {
 			continue
 		}
-		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusSuccess,
+		st := c.Status
+		if st == "" {
+			st = StatusSuccess
+		}
+		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, st,
 			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero}); err != nil {
 			return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
 		}
-		if len(outs) > 0 {
-			if err := t.st.PutJobOutputs(ctx, j.ID, outs); err != nil {
+		if len(c.Outputs) > 0 {
+			if err := t.st.PutJobOutputs(ctx, j.ID, c.Outputs); err != nil {
 				return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
 			}
 		}

@@ -160,11 +160,11 @@ func (t *Tracker) CreateRunWithContext(ctx context.Context, run *store.Run, jobs
 }
 
 // CreateRerun is CreateRunWithContext for a rerun that keeps some jobs of
-// the run it reruns (rerun --failed): the jobs named in carried (job name →
-// that job's outputs) are stored as already succeeded ("carried over from
-// run <from>", with their outputs) before the first evaluation, so only
-// the other jobs run.
-func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext, carried map[string]map[string]string, from string) error {
+// the run it reruns (rerun --failed, a single check's re-run): the jobs
+// named in carried (job name → that job's result) are stored with their
+// status and outputs ("carried over from run <from>") before the first
+// evaluation, so only the other jobs run.
+func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext, carried map[string]CarriedJob, from string) error {
 	if len(jobs) == 0 {
 		return ErrNoJobs
 	}

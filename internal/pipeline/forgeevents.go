@@ -46,9 +46,9 @@ func decisionReply(verb, runID, who, status string) string {
 }
 
 // handleRerequest acts on GitHub's "Re-run" buttons (KiCI github checks):
-// check_run rerequested reruns the run of that check's job, check_suite
-// rerequested every run reported on the suite's commit, through the
-// existing rerun path. The requester must have write access to the
+// check_run rerequested reruns that check's job and the jobs that depend
+// on it (RerunJobs; the run's other jobs keep their results), check_suite
+// rerequested every run reported on the suite's commit (Rerun). The requester must have write access to the
 // repository (the permission check of approvals); a refusal is the
 // delivery's trace summary, so it is recorded in the event log. handled is
 // false for any other event.
@@ -79,6 +79,7 @@ func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src 
 		return refuse(fmt.Sprintf("%q has %q permission on %s (write required)", sender, perm, repo))
 	}
 	var runIDs []string
+	only := map[string]string{} // run id → the one job a check_run re-run reruns
 	if d.Event == "check_run" {
 		jobID := jsonStr(payload, "check_run", "external_id")
 		job, err := p.st.GetJob(ctx, jobID)
@@ -86,6 +87,7 @@ func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src 
 			return refuse(fmt.Sprintf("check run %s names no kici job (external_id %q)", strconv.FormatInt(jsonInt(payload, "check_run", "id"), 10), jobID))
 		}
 		runIDs = []string{job.RunID}
+		only[job.RunID] = job.JobName
 	} else {
 		rows, err := p.st.ListCheckRuns(ctx, store.CheckRunFilter{SHA: jsonStr(payload, "check_suite", "head_sha")})
 		if err != nil {
@@ -112,7 +114,12 @@ func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src 
 		if l, err := p.st.GetRunLink(ctx, id); err == nil && l.ParentRunID != "" && seenRerun(runIDs, l.ParentRunID) {
 			continue // already the rerun of a listed run
 		}
-		nr, err := p.Rerun(ctx, id, "github:"+sender)
+		var nr *store.Run
+		if name, ok := only[id]; ok {
+			nr, err = p.RerunJobs(ctx, id, "github:"+sender, []string{name})
+		} else {
+			nr, err = p.Rerun(ctx, id, "github:"+sender)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", id, err))
 			continue

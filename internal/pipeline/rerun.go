@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
 )
@@ -38,10 +39,12 @@ var (
 // ErrRunNotFinished, ErrRerunUnavailable (wrapped with the reason), store
 // errors.
 func (p *Processor) Rerun(ctx context.Context, runID, by string) (*store.Run, error) {
-	return p.rerun(ctx, runID, by, false)
+	return p.rerun(ctx, runID, by, nil)
 }
 
-func (p *Processor) rerun(ctx context.Context, runID, by string, failedOnly bool) (*store.Run, error) {
+// rerun is Rerun that, when choose is not nil, runs again only the jobs it
+// picks and their dependents and carries the others over (carriedJobs).
+func (p *Processor) rerun(ctx context.Context, runID, by string, choose jobChooser) (*store.Run, error) {
 	orig, err := p.st.GetRun(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrRunNotFound
@@ -51,6 +54,12 @@ func (p *Processor) rerun(ctx context.Context, runID, by string, failedOnly bool
 	}
 	if !store.IsTerminalRun(orig.Status) {
 		return nil, ErrRunNotFinished
+	}
+	var carried map[string]execution.CarriedJob
+	if choose != nil {
+		if carried, err = p.carriedJobs(ctx, orig.ID, choose); err != nil {
+			return nil, err
+		}
 	}
 	if orig.SourceID == "" {
 		return nil, fmt.Errorf("%w: the run has no source", ErrRerunUnavailable)
@@ -97,12 +106,6 @@ func (p *Processor) rerun(ctx context.Context, runID, by string, failedOnly bool
 		return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
 	}
 	origCtx, _ := p.st.GetRunContext(ctx, orig.ID) // nil when the original had none
-	var carried map[string]map[string]string
-	if failedOnly {
-		if carried, err = p.carriedJobs(ctx, orig.ID); err != nil {
-			return nil, err
-		}
-	}
 	if err := p.tracker.CreateRerun(ctx, run, jobs, origCtx, carried, orig.ID); err != nil {
 		return nil, err
 	}

@@ -2,23 +2,72 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"
 )
+
+// ErrUnknownJob: RerunJobs was asked to rerun a job name the run does not
+// have.
+var ErrUnknownJob = errors.New("run has no such job")
 
 // RerunFailed is Rerun that runs again only the jobs of runID that did not
 // succeed and every job that depends on them (transitively); the jobs that
 // succeeded outside that set are carried over as succeeded, with their
 // outputs, so their dependents see the same values. Errors as Rerun.
 func (p *Processor) RerunFailed(ctx context.Context, runID, by string) (*store.Run, error) {
-	return p.rerun(ctx, runID, by, true)
+	return p.rerun(ctx, runID, by, func(jobs []*store.Job) (map[string]bool, error) {
+		chosen := map[string]bool{}
+		for _, j := range jobs {
+			if j.Status != execution.StatusSuccess {
+				chosen[j.JobName] = true
+			}
+		}
+		return chosen, nil
+	})
 }
 
-// carriedJobs returns the jobs of run runID a rerun --failed keeps, by job
-// name, with their outputs: the succeeded jobs none of whose upstreams
-// (transitively) is rerun.
-func (p *Processor) carriedJobs(ctx context.Context, runID string) (map[string]map[string]string, error) {
+// RerunJobs is Rerun that runs again only the jobs of runID named in
+// jobNames (store.Job.JobName, a matrix leg by its leg name) and every job
+// that depends on them (transitively), like GitHub's "Re-run" of one
+// check; every other job is carried over with the status and outputs it
+// had in runID, so its dependents see the same values. Errors as Rerun,
+// plus ErrUnknownJob (wrapped with the name) for a name runID does not
+// have.
+func (p *Processor) RerunJobs(ctx context.Context, runID, by string, jobNames []string) (*store.Run, error) {
+	return p.rerun(ctx, runID, by, func(jobs []*store.Job) (map[string]bool, error) {
+		have := make(map[string]bool, len(jobs))
+		for _, j := range jobs {
+			have[j.JobName] = true
+		}
+		chosen := map[string]bool{}
+		var missing []string
+		for _, n := range jobNames {
+			if !have[n] {
+				missing = append(missing, fmt.Sprintf("%q", n))
+			}
+			chosen[n] = true
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return nil, fmt.Errorf("%w: %s", ErrUnknownJob, strings.Join(missing, ", "))
+		}
+		return chosen, nil
+	})
+}
+
+// jobChooser picks, from the jobs of the run being rerun, the names of the
+// jobs to run again; their dependents are added by carriedJobs.
+type jobChooser func(jobs []*store.Job) (map[string]bool, error)
+
+// carriedJobs returns the jobs of run runID a partial rerun keeps, by job
+// name, with their status and outputs: the jobs outside the set choose
+// picks and none of whose upstreams (transitively) is rerun.
+func (p *Processor) carriedJobs(ctx context.Context, runID string, choose jobChooser) (map[string]execution.CarriedJob, error) {
 	jobs, err := p.st.ListJobs(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -27,11 +76,9 @@ func (p *Processor) carriedJobs(ctx context.Context, runID string) (map[string]m
 	if err != nil {
 		return nil, err
 	}
-	rerun := map[string]bool{}
-	for _, j := range jobs {
-		if j.Status != execution.StatusSuccess {
-			rerun[j.JobName] = true
-		}
+	rerun, err := choose(jobs)
+	if err != nil {
+		return nil, err
 	}
 	for changed := true; changed; {
 		changed = false
@@ -47,10 +94,10 @@ func (p *Processor) carriedJobs(ctx context.Context, runID string) (map[string]m
 			}
 		}
 	}
-	carried := map[string]map[string]string{}
+	carried := map[string]execution.CarriedJob{}
 	for _, j := range jobs {
 		if !rerun[j.JobName] {
-			carried[j.JobName] = outs[j.ID]
+			carried[j.JobName] = execution.CarriedJob{Status: j.Status, Outputs: outs[j.ID]}
 		}
 	}
 	return carried, nil
