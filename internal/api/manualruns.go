@@ -18,7 +18,8 @@ type ManualRunner interface {
 
 // ManualRunRequest is the body of POST /api/v1/admin/runs: the source, the
 // workflow (its `name`), the ref (branch, tag, full ref or commit SHA;
-// default the repository's HEAD), the repository of a forge source, and
+// default the repository's HEAD, or a GitHub repository's default branch),
+// the repository ("owner/repo") of a forge source, and
 // the dispatch inputs (JSON values, or strings to be typed by the
 // workflow's declarations).
 type ManualRunRequest struct {
@@ -31,9 +32,10 @@ type ManualRunRequest struct {
 
 // startManualRun answers 201 {run} for a started run; 400 for a bad body or
 // inputs that do not satisfy the dispatch trigger (the message names each
-// input), 404 for an unknown source, 422 when the run cannot be started
-// (disabled source, unknown ref, no such workflow or no dispatch trigger,
-// missing or invalid lock). Permission: source.trigger, the permission of
+// input), 404 for an unknown source or a ref that names no branch, tag or
+// commit (the message names the ref), 422 when the run cannot be started
+// (disabled source, no such workflow or no dispatch trigger, missing or
+// invalid lock, App not installed on the repository). Permission: source.trigger, the permission of
 // starting work on a source (KiCI has no manual-run permission; its
 // nearest, scheduled_job.trigger, is for schedules).
 func (s *server) startManualRun(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +61,8 @@ func (s *server) startManualRun(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, pipeline.ErrSourceNotFound):
 		writeError(w, http.StatusNotFound, "Source not found")
+	case errors.Is(err, pipeline.ErrRefNotFound):
+		writeError(w, http.StatusNotFound, "Ref not found: "+strings.TrimPrefix(err.Error(), pipeline.ErrRefNotFound.Error()+": "))
 	case errors.Is(err, pipeline.ErrInvalidInputs):
 		writeError(w, http.StatusBadRequest, "Invalid inputs: "+strings.TrimPrefix(err.Error(), pipeline.ErrInvalidInputs.Error()+": "))
 	case errors.Is(err, pipeline.ErrManualRunUnavailable):

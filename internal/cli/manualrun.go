@@ -17,8 +17,13 @@ func (a *app) runsStartCommand() *cobra.Command {
 		Use:   "start --source <id> --workflow <name>",
 		Short: "Start a workflow by hand (its dispatch trigger), with typed inputs",
 		Long: `Start a run of a workflow that declares a dispatch trigger, at a ref (a
-branch, tag, full ref or commit SHA; default the repository's HEAD; sources
-other than local ones need a commit SHA and --repo). Each --input name=value
+branch, tag, full ref or commit SHA; a branch wins over a tag of the same
+name), reading the lock at that commit. Local sources default to the
+repository's HEAD. GitHub sources need --repo owner/repo; the ref is
+resolved through the GitHub API and defaults to the repository's default
+branch (an App source finds its installation on the repository itself).
+Generic sources need --repo and a full commit SHA. A ref that names no
+branch, tag or commit is refused naming it (HTTP 404). Each --input name=value
 is typed and checked by the orchestrator against the trigger's declared
 inputs (string, number, integer, boolean, choice/enum; required; default):
 an unknown, missing required or mistyped input is refused with its name
@@ -29,7 +34,8 @@ as inputs.<name>.
 run succeeded, 1 otherwise.`,
 		Example: `  kici-admin runs start --source <id> --workflow deploy --input target=staging
   kici-admin runs start --source <id> --workflow release --ref v1.2.0 --input dry=false --follow
-  kici-admin runs start --source <id> --workflow ci --ref main --quiet   # print only the run id`,
+  kici-admin runs start --source <id> --workflow ci --ref main --quiet   # print only the run id
+  kici-admin runs start --source <github-id> --repo acme/api --workflow deploy --ref release/2.x --input target=prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if source == "" || workflow == "" {

@@ -23,15 +23,19 @@ var (
 	// ErrInvalidInputs: the inputs do not satisfy the dispatch trigger's
 	// declarations; the message names each offending input.
 	ErrInvalidInputs = errors.New("invalid inputs")
+	// ErrRefNotFound: the ref names no branch, tag or commit of the
+	// repository; the message names the ref and the repository.
+	ErrRefNotFound = errors.New("ref not found")
 )
 
 // ManualRun is a request to run one workflow by hand.
 type ManualRun struct {
 	SourceID string
 	Workflow string
-	// Ref is a branch name, a full ref (refs/heads/…, refs/tags/…) or a
-	// commit SHA; "" means the repository's HEAD. Sources other than local
-	// ones need a full commit SHA (their refs are not resolved here).
+	// Ref is a branch name, a tag name, a full ref (refs/heads/…,
+	// refs/tags/…) or a commit SHA; "" means the repository's HEAD (local
+	// sources) or default branch (GitHub sources, read through the API).
+	// Generic sources need a full commit SHA (their refs are not resolved).
 	Ref string
 	// Repo is the "owner/repo" of a forge source (ignored for local ones).
 	Repo string
@@ -50,7 +54,7 @@ type ManualRun struct {
 // required and mistyped inputs are ErrInvalidInputs naming them; defaults
 // fill the rest). The inputs are stored with the run (KICI_INPUT_<NAME>,
 // `inputs.<name>` in conditions). Errors: ErrSourceNotFound,
-// ErrManualRunUnavailable, ErrInvalidInputs, store errors.
+// ErrRefNotFound, ErrManualRunUnavailable, ErrInvalidInputs, store errors.
 func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.Run, error) {
 	src, err := p.st.GetSource(ctx, req.SourceID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -62,14 +66,22 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 	if !src.Enabled {
 		return nil, fmt.Errorf("%w: source %s is disabled", ErrManualRunUnavailable, src.ID)
 	}
-	ref, sha, repoIdent, repoURL, err := p.resolveManualRef(ctx, src, req)
-	if err != nil {
-		return nil, err
-	}
-	probe := &store.Run{RepoIdentifier: repoIdent, SHA: sha}
-	lf, err := p.rerunLock(ctx, probe, src)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrManualRunUnavailable, strings.TrimPrefix(err.Error(), ErrRerunUnavailable.Error()+": "))
+	var ref, sha, repoIdent, repoURL string
+	var lf *lockfile.LockFile
+	if src.Provider == "github" {
+		var t *gitHubTarget
+		if t, err = p.manualGitHubTarget(ctx, src, req); err != nil {
+			return nil, err
+		}
+		ref, sha, repoIdent, repoURL, lf = t.ref, t.sha, t.repo, t.repoURL, t.lock
+	} else {
+		if ref, sha, repoIdent, repoURL, err = p.resolveManualRef(ctx, src, req); err != nil {
+			return nil, err
+		}
+		probe := &store.Run{RepoIdentifier: repoIdent, SHA: sha}
+		if lf, err = p.rerunLock(ctx, probe, src); err != nil {
+			return nil, manualLockErr(err)
+		}
 	}
 	var wf *lockfile.Workflow
 	var names []string
@@ -149,7 +161,7 @@ func (p *Processor) resolveManualRef(ctx context.Context, src *store.Source, req
 		}
 	}
 	if sha == "" {
-		return "", "", "", "", fmt.Errorf("%w: ref %q does not name a commit of %s", ErrManualRunUnavailable, req.Ref, src.LocalPath)
+		return "", "", "", "", fmt.Errorf("%w: %q names no branch, tag or commit of %s", ErrRefNotFound, req.Ref, src.LocalPath)
 	}
 	if ref == "HEAD" {
 		if out, err := exec.CommandContext(ctx, "git", "-C", repo.Path(), "symbolic-ref", "-q", "HEAD").Output(); err == nil && len(out) > 0 {
@@ -159,4 +171,13 @@ func (p *Processor) resolveManualRef(ctx context.Context, src *store.Source, req
 		}
 	}
 	return ref, sha, src.OrgID + "/" + src.Name, "file://" + repo.Path(), nil
+}
+
+// manualLockErr rewraps a lock-read error of rerunLock as
+// ErrManualRunUnavailable.
+func manualLockErr(err error) error {
+	if !errors.Is(err, ErrRerunUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrManualRunUnavailable, strings.TrimPrefix(err.Error(), ErrRerunUnavailable.Error()+": "))
 }

@@ -92,8 +92,14 @@ func (p *Processor) rerunGitHubLock(ctx context.Context, orig *store.Run, src *s
 			return nil, fmt.Errorf("%w: no GitHub App installation id is known for this run (its delivery carries none)", ErrRerunUnavailable)
 		}
 	}
+	return p.gitHubLockAt(ctx, src, client, inst, orig)
+}
+
+// gitHubLockAt reads the lock of orig.RepoIdentifier at orig.SHA through
+// client (with installation inst for an App), via the lock cache.
+func (p *Processor) gitHubLockAt(ctx context.Context, src *store.Source, client *ghapi.Client, inst int64, orig *store.Run) (*lockfile.LockFile, error) {
 	repo, sha := orig.RepoIdentifier, orig.SHA
-	res, err := fg.Locks.Get(ctx, "github:"+src.ID, repo, sha, func(ctx context.Context, maxBytes int64) ([]byte, error) {
+	res, err := p.forges().Locks.Get(ctx, "github:"+src.ID, repo, sha, func(ctx context.Context, maxBytes int64) ([]byte, error) {
 		b, err := client.GetFile(ctx, inst, repo, lockfetch.LockPath, sha, maxBytes)
 		switch {
 		case errors.Is(err, ghapi.ErrNotFound):

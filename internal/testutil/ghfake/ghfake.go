@@ -1,7 +1,8 @@
 // Package ghfake is an in-process fake of the few GitHub REST endpoints
 // kici calls (GET /app, POST /app/installations/{id}/access_tokens, GET
 // /repos/{o}/{r}/contents/{path}?ref=, GET /repos/{o}/{r}/compare/{b}...{h},
-// GET /repos/{o}/{r}/pulls/{n}/files, GET
+// GET /repos/{o}/{r}/pulls/{n}/files, GET /repos/{o}/{r}, GET
+// /repos/{o}/{r}/commits/{ref} (refs.go), GET
 // /repos/{o}/{r}/collaborators/{u}/permission) and the write side of
 // checks.go (check runs, commit statuses, issue comments, the repository's
 // installation), recording every write and able to fail or go down, for tests: GitHub itself
@@ -44,6 +45,7 @@ type Server struct {
 	// Refs maps "owner/repo@branch" to the SHA it resolves to, so that a
 	// file stored at a SHA is also served for that branch.
 	refs        map[string]string
+	defaults    map[string]string // repo → default branch
 	compares    map[string][]string
 	pulls       map[string][]string
 	permissions map[string]string
@@ -77,7 +79,7 @@ func New(appID int64) *Server {
 	}
 	s := &Server{AppID: appID, key: key, files: map[string][]byte{}, refs: map[string]string{}, compares: map[string][]string{},
 		pulls: map[string][]string{}, permissions: map[string]string{}, tokens: map[string]int64{}, calls: map[string]int{},
-		installations: map[string]int64{}}
+		installations: map[string]int64{}, defaults: map[string]string{}}
 	s.PrivateKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -199,7 +201,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveWrite(w, r, parts)
 		return
 	}
-	if len(parts) < 4 || parts[0] != "repos" {
+	if len(parts) < 3 || parts[0] != "repos" {
 		notFound(w)
 		return
 	}
@@ -218,11 +220,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delay := s.contentsDelay
 	s.mu.Unlock()
-	if parts[3] == "contents" && delay > 0 {
+	if len(parts) > 3 && parts[3] == "contents" && delay > 0 {
 		time.Sleep(delay)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.serveRepoRead(w, r, repo, parts) {
+		return
+	}
+	if len(parts) < 4 {
+		notFound(w)
+		return
+	}
 	switch {
 	case parts[3] == "contents" && len(parts) > 4:
 		path := strings.Join(parts[4:], "/")
