@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -63,6 +65,9 @@ func (j *job) handOverCheckout() error {
 	if j.r.opts.StepUser == nil {
 		return nil
 	}
+	if err := j.detachMirror(); err != nil {
+		return err
+	}
 	paths := []string{j.srcDir}
 	if j.r.opts.Blobs.JobHome || len(j.cfg.Cache) > 0 {
 		paths = append(paths, j.homeDir()) // restored caches may be there
@@ -85,4 +90,21 @@ func (j *job) userEnv(extra map[string]string) map[string]string {
 		extra["USER"] = u.Name
 	}
 	return extra
+}
+
+// detachMirror makes a checkout that borrows objects from the host's mirror
+// cache (objects/info/alternates; the cache is private to the agent's user)
+// self-contained, so that git works for the step user: the borrowed objects
+// the checkout needs are packed into it and the alternates file removed.
+func (j *job) detachMirror() error {
+	alt := filepath.Join(j.srcDir, ".git", "objects", "info", "alternates")
+	if _, err := os.Lstat(alt); err != nil {
+		return nil
+	}
+	cmd := exec.CommandContext(j.ctx, "git", "-C", j.srcDir, "repack", "-a", "-d", "-q")
+	cmd.Env = []string{"PATH=" + lookupEnv(j.r.opts.HostEnv, "PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + j.srcDir}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("checkout: copy the mirror's objects for the step user: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return os.Remove(alt)
 }
