@@ -102,6 +102,9 @@ type Deps struct {
 	// Secrets stores and rotates secrets (security.go); nil ⇒ the secret
 	// and rotate-key routes answer 503.
 	Secrets *secrets.Service
+	// Cluster is the node registry and cluster-wide drain (cluster.go);
+	// nil ⇒ /cluster/nodes lists no node and drain is this process only.
+	Cluster ClusterNodes
 	// Agents closes live connections of revoked agent tokens; nil ⇒ a
 	// revocation only stops new connections.
 	Agents AgentKicker
@@ -172,6 +175,7 @@ func NewRouter(d Deps) *http.ServeMux {
 	a("/runs/{runId}/cancel", map[string]routeSpec{"POST": {PermRunCancel, s.cancelRun}})
 	a("/runs/{runId}/rerun", map[string]routeSpec{"POST": {PermRunRerun, bodyless(s.rerunRun)}})
 	a("/orchestrator/drain", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
+	a("/cluster/nodes", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getClusterNodes}})
 
 	a("/cluster-settings", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getClusterSettings}, "PATCH": {auth.PermSecretWrite, s.patchClusterSettings}})
 	a("/scalers", map[string]routeSpec{"GET": {auth.PermAgentRead, s.listScalers}})
@@ -247,6 +251,7 @@ var Routes = []string{
 	"POST " + AdminPrefix + "/runs/{runId}/rerun " + PermRunRerun,
 	"GET " + AdminPrefix + "/orchestrator/drain " + auth.PermSettingsRead,
 	"POST " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
+	"GET " + AdminPrefix + "/cluster/nodes " + auth.PermSettingsRead,
 	"GET " + AdminPrefix + "/cluster-settings " + auth.PermSettingsRead,
 	"PATCH " + AdminPrefix + "/cluster-settings " + auth.PermSecretWrite,
 	"GET " + AdminPrefix + "/scalers " + auth.PermAgentRead,

@@ -54,6 +54,9 @@ type CancelResponse struct {
 type DrainRequest struct {
 	// Action is "drain" or "resume".
 	Action string `json:"action"`
+	// Node limits the action to one node of the cluster (its id); empty:
+	// every node.
+	Node string `json:"node,omitempty"`
 }
 
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +92,10 @@ func (s *server) getDrain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "Drain control not available")
 		return
 	}
+	if s.d.Cluster != nil {
+		s.clusterDrain(w, r, nil)
+		return
+	}
 	writeJSON(w, http.StatusOK, s.d.RunControl.Drain())
 }
 
@@ -99,6 +106,14 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 	}
 	var req DrainRequest
 	if !decodeBody(w, r, &req) {
+		return
+	}
+	if s.d.Cluster != nil && (req.Action == "drain" || req.Action == "resume") {
+		s.clusterDrain(w, r, &req)
+		return
+	}
+	if req.Node != "" {
+		writeError(w, http.StatusBadRequest, "node: this orchestrator has no node registry")
 		return
 	}
 	switch req.Action {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/runctl"
 )
 
 // runsCancelCommand is `kici-admin runs cancel <run-id> [--force]`.
@@ -50,43 +49,47 @@ func (a *app) orchestratorCommand() *cobra.Command {
   kici-admin orchestrator resume`,
 	}
 	var status bool
+	var node string
 	drain := &cobra.Command{
 		Use:   "drain",
-		Short: "Stop handing out jobs: new jobs stay queued, running jobs finish (--status: only show the state)",
+		Short: "Stop handing out jobs on every node (--node: one node): new jobs stay queued, running jobs finish (--status: only show each node's state)",
 		Example: `  kici-admin orchestrator drain
+  kici-admin orchestrator drain --node <node-id>
   kici-admin orchestrator drain --status --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if status {
-				return a.drainCall(cmd, "")
+				return a.drainCall(cmd, "", "")
 			}
-			return a.drainCall(cmd, "drain")
+			return a.drainCall(cmd, "drain", node)
 		},
 	}
-	drain.Flags().BoolVar(&status, "status", false, "show {draining, jobsRunning} without changing anything")
+	drain.Flags().BoolVar(&status, "status", false, "show each node's drain state without changing anything")
+	drain.Flags().StringVar(&node, "node", "", "drain only this node (an id from kici-admin cluster nodes)")
 	resume := &cobra.Command{
 		Use:     "resume",
-		Short:   "Leave drain mode: queued jobs are dispatched again",
-		Example: `  kici-admin orchestrator resume`,
+		Short:   "Leave drain mode on every node (--node: one node): queued jobs are dispatched again",
+		Example: "  kici-admin orchestrator resume\n  kici-admin orchestrator resume --node <node-id>",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return a.drainCall(cmd, "resume") },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return a.drainCall(cmd, "resume", node) },
 	}
+	resume.Flags().StringVar(&node, "node", "", "resume only this node")
 	cmd.AddCommand(drain, resume)
 	return cmd
 }
 
 // drainCall GETs (action "") or POSTs the drain state and prints it.
-func (a *app) drainCall(cmd *cobra.Command, action string) error {
+func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 	c, err := a.api()
 	if err != nil {
 		return err
 	}
-	var st runctl.DrainStatus
+	var st api.ClusterDrainStatus
 	var raw []byte
 	if action == "" {
 		raw, err = c.Get(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", nil, &st)
 	} else {
-		raw, err = c.Post(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", api.DrainRequest{Action: action}, &st)
+		raw, err = c.Post(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", api.DrainRequest{Action: action, Node: node}, &st)
 	}
 	if err != nil {
 		return err
@@ -100,6 +103,9 @@ func (a *app) drainCall(cmd *cobra.Command, action string) error {
 		state = "draining"
 	}
 	fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
+	if st.Nodes != nil {
+		printNodes(a.out(), st.Node, st.Nodes)
+	}
 	return nil
 }
 

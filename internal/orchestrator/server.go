@@ -63,6 +63,7 @@ type Server struct {
 	decider    *approval.Decider     // held-run decisions (admin API)
 	reporter   *forgestatus.Reporter // check runs and commit statuses
 	nodeID     string                // this node's id and lease holder (node.go)
+	startedAt  time.Time             // process start, in the node registry
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -95,7 +96,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		dataLock.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Server{cfg: cfg, log: logger, store: st, dataLock: dataLock}
+	s := &Server{cfg: cfg, log: logger, store: st, dataLock: dataLock, startedAt: time.Now().UTC()}
 	ok := false
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
 		st.Close()
@@ -258,6 +259,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		Provenance: prov,
 		Secrets:    secretSvc,
 		Agents:     s.dispatcher,
+		Cluster:    clusterNodes{s},
 
 		Mode:      cfg.Mode,
 		Approvals: s.decider,
@@ -298,6 +300,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}
+	s.heartbeat(ctx) // registered, and drained if the cluster is, before dispatching
+	go s.runHeartbeat(ctx)
 	s.processor.Start(ctx)
 	// The dispatcher outlives the signal: agents stopped during shutdown must
 	// still be able to report their jobs' final status over their sockets.

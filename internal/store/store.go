@@ -291,6 +291,8 @@ type Store interface {
 	RetentionStore
 	// ScheduleStore: lease release and schedule instants fired (schedules.go).
 	ScheduleStore
+	// NodeStore: the node registry, heartbeats and drain (nodes.go).
+	NodeStore
 
 	// --- sources ---
 

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Sources", testSources},
 		{"Retention", testRetention},
 		{"Schedules", testSchedules},
+		{"Nodes", testNodes},
 		{"Deliveries", testDeliveries},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},

@@ -1,0 +1,48 @@
+package sqlite
+
+import (
+	"context"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// HeartbeatNode upserts n's row (not its drain flag) and returns the flag.
+func (s *Store) HeartbeatNode(ctx context.Context, n *store.ClusterNode) (bool, error) {
+	var draining bool
+	err := s.db.QueryRowContext(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version, started_at = excluded.started_at,
+			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running
+		RETURNING draining`, n.ID, n.Address, n.Version, ms(n.StartedAt), ms(n.HeartbeatAt), n.JobsRunning).Scan(&draining)
+	return draining, mapErr(err)
+}
+
+// ListNodes returns every node by id.
+func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running FROM cluster_nodes ORDER BY id`)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []*store.ClusterNode
+	for rows.Next() {
+		n := &store.ClusterNode{}
+		var started, hb int64
+		if err := rows.Scan(&n.ID, &n.Address, &n.Version, &started, &hb, &n.Draining, &n.JobsRunning); err != nil {
+			return nil, err
+		}
+		n.StartedAt, n.HeartbeatAt = time.UnixMilli(started).UTC(), time.UnixMilli(hb).UTC()
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// SetNodeDraining sets the drain flag of one node or ("" id) all.
+func (s *Store) SetNodeDraining(ctx context.Context, id string, on bool) error {
+	if id == "" {
+		_, err := s.db.ExecContext(ctx, `UPDATE cluster_nodes SET draining = ?`, on)
+		return mapErr(err)
+	}
+	return affected(s.db.ExecContext(ctx, `UPDATE cluster_nodes SET draining = ? WHERE id = ?`, on, id))
+}

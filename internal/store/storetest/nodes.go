@@ -1,0 +1,50 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+
+	"kici.dev/kici/internal/store"
+)
+
+// testNodes covers NodeStore: a heartbeat creates then refreshes a node's
+// row without touching its drain flag; a drain of one node reaches only it,
+// a drain of "" every node; an unknown node is ErrNotFound.
+func testNodes(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	a := &store.ClusterNode{ID: "node-a", Address: "http://a:1", Version: "v1", StartedAt: at(0), HeartbeatAt: at(1), JobsRunning: 2}
+	b := &store.ClusterNode{ID: "node-b", Address: "http://b:1", Version: "v1", StartedAt: at(0), HeartbeatAt: at(1)}
+	for _, n := range []*store.ClusterNode{a, b} {
+		if d, err := s.HeartbeatNode(ctx, n); err != nil || d {
+			t.Fatalf("first heartbeat of %s: draining=%v err=%v", n.ID, d, err)
+		}
+	}
+	must(t, s.SetNodeDraining(ctx, "node-b", true))
+	if err := s.SetNodeDraining(ctx, "node-zz", true); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("drain of an unknown node: %v, want ErrNotFound", err)
+	}
+	a.HeartbeatAt, a.JobsRunning, b.HeartbeatAt = at(5), 3, at(5)
+	if d, _ := s.HeartbeatNode(ctx, a); d {
+		t.Fatal("node-a draining after node-b's drain")
+	}
+	if d, _ := s.HeartbeatNode(ctx, b); !d {
+		t.Fatal("node-b's heartbeat cleared or missed its drain flag")
+	}
+	list, err := s.ListNodes(ctx)
+	must(t, err)
+	if len(list) != 2 || list[0].ID != "node-a" || !list[0].HeartbeatAt.Equal(at(5)) || list[0].JobsRunning != 3 ||
+		list[0].Address != "http://a:1" || !list[0].StartedAt.Equal(at(0)) || list[0].Draining || !list[1].Draining {
+		t.Fatalf("nodes = %+v %+v", list[0], list[len(list)-1])
+	}
+	must(t, s.SetNodeDraining(ctx, "", true))
+	if d, _ := s.HeartbeatNode(ctx, a); !d {
+		t.Fatal("cluster-wide drain did not reach node-a")
+	}
+	must(t, s.SetNodeDraining(ctx, "", false))
+	list, _ = s.ListNodes(ctx)
+	for _, n := range list {
+		if n.Draining {
+			t.Fatalf("%s still draining after the cluster-wide resume", n.ID)
+		}
+	}
+}
