@@ -110,7 +110,7 @@ orchestrator's host no flags are needed.`,
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only ids, one per line (for scripts): source add prints the source id, trigger-local the delivery id, runs list the run ids")
 
 	root.AddCommand(a.sourceCommand(), a.runsCommand())
-	root.AddCommand(a.orchestratorCommand(), a.clusterCommand())
+	root.AddCommand(a.orchestratorCommand(), a.clusterCommand(), a.diagnoseCommand())
 	root.AddCommand(a.eventLogCommand(), a.eventCommand(), a.registrationCommand())
 	root.AddCommand(a.attestationsCommand(), a.signingKeyCommand())
 	root.AddCommand(a.clusterSettingsCommand(), a.scalerCommand())
