@@ -65,6 +65,7 @@ var Vars = []Var{
 	{"KICI_PROVENANCE_RETENTION_DAYS", ScopeOrchestrator, "`365`", "Days a provenance attestation is kept (its run is kept as long); `0` keeps it forever."},
 	{"KICI_HELD_RUN_RETENTION_DAYS", ScopeOrchestrator, "`90`", "Days a decided or expired hold is kept; `0` keeps it forever."},
 	{"KICI_DISPATCH_QUEUE_TTL_DAYS", ScopeOrchestrator, "`30`", "Days a finished dispatch-queue entry is kept; `0` keeps it forever."},
+	{"KICI_SCHEDULE_CATCHUP_WINDOW", ScopeOrchestrator, "`1h`", "How far back a node taking the scheduler lease fires the latest missed instant of each schedule (a Go duration, at most `168h`; `off` disables catch-up); older instants are recorded `missed` in the event log. See [high-availability.md](high-availability.md)."},
 	{"KICI_STEP_LOG_TTL_DAYS", ScopeOrchestrator, "`90`", "Days a run's step logs are kept after their last write; `0` keeps them forever."},
 	{"KICI_DISPATCH_ACK_TIMEOUT_MS", ScopeOrchestrator, "`10000`", "How long an agent has to acknowledge a dispatched job before it is requeued, in ms (≥ 1000); the cluster setting `dispatchAckTimeoutMs` overrides it live."},
 	{"KICI_REQUEST_BODY_GRACE_MS", ScopeOrchestrator, "`10000`", "How long any HTTP request body may take before it must keep arriving at 16 KiB/s on average, in ms (≥ 100); a slower body is cut and its connection closed (see [security.md](security.md))."},
