@@ -119,8 +119,28 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, body io.ReadClo
 	}
 }
 
-// fail maps an error to its status.
+// refusedBodyDrain is how much of a refused upload's remaining body fail
+// reads and discards after answering. An agent streams its archive while
+// the orchestrator may refuse it mid-stream (over a limit): closing the
+// connection with unread bytes makes the kernel reset it, which can
+// destroy the answer before the agent reads it, so the agent would see
+// "connection reset" instead of the reason. Past this many bytes the
+// connection is closed anyway (the HTTP guard does it).
+const refusedBodyDrain = 8 << 20
+
+// fail maps an error to its status. For a request with a body still being
+// sent it answers first and then drains up to refusedBodyDrain of it, so
+// the client reads the reason.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		rc := http.NewResponseController(w)
+		if rc.EnableFullDuplex() == nil {
+			defer func() {
+				_ = rc.Flush()
+				_, _ = io.CopyN(io.Discard, r.Body, refusedBodyDrain)
+			}()
+		}
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.Is(err, ErrUnauthorized):
