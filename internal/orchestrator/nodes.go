@@ -26,6 +26,8 @@ func (c clusterNodes) Self() string { return c.s.nodeID }
 // registry; this node applies it at once, the others at their next
 // heartbeat. store.ErrNotFound for an unknown node.
 func (c clusterNodes) SetDraining(ctx context.Context, node string, on bool) error {
+	c.s.drainMu.Lock()
+	defer c.s.drainMu.Unlock()
 	if err := c.s.store.SetNodeDraining(ctx, node, on); err != nil {
 		return err
 	}
@@ -38,6 +40,10 @@ func (c clusterNodes) SetDraining(ctx context.Context, node string, on bool) err
 // heartbeat refreshes this node's registry row and applies the drain flag
 // stored there; the first beat registers the node before it dispatches.
 func (s *Server) heartbeat(ctx context.Context) {
+	// Serialised with SetDraining: a beat that read the flag before a drain
+	// was stored must not apply the old value after it.
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
 	draining, err := s.store.HeartbeatNode(ctx, &store.ClusterNode{ID: s.nodeID, Address: s.URL(), Version: Version,
 		StartedAt: s.startedAt, HeartbeatAt: time.Now().UTC(), JobsRunning: s.dispatcher.JobsRunning()})
 	if err != nil {

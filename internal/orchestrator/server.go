@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,7 @@ type Server struct {
 	reporter   *forgestatus.Reporter // check runs and commit statuses
 	nodeID     string                // this node's id and lease holder (node.go)
 	startedAt  time.Time             // process start, in the node registry
+	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
