@@ -38,11 +38,6 @@ type BlobOptions struct {
 	JobHome bool
 }
 
-// ErrNoContainers fails a job that declares `container:` or `services:`:
-// this agent has no container executor, and running the steps on the host
-// instead would quietly give them another environment than they asked for.
-const ErrNoContainers = "job containers and services are not supported by this agent"
-
 // DefaultTransferTimeout bounds one cache or artifact transfer.
 const DefaultTransferTimeout = 30 * time.Minute
 
@@ -66,7 +61,7 @@ type cacheState struct {
 // dropped so Go uses the job HOME's defaults.
 func (j *job) setupHome() error {
 	j.hostEnv = j.r.opts.HostEnv
-	if !j.r.opts.Blobs.JobHome {
+	if !j.ownHome() {
 		return nil
 	}
 	home := filepath.Join(j.workDir, "home")
@@ -96,8 +91,8 @@ func (j *job) homeDir() string {
 // artifact fails the job (its steps expect the files).
 func (j *job) beforeSteps(log *logstream.Stream) (*blobState, error) {
 	bs := &blobState{home: j.homeDir()}
-	if j.cfg.Container != nil || len(j.cfg.Services) > 0 {
-		return bs, errors.New(ErrNoContainers)
+	if err := j.startContainers(log); err != nil { // jobcontainer.go
+		return bs, err
 	}
 	if len(j.cfg.Cache) == 0 && len(j.cfg.Artifacts) == 0 && len(j.cfg.Download) == 0 {
 		return bs, nil
@@ -135,7 +130,7 @@ func (j *job) cacheRoots(home string, paths []string) ([]transfer.Root, error) {
 			if home == "" {
 				return nil, fmt.Errorf("cache path %q: the job has no HOME", p)
 			}
-			if !j.r.opts.Blobs.JobHome {
+			if !j.ownHome() {
 				// A shared HOME keeps its state anyway; packing it would
 				// upload the host's whole cache.
 				return nil, fmt.Errorf("cache path %q is in the agent's shared HOME (caches under ~ need a per-job HOME: KICI_AGENT_JOB_HOME=true or a job container)", p)

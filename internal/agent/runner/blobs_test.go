@@ -12,13 +12,14 @@ import (
 	"kici.dev/kici/internal/protocol"
 )
 
-// A job that declares a container is refused before any step runs: its
-// steps must not run on the host as if they were in the image.
-func TestContainerJobRefusedNotRunOnHost(t *testing.T) {
+// A job that declares services but no container is refused before any
+// step runs: on the host the service names would not resolve, and the
+// steps must not run there as if they had their sidecars.
+func TestServicesWithoutContainerRefusedNotRunOnHost(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
-	res, _ := runJob(t, lockfile.Job{Container: &lockfile.Container{Image: "busybox"},
+	res, _ := runJob(t, lockfile.Job{Services: []lockfile.Service{{Name: "db", Image: "busybox"}},
 		Steps: []lockfile.Step{{Name: "s", Run: "touch " + marker}}}, nil)
-	if res.State != StateFailed || !strings.Contains(res.Error, ErrNoContainers) {
+	if res.State != StateFailed || !strings.Contains(res.Error, "services need a job container") {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, err := os.Stat(marker); err == nil {

@@ -35,7 +35,7 @@ func (j *job) confine() error {
 	if err := u.handOver(j.tmpDir, j.scripts); err != nil {
 		return err
 	}
-	if r.opts.Blobs.JobHome {
+	if j.ownHome() {
 		return nil // the job's own home is handed over with the checkout
 	}
 	home, err := u.homeDir(r.opts.WorkRoot)
@@ -69,7 +69,7 @@ func (j *job) handOverCheckout() error {
 		return err
 	}
 	paths := []string{j.srcDir}
-	if j.r.opts.Blobs.JobHome || len(j.cfg.Cache) > 0 {
+	if j.ownHome() || len(j.cfg.Cache) > 0 {
 		paths = append(paths, j.homeDir()) // restored caches may be there
 	}
 	return j.handOver(paths...)

@@ -198,7 +198,8 @@ type job struct {
 	hostEnv  []string
 	attest   *attestServer
 	started  time.Time
-	outs     *outputState // outputs.go
+	outs     *outputState   // outputs.go
+	ctr      *jobContainers // jobcontainer.go; nil runs steps on the host
 }
 
 // Active returns the ids of jobs currently running.
@@ -380,6 +381,7 @@ func (j *job) execute() (res *Result) {
 	}
 	j.workDir = wd
 	defer func() {
+		j.stopContainers() // before the work directory its steps mounted
 		if err := removeAll(wd); err != nil {
 			r.opts.Logger.Warn("could not remove work directory", "dir", wd, "err", err)
 		}
@@ -631,7 +633,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		// One writer for both: the step's stdout and stderr share one pipe,
 		// so its log keeps the order in which the step wrote.
 		out := log.Writer(logstream.Stdout)
-		pr := runProcess(procSpec{
+		pr := j.runAttempt(procSpec{
 			Argv: argv, Dir: dir, Env: env,
 			Stdout: out, Stderr: out,
 			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
