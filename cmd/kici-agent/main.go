@@ -78,16 +78,19 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if conf.Loud {
-				logger.Warn("STEPS ARE NOT CONFINED: " + conf.Summary)
-			} else {
-				logger.Info(conf.Summary)
-			}
 			opts := agent.Options{Confinement: conf}
 			if self, err := os.Executable(); err == nil {
 				opts.Supervisor = []string{self, runner.SupervisorArg}
 			} else {
 				logger.Warn("no step supervisor (cannot find this executable); a killed agent may leave step processes behind", "err", err)
+			}
+			if opts.Supervisor, err = conf.TryNamespaces(opts.Supervisor, os.Environ()); err != nil {
+				return err
+			}
+			if conf.Loud {
+				logger.Warn("STEPS ARE NOT CONFINED: " + conf.Summary)
+			} else {
+				logger.Info(conf.Summary)
 			}
 			a := agent.New(cfg, logger, opts)
 

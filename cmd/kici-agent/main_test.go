@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	agentBin = filepath.Join(dir, "kici-agent")
+	_ = os.Chmod(dir, 0o755) // agents started as another user exec it too
 	out, err := exec.Command("go", "build", "-o", agentBin, ".").CombinedOutput()
 	if err != nil {
 		os.RemoveAll(dir)
@@ -42,12 +43,18 @@ type proc struct {
 
 func startBin(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinAs(t, nil, env, args...)
+}
+
+// startBinAs is startBin as cred (nil: the test's own user).
+func startBinAs(t *testing.T, cred *syscall.Credential, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(agentBin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

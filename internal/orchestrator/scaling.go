@@ -33,6 +33,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 			BareMetal: scaler.BareMetalOptions{
 				AgentBinary: agentBinary,
 				WorkDir:     workDir(cfg),
+				HidePaths:   []string{cfg.DataDir},
 				LogDir:      filepath.Join(cfg.DataDir, "agents"),
 				Logger:      logger,
 			},

@@ -32,6 +32,10 @@ type BareMetalOptions struct {
 	// not owned by this user or is group/world-writable (EnsurePrivateDir).
 	// The orchestrator uses DefaultWorkDir unless KICI_WORK_DIR is set.
 	WorkDir string
+	// HidePaths are passed to agents as KICI_AGENT_HIDE_PATHS: what a
+	// non-root agent hides from its steps (the orchestrator's data
+	// directory).
+	HidePaths []string
 	// LogDir receives <LogDir>/<agentId>.log with each agent's output.
 	LogDir string
 	// Environ is the base environment to filter and pass on (default
@@ -163,6 +167,9 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 		env = append(env, "KICI_WORK_DIR="+b.opts.WorkDir)
 	}
 	env = append(env, confinementVars(b.opts.Environ)...)
+	if len(b.opts.HidePaths) > 0 {
+		env = append(env, "KICI_AGENT_HIDE_PATHS="+strings.Join(b.opts.HidePaths, ":"))
+	}
 	// The token goes through an inherited pipe, not the environment: a
 	// step can read its agent's /proc/<pid>/environ, which keeps the
 	// initial environment for the life of the process.

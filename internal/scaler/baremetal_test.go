@@ -67,7 +67,7 @@ func TestBareMetalEnvGroupAndDestroyEscalation(t *testing.T) {
 	exits := map[string]error{}
 	work := filepath.Join(dir, "work")
 	b := NewBareMetal(BareMetalOptions{AgentBinary: bin, WorkDir: work, LogDir: filepath.Join(dir, "agents"),
-		Environ: environ, StopGrace: time.Second}, func(id string, err error) {
+		Environ: environ, StopGrace: time.Second, HidePaths: []string{"/srv/kici-data", "/etc/kici"}}, func(id string, err error) {
 		mu.Lock()
 		exits[id] = err
 		mu.Unlock()
@@ -100,7 +100,7 @@ func TestBareMetalEnvGroupAndDestroyEscalation(t *testing.T) {
 	}
 	want := map[string]string{"KICI_AGENT_ID": req.AgentID, "KICI_ORCHESTRATOR_URL": "ws://127.0.0.1:1/ws", "KICI_AGENT_TOKEN_FD": "3",
 		"KICI_SCALER_MANAGED": "true", "KICI_WORK_DIR": work, "KICI_LABELS": "linux,big", "FOO": "bar", "EXTRA": "1",
-		"PLAIN_VAR": "kept", "KICI_LOG_LEVEL": "debug"}
+		"PLAIN_VAR": "kept", "KICI_LOG_LEVEL": "debug", "KICI_AGENT_HIDE_PATHS": "/srv/kici-data:/etc/kici"}
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("agent env %s=%q, want %q", k, env[k], v)

@@ -58,6 +58,9 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 		// The supervisor must outlive the agent to clean up after it: no
 		// death signal for it; it holds the lifeline's read end instead.
 		argv = supervisorArgv(spec.Supervisor, spec.User, spec.Argv)
+		if namespaced(spec.Supervisor) {
+			setSupervisorNamespaces(attr)
+		}
 	} else {
 		setDeathSignal(attr)
 		if spec.User != nil {

@@ -61,6 +61,7 @@ func Supervise(args []string) {
 }
 
 func supervise(args []string) int {
+	ns, hide, args := parseSupervisorFlags(args)
 	if len(args) < 4 || args[2] != "--" {
 		fmt.Fprintln(os.Stderr, "kici step supervisor: usage: uid gid -- argv...")
 		return 127
@@ -91,6 +92,13 @@ func supervise(args []string) int {
 	cmd.Env = os.Environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	setDeathSignal(cmd.SysProcAttr)
+	if ns {
+		if err := enterNamespaces(hide); err != nil {
+			fmt.Fprintf(os.Stderr, "kici step supervisor: %v\n", err)
+			return 127
+		}
+		setStepUserNamespace(cmd.SysProcAttr, hostID("/proc/self/uid_map"), hostID("/proc/self/gid_map"))
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "could not start step: %v\n", err)
 		return 127
