@@ -7,10 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"kici.dev/kici/internal/agent/runner"
 )
 
 // jobImage is the step and service image of the job-container tests, built
@@ -57,6 +60,12 @@ func jobDockerObjects(t *testing.T, cli *client.Client, jobID string) (container
 		t.Fatal(err)
 	}
 	return len(cs.Items), len(ns.Items)
+}
+
+// removeJobDockerObjectsAtEnd removes, when the test ends, whatever a
+// failing run left of jobID's containers and network.
+func removeJobDockerObjectsAtEnd(t *testing.T, cli *client.Client, jobID string) {
+	t.Cleanup(func() { runner.RemoveJobObjects(context.Background(), cli, jobID) })
 }
 
 const jobContainerWorkflow = `name: ctr
@@ -131,6 +140,7 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 	runID := o.runOf(t, delivery)
 	r := o.waitRunStatus(t, runID, 3*time.Minute, "success", "failed", "cancelled")
 	job := o.jobsOf(t, runID)["web"]
+	removeJobDockerObjectsAtEnd(t, cli, job.JobID)
 	log0 := o.logText(t, runID, job.JobID, 0)
 	if r.Status != "success" {
 		t.Fatalf("run %s (%s); job %s: %s\n%s\njob log:\n%s", r.Status, r.FailureReason, job.Status, job.ErrorMessage, log0, o.logText(t, runID, job.JobID, -1))
@@ -165,6 +175,7 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 			if jobID == "" {
 				return false
 			}
+			removeJobDockerObjectsAtEnd(t, cli, jobID)
 		}
 		c, n := jobDockerObjects(t, cli, jobID)
 		return c == 2 && n == 1
@@ -181,4 +192,38 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 	if c, n := jobDockerObjects(t, cli, jobID); c != 0 || n != 0 {
 		t.Errorf("after cancel: %d containers and %d networks left", c, n)
 	}
+}
+
+// TestJobContainersRemovedWhenAgentKilled: a SIGKILLed agent runs no
+// cleanup of its own, yet its container job's service, step container and
+// network are removed (by the job's reaper, which the agent's death wakes).
+func TestJobContainersRemovedWhenAgentKilled(t *testing.T) {
+	cli := dockerClient(t)
+	buildJobImage(t)
+	o := startOrchestrator(t)
+	repo := repoWithWorkflow(t, strings.ReplaceAll(jobContainerCancelWorkflow, "IMAGE", jobImage))
+	_, delivery := o.push(t, repo, "")
+	runID := o.runOf(t, delivery)
+	var jobID string
+	waitFor(t, 2*time.Minute, "the service and the step container", func() bool {
+		if jobID == "" {
+			if jobID = o.jobsOf(t, runID)["hang"].JobID; jobID == "" {
+				return false
+			}
+			removeJobDockerObjectsAtEnd(t, cli, jobID)
+		}
+		c, n := jobDockerObjects(t, cli, jobID)
+		return c == 2 && n == 1
+	})
+	agents := o.agentPIDs()
+	if len(agents) != 1 {
+		t.Fatalf("agent processes = %v, want exactly 1", agents)
+	}
+	if err := syscall.Kill(agents[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the job's containers and network to be removed", func() bool {
+		c, n := jobDockerObjects(t, cli, jobID)
+		return c == 0 && n == 0
+	})
 }

@@ -52,6 +52,8 @@ type jobContainers struct {
 	network  string   // network id ("" before it exists)
 	services []string // service container ids
 	labels   map[string]string
+	// endReaper closes the reaper's lifeline (nil without a reaper).
+	endReaper func()
 }
 
 // startContainers prepares a job's container execution: the Engine, the
@@ -81,6 +83,9 @@ func (j *job) startContainers(log *logstream.Stream) error {
 	c := &jobContainers{cli: cli, spec: j.cfg.Container,
 		labels: map[string]string{LabelJobManaged: "true", LabelJobID: j.d.JobID}}
 	j.ctr = c
+	if c.endReaper, err = j.startReaper(); err != nil { // containerreaper.go
+		return err
+	}
 	name := "kici-job-" + shortID(j.d.JobID)
 	net, err := cli.NetworkCreate(j.ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: c.labels})
 	if err != nil {
@@ -237,6 +242,9 @@ func (j *job) stopContainers() {
 		if _, err := c.cli.NetworkRemove(ctx, c.network, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 			j.r.opts.Logger.Warn("could not remove job network", "id", c.network, "err", err)
 		}
+	}
+	if c.endReaper != nil {
+		c.endReaper() // it removes whatever the removals above missed
 	}
 	c.cli.Close()
 }

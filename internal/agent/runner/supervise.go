@@ -54,6 +54,9 @@ func supervisorArgv(prefix []string, u *StepUser, argv []string) []string {
 // binary that sets Options.Supervisor to itself must call it first thing in
 // main.
 func Supervise(args []string) {
+	if len(args) > 0 && args[0] == ContainerReaperArg {
+		os.Exit(reap(args[1:])) // containerreaper.go
+	}
 	if len(args) == 0 || args[0] != SupervisorArg {
 		return
 	}
