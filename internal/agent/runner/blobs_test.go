@@ -55,3 +55,18 @@ func TestJobHome(t *testing.T) {
 		t.Errorf("~ path with a shared HOME: %v", err)
 	}
 }
+
+// A container job on an agent without a reachable Docker Engine fails
+// before its first step, which never runs on the host instead.
+func TestContainerJobWithoutEngineNotRunOnHost(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	marker := filepath.Join(t.TempDir(), "ran")
+	res, _ := runJob(t, lockfile.Job{Container: &lockfile.Container{Image: "busybox"},
+		Steps: []lockfile.Step{{Name: "s", Run: "touch " + marker}}}, nil)
+	if res.State != StateFailed || !strings.Contains(res.Error, "no reachable Docker Engine") {
+		t.Fatalf("result = %+v", res)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the step ran on the host")
+	}
+}
