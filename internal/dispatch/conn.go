@@ -382,6 +382,12 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	d.settleReconnect(ctx, c.id, reclaimed, lost)
 
 	pending := d.boundJob(ctx, c) != ""
+	// Raise the frame cap before the ack goes out: an agent with a backlog
+	// answers the ack at once with a full-size log chunk, and the reader
+	// takes a frame's cap when its header arrives, which could otherwise
+	// be before serveAgent raised it (the connection then died on the
+	// pre-auth cap and the agent's job failed as lost).
+	c.ws.SetReadLimit(protocol.MaxFrameBytes)
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
 		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume,
 		LogAcks: reg.LogAcks && d.offsetSink() != nil}
