@@ -13,6 +13,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlstore"
 )
 
 //go:embed migrations/postgres/*.sql
@@ -35,6 +36,7 @@ var migrationsFS embed.FS
 
 // Store is the PostgreSQL store.Store. It is safe for concurrent use.
 type Store struct {
+	*sqlstore.Store
 	pool *pgxpool.Pool
 }
 
@@ -55,38 +57,31 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	db := stdlib.OpenDBFromPool(pool)
+	m, err := Migrations(db)
+	if err == nil {
+		err = m.Up(ctx)
+	}
+	if err != nil {
+		db.Close()
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool}, nil
+	return &Store{Store: sqlstore.New(db, sqlstore.Postgres(), pool.Close), pool: pool}, nil
 }
 
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+// Migrations returns the embedded PostgreSQL migrations bound to db.
+func Migrations(db *sql.DB) (*sqlstore.Migrations, error) {
 	fsys, err := fs.Sub(migrationsFS, "migrations/postgres")
 	if err != nil {
-		return fmt.Errorf("postgres: migrations: %w", err)
+		return nil, fmt.Errorf("postgres: migrations: %w", err)
 	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() // does not close the pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-	if err != nil {
-		return fmt.Errorf("postgres: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.NewMigrations(db, sqlstore.Postgres(), fsys)
 }
 
 // Pool returns the underlying connection pool (for diagnostics and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close releases the connection pool.
-func (s *Store) Close() error {
-	s.pool.Close()
-	return nil
-}
 
 // ---------------------------------------------------------------- helpers
 
@@ -226,113 +221,6 @@ func collect[T any](rows pgx.Rows, err error, scan func(scanner) (*T, error)) ([
 		out = append(out, v)
 	}
 	return out, rows.Err()
-}
-
-// ---------------------------------------------------------------- sources
-
-const sourceCols = `id, org_id, name, provider, routing_key, local_path, verification_method, webhook_secret, enabled, created_at`
-
-func scanSource(r scanner) (*store.Source, error) {
-	var src store.Source
-	if err := r.Scan(&src.ID, &src.OrgID, &src.Name, &src.Provider, &src.RoutingKey, &src.LocalPath,
-		&src.VerificationMethod, &src.WebhookSecret, &src.Enabled, &src.CreatedAt); err != nil {
-		return nil, mapErr(err)
-	}
-	src.CreatedAt = src.CreatedAt.UTC()
-	return &src, nil
-}
-
-// CreateSource inserts a source; ErrConflict when its id or (OrgID, Name)
-// exists. A zero CreatedAt is set to now.
-func (s *Store) CreateSource(ctx context.Context, src *store.Source) error {
-	if src.CreatedAt.IsZero() {
-		src.CreatedAt = now()
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO sources (`+sourceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
-		src.ID, src.OrgID, src.Name, src.Provider, src.RoutingKey, src.LocalPath, src.VerificationMethod,
-		src.WebhookSecret, src.Enabled, ts(src.CreatedAt))
-	return mapErr(err)
-}
-
-// GetSource returns a source by id, or ErrNotFound.
-func (s *Store) GetSource(ctx context.Context, id string) (*store.Source, error) {
-	return scanSource(s.pool.QueryRow(ctx, `SELECT `+sourceCols+` FROM sources WHERE id = $1`, id))
-}
-
-// GetSourceByName returns the source named name in org, or ErrNotFound.
-func (s *Store) GetSourceByName(ctx context.Context, orgID, name string) (*store.Source, error) {
-	return scanSource(s.pool.QueryRow(ctx, `SELECT `+sourceCols+` FROM sources WHERE org_id = $1 AND name = $2`, orgID, name))
-}
-
-// ListSources returns all sources (orgID "" = every org), oldest first.
-func (s *Store) ListSources(ctx context.Context, orgID string) ([]*store.Source, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+sourceCols+` FROM sources WHERE $1 = '' OR org_id = $1 ORDER BY created_at, id`, orgID)
-	return collect(rows, err, scanSource)
-}
-
-// ---------------------------------------------------------------- deliveries
-
-const deliveryCols = `id, source_id, org_id, event, payload, status, error, decisions, received_at, processed_at`
-
-func scanDelivery(r scanner) (*store.Delivery, error) {
-	var d store.Delivery
-	var payload []byte
-	var decisions *string
-	if err := r.Scan(&d.ID, &d.SourceID, &d.OrgID, &d.Event, &payload, &d.Status, &d.Error, &decisions,
-		&d.ReceivedAt, &d.ProcessedAt); err != nil {
-		return nil, mapErr(err)
-	}
-	if len(payload) > 0 {
-		d.Payload = json.RawMessage(payload)
-	}
-	d.Decisions = rawFrom(decisions)
-	d.ReceivedAt = d.ReceivedAt.UTC()
-	d.ProcessedAt = utc(d.ProcessedAt)
-	return &d, nil
-}
-
-// InsertDelivery persists a delivery (status "received" when empty; a zero
-// ReceivedAt is set to now); ErrConflict if its ID exists, in which case
-// nothing changes.
-func (s *Store) InsertDelivery(ctx context.Context, d *store.Delivery) error {
-	if d.Status == "" {
-		d.Status = store.DeliveryReceived
-	}
-	if d.ReceivedAt.IsZero() {
-		d.ReceivedAt = now()
-	}
-	var payload any
-	if len(d.Payload) > 0 {
-		payload = []byte(d.Payload)
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
-		d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
-		ts(d.ReceivedAt), tsPtr(d.ProcessedAt))
-	return mapErr(err)
-}
-
-// GetDelivery returns a delivery by id, or ErrNotFound.
-func (s *Store) GetDelivery(ctx context.Context, id string) (*store.Delivery, error) {
-	return scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
-}
-
-// FinishDelivery sets status, error text, decision trace and processed_at
-// (now); ErrNotFound if the id is unknown.
-func (s *Store) FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error {
-	return affected(s.pool.Exec(ctx, `UPDATE deliveries SET status = $1, error = $2, decisions = $3, processed_at = $4 WHERE id = $5`,
-		status, errText, rawArg(decisions), now(), id))
-}
-
-// ListUnprocessedDeliveries returns deliveries still "received", oldest
-// first; limit <= 0 means no limit.
-func (s *Store) ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*store.Delivery, error) {
-	var lim any
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = $1 ORDER BY received_at, id LIMIT $2::bigint`,
-		store.DeliveryReceived, lim)
-	return collect(rows, err, scanDelivery)
 }
 
 // ---------------------------------------------------------------- runs
@@ -846,3 +734,9 @@ func (s *Store) ListAdminTokens(ctx context.Context) ([]*store.AdminToken, error
 func (s *Store) RevokeAdminToken(ctx context.Context, id string) error {
 	return affected(s.pool.Exec(ctx, `UPDATE admin_tokens SET revoked = true WHERE id = $1`, id))
 }
+
+// Column lists still used by this package's ingress code.
+const (
+	sourceCols   = `id, org_id, name, provider, routing_key, local_path, verification_method, webhook_secret, enabled, created_at`
+	deliveryCols = `id, source_id, org_id, event, payload, status, error, decisions, received_at, processed_at`
+)

@@ -25,11 +25,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pressly/goose/v3"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlstore"
 )
 
 //go:embed migrations/sqlite/*.sql
@@ -41,6 +41,7 @@ const BusyTimeout = 10 * time.Second
 
 // Store is the SQLite store.Store. It is safe for concurrent use.
 type Store struct {
+	*sqlstore.Store
 	db *sql.DB
 }
 
@@ -92,33 +93,25 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := migrate(ctx, db); err != nil {
+	m, err := Migrations(db)
+	if err == nil {
+		err = m.Up(ctx)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{Store: sqlstore.New(db, sqlstore.SQLite(), nil), db: db}, nil
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+// Migrations returns the embedded SQLite migrations bound to db.
+func Migrations(db *sql.DB) (*sqlstore.Migrations, error) {
 	fsys, err := fs.Sub(migrationsFS, "migrations/sqlite")
 	if err != nil {
-		return fmt.Errorf("sqlite: migrations: %w", err)
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys)
-	if err != nil {
-		return fmt.Errorf("sqlite: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.NewMigrations(db, sqlstore.SQLite(), fsys)
 }
-
-// DB returns the underlying database handle (for diagnostics and tests).
-func (s *Store) DB() *sql.DB { return s.db }
-
-// Close releases the database handle.
-func (s *Store) Close() error { return s.db.Close() }
 
 // ---------------------------------------------------------------- helpers
 
@@ -254,52 +247,6 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// ---------------------------------------------------------------- sources
-
-const sourceCols = `id, org_id, name, provider, routing_key, local_path, verification_method, webhook_secret, enabled, created_at`
-
-func scanSource(r scanner) (*store.Source, error) {
-	var src store.Source
-	var created int64
-	if err := r.Scan(&src.ID, &src.OrgID, &src.Name, &src.Provider, &src.RoutingKey, &src.LocalPath,
-		&src.VerificationMethod, &src.WebhookSecret, &src.Enabled, &created); err != nil {
-		return nil, mapErr(err)
-	}
-	src.CreatedAt = time.UnixMilli(created).UTC()
-	return &src, nil
-}
-
-// CreateSource inserts a source; ErrConflict when its id or (OrgID, Name)
-// exists. A zero CreatedAt is set to now.
-func (s *Store) CreateSource(ctx context.Context, src *store.Source) error {
-	if src.CreatedAt.IsZero() {
-		src.CreatedAt = now()
-	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sources (`+sourceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		src.ID, src.OrgID, src.Name, src.Provider, src.RoutingKey, src.LocalPath, src.VerificationMethod,
-		src.WebhookSecret, src.Enabled, ms(src.CreatedAt))
-	return mapErr(err)
-}
-
-// GetSource returns a source by id, or ErrNotFound.
-func (s *Store) GetSource(ctx context.Context, id string) (*store.Source, error) {
-	return scanSource(s.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE id = ?`, id))
-}
-
-// GetSourceByName returns the source named name in org, or ErrNotFound.
-func (s *Store) GetSourceByName(ctx context.Context, orgID, name string) (*store.Source, error) {
-	return scanSource(s.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE org_id = ? AND name = ?`, orgID, name))
-}
-
-// ListSources returns all sources (orgID "" = every org), oldest first.
-func (s *Store) ListSources(ctx context.Context, orgID string) ([]*store.Source, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE ?1 = '' OR org_id = ?1 ORDER BY created_at, id`, orgID)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanSource)
-}
-
 func collect[T any](rows *sql.Rows, scan func(scanner) (*T, error)) ([]*T, error) {
 	defer rows.Close()
 	var out []*T
@@ -311,62 +258,6 @@ func collect[T any](rows *sql.Rows, scan func(scanner) (*T, error)) ([]*T, error
 		out = append(out, v)
 	}
 	return out, rows.Err()
-}
-
-// ---------------------------------------------------------------- deliveries
-
-const deliveryCols = `id, source_id, org_id, event, payload, status, error, decisions, received_at, processed_at`
-
-func scanDelivery(r scanner) (*store.Delivery, error) {
-	var d store.Delivery
-	var payload []byte
-	var decisions sql.NullString
-	var received int64
-	var processed sql.NullInt64
-	if err := r.Scan(&d.ID, &d.SourceID, &d.OrgID, &d.Event, &payload, &d.Status, &d.Error, &decisions,
-		&received, &processed); err != nil {
-		return nil, mapErr(err)
-	}
-	if len(payload) > 0 {
-		d.Payload = json.RawMessage(payload)
-	}
-	d.Decisions = rawFrom(decisions)
-	d.ReceivedAt = time.UnixMilli(received).UTC()
-	d.ProcessedAt = fromMs(processed)
-	return &d, nil
-}
-
-// InsertDelivery persists a delivery (status "received" when empty; a zero
-// ReceivedAt is set to now); ErrConflict if its ID exists, in which case
-// nothing changes.
-func (s *Store) InsertDelivery(ctx context.Context, d *store.Delivery) error {
-	if d.Status == "" {
-		d.Status = store.DeliveryReceived
-	}
-	if d.ReceivedAt.IsZero() {
-		d.ReceivedAt = now()
-	}
-	var payload any
-	if len(d.Payload) > 0 {
-		payload = []byte(d.Payload)
-	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
-		ms(d.ReceivedAt), msPtr(d.ProcessedAt))
-	return mapErr(err)
-}
-
-// GetDelivery returns a delivery by id, or ErrNotFound.
-func (s *Store) GetDelivery(ctx context.Context, id string) (*store.Delivery, error) {
-	return scanDelivery(s.db.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
-}
-
-// FinishDelivery sets status, error text, decision trace and processed_at
-// (now); ErrNotFound if the id is unknown.
-func (s *Store) FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ? WHERE id = ?`,
-		status, errText, rawArg(decisions), ms(now()), id)
-	return affected(res, err)
 }
 
 func affected(res sql.Result, err error) error {
@@ -381,20 +272,6 @@ func affected(res sql.Result, err error) error {
 		return store.ErrNotFound
 	}
 	return nil
-}
-
-// ListUnprocessedDeliveries returns deliveries still "received", oldest
-// first; limit <= 0 means no limit.
-func (s *Store) ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*store.Delivery, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = ? ORDER BY received_at, id LIMIT ?`,
-		store.DeliveryReceived, limit)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, scanDelivery)
 }
 
 // ---------------------------------------------------------------- runs
@@ -960,3 +837,9 @@ func (s *Store) RevokeAdminToken(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE admin_tokens SET revoked = 1 WHERE id = ?`, id)
 	return affected(res, err)
 }
+
+// Column lists still used by this package's ingress code.
+const (
+	sourceCols   = `id, org_id, name, provider, routing_key, local_path, verification_method, webhook_secret, enabled, created_at`
+	deliveryCols = `id, source_id, org_id, event, payload, status, error, decisions, received_at, processed_at`
+)
