@@ -126,6 +126,7 @@ func (d *Dispatcher) AbortJob(ctx context.Context, jobID, reason string) bool {
 	}
 	delete(d.reasons, jobID)
 	d.mu.Unlock()
+	d.pending.remove(jobID)
 	changed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueuePending, store.QueueDispatched}, store.QueueFailed)
 	if err != nil {
 		d.log.Error("fail queue entry", "job", jobID, "err", err)
@@ -141,6 +142,9 @@ func (d *Dispatcher) AbortJob(ctx context.Context, jobID, reason string) bool {
 // forgets its pending reason; it reports whether it changed.
 func (d *Dispatcher) ExpireQueued(ctx context.Context, jobID string) (bool, error) {
 	changed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueuePending}, store.QueueExpired)
+	if err == nil {
+		d.pending.remove(jobID)
+	}
 	d.stopSpawnFor(jobID)
 	d.mu.Lock()
 	delete(d.reasons, jobID)

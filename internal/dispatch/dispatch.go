@@ -214,6 +214,9 @@ type Dispatcher struct {
 	secretResolver JobDataResolver
 	// ackObserver records dispatch latency (observe.go); guarded by mu.
 	ackObserver AckObserver
+	// pending indexes the pending queue by label set (pending.go); it has
+	// its own lock.
+	pending *pendingIndex
 
 	mu      sync.Mutex
 	events  JobEvents
@@ -280,6 +283,7 @@ func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, sp
 		reasons:   map[string]string{},
 		conns:     map[*agentConn]bool{},
 		sessions:  map[string]*agentSession{},
+		pending:   newPendingIndex(),
 		kick:      make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -314,6 +318,11 @@ func (d *Dispatcher) Start(ctx context.Context) {
 	}
 	d.started = true
 	d.mu.Unlock()
+	if err := d.loadPending(ctx); err != nil {
+		// The loop retries at its next resync; routing meanwhile sees the
+		// jobs enqueued since this process started.
+		d.log.Error("load pending queue", "err", err)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -409,6 +418,7 @@ func (d *Dispatcher) loop() {
 	hb := time.NewTicker(d.cfg.HeartbeatCheckInterval)
 	defer hb.Stop()
 	var lastSweep time.Time
+	lastResync := time.Now()
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -430,6 +440,12 @@ func (d *Dispatcher) loop() {
 		if time.Since(lastSweep) >= 10*time.Second {
 			lastSweep = time.Now()
 			d.sweepAckDeadlines()
+		}
+		if time.Since(lastResync) >= resyncInterval {
+			lastResync = time.Now()
+			if err := d.loadPending(d.ctx); err != nil {
+				d.log.Warn("merge pending queue", "err", err)
+			}
 		}
 		d.redrive()
 		d.pruneDone()

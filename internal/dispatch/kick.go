@@ -144,52 +144,49 @@ func withMandatory(labels, mandatory []string) []string {
 	return out
 }
 
-// agentFitsLocked reports whether agent a may run entry e: its labels
-// match, and the entry asks for every mandatory label of a's token (KiCI
-// mandatory_labels, a taint: a tainted agent only runs jobs that target
-// it explicitly). Caller holds d.mu.
+// agentFitsLocked reports whether agent a may run entry e (agentFits).
+// Caller holds d.mu.
 func agentFitsLocked(a *agentConn, e *store.QueueEntry) bool {
-	if !labelsMatch(a.labels, e.RunsOnLabels, e.ExcludeLabels) {
+	return agentFits(a.labels, a.mandatory, e.RunsOnLabels, e.ExcludeLabels)
+}
+
+// agentFits reports whether an agent with labels and its token's mandatory
+// labels may run a job asking for runsOn and excluding exclude: its labels
+// match, and the job asks for every mandatory label (KiCI
+// mandatory_labels, a taint: a tainted agent only runs jobs that target
+// it explicitly).
+func agentFits(labels, mandatory, runsOn, exclude []string) bool {
+	if !labelsMatch(labels, runsOn, exclude) {
 		return false
 	}
-	for _, m := range a.mandatory {
-		if !slices.Contains(e.RunsOnLabels, m) {
+	for _, m := range mandatory {
+		if !slices.Contains(runsOn, m) {
 			return false
 		}
 	}
 	return true
 }
 
-// claimNext claims the oldest pending entry agent a may run. Untainted
-// agents use the store's ClaimNext; a tainted one scans the pending entries
-// and claims the first that asks for all its mandatory labels (ClaimByID is
-// atomic, so a concurrent claimant simply wins).
+// claimNext claims the oldest pending entry agent a may run: an entry
+// pinned to it first, else the oldest head among the label sets it fits
+// (pendingIndex.next), so the cost does not grow with the jobs parked in
+// sets it cannot serve. The claim itself is the store's atomic ClaimByID:
+// an entry another claimant took meanwhile is dropped from the index and
+// the next candidate tried.
 func (d *Dispatcher) claimNext(ctx context.Context, a *agentConn, deadline time.Time) (*store.QueueEntry, error) {
 	d.mu.Lock()
-	tainted := len(a.mandatory) > 0
-	labels := append([]string{}, a.labels...)
+	labels := slices.Clone(a.labels)
+	mandatory := slices.Clone(a.mandatory)
 	d.mu.Unlock()
-	if !tainted {
-		return d.st.ClaimNext(ctx, a.id, labels, deadline)
-	}
-	pending, err := d.st.ListQueue(ctx, []string{store.QueuePending})
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range pending {
-		if e.PinnedAgentID != "" && e.PinnedAgentID != a.id {
-			continue
+	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, runsOn, exclude) }
+	for {
+		e := d.pending.next(a.id, fits)
+		if e == nil {
+			return nil, nil
 		}
-		d.mu.Lock()
-		fits := agentFitsLocked(a, e)
-		d.mu.Unlock()
-		if !fits {
-			continue
-		}
-		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, deadline)
+		claimed, err := d.claimEntry(ctx, e.ID, a.id, deadline)
 		if err != nil || claimed != nil {
 			return claimed, err
 		}
 	}
-	return nil, nil
 }

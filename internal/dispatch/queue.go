@@ -50,6 +50,7 @@ func (d *Dispatcher) EnqueueJob(ctx context.Context, job *store.Job) error {
 		}
 		e = existing
 	}
+	d.pending.put(e)
 	d.route(ctx, e, "")
 	return nil
 }
@@ -77,8 +78,15 @@ func excludeLabels(config json.RawMessage) []string {
 	return out
 }
 
-// queueEntry finds one queue entry by id among entries in statuses.
+// queueEntry finds one queue entry by id among entries in statuses: from
+// the pending index when it holds it and pending is asked for, else from
+// the store (a rare path: a job enqueued twice, e.g. by recovery).
 func (d *Dispatcher) queueEntry(ctx context.Context, id string, statuses ...string) (*store.QueueEntry, error) {
+	if len(statuses) == 1 && statuses[0] == store.QueuePending {
+		if e, ok := d.pending.get(id); ok {
+			return e, nil
+		}
+	}
 	list, err := d.st.ListQueue(ctx, statuses)
 	if err != nil {
 		return nil, err
@@ -233,7 +241,7 @@ func (d *Dispatcher) drainOne(ctx context.Context, a *agentConn) (*outgoing, boo
 	var e *store.QueueEntry
 	var err error
 	if bound := d.boundJob(ctx, a); bound != "" {
-		e, err = d.st.ClaimByID(ctx, bound, a.id, deadline)
+		e, err = d.claimEntry(ctx, bound, a.id, deadline)
 	}
 	if e == nil && err == nil {
 		e, err = d.claimNext(ctx, a, deadline)
@@ -268,9 +276,14 @@ func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEn
 			return nil
 		}
 		d.log.Error("build job.dispatch", "job", e.ID, "err", err)
-		if _, ok, rerr := d.st.RequeueEntry(ctx, e.ID); rerr != nil || !ok {
+		n, ok, rerr := d.st.RequeueEntry(ctx, e.ID)
+		if rerr != nil || !ok {
 			d.log.Error("requeue after build failure", "job", e.ID, "err", rerr)
+			return nil
 		}
+		back := *e
+		back.Status, back.AgentID, back.Attempts, back.AckDeadline = store.QueuePending, "", n, nil
+		d.pending.put(&back)
 		return nil
 	}
 	js := &jobState{entry: *e, agentID: a.id, holdsSlot: true, lastSeq: -1}
@@ -391,16 +404,17 @@ func (d *Dispatcher) requeueOrFail(ctx context.Context, jobID string, e *store.Q
 		return
 	}
 	re := *e
-	if re.PinnedAgentID != "" {
-		// The bound agent failed this job: any agent may take it now.
-		if err := d.st.PinQueueEntry(ctx, jobID, ""); err == nil {
-			re.PinnedAgentID = ""
-		}
-	}
 	re.Status = store.QueuePending
 	re.AgentID = ""
 	re.Attempts = n
 	re.AckDeadline = nil
+	d.pending.put(&re)
+	if re.PinnedAgentID != "" {
+		// The bound agent failed this job: any agent may take it now.
+		if err := d.pinEntry(ctx, jobID, ""); err == nil {
+			re.PinnedAgentID = ""
+		}
+	}
 	d.route(ctx, &re, exclude)
 }
 
@@ -444,7 +458,7 @@ func (d *Dispatcher) forgetSpawn(agentID string) {
 	if !ok || registered {
 		return
 	}
-	if err := d.st.PinQueueEntry(d.ctx, rec.jobID, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := d.pinEntry(d.ctx, rec.jobID, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
 		d.log.Warn("unpin job of lost spawn", "job", rec.jobID, "err", err)
 	}
 	d.mu.Lock()

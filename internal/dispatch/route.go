@@ -35,7 +35,7 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 		return nil, true
 	}
 	if a := d.reserveIdle(e, exclude); a != nil {
-		claimed, err := d.st.ClaimByID(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
+		claimed, err := d.claimEntry(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
 		if err != nil || claimed == nil {
 			d.release(a)
 			if err != nil {
@@ -74,7 +74,7 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bo
 			d.mu.Lock()
 			d.spawns[agentID] = &spawnRec{jobID: e.ID, deadline: time.Now().Add(d.cfg.SpawnTimeout)}
 			d.mu.Unlock()
-			if err := d.st.PinQueueEntry(ctx, e.ID, agentID); err != nil {
+			if err := d.pinEntry(ctx, e.ID, agentID); err != nil {
 				d.log.Warn("pin queue entry to spawned agent", "job", e.ID, "agent", agentID, "err", err)
 			}
 			reason = fmt.Sprintf(reasonSpawningFmt, agentID)
@@ -95,10 +95,11 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bo
 	return spawned
 }
 
-// boundJob returns the pending entry pinned to agentID, if any. Only a
-// single-use agent that this process did not spawn (an orchestrator
-// restart) needs the queue read: a static agent's pinned entries are
-// claimed by ClaimNext, which includes entries pinned to it.
+// boundJob returns the pending entry pinned to agentID, if any: the job it
+// was spawned for, or for a single-use agent that this process did not
+// spawn (an orchestrator restart) the oldest entry pinned to it in the
+// pending index. A static agent's pinned entries are claimed by claimNext,
+// which takes entries pinned to it first.
 func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
 	d.mu.Lock()
 	rec, ok := d.spawns[a.id]
@@ -110,14 +111,8 @@ func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
 	if !singleUse {
 		return ""
 	}
-	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
-	if err != nil {
-		return ""
-	}
-	for _, e := range list {
-		if e.PinnedAgentID == a.id {
-			return e.ID
-		}
+	if pinned := d.pending.pinnedTo(a.id); len(pinned) > 0 {
+		return pinned[0].ID
 	}
 	return ""
 }
@@ -133,64 +128,91 @@ func routeKey(e *store.QueueEntry) string {
 	return strings.Join(on, "\x00") + "\x01" + strings.Join(ex, "\x00")
 }
 
-// redrive retries pending entries: unpinned ones to idle agents or the
-// spawner (capacity may have been freed), pinned ones whose agent is
-// neither connected nor being spawned are unpinned first.
+// redrive retries pending entries from the pending index: pinned ones
+// whose agent is neither connected nor being spawned are unpinned first
+// (they rejoin their label set); then, oldest first across label sets,
+// entries go to idle agents or the spawner (capacity may have been freed).
 //
-// Its cost does not grow with parked work: entries are taken oldest first
-// per label set, and as soon as one entry of a set is left waiting (no
-// fitting idle agent, nothing spawned) the rest of that set is not routed
-// again in this pass; each only has its pending reason brought in line
-// with the oldest one's (a map lookup; a store write only when it
-// changed, and at most maxReasonWrites writes per pass, so a reason that
-// changes for thousands of parked jobs at once, e.g. when an agent comes
-// online, converges over a few passes instead of stalling one). So one
-// pass makes at most one failing routing decision per label set, however
-// many jobs are parked behind it, and routeMu is held only for those
-// decisions.
+// Its cost does not grow with parked work: it never lists the queue, and
+// as soon as one entry of a label set is left waiting (no fitting idle
+// agent, nothing spawned) the rest of that set is not routed again in
+// this pass; each only has its pending reason brought in line with the
+// oldest one's (a map lookup; a store write only when it changed, and at
+// most maxReasonWrites writes per pass, so a reason that changes for
+// thousands of parked jobs at once, e.g. when an agent comes online,
+// converges over a few passes instead of stalling one; a set already in
+// line is not walked at all). So one pass makes at most one failing
+// routing decision per label set, however many jobs are parked behind
+// it, and routeMu is held only for those decisions.
 func (d *Dispatcher) redrive() {
 	ctx := d.ctx
-	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
-	if err != nil {
-		d.log.Warn("re-drive: list queue", "err", err)
-		return
-	}
-	waiting := map[string]string{} // route key → the job that waits first
+	d.redrivePinned(ctx)
 	writes := maxReasonWrites
-	for _, e := range list {
+	waiting := map[string]bool{} // route keys whose oldest entry waits
+	last := map[string]string{}  // route key → the entry routed last
+	for ctx.Err() == nil {
+		key, e := d.pending.oldestHead(waiting)
+		if e == nil {
+			return
+		}
+		if last[key] == e.ID {
+			// Routed without leaving the set (a store error): next pass.
+			waiting[key] = true
+			continue
+		}
+		last[key] = e.ID
+		if d.route(ctx, e, "") {
+			waiting[key] = true
+			writes = d.alignReasons(ctx, key, e.ID, writes)
+		}
+	}
+}
+
+// redrivePinned unpins entries whose agent is neither connected nor being
+// spawned, and routes those whose agent is connected.
+func (d *Dispatcher) redrivePinned(ctx context.Context) {
+	for _, e := range d.pending.allPinned() {
 		if ctx.Err() != nil {
 			return
 		}
-		if e.PinnedAgentID != "" {
-			d.mu.Lock()
-			_, spawning := d.spawns[e.PinnedAgentID]
-			a := d.agents[e.PinnedAgentID]
-			d.mu.Unlock()
-			if spawning {
-				continue
-			}
-			if a == nil {
-				if err := d.st.PinQueueEntry(ctx, e.ID, ""); err != nil {
-					continue
-				}
-				e.PinnedAgentID = ""
-			}
-		}
-		if e.PinnedAgentID != "" {
+		d.mu.Lock()
+		_, spawning := d.spawns[e.PinnedAgentID]
+		a := d.agents[e.PinnedAgentID]
+		d.mu.Unlock()
+		switch {
+		case spawning:
+		case a == nil:
+			_ = d.pinEntry(ctx, e.ID, "")
+		default:
 			d.route(ctx, e, "")
-			continue
-		}
-		key := routeKey(e)
-		if first, ok := waiting[key]; ok {
-			if writes > 0 && d.copyReason(ctx, e.ID, first) {
-				writes--
-			}
-			continue
-		}
-		if d.route(ctx, e, "") {
-			waiting[key] = e.ID
 		}
 	}
+}
+
+// alignReasons gives the entries of label set key behind its waiting head
+// the head's pending reason, spending at most writes store writes; it
+// returns the writes left.
+func (d *Dispatcher) alignReasons(ctx context.Context, key, head string, writes int) int {
+	d.mu.Lock()
+	reason, ok := d.reasons[head]
+	d.mu.Unlock()
+	if !ok {
+		return writes
+	}
+	complete := true
+	for _, id := range d.pending.behindHead(key, reason) {
+		if writes == 0 {
+			complete = false
+			break
+		}
+		if d.copyReason(ctx, id, head) {
+			writes--
+		}
+	}
+	if complete {
+		d.pending.markSynced(key, reason)
+	}
+	return writes
 }
 
 // maxReasonWrites bounds the pending-reason writes one re-drive makes for
