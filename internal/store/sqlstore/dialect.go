@@ -41,7 +41,9 @@ func SQLite() *Dialect { return &Dialect{Name: "sqlite", Goose: goose.DialectSQL
 
 // Postgres is the dialect of PostgreSQL databases reached through pgx's
 // database/sql driver.
-func Postgres() *Dialect { return &Dialect{Name: "postgres", Postgres: true, Goose: goose.DialectPostgres} }
+func Postgres() *Dialect {
+	return &Dialect{Name: "postgres", Postgres: true, Goose: goose.DialectPostgres}
+}
 
 // rebind returns q in the dialect's syntax (see Dialect), cached.
 func (d *Dialect) rebind(q string) string {
