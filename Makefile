@@ -2,6 +2,9 @@
 #   make demo   run a real workflow end to end on the embedded default
 #   make test   vet + every test (unit, store conformance on SQLite and
 #               PostgreSQL, end-to-end with the real binaries)
+#   make image  the orchestrator container image (docs/deploy.md)
+#   make install  binaries, systemd units and example env files under DESTDIR/PREFIX
+#   make test-ha  the high-availability acceptance tests at full size
 
 GO      ?= go
 BIN     := bin
@@ -93,6 +96,50 @@ test-logs-long: build
 
 test-race:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# image: the orchestrator container image, FROM scratch with the static
+# binaries of `make build`, a static busybox and a non-root user (no registry
+# is contacted). deploy/image/Dockerfile; docs/deploy.md.
+IMAGE ?= kici-orchestrator:$(VERSION)
+REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+.PHONY: image
+image: build
+	bash deploy/image/rootfs.sh $(BIN) $(BIN)/image
+	docker build -q -t $(IMAGE) --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) $(BIN)/image
+
+# install: the binaries, the systemd units of the orchestrator and of a
+# static agent, their sysusers.d entry, example environment files (never
+# over existing ones) and the deployment docs. Starts nothing and creates no
+# user: docs/deploy.md says what to run next. PREFIX and DESTDIR as usual;
+# the units name $(PREFIX)/bin.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR ?= $(PREFIX)/share/doc/kici
+.PHONY: install
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR)
+	install -d -m 0750 $(DESTDIR)$(SYSCONFDIR)/kici
+	install -m 0755 $(addprefix $(BIN)/,$(BINARIES)) $(DESTDIR)$(PREFIX)/bin/
+	for u in kici-orchestrator.service kici-agent.service; do \
+		sed 's|@BINDIR@|$(PREFIX)/bin|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g; s|@DOCDIR@|$(DOCDIR)|g' deploy/systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 deploy/systemd/kici.sysusers $(DESTDIR)$(SYSUSERSDIR)/kici.conf
+	install -m 0644 docs/deploy.md docs/high-availability.md docs/configuration.md $(DESTDIR)$(DOCDIR)/
+	for e in orchestrator.env agent.env; do \
+		test -e $(DESTDIR)$(SYSCONFDIR)/kici/$$e || install -m 0600 deploy/systemd/$$e.example $(DESTDIR)$(SYSCONFDIR)/kici/$$e || exit 1; \
+	done
+
+# test-ha: the high-availability acceptance tests (docs/high-availability.md)
+# at full size: 100 webhooks across three orchestrators, the rolling restart
+# and the kill -9 failover, plus the three orchestrators as containers with
+# one cut off its network (build tag ha).
+HA_WEBHOOKS ?= 100
+.PHONY: test-ha
+test-ha: build test-deps
+	KICI_TEST_HA_WEBHOOKS=$(HA_WEBHOOKS) $(GO) test -tags ha -count=1 -timeout 40m -v -run '^TestHA' ./e2e
 
 clean:
 	rm -rf $(BIN) .demo

@@ -10,14 +10,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
+	"kici.dev/kici/internal/healthcheck"
 	"kici.dev/kici/internal/orchestrator"
 )
 
@@ -30,6 +35,8 @@ func main() {
 		case "version", "--version":
 			fmt.Println("kici-orchestrator", orchestrator.Version)
 			return
+		case "healthcheck":
+			os.Exit(healthCheck(os.Args[2:]))
 		default:
 			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
 			os.Exit(2)
@@ -68,11 +75,54 @@ func main() {
 	}
 }
 
+// healthCheck probes the server this environment configures (KICI_HOST,
+// KICI_PORT, through loopback for a wildcard address; with KICI_PORT=0 the
+// URL in orchestrator.json) or --url, and returns
+// the exit status: 0 healthy, 1 not, 2 bad usage.
+func healthCheck(args []string) int {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	ready := fs.Bool("ready", false, "probe /ready (the database too) instead of /health")
+	base := fs.String("url", "", "base URL of the orchestrator (default: from KICI_HOST and KICI_PORT)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *base == "" {
+		cfg, err := config.Load(os.Environ())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kici-orchestrator healthcheck:", err)
+			return 2
+		}
+		*base = healthcheck.LocalURL(cfg.Host, cfg.Port)
+		if cfg.Port == 0 { // a free port was picked: the server wrote it down
+			b, err := os.ReadFile(filepath.Join(cfg.DataDir, config.EndpointFile))
+			var ep config.Endpoint
+			if err != nil || json.Unmarshal(b, &ep) != nil || ep.URL == "" {
+				fmt.Fprintln(os.Stderr, "kici-orchestrator healthcheck: KICI_PORT=0 and no URL in", filepath.Join(cfg.DataDir, config.EndpointFile))
+				return 1
+			}
+			*base = ep.URL
+		}
+	}
+	path := "/health"
+	if *ready {
+		path = "/ready"
+	}
+	if err := healthcheck.Probe(context.Background(), strings.TrimSuffix(*base, "/"), path); err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		return 1
+	}
+	return 0
+}
+
 const usage = `kici-orchestrator — the kici CI/CD server
 
 Usage:
   kici-orchestrator            start the server (configured by KICI_* environment variables)
   kici-orchestrator version    print the version
+  kici-orchestrator healthcheck [--ready] [--url URL]
+                               GET the local server's /health (--ready: /ready,
+                               which also checks the database); exit 0 on HTTP
+                               200, else 1. For container HEALTHCHECKs.
 
 With no configuration it runs the embedded default:
   - data directory: KICI_DATA_DIR, else /var/lib/kici if writable, else
