@@ -50,18 +50,9 @@ test-deps:
 test: test-deps
 	@$(MAKE) --no-print-directory test-run
 
-# QUARANTINED: tests with a known open defect, run by `make test-quarantine`
-# instead of `make test` until it is fixed. TestLogsSurviveTenSecondOrchestratorOutage:
-# after an orchestrator kill -9 the replayed log lines are sometimes stored twice
-# (a run of about a thousand lines repeated); see docs/protocol.md, "Log delivery".
-QUARANTINED := ^TestLogsSurviveTenSecondOrchestratorOutage$$
-
-.PHONY: test-run test-quarantine
+.PHONY: test-run
 test-run: build fmt-check vet lock-check
-	$(GO) test -count=1 -timeout 14m -skip '$(QUARANTINED)' ./...
-
-test-quarantine: build
-	$(GO) test -count=3 -timeout 20m -run '$(QUARANTINED)' ./e2e
+	$(GO) test -count=1 -timeout 14m ./...
 
 # fuzz: explore each fuzz target for FUZZTIME (make test runs their seed corpora).
 # FUZZMINIMIZE bounds the minimization of each new interesting input: go

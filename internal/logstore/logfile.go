@@ -152,7 +152,9 @@ func (lf *logFile) start(i int64) (int64, error) {
 
 // agentOffset finds the agent offset held: the tag of the last tagged line
 // plus one (0 when no line is tagged). Lines after it are untagged lines of
-// other writers.
+// other writers. Since every agent line is tagged (logs written before that
+// tagged only the last line of a batch, which reads the same), the answer
+// is exact even after a write cut in the middle of a batch.
 func (lf *logFile) agentOffset() (int64, error) {
 	for i := lf.lines - 1; i >= 0; i-- {
 		from, err := lf.start(i)
@@ -207,8 +209,12 @@ func (lf *logFile) append(offset int64, lines []protocol.LogLine) (AppendResult,
 	var text int64
 	pos := lf.size
 	for i := range lines {
+		// Every agent line carries its own offset, not only the last of a
+		// batch: a write cut short by a kill -9 leaves a prefix of the
+		// batch, and after the restart agentOffset must count exactly that
+		// prefix, or the agent's replay of the batch stores it twice.
 		tag := int64(-1)
-		if offset >= 0 && i == len(lines)-1 {
+		if offset >= 0 {
 			tag = offset + int64(i)
 		}
 		buf = appendLine(buf, &lines[i], tag)

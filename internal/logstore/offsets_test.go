@@ -114,6 +114,60 @@ func TestIndexRebuiltFromTheLog(t *testing.T) {
 	}
 }
 
+// A batch whose write was cut short by a kill -9 (the orchestrator died in
+// the middle of writing it, before the index and before the ack) leaves a
+// prefix of its lines in the log. After the restart the agent replays the
+// whole batch from its last acknowledged offset: the prefix already held is
+// skipped line by line, so every line is stored exactly once.
+func TestReplayAfterWriteCutMidBatchStoresEachLineOnce(t *testing.T) {
+	root := t.TempDir()
+	fs := NewFS(root)
+	if _, err := fs.AppendFrom(runID, jobID, 0, 0, lines(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Append(runID, jobID, 0, []protocol.LogLine{{Text: "orchestrator note"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.AppendFrom(runID, jobID, 0, 10, lines(10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// Cut the second batch after its 5th line and half of its 6th, and its
+	// index entries with it: what a write killed mid-way leaves.
+	path, _ := fs.Path(runID, jobID, 0)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := []int{}
+	for i, b := range raw {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	cut := ends[15] + (ends[16]-ends[15])/2 // 11 lines before the batch, then 5 whole lines
+	if err := os.Truncate(path, int64(cut)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(strings.TrimSuffix(path, ".log")+".idx", 11*8); err != nil {
+		t.Fatal(err)
+	}
+
+	fs2 := NewFS(root)
+	res, err := fs2.AppendFrom(runID, jobID, 0, 10, lines(10, 10))
+	if err != nil || res.Stored != 5 || res.Duplicate != 5 || res.Acked != 20 {
+		t.Fatalf("replay after the cut: %+v %v", res, err)
+	}
+	got := strings.Join(texts(t, fs2, 0), "|")
+	wantLog := strings.Replace(want(20), "line 9|", "line 9|orchestrator note|", 1)
+	if got != wantLog {
+		t.Fatalf("log after replay:\n got %s\nwant %s", got, wantLog)
+	}
+	// A second replay of both batches changes nothing.
+	if res, err := fs2.AppendFrom(runID, jobID, 0, 0, lines(0, 20)); err != nil || res.Stored != 0 || res.Duplicate != 20 {
+		t.Fatalf("second replay: %+v %v", res, err)
+	}
+}
+
 // Wait returns as soon as a line beyond the cursor is stored.
 func TestWaitWakesOnAppend(t *testing.T) {
 	fs := NewFS(t.TempDir())
