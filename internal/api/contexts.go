@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ctxgate"
 	"kici.dev/kici/internal/store"
@@ -712,7 +713,8 @@ func (s *server) patchContextPolicy(w http.ResponseWriter, r *http.Request) {
 }
 
 // listContexts is GET /contexts?orgId=[&includeSecrets=true]: {contexts:[row…]}
-// ordered by name; with includeSecrets each row also gets secret_keys.
+// ordered by name, each row an apitypes.Context; with includeSecrets each
+// row also gets secretKeys (apitypes.ContextWithSecretKeys).
 func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 	org := r.URL.Query().Get("orgId")
 	if org == "" {
@@ -724,30 +726,29 @@ func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []*store.Context{}
-	}
+	includeSecrets := false
 	switch r.URL.Query().Get("includeSecrets") {
 	case "", "false":
-		writeJSON(w, http.StatusOK, map[string]any{"contexts": list})
-		return
 	case "true":
+		includeSecrets = true
 	default:
 		writeError(w, http.StatusBadRequest, "includeSecrets must be true or false")
 		return
 	}
-	type rowWithKeys struct {
-		*store.Context
-		SecretKeys []string `json:"secret_keys"`
-	}
-	rows := make([]rowWithKeys, 0, len(list))
+	// Without includeSecrets a row has no secretKeys field at all (not an
+	// empty list, which would claim the bound scopes hold no keys).
+	rows := make([]any, 0, len(list))
 	for _, c := range list {
+		if !includeSecrets {
+			rows = append(rows, contextView(c))
+			continue
+		}
 		keys, err := s.contextSecretKeys(r, c)
 		if err != nil {
 			s.internalError(w, r, err)
 			return
 		}
-		rows = append(rows, rowWithKeys{Context: c, SecretKeys: keys})
+		rows = append(rows, apitypes.ContextWithSecretKeys{Context: contextView(c), SecretKeys: keys})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"contexts": rows})
 }
@@ -801,13 +802,7 @@ func (s *server) getContext(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	if vars == nil {
-		vars = []*store.ContextVariable{}
-	}
-	if bs == nil {
-		bs = []*store.ContextBinding{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"context": c, "variables": vars, "bindings": bs})
+	writeJSON(w, http.StatusOK, apitypes.ContextDetail{Context: contextView(c), Variables: variableViews(vars), Bindings: bindingViews(bs)})
 }
 
 // deleteContext is DELETE /contexts/{name}?orgId=: {deleted:true}; bindings,
@@ -850,10 +845,7 @@ func (s *server) listContextVariables(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	if vars == nil {
-		vars = []*store.ContextVariable{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"variables": vars})
+	writeJSON(w, http.StatusOK, apitypes.ContextVariableList{Variables: variableViews(vars)})
 }
 
 // putContextVariable is PUT /contexts/{name}/variables/{key}?orgId= with
@@ -953,7 +945,7 @@ func overrideParams(w http.ResponseWriter, r *http.Request, optional, withKey bo
 }
 
 // listContextSourceOverrides is GET /contexts/{name}/source-overrides?orgId=
-// [&routingKey=]: {overrides:[{routing_key,key,value,updated_at}…]} ordered
+// [&routingKey=]: {overrides:[{routingKey,key,value,updatedAt}…]} ordered
 // by routing key then key. A source override replaces an unlocked variable
 // of the context for runs of that source (kici's route; KiCI only has the
 // store methods).
@@ -967,10 +959,7 @@ func (s *server) listContextSourceOverrides(w http.ResponseWriter, r *http.Reque
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	if list == nil {
-		list = []*store.ContextSourceOverride{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"overrides": list})
+	writeJSON(w, http.StatusOK, apitypes.ContextSourceOverrideList{Overrides: overrideViews(list)})
 }
 
 // putContextSourceOverride is PUT /contexts/{name}/source-overrides/{key}

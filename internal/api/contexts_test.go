@@ -62,7 +62,7 @@ func TestContextCreateUpsertAndValidation(t *testing.T) {
 	}
 	code, m, _ = e.do("GET", ctxBase+"?orgId=acme", e.owner, "")
 	cs, _ := m["contexts"].([]any)
-	if code != 200 || len(cs) != 2 || cs[0].(map[string]any)["name"] != "pr-envs" || cs[0].(map[string]any)["glob_pattern"] != "pr-*" {
+	if code != 200 || len(cs) != 2 || cs[0].(map[string]any)["name"] != "pr-envs" || cs[0].(map[string]any)["globPattern"] != "pr-*" {
 		t.Fatalf("list: %d %v", code, m)
 	}
 	if code, _, _ := e.do("GET", ctxBase, e.owner, ""); code != http.StatusBadRequest {
@@ -156,7 +156,7 @@ func TestContextBindShowVariablesAndCascadeDelete(t *testing.T) {
 
 	code, m, _ = e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
 	if code != 200 || m["context"].(map[string]any)["name"] != "release" || len(m["variables"].([]any)) != 1 || len(m["bindings"].([]any)) != 1 ||
-		m["bindings"].([]any)[0].(map[string]any)["host_pattern"] != "**" {
+		m["bindings"].([]any)[0].(map[string]any)["hostPattern"] != "**" {
 		t.Fatalf("show: %d %v", code, m)
 	}
 	if code, _, _ := e.do("GET", ctxBase+"/nope?orgId=acme", e.owner, ""); code != http.StatusNotFound {
@@ -282,16 +282,16 @@ func TestContextListIncludeSecretsNamesKeysOfExactScopes(t *testing.T) {
 	if code != 200 || len(cs) != 1 {
 		t.Fatalf("list: %d %v", code, m)
 	}
-	keys := fmt.Sprint(cs[0].(map[string]any)["secret_keys"])
+	keys := fmt.Sprint(cs[0].(map[string]any)["secretKeys"])
 	if keys != "[gh_token npm_token]" || cs[0].(map[string]any)["name"] != "release" {
-		t.Fatalf("secret_keys %s (want the exact scope's keys only): %v", keys, cs[0])
+		t.Fatalf("secretKeys %s (want the exact scope's keys only): %v", keys, cs[0])
 	}
 	if strings.Contains(fmt.Sprint(m), "s3cret") {
 		t.Fatal("a secret value leaked into the listing")
 	}
 	code, m, _ = e.do("GET", ctxBase+"?orgId=acme", e.owner, "")
-	if _, has := m["contexts"].([]any)[0].(map[string]any)["secret_keys"]; code != 200 || has {
-		t.Fatalf("secret_keys without includeSecrets: %d %v", code, m)
+	if _, has := m["contexts"].([]any)[0].(map[string]any)["secretKeys"]; code != 200 || has {
+		t.Fatalf("secretKeys without includeSecrets: %d %v", code, m)
 	}
 	if code, _, _ := e.do("GET", ctxBase+"?orgId=acme&includeSecrets=yes", e.owner, ""); code != 400 {
 		t.Fatalf("bad includeSecrets: %d", code)
@@ -310,7 +310,7 @@ func TestContextTriggerRepoAndUntrustedFields(t *testing.T) {
 	}
 	_, m, _ = e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
 	row := m["context"].(map[string]any)
-	if fmt.Sprint(row["trigger_type_filters"]) != "[push manual]" || fmt.Sprint(row["repo_patterns"]) != "[acme/* !acme/legacy]" || row["allow_untrusted"] != true {
+	if fmt.Sprint(row["triggerTypeFilters"]) != "[push manual]" || fmt.Sprint(row["repoPatterns"]) != "[acme/* !acme/legacy]" || row["allowUntrusted"] != true {
 		t.Fatalf("show: %v", row)
 	}
 	for _, b := range []string{
@@ -372,7 +372,7 @@ func TestContextConcurrencyLimitField(t *testing.T) {
 		t.Fatalf("stored limit: %v", l)
 	}
 	_, m, _ := e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
-	if row := m["context"].(map[string]any); row["concurrency_limit"] != float64(2) {
+	if row := m["context"].(map[string]any); row["concurrencyLimit"] != float64(2) {
 		t.Fatalf("show: %v", row)
 	}
 	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"open"}`); code != http.StatusCreated {
@@ -383,7 +383,7 @@ func TestContextConcurrencyLimitField(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("list: %v", m)
 	}
-	if v, has := rows[0].(map[string]any)["concurrency_limit"]; rows[0].(map[string]any)["name"] != "open" || !has || v != nil {
+	if v, has := rows[0].(map[string]any)["concurrencyLimit"]; rows[0].(map[string]any)["name"] != "open" || !has || v != nil {
 		t.Fatalf("listed unlimited context: %v", rows[0])
 	}
 	for _, b := range []string{
@@ -429,7 +429,7 @@ func TestContextConcurrencyLimitField(t *testing.T) {
 
 // TestContextConcurrencyStrategyFields covers concurrencyStrategy and
 // concurrencyTimeoutMs on create, PATCH and templates: stored and shown as
-// concurrency_strategy / concurrency_timeout_ms, validated with a 400 naming
+// concurrencyStrategy / concurrency_timeout_ms, validated with a 400 naming
 // the field, null clearing to queue and the default timeout.
 func TestContextConcurrencyStrategyFields(t *testing.T) {
 	e := newSecEnv(t)
@@ -449,7 +449,7 @@ func TestContextConcurrencyStrategyFields(t *testing.T) {
 		t.Fatalf("stored: strategy=%q timeout=%v", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
 	}
 	_, m, _ := e.do("GET", ctxBase+"/release?orgId=acme", e.owner, "")
-	if row := m["context"].(map[string]any); row["concurrency_strategy"] != "cancel-pending" || row["concurrency_timeout_ms"] != float64(60000) {
+	if row := m["context"].(map[string]any); row["concurrencyStrategy"] != "cancel-pending" || row["concurrencyTimeoutMs"] != float64(60000) {
 		t.Fatalf("show: %v", row)
 	}
 	if code, m, _ := e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"open"}`); code != http.StatusCreated {
@@ -461,7 +461,7 @@ func TestContextConcurrencyStrategyFields(t *testing.T) {
 		t.Fatalf("list: %v", m)
 	}
 	open := rows[0].(map[string]any)
-	if v, has := open["concurrency_timeout_ms"]; open["name"] != "open" || open["concurrency_strategy"] != "queue" || !has || v != nil {
+	if v, has := open["concurrencyTimeoutMs"]; open["name"] != "open" || open["concurrencyStrategy"] != "queue" || !has || v != nil {
 		t.Fatalf("listed default context: %v", open)
 	}
 	for _, tc := range []struct{ field, body string }{
@@ -595,7 +595,7 @@ func TestContextSourceOverrides(t *testing.T) {
 	}
 	code, m, _ := e.do("GET", base+"?orgId=acme", e.auditor, "")
 	ov, _ := m["overrides"].([]any)
-	if code != 200 || len(ov) != 3 || ov[0].(map[string]any)["routing_key"] != "generic:acme:1" || ov[0].(map[string]any)["key"] != "API_URL" {
+	if code != 200 || len(ov) != 3 || ov[0].(map[string]any)["routingKey"] != "generic:acme:1" || ov[0].(map[string]any)["key"] != "API_URL" {
 		t.Fatalf("list: %d %v", code, m)
 	}
 	if _, m, _ := e.do("GET", base+"?orgId=acme&routingKey=generic:acme:2", e.owner, ""); len(m["overrides"].([]any)) != 1 {

@@ -178,15 +178,16 @@ func (s *server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]string{"token": plain, "id": t.ID})
 }
 
-// AdminTokenView is one row of GET /admin/tokens (KiCI returns the raw row,
-// snake_case). The hash is never returned.
+// AdminTokenView is one row of GET /admin/tokens. The hash is never
+// returned. (KiCI returns the raw snake_case row; kici answers camelCase
+// like the rest of its admin API.)
 type AdminTokenView struct {
 	ID         string     `json:"id"`
 	Label      string     `json:"label"`
 	Role       string     `json:"role"`
-	RoutingKey *string    `json:"routing_key"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
+	RoutingKey *string    `json:"routingKey"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
 	Revoked    bool       `json:"revoked"`
 }
 

@@ -14,8 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/ctxgate"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 const contextsPath = api.AdminPrefix + "/contexts"
@@ -124,10 +123,10 @@ func (f *contextPolicyFlags) body(cmd *cobra.Command) (map[string]any, error) {
 		switch f.concurrencyStrategy {
 		case "", "null":
 			b["concurrencyStrategy"] = nil
-		case store.ConcurrencyQueue, store.ConcurrencyCancelPending:
+		case apitypes.ConcurrencyQueue, apitypes.ConcurrencyCancelPending:
 			b["concurrencyStrategy"] = f.concurrencyStrategy
 		default:
-			return nil, fmt.Errorf(`--concurrency-strategy must be %s, %s or ""`, store.ConcurrencyQueue, store.ConcurrencyCancelPending)
+			return nil, fmt.Errorf(`--concurrency-strategy must be %s, %s or ""`, apitypes.ConcurrencyQueue, apitypes.ConcurrencyCancelPending)
 		}
 	}
 	if ch("concurrency-timeout") {
@@ -338,10 +337,7 @@ func (a *app) contextCommand() *cobra.Command {
 				return err
 			}
 			var out struct {
-				Contexts []struct {
-					*store.Context
-					SecretKeys []string `json:"secret_keys"`
-				} `json:"contexts"`
+				Contexts []apitypes.ContextWithSecretKeys `json:"contexts"`
 			}
 			q := orgQuery(org)
 			headers := []string{"NAME", "TYPE", "ENABLED", "REVIEWERS", "BRANCHES", "WAIT", "HOLD-EXPIRY", "TRUST"}
@@ -354,7 +350,7 @@ func (a *app) contextCommand() *cobra.Command {
 			}
 			t := newTable(a.out(), headers...)
 			for _, row := range out.Contexts {
-				c := row.Context
+				c := &row.Context
 				cols := []string{c.Name, contextType(c), strconv.FormatBool(c.Enabled), joinOr(c.RequiredReviewers, "-"), joinOr(c.BranchRestrictions, "*"),
 					secs(c.WaitTimerSeconds, "-"), secs(c.HoldExpirySeconds, "3600s (default)"), orDash(deref(c.MinimumTrust))}
 				if includeSecrets {
@@ -378,15 +374,11 @@ func (a *app) contextCommand() *cobra.Command {
 			if err := requireFlags("org", org, "name", name); err != nil {
 				return err
 			}
-			var out struct {
-				Context   *store.Context           `json:"context"`
-				Variables []*store.ContextVariable `json:"variables"`
-				Bindings  []*store.ContextBinding  `json:"bindings"`
-			}
+			var out apitypes.ContextDetail
 			if done, err := a.callJSON(cmd, http.MethodGet, contextPath(name), orgQuery(org), nil, &out); done || err != nil {
 				return err
 			}
-			c, w := out.Context, a.out()
+			c, w := &out.Context, a.out()
 			fmt.Fprintf(w, "name:                  %s\nid:                    %s\ntype:                  %s\nenabled:               %t\n", c.Name, c.ID, contextType(c), c.Enabled)
 			fmt.Fprintf(w, "branch restrictions:   %s\nrequired reviewers:    %s\nwait timer:            %s\nhold expiry:           %s\nminimum trust:         %s\nallow local execution: %t\n",
 				joinOr(c.BranchRestrictions, "(any branch)"), joinOr(c.RequiredReviewers, "(none)"), secs(c.WaitTimerSeconds, "(none)"),
@@ -400,9 +392,9 @@ func (a *app) contextCommand() *cobra.Command {
 			fmt.Fprintf(w, "concurrency limit:     %s\n", limit)
 			strategy := c.ConcurrencyStrategy
 			if strategy == "" { // an orchestrator that predates the field
-				strategy = store.ConcurrencyQueue
+				strategy = apitypes.ConcurrencyQueue
 			}
-			timeout := (time.Duration(ctxgate.DefaultConcurrencyTimeoutMs) * time.Millisecond).String() + " (default)"
+			timeout := (time.Duration(apitypes.DefaultConcurrencyTimeoutMs) * time.Millisecond).String() + " (default)"
 			if c.ConcurrencyTimeoutMs != nil {
 				timeout = (time.Duration(*c.ConcurrencyTimeoutMs) * time.Millisecond).String()
 			}
@@ -448,8 +440,8 @@ func (a *app) contextCommand() *cobra.Command {
 	return cmd
 }
 
-func contextType(c *store.Context) string {
-	if c.Type == store.ContextTypeGlob {
+func contextType(c *apitypes.Context) string {
+	if c.Type == apitypes.ContextTypeGlob {
 		return "glob(" + c.GlobPattern + ")"
 	}
 	return c.Type
@@ -476,7 +468,7 @@ func orDash(s string) string {
 	return s
 }
 
-func printVariables(w io.Writer, vs []*store.ContextVariable, values bool) {
+func printVariables(w io.Writer, vs []apitypes.ContextVariable, values bool) {
 	t := newTable(w, "KEY", "VALUE", "LOCKED", "UPDATED")
 	for _, v := range vs {
 		val := "(hidden; --values shows it)"
@@ -505,9 +497,7 @@ func (a *app) variableCommand() *cobra.Command {
 		Short:   "List a context's variables (values only with --values)",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out struct {
-				Variables []*store.ContextVariable `json:"variables"`
-			}
+			var out apitypes.ContextVariableList
 			if done, err := a.callJSON(cmd, http.MethodGet, contextPath(args[1], "variables"), orgQuery(args[0]), nil, &out); done || err != nil {
 				return err
 			}
@@ -597,9 +587,7 @@ is never overridden.`,
 			if rk != "" {
 				q.Set("routingKey", rk)
 			}
-			var out struct {
-				Overrides []*store.ContextSourceOverride `json:"overrides"`
-			}
+			var out apitypes.ContextSourceOverrideList
 			if done, err := a.callJSON(cmd, http.MethodGet, contextPath(name, "source-overrides"), q, nil, &out); done || err != nil {
 				return err
 			}

@@ -80,7 +80,7 @@ func TestContextAndVariableCommands(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", want, show)
 		}
 	}
-	if out := h.mustRun("context", "show", "--org", "acme", "--name", "release", "--json"); !strings.Contains(out, `"scope_pattern": "release/*"`) && !strings.Contains(out, `"scope_pattern":"release/*"`) {
+	if out := h.mustRun("context", "show", "--org", "acme", "--name", "release", "--json"); !strings.Contains(out, `"scopePattern": "release/*"`) && !strings.Contains(out, `"scopePattern":"release/*"`) {
 		t.Fatalf("show --json: %s", out)
 	}
 
