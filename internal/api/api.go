@@ -121,195 +121,39 @@ type server struct {
 	log *slog.Logger
 }
 
-// NewRouter returns a mux with GET /health, GET /ready and the admin routes
-// under /api/v1/admin:
-//
-//	POST/GET /generic-sources, GET/DELETE /generic-sources/{id},
-//	POST /generic-sources/{id}/enable and /disable,
-//	GET /generic-sources/{id}/webhook-secret,
-//	GET /runs, GET /runs/{runId}, GET /runs/{runId}/jobs,
-//	GET /runs/{runId}/jobs/{jobId}/steps/{i}/logs.
+// NewRouter returns a mux serving every route of the route table
+// (routes.go): GET /health, GET /ready, the OIDC/provenance documents and
+// the admin routes under /api/v1/admin, each admin route behind its RBAC
+// permission. Routes lists them; GET /api/v1/admin/openapi.json describes
+// them.
 //
 // Unknown /api/v1/admin paths answer 404 and wrong methods 405, both JSON.
 // Callers mount extra handlers (/ws, /webhook/...) on the returned mux; wrap
 // those with RequestID to give them X-Request-ID too.
 func NewRouter(d Deps) *http.ServeMux {
+	mux, _ := newRouter(d)
+	return mux
+}
+
+// newRouter builds NewRouter's mux and also returns the "METHOD path"
+// patterns it mounted, so a test can hold the OpenAPI document against what
+// is really served.
+func newRouter(d Deps) (*http.ServeMux, []string) {
 	s := &server{d: d, log: d.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	s.route(mux, "/health", map[string]http.Handler{"GET": http.HandlerFunc(s.health)})
-	s.route(mux, "/ready", map[string]http.Handler{"GET": http.HandlerFunc(s.ready)})
-
-	a := func(path string, m map[string]routeSpec) {
-		hs := map[string]http.Handler{}
-		for method, spec := range m {
-			hs[method] = s.gateScoped(method+" "+AdminPrefix+path, spec.perm, spec.h)
-		}
-		s.route(mux, AdminPrefix+path, hs)
-	}
-	a("/generic-sources", map[string]routeSpec{
-		"POST": {PermSourceCreate, s.createSource},
-		"GET":  {PermSourceRead, s.listSources},
-	})
-	a("/generic-sources/{id}", map[string]routeSpec{"GET": {PermSourceRead, s.getSource}, "DELETE": {auth.PermSourceDelete, bodyless(s.deleteSource)}})
-	a("/generic-sources/{id}/enable", map[string]routeSpec{"POST": {PermSourceUpdate, bodyless(s.enableSource)}})
-	a("/generic-sources/{id}/disable", map[string]routeSpec{"POST": {PermSourceUpdate, bodyless(s.disableSource)}})
-	a("/generic-sources/{id}/webhook-secret", map[string]routeSpec{"GET": {PermSourceSecretRead, s.getSourceSecret}})
-	a("/sources", map[string]routeSpec{"POST": {PermSourceCreate, s.createGitHubSource}})
-	a("/generic-sources/{id}/webhook-secrets", map[string]routeSpec{"GET": {PermSourceSecretRead, s.listSecrets}, "POST": {PermSourceUpdate, bodyless(s.rotateSecret)}})
-	a("/generic-sources/{id}/webhook-secrets/{secretId}", map[string]routeSpec{"DELETE": {PermSourceUpdate, bodyless(s.revokeSecret)}})
-	a("/rejected-deliveries", map[string]routeSpec{"GET": {PermEventLogRead, s.listRejected}})
-	a("/event-log", map[string]routeSpec{"GET": {PermEventLogRead, s.listEventLog}})
-	a("/event-log/{deliveryId}", map[string]routeSpec{"GET": {PermEventLogRead, s.getEventLog}})
-	a("/events/emit", map[string]routeSpec{"POST": {PermContextCreate, s.emitEvent}})
-	a("/registrations", map[string]routeSpec{"GET": {PermContextRead, s.listRegistrations}})
-	a("/registrations/{id}", map[string]routeSpec{"GET": {PermContextRead, s.getRegistration}})
-	a("/runs", map[string]routeSpec{"GET": {PermRunRead, s.listRuns}, "POST": {auth.PermSourceTrigger, s.startManualRun}})
-	a("/runs/{runId}", map[string]routeSpec{"GET": {PermRunRead, s.getRun}})
-	a("/runs/{runId}/jobs", map[string]routeSpec{"GET": {PermRunRead, s.listJobs}})
-	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs", map[string]routeSpec{"GET": {PermRunRead, s.stepLogs}})
-	a("/runs/{runId}/events", map[string]routeSpec{"GET": {PermRunRead, s.runEvents}})
-	a("/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream", map[string]routeSpec{"GET": {PermRunRead, s.stepLogStream}})
-	a("/runs/{runId}/cancel", map[string]routeSpec{"POST": {PermRunCancel, s.cancelRun}})
-	a("/runs/{runId}/rerun", map[string]routeSpec{"POST": {PermRunRerun, bodyless(s.rerunRun)}})
-	a("/orchestrator/drain", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getDrain}, "POST": {PermOrchestratorDrain, s.postDrain}})
-	a("/cluster/nodes", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getClusterNodes}})
-
-	a("/cluster-settings", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.getClusterSettings}, "PATCH": {auth.PermSecretWrite, s.patchClusterSettings}})
-	a("/scalers", map[string]routeSpec{"GET": {auth.PermAgentRead, s.listScalers}})
-	s.route(mux, "/.well-known/openid-configuration", map[string]http.Handler{"GET": http.HandlerFunc(s.openidConfiguration)})
-	s.route(mux, "/.well-known/jwks.json", map[string]http.Handler{"GET": http.HandlerFunc(s.jwks)})
-	s.route(mux, "/v1/verify-attestation", map[string]http.Handler{"POST": http.HandlerFunc(s.verifyAttestation)})
-	a("/runs/{runId}/attestations", map[string]routeSpec{"GET": {PermRunRead, s.listAttestations}})
-	a("/runs/{runId}/artifacts", map[string]routeSpec{"GET": {PermRunRead, s.listArtifacts}})
-	a("/runs/{runId}/artifacts/{name}", map[string]routeSpec{"GET": {PermRunRead, s.downloadArtifact}})
-	a("/attestations/{id}", map[string]routeSpec{"GET": {PermRunRead, s.getAttestation}})
-	a("/signing-keys", map[string]routeSpec{"GET": {auth.PermSettingsRead, s.listSigningKeys}})
-	a("/signing-keys/rotate", map[string]routeSpec{"POST": {auth.PermKeyRotate, bodyless(s.rotateSigningKey)}})
-	a("/signing-keys/{kid}/revoke", map[string]routeSpec{"POST": {auth.PermKeyRotate, s.revokeSigningKey}})
-	a("/tokens", map[string]routeSpec{"POST": {auth.PermTokenManage, s.createAdminToken}, "GET": {auth.PermTokenManage, s.listAdminTokens}})
-	a("/tokens/{id}", map[string]routeSpec{"DELETE": {auth.PermTokenManage, bodyless(s.revokeAdminToken)}})
-	s.route(mux, AgentTokenPath, map[string]http.Handler{"POST": s.gateScoped("", auth.PermAgentTokenManage, s.createAgentToken), "GET": s.gateScoped("", auth.PermAgentTokenManage, s.listAgentTokens)})
-	s.route(mux, AgentTokenPath+"/{id}", map[string]http.Handler{"DELETE": s.gateScoped("", auth.PermAgentTokenManage, bodyless(s.revokeAgentToken))})
-	a("/secrets/scopes", map[string]routeSpec{"GET": {auth.PermSecretList, s.listSecretScopes}, "POST": {auth.PermSecretWrite, s.createSecretScope}})
-	a("/secrets/keys", map[string]routeSpec{"GET": {auth.PermSecretList, s.listSecretKeys}})
-	a("/secrets/{orgId}/{scope}/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putSecret}, "DELETE": {auth.PermSecretDelete, bodyless(s.deleteSecret)}})
-	a("/rotate-key", map[string]routeSpec{"POST": {auth.PermKeyRotate, bodyless(s.rotateKey)}})
-	a("/access-log", map[string]routeSpec{"GET": {auth.PermAccessLogRead, s.listAccessLog}})
-	a("/contexts", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.createContext}, "GET": {auth.PermContextRead, s.listContexts}})
-	mux.Handle("POST "+AdminPrefix+"/contexts/templates", s.wrap(s.gateScoped("POST "+AdminPrefix+"/contexts/templates", auth.PermSecretWrite, s.createContextTemplate)))
-	a("/contexts/{name}", map[string]routeSpec{"GET": {auth.PermContextRead, s.getContext}, "DELETE": {auth.PermSecretWrite, bodyless(s.deleteContext)}})
-	a("/contexts/{name}/bind", map[string]routeSpec{"POST": {auth.PermSecretWrite, s.bindContext}})
-	a("/contexts/{name}/policy", map[string]routeSpec{"PATCH": {auth.PermSecretWrite, s.patchContextPolicy}})
-	a("/contexts/{name}/variables", map[string]routeSpec{"GET": {auth.PermContextRead, s.listContextVariables}})
-	a("/contexts/{name}/variables/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextVariable}, "DELETE": {auth.PermSecretDelete, bodyless(s.deleteContextVariable)}})
-	a("/contexts/{name}/source-overrides", map[string]routeSpec{"GET": {auth.PermContextRead, s.listContextSourceOverrides}})
-	a("/contexts/{name}/source-overrides/{key}", map[string]routeSpec{"PUT": {auth.PermSecretWrite, s.putContextSourceOverride}, "DELETE": {auth.PermSecretDelete, bodyless(s.deleteContextSourceOverride)}})
-	a("/held-runs", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.listHeldRuns}})
-	a("/check-runs", map[string]routeSpec{"GET": {PermRunRead, s.listCheckRuns}})
-	a("/held-runs/decision", map[string]routeSpec{"POST": {auth.PermCITrustAdmin, s.decideHeldRun}})
-	a("/trust-policy", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustPolicy}, "PATCH": {auth.PermCITrustAdmin, s.patchTrustPolicy}})
-	a("/trust-policy/directory", map[string]routeSpec{"GET": {auth.PermCITrustRead, s.getTrustDirectory},
-		"PATCH": {auth.PermCITrustAdmin, s.patchTrustDirectory}, "DELETE": {auth.PermCITrustAdmin, bodyless(s.deleteTrustDirectory)}})
+	mounted := s.mount(mux)
 	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found")
 	})))
-	return mux
+	return mux, mounted
 }
 
-// Routes lists every route NewRouter registers as "METHOD path permission"
-// ("-" = no authentication), for documentation and tests.
-var Routes = []string{
-	"GET /health -",
-	"GET /ready -",
-	"POST " + AdminPrefix + "/generic-sources " + PermSourceCreate,
-	"GET " + AdminPrefix + "/generic-sources " + PermSourceRead,
-	"GET " + AdminPrefix + "/generic-sources/{id} " + PermSourceRead,
-	"DELETE " + AdminPrefix + "/generic-sources/{id} " + auth.PermSourceDelete,
-	"POST " + AdminPrefix + "/generic-sources/{id}/enable " + PermSourceUpdate,
-	"POST " + AdminPrefix + "/generic-sources/{id}/disable " + PermSourceUpdate,
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret " + PermSourceSecretRead,
-	"POST " + AdminPrefix + "/sources " + PermSourceCreate,
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets " + PermSourceSecretRead,
-	"POST " + AdminPrefix + "/generic-sources/{id}/webhook-secrets " + PermSourceUpdate,
-	"DELETE " + AdminPrefix + "/generic-sources/{id}/webhook-secrets/{secretId} " + PermSourceUpdate,
-	"GET " + AdminPrefix + "/rejected-deliveries " + PermEventLogRead,
-	"GET " + AdminPrefix + "/event-log " + PermEventLogRead,
-	"GET " + AdminPrefix + "/event-log/{deliveryId} " + PermEventLogRead,
-	"POST " + AdminPrefix + "/events/emit " + PermContextCreate,
-	"GET " + AdminPrefix + "/registrations " + PermContextRead,
-	"GET " + AdminPrefix + "/registrations/{id} " + PermContextRead,
-	"GET " + AdminPrefix + "/runs " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId} " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/jobs " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/events " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream " + PermRunRead,
-	"POST " + AdminPrefix + "/runs/{runId}/cancel " + PermRunCancel,
-	"POST " + AdminPrefix + "/runs/{runId}/rerun " + PermRunRerun,
-	"GET " + AdminPrefix + "/orchestrator/drain " + auth.PermSettingsRead,
-	"POST " + AdminPrefix + "/orchestrator/drain " + PermOrchestratorDrain,
-	"GET " + AdminPrefix + "/cluster/nodes " + auth.PermSettingsRead,
-	"GET " + AdminPrefix + "/cluster-settings " + auth.PermSettingsRead,
-	"PATCH " + AdminPrefix + "/cluster-settings " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/scalers " + auth.PermAgentRead,
-	"GET /.well-known/openid-configuration -",
-	"GET /.well-known/jwks.json -",
-	"POST /v1/verify-attestation -",
-	"GET " + AdminPrefix + "/runs/{runId}/attestations " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/artifacts " + PermRunRead,
-	"GET " + AdminPrefix + "/runs/{runId}/artifacts/{name} " + PermRunRead,
-	"GET " + AdminPrefix + "/attestations/{id} " + PermRunRead,
-	"GET " + AdminPrefix + "/signing-keys " + auth.PermSettingsRead,
-	"POST " + AdminPrefix + "/signing-keys/rotate " + auth.PermKeyRotate,
-	"POST " + AdminPrefix + "/signing-keys/{kid}/revoke " + auth.PermKeyRotate,
-	"POST " + AdminPrefix + "/tokens " + auth.PermTokenManage,
-	"GET " + AdminPrefix + "/tokens " + auth.PermTokenManage,
-	"DELETE " + AdminPrefix + "/tokens/{id} " + auth.PermTokenManage,
-	"POST " + AgentTokenPath + " " + auth.PermAgentTokenManage,
-	"GET " + AgentTokenPath + " " + auth.PermAgentTokenManage,
-	"DELETE " + AgentTokenPath + "/{id} " + auth.PermAgentTokenManage,
-	"GET " + AdminPrefix + "/secrets/scopes " + auth.PermSecretList,
-	"POST " + AdminPrefix + "/secrets/scopes " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/secrets/keys " + auth.PermSecretList,
-	"DELETE " + AdminPrefix + "/secrets/scopes/{orgId}/{scope} " + auth.PermSecretDelete,
-	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretWrite,
-	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key} " + auth.PermSecretDelete,
-	"POST " + AdminPrefix + "/rotate-key " + auth.PermKeyRotate,
-	"GET " + AdminPrefix + "/access-log " + auth.PermAccessLogRead,
-	"POST " + AdminPrefix + "/contexts " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts " + auth.PermContextRead,
-	"POST " + AdminPrefix + "/contexts/templates " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts/{name} " + auth.PermContextRead,
-	"DELETE " + AdminPrefix + "/contexts/{name} " + auth.PermSecretWrite,
-	"POST " + AdminPrefix + "/contexts/{name}/bind " + auth.PermSecretWrite,
-	"PATCH " + AdminPrefix + "/contexts/{name}/policy " + auth.PermSecretWrite,
-	"GET " + AdminPrefix + "/contexts/{name}/variables " + auth.PermContextRead,
-	"PUT " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretWrite,
-	"DELETE " + AdminPrefix + "/contexts/{name}/variables/{key} " + auth.PermSecretDelete,
-	"GET " + AdminPrefix + "/contexts/{name}/source-overrides " + auth.PermContextRead,
-	"PUT " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretWrite,
-	"DELETE " + AdminPrefix + "/contexts/{name}/source-overrides/{key} " + auth.PermSecretDelete,
-	"GET " + AdminPrefix + "/held-runs " + auth.PermCITrustRead,
-	"GET " + AdminPrefix + "/check-runs " + PermRunRead,
-	"POST " + AdminPrefix + "/held-runs/decision " + auth.PermCITrustAdmin,
-	"GET " + AdminPrefix + "/trust-policy " + auth.PermCITrustRead,
-	"PATCH " + AdminPrefix + "/trust-policy " + auth.PermCITrustAdmin,
-	"GET " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustRead,
-	"PATCH " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustAdmin,
-	"DELETE " + AdminPrefix + "/trust-policy/directory " + auth.PermCITrustAdmin,
-}
-
-type routeSpec struct {
-	perm string
-	h    http.HandlerFunc
-}
-
-// route registers "METHOD path" for each method, plus a method-less pattern
+// handlePath registers "METHOD path" for each method, plus a method-less pattern
 // answering 405 JSON with an Allow header.
-func (s *server) route(mux *http.ServeMux, path string, hs map[string]http.Handler) {
+func (s *server) handlePath(mux *http.ServeMux, path string, hs map[string]http.Handler) {
 	methods := make([]string, 0, len(hs))
 	for m, h := range hs {
 		methods = append(methods, m)

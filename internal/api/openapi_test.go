@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/store/sqlite"
+)
+
+// TestOpenAPIDescribesEveryMountedRoute reads the document a real router
+// serves at /api/v1/admin/openapi.json (no token: it is public) and checks,
+// for every pattern the router mounted, that the document has the
+// operation with the permission the router really enforces: without a
+// token the route answers 401 exactly when the document names a
+// permission, and a token of a role lacking that permission gets a 403
+// naming it.
+func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := auth.NewAdminAuth(st, nil)
+	tokens := map[string]string{}
+	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
+		if tokens[role], _, err = a.IssueAdminToken(ctx, role, role, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux, mounted := newRouter(Deps{Store: st, Auth: a, Version: "test"})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	res, err := http.Get(srv.URL + AdminPrefix + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OpenAPI string                               `json:"openapi"`
+		Paths   map[string]map[string]map[string]any `json:"paths"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&doc); err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET openapi.json: %d %v", res.StatusCode, err)
+	}
+	res.Body.Close()
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	if len(mounted) < 70 {
+		t.Fatalf("router mounted only %d routes", len(mounted))
+	}
+	call := func(method, path, token string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		return res.StatusCode, fmt.Sprint(body["error"])
+	}
+	for _, pattern := range mounted {
+		method, path, _ := strings.Cut(pattern, " ")
+		op := doc.Paths[path][strings.ToLower(method)]
+		if op == nil {
+			t.Errorf("%s is mounted but not in the OpenAPI document", pattern)
+			continue
+		}
+		if s, _ := op["summary"].(string); s == "" {
+			t.Errorf("%s: no summary", pattern)
+		}
+		perm, _ := op[PermissionExtension].(string)
+		concrete := strings.NewReplacer("{", "x", "}", "").Replace(path)
+		code, _ := call(method, concrete, "")
+		if perm == "" {
+			if code == http.StatusUnauthorized {
+				t.Errorf("%s: documented as public but answers 401 without a token", pattern)
+			}
+			continue
+		}
+		if code != http.StatusUnauthorized {
+			t.Errorf("%s: documented as needing %s but answers %d without a token", pattern, perm, code)
+		}
+		for role, tok := range tokens {
+			if auth.HasPermission(role, perm) {
+				continue
+			}
+			if code, msg := call(method, concrete, tok); code != http.StatusForbidden || !strings.Contains(msg, fmt.Sprintf("permission %q", perm)) {
+				t.Errorf("%s as %s: %d %q, want 403 naming permission %q", pattern, role, code, msg, perm)
+			}
+		}
+	}
+	// Routes the table documents but serves through another pattern are
+	// listed too, with their permission.
+	if op := doc.Paths[AdminPrefix+"/secrets/scopes/{orgId}/{scope}"]["delete"]; op == nil || op[PermissionExtension] != auth.PermSecretDelete {
+		t.Errorf("DELETE /secrets/scopes/{orgId}/{scope}: %v", op)
+	}
+}
+
+// TestOpenAPISchemasFollowTheGoTypes checks a reflected schema against the
+// JSON a client reads: camelCase properties, nullable pointers, arrays.
+func TestOpenAPISchemasFollowTheGoTypes(t *testing.T) {
+	raw, err := json.Marshal(OpenAPIDocument("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	c := doc.Components.Schemas["Context"]
+	if fmt.Sprint(c.Properties["waitTimerSeconds"]["type"]) != "[integer null]" || c.Properties["branchRestrictions"]["type"] != "array" ||
+		c.Properties["createdAt"]["format"] != "date-time" {
+		t.Errorf("Context schema: %v", c.Properties)
+	}
+	if _, ok := doc.Components.Schemas["ContextDetail"].Properties["variables"]; !ok {
+		t.Errorf("ContextDetail schema lacks variables: %v", doc.Components.Schemas["ContextDetail"])
+	}
+}

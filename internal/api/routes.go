@@ -1,0 +1,228 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/auth"
+)
+
+// route is one row of the declarative route table: NewRouter mounts it, the
+// OpenAPI document (openapi.go) describes it and Routes lists it, so the
+// three never disagree.
+type route struct {
+	method string
+	// path is the full ServeMux path ("/api/v1/admin/runs/{runId}").
+	path string
+	// perm is the RBAC permission the caller's token needs; "" = public
+	// (no authentication).
+	perm string
+	// summary is the operation's one-line description (OpenAPI summary).
+	summary string
+	// handle serves the route; nil for an alias (servedBy).
+	handle func(*server, http.ResponseWriter, *http.Request)
+	// bodyless routes refuse a request body (nobody.go).
+	bodyless bool
+	// servedBy names the "METHOD path" pattern whose handler also serves
+	// this route: two KiCI paths overlap in a ServeMux, so only one is
+	// mounted (DELETE /secrets/scopes/{orgId}/{scope}).
+	servedBy string
+	// noMethodFallback skips the path's 405 handler, because a wider
+	// pattern must keep serving the other methods of this path
+	// (POST /contexts/templates against GET /contexts/{name}).
+	noMethodFallback bool
+	// request and response are zero values of the JSON bodies, reflected
+	// into the OpenAPI schemas; nil = not described.
+	request, response any
+}
+
+// key is the route's "METHOD path" pattern, as the authorizer, the audit
+// recorder and the access log name it.
+func (rt route) key() string { return rt.method + " " + rt.path }
+
+func adm(method, path, perm, summary string, h func(*server, http.ResponseWriter, *http.Request)) route {
+	return route{method: method, path: AdminPrefix + path, perm: perm, summary: summary, handle: h}
+}
+
+func public(method, path, summary string, h func(*server, http.ResponseWriter, *http.Request)) route {
+	return route{method: method, path: path, summary: summary, handle: h}
+}
+
+// noBody marks a route whose request must have no body.
+func (rt route) noBody() route { rt.bodyless = true; return rt }
+
+// bodies records the request and response shapes for the OpenAPI document.
+func (rt route) bodies(req, resp any) route { rt.request, rt.response = req, resp; return rt }
+
+// routeTable returns every route NewRouter mounts, in documentation order.
+// (A function, not a variable: the table names the handler that serves the
+// document generated from it.)
+func routeTable() []route {
+	return []route{
+		public("GET", "/health", "Liveness probe: {status, version}", (*server).health),
+		public("GET", "/ready", "Readiness probe: 200 ready, 503 not ready", (*server).ready),
+		public("GET", AdminPrefix+"/openapi.json", "This API's OpenAPI 3.1 description", (*server).openAPI),
+
+		adm("POST", "/generic-sources", PermSourceCreate, "Create a generic or local event source", (*server).createSource).bodies(CreateSourceRequest{}, nil),
+		adm("GET", "/generic-sources", PermSourceRead, "List event sources", (*server).listSources),
+		adm("GET", "/generic-sources/{id}", PermSourceRead, "Show one event source", (*server).getSource),
+		adm("DELETE", "/generic-sources/{id}", auth.PermSourceDelete, "Delete an event source", (*server).deleteSource).noBody(),
+		adm("POST", "/generic-sources/{id}/enable", PermSourceUpdate, "Enable an event source", (*server).enableSource).noBody(),
+		adm("POST", "/generic-sources/{id}/disable", PermSourceUpdate, "Disable an event source", (*server).disableSource).noBody(),
+		adm("GET", "/generic-sources/{id}/webhook-secret", PermSourceSecretRead, "Read a source's routing key and webhook secret", (*server).getSourceSecret),
+		adm("POST", "/sources", PermSourceCreate, "Create a GitHub App source", (*server).createGitHubSource).bodies(CreateGitHubSourceRequest{}, nil),
+		adm("GET", "/generic-sources/{id}/webhook-secrets", PermSourceSecretRead, "List a source's webhook secrets", (*server).listSecrets),
+		adm("POST", "/generic-sources/{id}/webhook-secrets", PermSourceUpdate, "Rotate in a new webhook secret", (*server).rotateSecret).noBody(),
+		adm("DELETE", "/generic-sources/{id}/webhook-secrets/{secretId}", PermSourceUpdate, "Revoke one webhook secret", (*server).revokeSecret).noBody(),
+		adm("GET", "/rejected-deliveries", PermEventLogRead, "List rejected webhook deliveries", (*server).listRejected),
+		adm("GET", "/event-log", PermEventLogRead, "List the event log", (*server).listEventLog),
+		adm("GET", "/event-log/{deliveryId}", PermEventLogRead, "Show one event-log entry", (*server).getEventLog).bodies(nil, EventLogView{}),
+		adm("POST", "/events/emit", PermContextCreate, "Emit a kici_event", (*server).emitEvent).bodies(EmitRequest{}, nil),
+		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations),
+		adm("GET", "/registrations/{id}", PermContextRead, "Show one registration", (*server).getRegistration),
+
+		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns),
+		adm("POST", "/runs", auth.PermSourceTrigger, "Start a manual run", (*server).startManualRun).bodies(ManualRunRequest{}, nil),
+		adm("GET", "/runs/{runId}", PermRunRead, "Show one run", (*server).getRun),
+		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs),
+		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs", PermRunRead, "Read a page of a step's log", (*server).stepLogs).bodies(nil, LogsPage{}),
+		adm("GET", "/runs/{runId}/events", PermRunRead, "Stream a run's status events (server-sent events)", (*server).runEvents),
+		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream", PermRunRead, "Stream a step's log (server-sent events)", (*server).stepLogStream),
+		adm("POST", "/runs/{runId}/cancel", PermRunCancel, "Cancel a run", (*server).cancelRun).bodies(CancelRequest{}, CancelResponse{}),
+		adm("POST", "/runs/{runId}/rerun", PermRunRerun, "Rerun a run", (*server).rerunRun).noBody().bodies(nil, RerunResponse{}),
+		adm("GET", "/orchestrator/drain", auth.PermSettingsRead, "Show the drain state", (*server).getDrain),
+		adm("POST", "/orchestrator/drain", PermOrchestratorDrain, "Start or stop draining", (*server).postDrain).bodies(DrainRequest{}, nil),
+		adm("GET", "/cluster/nodes", auth.PermSettingsRead, "List the cluster's nodes", (*server).getClusterNodes),
+		adm("GET", "/cluster-settings", auth.PermSettingsRead, "Show the live cluster settings", (*server).getClusterSettings),
+		adm("PATCH", "/cluster-settings", auth.PermSecretWrite, "Change live cluster settings", (*server).patchClusterSettings),
+		adm("GET", "/scalers", auth.PermAgentRead, "Show the scalers' state", (*server).listScalers),
+
+		public("GET", "/.well-known/openid-configuration", "OIDC discovery document of the provenance issuer", (*server).openidConfiguration),
+		public("GET", "/.well-known/jwks.json", "Public keys that verify provenance signatures", (*server).jwks),
+		public("POST", "/v1/verify-attestation", "Verify an attestation bundle", (*server).verifyAttestation),
+		adm("GET", "/runs/{runId}/attestations", PermRunRead, "List a run's attestations", (*server).listAttestations),
+		adm("GET", "/runs/{runId}/artifacts", PermRunRead, "List a run's artifacts", (*server).listArtifacts),
+		adm("GET", "/runs/{runId}/artifacts/{name}", PermRunRead, "Download one artifact", (*server).downloadArtifact),
+		adm("GET", "/attestations/{id}", PermRunRead, "Show one attestation with its bundle", (*server).getAttestation),
+		adm("GET", "/signing-keys", auth.PermSettingsRead, "List provenance signing keys", (*server).listSigningKeys),
+		adm("POST", "/signing-keys/rotate", auth.PermKeyRotate, "Rotate the provenance signing key", (*server).rotateSigningKey).noBody(),
+		adm("POST", "/signing-keys/{kid}/revoke", auth.PermKeyRotate, "Revoke a provenance signing key", (*server).revokeSigningKey),
+
+		adm("POST", "/tokens", auth.PermTokenManage, "Create an admin token", (*server).createAdminToken),
+		adm("GET", "/tokens", auth.PermTokenManage, "List admin tokens", (*server).listAdminTokens),
+		adm("DELETE", "/tokens/{id}", auth.PermTokenManage, "Revoke an admin token", (*server).revokeAdminToken).noBody(),
+		{method: "POST", path: AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "Create an agent token", handle: (*server).createAgentToken},
+		{method: "GET", path: AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "List agent tokens", handle: (*server).listAgentTokens},
+		{method: "DELETE", path: AgentTokenPath + "/{id}", perm: auth.PermAgentTokenManage, summary: "Revoke an agent token", handle: (*server).revokeAgentToken, bodyless: true},
+		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes),
+		adm("POST", "/secrets/scopes", auth.PermSecretWrite, "Create a secret scope", (*server).createSecretScope),
+		adm("GET", "/secrets/keys", auth.PermSecretList, "List the key names of a secret scope", (*server).listSecretKeys),
+		{method: "DELETE", path: AdminPrefix + "/secrets/scopes/{orgId}/{scope}", perm: auth.PermSecretDelete, summary: "Delete a secret scope with its secrets",
+			servedBy: "DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}"},
+		adm("PUT", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretWrite, "Set a secret (the value is never returned)", (*server).putSecret),
+		adm("DELETE", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretDelete, "Delete a secret", (*server).deleteSecret).noBody(),
+		adm("POST", "/rotate-key", auth.PermKeyRotate, "Re-encrypt every secret under a new data key", (*server).rotateKey).noBody(),
+		adm("GET", "/access-log", auth.PermAccessLogRead, "Read the access log", (*server).listAccessLog),
+
+		adm("POST", "/contexts", auth.PermSecretWrite, "Create a context", (*server).createContext),
+		adm("GET", "/contexts", auth.PermContextRead, "List an org's contexts", (*server).listContexts).bodies(nil, apitypes.ContextList{}),
+		{method: "POST", path: AdminPrefix + "/contexts/templates", perm: auth.PermSecretWrite, summary: "Create a context from a template",
+			handle: (*server).createContextTemplate, noMethodFallback: true},
+		adm("GET", "/contexts/{name}", auth.PermContextRead, "Show a context with its variables and bindings", (*server).getContext).bodies(nil, apitypes.ContextDetail{}),
+		adm("DELETE", "/contexts/{name}", auth.PermSecretWrite, "Delete a context", (*server).deleteContext).noBody(),
+		adm("POST", "/contexts/{name}/bind", auth.PermSecretWrite, "Bind a context to secret scopes", (*server).bindContext),
+		adm("PATCH", "/contexts/{name}/policy", auth.PermSecretWrite, "Change a context's policy", (*server).patchContextPolicy),
+		adm("GET", "/contexts/{name}/variables", auth.PermContextRead, "List a context's variables", (*server).listContextVariables).bodies(nil, apitypes.ContextVariableList{}),
+		adm("PUT", "/contexts/{name}/variables/{key}", auth.PermSecretWrite, "Set a context variable", (*server).putContextVariable),
+		adm("DELETE", "/contexts/{name}/variables/{key}", auth.PermSecretDelete, "Delete a context variable", (*server).deleteContextVariable).noBody(),
+		adm("GET", "/contexts/{name}/source-overrides", auth.PermContextRead, "List a context's per-source overrides", (*server).listContextSourceOverrides).bodies(nil, apitypes.ContextSourceOverrideList{}),
+		adm("PUT", "/contexts/{name}/source-overrides/{key}", auth.PermSecretWrite, "Set a per-source override", (*server).putContextSourceOverride),
+		adm("DELETE", "/contexts/{name}/source-overrides/{key}", auth.PermSecretDelete, "Delete a per-source override", (*server).deleteContextSourceOverride).noBody(),
+
+		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns),
+		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns),
+		adm("POST", "/held-runs/decision", auth.PermCITrustAdmin, "Approve or reject a held run", (*server).decideHeldRun),
+		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy),
+		adm("PATCH", "/trust-policy", auth.PermCITrustAdmin, "Change an org's trust policy", (*server).patchTrustPolicy),
+		adm("GET", "/trust-policy/directory", auth.PermCITrustRead, "Show the trust directory", (*server).getTrustDirectory).bodies(nil, DirectoryView{}),
+		adm("PATCH", "/trust-policy/directory", auth.PermCITrustAdmin, "Set a user's trust", (*server).patchTrustDirectory),
+		adm("DELETE", "/trust-policy/directory", auth.PermCITrustAdmin, "Remove a user from the trust directory", (*server).deleteTrustDirectory).noBody(),
+	}
+}
+
+// Routes lists every route of the table as "METHOD path permission" ("-" =
+// no authentication), for documentation and tests.
+var Routes = routeStrings()
+
+func routeStrings() []string {
+	out := make([]string, 0, len(routeTable()))
+	for _, rt := range routeTable() {
+		perm := rt.perm
+		if perm == "" {
+			perm = "-"
+		}
+		out = append(out, rt.key()+" "+perm)
+	}
+	return out
+}
+
+// mount registers every route of the table on mux: per path, each method's
+// handler (behind the authorizer unless public) and a method-less pattern
+// answering 405. It returns the "METHOD path" patterns it mounted.
+func (s *server) mount(mux *http.ServeMux) []string {
+	type pathRoutes struct {
+		hs         map[string]http.Handler
+		noFallback bool
+	}
+	var order []string
+	byPath := map[string]*pathRoutes{}
+	for _, rt := range routeTable() {
+		if rt.servedBy != "" {
+			continue
+		}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) })
+		if rt.bodyless {
+			h = bodyless(h)
+		}
+		var handler http.Handler = h
+		if rt.perm != "" {
+			handler = s.gateScoped(rt.key(), rt.perm, h)
+		}
+		p := byPath[rt.path]
+		if p == nil {
+			p = &pathRoutes{hs: map[string]http.Handler{}}
+			byPath[rt.path] = p
+			order = append(order, rt.path)
+		}
+		p.hs[rt.method] = handler
+		p.noFallback = p.noFallback || rt.noMethodFallback
+	}
+	var mounted []string
+	for _, path := range order {
+		p := byPath[path]
+		if p.noFallback {
+			for m, h := range p.hs {
+				mux.Handle(m+" "+path, s.wrap(h))
+				mounted = append(mounted, m+" "+path)
+			}
+			continue
+		}
+		for m := range p.hs {
+			mounted = append(mounted, m+" "+path)
+		}
+		s.handlePath(mux, path, p.hs)
+	}
+	return mounted
+}
+
+// pathParams returns the {name} wildcards of a ServeMux path, in order.
+func pathParams(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(seg, "{"), "}"))
+		}
+	}
+	return out
+}
