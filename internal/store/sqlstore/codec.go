@@ -197,3 +197,12 @@ func statusCond(from, terminal []string) (string, []any) {
 	}
 	return inList("status", from, false)
 }
+
+// stringList encodes a string list as a JSON array, "[]" for nil.
+func stringList(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(l)
+	return string(b)
+}

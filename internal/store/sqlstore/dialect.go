@@ -149,3 +149,29 @@ func (d *Dialect) jsonArrayHas(col, ph string) string {
 	}
 	return "EXISTS (SELECT 1 FROM json_each(" + col + ") WHERE value = " + ph + ")"
 }
+
+// skipLocked is the suffix of a sub-select that picks a batch to delete:
+// on PostgreSQL it skips rows other transactions hold.
+func (d *Dialect) skipLocked() string {
+	if d.Postgres {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
+}
+
+// rowID names the physical row identifier, for tables without a key.
+func (d *Dialect) rowID() string {
+	if d.Postgres {
+		return "ctid"
+	}
+	return "rowid"
+}
+
+// strpos names the function giving the 1-based position of a substring
+// (0 when absent).
+func (d *Dialect) strpos() string {
+	if d.Postgres {
+		return "strpos"
+	}
+	return "instr"
+}

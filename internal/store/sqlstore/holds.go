@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -15,30 +15,31 @@ var _ store.HoldStore = (*Store)(nil)
 const heldRunCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses, expires_at,
 	created_at, resolved_at, resolved_by, resolve_note, concurrency_group`
 
+// heldRunSelectCols reads heldRunCols with clauses (jsonb) as text.
+const heldRunSelectCols = `id, org_id, run_id, job_id, hold_type, queue_type, hold_scope, status, reason, clauses::text, expires_at,
+	created_at, resolved_at, resolved_by, resolve_note, concurrency_group`
+
 func scanHeldRun(r scanner) (*store.HeldRun, error) {
 	var h store.HeldRun
 	var clauses string
-	var expires, created int64
-	var resolved sql.NullInt64
 	if err := r.Scan(&h.ID, &h.OrgID, &h.RunID, &h.JobID, &h.HoldType, &h.QueueType, &h.HoldScope, &h.Status, &h.Reason,
-		&clauses, &expires, &created, &resolved, &h.ResolvedBy, &h.ResolveNote, &h.Group); err != nil {
+		&clauses, tcol(&h.ExpiresAt), tcol(&h.CreatedAt), ntcol(&h.ResolvedAt), &h.ResolvedBy, &h.ResolveNote, &h.Group); err != nil {
 		return nil, mapErr(err)
 	}
 	if err := json.Unmarshal([]byte(clauses), &h.Clauses); err != nil {
-		return nil, fmt.Errorf("sqlite: held run %s clauses: %w", h.ID, err)
+		return nil, fmt.Errorf("held run %s clauses: %w", h.ID, err)
 	}
 	if h.Clauses == nil {
 		h.Clauses = []store.ApprovalClause{}
 	}
-	h.ExpiresAt = time.UnixMilli(expires).UTC()
-	h.CreatedAt = time.UnixMilli(created).UTC()
-	h.ResolvedAt = fromMs(resolved)
 	return &h, nil
 }
 
 // CreateHeldRun inserts a pending hold with its context names; a job-scoped
 // hold first moves its job (of h.RunID) from jobFrom (nil = any non-terminal
-// status) to held, and when that matches no row nothing is written.
+// status) to held, and when that matches no row nothing is written. The
+// context names are locked first, so a hold and the deletion of one of its
+// contexts serialise.
 func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []string) (bool, error) {
 	store.PrepareHeldRun(h, now())
 	clauses, err := json.Marshal(h.Clauses)
@@ -46,22 +47,27 @@ func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []s
 		return false, err
 	}
 	ok := false
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx conn) error {
+		for _, name := range h.Contexts {
+			if err := tx.lock(ctx, lockClassContext, h.OrgID+"\n"+name); err != nil {
+				return err
+			}
+		}
 		if h.JobID != "" {
-			cond, condArg := statusCond(jobFrom, store.TerminalJobStatuses, 5)
-			res, err := tx.ExecContext(ctx, `UPDATE execution_jobs SET status = ?1, pending_reason = ?2
-				WHERE id = ?3 AND run_id = ?4 AND `+cond, store.StatusHeld, "held: "+h.Reason, h.JobID, h.RunID, condArg)
+			cond, condArgs := statusCond(jobFrom, store.TerminalJobStatuses)
+			res, err := tx.exec(ctx, `UPDATE execution_jobs SET status = ?, pending_reason = ?
+				WHERE id = ? AND run_id = ? AND `+cond, append([]any{store.StatusHeld, "held: " + h.Reason, h.JobID, h.RunID}, condArgs...)...)
 			if n, err := changed(res, err); err != nil || !n {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO held_runs (`+heldRunCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		if _, err := tx.exec(ctx, `INSERT INTO held_runs (`+heldRunCols+`) VALUES (?,?,?,?,?,?,?,?,?,?::jsonb,?,?,?,?,?,?)`,
 			h.ID, h.OrgID, h.RunID, h.JobID, h.HoldType, h.QueueType, h.HoldScope, h.Status, h.Reason, string(clauses),
-			ms(h.ExpiresAt), ms(h.CreatedAt), msPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote, h.Group); err != nil {
+			s.d.ts(h.ExpiresAt), s.d.ts(h.CreatedAt), s.d.tsPtr(h.ResolvedAt), h.ResolvedBy, h.ResolveNote, h.Group); err != nil {
 			return err
 		}
 		for _, name := range h.Contexts {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO held_run_contexts (held_run_id, org_id, context_name) VALUES (?,?,?)`,
+			if _, err := tx.exec(ctx, `INSERT INTO held_run_contexts (held_run_id, org_id, context_name) VALUES (?,?,?)`,
 				h.ID, h.OrgID, name); err != nil {
 				return err
 			}
@@ -74,11 +80,11 @@ func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []s
 
 // GetHeldRun returns one hold with its contexts and approvals.
 func (s *Store) GetHeldRun(ctx context.Context, id string) (*store.HeldRun, error) {
-	h, err := scanHeldRun(s.db.QueryRowContext(ctx, `SELECT `+heldRunCols+` FROM held_runs WHERE id = ?`, id))
+	h, err := scanHeldRun(s.queryRow(ctx, `SELECT `+heldRunSelectCols+` FROM held_runs WHERE id = ?`, id))
 	if err != nil {
 		return nil, err
 	}
-	if err := loadHoldDetails(ctx, s.db, []*store.HeldRun{h}); err != nil {
+	if err := loadHoldDetails(ctx, s.conn, []*store.HeldRun{h}); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -97,10 +103,11 @@ func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*sto
 		c.add("job_id = ?", f.JobID)
 	}
 	if len(f.Statuses) > 0 {
-		c.add("status IN (SELECT value FROM json_each(?))", listArg(f.Statuses))
+		cond, args := inList("status", f.Statuses, false)
+		c.add(cond, args...)
 	}
 	if f.DueBy != nil {
-		c.add("expires_at <= ?", ms(*f.DueBy))
+		c.add("expires_at <= ?", s.d.ts(*f.DueBy))
 	}
 	if f.HoldType != "" {
 		c.add("hold_type = ?", f.HoldType)
@@ -109,22 +116,19 @@ func (s *Store) ListHeldRuns(ctx context.Context, f store.HeldRunFilter) ([]*sto
 		c.add("concurrency_group = ?", f.Group)
 	}
 	page, args := c.page(store.PageLimit(f.Limit, 100, 1000), 0)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+heldRunCols+` FROM held_runs`+c.where()+` ORDER BY created_at, id`+page, args...)
+	rows, err := s.query(ctx, `SELECT `+heldRunSelectCols+` FROM held_runs`+c.where()+` ORDER BY created_at, id`+page, args...)
+	list, err := collect(rows, err, scanHeldRun)
 	if err != nil {
 		return nil, err
 	}
-	list, err := collect(rows, scanHeldRun)
-	if err != nil {
-		return nil, err
-	}
-	if err := loadHoldDetails(ctx, s.db, list); err != nil {
+	if err := loadHoldDetails(ctx, s.conn, list); err != nil {
 		return nil, err
 	}
 	return list, nil
 }
 
 // loadHoldDetails fills the Contexts and Approvals of holds.
-func loadHoldDetails(ctx context.Context, q queryer, holds []*store.HeldRun) error {
+func loadHoldDetails(ctx context.Context, q conn, holds []*store.HeldRun) error {
 	if len(holds) == 0 {
 		return nil
 	}
@@ -134,9 +138,9 @@ func loadHoldDetails(ctx context.Context, q queryer, holds []*store.HeldRun) err
 		byID[h.ID] = h
 		ids = append(ids, h.ID)
 	}
-	idList := listArg(ids)
-	rows, err := q.QueryContext(ctx, `SELECT held_run_id, context_name FROM held_run_contexts
-		WHERE held_run_id IN (SELECT value FROM json_each(?)) ORDER BY held_run_id, context_name`, idList)
+	in, idArgs := inList("held_run_id", ids, false)
+	rows, err := q.query(ctx, `SELECT held_run_id, context_name FROM held_run_contexts
+		WHERE `+in+` ORDER BY held_run_id, context_name`, idArgs...)
 	if err != nil {
 		return err
 	}
@@ -152,34 +156,33 @@ func loadHoldDetails(ctx context.Context, q queryer, holds []*store.HeldRun) err
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = q.QueryContext(ctx, `SELECT held_run_id, approver, decision, clauses, reason, at FROM held_run_approvals
-		WHERE held_run_id IN (SELECT value FROM json_each(?)) ORDER BY held_run_id, id`, idList)
+	rows, err = q.query(ctx, `SELECT held_run_id, approver, decision, clauses::text, reason, at FROM held_run_approvals
+		WHERE `+in+` ORDER BY held_run_id, id`, idArgs...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id, clauses string
-		var at int64
 		var a store.HeldRunApproval
-		if err := rows.Scan(&id, &a.Approver, &a.Decision, &clauses, &a.Reason, &at); err != nil {
+		if err := rows.Scan(&id, &a.Approver, &a.Decision, &clauses, &a.Reason, tcol(&a.At)); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(clauses), &a.Clauses); err != nil {
-			return fmt.Errorf("sqlite: held run %s approval clauses: %w", id, err)
+			return fmt.Errorf("held run %s approval clauses: %w", id, err)
 		}
 		if len(a.Clauses) == 0 {
 			a.Clauses = nil
 		}
-		a.At = time.UnixMilli(at).UTC()
 		byID[id].Approvals = append(byID[id].Approvals, a)
 	}
 	return rows.Err()
 }
 
-// DecideHeldRun records a decision on a pending hold in one transaction:
-// the conditional UPDATE … WHERE status = 'pending' is what makes exactly
-// one of two concurrent resolutions win.
+// DecideHeldRun records a decision on a pending hold in one transaction.
+// The conditional UPDATE … WHERE status = 'pending' (re-checked after
+// waiting for a concurrent decider's row lock on PostgreSQL) is what makes
+// exactly one of two concurrent resolutions win.
 func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunApproval, clauses []store.ApprovalClause,
 	to, by, note string, at time.Time) (bool, error) {
 	var clauseArg any
@@ -194,15 +197,15 @@ func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunAp
 		to = ""
 	}
 	ok := false
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
 		var res sql.Result
 		var err error
 		if to == "" {
-			res, err = tx.ExecContext(ctx, `UPDATE held_runs SET clauses = COALESCE(?, clauses) WHERE id = ? AND status = 'pending'`,
+			res, err = tx.exec(ctx, `UPDATE held_runs SET clauses = COALESCE(?::jsonb, clauses) WHERE id = ? AND status = 'pending'`,
 				clauseArg, id)
 		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE held_runs SET clauses = COALESCE(?, clauses), status = ?, resolved_at = ?,
-				resolved_by = ?, resolve_note = ? WHERE id = ? AND status = 'pending'`, clauseArg, to, ms(at), by, note, id)
+			res, err = tx.exec(ctx, `UPDATE held_runs SET clauses = COALESCE(?::jsonb, clauses), status = ?, resolved_at = ?,
+				resolved_by = ?, resolve_note = ? WHERE id = ? AND status = 'pending'`, clauseArg, to, s.d.ts(at), by, note, id)
 		}
 		n, err := changed(res, err)
 		if err != nil {
@@ -210,7 +213,7 @@ func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunAp
 		}
 		if !n {
 			var one int
-			return tx.QueryRowContext(ctx, `SELECT 1 FROM held_runs WHERE id = ?`, id).Scan(&one)
+			return tx.queryRow(ctx, `SELECT 1 FROM held_runs WHERE id = ?`, id).Scan(&one)
 		}
 		if a != nil {
 			if a.At.IsZero() {
@@ -224,8 +227,8 @@ func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunAp
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO held_run_approvals (held_run_id, approver, decision, clauses, reason, at)
-				VALUES (?,?,?,?,?,?)`, id, a.Approver, a.Decision, string(b), a.Reason, ms(a.At)); err != nil {
+			if _, err := tx.exec(ctx, `INSERT INTO held_run_approvals (held_run_id, approver, decision, clauses, reason, at)
+				VALUES (?,?,?,?::jsonb,?,?)`, id, a.Approver, a.Decision, string(b), a.Reason, s.d.ts(a.At)); err != nil {
 				return err
 			}
 		}
@@ -237,12 +240,12 @@ func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunAp
 
 // CountPendingHeldRunsForContext counts pending holds of org naming name.
 func (s *Store) CountPendingHeldRunsForContext(ctx context.Context, orgID, name string) (int, error) {
-	return countPendingHolds(ctx, s.db, orgID, name)
+	return countPendingHolds(ctx, s.conn, orgID, name)
 }
 
-func countPendingHolds(ctx context.Context, q queryer, orgID, name string) (int, error) {
+func countPendingHolds(ctx context.Context, q conn, orgID, name string) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM held_runs h JOIN held_run_contexts c ON c.held_run_id = h.id
+	err := q.queryRow(ctx, `SELECT COUNT(*) FROM held_runs h JOIN held_run_contexts c ON c.held_run_id = h.id
 		WHERE h.status = 'pending' AND h.org_id = ?1 AND c.org_id = ?1 AND c.context_name = ?2`, orgID, name).Scan(&n)
 	return n, err
 }

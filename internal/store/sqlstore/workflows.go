@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -15,13 +15,13 @@ func (s *Store) PutJobOutputs(ctx context.Context, jobID string, outputs map[str
 	if err != nil {
 		return err
 	}
-	res, err := s.pool.Exec(ctx, `INSERT INTO execution_job_outputs (job_id, run_id, outputs)
-		SELECT id, run_id, $1 FROM execution_jobs WHERE id = $2
+	res, err := s.exec(ctx, `INSERT INTO execution_job_outputs (job_id, run_id, outputs)
+		SELECT id, run_id, ? FROM execution_jobs WHERE id = ?
 		ON CONFLICT (job_id) DO UPDATE SET outputs = excluded.outputs`, string(b), jobID)
 	if err != nil {
 		return mapErr(err)
 	}
-	if res.RowsAffected() == 0 {
+	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrNotFound
 	}
 	return nil
@@ -29,7 +29,7 @@ func (s *Store) PutJobOutputs(ctx context.Context, jobID string, outputs map[str
 
 // ListJobOutputs returns a run's job outputs by job id.
 func (s *Store) ListJobOutputs(ctx context.Context, runID string) (map[string]map[string]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT job_id, outputs FROM execution_job_outputs WHERE run_id = $1`, runID)
+	rows, err := s.query(ctx, `SELECT job_id, outputs FROM execution_job_outputs WHERE run_id = ?`, runID)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -55,7 +55,7 @@ func (s *Store) PutRunContext(ctx context.Context, runID string, rc *store.RunCo
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO execution_run_context (run_id, inputs, changed_paths) VALUES ($1, $2, $3)
+	_, err = s.exec(ctx, `INSERT INTO execution_run_context (run_id, inputs, changed_paths) VALUES (?, ?, ?)
 		ON CONFLICT (run_id) DO UPDATE SET inputs = excluded.inputs, changed_paths = excluded.changed_paths`, runID, in, paths)
 	return mapErr(err)
 }
@@ -63,7 +63,7 @@ func (s *Store) PutRunContext(ctx context.Context, runID string, rc *store.RunCo
 // GetRunContext returns a run's context, or ErrNotFound.
 func (s *Store) GetRunContext(ctx context.Context, runID string) (*store.RunContext, error) {
 	var in, paths string
-	if err := s.pool.QueryRow(ctx, `SELECT inputs, changed_paths FROM execution_run_context WHERE run_id = $1`, runID).Scan(&in, &paths); err != nil {
+	if err := s.queryRow(ctx, `SELECT inputs, changed_paths FROM execution_run_context WHERE run_id = ?`, runID).Scan(&in, &paths); err != nil {
 		return nil, mapErr(err)
 	}
 	return store.DecodeRunContext(in, paths)

@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -13,13 +13,9 @@ const concurrencyCols = `run_id, scope, group_key, status, max_active, cancel_in
 
 func scanConcurrency(r scanner) (*store.ConcurrencyEntry, error) {
 	var e store.ConcurrencyEntry
-	var cancel int
-	var created int64
-	if err := r.Scan(&e.RunID, &e.Scope, &e.Group, &e.Status, &e.Max, &cancel, &created); err != nil {
+	if err := r.Scan(&e.RunID, &e.Scope, &e.Group, &e.Status, &e.Max, &e.CancelInProgress, tcol(&e.CreatedAt)); err != nil {
 		return nil, mapErr(err)
 	}
-	e.CancelInProgress = cancel != 0
-	e.CreatedAt = time.UnixMilli(created).UTC()
 	return &e, nil
 }
 
@@ -29,26 +25,25 @@ func (s *Store) InsertConcurrencyEntry(ctx context.Context, e *store.Concurrency
 		e.CreatedAt = now()
 	}
 	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
-	cancel := 0
-	if e.CancelInProgress {
-		cancel = 1
-	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO concurrency_entries (`+concurrencyCols+`) VALUES (?,?,?,?,?,?,?)`,
-		e.RunID, e.Scope, e.Group, e.Status, e.Max, cancel, ms(e.CreatedAt))
+	_, err := s.exec(ctx, `INSERT INTO concurrency_entries (`+concurrencyCols+`) VALUES (?,?,?,?,?,?,?)`,
+		e.RunID, e.Scope, e.Group, e.Status, e.Max, e.CancelInProgress, s.d.ts(e.CreatedAt))
 	return mapErr(err)
 }
 
 // GetConcurrencyEntry returns a run's entry, or ErrNotFound.
 func (s *Store) GetConcurrencyEntry(ctx context.Context, runID string) (*store.ConcurrencyEntry, error) {
-	return scanConcurrency(s.db.QueryRowContext(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries WHERE run_id = ?`, runID))
+	return scanConcurrency(s.queryRow(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries WHERE run_id = ?`, runID))
 }
 
 // ListConcurrencyEntries returns a group's entries in statuses, oldest first.
 func (s *Store) ListConcurrencyEntries(ctx context.Context, scope, group string, statuses []string) ([]*store.ConcurrencyEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries
-		WHERE ((? = '' AND ? = '') OR (scope = ? AND group_key = ?))
-		  AND (? = '[]' OR status IN (SELECT value FROM json_each(?)))
-		ORDER BY created_at, run_id`, scope, group, scope, group, listArg(statuses), listArg(statuses))
+	cond, args := inList("status", statuses, false)
+	if len(statuses) == 0 {
+		cond = "1=1"
+	}
+	rows, err := s.query(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries
+		WHERE ((? = '' AND ? = '') OR (scope = ? AND group_key = ?)) AND `+cond+`
+		ORDER BY created_at, run_id`, append([]any{scope, group, scope, group}, args...)...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -66,8 +61,9 @@ func (s *Store) ListConcurrencyEntries(ctx context.Context, scope, group string,
 
 // SetConcurrencyStatus moves a run's entry to `to` if its status is in from.
 func (s *Store) SetConcurrencyStatus(ctx context.Context, runID string, from []string, to string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE concurrency_entries SET status = ? WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))`,
-		to, runID, listArg(from))
+	cond, args := inList("status", from, false)
+	res, err := s.exec(ctx, `UPDATE concurrency_entries SET status = ? WHERE run_id = ? AND `+cond,
+		append([]any{to, runID}, args...)...)
 	if err != nil {
 		return false, mapErr(err)
 	}
@@ -81,20 +77,18 @@ func (s *Store) InsertRunLink(ctx context.Context, l *store.RunLink) error {
 		l.CreatedAt = now()
 	}
 	l.CreatedAt = l.CreatedAt.UTC().Truncate(time.Millisecond)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO run_links (run_id, parent_run_id, original_run_id, created_at) VALUES (?,?,?,?)`,
-		l.RunID, l.ParentRunID, l.OriginalRunID, ms(l.CreatedAt))
+	_, err := s.exec(ctx, `INSERT INTO run_links (run_id, parent_run_id, original_run_id, created_at) VALUES (?,?,?,?)`,
+		l.RunID, l.ParentRunID, l.OriginalRunID, s.d.ts(l.CreatedAt))
 	return mapErr(err)
 }
 
 // GetRunLink returns a rerun's link, or ErrNotFound.
 func (s *Store) GetRunLink(ctx context.Context, runID string) (*store.RunLink, error) {
 	var l store.RunLink
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT run_id, parent_run_id, original_run_id, created_at FROM run_links WHERE run_id = ?`, runID).
-		Scan(&l.RunID, &l.ParentRunID, &l.OriginalRunID, &created)
+	err := s.queryRow(ctx, `SELECT run_id, parent_run_id, original_run_id, created_at FROM run_links WHERE run_id = ?`, runID).
+		Scan(&l.RunID, &l.ParentRunID, &l.OriginalRunID, tcol(&l.CreatedAt))
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	l.CreatedAt = time.UnixMilli(created).UTC()
 	return &l, nil
 }

@@ -1,8 +1,7 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"time"
 
 	"kici.dev/kici/internal/store"
 )
@@ -10,17 +9,17 @@ import (
 // HeartbeatNode upserts n's row (not its drain flag) and returns the flag.
 func (s *Store) HeartbeatNode(ctx context.Context, n *store.ClusterNode) (bool, error) {
 	var draining bool
-	err := s.db.QueryRowContext(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running)
+	err := s.queryRow(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version, started_at = excluded.started_at,
 			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running
-		RETURNING draining`, n.ID, n.Address, n.Version, ms(n.StartedAt), ms(n.HeartbeatAt), n.JobsRunning).Scan(&draining)
+		RETURNING draining`, n.ID, n.Address, n.Version, s.d.ts(n.StartedAt), s.d.ts(n.HeartbeatAt), n.JobsRunning).Scan(&draining)
 	return draining, mapErr(err)
 }
 
 // ListNodes returns every node by id.
 func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running FROM cluster_nodes ORDER BY id`)
+	rows, err := s.query(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running FROM cluster_nodes ORDER BY id`)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -28,11 +27,9 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
 	var out []*store.ClusterNode
 	for rows.Next() {
 		n := &store.ClusterNode{}
-		var started, hb int64
-		if err := rows.Scan(&n.ID, &n.Address, &n.Version, &started, &hb, &n.Draining, &n.JobsRunning); err != nil {
+		if err := rows.Scan(&n.ID, &n.Address, &n.Version, tcol(&n.StartedAt), tcol(&n.HeartbeatAt), &n.Draining, &n.JobsRunning); err != nil {
 			return nil, err
 		}
-		n.StartedAt, n.HeartbeatAt = time.UnixMilli(started).UTC(), time.UnixMilli(hb).UTC()
 		out = append(out, n)
 	}
 	return out, rows.Err()
@@ -41,8 +38,8 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
 // SetNodeDraining sets the drain flag of one node or ("" id) all.
 func (s *Store) SetNodeDraining(ctx context.Context, id string, on bool) error {
 	if id == "" {
-		_, err := s.db.ExecContext(ctx, `UPDATE cluster_nodes SET draining = ?`, on)
+		_, err := s.exec(ctx, `UPDATE cluster_nodes SET draining = ?`, on)
 		return mapErr(err)
 	}
-	return affected(s.db.ExecContext(ctx, `UPDATE cluster_nodes SET draining = ? WHERE id = ?`, on, id))
+	return affected(s.exec(ctx, `UPDATE cluster_nodes SET draining = ? WHERE id = ?`, on, id))
 }

@@ -1,10 +1,8 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"kici.dev/kici/internal/store"
 )
@@ -14,17 +12,13 @@ var _ store.ClusterSettingsStore = (*Store)(nil)
 // versionRow is the cluster_settings row that holds the settings version.
 const versionRow = "_version"
 
-type pgQueryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // GetClusterSettings returns the overrides and the version.
 func (s *Store) GetClusterSettings(ctx context.Context) (*store.ClusterSettings, error) {
-	return readClusterSettings(ctx, s.pool)
+	return readClusterSettings(ctx, s.conn)
 }
 
-func readClusterSettings(ctx context.Context, q pgQueryer) (*store.ClusterSettings, error) {
-	rows, err := q.Query(ctx, `SELECT name, value, updated_at FROM cluster_settings`)
+func readClusterSettings(ctx context.Context, q conn) (*store.ClusterSettings, error) {
+	rows, err := q.query(ctx, `SELECT name, value, updated_at FROM cluster_settings`)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +26,7 @@ func readClusterSettings(ctx context.Context, q pgQueryer) (*store.ClusterSettin
 	cs := &store.ClusterSettings{Values: map[string]int64{}}
 	for rows.Next() {
 		var name string
-		var v, at int64
+		var v, at int64 // updated_at is Unix milliseconds on both dialects
 		if err := rows.Scan(&name, &v, &at); err != nil {
 			return nil, err
 		}
@@ -46,16 +40,17 @@ func readClusterSettings(ctx context.Context, q pgQueryer) (*store.ClusterSettin
 	return cs, rows.Err()
 }
 
-// PatchClusterSettings sets and resets knobs in one transaction (the
-// version row is locked first so concurrent patches serialise).
+// PatchClusterSettings sets and resets knobs in one transaction.
 func (s *Store) PatchClusterSettings(ctx context.Context, set map[string]int64, reset []string) (*store.ClusterSettings, error) {
 	var out *store.ClusterSettings
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
+		// The version row is created, then locked (PostgreSQL; SQLite's
+		// transaction holds the write lock), so concurrent patches serialise.
 		t := now().UnixMilli()
-		if _, err := tx.Exec(ctx, `INSERT INTO cluster_settings (name, value, updated_at) VALUES ($1, 0, $2) ON CONFLICT (name) DO NOTHING`, versionRow, t); err != nil {
+		if _, err := tx.exec(ctx, `INSERT INTO cluster_settings (name, value, updated_at) VALUES (?, 0, ?) ON CONFLICT (name) DO NOTHING`, versionRow, t); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM cluster_settings WHERE name = $1 FOR UPDATE`, versionRow); err != nil {
+		if _, err := tx.exec(ctx, `SELECT 1 FROM cluster_settings WHERE name = ?`+s.d.forUpdate(), versionRow); err != nil {
 			return err
 		}
 		cur, err := readClusterSettings(ctx, tx)
@@ -68,7 +63,7 @@ func (s *Store) PatchClusterSettings(ctx context.Context, set map[string]int64, 
 				continue
 			}
 			changed = true
-			if _, err := tx.Exec(ctx, `INSERT INTO cluster_settings (name, value, updated_at) VALUES ($1,$2,$3)
+			if _, err := tx.exec(ctx, `INSERT INTO cluster_settings (name, value, updated_at) VALUES (?,?,?)
 				ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, name, v, t); err != nil {
 				return err
 			}
@@ -78,12 +73,13 @@ func (s *Store) PatchClusterSettings(ctx context.Context, set map[string]int64, 
 				continue
 			}
 			changed = true
-			if _, err := tx.Exec(ctx, `DELETE FROM cluster_settings WHERE name = $1`, name); err != nil {
+			if _, err := tx.exec(ctx, `DELETE FROM cluster_settings WHERE name = ?`, name); err != nil {
 				return err
 			}
 		}
 		if changed {
-			if _, err := tx.Exec(ctx, `UPDATE cluster_settings SET value = value + 1, updated_at = $2 WHERE name = $1`, versionRow, t); err != nil {
+			if _, err := tx.exec(ctx, `INSERT INTO cluster_settings (name, value, updated_at) VALUES (?,1,?)
+				ON CONFLICT (name) DO UPDATE SET value = cluster_settings.value + 1, updated_at = excluded.updated_at`, versionRow, t); err != nil {
 				return err
 			}
 		}
@@ -91,7 +87,7 @@ func (s *Store) PatchClusterSettings(ctx context.Context, set map[string]int64, 
 		return err
 	})
 	if err != nil {
-		return nil, mapErr(err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,8 +1,7 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -10,30 +9,30 @@ import (
 
 // ReleaseLease drops the lease if holder holds it.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
+	_, err := s.exec(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
 	return mapErr(err)
 }
 
 // RecordScheduleFire records the instant; false when it already was.
 func (s *Store) RecordScheduleFire(ctx context.Context, key string, at time.Time) (bool, error) {
-	return changed(s.db.ExecContext(ctx, `INSERT INTO schedule_fires (schedule_key, instant, fired_at) VALUES (?, ?, ?)
-		ON CONFLICT (schedule_key, instant) DO NOTHING`, key, ms(at), ms(now())))
+	return changed(s.exec(ctx, `INSERT INTO schedule_fires (schedule_key, instant, fired_at) VALUES (?, ?, ?)
+		ON CONFLICT (schedule_key, instant) DO NOTHING`, key, s.d.ts(at), s.d.ts(now())))
 }
 
 // LastScheduleFire returns the latest recorded instant of key (zero: none).
 func (s *Store) LastScheduleFire(ctx context.Context, key string) (time.Time, error) {
-	var v sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT MAX(instant) FROM schedule_fires WHERE schedule_key = ?`, key).Scan(&v); err != nil {
+	var v *time.Time
+	if err := s.queryRow(ctx, `SELECT MAX(instant) FROM schedule_fires WHERE schedule_key = ?`, key).Scan(ntcol(&v)); err != nil {
 		return time.Time{}, mapErr(err)
 	}
-	if !v.Valid {
+	if v == nil {
 		return time.Time{}, nil
 	}
-	return time.UnixMilli(v.Int64).UTC(), nil
+	return *v, nil
 }
 
 // RecordMissed inserts a non-primary event-log entry with status missed.
 func (s *Store) RecordMissed(ctx context.Context, e *store.EventLogEntry) error {
 	e.Status = store.EventLogMissed
-	return insertEventLog(ctx, s.db, e, false)
+	return insertEventLog(ctx, s.conn, e, false)
 }
