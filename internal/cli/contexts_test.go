@@ -219,6 +219,9 @@ func TestContextCommandsDirectOnDatabase(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := tc.url(t)
+			// The orchestrator creates and migrates the database; kici-admin
+			// only works on one at its own schema version.
+			tc.open(t, u).Close()
 			noServer := map[string]string{"KICI_ADMIN_URL": "http://127.0.0.1:1", "KICI_DATABASE_URL": u}
 			run := func(args ...string) string {
 				t.Helper()

@@ -18,6 +18,7 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/store/sqlstore"
 )
 
 // Direct (database) mode of the dual-mode commands (KiCI `kici-admin
@@ -64,28 +65,32 @@ func (a *app) addDatabaseURLFlag(cmd *cobra.Command) {
 	}
 }
 
-// openDirectStore opens (and migrates) the database named by u.
+// openDirectStore opens the database named by u without migrating it: the
+// orchestrator owns the schema, so a database at another schema version
+// than this binary's is refused.
 func openDirectStore(ctx context.Context, u string) (store.Store, error) {
+	var st store.Store
+	var err error
 	switch {
 	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		st, err := postgres.Open(ctx, u)
-		if err != nil {
-			return nil, fmt.Errorf("opening the database: %w", err)
-		}
-		return st, nil
+		st, err = postgres.OpenCurrent(ctx, u)
 	case strings.HasPrefix(u, "sqlite://"):
 		path := strings.TrimPrefix(u, "sqlite://")
 		if path == "" {
 			return nil, errors.New("sqlite:// needs a path, e.g. sqlite:///var/lib/kici/kici.db")
 		}
-		st, err := sqlite.Open(ctx, path)
-		if err != nil {
-			return nil, fmt.Errorf("opening the database: %w", err)
-		}
-		return st, nil
+		st, err = sqlite.OpenCurrent(ctx, path)
 	default:
 		return nil, errors.New("the database URL must start with postgres://, postgresql:// or sqlite://")
 	}
+	var mismatch *sqlstore.SchemaMismatchError
+	if errors.As(err, &mismatch) {
+		return nil, fmt.Errorf("schema is at %d, this kici-admin expects %d; upgrade the orchestrator first", mismatch.Have, mismatch.Want)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the database: %w", err)
+	}
+	return st, nil
 }
 
 // directClient returns a Client whose requests are served in-process by the
