@@ -62,7 +62,7 @@ type Deps struct {
 	// Auth gates every admin route; nil ⇒ admin routes answer 503.
 	Auth *auth.AdminAuth
 	// Logs reads step logs; nil ⇒ the logs route answers 503.
-	Logs *logstore.FS
+	Logs logstore.Store
 	// Logger receives request errors; nil ⇒ discarded.
 	Logger *slog.Logger
 	// Ready reports readiness for GET /ready; nil = always ready.

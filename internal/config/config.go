@@ -52,6 +52,9 @@ type Config struct {
 	Port int
 	// DatabaseURL is KICI_DATABASE_URL; empty ⇒ SQLite at DatabasePath().
 	DatabaseURL string
+	// StepLogStore is KICI_STEP_LOG_STORE: StepLogsPostgres (the default
+	// with a DatabaseURL) or StepLogsFiles (the default without).
+	StepLogStore string
 	// BootstrapAdminToken is KICI_BOOTSTRAP_ADMIN_TOKEN (owner role), or "".
 	BootstrapAdminToken string
 	// Mode is KICI_MODE: independent (default), observed, hybrid or platform.
@@ -95,6 +98,14 @@ type Config struct {
 	// Ingress holds the webhook-ingress limits (ingress.go).
 	Ingress Ingress
 }
+
+// Values of KICI_STEP_LOG_STORE.
+const (
+	// StepLogsPostgres keeps step logs in the PostgreSQL database.
+	StepLogsPostgres = "postgres"
+	// StepLogsFiles keeps step logs under <data dir>/logs.
+	StepLogsFiles = "files"
+)
 
 // DatabasePath is the SQLite file used when DatabaseURL is empty.
 func (c *Config) DatabasePath() string { return filepath.Join(c.DataDir, "kici.db") }
@@ -187,6 +198,19 @@ func Load(environ []string) (*Config, error) {
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
+	}
+	c.StepLogStore = StepLogsFiles
+	if c.DatabaseURL != "" {
+		c.StepLogStore = StepLogsPostgres
+	}
+	switch v := get("KICI_STEP_LOG_STORE"); {
+	case v == "":
+	case v != StepLogsFiles && v != StepLogsPostgres:
+		errs = append(errs, fmt.Errorf("KICI_STEP_LOG_STORE=%q: must be %s or %s", v, StepLogsPostgres, StepLogsFiles))
+	case v == StepLogsPostgres && c.DatabaseURL == "":
+		errs = append(errs, fmt.Errorf("KICI_STEP_LOG_STORE=postgres needs KICI_DATABASE_URL (the embedded SQLite default keeps logs in files)"))
+	default:
+		c.StepLogStore = v
 	}
 
 	if v := get("KICI_DATA_DIR"); v != "" {

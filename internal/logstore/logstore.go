@@ -1,11 +1,13 @@
 // Package logstore keeps step logs. Store is the interface the orchestrator,
 // the API and live followers use; FS is the backend on the local
-// filesystem, the embedded default.
+// filesystem, the embedded default, and PG (postgres.go) the backend in
+// PostgreSQL that every orchestrator of a cluster shares.
 //
 // FS keeps one JSON Lines file per step, <root>/<runId>/<jobId>/step-<i>.log
 // (job.log for the job-level bucket), each line one protocol.LogLine, next
 // to an index of line offsets (step-<i>.idx: one little-endian uint64 per
-// line, the byte offset where the line ends). A read of a page therefore
+// line, the byte offset where the line ends). Each line an agent numbered
+// carries that number ("src"). A read of a page therefore
 // costs the same wherever the page lies in the log. The log file is the
 // source of truth: the index is checked against it, and completed from it,
 // the first time a file is used by a process.
@@ -21,6 +23,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"kici.dev/kici/internal/protocol"
 )
@@ -60,6 +63,16 @@ type Store interface {
 	// Wait returns nil once the step's log holds more than cursor lines,
 	// or ctx's error: a follower reads, then waits, then reads again.
 	Wait(ctx context.Context, runID, jobID string, stepIndex int, cursor int) error
+	// Scan calls fn for each line from line from on, in order, until fn
+	// returns false or the log ends (search and raw download walk a whole
+	// log once). A missing log scans as empty.
+	Scan(runID, jobID string, stepIndex, from int, fn func(n int, l protocol.LogLine) bool) error
+	// RemoveRun deletes every step log of a run (retention); a run with
+	// no logs is not an error.
+	RemoveRun(runID string) error
+	// SweepOlderThan deletes the logs of runs last written before cutoff
+	// (KICI_STEP_LOG_TTL_DAYS), at most limit runs, and returns their ids.
+	SweepOlderThan(cutoff time.Time, limit int) ([]string, error)
 	// Stats reports what was stored and lost since the process started.
 	Stats() Stats
 }
@@ -119,22 +132,28 @@ func (f *FS) Root() string { return f.root }
 // Path returns the file that holds the log of one step, after validating the
 // components (ErrInvalidPath otherwise).
 func (f *FS) Path(runID, jobID string, stepIndex int) (string, error) {
-	if !idPattern.MatchString(runID) {
-		return "", fmt.Errorf("%w: run id %q", ErrInvalidPath, runID)
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return "", err
 	}
-	if !idPattern.MatchString(jobID) {
-		return "", fmt.Errorf("%w: job id %q", ErrInvalidPath, jobID)
-	}
-	var name string
-	switch {
-	case stepIndex == JobStepIndex:
-		name = "job.log"
-	case stepIndex >= 0:
+	name := "job.log"
+	if stepIndex != JobStepIndex {
 		name = "step-" + strconv.Itoa(stepIndex) + ".log"
-	default:
-		return "", fmt.Errorf("%w: step index %d", ErrInvalidPath, stepIndex)
 	}
 	return filepath.Join(f.root, runID, jobID, name), nil
+}
+
+// checkKey validates the components naming a step's log (ErrInvalidPath).
+func checkKey(runID, jobID string, stepIndex int) error {
+	if !idPattern.MatchString(runID) {
+		return fmt.Errorf("%w: run id %q", ErrInvalidPath, runID)
+	}
+	if !idPattern.MatchString(jobID) {
+		return fmt.Errorf("%w: job id %q", ErrInvalidPath, jobID)
+	}
+	if stepIndex < JobStepIndex {
+		return fmt.Errorf("%w: step index %d", ErrInvalidPath, stepIndex)
+	}
+	return nil
 }
 
 // Stats implements Store.

@@ -11,7 +11,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 )
 
-func texts(t *testing.T, fs *FS, step int) []string {
+func texts(t *testing.T, fs Store, step int) []string {
 	t.Helper()
 	var out []string
 	for cursor := 0; ; {
@@ -35,51 +35,6 @@ func want(n int) string {
 		w = append(w, fmt.Sprintf("line %d", i))
 	}
 	return strings.Join(w, "|")
-}
-
-// Replays, overlapping chunks and chunks sent again after a restart of the
-// store are stored once; untagged lines of other writers do not shift the
-// agent's numbering.
-func TestAppendFromStoresEachLineOnce(t *testing.T) {
-	root := t.TempDir()
-	fs := NewFS(root)
-	must := func(off int64, from, n int, wantStored int, wantAcked int64) {
-		t.Helper()
-		res, err := fs.AppendFrom(runID, jobID, JobStepIndex, off, lines(from, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Stored != wantStored || res.Acked != wantAcked {
-			t.Fatalf("AppendFrom(%d, %d lines) = %+v, want stored %d acked %d", off, n, res, wantStored, wantAcked)
-		}
-	}
-	if err := fs.Append(runID, jobID, JobStepIndex, []protocol.LogLine{{Text: "provisioning"}}); err != nil {
-		t.Fatal(err)
-	}
-	must(0, 0, 5, 5, 5)
-	must(0, 0, 5, 0, 5) // replay
-	must(3, 3, 4, 2, 7) // overlap
-	if err := fs.Append(runID, jobID, JobStepIndex, []protocol.LogLine{{Text: "scaler says"}}); err != nil {
-		t.Fatal(err)
-	}
-	// A new process (orchestrator restart) finds the offset in the log.
-	fs2 := NewFS(root)
-	res, err := fs2.AppendFrom(runID, jobID, JobStepIndex, 5, lines(5, 4))
-	if err != nil || res.Stored != 2 || res.Duplicate != 2 || res.Acked != 9 {
-		t.Fatalf("after restart: %+v %v", res, err)
-	}
-	got := strings.Join(texts(t, fs2, JobStepIndex), "|")
-	if got != "provisioning|"+want(7)+"|scaler says|line 7|line 8" {
-		t.Fatalf("log = %s", got)
-	}
-	if st := fs.Stats(); st.LinesDropped != 0 || st.LinesDuplicate != 7 {
-		t.Fatalf("stats %+v", st)
-	}
-	// A gap is stored anyway and counted as dropped.
-	res, err = fs2.AppendFrom(runID, jobID, JobStepIndex, 12, lines(12, 1))
-	if err != nil || res.Missing != 3 || res.Acked != 13 || fs2.Stats().LinesDropped != 3 {
-		t.Fatalf("gap: %+v %v %+v", res, err, fs2.Stats())
-	}
 }
 
 // A log written without an index (an older version) or with a torn last

@@ -20,7 +20,7 @@ import (
 // setupForgeStatus builds the forge reporter: check runs and commit
 // statuses for every run of a GitHub or universal-git source, sharing the
 // pipeline's GitHub clients (and so their installation tokens).
-func setupForgeStatus(st store.Store, forges *pipeline.Forges, logs *logstore.FS, settings *cluster.Reader, logger *slog.Logger) (*forgestatus.Reporter, error) {
+func setupForgeStatus(st store.Store, forges *pipeline.Forges, logs logstore.Store, settings *cluster.Reader, logger *slog.Logger) (*forgestatus.Reporter, error) {
 	fc, err := config.LoadForgeStatus(os.Environ())
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 // newScaler loads scalers.yaml (or the embedded default) and builds the
 // scaler Manager with its backends and metrics.
 func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth, settings *cluster.Reader,
-	logs *logstore.FS, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
+	logs logstore.Store, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
 	scfg, err := scaler.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,6 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
-	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
@@ -66,6 +65,7 @@ type Server struct {
 	nodeID     string                // this node's id and lease holder (node.go)
 	startedAt  time.Time             // process start, in the node registry
 	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
+	closeLogs  func()                // releases the step-log store (steplogs.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -117,7 +117,16 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		return nil, err
 	}
 
-	logs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
+	logs, closeLogs, err := openStepLogs(ctx, cfg, logger.With("component", "logstore"))
+	if err != nil {
+		return nil, err
+	}
+	s.closeLogs = closeLogs
+	defer func() {
+		if !ok {
+			closeLogs()
+		}
+	}()
 	agentAuth := auth.NewAgentAuth(st)
 	agentBinary, err := config.FindAgentBinary(cfg)
 	if err != nil {
@@ -344,6 +353,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.processor.Stop()
 	s.runctl.Wait()
 	s.releaseLeases(shutdownCtx)
+	s.closeLogs()
 	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing store", "err", err)

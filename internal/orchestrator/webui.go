@@ -16,7 +16,7 @@ import (
 )
 
 // newWebUI builds the web UI on the same services the admin API uses.
-func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, logs *logstore.FS, s *Server,
+func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, logs logstore.Store, s *Server,
 	settings *cluster.Reader, logger *slog.Logger) (*web.UI, error) {
 	// KICI_PUBLIC_URL, validated as the forge reporter reads it.
 	fc, err := config.LoadForgeStatus(os.Environ())
@@ -24,7 +24,7 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 		return nil, err
 	}
 	return web.New(web.Deps{
-		Store: st, Auth: adminAuth, Logs: web.FSLogs{FS: logs},
+		Store: st, Auth: adminAuth, Logs: logs,
 		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
 		Agents:   func() []dispatch.AgentInfo { return s.dispatcher.Agents() },
 		Scalers:  func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },

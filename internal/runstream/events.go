@@ -96,7 +96,7 @@ func (s *Streamer) RunEvents(w http.ResponseWriter, r *http.Request) {
 			ev.flush()
 			return
 		}
-		if !ev.wait(ctx, deadline, 2*s.poll()) {
+		if !ev.wait(ctx, deadline, 2*s.poll(), nil) {
 			return
 		}
 	}

@@ -237,17 +237,45 @@ func (s *Streamer) StepLogs(w http.ResponseWriter, r *http.Request) {
 			ev.flush()
 			return
 		}
-		if !ev.wait(ctx, deadline, s.poll()) {
+		wctx, stopWait := context.WithCancel(ctx)
+		alive := ev.wait(ctx, deadline, s.poll(), s.lineStored(wctx, run.ID, job.ID, idx, cursor))
+		stopWait()
+		if !alive {
 			return
 		}
 	}
 }
 
-// wait sleeps one poll interval before the stream looks again, sending a
+// LogWaiter is a LogReader that can also wait for a line beyond a cursor
+// (logstore.Store.Wait: the PostgreSQL store wakes on an append through any
+// node), so a stream sends new lines at once instead of at its next poll.
+type LogWaiter interface {
+	Wait(ctx context.Context, runID, jobID string, stepIndex int, cursor int) error
+}
+
+// lineStored returns a channel closed once the step's log holds more than
+// cursor lines, or nil when the log store cannot wait (the stream polls).
+// The wait ends with ctx.
+func (s *Streamer) lineStored(ctx context.Context, runID, jobID string, idx, cursor int) <-chan struct{} {
+	w, ok := s.Logs.(LogWaiter)
+	if !ok {
+		return nil
+	}
+	ch := make(chan struct{})
+	go func() {
+		if w.Wait(ctx, runID, jobID, idx, cursor) == nil {
+			close(ch)
+		}
+	}()
+	return ch
+}
+
+// wait sleeps one poll interval (or until woken is closed) before the
+// stream looks again, sending a
 // heartbeat comment when the stream was quiet too long. It reports false
 // when the stream must end: the client left, a write failed, or the
 // stream reached its maximum age.
-func (e *sse) wait(ctx context.Context, deadline time.Time, poll time.Duration) bool {
+func (e *sse) wait(ctx context.Context, deadline time.Time, poll time.Duration, woken <-chan struct{}) bool {
 	if time.Now().After(deadline) {
 		return false
 	}
@@ -260,6 +288,8 @@ func (e *sse) wait(ctx context.Context, deadline time.Time, poll time.Duration) 
 	select {
 	case <-ctx.Done():
 		return false
+	case <-woken: // a new line (nil: never)
+		return true
 	case <-time.After(poll):
 		return true
 	}

@@ -91,7 +91,7 @@ func newBenchHarness(t testing.TB, mut ...func(*Deps)) *harness {
 		}
 		h.tokens[role], h.tokenID[role] = plain, tok.ID
 	}
-	d := Deps{Store: st, Auth: h.auth, Logs: FSLogs{FS: h.logs}, Cancel: h.cancel,
+	d := Deps{Store: st, Auth: h.auth, Logs: h.logs, Cancel: h.cancel,
 		Approval: approval.NewDecider(st, func() {}), Version: "test",
 		Now: func() time.Time { h.nowMu.Lock(); defer h.nowMu.Unlock(); return h.now }}
 	for _, m := range mut {

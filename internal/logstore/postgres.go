@@ -1,0 +1,389 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kici.dev/kici/internal/protocol"
+)
+
+// PG stores step logs in PostgreSQL, shared by every orchestrator on the
+// database: the default when KICI_DATABASE_URL is set. Its tables
+// (step_log_heads, step_log_chunks) come from the store's migration 00016.
+//
+// An append is one transaction: it locks the step's head row (so appends to
+// one step are serialised across nodes), skips the lines below the agent
+// offset the head holds (a replay is a no-op), inserts the new lines as
+// chunks of at most pgChunkLines lines keyed by (job, step, first line),
+// moves the head and sends NOTIFY kici_step_logs with "<jobId>:<step>". A
+// crash rolls the whole append back, so the head and the chunks always
+// agree. Reads take the chunks overlapping the page from the primary key
+// range, so a page costs the same wherever it lies. Wait wakes on appends
+// through any node: each PG LISTENs on kici_step_logs on one connection of
+// its own.
+type PG struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[string]chan struct{} // closed on the next append, by "<jobId>:<step>"
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	linesStored, bytesStored, linesDuplicate, linesDropped atomic.Int64
+	notified                                               atomic.Int64 // notifications received
+}
+
+var _ Store = (*PG)(nil)
+
+// pgNotifyChannel is the LISTEN/NOTIFY channel of appended step logs.
+const pgNotifyChannel = "kici_step_logs"
+
+// pgChunkLines and pgChunkBytes bound one stored chunk, so a page read
+// decodes at most a few chunks beyond the page itself.
+const (
+	pgChunkLines = 500
+	pgChunkBytes = 256 << 10
+)
+
+// pgTimeout bounds one database call of the backend.
+const pgTimeout = 30 * time.Second
+
+// pgRecheck is how often a waiting follower looks at the log even without a
+// notification (a notification lost while the listener reconnects).
+const pgRecheck = 2 * time.Second
+
+// OpenPG connects to the PostgreSQL database at url (whose schema the
+// store's migrations created) and starts listening for appends. Close
+// releases it. Errors: an unparsable URL or an unreachable database.
+func OpenPG(ctx context.Context, url string, logger *slog.Logger) (*PG, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: parse database url: %w", err)
+	}
+	if cfg.MaxConns > 8 {
+		cfg.MaxConns = 8 // appends to one step are serialised anyway
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("logstore: connect: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	p := &PG{pool: pool, log: logger, waiters: map[string]chan struct{}{}, cancel: cancel, done: make(chan struct{})}
+	go p.listen(lctx)
+	return p, nil
+}
+
+// Close stops listening and closes the connections.
+func (p *PG) Close() {
+	p.cancel()
+	<-p.done
+	p.pool.Close()
+}
+
+// Stats implements Store.
+func (p *PG) Stats() Stats {
+	return Stats{LinesStored: p.linesStored.Load(), BytesStored: p.bytesStored.Load(),
+		LinesDuplicate: p.linesDuplicate.Load(), LinesDropped: p.linesDropped.Load()}
+}
+
+// Append implements Store.
+func (p *PG) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error {
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return err
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := p.append(runID, jobID, stepIndex, -1, lines)
+	return err
+}
+
+// AppendFrom implements Store: lines below the agent offset in the step's
+// head row are skipped, the rest stored, in one transaction.
+func (p *PG) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return AppendResult{}, err
+	}
+	if offset < 0 {
+		return AppendResult{}, fmt.Errorf("logstore: negative offset %d", offset)
+	}
+	return p.append(runID, jobID, stepIndex, offset, lines)
+}
+
+func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
+	defer cancel()
+	var res AppendResult
+	var text int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		res, text = AppendResult{}, 0
+		// The upsert locks the head row until the transaction ends.
+		var stored, held int64
+		err := tx.QueryRow(ctx, `INSERT INTO step_log_heads (job_id, step_index, run_id, updated_at) VALUES ($1, $2, $3, now())
+			ON CONFLICT (job_id, step_index) DO UPDATE SET run_id = step_log_heads.run_id
+			RETURNING lines, agent_offset`, jobID, stepIndex, runID).Scan(&stored, &held)
+		if err != nil {
+			return err
+		}
+		todo := lines
+		if offset >= 0 {
+			from := offset
+			if skip := held - offset; skip > 0 {
+				skip = min(skip, int64(len(todo)))
+				res.Duplicate = int(skip)
+				todo = todo[skip:]
+				from += skip
+			}
+			if from > held {
+				res.Missing = from - held
+			}
+			res.Acked = held
+			if len(todo) > 0 {
+				res.Acked = from + int64(len(todo))
+			}
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		firsts, counts, bodies, n := encodeChunks(stored, todo)
+		text = n
+		if _, err := tx.Exec(ctx, `INSERT INTO step_log_chunks (job_id, step_index, first_line, line_count, run_id, body)
+			SELECT $1, $2, f, c, $3, b FROM unnest($4::bigint[], $5::int[], $6::bytea[]) AS t(f, c, b)`,
+			jobID, stepIndex, runID, firsts, counts, bodies); err != nil {
+			return err
+		}
+		newHeld := held
+		if offset >= 0 {
+			newHeld = res.Acked
+		}
+		if _, err := tx.Exec(ctx, `UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now()
+			WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, len(todo), newHeld); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, pgNotifyChannel, waitKey(jobID, stepIndex)); err != nil {
+			return err
+		}
+		res.Stored = len(todo)
+		return nil
+	})
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("logstore: append: %w", err)
+	}
+	p.linesStored.Add(int64(res.Stored))
+	p.bytesStored.Add(text)
+	p.linesDuplicate.Add(int64(res.Duplicate))
+	p.linesDropped.Add(res.Missing)
+	if res.Stored > 0 {
+		p.wake(waitKey(jobID, stepIndex))
+	}
+	return res, nil
+}
+
+// encodeChunks cuts lines numbered from first into chunks (pgChunkLines,
+// pgChunkBytes) and returns each chunk's first line, count and JSON Lines
+// body, and the text bytes encoded.
+func encodeChunks(first int64, lines []protocol.LogLine) (firsts []int64, counts []int32, bodies [][]byte, text int64) {
+	var body []byte
+	start := 0
+	for i := range lines {
+		body = appendLine(body, &lines[i], -1)
+		text += int64(len(lines[i].Text))
+		if i-start+1 == pgChunkLines || len(body) >= pgChunkBytes || i == len(lines)-1 {
+			firsts = append(firsts, first+int64(start))
+			counts = append(counts, int32(i-start+1))
+			bodies = append(bodies, body)
+			body, start = nil, i+1
+		}
+	}
+	return firsts, counts, bodies, text
+}
+
+// Read implements Store (see FS.Read for the contract).
+func (p *PG) Read(runID, jobID string, stepIndex int, cursor, limit int) ([]protocol.LogLine, int, error) {
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return nil, cursor, err
+	}
+	if cursor < 0 {
+		return nil, cursor, fmt.Errorf("logstore: negative cursor %d", cursor)
+	}
+	if limit <= 0 {
+		limit = DefaultReadLimit
+	}
+	limit = min(limit, MaxReadLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
+	defer cancel()
+	// A chunk holds at most pgChunkLines lines, so the chunks overlapping
+	// [cursor, cursor+limit) start in (cursor-pgChunkLines, cursor+limit).
+	rows, err := p.pool.Query(ctx, `SELECT first_line, body FROM step_log_chunks
+		WHERE job_id = $1 AND step_index = $2 AND first_line > $3 AND first_line < $4 AND run_id = $5
+		ORDER BY first_line`, jobID, stepIndex, int64(cursor)-pgChunkLines, int64(cursor)+int64(limit), runID)
+	if err != nil {
+		return nil, cursor, fmt.Errorf("logstore: read: %w", err)
+	}
+	defer rows.Close()
+	out := make([]protocol.LogLine, 0, min(limit, 1024))
+	for rows.Next() {
+		var first int64
+		var body []byte
+		if err := rows.Scan(&first, &body); err != nil {
+			return nil, cursor, fmt.Errorf("logstore: read: %w", err)
+		}
+		if first != int64(cursor+len(out)) && first > int64(cursor) {
+			break // a hole cannot happen (heads and chunks move together); stop at it
+		}
+		lines, err := decodeLines(body)
+		if err != nil {
+			return nil, cursor, fmt.Errorf("logstore: job %s step %d chunk %d: %w", jobID, stepIndex, first, err)
+		}
+		if skip := int64(cursor) - first; skip > 0 {
+			lines = lines[min(skip, int64(len(lines))):]
+		}
+		out = append(out, lines[:min(len(lines), limit-len(out))]...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, cursor, fmt.Errorf("logstore: read: %w", err)
+	}
+	return out, cursor + len(out), nil
+}
+
+// Lines returns the number of lines a step's log holds (0 when it has
+// none).
+func (p *PG) Lines(runID, jobID string, stepIndex int) (int, error) {
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
+	defer cancel()
+	var n int64
+	err := p.pool.QueryRow(ctx, `SELECT lines FROM step_log_heads WHERE job_id = $1 AND step_index = $2 AND run_id = $3`,
+		jobID, stepIndex, runID).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("logstore: %w", err)
+	}
+	return int(n), nil
+}
+
+// Wait implements Store: it wakes on appends through any node (NOTIFY),
+// and looks again every pgRecheck in case a notification was lost.
+func (p *PG) Wait(ctx context.Context, runID, jobID string, stepIndex int, cursor int) error {
+	if err := checkKey(runID, jobID, stepIndex); err != nil {
+		return err
+	}
+	key := waitKey(jobID, stepIndex)
+	for {
+		p.mu.Lock()
+		ch := p.waiters[key]
+		if ch == nil {
+			ch = make(chan struct{})
+			p.waiters[key] = ch
+		}
+		p.mu.Unlock()
+		n, err := p.Lines(runID, jobID, stepIndex)
+		if err != nil {
+			return err
+		}
+		if n > cursor {
+			return nil
+		}
+		t := time.NewTimer(pgRecheck)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// Scan implements Store, reading the log page by page.
+func (p *PG) Scan(runID, jobID string, stepIndex, from int, fn func(n int, l protocol.LogLine) bool) error {
+	return scanPages(p, runID, jobID, stepIndex, from, fn)
+}
+
+func waitKey(jobID string, stepIndex int) string { return jobID + ":" + strconv.Itoa(stepIndex) }
+
+func (p *PG) wake(key string) {
+	p.mu.Lock()
+	if ch := p.waiters[key]; ch != nil {
+		close(ch)
+		delete(p.waiters, key)
+	}
+	p.mu.Unlock()
+}
+
+func (p *PG) wakeAll() {
+	p.mu.Lock()
+	for k, ch := range p.waiters {
+		close(ch)
+		delete(p.waiters, k)
+	}
+	p.mu.Unlock()
+}
+
+// listen holds one connection LISTENing on pgNotifyChannel and wakes the
+// waiters of each notified step; after a lost connection it reconnects
+// and wakes every waiter (they look again).
+func (p *PG) listen(ctx context.Context) {
+	defer close(p.done)
+	for ctx.Err() == nil {
+		err := p.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("log notifications lost; reconnecting", "err", err)
+		p.wakeAll()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (p *PG) listenOnce(ctx context.Context) error {
+	pooled, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection carries a LISTEN: it never goes back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgNotifyChannel); err != nil {
+		return err
+	}
+	p.wakeAll() // appends made before the LISTEN took effect
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		p.notified.Add(1)
+		if strings.IndexByte(n.Payload, ':') > 0 {
+			p.wake(n.Payload)
+		}
+	}
+}
