@@ -54,7 +54,9 @@ func startOrch(bin, dir string, extra ...string) (*orch, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.env = append([]string{"KICI_DATA_DIR=" + dir}, extra...)
+	// The agents' work directories live beside the data directory, not in
+	// it: the data directory is private to the orchestrator's user.
+	o.env = append([]string{"KICI_DATA_DIR=" + dir, "KICI_WORK_DIR=" + dir + "-work"}, extra...)
 	o.cmd = exec.Command(filepath.Join(bin, "kici-orchestrator"))
 	o.cmd.Env = append(cleanEnv(), append(o.env, "KICI_PORT=0", "TMPDIR="+dir)...)
 	o.cmd.Stdout, o.cmd.Stderr = logf, logf

@@ -47,8 +47,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer os.RemoveAll(root)
+	// Agents started as root run steps as an unprivileged step user, who
+	// must be able to pass through to the work directories below root and
+	// to read the repository it checks out.
+	if err := os.Chmod(root, 0o711); err != nil {
+		return err
+	}
 	repoDir, err := dataDir(root, "repo")
 	if err != nil {
+		return err
+	}
+	if err := os.Chmod(repoDir, 0o755); err != nil {
 		return err
 	}
 	sha, err := makeRepo(cfg.Bin, repoDir, sz.logLines, sz.fanLegs)

@@ -66,11 +66,7 @@ func (o *orch) waitTerminal(ctx context.Context, runID string) ([]jobView, error
 		}
 		done := len(js) > 0
 		for _, j := range js {
-			switch j.Status {
-			case "success", "failed", "cancelled", "skipped", "timed_out":
-			default:
-				done = false
-			}
+			done = done && terminal(j.Status)
 		}
 		if done {
 			return js, nil
@@ -81,6 +77,15 @@ func (o *orch) waitTerminal(ctx context.Context, runID string) ([]jobView, error
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// terminal reports whether a job status is final.
+func terminal(status string) bool {
+	switch status {
+	case "success", "failed", "cancelled", "skipped", "timed_out", "timed_out_stale":
+		return true
+	}
+	return false
 }
 
 // triggerToStep pushes to lat n times, one after the other, and returns
@@ -105,6 +110,9 @@ func triggerToStep(ctx context.Context, o *orch, s *source, sha string, n int) (
 			if len(js) == 1 && len(js[0].Steps) > 0 && js[0].Steps[0].StartedAt != nil {
 				out = append(out, js[0].Steps[0].StartedAt.Sub(t0))
 				break
+			}
+			if len(js) == 1 && terminal(js[0].Status) {
+				return nil, fmt.Errorf("job of run %s ended %s before its first step started (see the orchestrator and agent logs)", r.RunID, js[0].Status)
 			}
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("step of run %s never started: %w", r.RunID, ctx.Err())
