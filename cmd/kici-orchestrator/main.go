@@ -53,6 +53,10 @@ func main() {
 		os.Exit(2)
 	}
 	logger := slog.New(handler)
+	if err := servePprof(logger); err != nil {
+		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := hardening.NoDump(); err != nil {

@@ -60,6 +60,7 @@ var Vars = []Var{
 	{"KICI_AGENT_BINARY", ScopeOrchestrator, "`kici-agent` beside the orchestrator executable, else on `PATH`", "Path of the kici-agent executable bare-metal scalers spawn (label sets without `binaryPath`)."},
 	{"KICI_LOG_LEVEL", ScopeOrchestrator, "`info`", "Log level: `debug`, `info`, `warn` or `error`."},
 	{"KICI_LOG_FORMAT", ScopeOrchestrator, "`text`", "Log format of kici-orchestrator and kici-agent: `text` (key=value) or `json` (one JSON object per line, for log collectors)."},
+	{"KICI_PPROF_ADDR", ScopeOrchestrator, "empty (none)", "Address of Go's profiling endpoints (`/debug/pprof/`), served on a listener of their own, e.g. `127.0.0.1:6060`. They have no authentication: bind them to loopback. See [performance.md](performance.md)."},
 	{"KICI_RUN_RETENTION_DAYS", ScopeOrchestrator, "`90`", "Days a finished run (jobs, steps, queue entries, logs) and a processed delivery or event-log row are kept; `0` keeps them forever."},
 	{"KICI_AUDIT_RETENTION_DAYS", ScopeOrchestrator, "`365`", "Days an access-log (audit) entry is kept; `0` keeps it forever."},
 	{"KICI_PROVENANCE_RETENTION_DAYS", ScopeOrchestrator, "`365`", "Days a provenance attestation is kept (its run is kept as long); `0` keeps it forever."},
