@@ -117,16 +117,15 @@ func openDB(ctx context.Context, path string, create bool) (*sql.DB, error) {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
-	// Writers serialise on the database lock (IMMEDIATE transactions wait up
-	// to BusyTimeout); a few connections let reads proceed concurrently.
-	n := runtime.NumCPU()
-	if n < 4 {
-		n = 4
-	}
+	// Writers of this process queue on one semaphore rather than on
+	// SQLite's sleeping busy handler (writer.go).
+	db := sql.OpenDB(newWriterConnector(dsn))
+	// Writers queue on the semaphore; reads (WAL) run concurrently. A
+	// connection is held by a call while it waits for the writer, so the
+	// pool is sized for the callers that may wait at once (webhook
+	// accepts, the delivery pool, dispatch, sweeps), not for the cores:
+	// with too few, reads queue behind waiting writers.
+	n := max(4*runtime.NumCPU(), 16)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(0)
