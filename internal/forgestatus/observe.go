@@ -29,24 +29,35 @@ func (r *Reporter) observe(ctx context.Context) {
 			}
 		}
 	}
-	for off := 0; off < 2000; off += 200 {
-		runs, _, err := r.st.ListRuns(ctx, store.RunFilter{Statuses: openRunStatuses, Limit: 200, Offset: off})
+	// Only runs of sources with a forge to report to are read: on an
+	// install whose runs come from local sources (or whose thousands of
+	// parked runs do) a pass costs a source listing, not a scan of every
+	// open run each second.
+	sources, err := r.reportableSources(ctx)
+	if err != nil {
+		r.log.Warn("forge status: list sources", "err", err)
+		return
+	}
+	since := r.since
+	for _, sourceID := range sources {
+		for off := 0; off < 2000; off += 200 {
+			runs, _, err := r.st.ListRuns(ctx, store.RunFilter{SourceID: sourceID, Statuses: openRunStatuses, Limit: 200, Offset: off})
+			if err != nil {
+				r.log.Warn("forge status: list runs", "err", err)
+				return
+			}
+			add(runs)
+			if len(runs) < 200 {
+				break
+			}
+		}
+		recent, _, err := r.st.ListRuns(ctx, store.RunFilter{SourceID: sourceID, Since: &since, Limit: 500})
 		if err != nil {
 			r.log.Warn("forge status: list runs", "err", err)
 			return
 		}
-		add(runs)
-		if len(runs) < 200 {
-			break
-		}
+		add(recent)
 	}
-	since := r.since
-	recent, _, err := r.st.ListRuns(ctx, store.RunFilter{Since: &since, Limit: 500})
-	if err != nil {
-		r.log.Warn("forge status: list runs", "err", err)
-		return
-	}
-	add(recent)
 	r.since = now.Add(-2 * time.Second)
 	open, err := r.st.ListCheckRuns(ctx, store.CheckRunFilter{Open: true, Limit: 2000})
 	if err != nil {
@@ -68,6 +79,22 @@ func (r *Reporter) observe(ctx context.Context) {
 		}
 		r.observeRun(ctx, ids[id], rows, now)
 	}
+}
+
+// reportableSources returns the ids of the sources whose runs have a forge
+// to report to (target, cached per source).
+func (r *Reporter) reportableSources(ctx context.Context) ([]string, error) {
+	all, err := r.st.ListSources(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, src := range all {
+		if _, ok := r.target(ctx, src.ID); ok {
+			ids = append(ids, src.ID)
+		}
+	}
+	return ids, nil
 }
 
 // observeRun records the desired state of each job of run.

@@ -144,23 +144,44 @@ func (r *Reporter) Kick() {
 
 // Run reports until ctx ends. Only the holder of the reporter lease
 // reports, so two orchestrators on one database never post twice.
+//
+// The lease is renewed once a third of its TTL has passed, not on every
+// pass (a pass follows every released job, and each renewal is a store
+// write), and a burst of wake-ups within wakeCoalesce makes one pass.
 func (r *Reporter) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
+	var renewed time.Time // zero: not holding the lease
 	for {
-		if ok, err := r.st.AcquireLease(ctx, leaseName, r.cfg.Holder, leaseTTL); err == nil && ok {
+		if renewed.IsZero() || time.Since(renewed) >= leaseTTL/3 {
+			ok, err := r.st.AcquireLease(ctx, leaseName, r.cfg.Holder, leaseTTL)
+			renewed = time.Time{}
+			if err == nil && ok {
+				renewed = time.Now()
+			} else if err != nil && ctx.Err() == nil {
+				r.log.Warn("forge status: lease", "err", err)
+			}
+		}
+		if !renewed.IsZero() {
 			r.Tick(ctx)
-		} else if err != nil && ctx.Err() == nil {
-			r.log.Warn("forge status: lease", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-r.wake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wakeCoalesce):
+			}
 		}
 	}
 }
+
+// wakeCoalesce is how long a Kick waits for the kicks that follow it, so
+// a burst of released jobs makes one pass.
+const wakeCoalesce = 100 * time.Millisecond
 
 // Tick is one pass: record the state every open job should show, deliver
 // what is due, and sweep old rows once an hour.
