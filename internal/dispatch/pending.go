@@ -163,6 +163,13 @@ func (x *pendingIndex) get(id string) (*store.QueueEntry, bool) {
 	return nil, false
 }
 
+// has reports whether an entry with id is indexed.
+func (x *pendingIndex) has(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.items[id] != nil
+}
+
 func (it *pendingItem) copy() *store.QueueEntry {
 	e := it.e
 	e.RunsOnLabels = slices.Clone(it.e.RunsOnLabels)

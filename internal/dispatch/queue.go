@@ -202,8 +202,13 @@ func (d *Dispatcher) noAgentReason(e *store.QueueEntry) string {
 	return fmt.Sprintf("no agent with labels [%s]", strings.Join(labels, " "))
 }
 
-// setReason writes a queued job's pending reason when it changed.
+// setReason writes a queued job's pending reason when it changed and the
+// job still waits in the queue (routing writes it after releasing routeMu,
+// by which time the job may have been dispatched).
 func (d *Dispatcher) setReason(ctx context.Context, jobID, reason string) {
+	if !d.pending.has(jobID) {
+		return
+	}
 	d.mu.Lock()
 	if prev, ok := d.reasons[jobID]; ok && prev == reason {
 		d.mu.Unlock()

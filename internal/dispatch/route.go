@@ -23,16 +23,23 @@ func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude str
 		return true
 	}
 	d.routeMu.Lock()
-	out, blocked := d.routeLocked(ctx, e, exclude)
+	out, blocked, reason := d.routeLocked(ctx, e, exclude)
 	d.routeMu.Unlock()
 	d.send(out)
+	if reason != "" {
+		// Written after routeMu is released: a pending-reason write waits
+		// for the store's writer like any other, and no other routing
+		// decision needs to wait for it.
+		d.setReason(ctx, e.ID, reason)
+	}
 	return blocked
 }
 
-func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (*outgoing, bool) {
+// routeLocked makes the routing decision for e; reason is the pending
+// reason to record when e keeps waiting. Caller holds routeMu.
+func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, blocked bool, reason string) {
 	if d.Draining() {
-		d.setReason(ctx, e.ID, reasonDraining)
-		return nil, true
+		return nil, true, reasonDraining
 	}
 	if a := d.reserveIdle(e, exclude); a != nil {
 		claimed, err := d.claimEntry(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
@@ -41,21 +48,23 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 			if err != nil {
 				d.log.Error("claim queue entry", "job", e.ID, "err", err)
 			}
-			return nil, false
+			return nil, false, ""
 		}
-		return d.prepare(ctx, a, claimed), false
+		return d.prepare(ctx, a, claimed), false, ""
 	}
 	if e.PinnedAgentID != "" {
 		// Bound to a spawned (or named) agent: only that agent takes it.
-		return nil, false
+		return nil, false, ""
 	}
-	return nil, !d.consultSpawner(ctx, e)
+	spawned, reason := d.consultSpawner(ctx, e)
+	return nil, !spawned, reason
 }
 
-// consultSpawner asks the spawner for an agent bound to e, pins e to it and
-// records the pending reason. It reports whether an agent was spawned.
-func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bool {
-	reason := d.noAgentReason(e)
+// consultSpawner asks the spawner for an agent bound to e and pins e to
+// it. It reports whether an agent was spawned, and the pending reason e
+// waits with.
+func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (spawned bool, reason string) {
+	reason = d.noAgentReason(e)
 	var agentID string
 	var err error
 	tried := false
@@ -66,7 +75,6 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bo
 		agentID, err = d.spawner.Spawn(ctx, e.ID)
 		tried = true
 	}
-	spawned := false
 	if tried {
 		switch {
 		case err == nil:
@@ -91,8 +99,7 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) bo
 		// spawn one: say so, so the sweep can end it after the grace.
 		reason = unroutableReason(e, reason)
 	}
-	d.setReason(ctx, e.ID, reason)
-	return spawned
+	return spawned, reason
 }
 
 // boundJob returns the pending entry pinned to agentID, if any: the job it
