@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"kici.dev/kici/internal/ctxgate"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -471,8 +470,7 @@ func (p *Processor) satisfiable(ctx context.Context, orgID string, wf *lockfile.
 // branch). Failures are logged, not fatal: the push's own runs still
 // happen.
 func (p *Processor) registerLocal(ctx context.Context, src *store.Source, repoIdent, ref, sha string, lf *lockfile.LockFile) {
-	out, err := exec.CommandContext(ctx, "git", "-C", src.LocalPath, "symbolic-ref", "-q", "HEAD").Output()
-	if err != nil || strings.TrimSpace(string(out)) != ref {
+	if head, ok := p.headRef(ctx, src.LocalPath); !ok || head != ref {
 		return
 	}
 	if err := p.register(ctx, nil, src, repoIdent, "file://"+src.LocalPath, ref, sha, lf); err != nil {

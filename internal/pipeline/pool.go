@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/lockfetch"
@@ -230,6 +232,39 @@ func (p *Processor) localRepo(path string) (*local.Repo, error) {
 	}
 	p.repos[path] = r
 	return r, nil
+}
+
+// headRefTTL is how long the branch a local repository's HEAD names is
+// reused: reading it forks git, and a burst of pushes to one repository
+// would otherwise fork once per delivery. A HEAD switched meanwhile is
+// seen that much later.
+const headRefTTL = 5 * time.Second
+
+type headRefEntry struct {
+	ref string
+	ok  bool
+	at  time.Time
+}
+
+// headRef returns the ref HEAD of the local repository at path points to
+// (git symbolic-ref), cached for headRefTTL; ok is false for a detached
+// HEAD or a git failure.
+func (p *Processor) headRef(ctx context.Context, path string) (string, bool) {
+	p.mu.Lock()
+	e, hit := p.heads[path]
+	p.mu.Unlock()
+	if hit && time.Since(e.at) < headRefTTL {
+		return e.ref, e.ok
+	}
+	out, err := exec.CommandContext(ctx, "git", "-C", path, "symbolic-ref", "-q", "HEAD").Output()
+	e = headRefEntry{ref: strings.TrimSpace(string(out)), ok: err == nil, at: time.Now()}
+	p.mu.Lock()
+	if p.heads == nil {
+		p.heads = map[string]headRefEntry{}
+	}
+	p.heads[path] = e
+	p.mu.Unlock()
+	return e.ref, e.ok
 }
 
 // closeRepos stops the object readers of the local repositories.

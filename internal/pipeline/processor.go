@@ -106,6 +106,8 @@ type Processor struct {
 	claimed map[string]bool
 	// repos are the local repositories read so far, by path (pool.go).
 	repos map[string]*local.Repo
+	// heads caches each local repository's HEAD ref (pool.go).
+	heads map[string]headRefEntry
 	// outcome observes finished deliveries (pool.go); guarded by mu.
 	outcome func(status string, runs int)
 	decider Decider // `/kici approve` comments (trust.go); guarded by mu
