@@ -2,7 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"net/url"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"kici.dev/kici/internal/store"
@@ -11,14 +16,21 @@ import (
 	"kici.dev/kici/internal/testutil/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pool.close()
+	if err := pgtest.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+	}
+	os.Exit(code)
+}
 
-// dbURL returns a fresh database URL with a pool large enough that the
-// concurrent-claim tests really run claims in parallel.
-func dbURL(t testing.TB) string {
-	u, err := url.Parse(pgtest.URL(t))
+// withPoolSize sets a pool large enough that the concurrent-claim tests
+// really run claims in parallel.
+func withPoolSize(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
-		t.Fatal(err)
+		return raw
 	}
 	q := u.Query()
 	q.Set("pool_max_conns", "16")
@@ -26,23 +38,146 @@ func dbURL(t testing.TB) string {
 	return u.String()
 }
 
-func newStore(t *testing.T) store.Store {
+// slots is the number of databases the tests share: creating a PostgreSQL
+// database and migrating it costs far more than a conformance case, so
+// each test borrows one of a few migrated databases, alone, and empties it
+// when done; the next test to borrow it finds it as a fresh database would
+// be.
+const slots = 3
+
+// slot is one migrated database of the pool and a store open on it.
+type slot struct {
+	url string
+	s   *postgres.Store
+}
+
+// databasePool hands out migrated, empty databases, one test at a time
+// each. They live until the test process ends (TestMain).
+type databasePool struct {
+	once sync.Once
+	free chan *slot
+	all  []*slot
+	err  error
+}
+
+var pool databasePool
+
+func (p *databasePool) get(t *testing.T) *slot {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), dbURL(t))
-	if err != nil {
-		t.Fatal(err)
+	p.once.Do(func() {
+		p.free = make(chan *slot, slots)
+		type opened struct {
+			sl  *slot
+			err error
+		}
+		results := make(chan opened, slots)
+		for i := 0; i < slots; i++ {
+			go func() {
+				ctx := context.Background()
+				u, err := pgtest.NewDatabase(ctx)
+				if err != nil {
+					results <- opened{err: err}
+					return
+				}
+				u = withPoolSize(u)
+				s, err := postgres.Open(ctx, u)
+				results <- opened{&slot{url: u, s: s}, err}
+			}()
+		}
+		for i := 0; i < slots; i++ {
+			r := <-results
+			if r.err != nil {
+				if p.err == nil {
+					p.err = r.err
+				}
+				continue
+			}
+			p.all = append(p.all, r.sl)
+			p.free <- r.sl
+		}
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	sl := <-p.free
+	t.Cleanup(func() {
+		if err := empty(context.Background(), sl.s.DB()); err != nil {
+			t.Errorf("emptying the database after the test: %v", err)
+			return // a database that is not empty is not given out again
+		}
+		p.free <- sl
+	})
+	return sl
+}
+
+// close closes the pool's stores (the throwaway server drops the
+// databases when it stops).
+func (p *databasePool) close() {
+	for _, sl := range p.all {
+		sl.s.Close()
+	}
+}
+
+// empty deletes every row and restarts every sequence, leaving the schema
+// (and goose's version table and sequence) as migrations made it. Foreign keys are not
+// checked meanwhile (session_replication_role = replica), so the order of
+// the deletes does not matter.
+func empty(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT quote_ident(tablename) FROM pg_tables
+		WHERE schemaname = current_schema() AND tablename <> 'goose_db_version'`)
+	if err != nil {
+		return err
+	}
+	var stmts []string
+	for rows.Next() {
+		var table string
+		if err := rows.Scan(&table); err != nil {
+			rows.Close()
+			return err
+		}
+		stmts = append(stmts, "DELETE FROM "+table)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, q := range append([]string{"SET LOCAL session_replication_role = replica"}, stmts...) {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT setval(c.oid, 1, false) FROM pg_class c
+		WHERE c.relkind = 'S' AND c.relnamespace = current_schema()::regnamespace
+		AND c.relname NOT LIKE 'goose\_db\_version%'`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, newStore)
+	storetest.Run(t, func(t *testing.T) store.Store { return pool.get(t).s })
+}
+
+// Every migration runs down to 0 and up again.
+func TestMigrationsDownAndUp(t *testing.T) {
+	t.Parallel()
+	s := pool.get(t).s
+	m, err := postgres.Migrations(s.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.RunMigrations(t, s, m)
 }
 
 func TestOpenTwiceMigratesOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u := dbURL(t)
+	u := pool.get(t).url
 	for i := 0; i < 2; i++ {
 		s, err := postgres.Open(ctx, u)
 		if err != nil {
@@ -60,13 +195,22 @@ func TestOpenTwiceMigratesOnce(t *testing.T) {
 }
 
 func TestOpenBadURL(t *testing.T) {
+	t.Parallel()
 	if _, err := postgres.Open(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); err == nil {
 		t.Fatal("Open of an unreachable server succeeded")
+	}
+	if _, err := postgres.OpenCurrent(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"); err == nil ||
+		!strings.Contains(err.Error(), "connect") {
+		t.Fatalf("OpenCurrent of an unreachable server: %v", err)
 	}
 }
 
 func BenchmarkClaimNext(b *testing.B) {
-	s, err := postgres.Open(context.Background(), dbURL(b))
+	u, err := pgtest.NewDatabase(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := postgres.Open(context.Background(), withPoolSize(u))
 	if err != nil {
 		b.Fatal(err)
 	}

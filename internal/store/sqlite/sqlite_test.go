@@ -96,3 +96,13 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// Every migration runs down to 0 and up again.
+func TestMigrationsDownAndUp(t *testing.T) {
+	s := newStore(t).(*sqlite.Store)
+	m, err := sqlite.Migrations(s.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.RunMigrations(t, s, m)
+}

@@ -97,3 +97,26 @@ func (m *Migrations) CheckVersion(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Tables lists the database's tables in the store's schema (goose's version
+// table included), sorted; for diagnostics and the migration tests.
+func (m *Migrations) Tables(ctx context.Context) ([]string, error) {
+	q := `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`
+	if m.d.Postgres {
+		q = `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`
+	}
+	rows, err := m.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list tables: %w", m.d.Name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, rows.Err()
+}

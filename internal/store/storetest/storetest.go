@@ -30,6 +30,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		name string
 		fn   func(t *testing.T, s store.Store)
 	}{
+		// The longest cases first, so that parallel runs end together.
+		{"Ingress", testIngress},
 		{"Sources", testSources},
 		{"Retention", testRetention},
 		{"Schedules", testSchedules},
@@ -51,7 +53,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Provenance", testProvenance},
 		{"RunControl", testRunControl},
 		{"CheckRuns", testCheckRuns},
-		{"Ingress", testIngress},
 		{"SourceLifecycle", testSourceLifecycle},
 		{"ClusterSettings", testClusterSettings},
 		{"Security", testSecurity},

@@ -260,13 +260,8 @@ func start() (*server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.Dir = dir
-	initdb.Env = append(os.Environ(), "LC_ALL=C", "LANG=C")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	if err := initCluster(bin, dir, data, cred); err != nil {
+		return nil, err
 	}
 
 	var lastErr error
