@@ -48,19 +48,7 @@ var _ store.Store = (*Store)(nil)
 // SQLite database at path, configures WAL, busy timeout, foreign keys and
 // immediate transactions, and applies the embedded migrations.
 func Open(ctx context.Context, path string) (*Store, error) {
-	db, err := openDB(ctx, path, true)
-	if err != nil {
-		return nil, err
-	}
-	m, err := Migrations(db)
-	if err == nil {
-		err = m.Up(ctx)
-	}
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return sqlstore.New(db, sqlstore.SQLite(), nil), nil
+	return open(ctx, path, true, func(m *sqlstore.Migrations) error { return m.Up(ctx) })
 }
 
 // OpenCurrent opens the existing SQLite database at path without migrating
@@ -68,13 +56,17 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // binary's migrations gives a *sqlstore.SchemaMismatchError (for tools that
 // must not change the schema under a running orchestrator).
 func OpenCurrent(ctx context.Context, path string) (*Store, error) {
-	db, err := openDB(ctx, path, false)
+	return open(ctx, path, false, func(m *sqlstore.Migrations) error { return m.CheckVersion(ctx) })
+}
+
+func open(ctx context.Context, path string, create bool, schema func(*sqlstore.Migrations) error) (*Store, error) {
+	db, err := openDB(ctx, path, create)
 	if err != nil {
 		return nil, err
 	}
 	m, err := Migrations(db)
 	if err == nil {
-		err = m.CheckVersion(ctx)
+		err = schema(m)
 	}
 	if err != nil {
 		db.Close()
