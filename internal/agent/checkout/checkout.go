@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -139,7 +140,7 @@ func Run(ctx context.Context, opts Options) error {
 			err = checkoutFromMirror(ctx, g, opts, mirror)
 		}
 		if err == nil {
-			return verifyHead(ctx, g, opts, logf)
+			return verifyDetachedHead(ctx, g, opts, logf)
 		}
 		if ctx.Err() != nil {
 			return err
@@ -174,6 +175,17 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // verifyHead checks that the work tree's HEAD is the commit asked for.
+// verifyDetachedHead is verifyHead for a work tree just checked out with
+// --detach, whose .git/HEAD then holds the commit id itself: reading the
+// file spares a git process; anything else asks git.
+func verifyDetachedHead(ctx context.Context, g *git, opts Options, logf func(string, ...any)) error {
+	if b, err := os.ReadFile(filepath.Join(opts.Dir, ".git", "HEAD")); err == nil && strings.TrimSpace(string(b)) == opts.SHA {
+		logf("HEAD is now at %s", opts.SHA)
+		return nil
+	}
+	return verifyHead(ctx, g, opts, logf)
+}
+
 func verifyHead(ctx context.Context, g *git, opts Options, logf func(string, ...any)) error {
 	head, err := g.output(ctx, "rev-parse", "HEAD")
 	if err != nil {

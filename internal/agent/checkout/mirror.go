@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -94,7 +95,7 @@ func ensureMirror(ctx context.Context, g *git, opts Options, logf func(string, .
 		}
 		logf("Created the host mirror of %s", redact(opts.RepoURL))
 	}
-	if g.hasCommit(ctx, mirror, opts.SHA) {
+	if mirrored(mirror, opts.SHA) || g.hasCommit(ctx, mirror, opts.SHA) {
 		logf("Host mirror already has %s", opts.SHA)
 		return mirror, nil
 	}
@@ -122,6 +123,14 @@ func ensureMirror(ctx context.Context, g *git, opts Options, logf func(string, .
 }
 
 // hasCommit reports whether the repository at gitDir holds commit sha.
+// mirrored reports whether the mirror holds refs/kici/<sha>, which is
+// written only once the commit is in it (and mirrors never prune): a warm
+// checkout then costs a stat instead of a git process.
+func mirrored(mirror, sha string) bool {
+	_, err := os.Stat(filepath.Join(mirror, "refs", "kici", sha))
+	return err == nil
+}
+
 func (g *git) hasCommit(ctx context.Context, gitDir, sha string) bool {
 	_, err := g.output(ctx, "--git-dir", gitDir, "cat-file", "-e", sha+"^{commit}")
 	return err == nil
@@ -139,8 +148,25 @@ func checkoutFromMirror(ctx context.Context, g *git, opts Options, mirror string
 	if err := os.WriteFile(alt, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644); err != nil {
 		return fmt.Errorf("checkout: %w", err)
 	}
-	if err := g.run(ctx, "remote", "add", "origin", opts.RepoURL); err != nil {
-		return err
+	if err := addOrigin(opts.Dir, opts.RepoURL); err != nil {
+		return fmt.Errorf("checkout: %w", err)
 	}
 	return g.run(ctx, "checkout", "-q", "--detach", opts.SHA)
+}
+
+// addOrigin writes what `git remote add origin <url>` writes into the work
+// tree's .git/config, without a git process: the url (validated: no
+// whitespace or control characters; quoted, with \ and " escaped, so #
+// and ; stay literal) and the default fetch refspec.
+func addOrigin(dir, repoURL string) error {
+	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(repoURL)
+	f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "[remote \"origin\"]\n\turl = \"%s\"\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n", quoted)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

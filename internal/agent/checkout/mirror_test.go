@@ -193,3 +193,40 @@ func TestMirrorKeepsCredentialsOut(t *testing.T) {
 		t.Errorf("credential in the job log:\n%s", log.String())
 	}
 }
+
+// A work tree checked out through the mirror has the origin remote git
+// itself would have written, also for a path git config must quote, and
+// a second checkout of the same commit (warm mirror) logs that the mirror
+// already has it and fetches nothing.
+func TestMirrorCheckoutOriginRemote(t *testing.T) {
+	base, sha := agenttest.GitRepo(t, map[string]string{"a.txt": "one"})
+	repo := filepath.Join(t.TempDir(), `odd;na#me"s\dir`)
+	if err := os.Rename(base, repo); err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + repo
+	root := filepath.Join(t.TempDir(), "mirrors")
+	for i, want := range []string{"git --git-dir", "Host mirror already has " + sha} {
+		dir := filepath.Join(t.TempDir(), "src")
+		var log logBuf
+		if err := Run(context.Background(), Options{RepoURL: url, SHA: sha, Dir: dir, Log: log.add, MirrorRoot: root}); err != nil {
+			t.Fatalf("checkout %d: %v\n%s", i, err, log.String())
+		}
+		if !strings.Contains(log.String(), want) {
+			t.Fatalf("checkout %d log lacks %q:\n%s", i, want, log.String())
+		}
+		if i == 1 && strings.Contains(log.String(), "fetch") {
+			t.Fatalf("warm checkout fetched:\n%s", log.String())
+		}
+		if got := agenttest.Git(t, dir, "remote", "get-url", "origin"); got != url {
+			t.Fatalf("origin url %q, want %q", got, url)
+		}
+		if got := agenttest.Git(t, dir, "config", "remote.origin.fetch"); got != "+refs/heads/*:refs/remotes/origin/*" {
+			t.Fatalf("origin fetch refspec %q", got)
+		}
+		agenttest.Git(t, dir, "fetch", "-q", "origin")
+		if got := agenttest.Git(t, dir, "rev-parse", "origin/main"); got != sha {
+			t.Fatalf("origin/main after fetch = %s, want %s", got, sha)
+		}
+	}
+}
