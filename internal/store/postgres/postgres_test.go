@@ -52,12 +52,14 @@ type slot struct {
 }
 
 // databasePool hands out migrated, empty databases, one test at a time
-// each. They live until the test process ends (TestMain).
+// each, each as soon as it is ready. They live until the test process ends
+// (TestMain).
 type databasePool struct {
-	once sync.Once
-	free chan *slot
-	all  []*slot
-	err  error
+	once   sync.Once
+	free   chan *slot
+	failed chan error // receives the first error of setting up a slot
+	mu     sync.Mutex
+	all    []*slot
 }
 
 var pool databasePool
@@ -66,40 +68,36 @@ func (p *databasePool) get(t *testing.T) *slot {
 	t.Helper()
 	p.once.Do(func() {
 		p.free = make(chan *slot, slots)
-		type opened struct {
-			sl  *slot
-			err error
-		}
-		results := make(chan opened, slots)
+		p.failed = make(chan error, slots)
 		for i := 0; i < slots; i++ {
 			go func() {
 				ctx := context.Background()
 				u, err := pgtest.NewDatabase(ctx)
 				if err != nil {
-					results <- opened{err: err}
+					p.failed <- err
 					return
 				}
 				u = withPoolSize(u)
 				s, err := postgres.Open(ctx, u)
-				results <- opened{&slot{url: u, s: s}, err}
+				if err != nil {
+					p.failed <- err
+					return
+				}
+				sl := &slot{url: u, s: s}
+				p.mu.Lock()
+				p.all = append(p.all, sl)
+				p.mu.Unlock()
+				p.free <- sl
 			}()
 		}
-		for i := 0; i < slots; i++ {
-			r := <-results
-			if r.err != nil {
-				if p.err == nil {
-					p.err = r.err
-				}
-				continue
-			}
-			p.all = append(p.all, r.sl)
-			p.free <- r.sl
-		}
 	})
-	if p.err != nil {
-		t.Fatal(p.err)
+	var sl *slot
+	select {
+	case sl = <-p.free:
+	case err := <-p.failed:
+		p.failed <- err // for the next test waiting
+		t.Fatal(err)
 	}
-	sl := <-p.free
 	t.Cleanup(func() {
 		if err := empty(context.Background(), sl.s.DB()); err != nil {
 			t.Errorf("emptying the database after the test: %v", err)
@@ -113,6 +111,8 @@ func (p *databasePool) get(t *testing.T) *slot {
 // close closes the pool's stores (the throwaway server drops the
 // databases when it stops).
 func (p *databasePool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, sl := range p.all {
 		sl.s.Close()
 	}
