@@ -49,7 +49,7 @@ var Vars = []Var{
 	{"KICI_HOST", ScopeOrchestrator, "`127.0.0.1`",
 		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS."},
 	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
-	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database."},
+	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database. The connection pool holds `pool_max_conns` from the URL, else 16 (4 per CPU on larger hosts)."},
 	{"KICI_BOOTSTRAP_ADMIN_TOKEN", ScopeOrchestrator, "empty", "An extra admin bearer token accepted with the owner role (in addition to the generated one in `<data dir>/admin-token`)."},
 	{"KICI_MODE", ScopeOrchestrator, "`independent`", "Orchestrator mode: `independent`, `observed`, `hybrid` or `platform` (KiCI's names; KiCI defaults to `platform`). The direct GitHub route is served in every mode but `platform`; `observed` refuses to create GitHub-App sources and to start while one exists. There is no Platform connection in this build, so the modes differ only in those ingress rules (docs/ingress.md)."},
 	{"KICI_MAX_GITHUB_PAYLOAD_BYTES", ScopeOrchestrator, "`26214400` (25 MiB)", "Body cap of the GitHub webhook route; larger deliveries get 413."},

@@ -19,6 +19,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"runtime"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -54,6 +56,13 @@ func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) err
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse url: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (the larger of 4 and the CPUs) is fewer
+		// connections than the callers that use one at once (webhook
+		// accepts, the delivery pool's workers, dispatch, sweeps): they
+		// queued for a connection rather than for the database.
+		cfg.MaxConns = int32(max(4*runtime.NumCPU(), 16))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
