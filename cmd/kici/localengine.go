@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"sync"
@@ -187,7 +188,7 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			if err := e.tr.JobFinished(context.WithoutCancel(ctx), id, execution.StatusCancelled, "cancelled", time.Now()); err != nil {
+			if err := e.tr.JobFinished(context.WithoutCancel(ctx), id, status.JobCancelled, string(status.JobCancelled), time.Now()); err != nil {
 				return nil, err
 			}
 			continue
@@ -205,8 +206,7 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 			return nil, err
 		}
 		res := e.r.Run(ctx, msg)
-		status := res.State
-		text := status
+		text := string(res.State)
 		if res.Error != "" {
 			text += ": " + res.Error
 		}
@@ -216,7 +216,7 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 				return nil, err
 			}
 		}
-		if err := e.tr.JobFinished(context.WithoutCancel(ctx), id, status, res.Error, time.Now()); err != nil {
+		if err := e.tr.JobFinished(context.WithoutCancel(ctx), id, res.State, res.Error, time.Now()); err != nil {
 			return nil, err
 		}
 	}

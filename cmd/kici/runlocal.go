@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/agent/runner"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/protocol"
@@ -42,7 +42,7 @@ func (e *printEmitter) Send(msg any) {
 		}
 	case *protocol.StepStatus:
 		switch m.State {
-		case runner.StateRunning:
+		case status.StepRunning:
 			fmt.Fprintf(e.w, "[%s] ── step %s\n", e.names[m.JobID], m.StepName)
 		default:
 			extra := ""
@@ -176,11 +176,11 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, src *localTree
 		}
 		for _, j := range final {
 			line := fmt.Sprintf("  %-40s %s", j.JobName, j.Status)
-			if j.Status == execution.StatusSkipped && j.ErrorMessage != "" {
+			if j.Status == status.JobSkipped && j.ErrorMessage != "" {
 				line += " (" + j.ErrorMessage + ")"
 			}
 			fmt.Fprintln(stdout, line)
-			if j.Status != runner.StateSuccess && j.Status != runner.StateSkipped {
+			if j.Status != status.JobSuccess && j.Status != status.JobSkipped {
 				failed++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"os"
 	"runtime"
@@ -143,7 +144,7 @@ type emitter struct{ a *Agent }
 
 // Send implements runner.Emitter.
 func (e emitter) Send(msg any) {
-	if js, ok := msg.(*protocol.JobStatus); ok && js.State != runner.StateRunning {
+	if js, ok := msg.(*protocol.JobStatus); ok && js.State != status.JobRunning {
 		a := e.a
 		a.mu.Lock()
 		if a.current != nil && a.current.JobID == js.JobID {
@@ -161,7 +162,7 @@ func (e emitter) Send(msg any) {
 }
 
 func (a *Agent) onWritten(msg any) {
-	if js, ok := msg.(*protocol.JobStatus); ok && js.State != runner.StateRunning {
+	if js, ok := msg.(*protocol.JobStatus); ok && js.State != status.JobRunning {
 		a.mu.Lock()
 		delete(a.unreported, js.JobID)
 		a.mu.Unlock()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,7 +115,7 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 	if js.State != "failed" || js.Data == nil || !strings.Contains(js.Data.Error, `"hard-fail"`) {
 		t.Fatalf("job status: %+v %+v", js, js.Data)
 	}
-	wantSteps := []string{"success", "failed", "failed", "success", "failed", "skipped"}
+	wantSteps := []status.Step{"success", "failed", "failed", "success", "failed", "skipped"}
 	if len(js.Data.StepResults) != len(wantSteps) {
 		t.Fatalf("stepResults: %+v", js.Data.StepResults)
 	}
@@ -134,7 +135,7 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 	}
 
 	final := h.srv.FinalStepStatuses("job-1")
-	check := func(i int, state string, exit int, errSub string) {
+	check := func(i int, state status.Step, exit int, errSub string) {
 		t.Helper()
 		ss := final[i]
 		if ss == nil {

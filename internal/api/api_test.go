@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -89,10 +90,10 @@ func (e *env) get(path string) (int, map[string]any) {
 }
 
 // addRun inserts a run with the given jobs (names) created at created.
-func (e *env) addRun(wf, status, repo string, created time.Time, jobNames ...string) (*store.Run, []*store.Job) {
+func (e *env) addRun(wf string, runStatus status.Run, repo string, created time.Time, jobNames ...string) (*store.Run, []*store.Job) {
 	e.t.Helper()
 	run := &store.Run{
-		ID: uuid.NewString(), WorkflowName: wf, Status: status, Provider: "local",
+		ID: uuid.NewString(), WorkflowName: wf, Status: runStatus, Provider: "local",
 		RepoIdentifier: repo, RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("a", 40),
 		DeliveryID: "generic:o:s:" + wf, OrgID: "o", CreatedAt: created,
 	}
@@ -104,7 +105,7 @@ func (e *env) addRun(wf, status, repo string, created time.Time, jobNames ...str
 		})
 	}
 	if len(jobs) > 1 {
-		jobs[1].Needs = []store.Need{{Upstream: jobs[0].JobName, RunOn: []string{"success"}}}
+		jobs[1].Needs = []store.Need{{Upstream: jobs[0].JobName, RunOn: []status.Job{"success"}}}
 	}
 	if err := e.st.CreateRun(context.Background(), run, jobs); err != nil {
 		e.t.Fatal(err)
@@ -187,7 +188,7 @@ func TestRunsList(t *testing.T) {
 	e := newEnv(t)
 	base := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	for i := 0; i < 25; i++ {
-		st := "success"
+		st := status.RunSuccess
 		if i%5 == 0 {
 			st = "failed"
 		}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -52,7 +53,7 @@ func (e *env) addHold(run *store.Run, job *store.Job, queue, reason string, clau
 	for _, c := range clauses {
 		h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: c})
 	}
-	ok, err := e.st.CreateHeldRun(context.Background(), h, []string{"pending"})
+	ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{"pending"})
 	if err != nil || !ok {
 		e.t.Fatalf("create hold: %v %v", ok, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"os"
 	"strconv"
@@ -17,10 +18,7 @@ import (
 // StatusFilterValues is the canonical status union accepted by GET /runs
 // ?status= (KiCI RUN_STATUSES): run statuses plus job-only statuses, which
 // simply match no run row.
-var StatusFilterValues = []string{
-	"pending", "running", "held", "cancelling", "success", "failed", "cancelled",
-	"queued", "recovering", "skipped", "unroutable", "timed_out_stale", "drift_dropped",
-}
+var StatusFilterValues = status.FilterWords()
 
 // Page sizes.
 const (
@@ -34,7 +32,7 @@ const (
 type RunView struct {
 	RunID          string     `json:"runId"`
 	WorkflowName   string     `json:"workflowName"`
-	Status         string     `json:"status"`
+	Status         status.Run `json:"status"`
 	Provider       string     `json:"provider"`
 	RepoIdentifier string     `json:"repoIdentifier"`
 	RepoURL        string     `json:"repoUrl"`
@@ -70,7 +68,7 @@ type JobView struct {
 	RunID           string            `json:"runId"`
 	JobName         string            `json:"jobName"`
 	BaseJobName     string            `json:"baseJobName"`
-	Status          string            `json:"status"`
+	Status          status.Job        `json:"status"`
 	MatrixValues    map[string]string `json:"matrixValues"`
 	AgentID         *string           `json:"agentId"`
 	StartedAt       *time.Time        `json:"startedAt"`
@@ -91,15 +89,15 @@ type JobView struct {
 
 // StepView is a step in API responses.
 type StepView struct {
-	StepIndex    int        `json:"stepIndex"`
-	StepName     string     `json:"stepName"`
-	Status       string     `json:"status"`
-	ExitCode     *int       `json:"exitCode"`
-	ErrorMessage *string    `json:"errorMessage"`
-	LogBytes     int64      `json:"logBytes"`
-	StartedAt    *time.Time `json:"startedAt"`
-	CompletedAt  *time.Time `json:"completedAt"`
-	DurationMs   *int64     `json:"durationMs"`
+	StepIndex    int         `json:"stepIndex"`
+	StepName     string      `json:"stepName"`
+	Status       status.Step `json:"status"`
+	ExitCode     *int        `json:"exitCode"`
+	ErrorMessage *string     `json:"errorMessage"`
+	LogBytes     int64       `json:"logBytes"`
+	StartedAt    *time.Time  `json:"startedAt"`
+	CompletedAt  *time.Time  `json:"completedAt"`
+	DurationMs   *int64      `json:"durationMs"`
 }
 
 // LogLineView is one log line: unix-ms timestamp, stream, text.
@@ -203,10 +201,10 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			seen[v] = true
-			f.Statuses = append(f.Statuses, v)
+			f.Statuses = append(f.Statuses, status.Run(v))
 		}
 		if len(f.Statuses) > 0 {
-			j := strings.Join(f.Statuses, ",")
+			j := strings.Join(status.Strings(f.Statuses), ",")
 			statusCSV = &j
 		}
 	}

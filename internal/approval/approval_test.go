@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,7 +122,7 @@ func (h *harness) job(id string) *store.Job {
 	return j
 }
 
-func (h *harness) runStatus(id string) string {
+func (h *harness) runStatus(id string) status.Run {
 	h.t.Helper()
 	r, err := h.st.GetRun(h.ctx, id)
 	if err != nil {
@@ -156,10 +157,10 @@ func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
 	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice", "bob"}})
 	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
 	j := h.job(jobs["deploy"].ID)
-	if j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "requires approval from alice, bob") {
+	if j.Status != status.JobHeld || !strings.Contains(j.PendingReason, "requires approval from alice, bob") {
 		t.Fatalf("job %s %q, want held with the reviewers in its reason", j.Status, j.PendingReason)
 	}
-	if s := h.runStatus(run.ID); s != store.StatusHeld {
+	if s := h.runStatus(run.ID); s != status.RunHeld {
 		t.Fatalf("run %s, want held", s)
 	}
 	holds := h.pendingHolds(run.ID)
@@ -185,10 +186,10 @@ func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
 		t.Fatalf("second decision on a resolved hold: %v, want ErrNotFound", err)
 	}
 	h.sweep()
-	if j = h.job(j.ID); j.Status != execution.StatusQueued || !h.enq.queued(j.ID) {
+	if j = h.job(j.ID); j.Status != status.JobQueued || !h.enq.queued(j.ID) {
 		t.Fatalf("after approval job is %s (queued to dispatch: %v)", j.Status, h.enq.queued(j.ID))
 	}
-	if s := h.runStatus(run.ID); s != execution.StatusPending {
+	if s := h.runStatus(run.ID); s != status.RunPending {
 		t.Fatalf("run %s after release, want pending", s)
 	}
 	log, err := h.st.ListAccessLog(h.ctx, store.AccessLogFilter{Action: "held_run.approve"})
@@ -221,13 +222,13 @@ func TestRejectionCancelsTheJobAndSkipsDownstream(t *testing.T) {
 	}
 	h.sweep()
 	b := h.job(jobs["build"].ID)
-	if b.Status != execution.StatusCancelled || b.ErrorMessage != "rejected by alice: not today" {
+	if b.Status != status.JobCancelled || b.ErrorMessage != "rejected by alice: not today" {
 		t.Fatalf("build %s %q", b.Status, b.ErrorMessage)
 	}
-	if d := h.job(jobs["deploy"].ID); d.Status != execution.StatusSkipped {
+	if d := h.job(jobs["deploy"].ID); d.Status != status.JobSkipped {
 		t.Fatalf("deploy %s, want skipped", d.Status)
 	}
-	if s := h.runStatus(run.ID); s != execution.StatusCancelled {
+	if s := h.runStatus(run.ID); s != status.RunCancelled {
 		t.Fatalf("run %s, want cancelled", s)
 	}
 }
@@ -237,10 +238,10 @@ func TestHardGateRejectsWithTheReason(t *testing.T) {
 	h.context(&store.Context{Name: "prod", Enabled: true, BranchRestrictions: []string{"release/*"}})
 	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"prod"}})
 	j := h.job(jobs["deploy"].ID)
-	if j.Status != execution.StatusFailed || !strings.HasPrefix(j.ErrorMessage, "multi-context gate: 'prod' rejected (branch_restricted: ") {
+	if j.Status != status.JobFailed || !strings.HasPrefix(j.ErrorMessage, "multi-context gate: 'prod' rejected (branch_restricted: ") {
 		t.Fatalf("job %s %q", j.Status, j.ErrorMessage)
 	}
-	if s := h.runStatus(run.ID); s != execution.StatusFailed {
+	if s := h.runStatus(run.ID); s != status.RunFailed {
 		t.Fatalf("run %s", s)
 	}
 }
@@ -276,7 +277,7 @@ func TestReviewersThenTimerInOrder(t *testing.T) {
 	}
 	h.sweep()
 	holds := h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer || h.job(jobs["deploy"].ID).Status != store.StatusHeld {
+	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer || h.job(jobs["deploy"].ID).Status != status.JobHeld {
 		t.Fatalf("after approval: holds %+v", holds)
 	}
 	h.now = h.now.Add(31 * time.Second)
@@ -298,7 +299,7 @@ func TestUndecidedHoldExpiresAndCancels(t *testing.T) {
 	}
 	h.sweep()
 	j := h.job(jobs["deploy"].ID)
-	if j.Status != execution.StatusCancelled || !strings.HasPrefix(j.ErrorMessage, "approval expired") {
+	if j.Status != status.JobCancelled || !strings.HasPrefix(j.ErrorMessage, "approval expired") {
 		t.Fatalf("job %s %q", j.Status, j.ErrorMessage)
 	}
 	hr, _ := h.st.GetHeldRun(h.ctx, id)
@@ -316,7 +317,7 @@ func TestForkRunHeldAsAWholeUnderDefaultPolicy(t *testing.T) {
 		t.Fatalf("holds %+v, want one workflow-scoped fork_pr hold", holds)
 	}
 	for _, name := range []string{"lint", "test"} {
-		if j := h.job(jobs[name].ID); j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "fork pull request") {
+		if j := h.job(jobs[name].ID); j.Status != status.JobHeld || !strings.Contains(j.PendingReason, "fork pull request") {
 			t.Fatalf("%s %s %q", name, j.Status, j.PendingReason)
 		}
 	}
@@ -378,7 +379,7 @@ func TestCancelledRunCancelsItsPendingHolds(t *testing.T) {
 	if _, err := h.tr.CancelJobs(h.ctx, run.ID, "cancelled by test"); err != nil {
 		t.Fatal(err)
 	}
-	if j := h.job(jobs["deploy"].ID); j.Status != execution.StatusCancelled {
+	if j := h.job(jobs["deploy"].ID); j.Status != status.JobCancelled {
 		t.Fatalf("held job after run cancel: %s", j.Status)
 	}
 	if hs := h.pendingHolds(run.ID); len(hs) != 0 {
@@ -430,7 +431,7 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 		t.Fatal("the first job did not get the slot")
 	}
 	j := h.job(next["ship"].ID)
-	if want := "held: waiting for a free slot of context group 'deploy' (at most 1 running), held by run run-a"; j.Status != store.StatusHeld || j.PendingReason != want {
+	if want := "held: waiting for a free slot of context group 'deploy' (at most 1 running), held by run run-a"; j.Status != status.JobHeld || j.PendingReason != want {
 		t.Fatalf("second job %s %q, want held %q", j.Status, j.PendingReason, want)
 	}
 	// A third run queues behind the second, which waits first.
@@ -449,7 +450,7 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 	if h.enq.queued(j.ID) {
 		t.Fatal("released while the slot is taken")
 	}
-	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, status.JobSuccess, "", h.now); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep()
@@ -515,7 +516,7 @@ func TestFreedSlotGoesToOneWaiter(t *testing.T) {
 	queued := func() []string {
 		var out []string
 		for _, id := range ids {
-			if s := h.job(id).Status; s == execution.StatusQueued || s == execution.StatusRunning || s == execution.StatusSuccess {
+			if s := h.job(id).Status; s == status.JobQueued || s == status.JobRunning || s == status.JobSuccess {
 				out = append(out, id)
 			}
 		}
@@ -529,14 +530,14 @@ func TestFreedSlotGoesToOneWaiter(t *testing.T) {
 		if q := queued(); len(q) != round {
 			t.Fatalf("round %d before a slot frees: %d jobs past the gate", round, len(q))
 		}
-		if err := h.tr.JobFinished(h.ctx, ids[round-1], execution.StatusSuccess, "", h.now); err != nil {
+		if err := h.tr.JobFinished(h.ctx, ids[round-1], status.JobSuccess, "", h.now); err != nil {
 			t.Fatal(err)
 		}
 		h.sweep()
 		h.sweep()
 		live := 0
 		for _, id := range ids {
-			if s := h.job(id).Status; s == execution.StatusQueued || s == execution.StatusRunning {
+			if s := h.job(id).Status; s == status.JobQueued || s == status.JobRunning {
 				live++
 			}
 		}
@@ -573,20 +574,20 @@ func TestCancelPendingKeepsOnlyTheNewestWaiting(t *testing.T) {
 	_, third := h.runNamed("run-3", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
 	h.sweep()
 	j2 := h.job(second["ship"].ID)
-	if j2.Status != execution.StatusCancelled || !strings.Contains(j2.ErrorMessage, "superseded by a newer job of run run-3") {
+	if j2.Status != status.JobCancelled || !strings.Contains(j2.ErrorMessage, "superseded by a newer job of run run-3") {
 		t.Fatalf("second job %s %q, want cancelled as superseded", j2.Status, j2.ErrorMessage)
 	}
-	if j3 := h.job(third["ship"].ID); j3.Status != store.StatusHeld {
+	if j3 := h.job(third["ship"].ID); j3.Status != status.JobHeld {
 		t.Fatalf("third job %s, want held", j3.Status)
 	}
-	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, status.JobSuccess, "", h.now); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep()
 	if !h.enq.queued(third["ship"].ID) {
 		t.Fatalf("third job %s after the slot freed", h.job(third["ship"].ID).Status)
 	}
-	if s := h.runStatus("run-2"); s != execution.StatusCancelled {
+	if s := h.runStatus("run-2"); s != status.RunCancelled {
 		t.Fatalf("superseded run %s", s)
 	}
 }
@@ -606,7 +607,7 @@ func TestConcurrencyLimitHoldsWhateverTheContextOrder(t *testing.T) {
 		t.Fatal("first job not queued")
 	}
 	for name, jobs := range map[string]map[string]*store.Job{"[build, deploy]": b, "[nosuch, deploy]": c} {
-		if j := h.job(jobs["ship"].ID); j.Status != store.StatusHeld || !strings.Contains(j.PendingReason, "context group 'deploy'") {
+		if j := h.job(jobs["ship"].ID); j.Status != status.JobHeld || !strings.Contains(j.PendingReason, "context group 'deploy'") {
 			t.Fatalf("job naming %s: %s %q, want held for deploy's slot", name, j.Status, j.PendingReason)
 		}
 	}
@@ -624,9 +625,9 @@ func TestCancelPendingSparesJobsOfTheSameRun(t *testing.T) {
 	held, queued := 0, 0
 	for _, j := range jobs {
 		switch h.job(j.ID).Status {
-		case store.StatusHeld:
+		case status.JobHeld:
 			held++
-		case execution.StatusQueued:
+		case status.JobQueued:
 			queued++
 		default:
 			t.Fatalf("leg %s is %s", j.JobName, h.job(j.ID).Status)
@@ -646,11 +647,11 @@ func TestNewcomerQueuesBehindWaitingJobs(t *testing.T) {
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one})
 	_, first := h.runNamed("run-1", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
 	_, second := h.runNamed("run-2", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
-	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, execution.StatusSuccess, "", h.now); err != nil {
+	if err := h.tr.JobFinished(h.ctx, first["ship"].ID, status.JobSuccess, "", h.now); err != nil {
 		t.Fatal(err)
 	}
 	_, third := h.runNamed("run-3", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
-	if j := h.job(third["ship"].ID); j.Status != store.StatusHeld {
+	if j := h.job(third["ship"].ID); j.Status != status.JobHeld {
 		t.Fatalf("newcomer %s, want held behind the waiting job", j.Status)
 	}
 	h.sweep()

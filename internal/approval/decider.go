@@ -116,7 +116,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		}
 		res.Status = "released"
 		if open > 0 {
-			res.Status = "pending"
+			res.Status = store.HoldPending
 			res.Remaining = openClauses(clauses)
 		} else {
 			to = store.HoldApproved

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"maps"
 	"slices"
@@ -117,7 +118,7 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 			Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now)}
 	}
 	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = uuid.NewString(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
-	if _, err := g.st.CreateHeldRun(ctx, h, []string{execution.StatusPending}); err != nil {
+	if _, err := g.st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil {
 		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
 	}
 	if h.HoldType == store.HoldConcurrency && policy.ConcurrencyStrategy == store.ConcurrencyCancelPending {
@@ -167,7 +168,7 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 		return execution.GateResult{}, false, nil
 	case store.HoldPending:
 		reason := forkHoldReason(run.ID)
-		if _, err := g.st.UpdateJobStatus(ctx, job.ID, []string{execution.StatusPending}, execution.StatusHeld, store.JobUpdate{PendingReason: &reason}); err != nil {
+		if _, err := g.st.UpdateJobStatus(ctx, job.ID, []status.Job{status.JobPending}, status.JobHeld, store.JobUpdate{PendingReason: &reason}); err != nil {
 			return execution.GateResult{}, true, err
 		}
 		return execution.GateResult{Verdict: execution.GateHeld}, true, nil
@@ -269,7 +270,7 @@ func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *sto
 		return err
 	}
 	reason = "held: " + reason
-	_, err = g.st.UpdateJobStatus(ctx, job.ID, []string{execution.StatusHeld}, execution.StatusHeld, store.JobUpdate{PendingReason: &reason})
+	_, err = g.st.UpdateJobStatus(ctx, job.ID, []status.Job{status.JobHeld}, status.JobHeld, store.JobUpdate{PendingReason: &reason})
 	return err
 }
 

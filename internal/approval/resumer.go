@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"time"
 
@@ -149,7 +150,7 @@ func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
 // resumeHeldJobs releases or cancels each held job none of whose holds
 // (its own, and its run's workflow-scoped ones) is pending.
 func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
-	jobs, err := r.st.ListJobsByStatus(ctx, []string{store.StatusHeld})
+	jobs, err := r.st.ListJobsByStatus(ctx, []status.Job{status.JobHeld})
 	if err != nil {
 		return fmt.Errorf("held jobs: %w", err)
 	}
@@ -234,7 +235,7 @@ func (r *Resumer) RunFinished(run *store.Run) {
 		return
 	}
 	for _, h := range holds {
-		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, store.HoldCancelled, "system", "run "+run.Status, r.now()); err != nil {
+		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, store.HoldCancelled, "system", "run "+string(run.Status), r.now()); err != nil {
 			r.log.Error("cancel hold of a finished run", "heldRunId", h.ID, "error", err)
 		}
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 
 type jobView struct {
 	JobID       string     `json:"jobId"`
-	Status      string     `json:"status"`
+	Status      status.Job `json:"status"`
 	StartedAt   *time.Time `json:"startedAt"`
 	CompletedAt *time.Time `json:"completedAt"`
 	Steps       []struct {
@@ -66,7 +67,9 @@ func (o *orch) waitTerminal(ctx context.Context, runID string) ([]jobView, error
 		}
 		done := len(js) > 0
 		for _, j := range js {
-			done = done && terminal(j.Status)
+			if !j.Status.IsTerminal() {
+				done = false
+			}
 		}
 		if done {
 			return js, nil
@@ -77,15 +80,6 @@ func (o *orch) waitTerminal(ctx context.Context, runID string) ([]jobView, error
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// terminal reports whether a job status is final.
-func terminal(status string) bool {
-	switch status {
-	case "success", "failed", "cancelled", "skipped", "timed_out", "timed_out_stale":
-		return true
-	}
-	return false
 }
 
 // triggerToStep pushes to lat n times, one after the other, and returns
@@ -111,7 +105,7 @@ func triggerToStep(ctx context.Context, o *orch, s *source, sha string, n int) (
 				out = append(out, js[0].Steps[0].StartedAt.Sub(t0))
 				break
 			}
-			if len(js) == 1 && terminal(js[0].Status) {
+			if len(js) == 1 && js[0].Status.IsTerminal() {
 				return nil, fmt.Errorf("job of run %s ended %s before its first step started (see the orchestrator and agent logs)", r.RunID, js[0].Status)
 			}
 			if ctx.Err() != nil {
@@ -200,7 +194,7 @@ func shellFloor(repo, sha string, n, conc int) (time.Duration, error) {
 
 // trivialRuns pushes n trivial runs at once and waits for all of them.
 func trivialRuns(ctx context.Context, o *orch, s *source, sha string, n int) (time.Duration, error) {
-	before, err := o.runsTotal("success")
+	before, err := o.runsTotal(string(status.RunSuccess))
 	if err != nil {
 		return 0, err
 	}
@@ -208,7 +202,7 @@ func trivialRuns(ctx context.Context, o *orch, s *source, sha string, n int) (ti
 	if _, _, err := burst(o, s, "triv", sha, n, 8, 8); err != nil {
 		return 0, err
 	}
-	if err := o.waitRuns(ctx, "success", before+n); err != nil {
+	if err := o.waitRuns(ctx, string(status.RunSuccess), before+n); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
@@ -259,7 +253,7 @@ func logRun(ctx context.Context, o *orch, s *source, sha string, printed int) (l
 		return res, err
 	}
 	j := js[0]
-	res.status = j.Status
+	res.status = string(j.Status)
 	if len(j.Steps) > 0 && j.Steps[0].StartedAt != nil && j.CompletedAt != nil {
 		res.perSecond = float64(printed) / j.CompletedAt.Sub(*j.Steps[0].StartedAt).Seconds()
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func heldRun(t *testing.T, st store.Store, org string, reviewers []string, n int
 		for _, r := range reviewers {
 			h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: r})
 		}
-		if ok, err := st.CreateHeldRun(ctx, h, []string{"pending"}); err != nil || !ok {
+		if ok, err := st.CreateHeldRun(ctx, h, []status.Job{"pending"}); err != nil || !ok {
 			t.Fatalf("create hold: %v %v", ok, err)
 		}
 		holds = append(holds, h)

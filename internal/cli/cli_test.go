@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -288,11 +289,11 @@ func TestTriggerLocal(t *testing.T) {
 }
 
 // addRun inserts a run with jobs "build" and "test" and steps for build.
-func (h *harness) addRun(status string, created time.Time) (*store.Run, []*store.Job) {
+func (h *harness) addRun(runStatus status.Run, created time.Time) (*store.Run, []*store.Job) {
 	h.t.Helper()
 	ctx := context.Background()
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: status, Provider: "local", RepoIdentifier: "demo/app",
-		RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("b", 40), OrgID: "demo", DeliveryID: "d-" + status, CreatedAt: created}
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: runStatus, Provider: "local", RepoIdentifier: "demo/app",
+		RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("b", 40), OrgID: "demo", DeliveryID: "d-" + string(runStatus), CreatedAt: created}
 	jobs := []*store.Job{
 		{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: "pending", Config: json.RawMessage(`{}`), CreatedAt: created},
 		{ID: uuid.NewString(), RunID: run.ID, JobName: "test (1.22)", BaseJobName: "test", Status: "pending", Config: json.RawMessage(`{}`),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/url"
 	"strconv"
 
@@ -22,12 +23,12 @@ func (a *app) printFailedSteps(ctx context.Context, w io.Writer, runID string, j
 		return err
 	}
 	for _, j := range jobs {
-		if j.Status != "failed" && j.Status != "timed_out_stale" {
+		if j.Status != status.JobFailed && j.Status != status.JobTimedOutStale {
 			continue
 		}
 		shown := false
 		for _, s := range j.Steps {
-			if s.StepIndex < 0 || s.Status != "failed" {
+			if s.StepIndex < 0 || s.Status != status.StepFailed {
 				continue
 			}
 			title := fmt.Sprintf("%s / step %d %s", j.JobName, s.StepIndex, s.StepName)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/url"
 	"strconv"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
 )
 
 func (a *app) runsCommand() *cobra.Command {
@@ -89,7 +89,7 @@ func (a *app) runsListCommand() *cobra.Command {
 			}
 			t := newTable(a.out(), "RUN ID", "WORKFLOW", "STATUS", "REPO", "REF", "SHA", "CREATED", "DURATION")
 			for _, r := range resp.Runs {
-				t.row(r.RunID, r.WorkflowName, r.Status, r.RepoIdentifier, r.Ref, short(r.SHA, 8), fmtTime(&r.CreatedAt), fmtMs(r.DurationMs))
+				t.row(r.RunID, r.WorkflowName, string(r.Status), r.RepoIdentifier, r.Ref, short(r.SHA, 8), fmtTime(&r.CreatedAt), fmtMs(r.DurationMs))
 			}
 			t.flush()
 			fmt.Fprintf(a.out(), "Showing %d–%d of %d\n", resp.Offset+1, resp.Offset+len(resp.Runs), resp.Total)
@@ -171,7 +171,7 @@ func (a *app) runsShowCommand() *cobra.Command {
 			t := newTable(w, "FIELD", "VALUE")
 			t.row("run", run.RunID)
 			t.row("workflow", run.WorkflowName)
-			t.row("status", run.Status)
+			t.row("status", string(run.Status))
 			t.row("repo", run.RepoIdentifier)
 			t.row("ref", run.Ref)
 			t.row("sha", run.SHA)
@@ -228,13 +228,13 @@ func printSummary(w io.Writer, jobs []api.JobView) {
 	t := newTable(w, "JOB", "STEP", "STATUS", "DURATION", "DETAIL")
 	for _, j := range jobs {
 		detail := deref(j.ErrorMessage)
-		if detail == "-" && j.RoutingReason != nil && !store.IsTerminalJob(j.Status) {
+		if detail == "-" && j.RoutingReason != nil && !j.Status.IsTerminal() {
 			detail = *j.RoutingReason
 		}
 		if detail == "-" && j.AgentID != nil {
 			detail = "agent " + *j.AgentID
 		}
-		t.row(j.JobName, "", j.Status, fmtMs(j.DurationMs), detail)
+		t.row(j.JobName, "", string(j.Status), fmtMs(j.DurationMs), detail)
 		for _, s := range j.Steps {
 			if s.StepIndex < 0 {
 				continue
@@ -243,7 +243,7 @@ func printSummary(w io.Writer, jobs []api.JobView) {
 			if d == "-" && s.ExitCode != nil && *s.ExitCode != 0 {
 				d = fmt.Sprintf("exit %d", *s.ExitCode)
 			}
-			t.row("", fmt.Sprintf("%d %s", s.StepIndex, s.StepName), s.Status, fmtMs(s.DurationMs), d)
+			t.row("", fmt.Sprintf("%d %s", s.StepIndex, s.StepName), string(s.Status), fmtMs(s.DurationMs), d)
 		}
 	}
 	t.flush()
@@ -276,7 +276,7 @@ func (a *app) runsJobsCommand() *cobra.Command {
 				if detail == "-" {
 					detail = deref(j.RoutingReason)
 				}
-				t.row(j.JobID, j.JobName, j.Status, deref(j.AgentID), fmtTime(j.StartedAt), fmtMs(j.DurationMs), detail)
+				t.row(j.JobID, j.JobName, string(j.Status), deref(j.AgentID), fmtTime(j.StartedAt), fmtMs(j.DurationMs), detail)
 			}
 			t.flush()
 			printJobOutputs(a.out(), jobs)
@@ -314,11 +314,11 @@ print the final status, and exit 0 for success or 1 for anything else
 					}
 					return err
 				}
-				if run.Status != last && !a.json {
+				if string(run.Status) != last && !a.json {
 					fmt.Fprintf(a.io.Stderr, "run %s: %s\n", run.RunID, run.Status)
 				}
-				last = run.Status
-				if store.IsTerminalRun(run.Status) {
+				last = string(run.Status)
+				if run.Status.IsTerminal() {
 					if a.json {
 						printJSON(a.out(), raw)
 					} else {
@@ -328,7 +328,7 @@ print the final status, and exit 0 for success or 1 for anything else
 						}
 						fmt.Fprintln(a.out(), msg)
 					}
-					if run.Status == "success" {
+					if run.Status == status.RunSuccess {
 						return nil
 					}
 					return &ExitError{Code: 1}

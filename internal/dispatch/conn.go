@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"slices"
 	"strings"
@@ -417,14 +418,14 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 // store says the job runs on that agent.
 func (d *Dispatcher) adopt(ctx context.Context, c *agentConn, jobID string) {
 	job, err := d.st.GetJob(ctx, jobID)
-	if err == nil && job.AgentID == "" && !store.IsTerminalJob(job.Status) {
+	if err == nil && job.AgentID == "" && !job.Status.IsTerminal() {
 		// Dispatched to this agent but not reported running before the
 		// restart: the queue entry names the agent.
 		if e, qerr := d.queueEntry(ctx, jobID, store.QueueDispatched); qerr == nil && e != nil && e.AgentID == c.id {
 			job.AgentID = c.id
 		}
 	}
-	if err != nil || job.AgentID != c.id || store.IsTerminalJob(job.Status) {
+	if err != nil || job.AgentID != c.id || job.Status.IsTerminal() {
 		d.log.Info("agent reports unknown in-flight job", "agent", c.id, "job", jobID)
 		return
 	}
@@ -437,7 +438,7 @@ func (d *Dispatcher) adopt(ctx context.Context, c *agentConn, jobID string) {
 		RunsOnLabels: job.RunsOnLabels}, agentID: c.id, started: true, acked: true, holdsSlot: true, lastSeq: -1}
 	c.active++
 	c.served++
-	if job.Status == "pending" || job.Status == "queued" || job.Status == "recovering" {
+	if job.Status == status.JobPending || job.Status == status.JobQueued || job.Status == status.JobRecovering {
 		// The agent holds the job, so it has started it; its own "running"
 		// report was lost with the previous orchestrator process, or the job
 		// was waiting for this agent to come back.
@@ -562,7 +563,7 @@ func (d *Dispatcher) owns(ctx context.Context, c *agentConn, jobID string) (*job
 	if err != nil {
 		return nil, false
 	}
-	if store.IsTerminalJob(job.Status) && (job.AgentID == "" || job.AgentID == c.id) {
+	if job.Status.IsTerminal() && (job.AgentID == "" || job.AgentID == c.id) {
 		return nil, true
 	}
 	return nil, false
@@ -628,14 +629,14 @@ func (d *Dispatcher) handleJobMessage(ctx context.Context, c *agentConn, js *job
 		if m.Data != nil {
 			s.ExitCode = m.Data.ExitCode
 			s.ErrorMessage = m.Data.Error
-			if m.State != "running" && m.State != "pending" {
+			if m.State != status.StepRunning && m.State != status.StepPending {
 				dur := m.Data.DurationMs
 				s.DurationMs = &dur
 			}
 		}
-		if m.State == "running" {
+		if m.State == status.StepRunning {
 			s.StartedAt = &now
-		} else if m.State != "pending" {
+		} else if m.State != status.StepPending {
 			s.CompletedAt = &now
 		}
 		if ev := d.ev(); ev != nil {
@@ -680,7 +681,7 @@ func (d *Dispatcher) markAcked(c *agentConn, js *jobState, started bool) bool {
 // result, frees the agent's slot and drains.
 func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, jobID string, m *protocol.JobStatus, now time.Time) {
 	switch m.State {
-	case "running":
+	case status.JobRunning:
 		d.mu.Lock()
 		already := js == nil || js.started || js.done
 		d.mu.Unlock()
@@ -695,7 +696,7 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 				d.log.Warn("job started event", "job", jobID, "err", err)
 			}
 		}
-	case "success", "failed", "cancelled":
+	case status.JobSuccess, status.JobFailed, status.JobCancelled:
 		freed := false
 		d.mu.Lock()
 		if js != nil && !js.done {
@@ -797,6 +798,6 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 		if _, err := d.st.SetQueueStatus(ctx, l.id, []string{store.QueueDispatched}, store.QueueFailed); err != nil {
 			d.log.Error("fail queue entry", "job", l.id, "err", err)
 		}
-		d.finishJob(ctx, l.id, "failed", "agent lost: scaler-managed agent "+c.id+" disconnected mid-execution")
+		d.finishJob(ctx, l.id, status.JobFailed, "agent lost: scaler-managed agent "+c.id+" disconnected mid-execution")
 	}
 }

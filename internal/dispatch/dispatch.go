@@ -28,6 +28,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"sort"
 	"sync"
@@ -45,7 +46,7 @@ type JobEvents interface {
 	// JobStarted marks a job running on agentID at `at`.
 	JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error
 	// JobFinished moves a job to a terminal status with an error message.
-	JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error
+	JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error
 	// StepStatus records a step row.
 	StepStatus(ctx context.Context, s *store.Step) error
 }

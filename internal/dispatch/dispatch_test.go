@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -29,25 +30,25 @@ type events struct {
 	st       store.Store
 	mu       sync.Mutex
 	started  map[string]int
-	finished map[string][]string // job → statuses reported
+	finished map[string][]status.Job // job → statuses reported
 	errs     map[string]string
 	steps    []*store.Step
 }
 
 func newEvents(st store.Store) *events {
-	return &events{st: st, started: map[string]int{}, finished: map[string][]string{}, errs: map[string]string{}}
+	return &events{st: st, started: map[string]int{}, finished: map[string][]status.Job{}, errs: map[string]string{}}
 }
 
 func (e *events) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
 	e.mu.Lock()
 	e.started[jobID]++
 	e.mu.Unlock()
-	_, err := e.st.UpdateJobStatus(ctx, jobID, []string{"pending", "queued"}, "running",
+	_, err := e.st.UpdateJobStatus(ctx, jobID, []status.Job{"pending", "queued"}, "running",
 		store.JobUpdate{AgentID: &agentID, StartedAt: &at, LastHeartbeatAt: &at})
 	return err
 }
 
-func (e *events) JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error {
+func (e *events) JobFinished(ctx context.Context, jobID string, status status.Job, errMsg string, at time.Time) error {
 	e.mu.Lock()
 	e.finished[jobID] = append(e.finished[jobID], status)
 	e.errs[jobID] = errMsg
@@ -63,10 +64,10 @@ func (e *events) StepStatus(ctx context.Context, s *store.Step) error {
 	return nil
 }
 
-func (e *events) finishedOf(jobID string) []string {
+func (e *events) finishedOf(jobID string) []status.Job {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]string(nil), e.finished[jobID]...)
+	return append([]status.Job(nil), e.finished[jobID]...)
 }
 
 type logSink struct {
@@ -337,7 +338,7 @@ func (c *client) dispatch() *protocol.JobDispatch {
 	return jd
 }
 
-func (c *client) status(jd *protocol.JobDispatch, state string) {
+func (c *client) status(jd *protocol.JobDispatch, state status.Job) {
 	c.send(&protocol.JobStatus{Type: protocol.TypeJobStatus, MessageID: uuid.NewString(), RunID: jd.RunID,
 		JobID: jd.JobID, State: state, Timestamp: time.Now().UnixMilli()})
 }

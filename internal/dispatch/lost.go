@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 
 	"kici.dev/kici/internal/store"
@@ -17,7 +18,7 @@ func (d *Dispatcher) EndLostAgents(ctx context.Context, agentIDs []string) {
 	if len(agentIDs) == 0 {
 		return
 	}
-	jobs, err := d.st.ListJobsByStatus(ctx, []string{"running", "recovering", "pending", "queued"})
+	jobs, err := d.st.ListJobsByStatus(ctx, []status.Job{status.JobRunning, status.JobRecovering, status.JobPending, status.JobQueued})
 	if err != nil {
 		d.log.Error("list jobs of lost agents", "err", err)
 		return
@@ -38,7 +39,7 @@ func (d *Dispatcher) EndLostAgents(ctx context.Context, agentIDs []string) {
 			continue
 		}
 		job, err := d.st.GetJob(ctx, e.ID)
-		if err != nil || store.IsTerminalJob(job.Status) {
+		if err != nil || job.Status.IsTerminal() {
 			continue
 		}
 		d.requeueOrFail(ctx, e.ID, e, "agent "+e.AgentID+" ended while the orchestrator was down, before starting the job", e.AgentID)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sort"
 	"strings"
@@ -216,7 +217,7 @@ func (d *Dispatcher) setReason(ctx context.Context, jobID, reason string) {
 	}
 	d.reasons[jobID] = reason
 	d.mu.Unlock()
-	if _, err := d.st.UpdateJobStatus(ctx, jobID, []string{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := d.st.UpdateJobStatus(ctx, jobID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
 		d.log.Warn("write pending reason", "job", jobID, "err", err)
 	}
 }
@@ -304,7 +305,7 @@ func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEn
 	d.mu.Unlock()
 
 	empty := ""
-	if _, err := d.st.UpdateJobStatus(ctx, e.ID, []string{"queued"}, "queued", store.JobUpdate{PendingReason: &empty}); err != nil {
+	if _, err := d.st.UpdateJobStatus(ctx, e.ID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &empty}); err != nil {
 		d.log.Warn("clear pending reason", "job", e.ID, "err", err)
 	}
 	return &outgoing{a: a, msg: msg}
@@ -334,7 +335,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.Q
 		}
 		return nil, false, err
 	}
-	if store.IsTerminalJob(job.Status) {
+	if job.Status.IsTerminal() {
 		return nil, true, nil
 	}
 	run, err := d.st.GetRun(ctx, job.RunID)
@@ -405,7 +406,7 @@ func (d *Dispatcher) requeueOrFail(ctx context.Context, jobID string, e *store.Q
 		d.mu.Unlock()
 		msg := fmt.Sprintf("re-dispatch attempts exhausted after %d attempts (%s)", n, why)
 		d.log.Warn("job failed", "job", jobID, "reason", msg)
-		d.finishJob(ctx, jobID, "failed", msg)
+		d.finishJob(ctx, jobID, status.JobFailed, msg)
 		return
 	}
 	re := *e
@@ -424,9 +425,9 @@ func (d *Dispatcher) requeueOrFail(ctx context.Context, jobID string, e *store.Q
 }
 
 // finishJob reports a terminal job status to the events receiver.
-func (d *Dispatcher) finishJob(ctx context.Context, jobID, status, msg string) {
+func (d *Dispatcher) finishJob(ctx context.Context, jobID string, final status.Job, msg string) {
 	if ev := d.ev(); ev != nil {
-		if err := ev.JobFinished(ctx, jobID, status, msg, time.Now().UTC()); err != nil {
+		if err := ev.JobFinished(ctx, jobID, final, msg, time.Now().UTC()); err != nil {
 			d.log.Error("job finished event", "job", jobID, "err", err)
 		}
 	}

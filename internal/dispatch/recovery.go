@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -42,7 +43,7 @@ func (js *jobState) reconcile(id string, listed bool, reclaimed, lost []string) 
 // running to recovering.
 func (d *Dispatcher) markRecovering(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		if _, err := d.st.UpdateJobStatus(ctx, id, []string{"running"}, "recovering", store.JobUpdate{}); err != nil {
+		if _, err := d.st.UpdateJobStatus(ctx, id, []status.Job{status.JobRunning}, status.JobRecovering, store.JobUpdate{}); err != nil {
 			d.log.Warn("mark job recovering", "job", id, "err", err)
 		}
 	}
@@ -96,5 +97,5 @@ func (d *Dispatcher) failLost(ctx context.Context, id, msg string) {
 		return
 	}
 	d.log.Warn("job failed", "job", id, "reason", msg)
-	d.finishJob(ctx, id, "failed", msg)
+	d.finishJob(ctx, id, status.JobFailed, msg)
 }

@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"kici.dev/kici/internal/execution/status"
 	"math/rand/v2"
 	"testing"
 )
@@ -12,7 +13,7 @@ import (
 // running with all jobs terminal, and its status is the one derived from
 // its jobs' final statuses.
 func TestRunStatusNeverStuckUnderRandomJobEvents(t *testing.T) {
-	statuses := []string{StatusSuccess, StatusFailed, StatusCancelled, StatusTimedOutStale}
+	statuses := []status.Job{status.JobSuccess, status.JobFailed, status.JobCancelled, status.JobTimedOutStale}
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed*7919))
 		f := newFixture(t)
@@ -30,10 +31,10 @@ func TestRunStatusNeverStuckUnderRandomJobEvents(t *testing.T) {
 			}
 			n := names[rng.IntN(len(names))]
 			j := f.job(ids[n])
-			if j.Status == StatusPending {
+			if j.Status == status.JobPending {
 				continue // not released: no agent could report it
 			}
-			if j.Status == StatusQueued && rng.IntN(2) == 0 {
+			if j.Status == status.JobQueued && rng.IntN(2) == 0 {
 				f.start(ids[n], t0)
 			}
 			// A terminal report, sometimes sent twice at once (replay).
@@ -46,8 +47,8 @@ func TestRunStatusNeverStuckUnderRandomJobEvents(t *testing.T) {
 		// Drain: report whatever is left.
 		for i := 0; i < 4; i++ {
 			for _, n := range names {
-				if j := f.job(ids[n]); j.Status == StatusQueued || j.Status == StatusRunning {
-					f.finish(ids[n], StatusSuccess, t0)
+				if j := f.job(ids[n]); j.Status == status.JobQueued || j.Status == status.JobRunning {
+					f.finish(ids[n], status.JobSuccess, t0)
 				}
 			}
 		}
@@ -56,7 +57,7 @@ func TestRunStatusNeverStuckUnderRandomJobEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if j.Status == StatusPending || j.Status == StatusQueued || j.Status == StatusRunning {
+			if j.Status == status.JobPending || j.Status == status.JobQueued || j.Status == status.JobRunning {
 				t.Fatalf("seed %d: job %s left %s", seed, j.JobName, j.Status)
 			}
 		}

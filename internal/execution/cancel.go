@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 
 	"kici.dev/kici/internal/store"
@@ -40,9 +41,9 @@ func (t *Tracker) CancelJobs(ctx context.Context, runID, reason string) (*Cancel
 	res := &CancelResult{}
 	for _, j := range jobs {
 		switch j.Status {
-		case StatusPending, StatusQueued, StatusHeld:
+		case status.JobPending, status.JobQueued, status.JobHeld:
 			zero := int64(0)
-			ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending, StatusQueued, StatusHeld}, StatusCancelled,
+			ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending, status.JobQueued, status.JobHeld}, status.JobCancelled,
 				store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 			if err != nil {
 				return nil, fmt.Errorf("execution: cancel job %s: %w", j.ID, err)
@@ -51,13 +52,13 @@ func (t *Tracker) CancelJobs(ctx context.Context, runID, reason string) (*Cancel
 				return nil, err
 			}
 			if ok {
-				t.fireJobFinished(j, StatusCancelled)
+				t.fireJobFinished(j, status.JobCancelled)
 				res.Cancelled = append(res.Cancelled, j)
 				t.log.Info("job cancelled before start", "runId", runID, "jobId", j.ID, "job", j.JobName)
-			} else if slices.Contains([]string{StatusRunning, StatusRecovering, StatusCancelling}, j.Status) {
+			} else if slices.Contains([]status.Job{status.JobRunning, status.JobRecovering, status.JobCancelling}, j.Status) {
 				res.Running = append(res.Running, j)
 			}
-		case StatusRunning, StatusRecovering, StatusCancelling:
+		case status.JobRunning, status.JobRecovering, status.JobCancelling:
 			res.Running = append(res.Running, j)
 		}
 	}

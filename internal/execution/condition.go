@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 
@@ -34,9 +35,9 @@ func JobCondition(config json.RawMessage) string {
 
 // resultRank orders terminal statuses from best to worst; a base job with
 // several matrix legs reports its worst leg as needs.<job>.result.
-var resultRank = map[string]int{
-	StatusSuccess: 0, StatusSkipped: 1, StatusCancelled: 2,
-	StatusFailed: 3, StatusTimedOutStale: 3, StatusDriftDropped: 3,
+var resultRank = map[status.Job]int{
+	status.JobSuccess: 0, status.JobSkipped: 1, status.JobCancelled: 2,
+	status.JobFailed: 3, status.JobTimedOutStale: 3, status.JobDriftDropped: 3,
 }
 
 // ConditionEnv builds what job's conditions and env templates see: the
@@ -77,8 +78,8 @@ func ConditionEnv(run *store.Run, rc *store.RunContext, job *store.Job, jobs []*
 			name = j.JobName
 		}
 		n, seen := env.Needs[name]
-		if !seen || resultRank[j.Status] > resultRank[n.Result] {
-			n.Result = j.Status
+		if !seen || resultRank[j.Status] > resultRank[status.Job(n.Result)] {
+			n.Result = string(j.Status)
 		}
 		for k, v := range outputs[j.ID] {
 			if n.Outputs == nil {
@@ -143,14 +144,14 @@ func (t *Tracker) condition(ctx context.Context, getRun func() (*store.Run, erro
 	}
 	msg := ConditionErrorPrefix + evalErr.Error()
 	zero := int64(0)
-	ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusFailed,
+	ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobFailed,
 		store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero})
 	if err != nil {
 		return "", false, fmt.Errorf("execution: fail job %s: %w", j.ID, err)
 	}
 	if ok {
 		t.log.Info("job condition failed", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "error", evalErr)
-		t.fireJobFinished(j, StatusFailed)
+		t.fireJobFinished(j, status.JobFailed)
 	}
 	return "", true, t.refresh(ctx, j)
 }
@@ -164,7 +165,7 @@ const CarriedOverPrefix = "carried over from run "
 // reruns: its terminal Status (success, failed, skipped, …; empty means
 // success) and its Outputs, so its dependents see the same values.
 type CarriedJob struct {
-	Status  string
+	Status  status.Job
 	Outputs map[string]string
 }
 
@@ -183,9 +184,9 @@ func (t *Tracker) carryOver(ctx context.Context, jobs []*store.Job, carried map[
 		}
 		st := c.Status
 		if st == "" {
-			st = StatusSuccess
+			st = status.JobSuccess
 		}
-		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, st,
+		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, st,
 			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero}); err != nil {
 			return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
 		}

@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestJobConditions(t *testing.T) {
 	if err := f.tr.Reevaluate(f.ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
-	f.wantStatus(ids, map[string]string{"a": StatusQueued, "b": StatusPending, "e": StatusSkipped, "f": StatusFailed})
+	f.wantStatus(ids, map[string]status.Job{"a": status.JobQueued, "b": status.JobPending, "e": status.JobSkipped, "f": status.JobFailed})
 	if msg := f.job(ids["e"]).ErrorMessage; msg != `condition_false: if inputs.target == "prod"` {
 		t.Errorf("e errorMessage = %q", msg)
 	}
@@ -58,8 +59,8 @@ func TestJobConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.start(ids["a"], t0)
-	f.finish(ids["a"], StatusSuccess, t0)
-	f.wantStatus(ids, map[string]string{"b": StatusQueued, "c": StatusSkipped, "d": StatusSkipped})
+	f.finish(ids["a"], status.JobSuccess, t0)
+	f.wantStatus(ids, map[string]status.Job{"b": status.JobQueued, "c": status.JobSkipped, "d": status.JobSkipped})
 	if msg := f.job(ids["c"]).ErrorMessage; msg != `condition_false: if needs.a.outputs.version == "2.0"` {
 		t.Errorf("c errorMessage = %q", msg)
 	}

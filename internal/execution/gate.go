@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sync"
 	"time"
@@ -10,17 +11,13 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// StatusHeld is the job and run status of work waiting for an approval, a
-// wait timer or a fork-trust decision (KiCI "held"). It is not terminal.
-const StatusHeld = store.StatusHeld
-
 // Gate verdicts.
 const (
 	// GatePass: the job may be queued.
 	GatePass = "pass"
 	// GateReject: the job fails at once with GateResult.Message.
 	GateReject = "reject"
-	// GateHeld: the gate moved the job to StatusHeld (with its hold); it
+	// GateHeld: the gate moved the job to status.JobHeld (with its hold); it
 	// resumes through ReleaseHeld or ends through CancelHeld.
 	GateHeld = "held"
 )
@@ -115,14 +112,14 @@ func (t *Tracker) checkGate(ctx context.Context, run func() (*store.Run, error),
 	default:
 		msg := res.Message
 		zero := int64(0)
-		ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusFailed,
+		ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobFailed,
 			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero})
 		if err != nil {
 			return false, fmt.Errorf("execution: reject job %s: %w", j.ID, err)
 		}
 		if ok {
 			t.log.Info("job rejected by dispatch gate", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "reason", msg)
-			t.fireJobFinished(j, StatusFailed)
+			t.fireJobFinished(j, status.JobFailed)
 		}
 		return false, t.refresh(ctx, j)
 	}
@@ -137,7 +134,7 @@ func (t *Tracker) ReleaseHeld(ctx context.Context, runID string, jobIDs []string
 	defer mu.Unlock()
 	empty := ""
 	for _, id := range jobIDs {
-		if _, err := t.st.UpdateJobStatus(ctx, id, []string{StatusHeld}, StatusPending, store.JobUpdate{PendingReason: &empty}); err != nil {
+		if _, err := t.st.UpdateJobStatus(ctx, id, []status.Job{status.JobHeld}, status.JobPending, store.JobUpdate{PendingReason: &empty}); err != nil {
 			return fmt.Errorf("execution: release held job %s: %w", id, err)
 		}
 	}
@@ -157,7 +154,7 @@ func (t *Tracker) CancelHeld(ctx context.Context, runID string, jobIDs []string,
 	at := t.now()
 	zero := int64(0)
 	for _, id := range jobIDs {
-		ok, err := t.st.UpdateJobStatus(ctx, id, []string{StatusHeld}, StatusCancelled,
+		ok, err := t.st.UpdateJobStatus(ctx, id, []status.Job{status.JobHeld}, status.JobCancelled,
 			store.JobUpdate{ErrorMessage: &message, CompletedAt: &at, DurationMs: &zero})
 		if err != nil {
 			return fmt.Errorf("execution: cancel held job %s: %w", id, err)
@@ -168,7 +165,7 @@ func (t *Tracker) CancelHeld(ctx context.Context, runID string, jobIDs []string,
 				return fmt.Errorf("execution: job %s: %w", id, err)
 			}
 			t.log.Info("held job cancelled", "runId", runID, "jobId", id, "job", j.JobName, "reason", message)
-			t.fireJobFinished(j, StatusCancelled)
+			t.fireJobFinished(j, status.JobCancelled)
 		}
 	}
 	if err := t.evaluateLocked(ctx, runID, at); err != nil {
@@ -178,13 +175,13 @@ func (t *Tracker) CancelHeld(ctx context.Context, runID string, jobIDs []string,
 }
 
 // liveJobStatuses are the statuses of jobs handed to dispatch or an agent.
-var liveJobStatuses = []string{StatusQueued, StatusRunning, StatusRecovering, StatusCancelling}
+var liveJobStatuses = []status.Job{status.JobQueued, status.JobRunning, status.JobRecovering, status.JobCancelling}
 
 // heldAndLive reports whether jobs include a held one and a queued or
 // running one.
 func heldAndLive(jobs []*store.Job) (held, live bool) {
 	for _, j := range jobs {
-		held = held || j.Status == StatusHeld
+		held = held || j.Status == status.JobHeld
 		live = live || slices.Contains(liveJobStatuses, j.Status)
 	}
 	return held, live
@@ -195,7 +192,7 @@ func heldAndLive(jobs []*store.Job) (held, live bool) {
 // with no held work costs nothing extra.
 func (t *Tracker) markRunHeld(ctx context.Context, runID string, jobs []*store.Job) error {
 	if held, live := heldAndLive(jobs); held && !live {
-		_, err := t.st.UpdateRunStatus(ctx, runID, []string{StatusPending, StatusRunning}, StatusHeld, store.RunUpdate{})
+		_, err := t.st.UpdateRunStatus(ctx, runID, []status.Run{status.RunPending, status.RunRunning}, status.RunHeld, store.RunUpdate{})
 		return err
 	}
 	return nil
@@ -207,7 +204,7 @@ func (t *Tracker) markRunHeld(ctx context.Context, runID string, jobs []*store.J
 // end a run's held state (a job starting moves it to running itself).
 func (t *Tracker) leaveHeld(ctx context.Context, runID string) error {
 	run, err := t.st.GetRun(ctx, runID)
-	if err != nil || run.Status != StatusHeld {
+	if err != nil || run.Status != status.RunHeld {
 		return err
 	}
 	jobs, err := t.st.ListJobs(ctx, runID)
@@ -217,10 +214,10 @@ func (t *Tracker) leaveHeld(ctx context.Context, runID string) error {
 	if held, live := heldAndLive(jobs); held && !live {
 		return nil
 	}
-	to := StatusPending
+	to := status.RunPending
 	if run.StartedAt != nil {
-		to = StatusRunning
+		to = status.RunRunning
 	}
-	_, err = t.st.UpdateRunStatus(ctx, runID, []string{StatusHeld}, to, store.RunUpdate{})
+	_, err = t.st.UpdateRunStatus(ctx, runID, []status.Run{status.RunHeld}, to, store.RunUpdate{})
 	return err
 }

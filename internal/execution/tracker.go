@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,23 +37,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Job statuses written by the tracker.
-const (
-	StatusPending       = "pending"
-	StatusQueued        = "queued"
-	StatusRunning       = "running"
-	StatusRecovering    = "recovering"
-	StatusCancelling    = "cancelling"
-	StatusSuccess       = "success"
-	StatusFailed        = "failed"
-	StatusCancelled     = "cancelled"
-	StatusSkipped       = "skipped"
-	StatusTimedOutStale = "timed_out_stale"
-	StatusDriftDropped  = "drift_dropped"
-)
-
 // defaultNeedRunOnWord is the runOn set of a need that lists none.
-const defaultNeedRunOnWord = StatusSuccess
+const defaultNeedRunOnWord = status.JobSuccess
 
 // UpstreamUnmetPrefix starts the errorMessage of a job skipped because an
 // upstream ended outside its edge's runOn set.
@@ -112,13 +98,13 @@ func (t *Tracker) OnJobFinished(fn func(job *store.Job)) {
 	t.hookMu.Unlock()
 }
 
-func (t *Tracker) fireJobFinished(j *store.Job, status string) {
+func (t *Tracker) fireJobFinished(j *store.Job, final status.Job) {
 	t.hookMu.RLock()
 	hooks := slices.Clone(t.jobDone)
 	t.hookMu.RUnlock()
 	for _, fn := range hooks {
 		c := *j
-		c.Status = status
+		c.Status = final
 		fn(&c)
 	}
 }
@@ -172,7 +158,7 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = now
 	}
-	run.Status = StatusPending
+	run.Status = status.RunPending
 	names := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		if j.RunID == "" {
@@ -185,13 +171,13 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 			return fmt.Errorf("execution: duplicate job name %q in run %s", j.JobName, run.ID)
 		}
 		names[j.JobName] = true
-		j.Status = StatusPending
+		j.Status = status.JobPending
 		if j.CreatedAt.IsZero() {
 			j.CreatedAt = now
 		}
 		for i := range j.Needs {
 			if len(j.Needs[i].RunOn) == 0 {
-				j.Needs[i].RunOn = []string{defaultNeedRunOnWord}
+				j.Needs[i].RunOn = []status.Job{defaultNeedRunOnWord}
 			}
 		}
 	}
@@ -241,19 +227,19 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 	if job.StartedAt == nil {
 		u.StartedAt = &at
 	}
-	changed, err := t.st.UpdateJobStatus(ctx, jobID, []string{StatusPending, StatusQueued, StatusRecovering}, StatusRunning, u)
+	changed, err := t.st.UpdateJobStatus(ctx, jobID, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
 	if err != nil {
 		return fmt.Errorf("execution: start job %s: %w", jobID, err)
 	}
 	if !changed {
-		if job.Status == StatusRunning {
+		if job.Status == status.JobRunning {
 			if err := t.st.TouchJobHeartbeat(ctx, jobID, at); err != nil {
 				return fmt.Errorf("execution: heartbeat job %s: %w", jobID, err)
 			}
 		}
 		return nil
 	}
-	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, []string{StatusPending, StatusHeld}, StatusRunning, store.RunUpdate{StartedAt: &at}); err != nil {
+	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, status.RunsMovingTo(status.RunRunning), status.RunRunning, store.RunUpdate{StartedAt: &at}); err != nil {
 		return fmt.Errorf("execution: start run %s: %w", job.RunID, err)
 	}
 	t.log.Info("job started", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "agentId", agentID)
@@ -267,9 +253,9 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 // terminal. Idempotent: a replayed terminal status changes nothing (the
 // downstream evaluation it triggers finds nothing left to do). Errors: a
 // non-terminal status, ErrNotFound (wrapped), store errors.
-func (t *Tracker) JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error {
-	if !store.IsTerminalJob(status) {
-		return fmt.Errorf("execution: job %s: %q is not a terminal job status", jobID, status)
+func (t *Tracker) JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error {
+	if !final.IsTerminal() {
+		return fmt.Errorf("execution: job %s: %q is not a terminal job status", jobID, final)
 	}
 	at = at.UTC()
 	job, err := t.st.GetJob(ctx, jobID)
@@ -279,7 +265,7 @@ func (t *Tracker) JobFinished(ctx context.Context, jobID, status, errMsg string,
 	mu := t.runLock(job.RunID)
 	mu.Lock()
 	defer mu.Unlock()
-	if !store.IsTerminalJob(job.Status) {
+	if !job.Status.IsTerminal() {
 		u := store.JobUpdate{CompletedAt: &at}
 		if job.StartedAt != nil {
 			d := max(at.Sub(*job.StartedAt).Milliseconds(), 0)
@@ -288,16 +274,16 @@ func (t *Tracker) JobFinished(ctx context.Context, jobID, status, errMsg string,
 		if errMsg != "" {
 			u.ErrorMessage = &errMsg
 		}
-		changed, err := t.st.UpdateJobStatus(ctx, jobID, nil, status, u)
+		changed, err := t.st.UpdateJobStatus(ctx, jobID, nil, final, u)
 		if err != nil {
 			return fmt.Errorf("execution: finish job %s: %w", jobID, err)
 		}
 		if changed {
-			t.log.Info("job finished", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "status", status)
-			t.fireJobFinished(job, status)
+			t.log.Info("job finished", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "status", final)
+			t.fireJobFinished(job, final)
 		}
-	} else if job.Status != status {
-		t.log.Debug("job already terminal; status ignored", "jobId", jobID, "stored", job.Status, "reported", status)
+	} else if job.Status != final {
+		t.log.Debug("job already terminal; status ignored", "jobId", jobID, "stored", job.Status, "reported", final)
 	}
 	return t.evaluateLocked(ctx, job.RunID, at)
 }
@@ -317,7 +303,7 @@ func (t *Tracker) StepStatus(ctx context.Context, s *store.Step) error {
 // Errors of individual runs are logged and joined into the result.
 func (t *Tracker) Recover(ctx context.Context) error {
 	var errs []error
-	queued, err := t.st.ListJobsByStatus(ctx, []string{StatusQueued})
+	queued, err := t.st.ListJobsByStatus(ctx, []status.Job{status.JobQueued})
 	if err != nil {
 		return fmt.Errorf("execution: recover: %w", err)
 	}
@@ -349,7 +335,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 			order = append(order, id)
 		}
 	}
-	pending, err := t.st.ListJobsByStatus(ctx, []string{StatusPending})
+	pending, err := t.st.ListJobsByStatus(ctx, []status.Job{status.JobPending})
 	if err != nil {
 		return fmt.Errorf("execution: recover: %w", err)
 	}
@@ -358,7 +344,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	}
 	const page = 100
 	for offset := 0; ; offset += page {
-		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []string{StatusPending, StatusRunning, StatusCancelling, StatusHeld}, Limit: page, Offset: offset})
+		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []status.Run{status.RunPending, status.RunRunning, status.RunCancelling, status.RunHeld}, Limit: page, Offset: offset})
 		if err != nil {
 			return fmt.Errorf("execution: recover: %w", err)
 		}
@@ -413,7 +399,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 	for changed := true; changed; {
 		changed = false
 		for _, j := range jobs {
-			if j.Status != StatusPending {
+			if j.Status != status.JobPending {
 				continue
 			}
 			release, reason := readiness(j, byName)
@@ -431,29 +417,29 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 			switch {
 			case reason != "":
 				zero := int64(0)
-				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusSkipped,
+				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobSkipped,
 					store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 				if err != nil {
 					return fmt.Errorf("execution: skip job %s: %w", j.ID, err)
 				}
 				if ok {
 					t.log.Info("job skipped", "runId", runID, "jobId", j.ID, "job", j.JobName, "reason", reason)
-					t.fireJobFinished(j, StatusSkipped)
+					t.fireJobFinished(j, status.JobSkipped)
 				}
 				if err := t.refresh(ctx, j); err != nil {
 					return err
 				}
-				changed = changed || store.IsTerminalJob(j.Status)
+				changed = changed || j.Status.IsTerminal()
 			case release && admit():
 				pass, err := t.checkGate(ctx, getRun, j, at)
 				if err != nil {
 					return err
 				}
 				if !pass {
-					changed = changed || store.IsTerminalJob(j.Status)
+					changed = changed || j.Status.IsTerminal()
 					continue
 				}
-				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []string{StatusPending}, StatusQueued, store.JobUpdate{})
+				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
 				if err != nil {
 					return fmt.Errorf("execution: release job %s: %w", j.ID, err)
 				}
@@ -497,16 +483,16 @@ func readiness(j *store.Job, byName map[string]*store.Job) (release bool, reason
 		if !ok {
 			return false, UpstreamUnmetPrefix + n.Upstream + " (missing)"
 		}
-		if !store.IsTerminalJob(up.Status) {
+		if !up.Status.IsTerminal() {
 			allTerminal = false
 			continue
 		}
 		runOn := n.RunOn
 		if len(runOn) == 0 {
-			runOn = []string{defaultNeedRunOnWord}
+			runOn = []status.Job{defaultNeedRunOnWord}
 		}
 		if !slices.Contains(runOn, up.Status) {
-			return false, UpstreamUnmetPrefix + n.Upstream + " (" + up.Status + ")"
+			return false, UpstreamUnmetPrefix + n.Upstream + " (" + string(up.Status) + ")"
 		}
 	}
 	return allTerminal, ""
@@ -515,24 +501,24 @@ func readiness(j *store.Job, byName map[string]*store.Job) (release bool, reason
 // DeriveRunStatus returns the terminal run status for a run whose jobs are
 // all terminal, and the failure reason for a failed run
 // ("Failed jobs: a, b" in job order). KiCI computeRunStatus.
-func DeriveRunStatus(jobs []*store.Job) (status, failureReason string) {
+func DeriveRunStatus(jobs []*store.Job) (final status.Run, failureReason string) {
 	var failed []string
 	cancelled := false
 	for _, j := range jobs {
 		switch j.Status {
-		case StatusFailed, StatusTimedOutStale, StatusDriftDropped:
+		case status.JobFailed, status.JobTimedOutStale, status.JobDriftDropped:
 			failed = append(failed, j.JobName)
-		case StatusCancelled:
+		case status.JobCancelled:
 			cancelled = true
 		}
 	}
 	switch {
 	case len(failed) > 0:
-		return StatusFailed, "Failed jobs: " + strings.Join(failed, ", ")
+		return status.RunFailed, "Failed jobs: " + strings.Join(failed, ", ")
 	case cancelled:
-		return StatusCancelled, ""
+		return status.RunCancelled, ""
 	default:
-		return StatusSuccess, ""
+		return status.RunSuccess, ""
 	}
 }
 
@@ -542,7 +528,7 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 		return nil
 	}
 	for _, j := range jobs {
-		if !store.IsTerminalJob(j.Status) {
+		if !j.Status.IsTerminal() {
 			return nil
 		}
 	}
@@ -550,10 +536,10 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	if err != nil {
 		return fmt.Errorf("execution: run %s: %w", runID, err)
 	}
-	if store.IsTerminalRun(run.Status) {
+	if run.Status.IsTerminal() {
 		return nil
 	}
-	status, reason := DeriveRunStatus(jobs)
+	final, reason := DeriveRunStatus(jobs)
 	start := run.CreatedAt
 	if run.StartedAt != nil {
 		start = *run.StartedAt
@@ -566,26 +552,26 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	if reason != "" {
 		u.FailureReason = &reason
 	}
-	changed, err := t.st.UpdateRunStatus(ctx, runID, nil, status, u)
+	changed, err := t.st.UpdateRunStatus(ctx, runID, nil, final, u)
 	if err != nil {
 		return fmt.Errorf("execution: complete run %s: %w", runID, err)
 	}
 	if !changed {
 		return nil
 	}
-	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", status, "durationMs", dur)
+	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", final, "durationMs", dur)
 	t.hookMu.RLock()
 	hooks := slices.Clone(t.finished)
 	t.hookMu.RUnlock()
 	if len(hooks) == 0 {
 		return nil
 	}
-	final, err := t.st.GetRun(ctx, runID)
+	done, err := t.st.GetRun(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("execution: run %s: %w", runID, err)
 	}
 	for _, fn := range hooks {
-		fn(final)
+		fn(done)
 	}
 	return nil
 }

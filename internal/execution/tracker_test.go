@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ type jobSpec struct {
 	needs []store.Need
 }
 
-func need(up string, runOn ...string) store.Need { return store.Need{Upstream: up, RunOn: runOn} }
+func need(up string, runOn ...status.Job) store.Need { return store.Need{Upstream: up, RunOn: runOn} }
 
 func js(name string, needs ...store.Need) jobSpec { return jobSpec{name: name, needs: needs} }
 
@@ -113,7 +114,7 @@ func (f *fixture) run(id string) *store.Run {
 	return r
 }
 
-func (f *fixture) wantStatus(ids map[string]string, want map[string]string) {
+func (f *fixture) wantStatus(ids map[string]string, want map[string]status.Job) {
 	f.t.Helper()
 	for name, st := range want {
 		if got := f.job(ids[name]).Status; got != st {
@@ -129,7 +130,7 @@ func (f *fixture) start(id string, at time.Time) {
 	}
 }
 
-func (f *fixture) finish(id, status string, at time.Time) {
+func (f *fixture) finish(id string, status status.Job, at time.Time) {
 	f.t.Helper()
 	if err := f.tr.JobFinished(f.ctx, id, status, "", at); err != nil {
 		f.t.Fatalf("JobFinished: %v", err)
@@ -139,7 +140,7 @@ func (f *fixture) finish(id, status string, at time.Time) {
 func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 	f := newFixture(t)
 	run, ids := f.createRun(js("build"), js("test", need("build")), js("deploy", need("test", "success")))
-	f.wantStatus(ids, map[string]string{"build": "queued", "test": "pending", "deploy": "pending"})
+	f.wantStatus(ids, map[string]status.Job{"build": "queued", "test": "pending", "deploy": "pending"})
 	if f.enq.count("build") != 1 || f.enq.count("test") != 0 {
 		t.Fatalf("enqueue calls: %v", f.enq.calls)
 	}
@@ -162,7 +163,7 @@ func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 	if b.DurationMs == nil || *b.DurationMs != 2000 || b.CompletedAt == nil {
 		t.Fatalf("build duration: %+v", b)
 	}
-	f.wantStatus(ids, map[string]string{"test": "queued", "deploy": "pending"})
+	f.wantStatus(ids, map[string]status.Job{"test": "queued", "deploy": "pending"})
 	if f.enq.count("test") != 1 {
 		t.Fatalf("test enqueued %d times", f.enq.count("test"))
 	}
@@ -191,7 +192,7 @@ func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 	}
 }
 
-var allTerminal = []string{"success", "failed", "cancelled", "skipped", "timed_out_stale", "drift_dropped"}
+var allTerminal = []status.Job{"success", "failed", "cancelled", "skipped", "timed_out_stale", "drift_dropped"}
 
 // dag: build → test → {notify (always), rollback (on-failure)}; report needs
 // rollback with on-skip.
@@ -211,7 +212,7 @@ func TestCascadeStopsAtAlwaysAndOnSkipEdges(t *testing.T) {
 	f.start(ids["build"], t0)
 	f.finish(ids["build"], "failed", t0.Add(time.Second))
 
-	f.wantStatus(ids, map[string]string{"build": "failed", "test": "skipped", "notify": "queued",
+	f.wantStatus(ids, map[string]status.Job{"build": "failed", "test": "skipped", "notify": "queued",
 		"rollback": "skipped", "report": "queued"})
 	if got := f.job(ids["test"]).ErrorMessage; got != "upstream_unmet: build (failed)" {
 		t.Errorf("test reason %q", got)
@@ -238,9 +239,9 @@ func TestOnFailureEdgeReleasedWhenUpstreamFails(t *testing.T) {
 	run, ids := f.createRun(alwaysDAG()...)
 	f.finish(ids["build"], "success", t0)
 	f.finish(ids["test"], "timed_out_stale", t0.Add(time.Second))
-	f.wantStatus(ids, map[string]string{"notify": "queued", "rollback": "queued", "report": "pending"})
+	f.wantStatus(ids, map[string]status.Job{"notify": "queued", "rollback": "queued", "report": "pending"})
 	f.finish(ids["rollback"], "success", t0.Add(2*time.Second))
-	f.wantStatus(ids, map[string]string{"report": "queued"})
+	f.wantStatus(ids, map[string]status.Job{"report": "queued"})
 	f.finish(ids["notify"], "cancelled", t0.Add(2*time.Second))
 	f.finish(ids["report"], "success", t0.Add(3*time.Second))
 	r := f.run(run.ID)
@@ -258,7 +259,7 @@ func TestOnFailureEdgeSkippedOnSuccess(t *testing.T) {
 	run, ids := f.createRun(alwaysDAG()...)
 	f.finish(ids["build"], "success", t0)
 	f.finish(ids["test"], "success", t0)
-	f.wantStatus(ids, map[string]string{"notify": "queued", "rollback": "skipped", "report": "queued"})
+	f.wantStatus(ids, map[string]status.Job{"notify": "queued", "rollback": "skipped", "report": "queued"})
 	if got := f.job(ids["rollback"]).ErrorMessage; got != "upstream_unmet: test (success)" {
 		t.Errorf("rollback reason %q", got)
 	}
@@ -276,11 +277,11 @@ func TestMatrixLegs(t *testing.T) {
 	t.Run("waits for every leg", func(t *testing.T) {
 		f := newFixture(t)
 		_, ids := f.createRun(js(legs[0]), js(legs[1]), js("deploy", deployNeeds...))
-		f.wantStatus(ids, map[string]string{legs[0]: "queued", legs[1]: "queued", "deploy": "pending"})
+		f.wantStatus(ids, map[string]status.Job{legs[0]: "queued", legs[1]: "queued", "deploy": "pending"})
 		f.finish(ids[legs[0]], "success", t0)
-		f.wantStatus(ids, map[string]string{"deploy": "pending"})
+		f.wantStatus(ids, map[string]status.Job{"deploy": "pending"})
 		f.finish(ids[legs[1]], "success", t0)
-		f.wantStatus(ids, map[string]string{"deploy": "queued"})
+		f.wantStatus(ids, map[string]status.Job{"deploy": "queued"})
 		if f.enq.count("deploy") != 1 {
 			t.Fatal("deploy not enqueued once")
 		}
@@ -305,7 +306,7 @@ func TestMatrixLegs(t *testing.T) {
 }
 
 func TestDeriveRunStatus(t *testing.T) {
-	mk := func(statuses ...string) []*store.Job {
+	mk := func(statuses ...status.Job) []*store.Job {
 		var out []*store.Job
 		for i, s := range statuses {
 			out = append(out, &store.Job{JobName: fmt.Sprintf("j%d", i), Status: s})
@@ -313,15 +314,16 @@ func TestDeriveRunStatus(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		statuses     []string
-		want, reason string
+		statuses []status.Job
+		want     status.Run
+		reason   string
 	}{
-		{[]string{"success", "success"}, "success", ""},
-		{[]string{"success", "skipped"}, "success", ""},
-		{[]string{"skipped"}, "success", ""},
-		{[]string{"success", "cancelled", "skipped"}, "cancelled", ""},
-		{[]string{"failed", "cancelled"}, "failed", "Failed jobs: j0"},
-		{[]string{"cancelled", "drift_dropped", "timed_out_stale", "failed"}, "failed", "Failed jobs: j1, j2, j3"},
+		{[]status.Job{"success", "success"}, "success", ""},
+		{[]status.Job{"success", "skipped"}, "success", ""},
+		{[]status.Job{"skipped"}, "success", ""},
+		{[]status.Job{"success", "cancelled", "skipped"}, "cancelled", ""},
+		{[]status.Job{"failed", "cancelled"}, "failed", "Failed jobs: j0"},
+		{[]status.Job{"cancelled", "drift_dropped", "timed_out_stale", "failed"}, "failed", "Failed jobs: j1, j2, j3"},
 	}
 	for _, c := range cases {
 		got, reason := DeriveRunStatus(mk(c.statuses...))

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 
@@ -16,6 +18,13 @@ const (
 	checkQueued     = "queued"
 	checkInProgress = "in_progress"
 	checkCompleted  = "completed"
+
+	conclusionSuccess        = "success"
+	conclusionFailure        = "failure"
+	conclusionCancelled      = "cancelled"
+	conclusionSkipped        = "skipped"
+	conclusionTimedOut       = "timed_out"
+	conclusionActionRequired = "action_required"
 )
 
 // Commit-status states. GitHub and Gitea share pending/success/failure/
@@ -66,48 +75,48 @@ type outcome struct {
 func outcomeOf(v *jobView) outcome {
 	j := v.job
 	switch j.Status {
-	case store.StatusHeld:
+	case status.JobHeld:
 		reason := holdSentence(v)
 		if v.hold != nil && (v.hold.HoldType == store.HoldTimer || v.hold.HoldType == store.HoldConcurrency) {
 			return outcome{status: checkQueued, state: statePending, sentence: reason}
 		}
 		// Waiting for a person: GitHub shows "Action required".
-		return outcome{status: checkCompleted, conclusion: "action_required", state: statePending, sentence: reason, terminal: true}
-	case "pending", "queued":
-		s := "queued"
+		return outcome{status: checkCompleted, conclusion: conclusionActionRequired, state: statePending, sentence: reason, terminal: true}
+	case status.JobPending, status.JobQueued:
+		s := string(status.JobQueued)
 		if j.PendingReason != "" {
 			s = "queued: " + j.PendingReason
 		}
 		return outcome{status: checkQueued, state: statePending, sentence: s}
-	case "running", "recovering", "cancelling":
-		return outcome{status: checkInProgress, state: statePending, sentence: "running"}
-	case "success":
-		return outcome{status: checkCompleted, conclusion: "success", state: stateSuccess, terminal: true,
+	case status.JobRunning, status.JobRecovering, status.JobCancelling:
+		return outcome{status: checkInProgress, state: statePending, sentence: string(status.JobRunning)}
+	case status.JobSuccess:
+		return outcome{status: checkCompleted, conclusion: conclusionSuccess, state: stateSuccess, terminal: true,
 			sentence: "succeeded" + tookText(j)}
-	case "cancelled":
-		return outcome{status: checkCompleted, conclusion: "cancelled", state: stateError, terminal: true,
-			sentence: "cancelled" + reasonText(j.ErrorMessage)}
-	case "skipped":
-		return outcome{status: checkCompleted, conclusion: "skipped", state: skippedState(j), terminal: true,
-			sentence: "skipped" + reasonText(j.ErrorMessage)}
-	case "timed_out_stale":
-		return outcome{status: checkCompleted, conclusion: "timed_out", state: stateFailure, terminal: true,
+	case status.JobCancelled:
+		return outcome{status: checkCompleted, conclusion: conclusionCancelled, state: stateError, terminal: true,
+			sentence: string(j.Status) + reasonText(j.ErrorMessage)}
+	case status.JobSkipped:
+		return outcome{status: checkCompleted, conclusion: conclusionSkipped, state: skippedState(j), terminal: true,
+			sentence: string(j.Status) + reasonText(j.ErrorMessage)}
+	case status.JobTimedOutStale:
+		return outcome{status: checkCompleted, conclusion: conclusionTimedOut, state: stateFailure, terminal: true,
 			sentence: "timed out: the agent stopped reporting" + reasonText(j.ErrorMessage)}
 	}
 	// failed, drift_dropped and anything unknown and terminal.
 	if timedOut(v) {
-		return outcome{status: checkCompleted, conclusion: "timed_out", state: stateFailure, terminal: true,
+		return outcome{status: checkCompleted, conclusion: conclusionTimedOut, state: stateFailure, terminal: true,
 			sentence: "timed out" + failedStepText(v)}
 	}
-	return outcome{status: checkCompleted, conclusion: "failure", state: stateFailure, terminal: true,
-		sentence: "failed" + failedStepText(v)}
+	return outcome{status: checkCompleted, conclusion: conclusionFailure, state: stateFailure, terminal: true,
+		sentence: string(status.JobFailed) + failedStepText(v)}
 }
 
 // skippedState: a job skipped because an upstream failed is an error (a
 // required status must not turn green); one skipped by its own condition
 // passes.
 func skippedState(j *store.Job) string {
-	if strings.HasPrefix(j.ErrorMessage, "upstream_unmet: ") {
+	if strings.HasPrefix(j.ErrorMessage, execution.UpstreamUnmetPrefix) {
 		return stateError
 	}
 	return stateSuccess
@@ -120,7 +129,7 @@ func timedOut(v *jobView) bool {
 		return true
 	}
 	for _, s := range v.steps {
-		if s.Status == "failed" && strings.Contains(s.ErrorMessage, "timed out") {
+		if s.Status == status.StepFailed && strings.Contains(s.ErrorMessage, "timed out") {
 			return true
 		}
 	}
@@ -144,7 +153,7 @@ func reasonText(msg string) string {
 // failedStepText names the failing step and how it ended.
 func failedStepText(v *jobView) string {
 	for _, s := range v.steps {
-		if s.Status != "failed" {
+		if s.Status != status.StepFailed {
 			continue
 		}
 		t := fmt.Sprintf(": step %q", s.StepName)

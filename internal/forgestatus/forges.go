@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -177,22 +178,33 @@ func gitlabBody(v *jobView, o outcome, publicURL string) map[string]any {
 	return b
 }
 
+// GitLab commit-status states (GitLab REST "Commits: set the pipeline
+// status of a commit").
+const (
+	gitlabPending  = "pending"
+	gitlabRunning  = "running"
+	gitlabSuccess  = "success"
+	gitlabFailed   = "failed"
+	gitlabCanceled = "canceled"
+	gitlabSkipped  = "skipped"
+)
+
 // gitlabState maps a job to GitLab's commit-status states (pending,
 // running, success, failed, canceled, skipped).
 func gitlabState(j *store.Job, o outcome) string {
 	switch {
 	case o.status == checkInProgress:
-		return "running"
-	case !o.terminal || j.Status == store.StatusHeld:
-		return "pending"
-	case j.Status == "success":
-		return "success"
-	case j.Status == "cancelled":
-		return "canceled"
-	case j.Status == "skipped" && o.state == stateSuccess:
-		return "skipped"
+		return gitlabRunning
+	case !o.terminal || j.Status == status.JobHeld:
+		return gitlabPending
+	case j.Status == status.JobSuccess:
+		return gitlabSuccess
+	case j.Status == status.JobCancelled:
+		return gitlabCanceled
+	case j.Status == status.JobSkipped && o.state == stateSuccess:
+		return gitlabSkipped
 	}
-	return "failed"
+	return gitlabFailed
 }
 
 // deliverGitHub sends a row to GitHub: a commit status, or a check run

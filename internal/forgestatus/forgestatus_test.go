@@ -2,6 +2,7 @@ package forgestatus
 
 import (
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func job(status, errMsg string) *store.Job {
+func job(status status.Job, errMsg string) *store.Job {
 	return &store.Job{ID: "j1", RunID: "r1", JobName: "build", Status: status, ErrorMessage: errMsg}
 }
 
@@ -80,8 +81,8 @@ func TestOutcomeOf(t *testing.T) {
 		{job("cancelled", ""), nil, nil, "completed/cancelled", "error", "canceled", "cancelled"},
 		{job("skipped", "upstream_unmet: build (failed)"), nil, nil, "completed/skipped", "error", "failed", "skipped: upstream_unmet: build"},
 		{job("skipped", ""), nil, nil, "completed/skipped", "success", "skipped", "skipped"},
-		{job(store.StatusHeld, ""), nil, fork, "completed/action_required", "pending", "pending", "fork pull request from alice waits for approval: comment `/kici approve r1` or run `kici-admin held-run approve h1`"},
-		{job(store.StatusHeld, ""), nil, timer, "queued", "pending", "pending", "waiting for the wait timer of prod"},
+		{job(status.JobHeld, ""), nil, fork, "completed/action_required", "pending", "pending", "fork pull request from alice waits for approval: comment `/kici approve r1` or run `kici-admin held-run approve h1`"},
+		{job(status.JobHeld, ""), nil, timer, "queued", "pending", "pending", "waiting for the wait timer of prod"},
 	} {
 		v := &jobView{run: run, job: tc.job, steps: tc.steps, hold: tc.hold, now: t0}
 		o := outcomeOf(v)

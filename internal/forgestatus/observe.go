@@ -3,6 +3,7 @@ package forgestatus
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 	"unicode"
@@ -11,7 +12,7 @@ import (
 )
 
 // openRunStatuses are the run statuses whose jobs may still change.
-var openRunStatuses = []string{"pending", "running", "cancelling", store.StatusHeld}
+var openRunStatuses = []status.Run{status.RunPending, status.RunRunning, status.RunCancelling, status.RunHeld}
 
 // observe records, for every job of every run that may have changed since
 // the last pass, the state its forge should show: runs not finished yet,
@@ -113,17 +114,17 @@ func (r *Reporter) observeRun(ctx context.Context, run *store.Run, open map[stri
 	}
 	var holds []*store.HeldRun
 	for _, j := range jobs {
-		if j.Status == store.StatusHeld {
+		if j.Status == status.JobHeld {
 			holds, _ = r.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: run.OrgID, RunID: run.ID, Statuses: []string{store.HoldPending}})
 			break
 		}
 	}
 	for _, j := range jobs {
 		prev, known := open[j.ID]
-		if known && prev.DesiredTerminal && store.IsTerminalJob(j.Status) {
+		if known && prev.DesiredTerminal && j.Status.IsTerminal() {
 			continue // the final state is recorded; it only waits for delivery
 		}
-		if !known && store.IsTerminalJob(j.Status) {
+		if !known && j.Status.IsTerminal() {
 			// A terminal job without an open row either has its final
 			// state recorded already, or was never seen: look.
 			c, err := r.st.GetCheckRun(ctx, j.ID)
@@ -134,7 +135,7 @@ func (r *Reporter) observeRun(ctx context.Context, run *store.Run, open map[stri
 			prev = c
 		}
 		v := &jobView{run: run, job: j, all: jobs, now: now, hold: holdOf(holds, j)}
-		if j.Status != "pending" && j.Status != "queued" && j.Status != store.StatusHeld {
+		if j.Status != status.JobPending && j.Status != status.JobQueued && j.Status != status.JobHeld {
 			if v.steps, err = r.st.ListSteps(ctx, j.ID); err != nil {
 				r.log.Warn("forge status: list steps", "jobId", j.ID, "err", err)
 				continue
@@ -167,7 +168,7 @@ func (r *Reporter) observeRun(ctx context.Context, run *store.Run, open map[stri
 		}
 		c := &store.CheckRun{JobID: j.ID, RunID: run.ID, SourceID: run.SourceID, Provider: t.provider, Repo: run.RepoIdentifier,
 			SHA: run.SHA, Name: name, DesiredState: state, DesiredBody: raw, DesiredHash: hash,
-			DesiredTerminal: o.terminal && store.IsTerminalJob(j.Status), DesiredAt: now}
+			DesiredTerminal: o.terminal && j.Status.IsTerminal(), DesiredAt: now}
 		if err := r.st.UpsertCheckRunDesired(ctx, c); err != nil {
 			r.log.Warn("forge status: record state", "jobId", j.ID, "err", err)
 		}
@@ -204,12 +205,12 @@ func (r *Reporter) addLogLines(v *jobView) {
 	if r.cfg.Logs == nil {
 		return
 	}
-	want := ""
+	var want status.Step
 	switch v.job.Status {
-	case "failed":
-		want = "failed"
-	case "running":
-		want, v.live = "running", true
+	case status.JobFailed:
+		want = status.StepFailed
+	case status.JobRunning:
+		want, v.live = status.StepRunning, true
 	default:
 		return
 	}

@@ -131,7 +131,7 @@ func (s *Service) authenticate(ctx context.Context, token, jobID string) (*jobCt
 	if err != nil {
 		return nil, err
 	}
-	if store.IsTerminalJob(job.Status) {
+	if job.Status.IsTerminal() {
 		return nil, fmt.Errorf("%w: job is %s", ErrUnauthorized, job.Status)
 	}
 	run, err := s.st.GetRun(ctx, job.RunID)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -186,7 +187,7 @@ func TestCacheScopesForksAndFallback(t *testing.T) {
 			if code, _, _ := f.restore(feat, tok, "go-aaa"); code != 403 {
 				t.Errorf("another job's credential: %d", code)
 			}
-			if _, err := f.st.UpdateJobStatus(context.Background(), main1, []string{"running"}, "success", store.JobUpdate{}); err != nil {
+			if _, err := f.st.UpdateJobStatus(context.Background(), main1, []status.Job{"running"}, "success", store.JobUpdate{}); err != nil {
 				t.Fatal(err)
 			}
 			if code, _, _ := f.restore(main1, tok, "go-aaa"); code != 401 {

@@ -3,6 +3,7 @@ package lockfile
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +23,11 @@ var DefaultPREvents = []string{"opened", "synchronize", "reopened", "closed"}
 
 // whenKeywords maps a YAML `needs[].when` keyword to its runOn set (KiCI
 // resolveWhenToRunOn).
-var whenKeywords = map[string][]string{
-	"on-success": {StatusSuccess},
-	"always":     TerminalStatuses,
-	"on-skip":    {StatusSuccess, StatusSkipped},
-	"on-failure": {StatusFailed, StatusTimedOutStale},
+var whenKeywords = map[string][]status.Job{
+	"on-success": {status.JobSuccess},
+	"always":     status.TerminalJobs(),
+	"on-skip":    {status.JobSuccess, status.JobSkipped},
+	"on-failure": {status.JobFailed, status.JobTimedOutStale},
 }
 
 // CompileDir compiles every `<root>/.kici/workflows/*.yaml` (and *.yml)
@@ -270,8 +271,8 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // completeStatuses are the statuses workflow_complete / job_complete
 // triggers may filter on (job_complete also allows skipped).
 var completeStatuses = map[string][]string{
-	"workflow_complete": {"success", "failed", "cancelled"},
-	"job_complete":      {"success", "failed", "cancelled", "skipped"},
+	"workflow_complete": status.Strings(status.TerminalRuns()),
+	"job_complete":      status.Strings([]status.Job{status.JobSuccess, status.JobFailed, status.JobCancelled, status.JobSkipped}),
 }
 
 // lifecycleEvents are the lifecycle trigger's event names.
@@ -1001,7 +1002,7 @@ func (f *yfile) needs(n ast.Node, what string) ([]Need, []needRef) {
 	var refs []needRef
 	seen := map[string]bool{}
 	for _, it := range items {
-		need := Need{RunOn: []string{StatusSuccess}}
+		need := Need{RunOn: []status.Job{status.JobSuccess}}
 		if s, ok := f.scalar(it); ok {
 			need.Name = s
 		} else {
@@ -1034,29 +1035,31 @@ func (f *yfile) needs(n ast.Node, what string) ([]Need, []needRef) {
 	return out, refs
 }
 
-func (f *yfile) when(n ast.Node, what string) []string {
+func (f *yfile) when(n ast.Node, what string) []status.Job {
 	if s, ok := f.scalar(n); ok {
 		set, known := whenKeywords[s]
 		if !known {
 			f.errorf(n, "%s must be on-success, always, on-failure, on-skip or a list of statuses, got %q", what, s)
-			return []string{StatusSuccess}
+			return []status.Job{status.JobSuccess}
 		}
 		return slices.Clone(set)
 	}
 	list, ok := f.strList(n, what)
 	if !ok {
-		return []string{StatusSuccess}
+		return []status.Job{status.JobSuccess}
 	}
 	if len(list) == 0 {
 		f.errorf(n, "%s: the status list must not be empty", what)
-		return []string{StatusSuccess}
+		return []status.Job{status.JobSuccess}
 	}
-	for _, s := range list {
-		if !slices.Contains(TerminalStatuses, s) {
-			f.errorf(n, "%s: %q is not a terminal job status (%s)", what, s, strings.Join(TerminalStatuses, ", "))
+	out := make([]status.Job, len(list))
+	for i, s := range list {
+		out[i] = status.Job(s)
+		if !out[i].IsTerminal() {
+			f.errorf(n, "%s: %q is not a terminal job status (%s)", what, s, strings.Join(status.Strings(status.TerminalJobs()), ", "))
 		}
 	}
-	return list
+	return out
 }
 
 func (f *yfile) matrix(j *Job, n ast.Node, what string) {

@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -137,7 +138,7 @@ func TestCompileFullExample(t *testing.T) {
 	if build.RunsOnPick != "any" || len(build.ExcludeLabels) != 1 || build.ExcludeLabels[0].Value != "flaky" {
 		t.Fatalf("build runsOn = %+v", build)
 	}
-	wantNeeds := []Need{{Name: "lint", RunOn: []string{"success"}}, {Name: "test", RunOn: TerminalStatuses}}
+	wantNeeds := []Need{{Name: "lint", RunOn: []status.Job{"success"}}, {Name: "test", RunOn: status.TerminalJobs()}}
 	if !reflect.DeepEqual(build.Needs, wantNeeds) {
 		t.Fatalf("needs = %+v", build.Needs)
 	}

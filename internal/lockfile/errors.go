@@ -5,20 +5,6 @@ import (
 	"strings"
 )
 
-// Job terminal statuses that may appear in a need's runOn set (KiCI
-// needs-scheduler).
-const (
-	StatusSuccess       = "success"
-	StatusFailed        = "failed"
-	StatusCancelled     = "cancelled"
-	StatusSkipped       = "skipped"
-	StatusTimedOutStale = "timed_out_stale"
-	StatusDriftDropped  = "drift_dropped"
-)
-
-// TerminalStatuses lists every terminal job status, in KiCI's order.
-var TerminalStatuses = []string{StatusSuccess, StatusFailed, StatusCancelled, StatusSkipped, StatusTimedOutStale, StatusDriftDropped}
-
 // CompileError is one problem found while compiling a YAML workflow. File is
 // repo-relative (e.g. ".kici/workflows/ci.yaml"); Line and Column are
 // 1-based (0 when unknown).

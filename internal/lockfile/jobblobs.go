@@ -3,6 +3,7 @@ package lockfile
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"regexp"
 	"strings"
 
@@ -29,9 +30,9 @@ type Cache struct {
 // and for the API. When is the set of job outcomes that upload it (success
 // only when empty).
 type Artifact struct {
-	Name  string   `json:"name"`
-	Paths []string `json:"paths"`
-	When  []string `json:"when,omitempty"`
+	Name  string       `json:"name"`
+	Paths []string     `json:"paths"`
+	When  []status.Job `json:"when,omitempty"`
 	// Attest asks for a provenance attestation naming the artifact
 	// ("artifact:<name>") and the SHA-256 of its stored archive.
 	Attest bool `json:"attest,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sort"
 	"strings"
@@ -55,22 +56,22 @@ func jsCompat(b []byte) []byte {
 // MarshalJSON writes a need as a plain job name when RunOn is nil or exactly
 // ["success"], and as {name, runOn} (or {group, runOn}) otherwise.
 func (n Need) MarshalJSON() ([]byte, error) {
-	if n.Group == "" && (n.RunOn == nil || slices.Equal(n.RunOn, []string{StatusSuccess})) {
+	if n.Group == "" && (n.RunOn == nil || slices.Equal(n.RunOn, []status.Job{status.JobSuccess})) {
 		return marshalNoEscape(n.Name)
 	}
 	runOn := n.RunOn
 	if runOn == nil {
-		runOn = []string{StatusSuccess}
+		runOn = []status.Job{status.JobSuccess}
 	}
 	if n.Group != "" {
 		return marshalNoEscape(struct {
-			Group string   `json:"group"`
-			RunOn []string `json:"runOn"`
+			Group string       `json:"group"`
+			RunOn []status.Job `json:"runOn"`
 		}{n.Group, runOn})
 	}
 	return marshalNoEscape(struct {
-		Name  string   `json:"name"`
-		RunOn []string `json:"runOn"`
+		Name  string       `json:"name"`
+		RunOn []status.Job `json:"runOn"`
 	}{n.Name, runOn})
 }
 
@@ -83,19 +84,19 @@ func (n *Need) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
 		}
-		*n = Need{Name: s, RunOn: []string{StatusSuccess}}
+		*n = Need{Name: s, RunOn: []status.Job{status.JobSuccess}}
 		return nil
 	}
 	var obj struct {
-		Name  string   `json:"name"`
-		Group string   `json:"group"`
-		RunOn []string `json:"runOn"`
+		Name  string       `json:"name"`
+		Group string       `json:"group"`
+		RunOn []status.Job `json:"runOn"`
 	}
 	if err := json.Unmarshal(data, &obj); err != nil {
 		return fmt.Errorf("need must be a job name or {name, runOn}: %w", err)
 	}
 	if obj.RunOn == nil {
-		obj.RunOn = []string{StatusSuccess}
+		obj.RunOn = []status.Job{status.JobSuccess}
 	}
 	*n = Need{Name: obj.Name, Group: obj.Group, RunOn: obj.RunOn}
 	return nil

@@ -3,6 +3,7 @@ package lockfile
 import (
 	"bytes"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,11 +28,11 @@ func TestNeedJSON(t *testing.T) {
 		need Need
 		json string
 	}{
-		{"plain", Need{Name: "lint", RunOn: []string{"success"}}, `"lint"`},
+		{"plain", Need{Name: "lint", RunOn: []status.Job{"success"}}, `"lint"`},
 		{"nil runOn", Need{Name: "lint"}, `"lint"`},
-		{"always", Need{Name: "test", RunOn: []string{"success", "failed"}}, `{"name":"test","runOn":["success","failed"]}`},
-		{"skipped only", Need{Name: "a<b", RunOn: []string{"skipped"}}, `{"name":"a<b","runOn":["skipped"]}`},
-		{"group", Need{Group: "shards", RunOn: []string{"success", "skipped"}}, `{"group":"shards","runOn":["success","skipped"]}`},
+		{"always", Need{Name: "test", RunOn: []status.Job{"success", "failed"}}, `{"name":"test","runOn":["success","failed"]}`},
+		{"skipped only", Need{Name: "a<b", RunOn: []status.Job{"skipped"}}, `{"name":"a<b","runOn":["skipped"]}`},
+		{"group", Need{Group: "shards", RunOn: []status.Job{"success", "skipped"}}, `{"group":"shards","runOn":["success","skipped"]}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -48,7 +49,7 @@ func TestNeedJSON(t *testing.T) {
 			}
 			want := c.need
 			if want.RunOn == nil {
-				want.RunOn = []string{"success"}
+				want.RunOn = []status.Job{"success"}
 			}
 			if !reflect.DeepEqual(back, want) {
 				t.Fatalf("round trip = %+v, want %+v", back, want)
@@ -56,7 +57,7 @@ func TestNeedJSON(t *testing.T) {
 		})
 	}
 	var n Need
-	if err := json.Unmarshal([]byte(`{"name":"x"}`), &n); err != nil || !reflect.DeepEqual(n.RunOn, []string{"success"}) {
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &n); err != nil || !reflect.DeepEqual(n.RunOn, []status.Job{"success"}) {
 		t.Fatalf("object without runOn = %+v, %v", n, err)
 	}
 	if err := json.Unmarshal([]byte(`42`), &n); err == nil {
@@ -161,7 +162,7 @@ func TestParseExample(t *testing.T) {
 		t.Fatalf("report needs = %+v", report.Needs)
 	}
 	test := lf.Workflows[0].Jobs[1]
-	if !reflect.DeepEqual(test.Needs, []Need{{Name: "lint", RunOn: []string{"success"}}}) {
+	if !reflect.DeepEqual(test.Needs, []Need{{Name: "lint", RunOn: []status.Job{"success"}}}) {
 		t.Fatalf("test needs = %+v", test.Needs)
 	}
 	legs, err := ExpandMatrix(&test)

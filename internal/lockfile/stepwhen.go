@@ -1,6 +1,7 @@
 package lockfile
 
 import (
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"strings"
 
@@ -11,11 +12,11 @@ import (
 // in when the step's turn comes.
 const (
 	// StepOnSuccess: no earlier step failed and the job is not stopped.
-	StepOnSuccess = "success"
+	StepOnSuccess = string(status.JobSuccess)
 	// StepOnFailed: an earlier step failed, or the job hit its timeout.
-	StepOnFailed = "failed"
+	StepOnFailed = string(status.JobFailed)
 	// StepOnCancelled: the job was cancelled gracefully.
-	StepOnCancelled = "cancelled"
+	StepOnCancelled = string(status.JobCancelled)
 )
 
 // StepStates are the valid elements of Step.RunOn.

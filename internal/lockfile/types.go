@@ -4,7 +4,10 @@
 // workflow compiler, validation and the content hashes.
 package lockfile
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
+)
 
 // SchemaVersion is the lock schema version this reader and writer speak.
 // Source: KiCI packages/engine/src/trigger/types.ts SCHEMA_VERSION = 29.
@@ -143,9 +146,9 @@ type Trigger struct {
 // ({group, runOn}); kici's YAML compiler never emits it.
 // A nil RunOn is treated as ["success"].
 type Need struct {
-	Name  string   `json:"name"`
-	RunOn []string `json:"runOn,omitempty"`
-	Group string   `json:"group,omitempty"`
+	Name  string       `json:"name"`
+	RunOn []status.Job `json:"runOn,omitempty"`
+	Group string       `json:"group,omitempty"`
 }
 
 // Matrix is a static job matrix: {_type:"static", values} where values is a

@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 )
@@ -33,8 +34,12 @@ func TestParseRejectsHostileLocks(t *testing.T) {
 		{"negative step timeout", "timeout", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Steps[0].Timeout = -5 }},
 		{"endless job timeout", "timeout", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Timeout = 1 << 60 }},
 		{"negative grace", "gracePeriod", func(lf *LockFile) { lf.Workflows[0].Jobs[0].GracePeriod = -1 }},
-		{"needs cycle", "needs cycle", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "b", RunOn: []string{"success"}}} }},
-		{"self need", "cannot need itself", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "a", RunOn: []string{"success"}}} }},
+		{"needs cycle", "needs cycle", func(lf *LockFile) {
+			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "b", RunOn: []status.Job{"success"}}}
+		}},
+		{"self need", "cannot need itself", func(lf *LockFile) {
+			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "a", RunOn: []status.Job{"success"}}}
+		}},
 		{"unknown need", `unknown job "zz"`, func(lf *LockFile) { lf.Workflows[0].Jobs[1].Needs[0].Name = "zz" }},
 		{"duplicate job", "duplicate job name", func(lf *LockFile) { lf.Workflows[0].Jobs[1].Name = "a" }},
 		{"no steps", "no steps", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Steps = nil }},

@@ -93,15 +93,15 @@ func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispat
 		m.runsCreated.Add(float64(runs))
 	})
 	t.OnRunFinished(func(r *store.Run) {
-		m.executions.WithLabelValues(r.Status).Inc()
+		m.executions.WithLabelValues(string(r.Status)).Inc()
 		if r.CompletedAt != nil {
-			m.execDuration.WithLabelValues(r.Status).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
+			m.execDuration.WithLabelValues(string(r.Status)).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
 		}
 	})
 	t.OnJobFinished(func(j *store.Job) {
-		m.jobs.WithLabelValues(j.Status).Inc()
+		m.jobs.WithLabelValues(string(j.Status)).Inc()
 		if j.StartedAt != nil {
-			m.jobDuration.WithLabelValues(j.Status).Observe(time.Since(*j.StartedAt).Seconds())
+			m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())
 		}
 	})
 	d.SetAckObserver(func(_ []string, wait time.Duration) { m.dispatchLat.Observe(wait.Seconds()) })

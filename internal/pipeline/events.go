@@ -113,7 +113,7 @@ func (p *Processor) RunFinished(run *store.Run) {
 		p.log.Warn("pipeline: workflow_complete not emitted: event chain too deep", "runId", run.ID, "depth", depth)
 		return
 	}
-	ie := &InternalEvent{Kind: KindWorkflowComplete, WorkflowName: run.WorkflowName, Status: run.Status, RunID: run.ID,
+	ie := &InternalEvent{Kind: KindWorkflowComplete, WorkflowName: run.WorkflowName, Status: string(run.Status), RunID: run.ID,
 		SourceRepo: run.RepoIdentifier, ChainDepth: depth}
 	if _, err := p.Emit(ctx, KindWorkflowComplete+":"+run.ID, run.OrgID, ie); err != nil {
 		p.log.Error("pipeline: emit workflow_complete", "runId", run.ID, "error", err)
@@ -135,7 +135,7 @@ func (p *Processor) JobFinished(job *store.Job) {
 		p.log.Warn("pipeline: job_complete not emitted: event chain too deep", "jobId", job.ID, "depth", depth)
 		return
 	}
-	ie := &InternalEvent{Kind: KindJobComplete, WorkflowName: run.WorkflowName, JobName: job.JobName, Status: job.Status,
+	ie := &InternalEvent{Kind: KindJobComplete, WorkflowName: run.WorkflowName, JobName: job.JobName, Status: string(job.Status),
 		RunID: run.ID, JobID: job.ID, SourceRepo: run.RepoIdentifier, ChainDepth: depth}
 	if _, err := p.Emit(ctx, KindJobComplete+":"+job.ID, run.OrgID, ie); err != nil {
 		p.log.Error("pipeline: emit job_complete", "jobId", job.ID, "error", err)

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"slices"
 	"strings"
@@ -436,7 +437,7 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, error) {
 	now := time.Now().UTC()
 	run := &store.Run{
-		ID: uuid.NewString(), WorkflowName: wf.Name, Status: execution.StatusPending, Provider: "local",
+		ID: uuid.NewString(), WorkflowName: wf.Name, Status: status.RunPending, Provider: "local",
 		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
 		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
 		TriggerType: rc.TriggerType, TargetBranch: rc.TargetBranch, TrustTier: rc.TrustTier, LockFileSource: rc.LockFileSource,
@@ -490,7 +491,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 			}
 			runOn := n.RunOn
 			if len(runOn) == 0 {
-				runOn = []string{execution.StatusSuccess}
+				runOn = []status.Job{status.JobSuccess}
 			}
 			for _, up := range ups {
 				needs = append(needs, store.Need{Upstream: up, RunOn: slices.Clone(runOn)})
@@ -510,7 +511,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		for _, leg := range legs[i] {
 			jobs = append(jobs, &store.Job{
 				ID: uuid.NewString(), RunID: run.ID, JobName: leg.Name, BaseJobName: j.Name,
-				MatrixValues: leg.Values, Status: execution.StatusPending, Config: cfg,
+				MatrixValues: leg.Values, Status: status.JobPending, Config: cfg,
 				RunsOnLabels: slices.Clone(labels), Needs: slices.Clone(needs), TimeoutMs: j.Timeout, CreatedAt: now,
 			})
 		}

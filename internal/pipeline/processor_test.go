@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/testutil/gitrepo"
 	"path/filepath"
 	"slices"
@@ -247,14 +248,14 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 		!slices.Equal(leg.RunsOnLabels, []string{"linux", "docker"}) {
 		t.Fatalf("test leg %+v", leg)
 	}
-	if len(leg.Needs) != 1 || leg.Needs[0].Upstream != "build" || !slices.Equal(leg.Needs[0].RunOn, []string{"success"}) {
+	if len(leg.Needs) != 1 || leg.Needs[0].Upstream != "build" || !slices.Equal(leg.Needs[0].RunOn, []status.Job{"success"}) {
 		t.Fatalf("test leg needs %+v", leg.Needs)
 	}
 	dep := byName["deploy"]
 	wantNeeds := []store.Need{
-		{Upstream: "test (1.22, linux)", RunOn: []string{"success", "skipped"}},
-		{Upstream: "test (1.23, linux)", RunOn: []string{"success", "skipped"}},
-		{Upstream: "build", RunOn: []string{"success"}},
+		{Upstream: "test (1.22, linux)", RunOn: []status.Job{"success", "skipped"}},
+		{Upstream: "test (1.23, linux)", RunOn: []status.Job{"success", "skipped"}},
+		{Upstream: "build", RunOn: []status.Job{"success"}},
 	}
 	if len(dep.Needs) != len(wantNeeds) {
 		t.Fatalf("deploy needs %+v", dep.Needs)

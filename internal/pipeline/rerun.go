@@ -52,7 +52,7 @@ func (p *Processor) rerun(ctx context.Context, runID, by string, choose jobChoos
 	if err != nil {
 		return nil, err
 	}
-	if !store.IsTerminalRun(orig.Status) {
+	if !orig.Status.IsTerminal() {
 		return nil, ErrRunNotFinished
 	}
 	var carried map[string]execution.CarriedJob

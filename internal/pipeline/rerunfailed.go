@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"sort"
 	"strings"
 
@@ -23,7 +24,7 @@ func (p *Processor) RerunFailed(ctx context.Context, runID, by string) (*store.R
 	return p.rerun(ctx, runID, by, func(jobs []*store.Job) (map[string]bool, error) {
 		chosen := map[string]bool{}
 		for _, j := range jobs {
-			if j.Status != execution.StatusSuccess {
+			if j.Status != status.JobSuccess {
 				chosen[j.JobName] = true
 			}
 		}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 
@@ -31,17 +32,17 @@ func TestRerunFailedKeepsSucceededJobs(t *testing.T) {
 		by[j.JobName] = j
 	}
 	for _, name := range []string{"build", okLeg} {
-		if j := by[name]; j.Status != execution.StatusSuccess || j.ErrorMessage != execution.CarriedOverPrefix+orig.ID {
+		if j := by[name]; j.Status != status.JobSuccess || j.ErrorMessage != execution.CarriedOverPrefix+orig.ID {
 			t.Errorf("%s = %s %q, want carried over", name, j.Status, j.ErrorMessage)
 		}
 	}
 	if outs[by["build"].ID]["version"] != "1.2.3" {
 		t.Errorf("carried outputs = %v", outs)
 	}
-	if j := by[failedLeg]; j.Status != execution.StatusQueued {
+	if j := by[failedLeg]; j.Status != status.JobQueued {
 		t.Errorf("failed leg %s = %s, want queued again", failedLeg, j.Status)
 	}
-	if j := by["deploy"]; j.Status != execution.StatusPending {
+	if j := by["deploy"]; j.Status != status.JobPending {
 		t.Errorf("deploy = %s, want pending (it needs the rerun leg)", j.Status)
 	}
 }
@@ -61,14 +62,14 @@ func finishedRun(t *testing.T, h *harness) (orig *store.Run, failedLeg, okLeg st
 		t.Fatalf("jobs = %d, %v", len(jobs), err)
 	}
 	for _, j := range jobs {
-		st := execution.StatusSuccess
+		st := status.JobSuccess
 		switch {
 		case j.BaseJobName == "test" && failedLeg == "":
-			st, failedLeg = execution.StatusFailed, j.JobName
+			st, failedLeg = status.JobFailed, j.JobName
 		case j.BaseJobName == "test":
 			okLeg = j.JobName
 		case j.JobName == "deploy":
-			st = execution.StatusSkipped
+			st = status.JobSkipped
 		}
 		if _, err := h.st.UpdateJobStatus(h.ctx, j.ID, nil, st, store.JobUpdate{}); err != nil {
 			t.Fatal(err)
@@ -119,7 +120,7 @@ func TestRerunJobsRerunsTheChosenJobAndItsDependents(t *testing.T) {
 	if len(by) != 4 {
 		t.Fatalf("rerun has %d jobs, want 4", len(by))
 	}
-	for name, want := range map[string]string{"build": execution.StatusSuccess, failedLeg: execution.StatusFailed} {
+	for name, want := range map[string]status.Job{"build": status.JobSuccess, failedLeg: status.JobFailed} {
 		if j := by[name]; j.Status != want || j.ErrorMessage != execution.CarriedOverPrefix+orig.ID {
 			t.Errorf("%s = %s %q, want %s carried over", name, j.Status, j.ErrorMessage, want)
 		}
@@ -127,12 +128,12 @@ func TestRerunJobsRerunsTheChosenJobAndItsDependents(t *testing.T) {
 	if outs[by["build"].ID]["version"] != "1.2.3" {
 		t.Errorf("carried outputs = %v", outs)
 	}
-	if j := by[okLeg]; j.Status != execution.StatusQueued || j.ErrorMessage != "" {
+	if j := by[okLeg]; j.Status != status.JobQueued || j.ErrorMessage != "" {
 		t.Errorf("chosen leg %s = %s %q, want queued again", okLeg, j.Status, j.ErrorMessage)
 	}
 	// deploy is run again (it needs the rerun leg), but the other leg's
 	// kept failure already decides its needs: skipped, not carried over.
-	if j := by["deploy"]; j.Status != execution.StatusSkipped || strings.HasPrefix(j.ErrorMessage, execution.CarriedOverPrefix) {
+	if j := by["deploy"]; j.Status != status.JobSkipped || strings.HasPrefix(j.ErrorMessage, execution.CarriedOverPrefix) {
 		t.Errorf("deploy = %s %q, want skipped anew (the kept failure fails its needs)", j.Status, j.ErrorMessage)
 	}
 	if re.TriggerType != TriggerTypeRerun || re.TriggeredBy != "github:alice" {
@@ -146,9 +147,9 @@ func TestRerunJobsRerunsTheChosenJobAndItsDependents(t *testing.T) {
 	}
 	by2, _ := jobsByName(t, h, re2.ID)
 	for name, j := range by2 {
-		want := execution.StatusPending
+		want := status.JobPending
 		if name == "build" {
-			want = execution.StatusQueued
+			want = status.JobQueued
 		}
 		if j.Status != want || j.ErrorMessage != "" {
 			t.Errorf("after rerunning build, %s = %s %q, want %s", name, j.Status, j.ErrorMessage, want)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"sort"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestForkPullRequestHeldWithBaseLock(t *testing.T) {
 	if r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.TriggerType != "pull_request" || r.TargetBranch != "main" || r.SHA != shaHead {
 		t.Fatalf("run facts %+v", r)
 	}
-	if got, _ := h.st.GetRun(h.ctx, r.ID); got.Status != store.StatusHeld {
+	if got, _ := h.st.GetRun(h.ctx, r.ID); got.Status != status.RunHeld {
 		t.Fatalf("run %s, want held", got.Status)
 	}
 	holds, _ := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: r.ID, Statuses: []string{store.HoldPending}})

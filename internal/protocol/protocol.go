@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"reflect"
 
 	fastjson "github.com/segmentio/encoding/json"
@@ -261,10 +262,10 @@ type JobReject struct {
 
 // StepResult summarises one step in a terminal JobStatus.
 type StepResult struct {
-	Name       string `json:"name"`
-	Status     string `json:"status"`
-	DurationMs int64  `json:"durationMs"`
-	Error      string `json:"error,omitempty"`
+	Name       string      `json:"name"`
+	Status     status.Step `json:"status"`
+	DurationMs int64       `json:"durationMs"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // JobStatusData is the optional detail of a JobStatus.
@@ -288,7 +289,7 @@ type JobStatus struct {
 	MessageID string         `json:"messageId"`
 	RunID     string         `json:"runId"`
 	JobID     string         `json:"jobId"`
-	State     string         `json:"state"`
+	State     status.Job     `json:"state"`
 	Timestamp int64          `json:"timestamp"`
 	Data      *JobStatusData `json:"data,omitempty"`
 }
@@ -309,7 +310,7 @@ type StepStatus struct {
 	JobID            string          `json:"jobId"`
 	StepIndex        int             `json:"stepIndex"`
 	StepName         string          `json:"stepName"`
-	State            string          `json:"state"`
+	State            status.Step     `json:"state"`
 	Timestamp        int64           `json:"timestamp"`
 	Data             *StepStatusData `json:"data,omitempty"`
 	LogBytesStreamed int64           `json:"logBytesStreamed,omitempty"`

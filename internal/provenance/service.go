@@ -113,7 +113,7 @@ func (s *Service) Attest(ctx context.Context, runID, jobID string, subjects []Su
 		}
 		return nil, err
 	}
-	if job.RunID != runID || store.IsTerminalJob(job.Status) {
+	if job.RunID != runID || job.Status.IsTerminal() {
 		return nil, ErrJobNotAttestable
 	}
 	run, err := s.st.GetRun(ctx, job.RunID)

@@ -164,7 +164,7 @@ func (c *Controller) supersede(e *store.ConcurrencyEntry, by string) {
 	go func() {
 		defer c.wg.Done()
 		run, err := c.st.GetRun(ctx, e.RunID)
-		if err != nil || store.IsTerminalRun(run.Status) {
+		if err != nil || run.Status.IsTerminal() {
 			return
 		}
 		if _, err := c.cancel(ctx, run, reason, false); err != nil {
@@ -236,10 +236,10 @@ func (c *Controller) reconcileGroups(ctx context.Context) {
 	groups := map[[2]string]bool{}
 	for _, e := range list {
 		run, err := c.st.GetRun(ctx, e.RunID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && store.IsTerminalRun(run.Status)) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && run.Status.IsTerminal()) {
 			_, _ = c.st.SetConcurrencyStatus(ctx, e.RunID, []string{store.ConcurrencyActive, store.ConcurrencyQueued}, store.ConcurrencyCompleted)
 		}
-		if e.Status == store.ConcurrencyQueued || err != nil || store.IsTerminalRun(run.Status) {
+		if e.Status == store.ConcurrencyQueued || err != nil || run.Status.IsTerminal() {
 			groups[[2]string{e.Scope, e.Group}] = true
 		}
 	}

@@ -3,10 +3,10 @@ package runctl
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"strings"
 
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"
 )
 
@@ -31,11 +31,11 @@ func (c *Controller) noteWaiting(ctx context.Context, runID, reason string) {
 		return
 	}
 	for _, j := range jobs {
-		if j.Status != execution.StatusPending || j.PendingReason == reason {
+		if j.Status != status.JobPending || j.PendingReason == reason {
 			continue
 		}
 		r := reason
-		if _, err := c.st.UpdateJobStatus(ctx, j.ID, []string{execution.StatusPending}, execution.StatusPending, store.JobUpdate{PendingReason: &r}); err != nil {
+		if _, err := c.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobPending, store.JobUpdate{PendingReason: &r}); err != nil {
 			c.log.Warn("concurrency: record the waiting reason", "jobId", j.ID, "err", err)
 		}
 	}

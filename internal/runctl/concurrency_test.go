@@ -3,6 +3,7 @@ package runctl
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func (f *fixture) groupRun(t *testing.T, id string, cfg *lockfile.Concurrency) {
 	}
 }
 
-func (f *fixture) eventuallyJob(t *testing.T, id, status string) {
+func (f *fixture) eventuallyJob(t *testing.T, id string, status status.Job) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for f.job(t, id).Status != status {

@@ -2,6 +2,7 @@ package runctl
 
 import (
 	"context"
+	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestQueueTimeoutFollowsClusterSetting(t *testing.T) {
 	f.c.cfg.QueueTimeoutFunc = func(ctx context.Context) time.Duration { return r.Duration(ctx, cluster.QueueTimeoutMs) }
 	f.addRun(t, "r1", 0)
 	reason := "no agent with labels [gpu]"
-	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []string{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
 		t.Fatal(err)
 	}
 

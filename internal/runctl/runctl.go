@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"sync"
 	"time"
@@ -66,7 +67,7 @@ type Tracker interface {
 	// CancelJobs cancels a run's unstarted jobs and returns its running ones.
 	CancelJobs(ctx context.Context, runID, reason string) (*execution.CancelResult, error)
 	// JobFinished moves a job to a terminal status.
-	JobFinished(ctx context.Context, jobID, status, errMsg string, at time.Time) error
+	JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error
 	// Reevaluate releases the ready jobs of a run admitted to its group.
 	Reevaluate(ctx context.Context, runID string) error
 }
@@ -229,10 +230,10 @@ func (c *Controller) CancelRun(ctx context.Context, runID string, force bool, by
 	if err != nil {
 		return "", err
 	}
-	if store.IsTerminalRun(run.Status) {
+	if run.Status.IsTerminal() {
 		return "", ErrRunTerminal
 	}
-	reason := "cancelled"
+	reason := string(status.JobCancelled)
 	if by != "" {
 		reason = "cancelled by " + by
 	}
@@ -240,8 +241,8 @@ func (c *Controller) CancelRun(ctx context.Context, runID string, force bool, by
 }
 
 func (c *Controller) cancel(ctx context.Context, run *store.Run, reason string, force bool) (string, error) {
-	if _, err := c.st.UpdateRunStatus(ctx, run.ID, []string{execution.StatusPending, execution.StatusRunning, "held"},
-		execution.StatusCancelling, store.RunUpdate{}); err != nil {
+	if _, err := c.st.UpdateRunStatus(ctx, run.ID, status.RunsMovingTo(status.RunCancelling),
+		status.RunCancelling, store.RunUpdate{}); err != nil {
 		return "", fmt.Errorf("runctl: mark run %s cancelling: %w", run.ID, err)
 	}
 	c.log.Info("cancelling run", "runId", run.ID, "reason", reason, "force", force)
@@ -257,15 +258,15 @@ func (c *Controller) cancel(ctx context.Context, run *store.Run, reason string, 
 		c.dsp.AbortJob(ctx, j.ID, reason)
 	}
 	for _, j := range res.Running {
-		if _, err := c.st.UpdateJobStatus(ctx, j.ID, []string{execution.StatusRunning, execution.StatusRecovering},
-			execution.StatusCancelling, store.JobUpdate{}); err != nil {
+		if _, err := c.st.UpdateJobStatus(ctx, j.ID, status.JobsMovingTo(status.JobCancelling),
+			status.JobCancelling, store.JobUpdate{}); err != nil {
 			return "", fmt.Errorf("runctl: mark job %s cancelling: %w", j.ID, err)
 		}
 		if c.dsp.CancelJob(j.ID, reason, force) {
 			continue
 		}
 		c.dsp.AbortJob(ctx, j.ID, reason)
-		if err := c.tr.JobFinished(ctx, j.ID, execution.StatusCancelled, reason+" (no connected agent to confirm)", c.now()); err != nil {
+		if err := c.tr.JobFinished(ctx, j.ID, status.JobCancelled, reason+" (no connected agent to confirm)", c.now()); err != nil {
 			return "", err
 		}
 	}
@@ -273,5 +274,5 @@ func (c *Controller) cancel(ctx context.Context, run *store.Run, reason string, 
 	if err != nil {
 		return "", err
 	}
-	return after.Status, nil
+	return string(after.Status), nil
 }

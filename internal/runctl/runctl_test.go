@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -315,7 +316,7 @@ func TestQueueTimeoutUsesPendingReason(t *testing.T) {
 	ctx := context.Background()
 	f.addRun(t, "r1", 0)
 	reason := "no agent with labels [gpu]"
-	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []string{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
 		t.Fatal(err)
 	}
 	f.now = f.now.Add(59 * time.Second)

@@ -3,9 +3,9 @@ package runctl
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"time"
 
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"
 )
 
@@ -22,7 +22,7 @@ const (
 )
 
 // liveJobStatuses are the statuses of jobs an agent holds.
-var liveJobStatuses = []string{execution.StatusRunning, execution.StatusRecovering, execution.StatusCancelling}
+var liveJobStatuses = []status.Job{status.JobRunning, status.JobRecovering, status.JobCancelling}
 
 // Scan runs one stale/deadline pass (see the package documentation). Passes
 // never overlap.
@@ -55,28 +55,28 @@ func (c *Controller) checkJob(ctx context.Context, j *store.Job, now time.Time) 
 		last = *j.LastHeartbeatAt
 	}
 	if silent := now.Sub(last); silent > c.cfg.StaleThreshold {
-		status, msg := execution.StatusTimedOutStale, fmt.Sprintf("no heartbeat for %s", silent.Round(time.Second))
-		if j.Status == execution.StatusCancelling {
-			status, msg = execution.StatusCancelled, "cancel not confirmed: "+msg
+		final, msg := status.JobTimedOutStale, fmt.Sprintf("no heartbeat for %s", silent.Round(time.Second))
+		if j.Status == status.JobCancelling {
+			final, msg = status.JobCancelled, "cancel not confirmed: "+msg
 		}
-		c.end(ctx, j, status, msg, now)
+		c.end(ctx, j, final, msg, now)
 		return
 	}
 	if j.TimeoutMs > 0 && j.StartedAt != nil {
 		limit := time.Duration(j.TimeoutMs) * time.Millisecond
 		if now.After(j.StartedAt.Add(limit + c.cfg.DeadlineGrace)) {
-			c.end(ctx, j, execution.StatusFailed,
+			c.end(ctx, j, status.JobFailed,
 				fmt.Sprintf("%sjob exceeded its %s timeout (ended by the orchestrator: the agent did not report it within %s)", JobTimeoutPrefix, limit, c.cfg.DeadlineGrace), now)
 		}
 	}
 }
 
 // end terminates a job on the orchestrator's authority: the agent (if any)
-// is told to stop at once, then the job row moves to status.
-func (c *Controller) end(ctx context.Context, j *store.Job, status, msg string, now time.Time) {
-	c.log.Warn("ending job", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "status", status, "reason", msg)
+// is told to stop at once, then the job row moves to final.
+func (c *Controller) end(ctx context.Context, j *store.Job, final status.Job, msg string, now time.Time) {
+	c.log.Warn("ending job", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "status", final, "reason", msg)
 	c.dsp.AbortJob(ctx, j.ID, msg)
-	if err := c.tr.JobFinished(ctx, j.ID, status, msg, now); err != nil {
+	if err := c.tr.JobFinished(ctx, j.ID, final, msg, now); err != nil {
 		c.log.Error("sweep: finish job", "jobId", j.ID, "err", err)
 	}
 }
@@ -86,7 +86,7 @@ func (c *Controller) end(ctx context.Context, j *store.Job, status, msg string, 
 func (c *Controller) checkRuns(ctx context.Context, now time.Time) {
 	const page = 100
 	for offset := 0; ; offset += page {
-		runs, _, err := c.st.ListRuns(ctx, store.RunFilter{Statuses: []string{execution.StatusPending, execution.StatusRunning, execution.StatusCancelling}, Limit: page, Offset: offset})
+		runs, _, err := c.st.ListRuns(ctx, store.RunFilter{Statuses: []status.Run{status.RunPending, status.RunRunning, status.RunCancelling}, Limit: page, Offset: offset})
 		if err != nil {
 			c.log.Warn("sweep: list runs", "err", err)
 			return
@@ -101,7 +101,7 @@ func (c *Controller) checkRuns(ctx context.Context, now time.Time) {
 				continue
 			}
 			reason := fmt.Sprintf("%srun exceeded its %s timeout", WorkflowTimeoutPrefix, limit)
-			if r.Status != execution.StatusCancelling {
+			if r.Status != status.RunCancelling {
 				if _, err := c.cancel(ctx, r, reason, false); err != nil {
 					c.log.Error("sweep: cancel timed-out run", "runId", r.ID, "err", err)
 				}
@@ -113,8 +113,8 @@ func (c *Controller) checkRuns(ctx context.Context, now time.Time) {
 					continue
 				}
 				for _, j := range jobs {
-					if !store.IsTerminalJob(j.Status) {
-						c.end(ctx, j, execution.StatusFailed, reason+" (its agent did not stop the job in time)", now)
+					if !j.Status.IsTerminal() {
+						c.end(ctx, j, status.JobFailed, reason+" (its agent did not stop the job in time)", now)
 					}
 				}
 			}
@@ -175,7 +175,7 @@ func (c *Controller) SweepQueue(ctx context.Context) {
 		}
 		msg := fmt.Sprintf("queue timeout (%s) expired: %s", timeout, why)
 		c.log.Warn("queued job expired", "runId", job.RunID, "jobId", job.ID, "job", job.JobName, "reason", msg)
-		if err := c.tr.JobFinished(ctx, job.ID, execution.StatusTimedOutStale, msg, now); err != nil {
+		if err := c.tr.JobFinished(ctx, job.ID, status.JobTimedOutStale, msg, now); err != nil {
 			c.log.Error("sweep: finish expired job", "jobId", job.ID, "err", err)
 		}
 	}

@@ -3,11 +3,11 @@ package runctl
 import (
 	"context"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 
 	"kici.dev/kici/internal/dispatch"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"
 )
 
@@ -54,7 +54,7 @@ func (c *Controller) SweepUnroutable(ctx context.Context) {
 		}
 		msg := fmt.Sprintf("%s (for %s)", job.PendingReason, grace)
 		c.log.Warn("unroutable job failed", "runId", job.RunID, "jobId", job.ID, "job", job.JobName, "reason", msg)
-		if err := c.tr.JobFinished(ctx, job.ID, execution.StatusFailed, msg, now); err != nil {
+		if err := c.tr.JobFinished(ctx, job.ID, status.JobFailed, msg, now); err != nil {
 			c.log.Error("sweep: finish unroutable job", "jobId", job.ID, "err", err)
 		}
 	}

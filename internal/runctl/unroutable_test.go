@@ -2,6 +2,7 @@ package runctl
 
 import (
 	"context"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestUnroutableJobFailsAfterGrace(t *testing.T) {
 	ctx := context.Background()
 	f.addRun(t, "r1", 0)
 	setReason := func(id, r string) {
-		if _, err := f.st.UpdateJobStatus(ctx, id, []string{"queued"}, "queued", store.JobUpdate{PendingReason: &r}); err != nil {
+		if _, err := f.st.UpdateJobStatus(ctx, id, []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &r}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +56,7 @@ func TestUnroutableJobFailsAfterGrace(t *testing.T) {
 	// Off with a zero grace.
 	g := newFixture(t, Config{QueueTimeout: time.Hour})
 	g.addRun(t, "r2", 0)
-	if _, err := g.st.UpdateJobStatus(ctx, "r2-build", []string{"queued"}, "queued", store.JobUpdate{PendingReason: &unroutable}); err != nil {
+	if _, err := g.st.UpdateJobStatus(ctx, "r2-build", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &unroutable}); err != nil {
 		t.Fatal(err)
 	}
 	g.c.SweepUnroutable(ctx)

@@ -2,17 +2,16 @@ package runstream
 
 import (
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strconv"
 	"time"
-
-	"kici.dev/kici/internal/store"
 )
 
 // RunEvent is the data of a "run" event.
 type RunEvent struct {
 	RunID         string     `json:"runId"`
-	Status        string     `json:"status"`
+	Status        status.Run `json:"status"`
 	FailureReason string     `json:"failureReason,omitempty"`
 	StartedAt     *time.Time `json:"startedAt,omitempty"`
 	CompletedAt   *time.Time `json:"completedAt,omitempty"`
@@ -62,7 +61,7 @@ func (s *Streamer) RunEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		allDone := store.IsTerminalRun(run.Status)
+		allDone := run.Status.IsTerminal()
 		if send("run", "run", RunEvent{RunID: run.ID, Status: run.Status, FailureReason: run.FailureReason,
 			StartedAt: run.StartedAt, CompletedAt: run.CompletedAt, DurationMs: run.DurationMs}) != nil {
 			return
@@ -71,7 +70,7 @@ func (s *Streamer) RunEvents(w http.ResponseWriter, r *http.Request) {
 			if send("job:"+j.ID, "job", j) != nil {
 				return
 			}
-			terminal := store.IsTerminalJob(j.Status)
+			terminal := j.Status.IsTerminal()
 			allDone = allDone && terminal
 			if stepsDone[j.ID] || (j.StartedAt == nil && !terminal) {
 				continue

@@ -126,14 +126,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-// terminalStepStatuses are the step statuses that never change again.
-var terminalStepStatuses = map[string]bool{"success": true, "failed": true, "skipped": true, "cancelled": true}
-
 // StepFinished reports whether a step's log can grow no more: its job is
 // terminal, or (idx ≥ 0) the step itself is. Read it before reading lines,
 // so "finished" never hides lines appended between the two reads.
 func StepFinished(ctx context.Context, st store.Store, job *store.Job, idx int) (bool, error) {
-	if store.IsTerminalJob(job.Status) {
+	if job.Status.IsTerminal() {
 		return true, nil
 	}
 	if idx < 0 {
@@ -144,7 +141,7 @@ func StepFinished(ctx context.Context, st store.Store, job *store.Job, idx int) 
 		return false, err
 	}
 	for _, s := range steps {
-		if s.StepIndex == idx && terminalStepStatuses[s.Status] {
+		if s.StepIndex == idx && s.Status.IsTerminal() {
 			return true, nil
 		}
 	}

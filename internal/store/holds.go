@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-)
 
-// Job and run status of work waiting for an approval, a wait timer or a
-// fork-trust decision (KiCI run status "held"). Held is not terminal.
-const StatusHeld = "held"
+	"kici.dev/kici/internal/execution/status"
+)
 
 // Hold types (KiCI held_runs.hold_type).
 const (
@@ -172,7 +170,7 @@ type HoldStore interface {
 	// is written and ok is false. It sets h.ID (when empty), h.Status,
 	// h.CreatedAt (when zero), h.Clauses (nil becomes empty) and sorts and
 	// de-duplicates h.Contexts.
-	CreateHeldRun(ctx context.Context, h *HeldRun, jobFrom []string) (ok bool, err error)
+	CreateHeldRun(ctx context.Context, h *HeldRun, jobFrom []status.Job) (ok bool, err error)
 	// GetHeldRun returns one hold with its approvals, or ErrNotFound.
 	GetHeldRun(ctx context.Context, id string) (*HeldRun, error)
 	// ListHeldRuns returns holds matching f with their contexts and

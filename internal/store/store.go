@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"time"
 )
 
@@ -67,19 +68,19 @@ type Delivery struct {
 // Run is one workflow run (execution_runs). Status uses KiCI's run words:
 // pending, running, cancelling, held, success, failed, cancelled.
 type Run struct {
-	ID             string `json:"runId"`
-	WorkflowName   string `json:"workflowName"`
-	Status         string `json:"status"`
-	Provider       string `json:"provider"`
-	RepoIdentifier string `json:"repoIdentifier"`
-	RepoURL        string `json:"repoUrl"`
-	Ref            string `json:"ref"`
-	SHA            string `json:"sha"`
-	DeliveryID     string `json:"deliveryId,omitempty"`
-	SourceID       string `json:"sourceId,omitempty"`
-	OrgID          string `json:"orgId"`
-	TriggeredBy    string `json:"triggeredBy,omitempty"`
-	FailureReason  string `json:"failureReason,omitempty"`
+	ID             string     `json:"runId"`
+	WorkflowName   string     `json:"workflowName"`
+	Status         status.Run `json:"status"`
+	Provider       string     `json:"provider"`
+	RepoIdentifier string     `json:"repoIdentifier"`
+	RepoURL        string     `json:"repoUrl"`
+	Ref            string     `json:"ref"`
+	SHA            string     `json:"sha"`
+	DeliveryID     string     `json:"deliveryId,omitempty"`
+	SourceID       string     `json:"sourceId,omitempty"`
+	OrgID          string     `json:"orgId"`
+	TriggeredBy    string     `json:"triggeredBy,omitempty"`
+	FailureReason  string     `json:"failureReason,omitempty"`
 	// TimeoutMs is the whole-run wall-clock limit (0 = none).
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// TriggerType is the matched trigger's type (push, pull_request,
@@ -104,8 +105,8 @@ type Run struct {
 // run, one matrix leg per edge) and runs only if its terminal status is in
 // RunOn.
 type Need struct {
-	Upstream string   `json:"name"`
-	RunOn    []string `json:"runOn"`
+	Upstream string       `json:"name"`
+	RunOn    []status.Job `json:"runOn"`
 }
 
 // Job is one job (one matrix leg) of a run (execution_jobs). Status uses
@@ -117,7 +118,7 @@ type Job struct {
 	JobName      string            `json:"jobName"` // leg name, e.g. "test (1.22, linux)"
 	BaseJobName  string            `json:"baseJobName"`
 	MatrixValues map[string]string `json:"matrixValues,omitempty"`
-	Status       string            `json:"status"`
+	Status       status.Job        `json:"status"`
 	AgentID      string            `json:"agentId,omitempty"`
 	// Config is the lock job entry (with this leg's matrix) as JSON.
 	Config       json.RawMessage `json:"-"`
@@ -138,17 +139,17 @@ type Job struct {
 // Step is one step row (execution_steps), created when the agent first
 // reports it. Status: pending, running, success, failed, skipped, cancelled.
 type Step struct {
-	RunID        string     `json:"runId"`
-	JobID        string     `json:"jobId"`
-	StepIndex    int        `json:"stepIndex"`
-	StepName     string     `json:"stepName"`
-	Status       string     `json:"status"`
-	ExitCode     *int       `json:"exitCode,omitempty"`
-	ErrorMessage string     `json:"errorMessage,omitempty"`
-	LogBytes     int64      `json:"logBytes"`
-	StartedAt    *time.Time `json:"startedAt,omitempty"`
-	CompletedAt  *time.Time `json:"completedAt,omitempty"`
-	DurationMs   *int64     `json:"durationMs,omitempty"`
+	RunID        string      `json:"runId"`
+	JobID        string      `json:"jobId"`
+	StepIndex    int         `json:"stepIndex"`
+	StepName     string      `json:"stepName"`
+	Status       status.Step `json:"status"`
+	ExitCode     *int        `json:"exitCode,omitempty"`
+	ErrorMessage string      `json:"errorMessage,omitempty"`
+	LogBytes     int64       `json:"logBytes"`
+	StartedAt    *time.Time  `json:"startedAt,omitempty"`
+	CompletedAt  *time.Time  `json:"completedAt,omitempty"`
+	DurationMs   *int64      `json:"durationMs,omitempty"`
 }
 
 // Queue entry statuses (dispatch_queue.status).
@@ -219,7 +220,7 @@ type AdminToken struct {
 // RunFilter selects runs for ListRuns. Empty fields do not filter. Statuses
 // is an OR list. Limit defaults to 20 and is capped at 100 by callers.
 type RunFilter struct {
-	Statuses     []string
+	Statuses     []status.Run
 	WorkflowName string
 	Repo         string
 	DeliveryID   string
@@ -331,7 +332,7 @@ type Store interface {
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, int, error)
 	// UpdateRunStatus moves a run to `to` only if its status is in `from`
 	// (nil from = any non-terminal status). Reports whether a row changed.
-	UpdateRunStatus(ctx context.Context, id string, from []string, to string, u RunUpdate) (bool, error)
+	UpdateRunStatus(ctx context.Context, id string, from []status.Run, to status.Run, u RunUpdate) (bool, error)
 
 	// GetJob returns a job by id, or ErrNotFound.
 	GetJob(ctx context.Context, id string) (*Job, error)
@@ -339,10 +340,10 @@ type Store interface {
 	ListJobs(ctx context.Context, runID string) ([]*Job, error)
 	// ListJobsByStatus returns jobs in any of the statuses, oldest first
 	// (used for recovery at start).
-	ListJobsByStatus(ctx context.Context, statuses []string) ([]*Job, error)
+	ListJobsByStatus(ctx context.Context, statuses []status.Job) ([]*Job, error)
 	// UpdateJobStatus moves a job to `to` only if its status is in `from`
 	// (nil from = any non-terminal status). Reports whether a row changed.
-	UpdateJobStatus(ctx context.Context, id string, from []string, to string, u JobUpdate) (bool, error)
+	UpdateJobStatus(ctx context.Context, id string, from []status.Job, to status.Job, u JobUpdate) (bool, error)
 	// TouchJobHeartbeat sets last_heartbeat_at=at for a running job.
 	TouchJobHeartbeat(ctx context.Context, id string, at time.Time) error
 
@@ -399,37 +400,22 @@ type Store interface {
 	RevokeAdminToken(ctx context.Context, id string) error
 }
 
-// TerminalJobStatuses are the job statuses that never change again.
-var TerminalJobStatuses = []string{"success", "failed", "cancelled", "skipped", "timed_out_stale", "drift_dropped"}
+// TerminalJobStatuses are the job statuses that never change again, as
+// words for SQL arguments (status.TerminalJobs).
+var TerminalJobStatuses = status.Strings(status.TerminalJobs())
 
-// TerminalRunStatuses are the run statuses that never change again.
-var TerminalRunStatuses = []string{"success", "failed", "cancelled"}
+// TerminalRunStatuses are the run statuses that never change again, as
+// words for SQL arguments (status.TerminalRuns).
+var TerminalRunStatuses = status.Strings(status.TerminalRuns())
 
 // TerminalStepStatuses are the step statuses a later non-terminal report
-// (e.g. a replayed "running") never overwrites.
-var TerminalStepStatuses = []string{"success", "failed", "skipped", "cancelled"}
+// (e.g. a replayed "running") never overwrites, as words for SQL arguments
+// (status.TerminalSteps).
+var TerminalStepStatuses = status.Strings(status.TerminalSteps())
 
 // TerminalQueueStatuses are the dispatch_queue statuses that never change
 // again (KiCI: completed, failed, expired).
 var TerminalQueueStatuses = []string{QueueCompleted, QueueFailed, QueueExpired}
-
-// IsTerminalStep reports whether a step status is terminal.
-func IsTerminalStep(status string) bool { return contains(TerminalStepStatuses, status) }
-
-// IsTerminalJob reports whether a job status is terminal.
-func IsTerminalJob(status string) bool { return contains(TerminalJobStatuses, status) }
-
-// IsTerminalRun reports whether a run status is terminal.
-func IsTerminalRun(status string) bool { return contains(TerminalRunStatuses, status) }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 // PageLimit is the row limit of a list query: def when requested <= 0,
 // else requested, capped at maxRows when maxRows > 0.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,11 +31,11 @@ func BenchmarkRunPage200Jobs(b *testing.B) {
 	var jobs []*store.Job
 	add := func(name string, needs ...string) {
 		j := &store.Job{ID: fmt.Sprintf("66666666-0000-0000-0000-%012d", len(jobs)), RunID: runID, JobName: name, BaseJobName: name,
-			Status: []string{"success", "running", "pending", "failed"}[len(jobs)%4], Config: cfg, CreatedAt: now.Add(time.Duration(len(jobs)) * time.Millisecond)}
+			Status: []status.Job{"success", "running", "pending", "failed"}[len(jobs)%4], Config: cfg, CreatedAt: now.Add(time.Duration(len(jobs)) * time.Millisecond)}
 		d := int64(1234 * len(jobs))
 		j.DurationMs = &d
 		for _, n := range needs {
-			j.Needs = append(j.Needs, store.Need{Upstream: n, RunOn: []string{"success"}})
+			j.Needs = append(j.Needs, store.Need{Upstream: n, RunOn: []status.Job{"success"}})
 		}
 		jobs = append(jobs, j)
 	}

@@ -87,7 +87,7 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 			x := pad + c*(nodeW+colGap)
 			y := pad + row*(nodeH+rowGap)
 			n := graphNode{X: x, Y: y, W: nodeW, H: nodeH, TX: x + 10, TY: y + 22, DX: x + nodeW - 8,
-				Label: truncate(20, j.JobName), Name: j.JobName, Status: j.Status, JobID: j.ID,
+				Label: truncate(20, j.JobName), Name: j.JobName, Status: string(j.Status), JobID: j.ID,
 				Href: "/ui/runs/" + runID + "/jobs/" + j.ID}
 			if j.DurationMs != nil {
 				n.Dur = fmtDur(*j.DurationMs)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -140,9 +141,9 @@ func (h *harness) seed() {
 	jobs := []*store.Job{
 		{ID: "22222222-0000-0000-0000-000000000001", RunID: run.ID, JobName: evilJob, BaseJobName: evilJob, Status: "running", Config: cfg, CreatedAt: now, StartedAt: &now},
 		{ID: "22222222-0000-0000-0000-000000000002", RunID: run.ID, JobName: "test", BaseJobName: "test", Status: "pending", Config: cfg, CreatedAt: now.Add(time.Millisecond),
-			Needs: []store.Need{{Upstream: evilJob, RunOn: []string{"success"}}}},
+			Needs: []store.Need{{Upstream: evilJob, RunOn: []status.Job{"success"}}}},
 		{ID: "22222222-0000-0000-0000-000000000003", RunID: run.ID, JobName: "deploy", BaseJobName: "deploy", Status: "pending", Config: cfg, CreatedAt: now.Add(2 * time.Millisecond),
-			Needs: []store.Need{{Upstream: "test", RunOn: []string{"success"}}}},
+			Needs: []store.Need{{Upstream: "test", RunOn: []status.Job{"success"}}}},
 	}
 	if err := h.st.CreateRun(ctx, run, jobs); err != nil {
 		t.Fatal(err)

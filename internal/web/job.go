@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -160,7 +161,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 	if more {
 		d.NextURL = stepURL(d.From + logPageSize)
 	}
-	finished := store.IsTerminalJob(job.Status)
+	finished := job.Status.IsTerminal()
 	for _, row := range rows {
 		if row.Index == sel && isTerminalStep(row.Status) {
 			finished = true
@@ -194,13 +195,7 @@ func isMissingLog(err error) bool {
 	return err != nil && strings.Contains(err.Error(), logstore.ErrInvalidPath.Error())
 }
 
-func isTerminalStep(s string) bool {
-	switch s {
-	case "success", "failed", "skipped", "cancelled":
-		return true
-	}
-	return false
-}
+func isTerminalStep(s string) bool { return status.Step(s).IsTerminal() }
 
 // stepRows lists the setup bucket and every step of the job's lock
 // config, with the state the agent reported.
@@ -221,7 +216,7 @@ func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
 	}
 	rows := []stepRow{{Index: -1, Name: "Set up job", Status: setupStatus(job)}}
 	for i := 0; i < n; i++ {
-		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: "pending"}
+		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: string(status.StepPending)}
 		if i < len(cfg.Steps) && cfg.Steps[i].Name != "" {
 			row.Name = cfg.Steps[i].Name
 		}
@@ -229,7 +224,7 @@ func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
 			if s.StepName != "" {
 				row.Name = s.StepName
 			}
-			row.Status, row.Exit, row.Error = s.Status, s.ExitCode, s.ErrorMessage
+			row.Status, row.Exit, row.Error = string(s.Status), s.ExitCode, s.ErrorMessage
 			row.Dur = fmtDurPtr(s.DurationMs)
 		}
 		rows = append(rows, row)
@@ -253,12 +248,12 @@ func hasStep(rows []stepRow, idx int) bool {
 
 func setupStatus(job *store.Job) string {
 	switch {
-	case job.StartedAt == nil && !store.IsTerminalJob(job.Status):
-		return "pending"
-	case store.IsTerminalJob(job.Status):
-		return "success"
+	case job.StartedAt == nil && !job.Status.IsTerminal():
+		return string(status.StepPending)
+	case job.Status.IsTerminal():
+		return string(status.StepSuccess)
 	}
-	return "running"
+	return string(status.StepRunning)
 }
 
 // defaultStep picks the step to show first: the running one, else the
@@ -266,10 +261,10 @@ func setupStatus(job *store.Job) string {
 func defaultStep(rows []stepRow) int {
 	last := -1
 	for _, r := range rows {
-		if r.Status == "running" || r.Status == "failed" {
+		if s := status.Step(r.Status); s == status.StepRunning || s == status.StepFailed {
 			return r.Index
 		}
-		if r.Status != "pending" {
+		if status.Step(r.Status) != status.StepPending {
 			last = r.Index
 		}
 	}

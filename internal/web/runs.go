@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,7 +21,7 @@ const runsPageSize = 25
 
 // runStatuses and triggerTypes are the choices of the runs filters.
 var (
-	runStatuses  = []string{"pending", "running", "held", "cancelling", "success", "failed", "cancelled"}
+	runStatuses  = status.Strings([]status.Run{status.RunPending, status.RunRunning, status.RunHeld, status.RunCancelling, status.RunSuccess, status.RunFailed, status.RunCancelled})
 	triggerTypes = []string{"push", "pull_request", "tag", "manual", "schedule", "event", "lifecycle"}
 )
 
@@ -47,7 +48,7 @@ func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 	f := store.RunFilter{WorkflowName: d.Workflow, SourceID: d.Source, Branch: d.Branch, TriggerType: d.Trigger,
 		RoutingKey: p.RoutingKey, Limit: runsPageSize}
 	if d.Status != "" {
-		f.Statuses = []string{d.Status}
+		f.Statuses = []status.Run{status.Run(d.Status)}
 	}
 	d.Offset, _ = strconv.Atoi(q.Get("offset"))
 	d.Offset = max(d.Offset, 0)
@@ -153,7 +154,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 		return nil, err
 	}
 	d := &runData{Run: run, Jobs: jobs, Graph: layoutGraph(run.ID, jobs), HoldByJob: map[string]string{},
-		Terminal: store.IsTerminalRun(run.Status)}
+		Terminal: run.Status.IsTerminal()}
 	d.CanCancel = !d.Terminal && u.d.Cancel != nil && can(p, auth.PermRunCancel)
 	d.CanRerun = d.Terminal && u.d.Rerun != nil && can(p, auth.PermRunRerun)
 	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 200})

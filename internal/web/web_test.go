@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strings"
@@ -294,7 +295,7 @@ func TestRunsFiltersAndPages(t *testing.T) {
 	base := time.Now().UTC()
 	for i := 0; i < 30; i++ {
 		r := &store.Run{ID: "44444444-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10)),
-			WorkflowName: "nightly", Status: []string{"success", "failed"}[i%2], Provider: "generic", RepoIdentifier: "demo/app",
+			WorkflowName: "nightly", Status: []status.Run{"success", "failed"}[i%2], Provider: "generic", RepoIdentifier: "demo/app",
 			Ref: "refs/heads/release", OrgID: "demo", TriggerType: "schedule", CreatedAt: base.Add(time.Duration(i) * time.Second)}
 		if err := h.st.CreateRun(ctx, r, nil); err != nil {
 			t.Fatal(err)

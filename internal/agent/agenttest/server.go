@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -286,7 +287,7 @@ func (s *Server) WaitJobTerminal(t testing.TB, jobID string, timeout time.Durati
 	t.Helper()
 	r := s.WaitMessage(t, timeout, "terminal job.status for "+jobID, func(r Received) bool {
 		js, ok := r.Msg.(*protocol.JobStatus)
-		return ok && js.JobID == jobID && js.State != "running"
+		return ok && js.JobID == jobID && js.State != status.JobRunning
 	})
 	return r.Msg.(*protocol.JobStatus), r.Conn
 }

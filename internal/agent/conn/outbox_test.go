@@ -33,7 +33,7 @@ func drain(t *testing.T, o *outbox) []string {
 		}
 		switch m := it.msg.(type) {
 		case *protocol.JobStatus:
-			got = append(got, "job:"+m.State)
+			got = append(got, "job:"+string(m.State))
 		case *protocol.LogChunk:
 			got = append(got, fmt.Sprintf("log:%d@%d:%s", m.StepIndex, *m.Offset, strings.Join(texts(m), ",")))
 		}

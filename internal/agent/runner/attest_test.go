@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"kici.dev/kici/internal/execution/status"
 	"net"
 	"os"
 	"path/filepath"
@@ -68,13 +69,13 @@ func TestAttestDeclaredFiles(t *testing.T) {
 	res := r.Run(context.Background(), dispatchOf(t, `[
 		{"name":"build","run":"mkdir -p dist && echo hi > dist/a.txt","attest":["dist/a.txt"]},
 		{"name":"escape","run":"ln -s `+outside+` dist/link","attest":["dist/link"]}]`))
-	if res.Steps[0].Status != StateSuccess {
+	if res.Steps[0].Status != status.StepSuccess {
 		t.Fatalf("build step: %+v", res.Steps[0])
 	}
 	if len(fa.calls) != 1 || fa.jobs[0] != "run-1/job-1" || fa.calls[0][0].Name != "dist/a.txt" || fa.calls[0][0].Digest["sha256"] != hexSum("hi\n") {
 		t.Fatalf("attest calls %+v %v", fa.calls, fa.jobs)
 	}
-	if res.Steps[1].Status != StateFailed || !strings.Contains(res.Steps[1].Error, "only files inside the checkout") {
+	if res.Steps[1].Status != status.StepFailed || !strings.Contains(res.Steps[1].Error, "only files inside the checkout") {
 		t.Fatalf("symlink escaping the checkout: %+v", res.Steps[1])
 	}
 }
@@ -82,7 +83,7 @@ func TestAttestDeclaredFiles(t *testing.T) {
 func TestAttestDeclaredWithoutChannelFailsStep(t *testing.T) {
 	r := New(Options{WorkRoot: t.TempDir(), HostEnv: os.Environ()}, &msgs{})
 	res := r.Run(context.Background(), dispatchOf(t, `[{"run":"echo x > a","attest":["a"]}]`))
-	if res.State != StateFailed || !strings.Contains(res.Steps[0].Error, "attestation is not available") {
+	if res.State != status.JobFailed || !strings.Contains(res.Steps[0].Error, "attestation is not available") {
 		t.Fatalf("result %+v", res)
 	}
 }
@@ -144,7 +145,7 @@ func TestAttestSocketIsBoundToTheRunningJob(t *testing.T) {
 	if err := os.WriteFile(done, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if res := <-resc; res.State != StateSuccess {
+	if res := <-resc; res.State != status.JobSuccess {
 		t.Fatalf("job %+v", res)
 	}
 	// The channel is gone with the job.

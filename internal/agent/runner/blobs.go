@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -272,7 +273,7 @@ func (j *job) downloadArtifact(bs *blobState, name string, log *logstream.Stream
 // and, when the job succeeded, saves the caches that were not restored by
 // their exact key. Failures are logged; an artifact that cannot be stored
 // fails the job (its dependents would miss it), a cache never does.
-func (j *job) afterSteps(bs *blobState, outcome string) error {
+func (j *job) afterSteps(bs *blobState, outcome status.Job) error {
 	if bs == nil || bs.client == nil || j.isForced() {
 		return nil
 	}
@@ -282,7 +283,7 @@ func (j *job) afterSteps(bs *blobState, outcome string) error {
 	for _, a := range j.cfg.Artifacts {
 		when := a.When
 		if len(when) == 0 {
-			when = []string{StateSuccess}
+			when = []status.Job{status.JobSuccess}
 		}
 		if !slices.Contains(when, outcome) {
 			continue
@@ -294,7 +295,7 @@ func (j *job) afterSteps(bs *blobState, outcome string) error {
 			}
 		}
 	}
-	if outcome != StateSuccess {
+	if outcome != status.JobSuccess {
 		return failed
 	}
 	for _, cs := range bs.caches {
@@ -405,15 +406,15 @@ func humanBytes(n int64) string {
 }
 
 // outcome is the job status the artifacts' `when` is matched against.
-func (j *job) outcome(failure string) string {
+func (j *job) outcome(failure string) status.Job {
 	switch j.stoppedKind() {
 	case stopCancel:
-		return StateCancelled
+		return status.JobCancelled
 	case stopTimeout:
-		return StateFailed
+		return status.JobFailed
 	}
 	if failure != "" {
-		return StateFailed
+		return status.JobFailed
 	}
-	return StateSuccess
+	return status.JobSuccess
 }

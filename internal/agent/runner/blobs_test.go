@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestServicesWithoutContainerRefusedNotRunOnHost(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	res, _ := runJob(t, lockfile.Job{Services: []lockfile.Service{{Name: "db", Image: "busybox"}},
 		Steps: []lockfile.Step{{Name: "s", Run: "touch " + marker}}}, nil)
-	if res.State != StateFailed || !strings.Contains(res.Error, "services need a job container") {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, "services need a job container") {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -39,7 +40,7 @@ func TestJobHome(t *testing.T) {
 	root := t.TempDir()
 	r := New(Options{WorkRoot: root, HostEnv: host, Blobs: BlobOptions{JobHome: true}}, &recorder{})
 	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg})
-	if res.State != StateSuccess {
+	if res.State != status.JobSuccess {
 		t.Fatalf("result = %+v", res)
 	}
 	b, _ := os.ReadFile(out)
@@ -63,7 +64,7 @@ func TestContainerJobWithoutEngineNotRunOnHost(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	res, _ := runJob(t, lockfile.Job{Container: &lockfile.Container{Image: "busybox"},
 		Steps: []lockfile.Step{{Name: "s", Run: "touch " + marker}}}, nil)
-	if res.State != StateFailed || !strings.Contains(res.Error, "no reachable Docker Engine") {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, "no reachable Docker Engine") {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, err := os.Stat(marker); err == nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"net"
 	"os"
 	"path/filepath"
@@ -91,12 +92,12 @@ func TestGracefulCancelEscalatesThenRunsCleanupSteps(t *testing.T) {
 	if el := time.Since(start); el < 900*time.Millisecond {
 		t.Errorf("job ended %s after a graceful cancel; the 1 s grace was not honoured", el)
 	}
-	if res.State != StateCancelled || res.Error != "cancelled by admin" {
+	if res.State != status.JobCancelled || res.Error != "cancelled by admin" {
 		t.Errorf("result %s %q, want cancelled with the reason", res.State, res.Error)
 	}
 	got := []string{}
 	for _, s := range res.Steps {
-		got = append(got, s.Status)
+		got = append(got, string(s.Status))
 	}
 	if strings.Join(got, ",") != "cancelled,skipped,skipped,success,success" {
 		t.Errorf("step statuses = %v", got)
@@ -128,7 +129,7 @@ func TestForcedCancelSkipsCleanup(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("forced cancel took %s", el)
 	}
-	if res.State != StateCancelled {
+	if res.State != status.JobCancelled {
 		t.Errorf("state %s", res.State)
 	}
 	for _, name := range []string{"unlocked", "reported", "never"} {
@@ -157,7 +158,7 @@ func TestOnFailureStepRunsAfterFailure(t *testing.T) {
 	cfg, _ := json.Marshal(job)
 	r := New(Options{WorkRoot: t.TempDir(), HostEnv: []string{"PATH=" + os.Getenv("PATH")}}, &recorder{})
 	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg})
-	if res.State != StateFailed || !strings.Contains(res.Error, `"boom"`) {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, `"boom"`) {
 		t.Errorf("result %s %q", res.State, res.Error)
 	}
 	for name, want := range map[string]bool{"next": false, "notified": true, "unlocked": false} {
@@ -183,7 +184,7 @@ func TestNoisyStepKilledAtJobDeadlineAndCleanupRuns(t *testing.T) {
 	start := time.Now()
 	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg})
 	el := time.Since(start)
-	if res.State != StateFailed || !strings.HasPrefix(res.Error, "job_timeout:") {
+	if res.State != status.JobFailed || !strings.HasPrefix(res.Error, "job_timeout:") {
 		t.Errorf("result %s %q, want failed job_timeout", res.State, res.Error)
 	}
 	if el > 6*time.Second {
@@ -226,7 +227,7 @@ func TestServerCancelStopsJobBlockedInNetworkCall(t *testing.T) {
 	r.Cancel("j", "job_timeout: ended by the orchestrator", true)
 	select {
 	case res := <-done:
-		if res.State != StateCancelled {
+		if res.State != status.JobCancelled {
 			t.Errorf("state %s %q", res.State, res.Error)
 		}
 		if el := time.Since(start); el > 5*time.Second {

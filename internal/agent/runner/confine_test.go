@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,14 @@ func TestUntrustedJobRefusedWhenStepsUnconfined(t *testing.T) {
 		RefuseUntrusted: "steps run as the agent's own user"}, &recorder{})
 
 	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "fork", JobConfig: cfg, Untrusted: true})
-	if res.State != StateFailed || !strings.Contains(res.Error, "refusing an untrusted job") || !strings.Contains(res.Error, "own user") {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, "refusing an untrusted job") || !strings.Contains(res.Error, "own user") {
 		t.Fatalf("untrusted job: %s %q", res.State, res.Error)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the untrusted job's step ran")
 	}
 	res = r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "own", JobConfig: cfg})
-	if res.State != StateSuccess {
+	if res.State != status.JobSuccess {
 		t.Fatalf("trusted job: %s %q", res.State, res.Error)
 	}
 	if _, err := os.Stat(marker); err != nil {

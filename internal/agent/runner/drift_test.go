@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +48,7 @@ func TestDriftCheck(t *testing.T) {
 	stale := &lockfile.DriftCheck{File: ".kici/workflows/ci.yaml", ContentHash: lockfile.WorkflowContentHash(locked)}
 	res, _ := run(stale)
 	want := lockfile.DriftMessage(".kici/workflows/ci.yaml")
-	if res.State != StateFailed || res.Error != want || res.Steps[0].Status != StateSkipped {
+	if res.State != status.JobFailed || res.Error != want || res.Steps[0].Status != status.StepSkipped {
 		t.Fatalf("stale: %s %q %+v; want failed %q", res.State, res.Error, res.Steps, want)
 	}
 	if !strings.Contains(want, "kici compile") || !strings.Contains(want, ".kici/workflows/ci.yaml") {
@@ -57,7 +58,7 @@ func TestDriftCheck(t *testing.T) {
 	warn := *stale
 	warn.Warn = true
 	res, rec := run(&warn)
-	if res.State != StateSuccess {
+	if res.State != status.JobSuccess {
 		t.Fatalf("warn: %s %q", res.State, res.Error)
 	}
 	logged := false
@@ -73,11 +74,11 @@ func TestDriftCheck(t *testing.T) {
 	}
 
 	res, _ = run(&lockfile.DriftCheck{File: ".kici/workflows/ci.yaml", ContentHash: lockfile.WorkflowContentHash(edited)})
-	if res.State != StateSuccess {
+	if res.State != status.JobSuccess {
 		t.Fatalf("matching: %s %q", res.State, res.Error)
 	}
 	res, _ = run(&lockfile.DriftCheck{File: "../../etc/passwd", ContentHash: "x"})
-	if res.State != StateFailed || !strings.Contains(res.Error, "does not exist") {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, "does not exist") {
 		t.Fatalf("escaping path: %s %q", res.State, res.Error)
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 
 	"github.com/google/uuid"
@@ -15,14 +16,14 @@ func (j *job) finishStopped(res *Result) bool {
 	kind, reason := j.stopped()
 	switch kind {
 	case stopCancel:
-		res.State = StateCancelled
+		res.State = status.JobCancelled
 		if reason == "" {
-			reason = "cancelled"
+			reason = string(status.JobCancelled)
 		}
 		res.Error = reason
 		return true
 	case stopTimeout:
-		res.State = StateFailed
+		res.State = status.JobFailed
 		res.Error = reason
 		return true
 	}
@@ -63,27 +64,27 @@ func (j *job) skipFrom(i int, res *Result, end ...int) {
 		last = end[0]
 	}
 	for ; i < last; i++ {
-		res.Steps[i] = protocol.StepResult{Name: stepName(j.cfg.Steps[i], i), Status: StateSkipped}
+		res.Steps[i] = protocol.StepResult{Name: stepName(j.cfg.Steps[i], i), Status: status.StepSkipped}
 		j.r.out.Send(&protocol.StepStatus{
 			Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID, StepIndex: i,
-			StepName: stepName(j.cfg.Steps[i], i), State: StateSkipped, Timestamp: now(),
+			StepName: stepName(j.cfg.Steps[i], i), State: status.StepSkipped, Timestamp: now(),
 		})
 	}
 }
 
 // stoppedState is the state of a step interrupted by a stop: cancelled for
 // a cancel, failed for a job timeout. Both end the job's step loop.
-func (j *job) stoppedState() string {
+func (j *job) stoppedState() status.Step {
 	if kind, _ := j.stopped(); kind == stopTimeout {
-		return StateFailed
+		return status.StepFailed
 	}
-	return StateCancelled
+	return status.StepCancelled
 }
 
 func (j *job) stopError() string {
 	_, reason := j.stopped()
 	if reason == "" {
-		return "cancelled"
+		return string(status.JobCancelled)
 	}
 	return reason
 }

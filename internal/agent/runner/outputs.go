@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -176,7 +177,7 @@ func (j *job) stepEnv(res *Result, upto int) expr.StepEnv {
 		env.Needs[name] = expr.Need{Result: st, Outputs: d.UpstreamJobOutputs[name]}
 	}
 	for i := 0; i < upto && i < len(res.Steps); i++ {
-		s := expr.Step{Outcome: res.Steps[i].Status}
+		s := expr.Step{Outcome: string(res.Steps[i].Status)}
 		if j.outs != nil {
 			s.Outputs = j.outs.steps[res.Steps[i].Name]
 		}
@@ -198,9 +199,9 @@ func (j *job) stepCondition(i int, res *Result) (bool, error) {
 // as failed when the condition could not be evaluated (err).
 func (j *job) conditionSkip(i int, err error) protocol.StepResult {
 	name := stepName(j.cfg.Steps[i], i)
-	state, msg := StateSkipped, "condition_false: if "+j.cfg.Steps[i].If
+	state, msg := status.StepSkipped, "condition_false: if "+j.cfg.Steps[i].If
 	if err != nil {
-		state, msg = StateFailed, j.masker.Mask("condition_error: "+err.Error())
+		state, msg = status.StepFailed, j.masker.Mask("condition_error: "+err.Error())
 	}
 	j.r.out.Send(&protocol.StepStatus{
 		Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID, StepIndex: i,

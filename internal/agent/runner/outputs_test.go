@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/execution/status"
 	"os"
 	"strings"
 	"testing"
@@ -66,19 +67,19 @@ echo "internal=x" >> "$KICI_OUTPUT"`, Secrets: map[string]string{"TOK": "s:tok"}
 	}
 	res, rec := runJob(t, job, &protocol.JobDispatch{Secrets: map[string]string{"s:tok": "hunter2"},
 		UpstreamJobStatuses: map[string]string{"up": "success"}})
-	if res.State != StateSuccess {
+	if res.State != status.JobSuccess {
 		t.Fatalf("state = %s (%s)", res.State, res.Error)
 	}
 	want := map[string]string{"version": "1.2.3", "notes": "first\nsecond", "token": "Bearer ***"}
 	if len(res.Outputs) != 3 || res.Outputs["version"] != want["version"] || res.Outputs["notes"] != want["notes"] || res.Outputs["token"] != want["token"] {
 		t.Fatalf("outputs = %q, want %q", res.Outputs, want)
 	}
-	if res.Steps[1].Status != StateSuccess || res.Steps[2].Status != StateSkipped || !strings.HasPrefix(res.Steps[2].Error, "condition_false: if ") {
+	if res.Steps[1].Status != status.StepSuccess || res.Steps[2].Status != status.StepSkipped || !strings.HasPrefix(res.Steps[2].Error, "condition_false: if ") {
 		t.Fatalf("steps = %+v", res.Steps)
 	}
 	var final *protocol.JobStatus
 	for _, m := range rec.msgs {
-		if js, ok := m.(*protocol.JobStatus); ok && js.State != StateRunning {
+		if js, ok := m.(*protocol.JobStatus); ok && js.State != status.JobRunning {
 			final = js
 		}
 	}
@@ -95,7 +96,7 @@ func TestJobOutputsCap(t *testing.T) {
 		{Name: "flood", Run: `head -c 1100000 /dev/zero | tr '\0' x | sed 's/^/big=/' >> "$KICI_OUTPUT"`},
 	}}
 	res, _ := runJob(t, job, nil)
-	if res.State != StateFailed || !strings.Contains(res.Error, `step "flood" wrote more than the 1048576 bytes of outputs`) {
+	if res.State != status.JobFailed || !strings.Contains(res.Error, `step "flood" wrote more than the 1048576 bytes of outputs`) {
 		t.Fatalf("state = %s, error = %q", res.State, res.Error)
 	}
 	if res.Outputs["a"] != "small" {
@@ -106,7 +107,7 @@ func TestJobOutputsCap(t *testing.T) {
 // TestSetupError: a dispatch-time error fails the job before any step.
 func TestSetupError(t *testing.T) {
 	res, _ := runJob(t, lockfile.Job{Steps: []lockfile.Step{{Name: "s", Run: "true"}}}, &protocol.JobDispatch{SetupError: "env X: boom"})
-	if res.State != StateFailed || res.Error != "env X: boom" || res.Steps[0].Status != StateSkipped {
+	if res.State != status.JobFailed || res.Error != "env X: boom" || res.Steps[0].Status != status.StepSkipped {
 		t.Fatalf("res = %+v", res)
 	}
 }

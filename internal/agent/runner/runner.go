@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,15 +21,6 @@ import (
 	"kici.dev/kici/internal/agent/logstream"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
-)
-
-// Job and step states reported on the wire.
-const (
-	StateRunning   = "running"
-	StateSuccess   = "success"
-	StateFailed    = "failed"
-	StateCancelled = "cancelled"
-	StateSkipped   = "skipped"
 )
 
 // JobLogStep is the StepIndex of the job-level log bucket (checkout, setup).
@@ -108,7 +100,7 @@ type Options struct {
 // Result is the outcome of a job, as sent in its terminal job.status.
 type Result struct {
 	// State is success, failed or cancelled.
-	State string
+	State status.Job
 	// Error explains a failed or cancelled job ("" on success).
 	Error string
 	// Duration is the job's wall-clock time.
@@ -287,7 +279,7 @@ func (r *Runner) Run(ctx context.Context, d *protocol.JobDispatch) *Result {
 		r.mu.Unlock()
 	}()
 
-	r.out.Send(&protocol.JobStatus{Type: protocol.TypeJobStatus, MessageID: newID(), RunID: d.RunID, JobID: d.JobID, State: StateRunning, Timestamp: now()})
+	r.out.Send(&protocol.JobStatus{Type: protocol.TypeJobStatus, MessageID: newID(), RunID: d.RunID, JobID: d.JobID, State: status.JobRunning, Timestamp: now()})
 
 	hbDone := make(chan struct{})
 	var hbWG sync.WaitGroup
@@ -328,7 +320,7 @@ func (r *Runner) Run(ctx context.Context, d *protocol.JobDispatch) *Result {
 
 func (j *job) execute() (res *Result) {
 	r, d := j.r, j.d
-	res = &Result{State: StateFailed}
+	res = &Result{State: status.JobFailed}
 	jobLog := j.newStream(JobLogStep)
 	defer func() { jobLog.Close(); res.Outputs = j.jobOutputs() }()
 
@@ -339,7 +331,7 @@ func (j *job) execute() (res *Result) {
 	}
 	res.Steps = make([]protocol.StepResult, len(j.cfg.Steps))
 	for i, s := range j.cfg.Steps {
-		res.Steps[i] = protocol.StepResult{Name: stepName(s, i), Status: StateSkipped}
+		res.Steps[i] = protocol.StepResult{Name: stepName(s, i), Status: status.StepSkipped}
 	}
 	j.grace = r.opts.CancelGrace
 	if j.cfg.GracePeriod > 0 {
@@ -474,7 +466,7 @@ func (j *job) execute() (res *Result) {
 		}
 		sr := j.runStep(i, state == lockfile.StepOnCancelled || j.stoppedKind() == stopTimeout)
 		res.Steps[i] = sr
-		if sr.Status == StateFailed && !j.cfg.Steps[i].ContinueOnError && failure == "" {
+		if sr.Status == status.StepFailed && !j.cfg.Steps[i].ContinueOnError && failure == "" {
 			failure = fmt.Sprintf("step %q failed: %s", sr.Name, sr.Error)
 		}
 	}
@@ -485,11 +477,11 @@ func (j *job) execute() (res *Result) {
 		return res
 	}
 	if failure != "" {
-		res.State = StateFailed
+		res.State = status.JobFailed
 		res.Error = failure
 		return res
 	}
-	res.State = StateSuccess
+	res.State = status.JobSuccess
 	return res
 }
 
@@ -548,17 +540,17 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	log := j.newStream(i)
 	defer log.Close()
 
-	send := func(state string, data *protocol.StepStatusData) {
+	send := func(state status.Step, data *protocol.StepStatusData) {
 		msg := &protocol.StepStatus{
 			Type: protocol.TypeStepStatus, RunID: d.RunID, JobID: d.JobID, StepIndex: i,
 			StepName: name, State: state, Timestamp: now(), Data: data,
 		}
-		if state != StateRunning {
+		if state != status.StepRunning {
 			msg.LogBytesStreamed = log.BytesStreamed()
 		}
 		r.out.Send(msg)
 	}
-	finish := func(state string, exit *int, attempt int, errMsg string) protocol.StepResult {
+	finish := func(state status.Step, exit *int, attempt int, errMsg string) protocol.StepResult {
 		log.Close()
 		dur := time.Since(start)
 		errMsg = j.masker.Mask(errMsg)
@@ -566,34 +558,34 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		return protocol.StepResult{Name: name, Status: state, DurationMs: dur.Milliseconds(), Error: errMsg}
 	}
 
-	send(StateRunning, &protocol.StepStatusData{Attempt: 1})
+	send(status.StepRunning, &protocol.StepStatusData{Attempt: 1})
 	if strings.TrimSpace(step.Run) == "" {
 		log.AddLine("", "Error: "+TypeScriptStepError)
-		return finish(StateFailed, nil, 1, TypeScriptStepError)
+		return finish(status.StepFailed, nil, 1, TypeScriptStepError)
 	}
 	dir, err := ResolveWorkingDir(j.srcDir, step.WorkingDirectory)
 	if err != nil {
 		log.AddLine("", "Error: "+err.Error())
-		return finish(StateFailed, nil, 1, err.Error())
+		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	script := filepath.Join(j.scripts, fmt.Sprintf("step-%d.sh", i))
 	if err := os.WriteFile(script, []byte(step.Run), 0o600); err != nil {
-		return finish(StateFailed, nil, 1, "writing step script: "+err.Error())
+		return finish(status.StepFailed, nil, 1, "writing step script: "+err.Error())
 	}
 	if err := j.handOver(script); err != nil {
-		return finish(StateFailed, nil, 1, err.Error())
+		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	argv, err := ShellArgv(step.Shell, script)
 	if err != nil {
 		log.AddLine("", "Error: "+err.Error())
-		return finish(StateFailed, nil, 1, err.Error())
+		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	extra, err := j.outputEnv(i, j.attestEnv(j.userEnv(map[string]string{"TMPDIR": j.tmpDir})))
 	if err == nil && j.outs != nil {
 		err = j.handOver(j.outs.dir)
 	}
 	if err != nil {
-		return finish(StateFailed, nil, 1, "creating the output file: "+err.Error())
+		return finish(status.StepFailed, nil, 1, "creating the output file: "+err.Error())
 	}
 	env := envbuild.Build(envbuild.Layers{
 		Host: j.hostEnv, Dispatch: d.Env, Context: d.ContextVars, Workspace: j.srcDir,
@@ -602,7 +594,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	})
 	if env, err = withSecrets(env, j.cfg.Secrets, step.Secrets, d.Secrets); err != nil {
 		log.AddLine("", "Error: "+err.Error())
-		return finish(StateFailed, nil, 1, err.Error())
+		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	timeout := r.opts.DefaultStepTimeout
 	if step.Timeout > 0 {
@@ -626,9 +618,9 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 				return finish(j.stoppedState(), &exit, attempt-1, j.stopError())
 			case <-j.forceCh:
 				t.Stop()
-				return finish(StateCancelled, &exit, attempt-1, j.stopError())
+				return finish(status.StepCancelled, &exit, attempt-1, j.stopError())
 			}
-			send(StateRunning, &protocol.StepStatusData{Attempt: attempt})
+			send(status.StepRunning, &protocol.StepStatusData{Attempt: attempt})
 		}
 		// One writer for both: the step's stdout and stderr share one pipe,
 		// so its log keeps the order in which the step wrote.
@@ -652,12 +644,12 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		case exit == 0:
 			if err := j.collectOutputs(i, name); err != nil {
 				log.AddLine("", "Error: "+err.Error())
-				return finish(StateFailed, &exit, attempt, err.Error())
+				return finish(status.StepFailed, &exit, attempt, err.Error())
 			}
 			if err := j.attestDeclared(i, log); err != nil {
-				return finish(StateFailed, &exit, attempt, err.Error())
+				return finish(status.StepFailed, &exit, attempt, err.Error())
 			}
-			return finish(StateSuccess, &exit, attempt, "")
+			return finish(status.StepSuccess, &exit, attempt, "")
 		default:
 			errMsg = fmt.Sprintf("exit code %d", exit)
 		}
@@ -665,5 +657,5 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 	if step.ContinueOnError {
 		log.AddLine("", "Step failed; continuing (continueOnError)")
 	}
-	return finish(StateFailed, &exit, attempts, errMsg)
+	return finish(status.StepFailed, &exit, attempts, errMsg)
 }

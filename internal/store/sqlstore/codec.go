@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 )
@@ -191,11 +192,11 @@ func inList(col string, vals []string, negate bool) (string, []any) {
 
 // statusCond is the condition on column `status` of a transition: status
 // in from, or (nil from) status not terminal.
-func statusCond(from, terminal []string) (string, []any) {
+func statusCond[S ~string](from []S, terminal []string) (string, []any) {
 	if from == nil {
 		return inList("status", terminal, true)
 	}
-	return inList("status", from, false)
+	return inList("status", status.Strings(from), false)
 }
 
 // stringList encodes a string list as a JSON array, "[]" for nil.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -40,7 +41,7 @@ func scanHeldRun(r scanner) (*store.HeldRun, error) {
 // status) to held, and when that matches no row nothing is written. The
 // context names are locked first, so a hold and the deletion of one of its
 // contexts serialise.
-func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []string) (bool, error) {
+func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []status.Job) (bool, error) {
 	store.PrepareHeldRun(h, now())
 	clauses, err := json.Marshal(h.Clauses)
 	if err != nil {
@@ -56,7 +57,7 @@ func (s *Store) CreateHeldRun(ctx context.Context, h *store.HeldRun, jobFrom []s
 		if h.JobID != "" {
 			cond, condArgs := statusCond(jobFrom, store.TerminalJobStatuses)
 			res, err := tx.exec(ctx, `UPDATE execution_jobs SET status = ?, pending_reason = ?
-				WHERE id = ? AND run_id = ? AND `+cond, append([]any{store.StatusHeld, "held: " + h.Reason, h.JobID, h.RunID}, condArgs...)...)
+				WHERE id = ? AND run_id = ? AND `+cond, append([]any{string(status.JobHeld), "held: " + h.Reason, h.JobID, h.RunID}, condArgs...)...)
 			if n, err := changed(res, err); err != nil || !n {
 				return err
 			}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"kici.dev/kici/internal/execution/status"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -43,7 +44,7 @@ func scanJob(r scanner) (*store.Job, error) {
 // the run's.
 func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job) error {
 	if run.Status == "" {
-		run.Status = "pending"
+		run.Status = status.RunPending
 	}
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = now()
@@ -51,7 +52,7 @@ func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job
 	for _, j := range jobs {
 		j.RunID = run.ID
 		if j.Status == "" {
-			j.Status = "pending"
+			j.Status = status.JobPending
 		}
 		if j.CreatedAt.IsZero() {
 			j.CreatedAt = run.CreatedAt
@@ -101,7 +102,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, int, error) {
 	var c conds
 	if len(f.Statuses) > 0 {
-		cond, args := inList("status", f.Statuses, false)
+		cond, args := inList("status", status.Strings(f.Statuses), false)
 		c.add(cond, args...)
 	}
 	if f.WorkflowName != "" {
@@ -146,7 +147,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 // from = any non-terminal status) and writes the non-nil fields of u;
 // FailureReason only when the stored one is empty. Reports whether a row
 // changed.
-func (s *Store) UpdateRunStatus(ctx context.Context, id string, from []string, to string, u store.RunUpdate) (bool, error) {
+func (s *Store) UpdateRunStatus(ctx context.Context, id string, from []status.Run, to status.Run, u store.RunUpdate) (bool, error) {
 	cond, condArgs := statusCond(from, store.TerminalRunStatuses)
 	return changed(s.exec(ctx, `UPDATE execution_runs SET status = ?,
 		failure_reason = CASE WHEN failure_reason = '' THEN COALESCE(?::text, '') ELSE failure_reason END,
@@ -154,7 +155,7 @@ func (s *Store) UpdateRunStatus(ctx context.Context, id string, from []string, t
 		completed_at = COALESCE(?, completed_at),
 		duration_ms = COALESCE(?, duration_ms)
 		WHERE id = ? AND `+cond,
-		append([]any{to, strArg(u.FailureReason), s.d.tsPtr(u.StartedAt), s.d.tsPtr(u.CompletedAt),
+		append([]any{string(to), strArg(u.FailureReason), s.d.tsPtr(u.StartedAt), s.d.tsPtr(u.CompletedAt),
 			int64Arg(u.DurationMs), id}, condArgs...)...))
 }
 
@@ -171,8 +172,8 @@ func (s *Store) ListJobs(ctx context.Context, runID string) ([]*store.Job, error
 }
 
 // ListJobsByStatus returns jobs in any of the statuses, oldest first.
-func (s *Store) ListJobsByStatus(ctx context.Context, statuses []string) ([]*store.Job, error) {
-	cond, args := inList("status", statuses, false)
+func (s *Store) ListJobsByStatus(ctx context.Context, statuses []status.Job) ([]*store.Job, error) {
+	cond, args := inList("status", status.Strings(statuses), false)
 	rows, err := s.query(ctx, `SELECT `+jobSelectCols+` FROM execution_jobs
 		WHERE `+cond+` ORDER BY created_at, run_id, seq`, args...)
 	return collect(rows, err, scanJob)
@@ -181,7 +182,7 @@ func (s *Store) ListJobsByStatus(ctx context.Context, statuses []string) ([]*sto
 // UpdateJobStatus moves a job to `to` only if its status is in `from` (nil
 // from = any non-terminal status) and writes the non-nil fields of u.
 // Reports whether a row changed.
-func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []string, to string, u store.JobUpdate) (bool, error) {
+func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []status.Job, to status.Job, u store.JobUpdate) (bool, error) {
 	cond, condArgs := statusCond(from, store.TerminalJobStatuses)
 	return changed(s.exec(ctx, `UPDATE execution_jobs SET status = ?,
 		agent_id = COALESCE(?::text, agent_id),
@@ -192,7 +193,7 @@ func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []string, t
 		duration_ms = COALESCE(?, duration_ms),
 		last_heartbeat_at = COALESCE(?, last_heartbeat_at)
 		WHERE id = ? AND `+cond,
-		append([]any{to, strArg(u.AgentID), strArg(u.ErrorMessage), strArg(u.PendingReason), s.d.tsPtr(u.StartedAt),
+		append([]any{string(to), strArg(u.AgentID), strArg(u.ErrorMessage), strArg(u.PendingReason), s.d.tsPtr(u.StartedAt),
 			s.d.tsPtr(u.CompletedAt), int64Arg(u.DurationMs), s.d.tsPtr(u.LastHeartbeatAt), id}, condArgs...)...))
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -417,7 +418,7 @@ func testContextSlots(t *testing.T, s store.Store) {
 
 	// A slot counts until its job ends, also while the job is held (a job
 	// given a slot while held is about to be released).
-	ok, err = s.UpdateJobStatus(ctx, "j2", nil, store.StatusHeld, store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "j2", nil, status.JobHeld, store.JobUpdate{})
 	wantChanged(t, "hold j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, false)
 	ok, err = s.UpdateJobStatus(ctx, "j2", nil, "cancelled", store.JobUpdate{})

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"sync"
 	"testing"
 
@@ -52,7 +53,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 		Contexts:  []string{"release", "prod", "release"},
 		Clauses:   []store.ApprovalClause{{Kind: "user", Value: "alice"}, {Kind: "user", Value: "bob"}},
 		ExpiresAt: at(3600)}
-	ok, err := s.CreateHeldRun(ctx, h, []string{"pending", "queued"})
+	ok, err := s.CreateHeldRun(ctx, h, []status.Job{"pending", "queued"})
 	wantChanged(t, "create job hold", ok, err, true)
 	if h.ID == "" || h.Status != store.HoldPending || h.CreatedAt.IsZero() {
 		t.Fatalf("defaults not written back: id=%q status=%q created=%v", h.ID, h.Status, h.CreatedAt)
@@ -60,7 +61,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	same(t, "contexts sorted and de-duplicated", []string{"prod", "release"}, h.Contexts)
 	j, err := s.GetJob(ctx, "j-queued")
 	must(t, err)
-	if j.Status != store.StatusHeld || j.PendingReason != "held: "+h.Reason {
+	if j.Status != status.JobHeld || j.PendingReason != "held: "+h.Reason {
 		t.Fatalf("held job: status=%q reason=%q", j.Status, j.PendingReason)
 	}
 	got, err := s.GetHeldRun(ctx, h.ID)
@@ -71,9 +72,9 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	// jobFrom = any non-terminal status): nothing is written.
 	for _, tc := range []struct {
 		name, run, job string
-		from           []string
+		from           []status.Job
 	}{
-		{"status not in jobFrom", "r", "j-running", []string{"pending", "queued"}},
+		{"status not in jobFrom", "r", "j-running", []status.Job{"pending", "queued"}},
 		{"job of another run", "r", "j-other", nil},
 		{"terminal job, nil jobFrom", "r", "j-done", nil},
 		{"unknown job", "r", "j-nope", nil},
@@ -86,7 +87,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 			t.Errorf("%s: hold row written: %v", tc.name, err)
 		}
 	}
-	for id, want := range map[string]string{"j-running": "running", "j-other": "queued", "j-done": "success"} {
+	for id, want := range map[string]status.Job{"j-running": "running", "j-other": "queued", "j-done": "success"} {
 		j, err := s.GetJob(ctx, id)
 		must(t, err)
 		if j.Status != want {
@@ -105,7 +106,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	// Workflow-scoped: no job is touched; a caller-chosen id is kept.
 	w := &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldType: store.HoldSecurity, QueueType: store.HoldQueueSecurity,
 		HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR, ExpiresAt: at(7200)}
-	ok, err = s.CreateHeldRun(ctx, w, []string{"pending"})
+	ok, err = s.CreateHeldRun(ctx, w, []status.Job{"pending"})
 	wantChanged(t, "create workflow hold", ok, err, true)
 	got, err = s.GetHeldRun(ctx, "hold-wf")
 	must(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -19,12 +20,12 @@ func testRetention(t *testing.T, s store.Store) {
 	cut := at(1000)
 	// Runs: three old terminal ones, one recent, one old but still running,
 	// one old with a recent attestation.
-	mkRun := func(id string, completed int, status string) {
+	mkRun := func(id string, completed int, final status.Run) {
 		must(t, s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-j", JobName: "j", BaseJobName: "j", Status: "queued", CreatedAt: at(0)}}))
 		must(t, s.UpsertStep(ctx, &store.Step{JobID: id + "-j", RunID: id, StepIndex: 0, StepName: "s", Status: "success"}))
 		must(t, s.Enqueue(ctx, &store.QueueEntry{ID: id + "-j", RunID: id, JobName: "j", Status: store.QueuePending, CreatedAt: at(0)}))
-		if status != "running" {
-			_, err := s.UpdateRunStatus(ctx, id, nil, status, store.RunUpdate{CompletedAt: ptime(at(completed))})
+		if final != "running" {
+			_, err := s.UpdateRunStatus(ctx, id, nil, final, store.RunUpdate{CompletedAt: ptime(at(completed))})
 			must(t, err)
 		}
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 		{ID: "job-z", JobName: "zeta", BaseJobName: "zeta", Status: "queued", AgentID: "agent-1",
 			Config:       json.RawMessage(`{"steps":[{"run":"echo hi"}],"timeout":"5m"}`),
 			RunsOnLabels: []string{"linux", "docker"}, MatrixValues: map[string]string{"go": "1.22", "os": "linux"},
-			Needs:        []store.Need{{Upstream: "alpha", RunOn: []string{"success"}}, {Upstream: "beta (1)", RunOn: []string{}}, {Upstream: "gamma"}},
+			Needs:        []store.Need{{Upstream: "alpha", RunOn: []status.Job{"success"}}, {Upstream: "beta (1)", RunOn: []status.Job{}}, {Upstream: "gamma"}},
 			ErrorMessage: "boom", PendingReason: "no agent online", TimeoutMs: 60_000, CreatedAt: at(0),
 			StartedAt: ptime(at(3)), CompletedAt: ptime(at(4)), DurationMs: pint64(1000), LastHeartbeatAt: ptime(at(5))},
 		{ID: "job-a", JobName: "alpha", BaseJobName: "alpha", RunsOnLabels: []string{}, MatrixValues: map[string]string{},
@@ -144,16 +145,16 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), nil))
 
-	ok, err := s.UpdateRunStatus(ctx, "r", []string{"running"}, "success", store.RunUpdate{})
+	ok, err := s.UpdateRunStatus(ctx, "r", []status.Run{"running"}, "success", store.RunUpdate{})
 	wantChanged(t, "pending→success with from=[running]", ok, err, false)
-	ok, err = s.UpdateRunStatus(ctx, "r", []string{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(1))})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(1))})
 	wantChanged(t, "pending→running", ok, err, true)
 	got, _ := s.GetRun(ctx, "r")
 	if got.Status != "running" || got.StartedAt == nil || !got.StartedAt.Equal(at(1)) {
 		t.Errorf("after start: %+v", got)
 	}
 	// Replay is a no-op.
-	ok, err = s.UpdateRunStatus(ctx, "r", []string{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(9))})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(9))})
 	wantChanged(t, "replayed pending→running", ok, err, false)
 
 	// FailureReason set once, never clobbered.
@@ -169,22 +170,22 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	same(t, "run after failure", want, got)
 
 	// Terminal is immutable for nil from.
-	for _, to := range []string{"running", "success", "cancelled"} {
+	for _, to := range []status.Run{"running", "success", "cancelled"} {
 		ok, err = s.UpdateRunStatus(ctx, "r", nil, to, store.RunUpdate{FailureReason: pstr("x"), CompletedAt: ptime(at(99))})
-		wantChanged(t, "terminal failed→"+to+" (nil from)", ok, err, false)
+		wantChanged(t, "terminal failed→"+string(to)+" (nil from)", ok, err, false)
 	}
 	got, _ = s.GetRun(ctx, "r")
 	same(t, "terminal run untouched", want, got)
 
 	// An explicit from naming the terminal status is honoured.
-	ok, err = s.UpdateRunStatus(ctx, "r", []string{"failed"}, "success", store.RunUpdate{})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"failed"}, "success", store.RunUpdate{})
 	wantChanged(t, "explicit failed→success", ok, err, true)
 
 	// FailureReason on a run without one is written; nil leaves it.
 	must(t, s.CreateRun(ctx, fullRun("r2", at(0)), nil))
-	ok, err = s.UpdateRunStatus(ctx, "r2", []string{"pending"}, "running", store.RunUpdate{})
+	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{"pending"}, "running", store.RunUpdate{})
 	wantChanged(t, "r2 start", ok, err, true)
-	ok, err = s.UpdateRunStatus(ctx, "r2", []string{"running"}, "failed", store.RunUpdate{FailureReason: pstr("Failed jobs: build")})
+	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{"running"}, "failed", store.RunUpdate{FailureReason: pstr("Failed jobs: build")})
 	wantChanged(t, "r2 fail", ok, err, true)
 	got, _ = s.GetRun(ctx, "r2")
 	if got.FailureReason != "Failed jobs: build" || got.StartedAt != nil {
@@ -199,15 +200,15 @@ func testJobTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build", RunsOnLabels: []string{"linux"}}}))
 
-	ok, err := s.UpdateJobStatus(ctx, "j", []string{"queued"}, "running", store.JobUpdate{})
+	ok, err := s.UpdateJobStatus(ctx, "j", []status.Job{"queued"}, "running", store.JobUpdate{})
 	wantChanged(t, "pending→running with from=[queued]", ok, err, false)
-	ok, err = s.UpdateJobStatus(ctx, "j", []string{"pending"}, "queued", store.JobUpdate{PendingReason: pstr("no agent online")})
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"pending"}, "queued", store.JobUpdate{PendingReason: pstr("no agent online")})
 	wantChanged(t, "pending→queued", ok, err, true)
-	ok, err = s.UpdateJobStatus(ctx, "j", []string{"queued"}, "queued", store.JobUpdate{PendingReason: pstr("all matching agents busy")})
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: pstr("all matching agents busy")})
 	wantChanged(t, "queued→queued reason", ok, err, true)
 
 	wantErr(t, "heartbeat of queued job", s.TouchJobHeartbeat(ctx, "j", at(2)), store.ErrNotFound)
-	ok, err = s.UpdateJobStatus(ctx, "j", []string{"pending", "queued", "recovering"}, "running", store.JobUpdate{
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"pending", "queued", "recovering"}, "running", store.JobUpdate{
 		AgentID: pstr("agent-7"), StartedAt: ptime(at(1)), LastHeartbeatAt: ptime(at(1))})
 	wantChanged(t, "queued→running", ok, err, true)
 	must(t, s.TouchJobHeartbeat(ctx, "j", at(3)))
@@ -227,9 +228,9 @@ func testJobTransitions(t *testing.T, s store.Store) {
 	got, _ = s.GetJob(ctx, "j")
 	same(t, "job after failure", want, got)
 
-	for _, to := range []string{"running", "success", "cancelled", "timed_out_stale"} {
+	for _, to := range []status.Job{"running", "success", "cancelled", "timed_out_stale"} {
 		ok, err = s.UpdateJobStatus(ctx, "j", nil, to, store.JobUpdate{ErrorMessage: pstr("late"), AgentID: pstr("other")})
-		wantChanged(t, "terminal failed→"+to+" (nil from)", ok, err, false)
+		wantChanged(t, "terminal failed→"+string(to)+" (nil from)", ok, err, false)
 	}
 	wantErr(t, "heartbeat of failed job", s.TouchJobHeartbeat(ctx, "j", at(9)), store.ErrNotFound)
 	got, _ = s.GetJob(ctx, "j")
@@ -237,23 +238,23 @@ func testJobTransitions(t *testing.T, s store.Store) {
 
 	// Every terminal job status is immutable under nil from.
 	var jobs []*store.Job
-	for i, st := range store.TerminalJobStatuses {
-		jobs = append(jobs, &store.Job{ID: fmt.Sprintf("t%d", i), JobName: st, Status: st})
+	for i, st := range status.TerminalJobs() {
+		jobs = append(jobs, &store.Job{ID: fmt.Sprintf("t%d", i), JobName: string(st), Status: st})
 	}
 	must(t, s.CreateRun(ctx, fullRun("r2", at(1)), jobs))
 	for _, j := range jobs {
 		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, "queued", store.JobUpdate{})
-		wantChanged(t, "terminal "+j.Status+"→queued", ok, err, false)
+		wantChanged(t, "terminal "+string(j.Status)+"→queued", ok, err, false)
 	}
 	// Every non-terminal status moves under nil from.
 	var live []*store.Job
-	for i, st := range []string{"pending", "queued", "running", "recovering", "cancelling"} {
-		live = append(live, &store.Job{ID: fmt.Sprintf("n%d", i), JobName: st, Status: st})
+	for i, st := range []status.Job{"pending", "queued", "running", "recovering", "cancelling"} {
+		live = append(live, &store.Job{ID: fmt.Sprintf("n%d", i), JobName: string(st), Status: st})
 	}
 	must(t, s.CreateRun(ctx, fullRun("r3", at(2)), live))
 	for _, j := range live {
 		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, "cancelled", store.JobUpdate{})
-		wantChanged(t, "non-terminal "+j.Status+"→cancelled", ok, err, true)
+		wantChanged(t, "non-terminal "+string(j.Status)+"→cancelled", ok, err, true)
 	}
 	ok, err = s.UpdateJobStatus(ctx, "missing", nil, "running", store.JobUpdate{})
 	wantChanged(t, "unknown job", ok, err, false)
@@ -265,13 +266,13 @@ func testListJobsByStatus(t *testing.T, s store.Store) {
 		{ID: "b1", JobName: "x", Status: "queued"}, {ID: "b2", JobName: "y", Status: "pending"}}))
 	must(t, s.CreateRun(ctx, fullRun("r1", at(0)), []*store.Job{
 		{ID: "a1", JobName: "x", Status: "running"}, {ID: "a2", JobName: "y", Status: "queued"}, {ID: "a3", JobName: "z", Status: "success"}}))
-	got, err := s.ListJobsByStatus(ctx, []string{"queued", "running"})
+	got, err := s.ListJobsByStatus(ctx, []status.Job{"queued", "running"})
 	must(t, err)
 	same(t, "ListJobsByStatus", []string{"a1", "a2", "b1"}, ids(got, func(x *store.Job) string { return x.ID }))
-	got, err = s.ListJobsByStatus(ctx, []string{"pending"})
+	got, err = s.ListJobsByStatus(ctx, []status.Job{"pending"})
 	must(t, err)
 	same(t, "ListJobsByStatus pending", []string{"b2"}, ids(got, func(x *store.Job) string { return x.ID }))
-	got, err = s.ListJobsByStatus(ctx, []string{"skipped"})
+	got, err = s.ListJobsByStatus(ctx, []status.Job{"skipped"})
 	must(t, err)
 	if len(got) != 0 {
 		t.Errorf("ListJobsByStatus skipped: %d", len(got))

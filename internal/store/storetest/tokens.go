@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
 
@@ -88,7 +89,7 @@ func testAdminTokens(t *testing.T, s store.Store) {
 func testListRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	// 25 runs: i%3 workflow, i%2 repo, status cycle, two sharing created_at.
-	statuses := []string{"pending", "running", "success", "failed", "cancelled"}
+	statuses := []status.Run{"pending", "running", "success", "failed", "cancelled"}
 	var all []*store.Run
 	for i := 0; i < 25; i++ {
 		r := fullRun(fmt.Sprintf("run-%02d", i), at(i))
@@ -153,7 +154,7 @@ func testListRuns(t *testing.T, s store.Store) {
 	check("page 2", store.RunFilter{Limit: 10, Offset: 10}, func(*store.Run) bool { return true })
 	check("last page", store.RunFilter{Limit: 10, Offset: 20}, func(*store.Run) bool { return true })
 	check("past the end", store.RunFilter{Limit: 10, Offset: 40}, func(*store.Run) bool { return true })
-	check("statuses OR", store.RunFilter{Statuses: []string{"failed", "cancelled"}, Limit: 100},
+	check("statuses OR", store.RunFilter{Statuses: []status.Run{"failed", "cancelled"}, Limit: 100},
 		func(r *store.Run) bool { return r.Status == "failed" || r.Status == "cancelled" })
 	check("workflow", store.RunFilter{WorkflowName: "release", Limit: 100}, func(r *store.Run) bool { return r.WorkflowName == "release" })
 	check("repo", store.RunFilter{Repo: "org/b", Limit: 3}, func(r *store.Run) bool { return r.RepoIdentifier == "org/b" })
@@ -167,7 +168,7 @@ func testListRuns(t *testing.T, s store.Store) {
 		func(r *store.Run) bool { return r.SourceID == "src-a" && r.TriggerType == "push" })
 	since := at(20)
 	check("since (strictly later)", store.RunFilter{Since: &since}, func(r *store.Run) bool { return r.CreatedAt.After(since) })
-	check("combined", store.RunFilter{Statuses: []string{"pending", "success"}, Repo: "org/a", WorkflowName: "ci", Limit: 100},
+	check("combined", store.RunFilter{Statuses: []status.Run{"pending", "success"}, Repo: "org/a", WorkflowName: "ci", Limit: 100},
 		func(r *store.Run) bool {
 			return (r.Status == "pending" || r.Status == "success") && r.RepoIdentifier == "org/a" && r.WorkflowName == "ci"
 		})
