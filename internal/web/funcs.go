@@ -8,17 +8,18 @@ import (
 )
 
 var funcs = template.FuncMap{
-	"dur":       fmtDur,
-	"durp":      func(ms *int64) string { return fmtDurPtr(ms) },
-	"ts":        fmtTime,
-	"tsp":       func(t *time.Time) string { return fmtTimePtr(t) },
-	"short":     shortSHA,
-	"ansi":      renderANSI,
-	"trunc":     truncate,
-	"add":       func(a, b int) int { return a + b },
-	"branch":    branchOf,
-	"join":      strings.Join,
-	"statusCls": func(s string) string { return "st-" + cssWord(s) },
+	"dur":    fmtDur,
+	"durp":   func(ms *int64) string { return fmtDurPtr(ms) },
+	"ts":     fmtTime,
+	"tsp":    func(t *time.Time) string { return fmtTimePtr(t) },
+	"short":  shortSHA,
+	"ansi":   renderANSI,
+	"trunc":  truncate,
+	"add":    func(a, b int) int { return a + b },
+	"branch": branchOf,
+	"join":   strings.Join,
+	// statusCls takes any status type (run, job, step) or a plain word.
+	"statusCls": func(s any) string { return "st-" + cssWord(fmt.Sprint(s)) },
 }
 
 // fmtDur formats milliseconds as "850ms", "12.3s", "4m 05s", "2h 03m".
