@@ -55,8 +55,11 @@ func (s *Scheduler) window() time.Duration {
 // startFrom is where a schedule's walk starts when this leader has no
 // cursor for it: after its last recorded fire (so every instant since is
 // either fired or recorded missed), else — nothing known — at most the
-// catch-up window back; never before the registration, never before this
-// leader took over when catch-up is disabled.
+// catch-up window back and never before the registration; never before
+// this leader took over when catch-up is disabled. A recorded fire wins
+// over the registration time: every push to the default branch registers
+// the workflows again, so a push landing between an instant and the
+// takeover would otherwise hide that instant (neither fired nor missed).
 func (s *Scheduler) startFrom(ctx context.Context, k string, created, now time.Time) (from time.Time, known bool, err error) {
 	from = created
 	if s.window() < 0 {
@@ -75,10 +78,7 @@ func (s *Scheduler) startFrom(ctx context.Context, k string, created, now time.T
 		}
 		return from, false, nil
 	}
-	if last.After(from) {
-		from = last
-	}
-	return from, true, nil
+	return last, true, nil
 }
 
 // missedEntry is the event-log record of n instants of a schedule in

@@ -87,3 +87,33 @@ func TestCatchUpWindowBoundsTakeover(t *testing.T) {
 		t.Fatalf("fired %v, want 14:00 next", got)
 	}
 }
+
+// A push to the default branch re-registers the workflows between an
+// instant and a takeover: the new leader still fires that instant (it
+// starts after the last recorded fire, not after the re-registration).
+func TestTakeoverAfterReRegistrationFiresTheInstantBetween(t *testing.T) {
+	st := openStore(t)
+	register(t, st, "fiver", "@every 5s", "", utc("2026-01-01T00:00:00Z"))
+	c := &clock{t: utc("2026-01-05T10:00:11Z")}
+	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
+	a.Now, b.Now = c.now, c.now
+	ctx := context.Background()
+	if err := a.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Release(ctx)
+	// 10:00:15 falls due; a push re-registers at 10:00:15.5; b takes over.
+	register(t, st, "fiver", "@every 5s", "", utc("2026-01-05T10:00:15.5Z"))
+	c.set(utc("2026-01-05T10:00:16Z"))
+	if err := b.TickOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2026-01-05T10:00:10Z", "2026-01-05T10:00:15Z"}
+	if got := rec.times(); !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	if m := missedMessages(t, st); len(m) != 0 {
+		t.Fatalf("missed %q, want none", m)
+	}
+}
