@@ -32,7 +32,7 @@ mkdir -p "$root/usr/local/bin" "$root/bin" "$root/etc" "$root/tmp" "$out/data"
 chmod 1777 "$root/tmp"
 cp "$bin/kici-orchestrator" "$bin/kici-agent" "$bin/kici-admin" "$root/usr/local/bin/"
 cp "$busybox" "$root/bin/busybox"
-for applet in sh ash cat cp echo env grep head ls mkdir mv rm sed sleep sort tail tar test touch tr true false wc wget id hostname; do
+for applet in sh ash cat cp date echo env grep head ls mkdir mv rm sed sleep sort tail tar test touch tr true false wc wget id hostname; do
   ln -s busybox "$root/bin/$applet"
 done
 
