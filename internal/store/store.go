@@ -1,6 +1,8 @@
-// Package store is kici's persistence boundary: one Store interface, with a
-// SQLite implementation (store/sqlite, the embedded default) and a PostgreSQL
-// one (store/postgres). Both pass the same conformance suite (store/storetest).
+// Package store is kici's persistence boundary: one Store interface,
+// implemented once over database/sql (store/sqlstore) for SQLite
+// (store/sqlite opens it, the embedded default) and PostgreSQL
+// (store/postgres opens it). Both run the same conformance suite
+// (store/storetest).
 //
 // Every status change is conditional ("from these statuses to that one") so
 // concurrent writers and replayed messages never move a row backwards or
