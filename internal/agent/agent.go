@@ -107,6 +107,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 	a.jobCtx, a.cancelJob = context.WithCancel(context.Background())
 	a.client = conn.New(conn.Options{
 		URL:               cfg.OrchestratorURL,
+		URLs:              cfg.OrchestratorURLs,
 		Token:             cfg.Token,
 		Register:          a.registerFrame,
 		OnRegistered:      a.onRegistered,
@@ -388,7 +389,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancelClient()
 	clientErr := make(chan error, 1)
 	go func() { clientErr <- a.client.Run(clientCtx) }()
-	a.log.Info("agent starting", "agentId", a.cfg.AgentID, "url", a.cfg.OrchestratorURL, "labels", a.cfg.AllLabels(), "scalerManaged", a.cfg.ScalerManaged, "version", Version)
+	a.log.Info("agent starting", "agentId", a.cfg.AgentID, "urls", a.cfg.OrchestratorURLs, "labels", a.cfg.AllLabels(), "scalerManaged", a.cfg.ScalerManaged, "version", Version)
 
 	var flushTimeout time.Duration
 	for flushTimeout == 0 {

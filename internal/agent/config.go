@@ -28,8 +28,14 @@ var Version = "dev"
 
 // Config is the agent configuration (KiCI variable names).
 type Config struct {
-	// OrchestratorURL is the ws:// or wss:// URL of the orchestrator's /ws.
+	// OrchestratorURL is the ws:// or wss:// URL of the orchestrator's /ws
+	// (the first of OrchestratorURLs).
 	OrchestratorURL string
+	// OrchestratorURLs are the URLs of KICI_ORCHESTRATOR_URL, a
+	// comma-separated list: the agent dials them in turn, moving to the
+	// next after a failed dial or a lost connection (several orchestrators
+	// on one database, docs/high-availability.md).
+	OrchestratorURLs []string
 	// AgentID identifies the agent (default "<hostname>-<8 hex>").
 	AgentID string
 	// Token is the agent token (empty ⇒ no auth.request).
@@ -122,10 +128,15 @@ func LoadConfig(environ []string) (*Config, error) {
 	if c.OrchestratorURL == "" {
 		return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL is required (e.g. ws://127.0.0.1:4000/ws)")
 	}
-	u, err := url.Parse(c.OrchestratorURL)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL must be a ws:// or wss:// URL with a host")
+	for _, raw := range strings.Split(c.OrchestratorURL, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("KICI_ORCHESTRATOR_URL: %q must be a ws:// or wss:// URL with a host (several are separated by commas)", raw)
+		}
+		c.OrchestratorURLs = append(c.OrchestratorURLs, raw)
 	}
+	c.OrchestratorURL = c.OrchestratorURLs[0]
 	if c.AgentID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])

@@ -69,10 +69,21 @@ func (d *Dispatcher) noteAgentStatus(c *agentConn, m *protocol.AgentStatus) {
 	c.closing = m.Draining
 }
 
-// CancelJob sends job.cancel {reason, force} to the agent that owns jobID.
-// It reports whether the frame was written: false when the job is not on a
-// connected agent (the caller then ends the job itself).
+// CancelJob sends job.cancel {reason, force} to the agent that owns jobID,
+// connected to this node or, in a cluster, to another (asked through Peers,
+// with a bounded wait for its answer). It reports whether a node wrote the
+// frame: false when the job is on no connected agent (the caller then ends
+// the job itself).
 func (d *Dispatcher) CancelJob(jobID, reason string, force bool) bool {
+	if d.CancelJobHere(jobID, reason, force) {
+		return true
+	}
+	return d.peers != nil && d.peers.CancelJob(jobID, reason, force, true)
+}
+
+// CancelJobHere is CancelJob for an agent connected to this node only (a
+// cancel another node asked for).
+func (d *Dispatcher) CancelJobHere(jobID, reason string, force bool) bool {
 	d.mu.Lock()
 	js := d.jobs[jobID]
 	var a *agentConn
@@ -105,7 +116,9 @@ func (d *Dispatcher) CancelJob(jobID, reason string, force bool) bool {
 // statuses from the agent are accepted and change nothing. It reports
 // whether the queue entry changed.
 func (d *Dispatcher) AbortJob(ctx context.Context, jobID, reason string) bool {
-	d.CancelJob(jobID, reason, true)
+	if !d.CancelJobHere(jobID, reason, true) && d.peers != nil {
+		d.peers.CancelJob(jobID, reason, true, false) // the job ends here anyway: no wait
+	}
 	d.stopSpawnFor(jobID)
 	freed := false
 	d.mu.Lock()

@@ -28,12 +28,13 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
@@ -218,6 +219,13 @@ type Dispatcher struct {
 	// pending indexes the pending queue by label set (pending.go); it has
 	// its own lock.
 	pending *pendingIndex
+	// peers reaches the other nodes of a cluster (peers.go); nil on a
+	// single node. Set before Start.
+	peers Peers
+	// shared keeps agent sessions for the cluster (session.go), as node
+	// nodeID; nil on a single node. Set before Start.
+	shared SharedSessions
+	nodeID string
 
 	mu      sync.Mutex
 	events  JobEvents

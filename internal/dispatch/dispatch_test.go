@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

@@ -3,8 +3,9 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )
@@ -82,6 +83,12 @@ func (d *Dispatcher) expireRecoveries() {
 	}
 	d.mu.Unlock()
 	for _, id := range expired {
+		// In a cluster the agent may have reconnected to another node,
+		// which took the job back (recovering → running): not lost.
+		if j, err := d.st.GetJob(d.ctx, id); err == nil && j.Status != status.JobRecovering {
+			d.log.Info("job of a disconnected agent is held by another node", "job", id, "status", j.Status)
+			continue
+		}
 		d.failLost(d.ctx, id, fmt.Sprintf("agent disconnected and did not reconnect within the recovery window (%s)", d.cfg.RecoveryWindow))
 	}
 }

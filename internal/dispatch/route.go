@@ -41,16 +41,8 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 	if d.Draining() {
 		return nil, true, reasonDraining
 	}
-	if a := d.reserveIdle(e, exclude); a != nil {
-		claimed, err := d.claimEntry(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
-		if err != nil || claimed == nil {
-			d.release(a)
-			if err != nil {
-				d.log.Error("claim queue entry", "job", e.ID, "err", err)
-			}
-			return nil, false, ""
-		}
-		return d.prepare(ctx, a, claimed), false, ""
+	if out, found := d.toIdleLocked(ctx, e, exclude); found {
+		return out, false, ""
 	}
 	if e.PinnedAgentID != "" {
 		// Bound to a spawned (or named) agent: only that agent takes it.
@@ -58,6 +50,25 @@ func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclu
 	}
 	spawned, reason := d.consultSpawner(ctx, e)
 	return nil, !spawned, reason
+}
+
+// toIdleLocked hands e to an idle agent that fits it, when one exists
+// (found); out is nil when the entry was claimed elsewhere meanwhile.
+// Caller holds routeMu.
+func (d *Dispatcher) toIdleLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, found bool) {
+	a := d.reserveIdle(e, exclude)
+	if a == nil {
+		return nil, false
+	}
+	claimed, err := d.claimEntry(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
+	if err != nil || claimed == nil {
+		d.release(a)
+		if err != nil {
+			d.log.Error("claim queue entry", "job", e.ID, "err", err)
+		}
+		return nil, true
+	}
+	return d.prepare(ctx, a, claimed), true
 }
 
 // consultSpawner asks the spawner for an agent bound to e and pins e to

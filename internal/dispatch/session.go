@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"time"
 
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
 
@@ -26,9 +27,13 @@ import (
 //   - without it, while the id is not live, starts a new session that
 //     reclaims nothing: the old session's jobs are treated as lost.
 //
-// Sessions live in this process's memory. After an orchestrator restart no
-// session is known, so the first registration of each id is accepted as it
-// would be on a first start (its in-flight jobs are adopted from the store).
+// Sessions live in this process's memory and, in a cluster, in the shared
+// SharedSessions (PostgreSQL), so the rules hold across nodes: a node the
+// agent fails over to accepts the resume token another node issued, and
+// refuses a registration without it while the id is live on another node.
+// On a single node after a restart no session is known, so the first
+// registration of each id is accepted as it would be on a first start (its
+// in-flight jobs are adopted from the store).
 //
 // An ephemeral (scaler-minted) token is good for one session: it is revoked
 // in the store when that session's job ends, when the agent's socket closes
@@ -84,9 +89,79 @@ func (d *Dispatcher) endEphemeralSession(ctx context.Context, c *agentConn, why 
 	if !eph || tokenID == "" {
 		return
 	}
+	if d.shared != nil {
+		if err := d.shared.End(ctx, id, tokenID); err != nil {
+			d.log.Warn("end shared agent session", "agent", id, "err", err)
+		}
+	}
 	if err := d.st.RevokeAgentToken(ctx, tokenID, time.Now().UTC()); err != nil && err != store.ErrNotFound {
 		d.log.Warn("revoke ephemeral agent token", "agent", id, "tokenId", tokenID, "err", err)
 		return
 	}
 	d.log.Info("ephemeral agent token revoked", "agent", id, "why", why)
+}
+
+// SharedSessions keeps agent sessions where every node of a cluster sees
+// them (internal/agentsessions). Errors are store failures.
+type SharedSessions interface {
+	// Check reports whether agentID has a session, whether presented is
+	// its resume token (opened with tokenID), and whether it is live on a
+	// node other than node.
+	Check(ctx context.Context, agentID, tokenID, presented, node string) (exists, resumed, liveElsewhere bool, err error)
+	// Hold records that node holds agentID's socket in the session with
+	// resume token resume.
+	Hold(ctx context.Context, agentID, tokenID, resume, node string) error
+	// Release marks the session not live if node still holds it.
+	Release(ctx context.Context, agentID, node string) error
+	// End forgets the session opened with tokenID.
+	End(ctx context.Context, agentID, tokenID string) error
+}
+
+// SetSharedSessions makes registrations consult and record sessions in s
+// as node nodeID. Call it before Start.
+func (d *Dispatcher) SetSharedSessions(s SharedSessions, nodeID string) {
+	d.shared, d.nodeID = s, nodeID
+}
+
+// sharedCheck is the cluster's view of a registration; the zero value
+// when there is no shared store.
+type sharedCheck struct{ exists, resumed, liveElsewhere bool }
+
+// checkShared consults the shared sessions for a registration. An error
+// closes the socket (the agent retries).
+func (d *Dispatcher) checkShared(ctx context.Context, c *agentConn, tokenID string, reg *protocol.AgentRegister) (sharedCheck, bool) {
+	if d.shared == nil {
+		return sharedCheck{}, true
+	}
+	exists, resumed, elsewhere, err := d.shared.Check(ctx, reg.AgentID, tokenID, reg.ResumeToken, d.nodeID)
+	if err != nil {
+		d.log.Error("agent session lookup", "agent", reg.AgentID, "err", err)
+		c.close(protocol.CloseInternalError, "agent sessions unavailable")
+		return sharedCheck{}, false
+	}
+	if elsewhere && !resumed {
+		d.log.Warn("refusing a connection for an agent id live on another node without its resume token", "agent", reg.AgentID)
+		c.close(protocol.CloseInvalidMessage, "agent id already connected to another node; a reconnect must present its session's resume token")
+		return sharedCheck{}, false
+	}
+	return sharedCheck{exists, resumed, elsewhere}, true
+}
+
+// holdShared records in the shared sessions that this node holds c.
+func (d *Dispatcher) holdShared(ctx context.Context, c *agentConn) {
+	if d.shared == nil {
+		return
+	}
+	d.mu.Lock()
+	id, tokenID, resume := c.id, c.tokenID, c.resume
+	d.mu.Unlock()
+	if err := d.shared.Hold(ctx, id, tokenID, resume, d.nodeID); err != nil {
+		d.log.Warn("record agent session", "agent", id, "err", err)
+	}
+}
+
+// adoptSessionLocked makes a session another node opened known here, so a
+// later reconnect to this node is verified locally too. Caller holds d.mu.
+func (d *Dispatcher) adoptSessionLocked(agentID, tokenID, resume string) {
+	d.sessions[agentID] = &agentSession{tokenID: tokenID, secret: sha256.Sum256([]byte(resume))}
 }

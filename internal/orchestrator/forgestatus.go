@@ -52,7 +52,7 @@ func forgeTTLDays() int64 {
 
 // kickOnEnqueue wakes the forge reporter whenever a job is released, so its
 // check is created "queued" before an agent picks it up, then hands the
-// job to dispatch.
+// job to dispatch and wakes the cluster's other nodes.
 type kickOnEnqueue struct {
 	execution.Enqueuer
 	s *Server
@@ -63,5 +63,13 @@ func (k *kickOnEnqueue) EnqueueJob(ctx context.Context, job *store.Job) error {
 	if r := k.s.reporter; r != nil {
 		r.Kick()
 	}
-	return k.Enqueuer.EnqueueJob(ctx, job)
+	if err := k.Enqueuer.EnqueueJob(ctx, job); err != nil {
+		return err
+	}
+	// In a cluster, wake the other nodes: one with an idle fitting agent
+	// dispatches the job now (peers.go).
+	if p := k.s.peers; p != nil {
+		p.Enqueued(ctx, job.ID)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/store"
@@ -55,6 +56,34 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if draining != s.dispatcher.Draining() {
 		s.runctl.SetDraining(draining)
 	}
+	s.refreshAgentURLs(ctx)
+}
+
+// refreshAgentURLs gives agents spawned from now on every live node's URL
+// (this node's first), so they fail over to another node if this one dies.
+// An explicit KICI_ORCHESTRATOR_URL (one URL, a load balancer, or a list)
+// is left as the operator set it.
+func (s *Server) refreshAgentURLs(ctx context.Context) {
+	if s.cfg.OrchestratorURL != "" || s.peers == nil {
+		return
+	}
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return
+	}
+	urls := []string{wsURLOf(s.URL())}
+	for _, n := range nodes {
+		if n.ID != s.nodeID && time.Since(n.HeartbeatAt) < 3*HeartbeatInterval && n.Address != "" {
+			urls = append(urls, wsURLOf(n.Address))
+		}
+	}
+	s.scaler.SetOrchestratorURL(strings.Join(urls, ","))
+}
+
+// wsURLOf turns a node's base URL (http://host:port) into its agent
+// WebSocket URL (ws://host:port/ws).
+func wsURLOf(base string) string {
+	return "ws" + strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http") + "/ws"
 }
 
 // runHeartbeat beats every HeartbeatInterval until ctx ends.

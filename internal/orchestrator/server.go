@@ -66,6 +66,7 @@ type Server struct {
 	startedAt  time.Time             // process start, in the node registry
 	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
 	closeLogs  func()                // releases the step-log store (steplogs.go)
+	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -185,6 +186,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
 	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
 	dispatcher := s.dispatcher
+	if s.peers, err = setupPeers(ctx, cfg, s.nodeID, s.dispatcher, logger.With("component", "cluster")); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	s.scaler.SetIdleAgents(func() map[string]bool {
 		idle := map[string]bool{}
 		for _, a := range dispatcher.Agents() {
@@ -354,6 +359,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.runctl.Wait()
 	s.releaseLeases(shutdownCtx)
 	s.closeLogs()
+	if s.peers != nil {
+		s.peers.Close()
+	}
 	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing store", "err", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 )
 
 // agentURL returns the orchestrator URL an agent should dial. An
@@ -12,7 +13,17 @@ import (
 // agent can connect to; such a host is replaced by reach, the address under
 // which this backend's agents see the orchestrator: 127.0.0.1 for processes
 // on this host, the agent bridge network's gateway for containers.
+//
+// raw may be a comma-separated list (the nodes of a cluster): each URL is
+// treated alike.
 func agentURL(raw, reach string) string {
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			parts[i] = agentURL(strings.TrimSpace(p), reach)
+		}
+		return strings.Join(parts, ",")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
@@ -38,7 +49,7 @@ func (m *Manager) CheckContainerReach() error {
 		}
 		raw := e.OrchestratorURL
 		if raw == "" {
-			raw = m.opts.OrchestratorURL
+			raw, _, _ = strings.Cut(m.opts.OrchestratorURL, ",") // this node's own URL comes first
 		}
 		u, err := url.Parse(raw)
 		if err != nil {

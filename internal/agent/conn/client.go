@@ -40,6 +40,10 @@ var errClosed = errors.New("connection closed by the agent")
 type Options struct {
 	// URL is the orchestrator WebSocket URL (ws:// or wss://, path /ws).
 	URL string
+	// URLs, when set, are several orchestrators of one cluster, dialled
+	// in turn: after a failed dial or a lost session the next one is
+	// tried, so an agent fails over to any live node. URL is then unused.
+	URLs []string
 	// Token is the agent token; empty ⇒ no auth.request is sent.
 	Token string
 	// Register builds the agent.register frame for each (re)registration,
@@ -79,6 +83,8 @@ type Options struct {
 // and send frames with Send from any goroutine.
 type Client struct {
 	opts       Options
+	urls       []string     // URLs, or URL alone
+	cur        atomic.Int32 // index in urls of the node dialled now
 	box        *outbox
 	registered atomic.Bool
 	closing    atomic.Bool
@@ -103,7 +109,11 @@ func New(opts Options) *Client {
 	if opts.OnMessage == nil {
 		opts.OnMessage = func(any) {}
 	}
-	return &Client{opts: opts, box: newOutbox(opts.MaxLogBytes, opts.MaxSpillBytes, opts.SpillDir, opts.Logger)}
+	urls := opts.URLs
+	if len(urls) == 0 {
+		urls = []string{opts.URL}
+	}
+	return &Client{opts: opts, urls: urls, box: newOutbox(opts.MaxLogBytes, opts.MaxSpillBytes, opts.SpillDir, opts.Logger)}
 }
 
 // Send queues msg (a pointer to a protocol struct). Frames are written in
@@ -113,6 +123,16 @@ func New(opts Options) *Client {
 // (and, with LogAcks, acknowledges) earlier chunks, which slows the step
 // that prints.
 func (c *Client) Send(msg any) { c.box.push(msg) }
+
+// URL is the orchestrator URL the client dials now (or last dialled).
+func (c *Client) URL() string { return c.urls[int(c.cur.Load())%len(c.urls)] }
+
+// rotate moves to the next orchestrator URL (a no-op with one URL).
+func (c *Client) rotate() {
+	if len(c.urls) > 1 {
+		c.cur.Store(int32((int(c.cur.Load()) + 1) % len(c.urls)))
+	}
+}
 
 // Registered reports whether the current session has been acknowledged.
 func (c *Client) Registered() bool { return c.registered.Load() }
@@ -146,9 +166,16 @@ func (c *Client) Run(ctx context.Context) error {
 		if registered {
 			attempt = 0
 		}
-		delay := c.opts.Backoff(attempt)
+		// The next attempt goes to the next node: the one just lost may
+		// be down for good (another node of the cluster serves the agent
+		// and its jobs).
+		from := c.URL()
+		c.rotate()
+		// Every node of a round is tried at the same delay; the delay grows
+		// per round, as it grows per attempt with one node.
+		delay := c.opts.Backoff(attempt / len(c.urls))
 		attempt++
-		c.opts.Logger.Warn("orchestrator connection lost; reconnecting", "err", err, "in", delay.Round(time.Millisecond))
+		c.opts.Logger.Warn("orchestrator connection lost; reconnecting", "err", err, "url", from, "next", c.URL(), "in", delay.Round(time.Millisecond))
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -170,7 +197,7 @@ func authErr(err error) error {
 func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	hctx, hcancel := context.WithTimeout(ctx, c.opts.HandshakeTimeout)
 	defer hcancel()
-	ws, _, err := websocket.Dial(hctx, c.opts.URL, nil)
+	ws, _, err := websocket.Dial(hctx, c.URL(), nil)
 	if err != nil {
 		return false, fmt.Errorf("dial: %w", err)
 	}

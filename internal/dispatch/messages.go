@@ -1,0 +1,295 @@
+package dispatch
+
+// The registered agent's message loop: job ownership and the job-scoped
+// messages (acks, statuses, heartbeats, logs, outputs).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
+)
+
+// serveRegistered is the message loop of a registered agent.
+func (d *Dispatcher) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
+	defer d.flushLogs(c)
+	for {
+		var frame []byte
+		select {
+		case frame = <-frames:
+		default:
+			// Nothing waiting: write the log lines read so far.
+			if !d.flushLogs(c) {
+				return
+			}
+			select {
+			case frame = <-frames:
+			case <-readDone:
+				return
+			}
+		}
+		d.mu.Lock()
+		c.lastSeen = time.Now().UTC()
+		d.mu.Unlock()
+		msg, err := protocol.Decode(frame)
+		if err != nil {
+			if errors.Is(err, protocol.ErrUnknownType) {
+				d.log.Debug("ignoring unknown agent message", "agent", c.id, "err", err)
+				continue
+			}
+			d.invalid(c, "invalid message")
+			return
+		}
+		if _, isLog := msg.(*protocol.LogChunk); !isLog && !d.flushLogs(c) {
+			return // statuses only after the lines before them are stored
+		}
+		if !d.handle(ctx, c, tok, msg) {
+			return
+		}
+	}
+}
+
+// jobRef returns the job id of a job-scoped message.
+func jobRef(msg any) (jobID string, scoped bool) {
+	switch m := msg.(type) {
+	case *protocol.JobAck:
+		return m.JobID, true
+	case *protocol.JobReject:
+		return m.JobID, true
+	case *protocol.JobStatus:
+		return m.JobID, true
+	case *protocol.StepStatus:
+		return m.JobID, true
+	case *protocol.LogChunk:
+		return m.JobID, true
+	case *protocol.JobHeartbeat:
+		return m.JobID, true
+	}
+	return "", false
+}
+
+// handle processes one message; false ends the connection.
+func (d *Dispatcher) handle(ctx context.Context, c *agentConn, tok *store.AgentToken, msg any) bool {
+	if jobID, scoped := jobRef(msg); scoped {
+		if jobID == "" {
+			d.invalid(c, "message has no jobId")
+			return false
+		}
+		js, owned := d.owns(ctx, c, jobID)
+		if !owned {
+			d.refuseLogChunk(c, msg)
+			return d.violation(c, jobID)
+		}
+		d.handleJobMessage(ctx, c, js, jobID, msg)
+		return true
+	}
+	switch m := msg.(type) {
+	case *protocol.Heartbeat:
+		// lastSeen already refreshed
+	case *protocol.AgentStatus:
+		d.noteAgentStatus(c, m)
+		d.drain(ctx, c)
+	case *protocol.AgentRegister:
+		return d.register(ctx, c, tok, m)
+	case *protocol.ProvenanceAttest:
+		return d.attest(ctx, c, m)
+	default:
+		d.log.Debug("ignoring unexpected message", "agent", c.id, "type", fmt.Sprintf("%T", msg))
+	}
+	return true
+}
+
+// owns applies the ownership rule: the job is tracked for this agent (also
+// up to 30 s after it finished), or the store shows it terminal and not run
+// by another agent. js is nil when only the store vouched.
+func (d *Dispatcher) owns(ctx context.Context, c *agentConn, jobID string) (*jobState, bool) {
+	d.mu.Lock()
+	js := d.jobs[jobID]
+	if js != nil && js.agentID == c.id && (!js.done || time.Since(js.doneAt) <= ownershipGrace) {
+		d.mu.Unlock()
+		return js, true
+	}
+	d.mu.Unlock()
+	job, err := d.st.GetJob(ctx, jobID)
+	if err != nil {
+		return nil, false
+	}
+	if job.Status.IsTerminal() && (job.AgentID == "" || job.AgentID == c.id) {
+		return nil, true
+	}
+	return nil, false
+}
+
+// violation records a message about a job the agent does not own; five
+// within a minute close the socket with 1001.
+func (d *Dispatcher) violation(c *agentConn, jobID string) bool {
+	now := time.Now()
+	d.mu.Lock()
+	kept := c.violations[:0]
+	for _, t := range c.violations {
+		if now.Sub(t) < time.Minute {
+			kept = append(kept, t)
+		}
+	}
+	c.violations = append(kept, now)
+	n := len(c.violations)
+	d.mu.Unlock()
+	d.log.Warn("dropping message for a job the agent does not own", "agent", c.id, "job", jobID, "violations", n)
+	if n >= 5 {
+		c.close(protocol.CloseGoingAway, "repeated job ownership violations")
+		return false
+	}
+	return true
+}
+
+// handleJobMessage applies an owned job-scoped message.
+func (d *Dispatcher) handleJobMessage(ctx context.Context, c *agentConn, js *jobState, jobID string, msg any) {
+	now := time.Now().UTC()
+	switch m := msg.(type) {
+	case *protocol.JobAck:
+		if d.markAcked(c, js, false) {
+			if err := d.st.AckQueueEntry(ctx, jobID, c.id); err != nil {
+				d.log.Warn("ack queue entry", "job", jobID, "err", err)
+			}
+		}
+	case *protocol.JobReject:
+		d.mu.Lock()
+		if js == nil || js.done || js.started || d.jobs[jobID] != js {
+			d.mu.Unlock()
+			return
+		}
+		delete(d.jobs, jobID)
+		if js.ackTimer != nil {
+			js.ackTimer.Stop()
+		}
+		if js.holdsSlot {
+			c.active--
+			c.served--
+		}
+		d.mu.Unlock()
+		d.log.Info("job rejected by agent", "job", jobID, "agent", c.id, "reason", m.Reason)
+		d.requeueOrFail(ctx, jobID, &js.entry, "rejected by agent "+c.id+": "+m.Reason, c.id)
+	case *protocol.JobStatus:
+		d.jobStatus(ctx, c, js, jobID, m, now)
+	case *protocol.StepStatus:
+		s := &store.Step{RunID: m.RunID, JobID: jobID, StepIndex: m.StepIndex, StepName: m.StepName,
+			Status: m.State, LogBytes: m.LogBytesStreamed}
+		if js != nil {
+			s.RunID = js.entry.RunID
+		}
+		if m.Data != nil {
+			s.ExitCode = m.Data.ExitCode
+			s.ErrorMessage = m.Data.Error
+			if m.State != status.StepRunning && m.State != status.StepPending {
+				dur := m.Data.DurationMs
+				s.DurationMs = &dur
+			}
+		}
+		if m.State == status.StepRunning {
+			s.StartedAt = &now
+		} else if m.State != status.StepPending {
+			s.CompletedAt = &now
+		}
+		if ev := d.ev(); ev != nil {
+			if err := ev.StepStatus(ctx, s); err != nil {
+				d.log.Warn("step status", "job", jobID, "err", err)
+			}
+		}
+	case *protocol.LogChunk:
+		d.logChunk(c, js, jobID, m)
+	case *protocol.JobHeartbeat:
+		if err := d.st.TouchJobHeartbeat(ctx, jobID, now); err != nil {
+			d.log.Debug("job heartbeat", "job", jobID, "err", err)
+		}
+	}
+}
+
+// markAcked resolves the ack deadline of an owned, live job once. started
+// also marks it running. It reports whether this call resolved the ack.
+func (d *Dispatcher) markAcked(c *agentConn, js *jobState, started bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if js == nil || js.done || js.agentID != c.id {
+		return false
+	}
+	first := !js.acked
+	js.acked = true
+	if first {
+		d.observeAckLocked(js)
+	}
+	if started {
+		js.started = true
+	}
+	if js.ackTimer != nil {
+		js.ackTimer.Stop()
+		js.ackTimer = nil
+	}
+	return first
+}
+
+// jobStatus applies job.status: running marks the job started (and acks);
+// a terminal state completes the queue entry exactly once, reports the
+// result, frees the agent's slot and drains.
+func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, jobID string, m *protocol.JobStatus, now time.Time) {
+	switch m.State {
+	case status.JobRunning:
+		d.mu.Lock()
+		already := js == nil || js.started || js.done
+		d.mu.Unlock()
+		if already {
+			return
+		}
+		if d.markAcked(c, js, true) {
+			_ = d.st.AckQueueEntry(ctx, jobID, c.id)
+		}
+		if ev := d.ev(); ev != nil {
+			if err := ev.JobStarted(ctx, jobID, c.id, now); err != nil {
+				d.log.Warn("job started event", "job", jobID, "err", err)
+			}
+		}
+	case status.JobSuccess, status.JobFailed, status.JobCancelled:
+		freed := false
+		d.mu.Lock()
+		if js != nil && !js.done {
+			js.done = true
+			js.doneAt = time.Now()
+			if js.ackTimer != nil {
+				js.ackTimer.Stop()
+				js.ackTimer = nil
+			}
+			if js.holdsSlot {
+				js.holdsSlot = false
+				if a := d.agents[js.agentID]; a != nil {
+					a.active--
+				}
+				freed = true
+			}
+		}
+		d.mu.Unlock()
+		changed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueueDispatched}, store.QueueCompleted)
+		if err != nil {
+			d.log.Error("complete queue entry", "job", jobID, "err", err)
+		}
+		if changed {
+			errMsg := ""
+			if m.Data != nil {
+				errMsg = m.Data.Error
+			}
+			d.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
+			d.storeOutputs(ctx, jobID, m.Data)
+			d.finishJob(ctx, jobID, m.State, errMsg)
+		}
+		// A scaler-spawned agent's session is its one job.
+		d.endEphemeralSession(ctx, c, "its job ended")
+		if freed {
+			d.drain(ctx, c)
+			d.kickRedrive()
+		}
+	default:
+		// cancelling, pending, queued, skipped: informational only.
+	}
+}

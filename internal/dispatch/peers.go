@@ -1,0 +1,59 @@
+package dispatch
+
+import (
+	"context"
+
+	"kici.dev/kici/internal/store"
+)
+
+// Peers reaches the other orchestrators of a cluster on one database
+// (internal/clusterbus, wired by the orchestrator). Ownership of a job
+// lives in the database (the job row's agent), so any node accepts frames
+// for any job; what only the node holding an agent's socket can do is
+// write to that socket.
+type Peers interface {
+	// CancelJob asks the node holding the socket of jobID's agent to send
+	// job.cancel {reason, force}. With wait it waits (bounded) for that
+	// node's answer and reports whether a node sent the frame; without, it
+	// only asks and returns false.
+	CancelJob(jobID, reason string, force, wait bool) bool
+}
+
+// SetPeers makes the dispatcher reach agents connected to other nodes
+// (cancel) through p. Call it before Start.
+func (d *Dispatcher) SetPeers(p Peers) { d.peers = p }
+
+// WakeForJob is called when another node enqueued jobID: if it is still
+// pending and an idle agent connected here fits it, this node dispatches
+// it at once instead of at its next queue resync. Spawning agents stays
+// the enqueuing node's business (it asked its spawner already). It reports
+// whether this node dispatched the job.
+func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
+	if d.isClosed() || d.Draining() {
+		return false
+	}
+	e, err := d.queueEntry(ctx, jobID, store.QueuePending)
+	if err != nil || e == nil {
+		return false // claimed already, or gone
+	}
+	d.pending.put(e)
+	if e.PinnedAgentID != "" && !d.hasAgent(e.PinnedAgentID) {
+		return false // bound to an agent of another node
+	}
+	d.routeMu.Lock()
+	out, _ := d.toIdleLocked(ctx, e, "")
+	d.routeMu.Unlock()
+	if out == nil {
+		return false
+	}
+	d.send(out)
+	d.log.Info("job dispatched on a wake-up from another node", "job", jobID, "agent", out.a.id)
+	return true
+}
+
+// hasAgent reports whether agent id is registered on this node.
+func (d *Dispatcher) hasAgent(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.agents[id] != nil
+}
