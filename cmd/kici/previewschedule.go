@@ -6,14 +6,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	"kici.dev/kici/internal/cronspec"
 
 	"kici.dev/kici/internal/lockfile"
 )
-
-// scheduleParser reads cron expressions like the orchestrator's scheduler
-// and the compiler: 5 fields or a descriptor (@daily, @every 5m, …).
-var scheduleParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // ScheduleFire is one schedule trigger's answer for `kici preview schedule
 // --at`: whether it fires in the minute of At, and when it fires next after
@@ -41,14 +37,13 @@ func previewSchedule(lf *lockfile.LockFile, at time.Time) ([]ScheduleFire, error
 			if tz == "" {
 				tz = "UTC"
 			}
-			loc, err := time.LoadLocation(tz)
+			// The scheduler's own parser (cronspec): the preview fires
+			// exactly when the orchestrator would.
+			sched, err := cronspec.Parse(t.CronExpression, tz)
 			if err != nil {
-				return nil, fmt.Errorf("workflow %s trigger %d: time zone %q: %v", wf.Name, i, tz, err)
+				return nil, fmt.Errorf("workflow %s trigger %d: %w", wf.Name, i, err)
 			}
-			sched, err := scheduleParser.Parse(t.CronExpression)
-			if err != nil {
-				return nil, fmt.Errorf("workflow %s trigger %d: cron %q: %v", wf.Name, i, t.CronExpression, err)
-			}
+			loc, _ := time.LoadLocation(tz) // loaded by cronspec.Parse already
 			local := minute.In(loc)
 			out = append(out, ScheduleFire{
 				Workflow: wf.Name, Trigger: i, Cron: t.CronExpression, Timezone: tz,

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // MaxMatrixLegs is the largest number of legs a matrix may expand to
@@ -264,4 +266,113 @@ func cmpInt(a, b int) int {
 		return 1
 	}
 	return 0
+}
+
+func (f *yfile) matrix(j *Job, n ast.Node, what string) {
+	r := f.resolve(n)
+	before := len(f.errs)
+	if seq, ok := r.(*ast.SequenceNode); ok {
+		vals := make([]string, 0, len(seq.Values))
+		for _, it := range seq.Values {
+			if s, ok := f.str(it, what+" values"); ok {
+				vals = append(vals, s)
+			}
+		}
+		raw, _ := marshalNoEscape(vals)
+		j.Matrix = &Matrix{Type: "static", Values: raw}
+	} else {
+		entries, ok := f.mapping(n, what)
+		if !ok {
+			return
+		}
+		var buf strings.Builder
+		buf.WriteByte('{')
+		dims := map[string]bool{}
+		var includeNode, excludeNode ast.Node
+		for _, e := range entries {
+			switch e.key {
+			case "include":
+				includeNode = e.val
+				continue
+			case "exclude":
+				excludeNode = e.val
+				continue
+			}
+			items, ok := f.sequence(e.val, what+" dimension "+e.key, false)
+			if !ok {
+				continue
+			}
+			if len(items) == 0 {
+				f.errorf(e.val, "%s dimension %q has no values", what, e.key)
+				continue
+			}
+			vals := make([]string, 0, len(items))
+			for _, it := range items {
+				if s, ok := f.str(it, what+" dimension "+e.key+" values"); ok {
+					vals = append(vals, s)
+				}
+			}
+			if len(dims) > 0 {
+				buf.WriteByte(',')
+			}
+			dims[e.key] = true
+			kb, _ := marshalNoEscape(e.key)
+			vb, _ := marshalNoEscape(vals)
+			buf.Write(kb)
+			buf.WriteByte(':')
+			buf.Write(vb)
+		}
+		buf.WriteByte('}')
+		j.Matrix = &Matrix{Type: "static", Values: json.RawMessage(buf.String())}
+		if excludeNode != nil {
+			j.Exclude, _ = f.matrixEntries(excludeNode, what+" exclude")
+			for i, ex := range j.Exclude {
+				for k := range ex {
+					if !dims[k] {
+						f.errorf(excludeNode, "%s entry %d: %q is not a matrix dimension", what, i+1, k)
+					}
+				}
+			}
+		}
+		if includeNode != nil {
+			var order [][]string
+			j.Include, order = f.matrixEntries(includeNode, what+" include")
+			j.SetIncludeKeys(order)
+		}
+	}
+	if len(f.errs) > before {
+		return
+	}
+	legs, err := ExpandMatrix(j)
+	if err != nil {
+		f.errorf(n, "%s: %s", what, strings.TrimPrefix(err.Error(), fmt.Sprintf("job %q: ", j.Name)))
+		return
+	}
+	_ = legs
+}
+
+func (f *yfile) matrixEntries(n ast.Node, what string) ([]map[string]string, [][]string) {
+	items, ok := f.sequence(n, what, false)
+	if !ok {
+		return nil, nil
+	}
+	var out []map[string]string
+	var order [][]string
+	for _, it := range items {
+		entries, ok := f.mapping(it, what+" entries")
+		if !ok {
+			continue
+		}
+		m := make(map[string]string, len(entries))
+		var keys []string
+		for _, e := range entries {
+			if s, ok := f.str(e.val, what+" value of "+e.key); ok {
+				m[e.key] = s
+				keys = append(keys, e.key)
+			}
+		}
+		out = append(out, m)
+		order = append(order, keys)
+	}
+	return out, order
 }

@@ -41,6 +41,8 @@ import (
 	"time"
 	_ "time/tzdata" // IANA zones even on hosts without a zoneinfo database
 
+	"kici.dev/kici/internal/cronspec"
+
 	"github.com/google/uuid"
 	"github.com/robfig/cron/v3"
 
@@ -142,24 +144,16 @@ type Schedule struct {
 	sched    cron.Schedule
 }
 
-var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Parse parses a cron expression in an IANA timezone ("" = UTC). Errors
+// Parse parses a cron expression in an IANA timezone ("" = UTC) with the
+// one cron parser (cronspec) the lock-file compiler validates with. Errors
 // name the bad expression or zone.
 func Parse(expr, tz string) (*Schedule, error) {
+	sched, err := cronspec.Parse(expr, tz)
+	if err != nil {
+		return nil, err
+	}
 	if tz == "" {
 		tz = "UTC"
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, fmt.Errorf("timezone %q: %w", tz, err)
-	}
-	sched, err := parser.Parse(expr)
-	if err != nil {
-		return nil, fmt.Errorf("cron expression %q: %w", expr, err)
-	}
-	if spec, ok := sched.(*cron.SpecSchedule); ok {
-		spec.Location = loc
 	}
 	return &Schedule{Cron: expr, Timezone: tz, sched: sched}, nil
 }
