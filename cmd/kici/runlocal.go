@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/spf13/cobra"
 

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"os"
 	"runtime"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

@@ -3,12 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/agent/agenttest"
 	"kici.dev/kici/internal/agent/conn"

@@ -3,13 +3,14 @@ package api
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"

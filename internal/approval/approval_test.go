@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"

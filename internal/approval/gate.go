@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

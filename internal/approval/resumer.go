@@ -3,9 +3,10 @@ package approval
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

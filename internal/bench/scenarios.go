@@ -3,13 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 type jobView struct {

@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

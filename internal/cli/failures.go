@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"net/url"
 	"strconv"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/api"
 )

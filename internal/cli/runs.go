@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"net/url"
 	"strconv"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/spf13/cobra"
 

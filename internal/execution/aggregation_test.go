@@ -1,9 +1,10 @@
 package execution
 
 import (
-	"kici.dev/kici/internal/execution/status"
 	"math/rand/v2"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // TestRunStatusNeverStuckUnderRandomJobEvents proves peer row 20 (status

@@ -3,8 +3,9 @@ package execution
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"slices"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

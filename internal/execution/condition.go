@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/expr"
 	"kici.dev/kici/internal/store"

@@ -1,9 +1,10 @@
 package execution
 
 import (
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

@@ -3,10 +3,11 @@ package execution
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

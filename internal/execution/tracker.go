@@ -26,13 +26,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

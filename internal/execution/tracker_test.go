@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

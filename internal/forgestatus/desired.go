@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

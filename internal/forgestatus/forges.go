@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/provider/universal"

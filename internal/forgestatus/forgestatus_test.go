@@ -2,12 +2,13 @@ package forgestatus
 
 import (
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/store"

@@ -3,10 +3,11 @@ package forgestatus
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 	"unicode"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -2,12 +2,13 @@ package lockfile
 
 import (
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 const fullExample = `name: ci

@@ -3,9 +3,10 @@ package lockfile
 import (
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"regexp"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/goccy/go-yaml/ast"
 

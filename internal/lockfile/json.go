@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"sort"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // marshalNoEscape marshals v like json.Marshal but without HTML escaping

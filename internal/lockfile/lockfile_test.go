@@ -3,12 +3,13 @@ package lockfile
 import (
 	"bytes"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // exampleLock is the §1.8 example lock of the KiCI reference digest, copied

@@ -1,9 +1,10 @@
 package lockfile
 
 import (
-	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/goccy/go-yaml/ast"
 )

@@ -6,6 +6,7 @@ package lockfile
 
 import (
 	"encoding/json"
+
 	"kici.dev/kici/internal/execution/status"
 )
 

@@ -2,9 +2,10 @@ package lockfile
 
 import (
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 const validateBase = `name: v

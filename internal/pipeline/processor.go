@@ -22,12 +22,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 

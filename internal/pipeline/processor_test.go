@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
-	"kici.dev/kici/internal/testutil/gitrepo"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/testutil/gitrepo"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"

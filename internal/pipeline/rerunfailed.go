@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"sort"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"

@@ -2,9 +2,10 @@ package pipeline
 
 import (
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"

@@ -3,10 +3,11 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"sort"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/lockfetch"

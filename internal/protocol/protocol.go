@@ -12,8 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"reflect"
+
+	"kici.dev/kici/internal/execution/status"
 
 	fastjson "github.com/segmentio/encoding/json"
 )

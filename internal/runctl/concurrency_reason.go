@@ -3,9 +3,10 @@ package runctl
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"slices"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

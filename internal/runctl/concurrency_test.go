@@ -3,10 +3,11 @@ package runctl
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"

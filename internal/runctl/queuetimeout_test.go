@@ -2,9 +2,10 @@ package runctl
 
 import (
 	"context"
-	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/store"

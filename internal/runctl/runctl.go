@@ -27,10 +27,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"log/slog"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"

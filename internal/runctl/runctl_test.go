@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/store"

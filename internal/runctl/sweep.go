@@ -3,8 +3,9 @@ package runctl
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

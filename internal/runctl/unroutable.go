@@ -3,9 +3,10 @@ package runctl
 import (
 	"context"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/store"

@@ -2,10 +2,11 @@ package runctl
 
 import (
 	"context"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

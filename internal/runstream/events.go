@@ -2,10 +2,11 @@ package runstream
 
 import (
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strconv"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // RunEvent is the data of a "run" event.

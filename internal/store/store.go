@@ -13,8 +13,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // Errors returned by every implementation.

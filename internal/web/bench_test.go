@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"

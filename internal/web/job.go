@@ -3,11 +3,12 @@ package web
 import (
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/logstore"

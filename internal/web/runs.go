@@ -3,12 +3,13 @@ package web
 import (
 	"encoding/json"
 	"errors"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/pipeline"

@@ -2,12 +2,13 @@ package web
 
 import (
 	"context"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"

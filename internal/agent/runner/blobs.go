@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/agent/logstream"
 	"kici.dev/kici/internal/agent/transfer"

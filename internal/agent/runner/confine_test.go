@@ -3,11 +3,12 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"

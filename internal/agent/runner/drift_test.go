@@ -3,12 +3,13 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"

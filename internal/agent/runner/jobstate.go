@@ -1,8 +1,9 @@
 package runner
 
 import (
-	"kici.dev/kici/internal/execution/status"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"github.com/google/uuid"
 	"kici.dev/kici/internal/agent/logstream"

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/execution/status"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/expr"
 	"kici.dev/kici/internal/protocol"

@@ -4,9 +4,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 )
 
 // Reading times back: SQLite returns INTEGER Unix milliseconds, pgx's

@@ -2,8 +2,9 @@ package sqlstore
 
 import (
 	"context"
-	"kici.dev/kici/internal/execution/status"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -3,9 +3,10 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"sync"
 	"testing"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -3,9 +3,10 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -2,9 +2,10 @@ package storetest
 
 import (
 	"fmt"
-	"kici.dev/kici/internal/execution/status"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/store"
 )
