@@ -9,7 +9,6 @@ import (
 	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/dispatch"
-	"kici.dev/kici/internal/store"
 )
 
 // SweepUnroutable fails queued jobs that nothing can serve: a job whose
@@ -30,26 +29,29 @@ func (c *Controller) SweepUnroutable(ctx context.Context) {
 	c.sweepMu.Lock()
 	defer c.sweepMu.Unlock()
 	now := c.now()
-	entries, err := c.st.ListQueue(ctx, []string{store.QueuePending})
+	// One read of the queued jobs (their pending reasons), not one job read
+	// per queue entry: with thousands of jobs parked this pass used to make
+	// thousands of store reads. ExpireQueued only changes an entry still
+	// pending in the queue.
+	jobs, err := c.st.ListJobsByStatus(ctx, []status.Job{status.JobQueued})
 	if err != nil {
-		c.log.Warn("sweep: list queue", "err", err)
+		c.log.Warn("sweep: list queued jobs", "err", err)
 		return
 	}
 	seen := make(map[string]time.Time, len(c.unroutableSince))
-	for _, e := range entries {
-		job, err := c.st.GetJob(ctx, e.ID)
-		if err != nil || !strings.HasPrefix(job.PendingReason, dispatch.ReasonUnroutablePrefix) {
+	for _, job := range jobs {
+		if !strings.HasPrefix(job.PendingReason, dispatch.ReasonUnroutablePrefix) {
 			continue
 		}
-		since, ok := c.unroutableSince[e.ID]
+		since, ok := c.unroutableSince[job.ID]
 		if !ok {
 			since = now
 		}
 		if now.Sub(since) < grace {
-			seen[e.ID] = since
+			seen[job.ID] = since
 			continue
 		}
-		changed, err := c.dsp.ExpireQueued(ctx, e.ID)
+		changed, err := c.dsp.ExpireQueued(ctx, job.ID)
 		if err != nil || !changed {
 			continue
 		}
