@@ -69,27 +69,16 @@ func (p *databasePool) get(t *testing.T) *slot {
 	p.once.Do(func() {
 		p.free = make(chan *slot, slots)
 		p.failed = make(chan error, slots)
-		for i := 0; i < slots; i++ {
-			go func() {
-				ctx := context.Background()
-				u, err := pgtest.NewDatabase(ctx)
-				if err != nil {
-					p.failed <- err
-					return
-				}
-				u = withPoolSize(u)
-				s, err := postgres.Open(ctx, u)
-				if err != nil {
-					p.failed <- err
-					return
-				}
-				sl := &slot{url: u, s: s}
-				p.mu.Lock()
-				p.all = append(p.all, sl)
-				p.mu.Unlock()
-				p.free <- sl
-			}()
-		}
+		// The first database is made alone, so the first test starts as
+		// early as it can; the others are made while it runs.
+		go func() {
+			if !p.add() {
+				return
+			}
+			for i := 1; i < slots; i++ {
+				go p.add()
+			}
+		}()
 	})
 	var sl *slot
 	select {
@@ -106,6 +95,29 @@ func (p *databasePool) get(t *testing.T) *slot {
 		p.free <- sl
 	})
 	return sl
+}
+
+// add creates and migrates one database and hands it out; false (and the
+// error on p.failed) when that fails.
+func (p *databasePool) add() bool {
+	ctx := context.Background()
+	u, err := pgtest.NewDatabase(ctx)
+	if err != nil {
+		p.failed <- err
+		return false
+	}
+	u = withPoolSize(u)
+	s, err := postgres.Open(ctx, u)
+	if err != nil {
+		p.failed <- err
+		return false
+	}
+	sl := &slot{url: u, s: s}
+	p.mu.Lock()
+	p.all = append(p.all, sl)
+	p.mu.Unlock()
+	p.free <- sl
+	return true
 }
 
 // close closes the pool's stores (the throwaway server drops the

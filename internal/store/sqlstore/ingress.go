@@ -297,8 +297,12 @@ func (s *Store) RecordRejected(ctx context.Context, r *store.RejectedDelivery) e
 	if err != nil {
 		return mapErr(err)
 	}
+	// The cut-off is the receive time of the cap-th newest record: how ties
+	// in received_at are ordered does not change it, so the sub-select
+	// walks the (source_id, received_at DESC) index instead of sorting the
+	// source's records on every insert.
 	_, err = s.exec(ctx, `DELETE FROM rejected_deliveries WHERE source_id = ?1 AND received_at <
-		(SELECT received_at FROM rejected_deliveries WHERE source_id = ?1 ORDER BY received_at DESC, id DESC LIMIT 1 OFFSET ?2)`,
+		(SELECT received_at FROM rejected_deliveries WHERE source_id = ?1 ORDER BY received_at DESC LIMIT 1 OFFSET ?2)`,
 		r.SourceID, store.MaxRejectedPerSource-1)
 	return mapErr(err)
 }
