@@ -17,7 +17,7 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	cli.Version = version
-	code := cli.Run(ctx, os.Args[1:], cli.IO{})
+	code := cli.Run(ctx, os.Args[1:], cli.IO{OpenDatabase: openDatabase})
 	stop()
 	os.Exit(code)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
@@ -25,9 +26,6 @@ import (
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 )
-
-// AdminPrefix is the path prefix of every admin route.
-const AdminPrefix = "/api/v1/admin"
 
 // MaxBodyBytes caps every request body: 25 MiB (KiCI's global body limit).
 const MaxBodyBytes = 25 << 20
@@ -145,7 +143,7 @@ func newRouter(d Deps) (*http.ServeMux, []string) {
 	}
 	mux := http.NewServeMux()
 	mounted := s.mount(mux)
-	mux.Handle(AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle(apitypes.AdminPrefix+"/", s.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found")
 	})))
 	return mux, mounted

@@ -6,8 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -21,20 +21,8 @@ type ArtifactService interface {
 	OpenArtifact(ctx context.Context, runID, name string) (*store.Artifact, io.ReadCloser, error)
 }
 
-// ArtifactView is an artifact in API answers.
-type ArtifactView struct {
-	Name      string    `json:"name"`
-	RunID     string    `json:"runId"`
-	JobID     string    `json:"jobId"`
-	JobName   string    `json:"jobName"`
-	SizeBytes int64     `json:"sizeBytes"`
-	SHA256    string    `json:"sha256"`
-	CreatedAt time.Time `json:"createdAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-func artifactView(a *store.Artifact) ArtifactView {
-	return ArtifactView{Name: a.Name, RunID: a.RunID, JobID: a.JobID, JobName: a.JobName, SizeBytes: a.SizeBytes,
+func artifactView(a *store.Artifact) apitypes.ArtifactView {
+	return apitypes.ArtifactView{Name: a.Name, RunID: a.RunID, JobID: a.JobID, JobName: a.JobName, SizeBytes: a.SizeBytes,
 		SHA256: a.SHA256, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt}
 }
 
@@ -51,7 +39,7 @@ func (s *server) runOr404(w http.ResponseWriter, r *http.Request, runID string) 
 	return true
 }
 
-// GET /api/v1/admin/runs/{runId}/artifacts ⇒ {artifacts:[ArtifactView]}
+// GET /api/v1/admin/runs/{runId}/artifacts ⇒ {artifacts:[apitypes.ArtifactView]}
 func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	if s.d.Artifacts == nil {
 		writeError(w, http.StatusServiceUnavailable, "Artifacts not available")
@@ -66,7 +54,7 @@ func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]ArtifactView, 0, len(list))
+	out := make([]apitypes.ArtifactView, 0, len(list))
 	for _, a := range list {
 		out = append(out, artifactView(a))
 	}

@@ -13,7 +13,11 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/ctxgate"
+	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/runstream"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // camelKey is a JSON key in KiCI's admin-API casing: lower camelCase, no
@@ -72,7 +76,45 @@ func TestAPITypeConstantsMatchTheDomain(t *testing.T) {
 	if apitypes.ContextTypeFixed != store.ContextTypeFixed || apitypes.ContextTypeGlob != store.ContextTypeGlob {
 		t.Error("context types differ between apitypes and store")
 	}
+	if apitypes.HoldPending != store.HoldPending || apitypes.HoldTimer != store.HoldTimer || apitypes.HoldConcurrency != store.HoldConcurrency ||
+		apitypes.ForkIgnore != store.ForkIgnore {
+		t.Error("hold or fork-policy values differ between apitypes and store")
+	}
 	if apitypes.DefaultConcurrencyTimeoutMs != ctxgate.DefaultConcurrencyTimeoutMs {
 		t.Errorf("default concurrency timeout: api %d, gate %d", apitypes.DefaultConcurrencyTimeoutMs, ctxgate.DefaultConcurrencyTimeoutMs)
+	}
+}
+
+// TestSharedShapesKeepTheRowsJSON: the apitypes shapes that repeat a row
+// (apitypes/shared.go) are converted from it with a Go conversion, which
+// ignores struct tags; this keeps the tags, and so the JSON, identical.
+func TestSharedShapesKeepTheRowsJSON(t *testing.T) {
+	pairs := []struct{ api, row any }{
+		{apitypes.ClusterNode{}, store.ClusterNode{}},
+		{apitypes.ApprovalClause{}, store.ApprovalClause{}},
+		{apitypes.HeldRunApproval{}, store.HeldRunApproval{}},
+		{apitypes.Need{}, store.Need{}},
+		{apitypes.GitConfig{}, store.GitConfig{}},
+		{apitypes.RejectedDelivery{}, store.RejectedDelivery{}},
+		{apitypes.Registration{}, store.Registration{}},
+		{apitypes.AccessLogEntry{}, store.AccessLogEntry{}},
+		{apitypes.DrainStatus{}, runctl.DrainStatus{}},
+		{apitypes.Trace{}, pipeline.Trace{}},
+		{apitypes.RunRef{}, pipeline.RunRef{}},
+		{apitypes.Decision{}, trigger.Decision{}},
+		{apitypes.Check{}, trigger.Check{}},
+		{apitypes.LineEvent{}, runstream.LineEvent{}},
+	}
+	for _, p := range pairs {
+		a, r := reflect.TypeOf(p.api), reflect.TypeOf(p.row)
+		if a.NumField() != r.NumField() {
+			t.Errorf("%s has %d fields, %s %d", a, a.NumField(), r, r.NumField())
+			continue
+		}
+		for i := 0; i < a.NumField(); i++ {
+			if a.Field(i).Tag != r.Field(i).Tag {
+				t.Errorf("%s.%s: tag %q, the row's %q", a, a.Field(i).Name, a.Field(i).Tag, r.Field(i).Tag)
+			}
+		}
 	}
 }

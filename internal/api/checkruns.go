@@ -2,8 +2,8 @@ package api
 
 import (
 	"net/http"
-	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -19,30 +19,9 @@ const (
 	CheckFailed = "failed"
 )
 
-// CheckRunView is one row of GET /check-runs: what kici posted for a job
-// on its forge and the last delivery result.
-type CheckRunView struct {
-	JobID          string     `json:"jobId"`
-	RunID          string     `json:"runId"`
-	Provider       string     `json:"provider"`
-	Repo           string     `json:"repo"`
-	SHA            string     `json:"sha"`
-	Name           string     `json:"name"`
-	ExternalID     string     `json:"externalId,omitempty"`
-	DesiredState   string     `json:"desiredState"`
-	PostedState    string     `json:"postedState,omitempty"`
-	PostedAt       *time.Time `json:"postedAt,omitempty"`
-	Delivery       string     `json:"delivery"`
-	Attempts       int        `json:"attempts"`
-	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
-	LastError      string     `json:"lastError,omitempty"`
-	LastStatusCode int        `json:"lastStatusCode,omitempty"`
-	UpdatedAt      time.Time  `json:"updatedAt"`
-}
-
 // CheckRunViewOf maps a tracking row to its API view.
-func CheckRunViewOf(c *store.CheckRun) CheckRunView {
-	v := CheckRunView{JobID: c.JobID, RunID: c.RunID, Provider: c.Provider, Repo: c.Repo, SHA: c.SHA, Name: c.Name,
+func CheckRunViewOf(c *store.CheckRun) apitypes.CheckRunView {
+	v := apitypes.CheckRunView{JobID: c.JobID, RunID: c.RunID, Provider: c.Provider, Repo: c.Repo, SHA: c.SHA, Name: c.Name,
 		ExternalID: c.ExternalID, DesiredState: c.DesiredState, PostedState: c.PostedState, PostedAt: c.PostedAt,
 		Attempts: c.Attempts, NextAttemptAt: c.NextAttemptAt, LastError: c.LastError, LastStatusCode: c.LastStatusCode,
 		UpdatedAt: c.UpdatedAt}
@@ -78,7 +57,7 @@ func (s *server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]CheckRunView, 0, len(rows))
+	out := make([]apitypes.CheckRunView, 0, len(rows))
 	for _, c := range rows {
 		out = append(out, CheckRunViewOf(c))
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -22,21 +22,11 @@ type ClusterNodes interface {
 	SetDraining(ctx context.Context, node string, on bool) error
 }
 
-// ClusterDrainStatus is the answer of the drain routes with a node
-// registry: this node's snapshot, its id, and every node's drain state.
-type ClusterDrainStatus struct {
-	runctl.DrainStatus
-	// Node is the id of the node that answered.
-	Node string `json:"node"`
-	// Nodes is every node of the cluster.
-	Nodes []*store.ClusterNode `json:"nodes"`
-}
-
 // getClusterNodes serves GET /cluster/nodes: {self, nodes} (none without
 // a registry).
 func (s *server) getClusterNodes(w http.ResponseWriter, r *http.Request) {
 	if s.d.Cluster == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"self": "", "nodes": []*store.ClusterNode{}})
+		writeJSON(w, http.StatusOK, map[string]any{"self": "", "nodes": []apitypes.ClusterNode{}})
 		return
 	}
 	nodes, err := s.d.Cluster.Nodes(r.Context())
@@ -44,12 +34,12 @@ func (s *server) getClusterNodes(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"self": s.d.Cluster.Self(), "nodes": nonNil(nodes)})
+	writeJSON(w, http.StatusOK, map[string]any{"self": s.d.Cluster.Self(), "nodes": clusterNodeViews(nodes)})
 }
 
 // clusterDrain answers a drain route through the registry: POST sets the
-// flag (req.Node "" = every node), both answer ClusterDrainStatus.
-func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *DrainRequest) {
+// flag (req.Node "" = every node), both answer apitypes.ClusterDrainStatus.
+func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *apitypes.DrainRequest) {
 	if req != nil {
 		if err := s.d.Cluster.SetDraining(r.Context(), req.Node, req.Action == "drain"); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -65,12 +55,5 @@ func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *Drain
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ClusterDrainStatus{DrainStatus: s.d.RunControl.Drain(), Node: s.d.Cluster.Self(), Nodes: nonNil(nodes)})
-}
-
-func nonNil(n []*store.ClusterNode) []*store.ClusterNode {
-	if n == nil {
-		return []*store.ClusterNode{}
-	}
-	return n
+	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.Drain()), Node: s.d.Cluster.Self(), Nodes: clusterNodeViews(nodes)})
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
@@ -45,30 +45,6 @@ func heldRunsPlatformMsg(mode string) string {
 // maxDecisionReason caps a decision's reason (bytes).
 const maxDecisionReason = 1024
 
-// HeldRunView is one hold in GET /held-runs. JobID and JobName are null for
-// a workflow-scoped hold; ResolvedBy and ResolveNote are null while the
-// hold is pending; Group (the concurrency group a concurrency hold waits
-// for a slot of) is null for every other hold.
-type HeldRunView struct {
-	ID          string                  `json:"id"`
-	RunID       string                  `json:"runId"`
-	JobID       *string                 `json:"jobId"`
-	JobName     *string                 `json:"jobName"`
-	HoldType    string                  `json:"holdType"`
-	QueueType   string                  `json:"queueType"`
-	Status      string                  `json:"status"`
-	HoldScope   string                  `json:"holdScope"`
-	Reason      string                  `json:"reason"`
-	Contexts    []string                `json:"contexts"`
-	Group       *string                 `json:"group"`
-	ExpiresAt   time.Time               `json:"expiresAt"`
-	CreatedAt   time.Time               `json:"createdAt"`
-	Clauses     []store.ApprovalClause  `json:"clauses"`
-	Approvals   []store.HeldRunApproval `json:"approvals"`
-	ResolvedBy  *string                 `json:"resolvedBy"`
-	ResolveNote *string                 `json:"resolveNote"`
-}
-
 // principal is the authenticated caller of r (zero when none).
 func principal(r *http.Request) auth.Principal {
 	p, _ := auth.PrincipalFrom(r.Context())
@@ -99,7 +75,7 @@ func customerParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // listHeldRuns is GET /held-runs?customerId=[&runId=][&status=pending|all]:
-// {heldRuns:[HeldRunView…]} oldest first, pending ones unless status=all.
+// {heldRuns:[apitypes.HeldRunView…]} oldest first, pending ones unless status=all.
 // Every successful listing is an access-log row held_run.list.read (who
 // looked at the approval queue is part of the audit trail).
 func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
@@ -126,12 +102,12 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]HeldRunView, 0, len(holds))
+	out := make([]apitypes.HeldRunView, 0, len(holds))
 	jobNames := map[string]string{}
 	for _, h := range holds {
-		v := HeldRunView{ID: h.ID, RunID: h.RunID, JobID: strPtr(h.JobID), HoldType: h.HoldType, QueueType: h.QueueType,
+		v := apitypes.HeldRunView{ID: h.ID, RunID: h.RunID, JobID: strPtr(h.JobID), HoldType: h.HoldType, QueueType: h.QueueType,
 			Status: h.Status, HoldScope: h.HoldScope, Reason: h.Reason, Contexts: h.Contexts, Group: strPtr(h.Group),
-			ExpiresAt: h.ExpiresAt, CreatedAt: h.CreatedAt, Clauses: h.Clauses, Approvals: h.Approvals,
+			ExpiresAt: h.ExpiresAt, CreatedAt: h.CreatedAt, Clauses: clauseViews(h.Clauses), Approvals: approvalViews(h.Approvals),
 			ResolvedBy: strPtr(h.ResolvedBy), ResolveNote: strPtr(h.ResolveNote)}
 		if h.JobID != "" {
 			name, seen := jobNames[h.JobID]
@@ -150,12 +126,6 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		if v.Contexts == nil {
 			v.Contexts = []string{}
-		}
-		if v.Clauses == nil {
-			v.Clauses = []store.ApprovalClause{}
-		}
-		if v.Approvals == nil {
-			v.Approvals = []store.HeldRunApproval{}
 		}
 		out = append(out, v)
 	}

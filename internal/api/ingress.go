@@ -18,14 +18,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 )
-
-// ProviderGitHub is the provider type of GitHub sources.
-const ProviderGitHub = "github"
 
 // ModeObserved is the orchestrator mode that refuses GitHub-App sources.
 const ModeObserved = "observed"
@@ -35,42 +33,18 @@ const ModeObserved = "observed"
 // through the Platform relay, which an observed orchestrator never accepts).
 const ObservedRefusal = "GitHub App sources cannot be created in observed mode: they are ingested through the Platform relay, which an observed orchestrator refuses (use a token source, or run in independent or hybrid mode)"
 
-// CreateGitHubSourceRequest is the body of POST /sources. Either AppID and
-// PrivateKey (a GitHub App; its credentials are checked with GET /app) or
-// Token (a personal or fine-grained access token) must be given.
-type CreateGitHubSourceRequest struct {
-	// Provider must be "github".
-	Provider string `json:"provider"`
-	// OrgID owns the source; it is the first segment of the webhook URL.
-	OrgID string `json:"orgId"`
-	// Name is unique within the org ([a-z0-9._-], ≤ 100 chars).
-	Name string `json:"name"`
-	// AppID is the GitHub App id (App sources).
-	AppID int64 `json:"appId,omitempty"`
-	// PrivateKey is the App's PEM private key (App sources).
-	PrivateKey string `json:"privateKey,omitempty"`
-	// Token is an access token (token sources).
-	Token string `json:"token,omitempty"`
-	// WebhookSecret verifies deliveries; generated when empty.
-	WebhookSecret string `json:"webhookSecret,omitempty"`
-	// APIBaseURL is the REST API root (default https://api.github.com).
-	APIBaseURL string `json:"apiBaseUrl,omitempty"`
-	// RateLimitRPM caps deliveries per minute (default 600; -1 = unlimited).
-	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
-}
-
 func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
-	var req CreateGitHubSourceRequest
+	var req apitypes.CreateGitHubSourceRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	cr := CreateSourceRequest{OrgID: req.OrgID, Name: req.Name}
+	cr := apitypes.CreateSourceRequest{OrgID: req.OrgID, Name: req.Name}
 	if msg := s.validateSource(r.Context(), &cr); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	switch {
-	case req.Provider != ProviderGitHub:
+	case req.Provider != apitypes.ProviderGitHub:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("provider %q is not supported (supported: github; generic and local sources use /generic-sources)", req.Provider))
 		return
 	case (req.AppID != 0 || req.PrivateKey != "") && req.Token != "":
@@ -126,7 +100,7 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		}
 		secret = hex.EncodeToString(b)
 	}
-	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: ProviderGitHub, RoutingKey: routingKey,
+	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: apitypes.ProviderGitHub, RoutingKey: routingKey,
 		VerificationMethod: VerificationHMAC, Enabled: true, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	set := &store.SourceSettings{RateLimitRPM: req.RateLimitRPM, GitHub: &store.GitHubConfig{APIBaseURL: req.APIBaseURL,
 		AppID: req.AppID, PrivateKeyPEM: req.PrivateKey, Token: req.Token}}
@@ -144,13 +118,6 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 }
 
 // ---------------------------------------------------------------- webhook secrets
-
-// SecretView is a webhook secret in listings (never the secret itself).
-type SecretView struct {
-	ID        string     `json:"id"`
-	CreatedAt time.Time  `json:"createdAt"`
-	RevokedAt *time.Time `json:"revokedAt,omitempty"`
-}
 
 // ensureSecretRows moves a source's original secret into the rotation
 // table, so that it can be listed and revoked like any other.
@@ -176,9 +143,9 @@ func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := []SecretView{}
+	out := []apitypes.SecretView{}
 	for _, x := range all {
-		out = append(out, SecretView{ID: x.ID, CreatedAt: x.CreatedAt, RevokedAt: x.RevokedAt})
+		out = append(out, apitypes.SecretView{ID: x.ID, CreatedAt: x.CreatedAt, RevokedAt: x.RevokedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
 }
@@ -241,25 +208,13 @@ func (s *server) listRejected(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	if recs == nil {
-		recs = []*store.RejectedDelivery{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rejected": recs})
+	writeJSON(w, http.StatusOK, map[string]any{"rejected": rejectedViews(recs)})
 }
 
 // ---------------------------------------------------------------- event log
 
-// EventLogView is one event-log entry in API answers (KiCI event-log
-// fields, KiCI: Logs, DLQ, scheduled jobs, attestations).
-type EventLogView struct {
-	*store.EventLogEntry
-	// RunID is the first run started by the delivery ("" = none).
-	RunID          string `json:"runId,omitempty"`
-	PayloadOmitted bool   `json:"payloadOmitted"`
-}
-
-func viewOf(e *store.EventLogEntry) EventLogView {
-	v := EventLogView{EventLogEntry: e, PayloadOmitted: e.PayloadOmittedReason != ""}
+func viewOf(e *store.EventLogEntry) apitypes.EventLogView {
+	v := apitypes.EventLogView{EventLogEntry: eventLogEntryView(e), PayloadOmitted: e.PayloadOmittedReason != ""}
 	if len(e.RunIDs) > 0 {
 		v.RunID = e.RunIDs[0]
 	}
@@ -318,7 +273,7 @@ func (s *server) listEventLog(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]EventLogView, 0, len(list))
+	out := make([]apitypes.EventLogView, 0, len(list))
 	for _, e := range list {
 		out = append(out, viewOf(e))
 	}
@@ -385,29 +340,15 @@ func gunzip(b []byte) ([]byte, error) {
 
 // ---------------------------------------------------------------- events
 
-// EmitRequest is the body of POST /events/emit (KiCI admin-events).
-type EmitRequest struct {
-	// EventName is matched by kici_event triggers' eventName (required,
-	// ≤ 200 printable characters).
-	EventName string `json:"eventName"`
-	// Payload is a JSON object matched by the triggers' match/not JSONPaths.
-	Payload json.RawMessage `json:"payload"`
-	// SourceRoutingKey and SourceRepo describe where the event comes from.
-	SourceRoutingKey string `json:"sourceRoutingKey,omitempty"`
-	SourceRepo       string `json:"sourceRepo,omitempty"`
-	// OrgID limits matching to one org's registrations ("" = every org).
-	OrgID string `json:"orgId,omitempty"`
-}
-
 // EmitFunc persists and submits a kici_event; it returns the event id.
-type EmitFunc func(ctx context.Context, req EmitRequest) (eventID string, err error)
+type EmitFunc func(ctx context.Context, req apitypes.EmitRequest) (eventID string, err error)
 
 func (s *server) emitEvent(w http.ResponseWriter, r *http.Request) {
 	if s.d.EmitEvent == nil {
 		writeError(w, http.StatusServiceUnavailable, "Event emission not available")
 		return
 	}
-	var req EmitRequest
+	var req apitypes.EmitRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -445,10 +386,7 @@ func (s *server) listRegistrations(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	if regs == nil {
-		regs = []*store.Registration{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"registrations": regs, "total": len(regs)})
+	writeJSON(w, http.StatusOK, map[string]any{"registrations": mapSlice(regs, registrationView), "total": len(regs)})
 }
 
 func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
@@ -460,7 +398,7 @@ func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"registration": g})
+	writeJSON(w, http.StatusOK, map[string]any{"registration": registrationView(g)})
 }
 
 // validateGitConfig checks a universal-git configuration; it returns a 400

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -20,7 +21,7 @@ import (
 type ingressEnv struct {
 	*env
 	fake    *ghfake.Server
-	emitted []EmitRequest
+	emitted []apitypes.EmitRequest
 }
 
 func newIngressEnv(t *testing.T, mode string) *ingressEnv {
@@ -36,7 +37,7 @@ func newIngressEnv(t *testing.T, mode string) *ingressEnv {
 	auditor, _, _ := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
 	ie := &ingressEnv{fake: ghfake.New(77)}
 	t.Cleanup(ie.fake.Close)
-	mux := NewRouter(Deps{Store: st, Auth: a, Mode: mode, EmitEvent: func(_ context.Context, r EmitRequest) (string, error) {
+	mux := NewRouter(Deps{Store: st, Auth: a, Mode: mode, EmitEvent: func(_ context.Context, r apitypes.EmitRequest) (string, error) {
 		ie.emitted = append(ie.emitted, r)
 		return fmt.Sprintf("kici_event:%d", len(ie.emitted)), nil
 	}})
@@ -54,7 +55,7 @@ func jsonBody(v any) string {
 func TestGitHubSourceCreation(t *testing.T) {
 	e := newIngressEnv(t, "independent")
 	app := map[string]any{"provider": "github", "orgId": "acme", "name": "gh", "appId": 77, "privateKey": e.fake.PrivateKeyPEM, "apiBaseUrl": e.fake.URL}
-	code, m, _ := e.do("POST", AdminPrefix+"/sources", e.owner, jsonBody(app))
+	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/sources", e.owner, jsonBody(app))
 	if code != 201 || m["routingKey"] != "github:77" || !strings.HasPrefix(m["webhookUrl"].(string), "/webhook/acme/github/") {
 		t.Fatalf("create App source: %d %v", code, m)
 	}
@@ -66,7 +67,7 @@ func TestGitHubSourceCreation(t *testing.T) {
 	if e.fake.Calls("GET /app") != 1 {
 		t.Fatal("App credentials were not validated with GET /app")
 	}
-	code, m, _ = e.do("GET", AdminPrefix+"/generic-sources/"+id+"/webhook-secrets", e.owner, "")
+	code, m, _ = e.do("GET", apitypes.AdminPrefix+"/generic-sources/"+id+"/webhook-secrets", e.owner, "")
 	if code != 200 || len(m["secrets"].([]any)) != 1 {
 		t.Fatalf("secrets: %d %v", code, m)
 	}
@@ -87,7 +88,7 @@ func TestGitHubSourceCreation(t *testing.T) {
 		{map[string]any{"provider": "github", "orgId": "acme", "name": "a", "token": "x"}, e.auditor, 403, ""},
 	}
 	for i, c := range cases {
-		code, m, _ := e.do("POST", AdminPrefix+"/sources", c.token, jsonBody(c.body))
+		code, m, _ := e.do("POST", apitypes.AdminPrefix+"/sources", c.token, jsonBody(c.body))
 		if code != c.status || (c.want != "" && !strings.Contains(fmt.Sprint(m["error"]), c.want)) {
 			t.Errorf("case %d: %d %v, want %d %q", i, code, m, c.status, c.want)
 		}
@@ -100,7 +101,7 @@ func TestGitHubSourceCreation(t *testing.T) {
 func TestObservedModeRefusesGitHubAppSources(t *testing.T) {
 	e := newIngressEnv(t, ModeObserved)
 	app := map[string]any{"provider": "github", "orgId": "acme", "name": "gh", "appId": 77, "privateKey": e.fake.PrivateKeyPEM, "apiBaseUrl": e.fake.URL}
-	code, m, _ := e.do("POST", AdminPrefix+"/sources", e.owner, jsonBody(app))
+	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/sources", e.owner, jsonBody(app))
 	if code != 400 || m["error"] != ObservedRefusal {
 		t.Fatalf("observed App source: %d %v", code, m)
 	}
@@ -108,19 +109,19 @@ func TestObservedModeRefusesGitHubAppSources(t *testing.T) {
 		t.Fatalf("a refused source was stored: %v", srcs)
 	}
 	tok := map[string]any{"provider": "github", "orgId": "acme", "name": "tok", "token": "ghp_x"}
-	if code, m, _ := e.do("POST", AdminPrefix+"/sources", e.owner, jsonBody(tok)); code != 201 {
+	if code, m, _ := e.do("POST", apitypes.AdminPrefix+"/sources", e.owner, jsonBody(tok)); code != 201 {
 		t.Fatalf("observed token source: %d %v", code, m)
 	}
 }
 
 func TestSecretRotationRoutes(t *testing.T) {
 	e := newIngressEnv(t, "")
-	code, m, _ := e.do("POST", AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`)
+	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`)
 	if code != 201 {
 		t.Fatalf("create: %d %v", code, m)
 	}
 	id := m["source"].(map[string]any)["id"].(string)
-	code, m, _ = e.do("POST", AdminPrefix+"/generic-sources/"+id+"/webhook-secrets", e.owner, "")
+	code, m, _ = e.do("POST", apitypes.AdminPrefix+"/generic-sources/"+id+"/webhook-secrets", e.owner, "")
 	if code != 201 || len(m["webhookSecret"].(string)) != 64 {
 		t.Fatalf("rotate: %d %v", code, m)
 	}
@@ -128,20 +129,20 @@ func TestSecretRotationRoutes(t *testing.T) {
 	if len(secs) != 2 {
 		t.Fatalf("active secrets after rotation = %d, want 2 (old and new)", len(secs))
 	}
-	if code, _, _ := e.do("DELETE", AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.auditor, ""); code != 403 {
+	if code, _, _ := e.do("DELETE", apitypes.AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.auditor, ""); code != 403 {
 		t.Fatalf("auditor revoke: %d, want 403", code)
 	}
-	if code, m, _ := e.do("DELETE", AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.owner, ""); code != 200 {
+	if code, m, _ := e.do("DELETE", apitypes.AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.owner, ""); code != 200 {
 		t.Fatalf("revoke: %d %v", code, m)
 	}
-	if code, _, _ := e.do("DELETE", AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.owner, ""); code != 404 {
+	if code, _, _ := e.do("DELETE", apitypes.AdminPrefix+"/generic-sources/"+id+"/webhook-secrets/"+secs[0].ID, e.owner, ""); code != 404 {
 		t.Fatalf("second revoke: %d, want 404", code)
 	}
 	act, _ := e.st.ListSourceSecrets(context.Background(), id, true)
 	if len(act) != 1 || act[0].ID != secs[1].ID {
 		t.Fatalf("active after revoke = %+v", act)
 	}
-	code, m, _ = e.do("POST", AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"open","verificationMethod":"ip_allowlist","verificationConfig":{"ipAllowlist":["127.0.0.1","nope"]}}`)
+	code, m, _ = e.do("POST", apitypes.AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"open","verificationMethod":"ip_allowlist","verificationConfig":{"ipAllowlist":["127.0.0.1","nope"]}}`)
 	if code != 400 || !strings.Contains(m["error"].(string), "not an IP address") {
 		t.Fatalf("bad allowlist: %d %v", code, m)
 	}
@@ -172,42 +173,42 @@ func TestEventLogRoutes(t *testing.T) {
 			}
 		}
 	}
-	code, m, _ := e.do("GET", AdminPrefix+"/event-log?status=lockfile_missing", e.auditor, "")
+	code, m, _ := e.do("GET", apitypes.AdminPrefix+"/event-log?status=lockfile_missing", e.auditor, "")
 	if code != 200 || m["total"].(float64) != 1 || m["deliveries"].([]any)[0].(map[string]any)["deliveryId"] != "github:77:d1" {
 		t.Fatalf("filtered list: %d %v", code, m)
 	}
-	if code, _, _ := e.do("GET", AdminPrefix+"/event-log?status=bogus", e.owner, ""); code != 400 {
+	if code, _, _ := e.do("GET", apitypes.AdminPrefix+"/event-log?status=bogus", e.owner, ""); code != 400 {
 		t.Fatalf("bad status: %d", code)
 	}
-	code, m, _ = e.do("GET", AdminPrefix+"/event-log/github:77:d0", e.auditor, "")
+	code, m, _ = e.do("GET", apitypes.AdminPrefix+"/event-log/github:77:d0", e.auditor, "")
 	d := m["delivery"].(map[string]any)
 	if code != 200 || d["status"] != "processed" || d["runId"] != "run-1" || m["trace"] == nil || m["payload"] != nil {
 		t.Fatalf("show as auditor: %d %v", code, m)
 	}
-	if code, m, _ := e.do("GET", AdminPrefix+"/event-log/github:77:d0?includePayload=true", e.auditor, ""); code != 403 {
+	if code, m, _ := e.do("GET", apitypes.AdminPrefix+"/event-log/github:77:d0?includePayload=true", e.auditor, ""); code != 403 {
 		t.Fatalf("payload as auditor: %d %v, want 403", code, m)
 	}
-	code, m, _ = e.do("GET", AdminPrefix+"/event-log/github:77:d0?includePayload=true", e.owner, "")
+	code, m, _ = e.do("GET", apitypes.AdminPrefix+"/event-log/github:77:d0?includePayload=true", e.owner, "")
 	if code != 200 || m["payload"].(map[string]any)["ref"] != "refs/heads/main" {
 		t.Fatalf("payload as owner: %d %v", code, m)
 	}
-	if code, _, _ := e.do("GET", AdminPrefix+"/event-log/nope", e.owner, ""); code != 404 {
+	if code, _, _ := e.do("GET", apitypes.AdminPrefix+"/event-log/nope", e.owner, ""); code != 404 {
 		t.Fatalf("unknown delivery: %d", code)
 	}
 }
 
 func TestEmitAndRegistrationRoutes(t *testing.T) {
 	e := newIngressEnv(t, "")
-	code, m, _ := e.do("POST", AdminPrefix+"/events/emit", e.owner, `{"eventName":"deploy","payload":{"env":"prod"},"sourceRepo":"acme/api"}`)
+	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/events/emit", e.owner, `{"eventName":"deploy","payload":{"env":"prod"},"sourceRepo":"acme/api"}`)
 	if code != 201 || m["eventId"] != "kici_event:1" || len(e.emitted) != 1 || e.emitted[0].EventName != "deploy" || string(e.emitted[0].Payload) != `{"env":"prod"}` {
 		t.Fatalf("emit: %d %v %+v", code, m, e.emitted)
 	}
 	for _, b := range []string{`{"eventName":"","payload":{}}`, `{"eventName":"x","payload":[1]}`, `{"eventName":"x"}`} {
-		if code, _, _ := e.do("POST", AdminPrefix+"/events/emit", e.owner, b); code != 400 {
+		if code, _, _ := e.do("POST", apitypes.AdminPrefix+"/events/emit", e.owner, b); code != 400 {
 			t.Fatalf("emit %s: %d, want 400", b, code)
 		}
 	}
-	if code, _, _ := e.do("POST", AdminPrefix+"/events/emit", e.auditor, `{"eventName":"x","payload":{}}`); code != 403 {
+	if code, _, _ := e.do("POST", apitypes.AdminPrefix+"/events/emit", e.auditor, `{"eventName":"x","payload":{}}`); code != 403 {
 		t.Fatalf("auditor emit: %d, want 403", code)
 	}
 	regs := []*store.Registration{{OrgID: "acme", RoutingKey: "github:77", WorkflowName: "nightly", TriggerTypes: []string{"schedule"}, Workflow: json.RawMessage(`{"name":"nightly"}`)},
@@ -215,16 +216,16 @@ func TestEmitAndRegistrationRoutes(t *testing.T) {
 	if err := e.st.ReplaceRegistrations(context.Background(), "s", "acme/api", regs); err != nil {
 		t.Fatal(err)
 	}
-	code, m, _ = e.do("GET", AdminPrefix+"/registrations?triggerType=schedule&org=acme", e.auditor, "")
+	code, m, _ = e.do("GET", apitypes.AdminPrefix+"/registrations?triggerType=schedule&org=acme", e.auditor, "")
 	list := m["registrations"].([]any)
 	if code != 200 || len(list) != 1 || list[0].(map[string]any)["workflowName"] != "nightly" {
 		t.Fatalf("registrations: %d %v", code, m)
 	}
 	id := list[0].(map[string]any)["id"].(string)
-	if code, m, _ := e.do("GET", AdminPrefix+"/registrations/"+id, e.auditor, ""); code != 200 || m["registration"].(map[string]any)["repoIdentifier"] != "acme/api" {
+	if code, m, _ := e.do("GET", apitypes.AdminPrefix+"/registrations/"+id, e.auditor, ""); code != 200 || m["registration"].(map[string]any)["repoIdentifier"] != "acme/api" {
 		t.Fatalf("registration: %d %v", code, m)
 	}
-	if code, _, _ := e.do("GET", AdminPrefix+"/registrations/x", e.owner, ""); code != 404 {
+	if code, _, _ := e.do("GET", apitypes.AdminPrefix+"/registrations/x", e.owner, ""); code != 404 {
 		t.Fatalf("unknown registration: %d", code)
 	}
 }
@@ -241,7 +242,7 @@ func TestUniversalGitSourceValidation(t *testing.T) {
 		`{"orgId":"acme","name":"g7","gitConfig":{"preset":"gitea","gitUrlTemplate":"https://git.example/{repo}.git","credentialType":"ssh","credential":"k"}}`: "not supported",
 	}
 	for body, want := range cases {
-		code, m, _ := e.do("POST", AdminPrefix+"/generic-sources", e.owner, body)
+		code, m, _ := e.do("POST", apitypes.AdminPrefix+"/generic-sources", e.owner, body)
 		if want == "" {
 			if code != 201 {
 				t.Fatalf("%s: %d %v", body, code, m)

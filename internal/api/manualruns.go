@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/store"
@@ -14,20 +15,6 @@ import (
 // ManualRunner starts manual runs (pipeline.Processor.StartManualRun).
 type ManualRunner interface {
 	StartManualRun(ctx context.Context, req pipeline.ManualRun) (*store.Run, error)
-}
-
-// ManualRunRequest is the body of POST /api/v1/admin/runs: the source, the
-// workflow (its `name`), the ref (branch, tag, full ref or commit SHA;
-// default the repository's HEAD, or a GitHub repository's default branch),
-// the repository ("owner/repo") of a forge source, and
-// the dispatch inputs (JSON values, or strings to be typed by the
-// workflow's declarations).
-type ManualRunRequest struct {
-	SourceID string         `json:"sourceId"`
-	Workflow string         `json:"workflow"`
-	Ref      string         `json:"ref,omitempty"`
-	Repo     string         `json:"repo,omitempty"`
-	Inputs   map[string]any `json:"inputs,omitempty"`
 }
 
 // startManualRun answers 201 {run} for a started run; 400 for a bad body or
@@ -43,7 +30,7 @@ func (s *server) startManualRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "Manual runs not available")
 		return
 	}
-	var req ManualRunRequest
+	var req apitypes.ManualRunRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}

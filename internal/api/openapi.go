@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // OpenAPI document of the route table (OpenAPI 3.1.0,
@@ -85,7 +87,7 @@ func operationID(rt route) string {
 		return strings.TrimSuffix(name, "-fm")
 	}
 	id := strings.ToLower(rt.method)
-	for _, seg := range strings.Split(strings.TrimPrefix(rt.path, AdminPrefix), "/") {
+	for _, seg := range strings.Split(strings.TrimPrefix(rt.path, apitypes.AdminPrefix), "/") {
 		seg = strings.Trim(seg, "{}")
 		if seg != "" {
 			id += strings.ToUpper(seg[:1]) + seg[1:]

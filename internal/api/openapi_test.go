@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store/sqlite"
 )
@@ -39,7 +40,7 @@ func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
-	res, err := http.Get(srv.URL + AdminPrefix + "/openapi.json")
+	res, err := http.Get(srv.URL + apitypes.AdminPrefix + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 	}
 	// Routes the table documents but serves through another pattern are
 	// listed too, with their permission.
-	if op := doc.Paths[AdminPrefix+"/secrets/scopes/{orgId}/{scope}"]["delete"]; op == nil || op[PermissionExtension] != auth.PermSecretDelete {
+	if op := doc.Paths[apitypes.AdminPrefix+"/secrets/scopes/{orgId}/{scope}"]["delete"]; op == nil || op[PermissionExtension] != auth.PermSecretDelete {
 		t.Errorf("DELETE /secrets/scopes/{orgId}/{scope}: %v", op)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/runctl"
@@ -35,36 +36,12 @@ type RunController interface {
 	SetDraining(on bool) runctl.DrainStatus
 }
 
-// CancelRequest is the body of POST /runs/{runId}/cancel (optional).
-type CancelRequest struct {
-	// Force skips the grace period and the cleanup steps (SIGKILL at once).
-	Force bool `json:"force"`
-}
-
-// CancelResponse answers POST /runs/{runId}/cancel (KiCI).
-type CancelResponse struct {
-	RunID string `json:"runId"`
-	// Status is "cancelling" while agents have to confirm, else the final
-	// run status.
-	Status string `json:"status"`
-	Force  bool   `json:"force"`
-}
-
-// DrainRequest is the body of POST /orchestrator/drain.
-type DrainRequest struct {
-	// Action is "drain" or "resume".
-	Action string `json:"action"`
-	// Node limits the action to one node of the cluster (its id); empty:
-	// every node.
-	Node string `json:"node,omitempty"`
-}
-
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if s.d.RunControl == nil {
 		writeError(w, http.StatusServiceUnavailable, "Run control not available")
 		return
 	}
-	var req CancelRequest
+	var req apitypes.CancelRequest
 	if r.ContentLength != 0 {
 		if !decodeBody(w, r, &req) {
 			return
@@ -83,7 +60,7 @@ func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.internalError(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, CancelResponse{RunID: r.PathValue("runId"), Status: status, Force: req.Force})
+		writeJSON(w, http.StatusOK, apitypes.CancelResponse{RunID: r.PathValue("runId"), Status: status, Force: req.Force})
 	}
 }
 
@@ -104,7 +81,7 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "Drain control not available")
 		return
 	}
-	var req DrainRequest
+	var req apitypes.DrainRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -145,12 +122,6 @@ type FailedRerunner interface {
 	RerunFailed(ctx context.Context, runID, by string) (*store.Run, error)
 }
 
-// RerunResponse answers POST /runs/{runId}/rerun.
-type RerunResponse struct {
-	Run         RunView `json:"run"`
-	ParentRunID string  `json:"parentRunId"`
-}
-
 func (s *server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	if s.d.Rerun == nil {
 		writeError(w, http.StatusServiceUnavailable, "Rerun not available")
@@ -183,7 +154,7 @@ func (s *server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		v := NewRunView(run)
 		v.ParentRunID = &parent
-		writeJSON(w, http.StatusCreated, RerunResponse{Run: v, ParentRunID: parent})
+		writeJSON(w, http.StatusCreated, apitypes.RerunResponse{Run: v, ParentRunID: parent})
 	}
 }
 

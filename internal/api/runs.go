@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/execution/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runstream"
 	"kici.dev/kici/internal/store"
 )
@@ -20,101 +21,6 @@ import (
 // ?status= (KiCI RUN_STATUSES): run statuses plus job-only statuses, which
 // simply match no run row.
 var StatusFilterValues = status.FilterWords()
-
-// Page sizes.
-const (
-	// DefaultRunLimit and MaxRunLimit bound GET /runs ?limit.
-	DefaultRunLimit, MaxRunLimit = 20, 100
-	// DefaultLogLimit and MaxLogLimit bound the logs route's ?limit.
-	DefaultLogLimit, MaxLogLimit = 500, 2000
-)
-
-// RunView is a run in API responses.
-type RunView struct {
-	RunID          string     `json:"runId"`
-	WorkflowName   string     `json:"workflowName"`
-	Status         status.Run `json:"status"`
-	Provider       string     `json:"provider"`
-	RepoIdentifier string     `json:"repoIdentifier"`
-	RepoURL        string     `json:"repoUrl"`
-	Ref            string     `json:"ref"`
-	SHA            string     `json:"sha"`
-	DeliveryID     *string    `json:"deliveryId"`
-	SourceID       *string    `json:"sourceId"`
-	OrgID          string     `json:"orgId"`
-	TriggeredBy    *string    `json:"triggeredBy"`
-	FailureReason  *string    `json:"failureReason"`
-	TimeoutMs      *int64     `json:"timeoutMs"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	StartedAt      *time.Time `json:"startedAt"`
-	CompletedAt    *time.Time `json:"completedAt"`
-	DurationMs     *int64     `json:"durationMs"`
-	// TriggerType and TargetBranch are the run's context-gate facts;
-	// TrustTier is "trusted", "unknown" (a fork pull request) or null (a
-	// provider without a fork model); LockFileSource is "base" when the
-	// lock was read from the base branch (KiCI run fields).
-	TriggerType    *string `json:"triggerType"`
-	TargetBranch   *string `json:"targetBranch"`
-	TrustTier      *string `json:"trustTier"`
-	LockFileSource *string `json:"lockFileSource"`
-	// ParentRunID is the run a rerun repeats (GET /runs/{runId} and the
-	// rerun answer only).
-	ParentRunID *string `json:"parentRunId,omitempty"`
-}
-
-// JobView is a job in API responses. RoutingReason is the pending reason of
-// a queued job. Steps is present only with ?includeSteps=true.
-type JobView struct {
-	JobID           string            `json:"jobId"`
-	RunID           string            `json:"runId"`
-	JobName         string            `json:"jobName"`
-	BaseJobName     string            `json:"baseJobName"`
-	Status          status.Job        `json:"status"`
-	MatrixValues    map[string]string `json:"matrixValues"`
-	AgentID         *string           `json:"agentId"`
-	StartedAt       *time.Time        `json:"startedAt"`
-	CompletedAt     *time.Time        `json:"completedAt"`
-	DurationMs      *int64            `json:"durationMs"`
-	ErrorMessage    *string           `json:"errorMessage"`
-	RoutingReason   *string           `json:"routingReason"`
-	RunsOnLabels    []string          `json:"runsOnLabels"`
-	CreatedAt       time.Time         `json:"createdAt"`
-	Needs           []store.Need      `json:"needs"`
-	TimeoutMs       *int64            `json:"timeoutMs"`
-	LastHeartbeatAt *time.Time        `json:"lastHeartbeatAt"`
-	Steps           []StepView        `json:"steps,omitzero"`
-	// Outputs are the job's exported outputs (name → value, secrets
-	// masked); absent when it exported none.
-	Outputs map[string]string `json:"outputs,omitempty"`
-}
-
-// StepView is a step in API responses.
-type StepView struct {
-	StepIndex    int         `json:"stepIndex"`
-	StepName     string      `json:"stepName"`
-	Status       status.Step `json:"status"`
-	ExitCode     *int        `json:"exitCode"`
-	ErrorMessage *string     `json:"errorMessage"`
-	LogBytes     int64       `json:"logBytes"`
-	StartedAt    *time.Time  `json:"startedAt"`
-	CompletedAt  *time.Time  `json:"completedAt"`
-	DurationMs   *int64      `json:"durationMs"`
-}
-
-// LogLineView is one log line: unix-ms timestamp, stream, text.
-type LogLineView struct {
-	TS     int64  `json:"ts"`
-	Stream string `json:"stream"`
-	Msg    string `json:"msg"`
-}
-
-// LogsPage is the logs route's response. Complete is true when the step (or
-// its job) is terminal and this page reached the end of the log.
-type LogsPage struct {
-	Lines      []LogLineView `json:"lines"`
-	NextCursor int           `json:"nextCursor"`
-	Complete   bool          `json:"complete"`
-}
 
 func strPtr(s string) *string {
 	if s == "" {
@@ -131,8 +37,8 @@ func i64Ptr(v int64) *int64 {
 }
 
 // NewRunView converts a store run.
-func NewRunView(r *store.Run) RunView {
-	return RunView{
+func NewRunView(r *store.Run) apitypes.RunView {
+	return apitypes.RunView{
 		RunID: r.ID, WorkflowName: r.WorkflowName, Status: r.Status, Provider: r.Provider,
 		RepoIdentifier: r.RepoIdentifier, RepoURL: r.RepoURL, Ref: r.Ref, SHA: r.SHA,
 		DeliveryID: strPtr(r.DeliveryID), SourceID: strPtr(r.SourceID), OrgID: r.OrgID,
@@ -145,27 +51,23 @@ func NewRunView(r *store.Run) RunView {
 }
 
 // NewJobView converts a store job (without steps).
-func NewJobView(j *store.Job) JobView {
+func NewJobView(j *store.Job) apitypes.JobView {
 	labels := j.RunsOnLabels
 	if labels == nil {
 		labels = []string{}
 	}
-	needs := j.Needs
-	if needs == nil {
-		needs = []store.Need{}
-	}
-	return JobView{
+	return apitypes.JobView{
 		JobID: j.ID, RunID: j.RunID, JobName: j.JobName, BaseJobName: j.BaseJobName, Status: j.Status,
 		MatrixValues: j.MatrixValues, AgentID: strPtr(j.AgentID), StartedAt: j.StartedAt,
 		CompletedAt: j.CompletedAt, DurationMs: j.DurationMs, ErrorMessage: strPtr(j.ErrorMessage),
 		RoutingReason: strPtr(j.PendingReason), RunsOnLabels: labels, CreatedAt: j.CreatedAt,
-		Needs: needs, TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
+		Needs: needViews(j.Needs), TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
 	}
 }
 
 // NewStepView converts a store step.
-func NewStepView(s *store.Step) StepView {
-	return StepView{
+func NewStepView(s *store.Step) apitypes.StepView {
+	return apitypes.StepView{
 		StepIndex: s.StepIndex, StepName: s.StepName, Status: s.Status, ExitCode: s.ExitCode,
 		ErrorMessage: strPtr(s.ErrorMessage), LogBytes: s.LogBytes, StartedAt: s.StartedAt,
 		CompletedAt: s.CompletedAt, DurationMs: s.DurationMs,
@@ -226,12 +128,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		sinceOut = &out
 	}
 	countMode := q.Get("count") == "true" || q.Get("count") == "1"
-	limit, err := parseIntParam(r, "limit", DefaultRunLimit, 1)
+	limit, err := parseIntParam(r, "limit", apitypes.DefaultRunLimit, 1)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	f.Limit = min(limit, MaxRunLimit)
+	f.Limit = min(limit, apitypes.MaxRunLimit)
 	if f.Offset, err = parseIntParam(r, "offset", 0, 0); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -251,7 +153,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	views := make([]RunView, 0, len(runs))
+	views := make([]apitypes.RunView, 0, len(runs))
 	for _, run := range runs {
 		views = append(views, NewRunView(run))
 	}
@@ -295,7 +197,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	views := make([]JobView, 0, len(jobs))
+	views := make([]apitypes.JobView, 0, len(jobs))
 	for _, j := range jobs {
 		v := NewJobView(j)
 		v.Outputs = outputs[j.ID]
@@ -305,7 +207,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 				s.internalError(w, r, err)
 				return
 			}
-			v.Steps = make([]StepView, 0, len(steps))
+			v.Steps = make([]apitypes.StepView, 0, len(steps))
 			for _, st := range steps {
 				v.Steps = append(v.Steps, NewStepView(st))
 			}
@@ -326,12 +228,12 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	limit, err := parseIntParam(r, "limit", DefaultLogLimit, 1)
+	limit, err := parseIntParam(r, "limit", apitypes.DefaultLogLimit, 1)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	limit = min(limit, MaxLogLimit)
+	limit = min(limit, apitypes.MaxLogLimit)
 	run := s.loadRun(w, r)
 	if run == nil {
 		return
@@ -367,9 +269,9 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	page := LogsPage{Lines: make([]LogLineView, 0, len(lines)), NextCursor: next}
+	page := apitypes.LogsPage{Lines: make([]apitypes.LogLineView, 0, len(lines)), NextCursor: next}
 	for _, l := range lines {
-		page.Lines = append(page.Lines, LogLineView{TS: l.Timestamp, Stream: l.Stream, Msg: l.Text})
+		page.Lines = append(page.Lines, apitypes.LogLineView{TS: l.Timestamp, Stream: l.Stream, Msg: l.Text})
 	}
 	page.Complete = terminal && len(lines) < limit
 	writeJSON(w, http.StatusOK, page)

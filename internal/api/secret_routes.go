@@ -232,8 +232,5 @@ func (s *server) listAccessLog(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	if entries == nil {
-		entries = []*store.AccessLogEntry{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	writeJSON(w, http.StatusOK, map[string]any{"entries": accessLogViews(entries)})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
@@ -21,24 +22,24 @@ const (
 // resource they address. Every other admin route is org- or
 // orchestrator-wide and answers a scoped token 403 (msgUnscopedRequired).
 var scopeAwareRoutes = map[string]string{
-	"GET " + AdminPrefix + "/runs":                                               "list",
-	"GET " + AdminPrefix + "/runs/{runId}":                                       "run",
-	"GET " + AdminPrefix + "/runs/{runId}/jobs":                                  "run",
-	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs":           "run",
-	"GET " + AdminPrefix + "/runs/{runId}/events":                                "run",
-	"GET " + AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream":    "run",
-	"POST " + AdminPrefix + "/runs/{runId}/cancel":                               "run",
-	"POST " + AdminPrefix + "/runs/{runId}/rerun":                                "run",
-	"GET " + AdminPrefix + "/runs/{runId}/attestations":                          "run",
-	"GET " + AdminPrefix + "/generic-sources":                                    "list",
-	"GET " + AdminPrefix + "/generic-sources/{id}":                               "source",
-	"DELETE " + AdminPrefix + "/generic-sources/{id}":                            "source",
-	"POST " + AdminPrefix + "/generic-sources/{id}/enable":                       "source",
-	"POST " + AdminPrefix + "/generic-sources/{id}/disable":                      "source",
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret":                "source",
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets":               "source",
-	"POST " + AdminPrefix + "/generic-sources/{id}/webhook-secrets":              "source",
-	"DELETE " + AdminPrefix + "/generic-sources/{id}/webhook-secrets/{secretId}": "source",
+	"GET " + apitypes.AdminPrefix + "/runs":                                               "list",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}":                                       "run",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}/jobs":                                  "run",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs":           "run",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}/events":                                "run",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream":    "run",
+	"POST " + apitypes.AdminPrefix + "/runs/{runId}/cancel":                               "run",
+	"POST " + apitypes.AdminPrefix + "/runs/{runId}/rerun":                                "run",
+	"GET " + apitypes.AdminPrefix + "/runs/{runId}/attestations":                          "run",
+	"GET " + apitypes.AdminPrefix + "/generic-sources":                                    "list",
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}":                               "source",
+	"DELETE " + apitypes.AdminPrefix + "/generic-sources/{id}":                            "source",
+	"POST " + apitypes.AdminPrefix + "/generic-sources/{id}/enable":                       "source",
+	"POST " + apitypes.AdminPrefix + "/generic-sources/{id}/disable":                      "source",
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secret":                "source",
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets":               "source",
+	"POST " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets":              "source",
+	"DELETE " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets/{secretId}": "source",
 }
 
 // callerRoutingKey is the routing-key scope of the request's token ("" =
@@ -107,29 +108,29 @@ func auditEntry(r *http.Request, action, resource, detail string) *store.AccessL
 // selfAuditedRoutes write their access-log row in the same transaction as
 // their change (security.go); the generic recorder skips them.
 var selfAuditedRoutes = map[string]bool{
-	"POST " + AdminPrefix + "/tokens":                          true,
-	"DELETE " + AdminPrefix + "/tokens/{id}":                   true,
-	"POST " + AgentTokenPath:                                   true,
-	"DELETE " + AgentTokenPath + "/{id}":                       true,
-	"POST " + AdminPrefix + "/secrets/scopes":                  true,
-	"PUT " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}":    true,
-	"DELETE " + AdminPrefix + "/secrets/{orgId}/{scope}/{key}": true,
-	"POST " + AdminPrefix + "/rotate-key":                      true,
+	"POST " + apitypes.AdminPrefix + "/tokens":                          true,
+	"DELETE " + apitypes.AdminPrefix + "/tokens/{id}":                   true,
+	"POST " + apitypes.AgentTokenPath:                                   true,
+	"DELETE " + apitypes.AgentTokenPath + "/{id}":                       true,
+	"POST " + apitypes.AdminPrefix + "/secrets/scopes":                  true,
+	"PUT " + apitypes.AdminPrefix + "/secrets/{orgId}/{scope}/{key}":    true,
+	"DELETE " + apitypes.AdminPrefix + "/secrets/{orgId}/{scope}/{key}": true,
+	"POST " + apitypes.AdminPrefix + "/rotate-key":                      true,
 	// DeleteSource commits the source.delete row with the removal.
-	"DELETE " + AdminPrefix + "/generic-sources/{id}": true,
+	"DELETE " + apitypes.AdminPrefix + "/generic-sources/{id}": true,
 	// The decider writes held_run.approve|reject itself; the trust-policy
 	// and directory writes commit their rows with the change.
-	"POST " + AdminPrefix + "/held-runs/decision":       true,
-	"PATCH " + AdminPrefix + "/trust-policy":            true,
-	"PATCH " + AdminPrefix + "/trust-policy/directory":  true,
-	"DELETE " + AdminPrefix + "/trust-policy/directory": true,
+	"POST " + apitypes.AdminPrefix + "/held-runs/decision":       true,
+	"PATCH " + apitypes.AdminPrefix + "/trust-policy":            true,
+	"PATCH " + apitypes.AdminPrefix + "/trust-policy/directory":  true,
+	"DELETE " + apitypes.AdminPrefix + "/trust-policy/directory": true,
 }
 
 // secretReadRoutes reveal a secret value on GET (webhook secrets); each
 // successful call is an access-log entry.
 var secretReadRoutes = map[string]bool{
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret":  true,
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets": true,
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secret":  true,
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets": true,
 }
 
 // statusRecorder remembers the status a handler wrote.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
@@ -90,10 +91,10 @@ func (e *secEnv) createToken(role, routingKey string) (string, string) {
 // return webhook secret values and two list credentials (admin and agent
 // tokens). docs/security.md documents the same list.
 var auditorHiddenReads = map[string]string{
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secret":  auth.PermSourceSecretRead,
-	"GET " + AdminPrefix + "/generic-sources/{id}/webhook-secrets": auth.PermSourceSecretRead,
-	"GET " + AdminPrefix + "/tokens":                               auth.PermTokenManage,
-	"GET " + AgentTokenPath:                                        auth.PermAgentTokenManage,
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secret":  auth.PermSourceSecretRead,
+	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets": auth.PermSourceSecretRead,
+	"GET " + apitypes.AdminPrefix + "/tokens":                               auth.PermTokenManage,
+	"GET " + apitypes.AgentTokenPath:                                        auth.PermAgentTokenManage,
 }
 
 // An auditor token gets 403 on every write route and 200 on every read,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -17,14 +18,14 @@ import (
 func TestSourceDeleteEnableDisable(t *testing.T) {
 	e := newSecEnv(t)
 	ctx := context.Background()
-	base := AdminPrefix + "/generic-sources/"
-	code, m, _ := e.do("POST", AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`)
+	base := apitypes.AdminPrefix + "/generic-sources/"
+	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`)
 	if code != 201 {
 		t.Fatalf("create: %d %v", code, m)
 	}
 	src := m["source"].(map[string]any)
 	id, rk := src["id"].(string), src["routingKey"].(string)
-	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: ProviderGitHub, RoutingKey: "github:9",
+	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: apitypes.ProviderGitHub, RoutingKey: "github:9",
 		VerificationMethod: VerificationHMAC, Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, gh, &store.SourceSettings{GitHub: &store.GitHubConfig{Token: "t"}},
 		[]*store.SourceSecret{{Secret: "0123456789abcdef"}}); err != nil {
@@ -89,7 +90,7 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 			t.Fatalf("%s unknown: %d %v", p, code, m)
 		}
 	}
-	toggles, err := e.st.ListAccessLog(ctx, store.AccessLogFilter{Action: "POST " + AdminPrefix + "/generic-sources/{id}/disable"})
+	toggles, err := e.st.ListAccessLog(ctx, store.AccessLogFilter{Action: "POST " + apitypes.AdminPrefix + "/generic-sources/{id}/disable"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 	if code, m, _ := e.do("DELETE", base+id, e.owner, ""); code != 404 || m["error"] != "Source not found" {
 		t.Fatalf("second delete: %d %v", code, m)
 	}
-	if code, m := e.get(AdminPrefix + "/runs/run-1"); code != 200 {
+	if code, m := e.get(apitypes.AdminPrefix + "/runs/run-1"); code != 200 {
 		t.Fatalf("run of a deleted source: %d %v", code, m)
 	}
 	if secs, _ := e.st.ListSourceSecrets(ctx, id, false); len(secs) != 0 {
@@ -125,11 +126,11 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 		!strings.Contains(dels[1].Detail, "name=hooks") || dels[0].Resource != "source:src-gh" {
 		t.Fatalf("delete audit rows = %s, want one per deleted source", b)
 	}
-	if n, _ := e.st.ListAccessLog(ctx, store.AccessLogFilter{Action: "DELETE " + AdminPrefix + "/generic-sources/{id}"}); len(n) != 0 {
+	if n, _ := e.st.ListAccessLog(ctx, store.AccessLogFilter{Action: "DELETE " + apitypes.AdminPrefix + "/generic-sources/{id}"}); len(n) != 0 {
 		t.Fatalf("delete audited twice: %+v", n)
 	}
 	// The name is free again.
-	if code, m, _ := e.do("POST", AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`); code != 201 {
+	if code, m, _ := e.do("POST", apitypes.AdminPrefix+"/generic-sources", e.owner, `{"orgId":"acme","name":"hooks"}`); code != 201 {
 		t.Fatalf("re-create after delete: %d %v", code, m)
 	}
 }

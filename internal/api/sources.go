@@ -16,16 +16,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
-)
-
-// Source provider types accepted by POST /generic-sources.
-const (
-	// ProviderGeneric is a plain generic webhook source.
-	ProviderGeneric = "generic"
-	// ProviderLocal is a git repository on the orchestrator's host.
-	ProviderLocal = "local"
 )
 
 // Verification methods of generic sources (KiCI,
@@ -44,14 +37,6 @@ const (
 	VerificationNone = "none"
 )
 
-// VerificationConfig configures a generic source's verification method.
-type VerificationConfig struct {
-	// Header names the signature (hmac_sha256) or token (bearer_token) header.
-	Header string `json:"header,omitempty"`
-	// IPAllowlist lists the client IPs accepted by ip_allowlist.
-	IPAllowlist []string `json:"ipAllowlist,omitempty"`
-}
-
 var (
 	// Names and org ids are URL path segments of the webhook route, so they
 	// must start with a letter or digit ("." and ".." would never route).
@@ -59,77 +44,24 @@ var (
 	orgIDRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 )
 
-// CreateSourceRequest is the body of POST /generic-sources. Unknown fields are
-// rejected.
-type CreateSourceRequest struct {
-	// OrgID is the owning organisation ([A-Za-z0-9._-], ≤ 100 chars).
-	OrgID string `json:"orgId"`
-	// Name is unique within the org ([a-z0-9._-], ≤ 100 chars); it is the
-	// last segment of the webhook URL.
-	Name string `json:"name"`
-	// ProviderType is "generic" (default) or "local".
-	ProviderType string `json:"providerType,omitempty"`
-	// VerificationMethod is hmac_sha256 (default), bearer_token,
-	// ip_allowlist or none.
-	VerificationMethod string `json:"verificationMethod,omitempty"`
-	// VerificationConfig configures the method (header, ipAllowlist).
-	VerificationConfig *VerificationConfig `json:"verificationConfig,omitempty"`
-	// MaxPayloadBytes caps delivery bodies (1 B–10 MiB; default 1 MiB).
-	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
-	// RateLimitRPM caps deliveries per minute (default 600; -1 = unlimited).
-	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
-	// IdempotencyKeyHeader names the request header carrying the delivery's
-	// idempotency key (KiCI idempotencyKeyHeader); generic sources only.
-	IdempotencyKeyHeader string `json:"idempotencyKeyHeader,omitempty"`
-	// IdempotencyKeyPath is a JSONPath to the idempotency key in the body
-	// (KiCI idempotencyKeyPath), e.g. $.event.id; generic sources only.
-	IdempotencyKeyPath string `json:"idempotencyKeyPath,omitempty"`
-	// GitConfig makes a generic source a universal-git source (see
-	// docs/ingress.md); generic sources only.
-	GitConfig *store.GitConfig `json:"gitConfig,omitempty"`
-	// LocalConfig is required for local sources, refused otherwise.
-	LocalConfig *LocalConfig `json:"localConfig,omitempty"`
-}
-
-// LocalConfig configures a local source.
-type LocalConfig struct {
-	// Path is the absolute path of a git repository on the orchestrator host.
-	Path string `json:"path"`
-}
-
-// SourceView is a source in API responses (never its secret).
-type SourceView struct {
-	ID                 string       `json:"id"`
-	OrgID              string       `json:"orgId"`
-	Name               string       `json:"name"`
-	ProviderType       string       `json:"providerType"`
-	RoutingKey         string       `json:"routingKey"`
-	VerificationMethod string       `json:"verificationMethod"`
-	Enabled            bool         `json:"enabled"`
-	LocalConfig        *LocalConfig `json:"localConfig"`
-	// WebhookPath is where deliveries are posted: /webhook/<org>/generic/<name>.
-	WebhookPath string    `json:"webhookPath"`
-	CreatedAt   time.Time `json:"createdAt"`
-}
-
 // NewSourceView converts a store source.
-func NewSourceView(s *store.Source) SourceView {
-	v := SourceView{
+func NewSourceView(s *store.Source) apitypes.SourceView {
+	v := apitypes.SourceView{
 		ID: s.ID, OrgID: s.OrgID, Name: s.Name, ProviderType: s.Provider, RoutingKey: s.RoutingKey,
 		VerificationMethod: s.VerificationMethod, Enabled: s.Enabled, CreatedAt: s.CreatedAt,
 		WebhookPath: "/webhook/" + s.OrgID + "/generic/" + s.Name,
 	}
-	if s.Provider == ProviderGitHub {
+	if s.Provider == apitypes.ProviderGitHub {
 		v.WebhookPath = "/webhook/" + s.OrgID + "/github/" + s.ID
 	}
 	if s.LocalPath != "" {
-		v.LocalConfig = &LocalConfig{Path: s.LocalPath}
+		v.LocalConfig = &apitypes.LocalConfig{Path: s.LocalPath}
 	}
 	return v
 }
 
 func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
-	var req CreateSourceRequest
+	var req apitypes.CreateSourceRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -158,7 +90,7 @@ func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
 	if req.LocalConfig != nil {
 		src.LocalPath = req.LocalConfig.Path
 	}
-	set := &store.SourceSettings{MaxPayloadBytes: req.MaxPayloadBytes, RateLimitRPM: req.RateLimitRPM, Git: req.GitConfig,
+	set := &store.SourceSettings{MaxPayloadBytes: req.MaxPayloadBytes, RateLimitRPM: req.RateLimitRPM, Git: (*store.GitConfig)(req.GitConfig),
 		IdempotencyKeyHeader: req.IdempotencyKeyHeader, IdempotencyKeyPath: req.IdempotencyKeyPath}
 	if vc := req.VerificationConfig; vc != nil {
 		set.IPAllowlist = vc.IPAllowlist
@@ -180,7 +112,7 @@ func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
 }
 
 // validateSource normalises req and returns a 400 message, or "".
-func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) string {
+func (s *server) validateSource(ctx context.Context, req *apitypes.CreateSourceRequest) string {
 	switch {
 	case req.OrgID == "":
 		return "orgId is required"
@@ -192,7 +124,7 @@ func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) s
 		return fmt.Sprintf("Invalid name %q: start with a lower-case letter or digit, then lower-case letters, digits, '.', '_' or '-' (at most 100)", req.Name)
 	}
 	if req.ProviderType == "" {
-		req.ProviderType = ProviderGeneric
+		req.ProviderType = apitypes.ProviderGeneric
 	}
 	if req.VerificationMethod == "" {
 		req.VerificationMethod = VerificationHMAC
@@ -201,19 +133,19 @@ func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) s
 		return msg
 	}
 	if req.GitConfig != nil {
-		if req.ProviderType != ProviderGeneric {
+		if req.ProviderType != apitypes.ProviderGeneric {
 			return "gitConfig is only allowed with providerType \"generic\""
 		}
-		if msg := validateGitConfig(req.GitConfig); msg != "" {
+		if msg := validateGitConfig((*store.GitConfig)(req.GitConfig)); msg != "" {
 			return msg
 		}
 	}
 	switch req.ProviderType {
-	case ProviderGeneric:
+	case apitypes.ProviderGeneric:
 		if req.LocalConfig != nil {
 			return "localConfig is only allowed with providerType \"local\""
 		}
-	case ProviderLocal:
+	case apitypes.ProviderLocal:
 		if req.LocalConfig == nil || req.LocalConfig.Path == "" {
 			return "localConfig.path is required for a local source"
 		}
@@ -227,7 +159,7 @@ func (s *server) validateSource(ctx context.Context, req *CreateSourceRequest) s
 			return msg
 		}
 	default:
-		return fmt.Sprintf("Invalid providerType %q (allowed: %s, %s)", req.ProviderType, ProviderGeneric, ProviderLocal)
+		return fmt.Sprintf("Invalid providerType %q (allowed: %s, %s)", req.ProviderType, apitypes.ProviderGeneric, apitypes.ProviderLocal)
 	}
 	return ""
 }
@@ -260,7 +192,7 @@ func (s *server) listSources(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	views := make([]SourceView, 0, len(srcs))
+	views := make([]apitypes.SourceView, 0, len(srcs))
 	for _, src := range srcs {
 		if rk := callerRoutingKey(r); rk != "" && src.RoutingKey != rk {
 			continue // a scoped token sees only its own key's sources
@@ -297,7 +229,7 @@ func (s *server) getSourceSecret(w http.ResponseWriter, r *http.Request) {
 
 // validateVerification checks the verification method, its config and the
 // ingress limits of a generic-source request; it returns a 400 message or "".
-func validateVerification(req *CreateSourceRequest) string {
+func validateVerification(req *apitypes.CreateSourceRequest) string {
 	vc := req.VerificationConfig
 	switch req.VerificationMethod {
 	case VerificationHMAC, VerificationBearer:
@@ -346,12 +278,12 @@ func validateVerification(req *CreateSourceRequest) string {
 
 // checkIdempotencyKey validates the idempotency-key settings: at most one of
 // header and path, a valid header name, a JSONPath that compiles.
-func checkIdempotencyKey(req *CreateSourceRequest) string {
+func checkIdempotencyKey(req *apitypes.CreateSourceRequest) string {
 	h, p := req.IdempotencyKeyHeader, req.IdempotencyKeyPath
 	if h == "" && p == "" {
 		return ""
 	}
-	if req.ProviderType != ProviderGeneric {
+	if req.ProviderType != apitypes.ProviderGeneric {
 		return "idempotencyKeyHeader and idempotencyKeyPath are only allowed with providerType \"generic\""
 	}
 	if h != "" && p != "" {

@@ -10,13 +10,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
-
-// AgentTokenPath is the agent-token family, outside the admin prefix as in
-// KiCI (POST/GET /api/v1/agent-tokens, DELETE /api/v1/agent-tokens/{id}).
-const AgentTokenPath = "/api/v1/agent-tokens"
 
 // AgentKicker closes live agent connections of a revoked token
 // (dispatch.Dispatcher.KickToken).
@@ -82,19 +79,6 @@ func (s *server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]string{"token": plain, "id": t.ID})
 }
 
-// AdminTokenView is one row of GET /admin/tokens. The hash is never
-// returned. (KiCI returns the raw snake_case row; kici answers camelCase
-// like the rest of its admin API.)
-type AdminTokenView struct {
-	ID         string     `json:"id"`
-	Label      string     `json:"label"`
-	Role       string     `json:"role"`
-	RoutingKey *string    `json:"routingKey"`
-	CreatedAt  time.Time  `json:"createdAt"`
-	ExpiresAt  *time.Time `json:"expiresAt"`
-	Revoked    bool       `json:"revoked"`
-}
-
 func (s *server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 	toks, err := s.d.Store.ListAdminTokens(r.Context())
 	if err != nil {
@@ -106,9 +90,9 @@ func (s *server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]AdminTokenView, 0, len(toks))
+	out := make([]apitypes.AdminTokenView, 0, len(toks))
 	for _, t := range toks {
-		v := AdminTokenView{ID: t.ID, Label: t.Label, Role: t.Role, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Revoked: t.Revoked}
+		v := apitypes.AdminTokenView{ID: t.ID, Label: t.Label, Role: t.Role, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, Revoked: t.Revoked}
 		if rk, ok := keys[t.ID]; ok {
 			v.RoutingKey = &rk
 		}
@@ -148,22 +132,8 @@ type createAgentTokenBody struct {
 	ExpiresAt       *string  `json:"expiresAt"`
 }
 
-// AgentTokenView is one agent token in API answers (never the hash).
-type AgentTokenView struct {
-	ID          string     `json:"id"`
-	TokenPrefix string     `json:"tokenPrefix"`
-	Labels      []string   `json:"labels"`
-	AgentType   string     `json:"agentType"`
-	CreatedBy   string     `json:"createdBy,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	ExpiresAt   *time.Time `json:"expiresAt"`
-	// MandatoryLabels are the token's taint (KiCI mandatory_labels);
-	// listed for static tokens, omitted when none.
-	MandatoryLabels []string `json:"mandatoryLabels,omitempty"`
-}
-
-func agentTokenView(t *store.AgentToken) AgentTokenView {
-	return AgentTokenView{ID: t.ID, TokenPrefix: t.Prefix, Labels: t.Labels, AgentType: t.Kind,
+func agentTokenView(t *store.AgentToken) apitypes.AgentTokenView {
+	return apitypes.AgentTokenView{ID: t.ID, TokenPrefix: t.Prefix, Labels: t.Labels, AgentType: t.Kind,
 		CreatedBy: t.BoundAgentID, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
 }
 
@@ -238,7 +208,7 @@ func (s *server) listAgentTokens(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := []AgentTokenView{}
+	out := []apitypes.AgentTokenView{}
 	for _, t := range toks {
 		if t.RevokedAt != nil || (typ != "" && t.Kind != typ) {
 			continue

@@ -7,8 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trustpolicy"
 )
@@ -33,22 +33,8 @@ const (
 	maxApprovalExpirySeconds = maxApprovalExpiryHours * 3600
 )
 
-// TrustPolicyView is the policy object of the trust-policy routes.
-// Source and UpdatedAt are null while no row is stored (EffectiveDefault
-// true: kici's defaults are in force).
-type TrustPolicyView struct {
-	CustomerID            string     `json:"customerId"`
-	ForkPolicy            string     `json:"forkPolicy"`
-	ApprovalExpiryHours   int64      `json:"approvalExpiryHours"`
-	ApprovalExpirySeconds int64      `json:"approvalExpirySeconds"`
-	Source                *string    `json:"source"`
-	UpdatedAt             *time.Time `json:"updatedAt"`
-	EffectiveDefault      bool       `json:"effectiveDefault"`
-	PlatformManaged       bool       `json:"platformManaged"`
-}
-
-func (s *server) policyView(p store.TrustPolicy, stored bool) TrustPolicyView {
-	v := TrustPolicyView{CustomerID: p.OrgID, ForkPolicy: p.ForkPolicy, ApprovalExpirySeconds: p.ApprovalExpirySeconds,
+func (s *server) policyView(p store.TrustPolicy, stored bool) apitypes.TrustPolicyView {
+	v := apitypes.TrustPolicyView{CustomerID: p.OrgID, ForkPolicy: p.ForkPolicy, ApprovalExpirySeconds: p.ApprovalExpirySeconds,
 		ApprovalExpiryHours: trustpolicy.ExpiryHours(p.ApprovalExpirySeconds), EffectiveDefault: !stored,
 		PlatformManaged: platformConnected(s.d.Mode)}
 	if stored {
@@ -176,34 +162,15 @@ var DirectoryProviders = []string{"github", "gitea", "gitlab", "bitbucket"}
 // borrow it, or a member could pass for an operator override.
 const serviceApproverPrefix = "service:"
 
-// IdentityLink is one entry of DirectoryView.IdentityLinks.
-type IdentityLink struct {
-	UserID           string `json:"userId"`
-	Provider         string `json:"provider"`
-	ProviderUsername string `json:"providerUsername"`
-	ProviderUserID   string `json:"providerUserId"`
-}
-
-// DirectoryView is an org's approval directory in KiCI's shape: identity
-// links, each user's CI trust level, and team memberships (kici has no
-// teams: always empty). UpdatedAt is the newest member's.
-type DirectoryView struct {
-	CustomerID          string            `json:"customerId"`
-	IdentityLinks       []IdentityLink    `json:"identityLinks"`
-	MemberCITrustLevels map[string]string `json:"memberCiTrustLevels"`
-	TeamMemberships     []any             `json:"teamMemberships"`
-	UpdatedAt           time.Time         `json:"updatedAt"`
-}
-
 // directoryView returns org's directory, nil when it has no member.
-func (s *server) directoryView(r *http.Request, org string) (*DirectoryView, error) {
+func (s *server) directoryView(r *http.Request, org string) (*apitypes.DirectoryView, error) {
 	members, err := s.d.Store.ListDirectoryMembers(r.Context(), org)
 	if err != nil || len(members) == 0 {
 		return nil, err
 	}
-	v := &DirectoryView{CustomerID: org, IdentityLinks: []IdentityLink{}, MemberCITrustLevels: map[string]string{}, TeamMemberships: []any{}}
+	v := &apitypes.DirectoryView{CustomerID: org, IdentityLinks: []apitypes.IdentityLink{}, MemberCITrustLevels: map[string]string{}, TeamMemberships: []any{}}
 	for _, m := range members {
-		v.IdentityLinks = append(v.IdentityLinks, IdentityLink{UserID: m.UserID, Provider: m.Provider, ProviderUsername: m.ProviderUsername, ProviderUserID: m.ProviderUserID})
+		v.IdentityLinks = append(v.IdentityLinks, apitypes.IdentityLink{UserID: m.UserID, Provider: m.Provider, ProviderUsername: m.ProviderUsername, ProviderUserID: m.ProviderUserID})
 		v.MemberCITrustLevels[m.UserID] = m.CITrust
 		if m.UpdatedAt.After(v.UpdatedAt) {
 			v.UpdatedAt = m.UpdatedAt
@@ -227,7 +194,7 @@ func (s *server) writeDirectory(w http.ResponseWriter, r *http.Request, org stri
 }
 
 // getTrustDirectory is GET /trust-policy/directory?customerId=:
-// {directory: null|DirectoryView, platformManaged}.
+// {directory: null|apitypes.DirectoryView, platformManaged}.
 func (s *server) getTrustDirectory(w http.ResponseWriter, r *http.Request) {
 	org, ok := customerParam(w, r)
 	if !ok {

@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // Held runs (approvals) and the trust policy: `kici-admin held-run` and
@@ -19,15 +18,15 @@ import (
 // the admin API or, with --database-url, directly on the database.
 
 const (
-	heldRunsPath     = api.AdminPrefix + "/held-runs"
-	trustPolicyPath  = api.AdminPrefix + "/trust-policy"
+	heldRunsPath     = apitypes.AdminPrefix + "/held-runs"
+	trustPolicyPath  = apitypes.AdminPrefix + "/trust-policy"
 	trustDirPath     = trustPolicyPath + "/directory"
 	heldDecisionPath = heldRunsPath + "/decision"
 )
 
 // heldRunsAnswer is the answer of GET /held-runs.
 type heldRunsAnswer struct {
-	HeldRuns []api.HeldRunView `json:"heldRuns"`
+	HeldRuns []apitypes.HeldRunView `json:"heldRuns"`
 }
 
 // addOrgFlag adds --org with its KiCI alias --customer-id.
@@ -38,7 +37,7 @@ func addOrgFlag(c *cobra.Command, org *string, usage string) {
 
 // listHolds returns the holds of org (of run runID when non-empty);
 // all=false keeps the pending ones.
-func (a *app) listHolds(cmd *cobra.Command, org, runID string, all bool) ([]api.HeldRunView, []byte, error) {
+func (a *app) listHolds(cmd *cobra.Command, org, runID string, all bool) ([]apitypes.HeldRunView, []byte, error) {
 	q := url.Values{"customerId": {org}}
 	if runID != "" {
 		q.Set("runId", runID)
@@ -54,14 +53,14 @@ func (a *app) listHolds(cmd *cobra.Command, org, runID string, all bool) ([]api.
 // waitingFor names what a pending hold still waits for: its open clauses,
 // any approval for a hold without clauses, the clock for a wait timer, a
 // free slot for a concurrency hold; "-" once decided.
-func waitingFor(h api.HeldRunView) string {
-	if h.Status != store.HoldPending {
+func waitingFor(h apitypes.HeldRunView) string {
+	if h.Status != apitypes.HoldPending {
 		return "-"
 	}
 	switch h.HoldType {
-	case store.HoldTimer:
+	case apitypes.HoldTimer:
 		return "time"
-	case store.HoldConcurrency:
+	case apitypes.HoldConcurrency:
 		return "a free slot"
 	}
 	var open []string
@@ -80,7 +79,7 @@ func waitingFor(h api.HeldRunView) string {
 // run id with exactly one pending hold — to (org, hold id). Without --org
 // the argument must be a run id: its org comes from the run.
 func (a *app) holdTarget(cmd *cobra.Command, org, arg string) (string, string, error) {
-	var matches []api.HeldRunView
+	var matches []apitypes.HeldRunView
 	if org != "" {
 		holds, _, err := a.listHolds(cmd, org, "", false)
 		if err != nil {
@@ -100,7 +99,7 @@ func (a *app) holdTarget(cmd *cobra.Command, org, arg string) (string, string, e
 				OrgID string `json:"orgId"`
 			} `json:"run"`
 		}
-		_, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/runs/"+url.PathEscape(arg), nil, nil, &run)
+		_, err := a.call(cmd, http.MethodGet, apitypes.AdminPrefix+"/runs/"+url.PathEscape(arg), nil, nil, &run)
 		var he *HTTPError
 		if errors.As(err, &he) && he.Status == http.StatusNotFound {
 			return "", "", fmt.Errorf("%s is not a run id; to name a held run by its id, give --org", arg)
@@ -261,17 +260,17 @@ fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve
 
 // policyAnswer is the answer of the trust-policy routes.
 type policyAnswer struct {
-	Policy api.TrustPolicyView `json:"policy"`
+	Policy apitypes.TrustPolicyView `json:"policy"`
 }
 
 // directoryAnswer is the answer of the directory routes.
 type directoryAnswer struct {
-	Directory       *api.DirectoryView `json:"directory"`
-	PlatformManaged bool               `json:"platformManaged"`
-	Removed         *bool              `json:"removed"`
+	Directory       *apitypes.DirectoryView `json:"directory"`
+	PlatformManaged bool                    `json:"platformManaged"`
+	Removed         *bool                   `json:"removed"`
 }
 
-func (a *app) printPolicy(p api.TrustPolicyView) {
+func (a *app) printPolicy(p apitypes.TrustPolicyView) {
 	w := a.out()
 	fork := p.ForkPolicy
 	if p.EffectiveDefault {
@@ -280,7 +279,7 @@ func (a *app) printPolicy(p api.TrustPolicyView) {
 	fmt.Fprintf(w, "org:               %s\nfork policy:       %s\napproval expiry:   %s (%d s)\n", p.CustomerID, fork,
 		fmtDuration(time.Duration(p.ApprovalExpirySeconds)*time.Second), p.ApprovalExpirySeconds)
 	fmt.Fprintf(w, "source:            %s\nupdated:           %s\nplatform managed:  %t\n", deref(p.Source), fmtTime(p.UpdatedAt), p.PlatformManaged)
-	if p.ForkPolicy == store.ForkIgnore {
+	if p.ForkPolicy == apitypes.ForkIgnore {
 		fmt.Fprintln(a.io.Stderr, "warning: fork policy \"ignore\" drops pull requests from forks without a run, a check or any trace on the pull request")
 	}
 }

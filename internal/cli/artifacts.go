@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/agent/transfer"
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 func (a *app) runsArtifactsCommand() *cobra.Command {
@@ -30,9 +30,9 @@ func (a *app) runsArtifactsCommand() *cobra.Command {
 				return err
 			}
 			var resp struct {
-				Artifacts []api.ArtifactView `json:"artifacts"`
+				Artifacts []apitypes.ArtifactView `json:"artifacts"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/artifacts", nil, &resp)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/artifacts", nil, &resp)
 			if err != nil {
 				return err
 			}
@@ -74,7 +74,7 @@ zstd-compressed tar instead (removed again on a mismatch).`,
 			if err != nil {
 				return err
 			}
-			u := c.BaseURL + api.AdminPrefix + "/runs/" + url.PathEscape(args[0]) + "/artifacts/" + url.PathEscape(args[1])
+			u := c.BaseURL + apitypes.AdminPrefix + "/runs/" + url.PathEscape(args[0]) + "/artifacts/" + url.PathEscape(args[1])
 			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, u, nil)
 			if err != nil {
 				return err

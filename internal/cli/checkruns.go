@@ -7,8 +7,7 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // checkRunCommand is `kici-admin check-run list --sha <sha>` (KiCI's
@@ -49,9 +48,9 @@ the next try is) or failed (the forge refused it with a 4xx; LAST ERROR says why
 				q.Set("runId", runID)
 			}
 			var out struct {
-				CheckRuns []api.CheckRunView `json:"checkRuns"`
+				CheckRuns []apitypes.CheckRunView `json:"checkRuns"`
 			}
-			raw, err := a.call(cmd, http.MethodGet, api.AdminPrefix+"/check-runs", q, nil, &out)
+			raw, err := a.call(cmd, http.MethodGet, apitypes.AdminPrefix+"/check-runs", q, nil, &out)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/config"
@@ -145,7 +146,7 @@ func (h *harness) addLocalSource(repo, name string) string {
 	h.t.Helper()
 	out := h.mustRun("source", "add", "local", "--org", "demo", "--path", repo, "--name", name, "--json")
 	var resp struct {
-		Source api.SourceView `json:"source"`
+		Source apitypes.SourceView `json:"source"`
 	}
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		h.t.Fatalf("%v: %s", err, out)
@@ -172,7 +173,7 @@ func TestSourceCommands(t *testing.T) {
 	}
 	out = h.mustRun("source", "list", "--json")
 	var list struct {
-		Sources []api.SourceView `json:"sources"`
+		Sources []apitypes.SourceView `json:"sources"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Sources) != 2 {
 		t.Fatalf("list --json: %v %s", err, out)
@@ -280,7 +281,7 @@ func TestTriggerLocal(t *testing.T) {
 	// A generic source cannot be triggered locally.
 	out = h.mustRun("source", "add", "generic", "--org", "demo", "--name", "hooks", "--json")
 	var g struct {
-		Source api.SourceView `json:"source"`
+		Source apitypes.SourceView `json:"source"`
 	}
 	json.Unmarshal([]byte(out), &g)
 	_, errs, code = h.run("source", "trigger-local", g.Source.ID)
@@ -324,8 +325,8 @@ func TestRunsCommands(t *testing.T) {
 	}
 	out = h.mustRun("runs", "list", "--status", "failed", "--json")
 	var list struct {
-		Runs  []api.RunView `json:"runs"`
-		Total int           `json:"total"`
+		Runs  []apitypes.RunView `json:"runs"`
+		Total int                `json:"total"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil || list.Total != 1 || list.Runs[0].RunID != failed.ID {
 		t.Fatalf("list --status: %v %s", err, out)
@@ -346,8 +347,8 @@ func TestRunsCommands(t *testing.T) {
 	}
 	out = h.mustRun("runs", "show", run.ID, "--json")
 	var shown struct {
-		Run  api.RunView   `json:"run"`
-		Jobs []api.JobView `json:"jobs"`
+		Run  apitypes.RunView   `json:"run"`
+		Jobs []apitypes.JobView `json:"jobs"`
 	}
 	if err := json.Unmarshal([]byte(out), &shown); err != nil || shown.Run.RunID != run.ID || len(shown.Jobs) != 2 || len(shown.Jobs[0].Steps) != 2 {
 		t.Fatalf("show --json: %v %s", err, out)

@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // Client calls the orchestrator's HTTP API.

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // clusterCommand is `kici-admin cluster nodes`.
@@ -29,10 +28,10 @@ func (a *app) clusterCommand() *cobra.Command {
 				return err
 			}
 			var out struct {
-				Self  string               `json:"self"`
-				Nodes []*store.ClusterNode `json:"nodes"`
+				Self  string                 `json:"self"`
+				Nodes []apitypes.ClusterNode `json:"nodes"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/cluster/nodes", nil, &out)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/cluster/nodes", nil, &out)
 			if err != nil {
 				return err
 			}
@@ -49,7 +48,7 @@ func (a *app) clusterCommand() *cobra.Command {
 }
 
 // printNodes prints the node table; the answering node is marked "*".
-func printNodes(w io.Writer, self string, nodes []*store.ClusterNode) {
+func printNodes(w io.Writer, self string, nodes []apitypes.ClusterNode) {
 	t := newTable(w, "ID", "ADDRESS", "VERSION", "STARTED", "LAST HEARTBEAT", "DRAINING", "RUNNING JOBS")
 	for _, n := range nodes {
 		id := n.ID

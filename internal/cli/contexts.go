@@ -12,11 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/api/apitypes"
 )
 
-const contextsPath = api.AdminPrefix + "/contexts"
+const contextsPath = apitypes.AdminPrefix + "/contexts"
 
 func contextPath(name string, rest ...string) string {
 	p := contextsPath + "/" + url.PathEscape(name)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/cli/direct"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
@@ -276,6 +277,7 @@ func TestContextCommandsDirectOnDatabase(t *testing.T) {
 // Run2 runs kici-admin in-process with env and no server of its own.
 func runDirect(env map[string]string, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	code := Run(context.Background(), args, IO{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] },
+		OpenDatabase: direct.Open})
 	return out.String(), errb.String(), code
 }

@@ -13,8 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // secretPattern matches values that look like credentials in a report:
@@ -83,16 +82,16 @@ func diagnose(ctx context.Context, c *Client, w io.Writer) {
 	}
 	section("nodes")
 	var nodes struct {
-		Self  string               `json:"self"`
-		Nodes []*store.ClusterNode `json:"nodes"`
+		Self  string                 `json:"self"`
+		Nodes []apitypes.ClusterNode `json:"nodes"`
 	}
-	if _, err := c.Get(ctx, api.AdminPrefix+"/cluster/nodes", nil, &nodes); err != nil {
+	if _, err := c.Get(ctx, apitypes.AdminPrefix+"/cluster/nodes", nil, &nodes); err != nil {
 		fmt.Fprintf(w, "unavailable: %v\n", err)
 	} else {
 		printNodes(w, nodes.Self, nodes.Nodes)
 	}
 	section("scalers")
-	if raw, err := c.Get(ctx, api.AdminPrefix+"/scalers", nil, nil); err != nil {
+	if raw, err := c.Get(ctx, apitypes.AdminPrefix+"/scalers", nil, nil); err != nil {
 		fmt.Fprintf(w, "unavailable: %v\n", err)
 	} else {
 		printJSON(w, raw)
@@ -119,7 +118,7 @@ func diagnose(ctx context.Context, c *Client, w io.Writer) {
 			ReceivedAt   string `json:"receivedAt"`
 		} `json:"deliveries"`
 	}
-	if _, err := c.Get(ctx, api.AdminPrefix+"/event-log", url.Values{"status": {"failed"}, "limit": {"10"}}, &events); err != nil {
+	if _, err := c.Get(ctx, apitypes.AdminPrefix+"/event-log", url.Values{"status": {"failed"}, "limit": {"10"}}, &events); err != nil {
 		fmt.Fprintf(w, "unavailable: %v\n", err)
 	} else if len(events.Deliveries) == 0 {
 		fmt.Fprintln(w, "none")

@@ -7,9 +7,8 @@ import (
 	"net/url"
 	"strconv"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/execution/status"
-
-	"kici.dev/kici/internal/api"
 )
 
 // failedStepTail is how many of a failed step's last log lines the summary
@@ -18,7 +17,7 @@ const failedStepTail = 20
 
 // printFailedSteps writes, for every failed step, its last log lines. Jobs
 // that failed before any step (checkout, setup) show their setup log.
-func (a *app) printFailedSteps(ctx context.Context, w io.Writer, runID string, jobs []api.JobView) error {
+func (a *app) printFailedSteps(ctx context.Context, w io.Writer, runID string, jobs []apitypes.JobView) error {
 	c, err := a.api()
 	if err != nil {
 		return err
@@ -52,12 +51,12 @@ func (a *app) printFailedSteps(ctx context.Context, w io.Writer, runID string, j
 
 // printTail prints the last failedStepTail lines of one step's log.
 func (a *app) printTail(ctx context.Context, c *Client, w io.Writer, runID, jobID string, step int, title string) error {
-	var lines []api.LogLineView
+	var lines []apitypes.LogLineView
 	cursor := 0
 	for {
-		var page api.LogsPage
-		path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs", api.AdminPrefix, url.PathEscape(runID), url.PathEscape(jobID), step)
-		q := url.Values{"cursor": {strconv.Itoa(cursor)}, "limit": {strconv.Itoa(api.MaxLogLimit)}}
+		var page apitypes.LogsPage
+		path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs", apitypes.AdminPrefix, url.PathEscape(runID), url.PathEscape(jobID), step)
+		q := url.Values{"cursor": {strconv.Itoa(cursor)}, "limit": {strconv.Itoa(apitypes.MaxLogLimit)}}
 		if _, err := c.Get(ctx, path, q, &page); err != nil {
 			return err
 		}
@@ -65,7 +64,7 @@ func (a *app) printTail(ctx context.Context, c *Client, w io.Writer, runID, jobI
 		if len(lines) > failedStepTail {
 			lines = lines[len(lines)-failedStepTail:]
 		}
-		if len(page.Lines) < api.MaxLogLimit {
+		if len(page.Lines) < apitypes.MaxLogLimit {
 			break
 		}
 		cursor = page.NextCursor

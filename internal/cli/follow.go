@@ -14,8 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/runstream"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // maxEventLine bounds one line of an event stream (a JSON-encoded log
@@ -61,7 +60,7 @@ type follower struct {
 // is finished and every selected log was read to its end. A lost
 // connection is retried (from retry up to 5 s between attempts) for as
 // long as it takes; a refusal (4xx) ends the command with its error.
-func (a *app) followLogs(ctx context.Context, c *Client, runID string, jobs []api.JobView, jobSel string, step int, stepSet, raw bool, retry time.Duration) error {
+func (a *app) followLogs(ctx context.Context, c *Client, runID string, jobs []apitypes.JobView, jobSel string, step int, stepSet, raw bool, retry time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	selected := map[string]bool{}
@@ -115,7 +114,7 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 	}
 	label := "[" + f.names[jobID] + "/" + name + "] "
 	f.mu.Unlock()
-	path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs/stream", api.AdminPrefix, url.PathEscape(f.runID), url.PathEscape(jobID), idx)
+	path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs/stream", apitypes.AdminPrefix, url.PathEscape(f.runID), url.PathEscape(jobID), idx)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -123,7 +122,7 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 			if ev.Name != "line" {
 				return ev.Name != "end"
 			}
-			var l runstream.LineEvent
+			var l apitypes.LineEvent
 			if json.Unmarshal([]byte(ev.Data), &l) != nil {
 				return true
 			}
@@ -145,7 +144,7 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 // watchRun reads the run's event stream: new jobs and steps start their
 // log streams; "end" (the run and all its jobs are terminal) returns.
 func (f *follower) watchRun(ctx context.Context) {
-	path := fmt.Sprintf("%s/runs/%s/events", api.AdminPrefix, url.PathEscape(f.runID))
+	path := fmt.Sprintf("%s/runs/%s/events", apitypes.AdminPrefix, url.PathEscape(f.runID))
 	err := f.stream(ctx, path, func(ev sseEvent) bool {
 		switch ev.Name {
 		case "job":

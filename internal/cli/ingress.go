@@ -12,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/pipeline"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // readValue resolves a flag value: "@path" reads a file, "-" stdin is not
@@ -44,7 +42,7 @@ on GitHub is printed, with the webhook secret (generated unless given).`,
   kici-admin source add github --org acme --name gh --token-from-env GITHUB_TOKEN --api-url https://ghe.example.com/api/v3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := api.CreateGitHubSourceRequest{Provider: api.ProviderGitHub, OrgID: org, Name: name, APIBaseURL: apiURL, RateLimitRPM: rpm}
+			req := apitypes.CreateGitHubSourceRequest{Provider: apitypes.ProviderGitHub, OrgID: org, Name: name, APIBaseURL: apiURL, RateLimitRPM: rpm}
 			if appID != "" {
 				n, err := strconv.ParseInt(appID, 10, 64)
 				if err != nil || n <= 0 {
@@ -75,12 +73,12 @@ on GitHub is printed, with the webhook secret (generated unless given).`,
 				return err
 			}
 			var resp struct {
-				ID         string         `json:"id"`
-				RoutingKey string         `json:"routingKey"`
-				WebhookURL string         `json:"webhookUrl"`
-				Source     api.SourceView `json:"source"`
+				ID         string              `json:"id"`
+				RoutingKey string              `json:"routingKey"`
+				WebhookURL string              `json:"webhookUrl"`
+				Source     apitypes.SourceView `json:"source"`
 			}
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/sources", nil, req, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AdminPrefix+"/sources", nil, req, &resp); done || err != nil {
 				return err
 			}
 			if a.quiet {
@@ -120,14 +118,14 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
   kici-admin source secrets revoke <source-id> <secret-id>`,
 	}
 	path := func(id string) string {
-		return api.AdminPrefix + "/generic-sources/" + url.PathEscape(id) + "/webhook-secrets"
+		return apitypes.AdminPrefix + "/generic-sources/" + url.PathEscape(id) + "/webhook-secrets"
 	}
 	list := &cobra.Command{
 		Use: "list <source-id>", Short: "List a source's webhook secrets (ids and dates)", Args: cobra.ExactArgs(1),
 		Example: "  kici-admin source secrets list <source-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct {
-				Secrets []api.SecretView `json:"secrets"`
+				Secrets []apitypes.SecretView `json:"secrets"`
 			}
 			if done, err := a.callJSON(cmd, http.MethodGet, path(args[0]), nil, nil, &resp); done || err != nil {
 				return err
@@ -195,10 +193,10 @@ func (a *app) eventLogCommand() *cobra.Command {
 			q.Set("limit", strconv.Itoa(limit))
 			q.Set("offset", strconv.Itoa(offset))
 			var resp struct {
-				Deliveries []api.EventLogView `json:"deliveries"`
-				Total      int                `json:"total"`
+				Deliveries []apitypes.EventLogView `json:"deliveries"`
+				Total      int                     `json:"total"`
 			}
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/event-log", q, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/event-log", q, nil, &resp); done || err != nil {
 				return err
 			}
 			if a.quiet {
@@ -242,13 +240,13 @@ func (a *app) eventLogCommand() *cobra.Command {
 				q.Set("includePayload", "true")
 			}
 			var resp struct {
-				Delivery         api.EventLogView `json:"delivery"`
-				Trace            *pipeline.Trace  `json:"trace"`
-				ErrorMessage     string           `json:"errorMessage"`
-				Payload          json.RawMessage  `json:"payload"`
-				PayloadReadError string           `json:"payloadReadError"`
+				Delivery         apitypes.EventLogView `json:"delivery"`
+				Trace            *apitypes.Trace       `json:"trace"`
+				ErrorMessage     string                `json:"errorMessage"`
+				Payload          json.RawMessage       `json:"payload"`
+				PayloadReadError string                `json:"payloadReadError"`
 			}
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/event-log/"+url.PathEscape(args[0]), q, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/event-log/"+url.PathEscape(args[0]), q, nil, &resp); done || err != nil {
 				return err
 			}
 			printDelivery(a, &resp.Delivery, resp.Trace, resp.ErrorMessage)
@@ -276,9 +274,9 @@ func (a *app) eventLogCommand() *cobra.Command {
 				q.Set("sourceId", src)
 			}
 			var resp struct {
-				Rejected []store.RejectedDelivery `json:"rejected"`
+				Rejected []apitypes.RejectedDelivery `json:"rejected"`
 			}
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/rejected-deliveries", q, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/rejected-deliveries", q, nil, &resp); done || err != nil {
 				return err
 			}
 			t := newTable(a.out(), "RECEIVED", "SOURCE", "ROUTE", "STATUS", "REASON", "DELIVERY", "FROM")
@@ -302,7 +300,7 @@ func dash(s string) string {
 }
 
 // printDelivery prints an event-log record and its decision trace.
-func printDelivery(a *app, d *api.EventLogView, tr *pipeline.Trace, errMsg string) {
+func printDelivery(a *app, d *apitypes.EventLogView, tr *apitypes.Trace, errMsg string) {
 	w := a.out()
 	fmt.Fprintf(w, "Delivery:  %s\n", d.DeliveryID)
 	fmt.Fprintf(w, "Event:     %s (action %s) from %s/%s\n", d.Event, dash(d.Action), dash(d.Provider), d.Source)
@@ -385,8 +383,8 @@ func (a *app) eventCommand() *cobra.Command {
 			var resp struct {
 				EventID string `json:"eventId"`
 			}
-			req := api.EmitRequest{EventName: args[0], Payload: json.RawMessage(body), SourceRepo: repo, SourceRoutingKey: rk, OrgID: org}
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/events/emit", nil, req, &resp); done || err != nil {
+			req := apitypes.EmitRequest{EventName: args[0], Payload: json.RawMessage(body), SourceRepo: repo, SourceRoutingKey: rk, OrgID: org}
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AdminPrefix+"/events/emit", nil, req, &resp); done || err != nil {
 				return err
 			}
 			if a.quiet {
@@ -420,9 +418,9 @@ func (a *app) registrationCommand() *cobra.Command {
 				}
 			}
 			var resp struct {
-				Registrations []store.Registration `json:"registrations"`
+				Registrations []apitypes.Registration `json:"registrations"`
 			}
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/registrations", q, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/registrations", q, nil, &resp); done || err != nil {
 				return err
 			}
 			t := newTable(a.out(), "ID", "SOURCE", "REPO", "WORKFLOW", "TRIGGERS", "COMMIT", "REGISTERED")
@@ -449,7 +447,7 @@ func (a *app) registrationCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/registrations/"+url.PathEscape(args[0]), nil, nil)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/registrations/"+url.PathEscape(args[0]), nil, nil)
 			if err != nil {
 				return err
 			}

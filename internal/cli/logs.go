@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // logStream is one step log (or the job-level setup bucket, index -1).
 type logStream struct {
-	job    api.JobView
+	job    apitypes.JobView
 	index  int
 	label  string // "[job/step] "
 	cursor int
@@ -63,7 +63,7 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 	if err != nil {
 		return err
 	}
-	limit = min(max(limit, 1), api.MaxLogLimit)
+	limit = min(max(limit, 1), apitypes.MaxLogLimit)
 	run, _, err := a.fetchRun(ctx, runID)
 	if err != nil {
 		return err
@@ -113,8 +113,8 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logStream, raw bool, limit int) error {
 	for {
 		q := url.Values{"cursor": {strconv.Itoa(st.cursor)}, "limit": {strconv.Itoa(limit)}}
-		var page api.LogsPage
-		path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs", api.AdminPrefix, url.PathEscape(runID), url.PathEscape(st.job.JobID), st.index)
+		var page apitypes.LogsPage
+		path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs", apitypes.AdminPrefix, url.PathEscape(runID), url.PathEscape(st.job.JobID), st.index)
 		if _, err := c.Get(ctx, path, q, &page); err != nil {
 			return err
 		}
@@ -136,21 +136,21 @@ func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logS
 
 // selectJobs picks jobs by id, exact name, or base name (every matrix leg);
 // sel "" selects all.
-func selectJobs(jobs []api.JobView, sel string) ([]api.JobView, error) {
+func selectJobs(jobs []apitypes.JobView, sel string) ([]apitypes.JobView, error) {
 	if sel == "" {
 		return jobs, nil
 	}
 	for _, j := range jobs {
 		if j.JobID == sel {
-			return []api.JobView{j}, nil
+			return []apitypes.JobView{j}, nil
 		}
 	}
 	for _, j := range jobs {
 		if j.JobName == sel {
-			return []api.JobView{j}, nil
+			return []apitypes.JobView{j}, nil
 		}
 	}
-	var out []api.JobView
+	var out []apitypes.JobView
 	for _, j := range jobs {
 		if j.BaseJobName == sel {
 			out = append(out, j)

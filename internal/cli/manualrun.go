@@ -5,8 +5,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 func (a *app) runsStartCommand() *cobra.Command {
@@ -41,7 +40,7 @@ run succeeded, 1 otherwise.`,
 			if source == "" || workflow == "" {
 				return fmt.Errorf("--source and --workflow are required")
 			}
-			req := api.ManualRunRequest{SourceID: source, Workflow: workflow, Ref: ref, Repo: repo}
+			req := apitypes.ManualRunRequest{SourceID: source, Workflow: workflow, Ref: ref, Repo: repo}
 			for _, in := range inputs {
 				k, v, ok := strings.Cut(in, "=")
 				if !ok || k == "" {
@@ -57,9 +56,9 @@ run succeeded, 1 otherwise.`,
 				return err
 			}
 			var resp struct {
-				Run api.RunView `json:"run"`
+				Run apitypes.RunView `json:"run"`
 			}
-			raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/runs", req, &resp)
+			raw, err := c.Post(cmd.Context(), apitypes.AdminPrefix+"/runs", req, &resp)
 			if err != nil {
 				return err
 			}

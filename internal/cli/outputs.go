@@ -6,14 +6,14 @@ import (
 	"sort"
 	"strings"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // printJobOutputs lists the outputs each job exported, after the jobs
 // table: one "  name = value" line per output, multi-line values indented
 // under it, control characters in caret notation (the values come from
 // untrusted steps).
-func printJobOutputs(w io.Writer, jobs []api.JobView) {
+func printJobOutputs(w io.Writer, jobs []apitypes.JobView) {
 	for _, j := range jobs {
 		if len(j.Outputs) == 0 {
 			continue

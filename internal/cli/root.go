@@ -37,6 +37,12 @@ type IO struct {
 	Getenv func(string) string
 	// HTTPClient performs API calls.
 	HTTPClient *http.Client
+	// OpenDatabase serves direct-database mode (--database-url): it opens
+	// the database named by the URL and returns a transport answering admin
+	// API requests in-process, the bearer token it accepts and the function
+	// closing the database (package cli/direct's Open). nil ⇒ the flag is
+	// refused, and the binary links no server package for it.
+	OpenDatabase func(ctx context.Context, databaseURL string) (http.RoundTripper, string, func() error, error)
 }
 
 func (o IO) withDefaults() IO {

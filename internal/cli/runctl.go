@@ -6,8 +6,7 @@ import (
 	"net/url"
 
 	"github.com/spf13/cobra"
-
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // runsCancelCommand is `kici-admin runs cancel <run-id> [--force]`.
@@ -27,8 +26,8 @@ SIGKILL. A finished run cannot be cancelled (exit 1, HTTP 409).`,
   kici-admin runs cancel <run-id> --force`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var resp api.CancelResponse
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/cancel", nil, api.CancelRequest{Force: force}, &resp); done || err != nil {
+			var resp apitypes.CancelResponse
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AdminPrefix+"/runs/"+url.PathEscape(args[0])+"/cancel", nil, apitypes.CancelRequest{Force: force}, &resp); done || err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "run %s: %s\n", resp.RunID, resp.Status)
@@ -84,12 +83,12 @@ func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 	if err != nil {
 		return err
 	}
-	var st api.ClusterDrainStatus
+	var st apitypes.ClusterDrainStatus
 	var raw []byte
 	if action == "" {
-		raw, err = c.Get(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", nil, &st)
+		raw, err = c.Get(cmd.Context(), apitypes.AdminPrefix+"/orchestrator/drain", nil, &st)
 	} else {
-		raw, err = c.Post(cmd.Context(), api.AdminPrefix+"/orchestrator/drain", api.DrainRequest{Action: action, Node: node}, &st)
+		raw, err = c.Post(cmd.Context(), apitypes.AdminPrefix+"/orchestrator/drain", apitypes.DrainRequest{Action: action, Node: node}, &st)
 	}
 	if err != nil {
 		return err
@@ -132,8 +131,8 @@ depends on them; the other jobs are carried over as succeeded (errorMessage
 			if err != nil {
 				return err
 			}
-			var resp api.RerunResponse
-			path := api.AdminPrefix + "/runs/" + url.PathEscape(args[0]) + "/rerun"
+			var resp apitypes.RerunResponse
+			path := apitypes.AdminPrefix + "/runs/" + url.PathEscape(args[0]) + "/rerun"
 			if failed {
 				path += "?failed=true"
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 func (a *app) runsCommand() *cobra.Command {
@@ -61,12 +61,12 @@ func (a *app) runsListCommand() *cobra.Command {
 			q.Set("limit", strconv.Itoa(limit))
 			q.Set("offset", strconv.Itoa(offset))
 			var resp struct {
-				Runs   []api.RunView `json:"runs"`
-				Total  int           `json:"total"`
-				Limit  int           `json:"limit"`
-				Offset int           `json:"offset"`
+				Runs   []apitypes.RunView `json:"runs"`
+				Total  int                `json:"total"`
+				Limit  int                `json:"limit"`
+				Offset int                `json:"offset"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/runs", q, &resp)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/runs", q, &resp)
 			if err != nil {
 				return err
 			}
@@ -110,15 +110,15 @@ func (a *app) runsListCommand() *cobra.Command {
 }
 
 // fetchRun gets one run.
-func (a *app) fetchRun(ctx context.Context, id string) (*api.RunView, []byte, error) {
+func (a *app) fetchRun(ctx context.Context, id string) (*apitypes.RunView, []byte, error) {
 	c, err := a.api()
 	if err != nil {
 		return nil, nil, err
 	}
 	var resp struct {
-		Run api.RunView `json:"run"`
+		Run apitypes.RunView `json:"run"`
 	}
-	raw, err := c.Get(ctx, api.AdminPrefix+"/runs/"+url.PathEscape(id), nil, &resp)
+	raw, err := c.Get(ctx, apitypes.AdminPrefix+"/runs/"+url.PathEscape(id), nil, &resp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,7 +126,7 @@ func (a *app) fetchRun(ctx context.Context, id string) (*api.RunView, []byte, er
 }
 
 // fetchJobs gets a run's jobs (with steps when steps is true).
-func (a *app) fetchJobs(ctx context.Context, runID string, steps bool) ([]api.JobView, []byte, error) {
+func (a *app) fetchJobs(ctx context.Context, runID string, steps bool) ([]apitypes.JobView, []byte, error) {
 	c, err := a.api()
 	if err != nil {
 		return nil, nil, err
@@ -136,9 +136,9 @@ func (a *app) fetchJobs(ctx context.Context, runID string, steps bool) ([]api.Jo
 		q.Set("includeSteps", "true")
 	}
 	var resp struct {
-		Jobs []api.JobView `json:"jobs"`
+		Jobs []apitypes.JobView `json:"jobs"`
 	}
-	raw, err := c.Get(ctx, api.AdminPrefix+"/runs/"+url.PathEscape(runID)+"/jobs", q, &resp)
+	raw, err := c.Get(ctx, apitypes.AdminPrefix+"/runs/"+url.PathEscape(runID)+"/jobs", q, &resp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -221,7 +221,7 @@ func (a *app) runsSummaryCommand() *cobra.Command {
 
 // printSummary writes the jobs × steps table: one row per job, then one
 // indented row per step.
-func printSummary(w io.Writer, jobs []api.JobView) {
+func printSummary(w io.Writer, jobs []apitypes.JobView) {
 	if len(jobs) == 0 {
 		fmt.Fprintln(w, "No jobs.")
 		return

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 )
 
@@ -45,7 +45,7 @@ names (agent_token_ttl_ms).`,
 				return err
 			}
 			var v clusterSettingsView
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/cluster-settings", nil, &v)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/cluster-settings", nil, &v)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ func (a *app) patchClusterSettings(cmd *cobra.Command, body map[string]any) erro
 	if err != nil {
 		return err
 	}
-	raw, _, err := c.Request(cmd.Context(), http.MethodPatch, api.AdminPrefix+"/cluster-settings", nil, b, map[string]string{"Content-Type": "application/json"}, true)
+	raw, _, err := c.Request(cmd.Context(), http.MethodPatch, apitypes.AdminPrefix+"/cluster-settings", nil, b, map[string]string{"Content-Type": "application/json"}, true)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (a *app) scalerCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var v scalerStatus
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/scalers", nil, nil, &v); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/scalers", nil, nil, &v); done || err != nil {
 				return err
 			}
 			var degraded []string

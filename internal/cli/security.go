@@ -14,8 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"kici.dev/kici/internal/api"
-	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // ---------------------------------------------------------------- token
@@ -49,7 +48,7 @@ func (a *app) tokenCommand() *cobra.Command {
 				body["expiresAt"] = time.Now().Add(d).UTC().Format(time.RFC3339)
 			}
 			var resp struct{ Token, ID string }
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/tokens", nil, body, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AdminPrefix+"/tokens", nil, body, &resp); done || err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "id:    %s\ntoken: %s\n", resp.ID, resp.Token)
@@ -69,8 +68,8 @@ func (a *app) tokenCommand() *cobra.Command {
 		Example: "  kici-admin token list --json",
 		Use:     "list", Short: "List admin tokens, newest first (never their plaintext)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp struct{ Tokens []api.AdminTokenView }
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/tokens", nil, nil, &resp); done || err != nil {
+			var resp struct{ Tokens []apitypes.AdminTokenView }
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/tokens", nil, nil, &resp); done || err != nil {
 				return err
 			}
 			t := newTable(a.out(), "ID", "LABEL", "ROLE", "ROUTING KEY", "CREATED", "EXPIRES", "REVOKED")
@@ -93,7 +92,7 @@ func (a *app) tokenCommand() *cobra.Command {
 		Example: "  kici-admin token revoke 6f1d0c7e-…",
 		Use:     "revoke <token-id>", Short: "Revoke an admin token: it gets 401 from now on", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, api.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil); done || err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "token %s revoked\n", args[0])
@@ -143,7 +142,7 @@ func (a *app) agentCommand() *cobra.Command {
 				Labels                 []string
 				MandatoryLabels        []string
 			}
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AgentTokenPath, nil, body, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AgentTokenPath, nil, body, &resp); done || err != nil {
 				return err
 			}
 			scope := "any"
@@ -171,8 +170,8 @@ func (a *app) agentCommand() *cobra.Command {
 			if typ != "" {
 				q.Set("type", typ)
 			}
-			var resp struct{ Tokens []api.AgentTokenView }
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AgentTokenPath, q, nil, &resp); done || err != nil {
+			var resp struct{ Tokens []apitypes.AgentTokenView }
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AgentTokenPath, q, nil, &resp); done || err != nil {
 				return err
 			}
 			t := newTable(a.out(), "ID", "PREFIX", "TYPE", "LABELS", "MANDATORY", "CREATED", "EXPIRES")
@@ -197,7 +196,7 @@ func (a *app) agentCommand() *cobra.Command {
 		Use:     "revoke <token-id>", Short: "Revoke an agent token and close its live connections (the agents stop reconnecting)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct{ Kicked int }
-			if done, err := a.callJSON(cmd, http.MethodDelete, api.AgentTokenPath+"/"+url.PathEscape(args[0]), nil, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodDelete, apitypes.AgentTokenPath+"/"+url.PathEscape(args[0]), nil, nil, &resp); done || err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "agent token %s revoked, %d connection(s) closed\n", args[0], resp.Kicked)
@@ -234,7 +233,7 @@ func (a *app) secretCommand() *cobra.Command {
 		Use:     "scopes", Short: "List the org's secret scopes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp struct{ Scopes []string }
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/secrets/scopes", url.Values{"orgId": {org}}, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/secrets/scopes", url.Values{"orgId": {org}}, nil, &resp); done || err != nil {
 				return err
 			}
 			for _, s := range resp.Scopes {
@@ -249,7 +248,7 @@ func (a *app) secretCommand() *cobra.Command {
 		Use:     "list <scope>", Short: "List the key names of a scope (never values)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct{ Keys []string }
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/secrets/keys", url.Values{"orgId": {org}, "scope": {args[0]}}, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/secrets/keys", url.Values{"orgId": {org}, "scope": {args[0]}}, nil, &resp); done || err != nil {
 				return err
 			}
 			for _, k := range resp.Keys {
@@ -303,7 +302,7 @@ func (a *app) secretCommand() *cobra.Command {
 			if v == "" {
 				return errors.New("the secret value is empty")
 			}
-			path := api.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
+			path := apitypes.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
 			if done, err := a.callJSON(cmd, http.MethodPut, path, nil, map[string]string{"value": v}, nil); done || err != nil {
 				return err
 			}
@@ -321,10 +320,10 @@ func (a *app) secretCommand() *cobra.Command {
 		Example: "  kici-admin secret delete --org acme release npm_token",
 		Use:     "delete <scope> [key]", Short: "Delete one secret, or a whole scope with its secrets", Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := api.AdminPrefix + "/secrets/scopes/" + url.PathEscape(org) + "/" + url.PathEscape(args[0])
+			path := apitypes.AdminPrefix + "/secrets/scopes/" + url.PathEscape(org) + "/" + url.PathEscape(args[0])
 			what := "scope " + args[0]
 			if len(args) == 2 {
-				path = api.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
+				path = apitypes.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
 				what = "secret " + args[0] + ":" + args[1]
 			}
 			if done, err := a.callJSON(cmd, http.MethodDelete, path, nil, nil, nil); done || err != nil {
@@ -342,7 +341,7 @@ func (a *app) secretCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp map[string]int
-			if done, err := a.callJSON(cmd, http.MethodPost, api.AdminPrefix+"/rotate-key", nil, nil, &resp); done || err != nil {
+			if done, err := a.callJSON(cmd, http.MethodPost, apitypes.AdminPrefix+"/rotate-key", nil, nil, &resp); done || err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out(), "re-encrypted %d secret(s) and %d signing key(s)\n", resp["reEncrypted"], resp["reEncryptedSigningKeys"])
@@ -397,8 +396,8 @@ func (a *app) accessLogCommand() *cobra.Command {
 			if action != "" {
 				q.Set("action", action)
 			}
-			var resp struct{ Entries []store.AccessLogEntry }
-			if done, err := a.callJSON(cmd, http.MethodGet, api.AdminPrefix+"/access-log", q, nil, &resp); done || err != nil {
+			var resp struct{ Entries []apitypes.AccessLogEntry }
+			if done, err := a.callJSON(cmd, http.MethodGet, apitypes.AdminPrefix+"/access-log", q, nil, &resp); done || err != nil {
 				return err
 			}
 			t := newTable(a.out(), "AT", "ACTION", "RESOURCE", "BY", "DETAIL")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 func (a *app) sourceCommand() *cobra.Command {
@@ -69,9 +69,9 @@ directory name. Pushes are simulated with 'kici-admin source trigger-local'.`,
 			if name == "" {
 				name = defaultSourceName(abs)
 			}
-			return a.createSource(cmd, api.CreateSourceRequest{
-				OrgID: org, Name: name, ProviderType: api.ProviderLocal,
-				LocalConfig: &api.LocalConfig{Path: abs},
+			return a.createSource(cmd, apitypes.CreateSourceRequest{
+				OrgID: org, Name: name, ProviderType: apitypes.ProviderLocal,
+				LocalConfig: &apitypes.LocalConfig{Path: abs},
 			})
 		},
 	}
@@ -100,11 +100,11 @@ the body) a sender's retries of the same event are recorded once.`,
   kici-admin source add generic --org demo --name lan --verification-method ip_allowlist --ip-allowlist 10.0.0.5,10.0.0.6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := api.CreateSourceRequest{OrgID: org, Name: name, ProviderType: api.ProviderGeneric,
+			req := apitypes.CreateSourceRequest{OrgID: org, Name: name, ProviderType: apitypes.ProviderGeneric,
 				VerificationMethod: method, MaxPayloadBytes: maxBytes, RateLimitRPM: rpm,
 				IdempotencyKeyHeader: idemHeader, IdempotencyKeyPath: idemPath}
 			if header != "" || allow != "" {
-				req.VerificationConfig = &api.VerificationConfig{Header: header}
+				req.VerificationConfig = &apitypes.VerificationConfig{Header: header}
 				for _, ip := range strings.Split(allow, ",") {
 					if ip = strings.TrimSpace(ip); ip != "" {
 						req.VerificationConfig.IPAllowlist = append(req.VerificationConfig.IPAllowlist, ip)
@@ -129,15 +129,15 @@ the body) a sender's retries of the same event are recorded once.`,
 	return cmd
 }
 
-func (a *app) createSource(cmd *cobra.Command, req api.CreateSourceRequest) error {
+func (a *app) createSource(cmd *cobra.Command, req apitypes.CreateSourceRequest) error {
 	c, err := a.api()
 	if err != nil {
 		return err
 	}
 	var resp struct {
-		Source api.SourceView `json:"source"`
+		Source apitypes.SourceView `json:"source"`
 	}
-	raw, err := c.Post(cmd.Context(), api.AdminPrefix+"/generic-sources", req, &resp)
+	raw, err := c.Post(cmd.Context(), apitypes.AdminPrefix+"/generic-sources", req, &resp)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (a *app) createSource(cmd *cobra.Command, req api.CreateSourceRequest) erro
 		fmt.Fprintf(w, "  path:        %s\n", s.LocalConfig.Path)
 	}
 	fmt.Fprintf(w, "  webhook:     %s%s\n", c.BaseURL, s.WebhookPath)
-	if s.ProviderType == api.ProviderLocal {
+	if s.ProviderType == apitypes.ProviderLocal {
 		fmt.Fprintf(w, "Trigger a build of the current commit with: kici-admin source trigger-local %s\n", s.ID)
 	} else {
 		fmt.Fprintf(w, "Show the webhook secret with: kici-admin source get-webhook-secret %s\n", s.ID)
@@ -184,9 +184,9 @@ func (a *app) sourceListCommand() *cobra.Command {
 				q.Set("orgId", org)
 			}
 			var resp struct {
-				Sources []api.SourceView `json:"sources"`
+				Sources []apitypes.SourceView `json:"sources"`
 			}
-			raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/generic-sources", q, &resp)
+			raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/generic-sources", q, &resp)
 			if err != nil {
 				return err
 			}
@@ -215,15 +215,15 @@ func (a *app) sourceListCommand() *cobra.Command {
 }
 
 // getSource fetches one source.
-func (a *app) getSource(cmd *cobra.Command, id string) (*api.SourceView, []byte, error) {
+func (a *app) getSource(cmd *cobra.Command, id string) (*apitypes.SourceView, []byte, error) {
 	c, err := a.api()
 	if err != nil {
 		return nil, nil, err
 	}
 	var resp struct {
-		Source api.SourceView `json:"source"`
+		Source apitypes.SourceView `json:"source"`
 	}
-	raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/generic-sources/"+url.PathEscape(id), nil, &resp)
+	raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/generic-sources/"+url.PathEscape(id), nil, &resp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,7 +273,7 @@ func (a *app) getSourceSecret(cmd *cobra.Command, id string) (string, []byte, er
 	var resp struct {
 		WebhookSecret string `json:"webhookSecret"`
 	}
-	raw, err := c.Get(cmd.Context(), api.AdminPrefix+"/generic-sources/"+url.PathEscape(id)+"/webhook-secret", nil, &resp)
+	raw, err := c.Get(cmd.Context(), apitypes.AdminPrefix+"/generic-sources/"+url.PathEscape(id)+"/webhook-secret", nil, &resp)
 	if err != nil {
 		return "", nil, err
 	}

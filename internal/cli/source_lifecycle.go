@@ -12,8 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // terminalPrompt writes question to w and reads one answer line from the
@@ -77,7 +76,7 @@ stdin is not a terminal).`,
 					return err
 				}
 			}
-			if printed, err := a.callJSON(cmd, http.MethodDelete, api.AdminPrefix+"/generic-sources/"+url.PathEscape(src.ID), nil, nil, nil); printed || err != nil {
+			if printed, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/generic-sources/"+url.PathEscape(src.ID), nil, nil, nil); printed || err != nil {
 				return err
 			}
 			if a.quiet {
@@ -113,7 +112,7 @@ schedules that fell due meanwhile. Both are idempotent.`,
 			var resp struct {
 				Enabled bool `json:"enabled"`
 			}
-			path := api.AdminPrefix + "/generic-sources/" + url.PathEscape(args[0]) + "/" + verb
+			path := apitypes.AdminPrefix + "/generic-sources/" + url.PathEscape(args[0]) + "/" + verb
 			if printed, err := a.callJSON(cmd, http.MethodPost, path, nil, nil, &resp); printed || err != nil {
 				return err
 			}

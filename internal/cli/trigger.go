@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // ZeroSHA is the "before" of a push with no parent commit.
@@ -95,7 +95,7 @@ delivery id; find its runs with 'kici-admin runs list --delivery-id <id>'.`,
 			if err != nil {
 				return err
 			}
-			if src.ProviderType != api.ProviderLocal || src.LocalConfig == nil {
+			if src.ProviderType != apitypes.ProviderLocal || src.LocalConfig == nil {
 				return fmt.Errorf("source %s is a %s source: trigger-local needs a local source", src.ID, src.ProviderType)
 			}
 			if !src.Enabled {
@@ -163,7 +163,7 @@ delivery id; find its runs with 'kici-admin runs list --delivery-id <id>'.`,
 
 // buildLocalPush resolves ref/sha in the source's repository and builds the
 // push payload.
-func buildLocalPush(ctx context.Context, src *api.SourceView, ref, sha string) (*LocalPushPayload, error) {
+func buildLocalPush(ctx context.Context, src *apitypes.SourceView, ref, sha string) (*LocalPushPayload, error) {
 	repo := src.LocalConfig.Path
 	if _, err := git(ctx, repo, "rev-parse", "--git-dir"); err != nil {
 		return nil, fmt.Errorf("source path %s is not a git repository on this host: %v", repo, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/api"
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/execution"
@@ -92,7 +93,7 @@ func (w *ingressWiring) mount(mux *http.ServeMux) {
 }
 
 // emit persists an operator-emitted kici_event as an internal delivery.
-func (w *ingressWiring) emit(ctx context.Context, req api.EmitRequest) (string, error) {
+func (w *ingressWiring) emit(ctx context.Context, req apitypes.EmitRequest) (string, error) {
 	id := pipeline.KindKiciEvent + ":" + uuid.NewString()
 	_, err := w.proc.Emit(ctx, id, req.OrgID, &pipeline.InternalEvent{Kind: pipeline.KindKiciEvent, EventName: req.EventName,
 		Payload: json.RawMessage(req.Payload), SourceRepo: req.SourceRepo, SourceRoutingKey: req.SourceRoutingKey})

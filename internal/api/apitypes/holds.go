@@ -1,0 +1,40 @@
+package apitypes
+
+import "time"
+
+// HeldRunView is one hold in GET /held-runs. JobID and JobName are null for
+// a workflow-scoped hold; ResolvedBy and ResolveNote are null while the
+// hold is pending; Group (the concurrency group a concurrency hold waits
+// for a slot of) is null for every other hold.
+type HeldRunView struct {
+	ID          string            `json:"id"`
+	RunID       string            `json:"runId"`
+	JobID       *string           `json:"jobId"`
+	JobName     *string           `json:"jobName"`
+	HoldType    string            `json:"holdType"`
+	QueueType   string            `json:"queueType"`
+	Status      string            `json:"status"`
+	HoldScope   string            `json:"holdScope"`
+	Reason      string            `json:"reason"`
+	Contexts    []string          `json:"contexts"`
+	Group       *string           `json:"group"`
+	ExpiresAt   time.Time         `json:"expiresAt"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	Clauses     []ApprovalClause  `json:"clauses"`
+	Approvals   []HeldRunApproval `json:"approvals"`
+	ResolvedBy  *string           `json:"resolvedBy"`
+	ResolveNote *string           `json:"resolveNote"`
+}
+
+// Values of HeldRunView.HoldType the clients tell apart (KiCI
+// held_runs.hold_type).
+const (
+	// HoldTimer is a context's wait timer.
+	HoldTimer = "timer"
+	// HoldConcurrency is a context's concurrency limit.
+	HoldConcurrency = "concurrency"
+)
+
+// HoldPending is the HeldRunView.Status of a hold still waiting for a
+// decision (KiCI held_runs.status).
+const HoldPending = "pending"

@@ -1,0 +1,72 @@
+package apitypes
+
+import "time"
+
+// VerificationConfig configures a generic source's verification method.
+type VerificationConfig struct {
+	// Header names the signature (hmac_sha256) or token (bearer_token) header.
+	Header string `json:"header,omitempty"`
+	// IPAllowlist lists the client IPs accepted by ip_allowlist.
+	IPAllowlist []string `json:"ipAllowlist,omitempty"`
+}
+
+// CreateSourceRequest is the body of POST /generic-sources. Unknown fields are
+// rejected.
+type CreateSourceRequest struct {
+	// OrgID is the owning organisation ([A-Za-z0-9._-], ≤ 100 chars).
+	OrgID string `json:"orgId"`
+	// Name is unique within the org ([a-z0-9._-], ≤ 100 chars); it is the
+	// last segment of the webhook URL.
+	Name string `json:"name"`
+	// ProviderType is "generic" (default) or "local".
+	ProviderType string `json:"providerType,omitempty"`
+	// VerificationMethod is hmac_sha256 (default), bearer_token,
+	// ip_allowlist or none.
+	VerificationMethod string `json:"verificationMethod,omitempty"`
+	// VerificationConfig configures the method (header, ipAllowlist).
+	VerificationConfig *VerificationConfig `json:"verificationConfig,omitempty"`
+	// MaxPayloadBytes caps delivery bodies (1 B–10 MiB; default 1 MiB).
+	MaxPayloadBytes int64 `json:"maxPayloadBytes,omitempty"`
+	// RateLimitRPM caps deliveries per minute (default 600; -1 = unlimited).
+	RateLimitRPM int `json:"rateLimitRpm,omitempty"`
+	// IdempotencyKeyHeader names the request header carrying the delivery's
+	// idempotency key (KiCI idempotencyKeyHeader); generic sources only.
+	IdempotencyKeyHeader string `json:"idempotencyKeyHeader,omitempty"`
+	// IdempotencyKeyPath is a JSONPath to the idempotency key in the body
+	// (KiCI idempotencyKeyPath), e.g. $.event.id; generic sources only.
+	IdempotencyKeyPath string `json:"idempotencyKeyPath,omitempty"`
+	// GitConfig makes a generic source a universal-git source (see
+	// docs/ingress.md); generic sources only.
+	GitConfig *GitConfig `json:"gitConfig,omitempty"`
+	// LocalConfig is required for local sources, refused otherwise.
+	LocalConfig *LocalConfig `json:"localConfig,omitempty"`
+}
+
+// LocalConfig configures a local source.
+type LocalConfig struct {
+	// Path is the absolute path of a git repository on the orchestrator host.
+	Path string `json:"path"`
+}
+
+// SourceView is a source in API responses (never its secret).
+type SourceView struct {
+	ID                 string       `json:"id"`
+	OrgID              string       `json:"orgId"`
+	Name               string       `json:"name"`
+	ProviderType       string       `json:"providerType"`
+	RoutingKey         string       `json:"routingKey"`
+	VerificationMethod string       `json:"verificationMethod"`
+	Enabled            bool         `json:"enabled"`
+	LocalConfig        *LocalConfig `json:"localConfig"`
+	// WebhookPath is where deliveries are posted: /webhook/<org>/generic/<name>.
+	WebhookPath string    `json:"webhookPath"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+// Source provider types accepted by POST /generic-sources.
+const (
+	// ProviderGeneric is a plain generic webhook source.
+	ProviderGeneric = "generic"
+	// ProviderLocal is a git repository on the orchestrator's host.
+	ProviderLocal = "local"
+)

@@ -1,0 +1,60 @@
+package api
+
+import (
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/store"
+)
+
+// Conversions from the server's rows to the apitypes shapes that repeat
+// them (apitypes/shared.go). The types are field-for-field identical, so a
+// Go conversion copies them; a field added to one side only stops these
+// conversions from compiling, which is the point.
+
+// mapSlice converts every element of in with f; never nil, so an empty
+// list is JSON [] rather than null.
+func mapSlice[S, D any](in []S, f func(S) D) []D {
+	out := make([]D, 0, len(in))
+	for _, v := range in {
+		out = append(out, f(v))
+	}
+	return out
+}
+
+func clusterNodeViews(ns []*store.ClusterNode) []apitypes.ClusterNode {
+	return mapSlice(ns, func(n *store.ClusterNode) apitypes.ClusterNode { return apitypes.ClusterNode(*n) })
+}
+
+func drainView(d runctl.DrainStatus) apitypes.DrainStatus { return apitypes.DrainStatus(d) }
+
+func clauseViews(cs []store.ApprovalClause) []apitypes.ApprovalClause {
+	return mapSlice(cs, func(c store.ApprovalClause) apitypes.ApprovalClause { return apitypes.ApprovalClause(c) })
+}
+
+func approvalViews(as []store.HeldRunApproval) []apitypes.HeldRunApproval {
+	return mapSlice(as, func(a store.HeldRunApproval) apitypes.HeldRunApproval { return apitypes.HeldRunApproval(a) })
+}
+
+func needViews(ns []store.Need) []apitypes.Need {
+	return mapSlice(ns, func(n store.Need) apitypes.Need { return apitypes.Need(n) })
+}
+
+// eventLogEntryView copies e without its stored gzipped payload.
+func eventLogEntryView(e *store.EventLogEntry) apitypes.EventLogEntry {
+	return apitypes.EventLogEntry{
+		ID: e.ID, DeliveryID: e.DeliveryID, OrgID: e.OrgID, SourceID: e.SourceID, RoutingKey: e.RoutingKey, Event: e.Event,
+		Action: e.Action, Source: e.Source, Provider: e.Provider, RepoIdentifier: e.RepoIdentifier, Ref: e.Ref, Status: e.Status,
+		MatchedCount: e.MatchedCount, RunIDs: e.RunIDs, ErrorMessage: e.ErrorMessage, PayloadSizeBytes: e.PayloadSizeBytes,
+		PayloadHash: e.PayloadHash, PayloadOmittedReason: e.PayloadOmittedReason, ReceivedAt: e.ReceivedAt, ProcessedAt: e.ProcessedAt,
+	}
+}
+
+func rejectedViews(rs []*store.RejectedDelivery) []apitypes.RejectedDelivery {
+	return mapSlice(rs, func(r *store.RejectedDelivery) apitypes.RejectedDelivery { return apitypes.RejectedDelivery(*r) })
+}
+
+func registrationView(g *store.Registration) apitypes.Registration { return apitypes.Registration(*g) }
+
+func accessLogViews(es []*store.AccessLogEntry) []apitypes.AccessLogEntry {
+	return mapSlice(es, func(e *store.AccessLogEntry) apitypes.AccessLogEntry { return apitypes.AccessLogEntry(*e) })
+}
