@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kici.dev/kici/internal/pglisten"
 )
 
 // Channel is the LISTEN/NOTIFY channel of the bus.
@@ -118,46 +120,19 @@ func (b *Bus) Close() {
 func (b *Bus) listen(ctx context.Context, ready chan struct{}) {
 	defer close(b.done)
 	var once sync.Once
-	for ctx.Err() == nil {
-		err := b.listenOnce(ctx, func() { once.Do(func() { close(ready) }) })
-		if ctx.Err() != nil {
-			return
-		}
-		b.log.Warn("cluster bus connection lost; reconnecting", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+	pglisten.Run(ctx, b.pool, Channel, b.log, func() { once.Do(func() { close(ready) }) }, b.dispatch)
 }
 
-func (b *Bus) listenOnce(ctx context.Context, listening func()) error {
-	pooled, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return err
+// dispatch hands a message of another node to its kind's handler.
+func (b *Bus) dispatch(payload string) {
+	var m Message
+	if json.Unmarshal([]byte(payload), &m) != nil || m.From == b.node {
+		return
 	}
-	// The connection carries a LISTEN: it never goes back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	listening()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		var m Message
-		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.From == b.node {
-			continue
-		}
-		b.mu.Lock()
-		fn := b.handlers[m.Kind]
-		b.mu.Unlock()
-		if fn != nil {
-			go fn(m)
-		}
+	b.mu.Lock()
+	fn := b.handlers[m.Kind]
+	b.mu.Unlock()
+	if fn != nil {
+		go fn(m)
 	}
 }

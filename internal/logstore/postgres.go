@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"kici.dev/kici/internal/pglisten"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -344,46 +345,15 @@ func (p *PG) wakeAll() {
 	p.mu.Unlock()
 }
 
-// listen holds one connection LISTENing on pgNotifyChannel and wakes the
-// waiters of each notified step; after a lost connection it reconnects
-// and wakes every waiter (they look again).
+// listen keeps a LISTEN on pgNotifyChannel and wakes the waiters of each
+// notified step; whenever the LISTEN is (again) in effect it wakes every
+// waiter (they look again: a notification may have been missed).
 func (p *PG) listen(ctx context.Context) {
 	defer close(p.done)
-	for ctx.Err() == nil {
-		err := p.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		p.log.Warn("log notifications lost; reconnecting", "err", err)
-		p.wakeAll()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (p *PG) listenOnce(ctx context.Context) error {
-	pooled, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection carries a LISTEN: it never goes back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgNotifyChannel); err != nil {
-		return err
-	}
-	p.wakeAll() // appends made before the LISTEN took effect
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
+	pglisten.Run(ctx, p.pool, pgNotifyChannel, p.log, p.wakeAll, func(payload string) {
 		p.notified.Add(1)
-		if strings.IndexByte(n.Payload, ':') > 0 {
-			p.wake(n.Payload)
+		if strings.IndexByte(payload, ':') > 0 {
+			p.wake(payload)
 		}
-	}
+	})
 }
