@@ -36,7 +36,9 @@ func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
 	if err != nil || e == nil {
 		return false // claimed already, or gone
 	}
-	d.pending.put(e)
+	// The entry is not put in this node's pending index: unless an idle
+	// agent here takes it now, it stays the enqueuing node's to route (or
+	// spawn for) until the next resync, so two nodes do not spawn for it.
 	if e.PinnedAgentID != "" && !d.hasAgent(e.PinnedAgentID) {
 		return false // bound to an agent of another node
 	}
