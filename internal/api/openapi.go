@@ -13,7 +13,7 @@ import (
 
 // OpenAPI document of the route table (OpenAPI 3.1.0,
 // https://spec.openapis.org/oas/v3.1.0). Each operation carries its path,
-// method, path parameters, a summary, the RBAC permission it needs as the
+// method, path and query parameters, a summary, the RBAC permission it needs as the
 // extension x-kici-permission (absent on public routes, whose security
 // list is empty), and the request and response schemas the route table
 // names, reflected from the Go types' json tags.
@@ -47,11 +47,14 @@ func OpenAPIDocument(version string) map[string]any {
 			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
 			op[PermissionExtension] = rt.perm
 		}
-		if ps := pathParams(rt.path); len(ps) > 0 {
-			params := make([]any, 0, len(ps))
-			for _, p := range ps {
-				params = append(params, map[string]any{"name": p, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
-			}
+		var params []any
+		for _, p := range pathParams(rt.path) {
+			params = append(params, map[string]any{"name": p, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, p := range rt.queryParams {
+			params = append(params, map[string]any{"name": p, "in": "query", "schema": map[string]any{"type": "string"}})
+		}
+		if len(params) > 0 {
 			op["parameters"] = params
 		}
 		if rt.request != nil {

@@ -132,6 +132,17 @@ func TestOpenAPISchemasFollowTheGoTypes(t *testing.T) {
 		c.Properties["createdAt"]["format"] != "date-time" {
 		t.Errorf("Context schema: %v", c.Properties)
 	}
+	var ops struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(raw, &ops); err != nil {
+		t.Fatal(err)
+	}
+	if ps := fmt.Sprint(ops.Paths[apitypes.AdminPrefix+"/runs/{runId}/jobs"]["get"].Parameters); ps != "[{runId path} {includeSteps query}]" {
+		t.Errorf("GET /runs/{runId}/jobs parameters: %s", ps)
+	}
 	if _, ok := doc.Components.Schemas["ContextDetail"].Properties["variables"]; !ok {
 		t.Errorf("ContextDetail schema lacks variables: %v", doc.Components.Schemas["ContextDetail"])
 	}

@@ -35,6 +35,10 @@ type route struct {
 	// request and response are zero values of the JSON bodies, reflected
 	// into the OpenAPI schemas; nil = not described.
 	request, response any
+	// queryParams are the query parameters the handler reads (all
+	// optional in OpenAPI terms; the handler answers 400 when a required one
+	// is missing).
+	queryParams []string
 }
 
 // key is the route's "METHOD path" pattern, as the authorizer, the audit
@@ -52,6 +56,9 @@ func public(method, path, summary string, h func(*server, http.ResponseWriter, *
 // noBody marks a route whose request must have no body.
 func (rt route) noBody() route { rt.bodyless = true; return rt }
 
+// query records the query parameters the handler reads.
+func (rt route) query(names ...string) route { rt.queryParams = names; return rt }
+
 // bodies records the request and response shapes for the OpenAPI document.
 func (rt route) bodies(req, resp any) route { rt.request, rt.response = req, resp; return rt }
 
@@ -65,7 +72,7 @@ func routeTable() []route {
 		public("GET", apitypes.AdminPrefix+"/openapi.json", "This API's OpenAPI 3.1 description", (*server).openAPI),
 
 		adm("POST", "/generic-sources", PermSourceCreate, "Create a generic or local event source", (*server).createSource).bodies(apitypes.CreateSourceRequest{}, nil),
-		adm("GET", "/generic-sources", PermSourceRead, "List event sources", (*server).listSources),
+		adm("GET", "/generic-sources", PermSourceRead, "List event sources", (*server).listSources).query("orgId"),
 		adm("GET", "/generic-sources/{id}", PermSourceRead, "Show one event source", (*server).getSource),
 		adm("DELETE", "/generic-sources/{id}", auth.PermSourceDelete, "Delete an event source", (*server).deleteSource).noBody(),
 		adm("POST", "/generic-sources/{id}/enable", PermSourceUpdate, "Enable an event source", (*server).enableSource).noBody(),
@@ -75,22 +82,22 @@ func routeTable() []route {
 		adm("GET", "/generic-sources/{id}/webhook-secrets", PermSourceSecretRead, "List a source's webhook secrets", (*server).listSecrets),
 		adm("POST", "/generic-sources/{id}/webhook-secrets", PermSourceUpdate, "Rotate in a new webhook secret", (*server).rotateSecret).noBody(),
 		adm("DELETE", "/generic-sources/{id}/webhook-secrets/{secretId}", PermSourceUpdate, "Revoke one webhook secret", (*server).revokeSecret).noBody(),
-		adm("GET", "/rejected-deliveries", PermEventLogRead, "List rejected webhook deliveries", (*server).listRejected),
-		adm("GET", "/event-log", PermEventLogRead, "List the event log", (*server).listEventLog),
-		adm("GET", "/event-log/{deliveryId}", PermEventLogRead, "Show one event-log entry", (*server).getEventLog).bodies(nil, apitypes.EventLogView{}),
+		adm("GET", "/rejected-deliveries", PermEventLogRead, "List rejected webhook deliveries", (*server).listRejected).query("sourceId", "limit"),
+		adm("GET", "/event-log", PermEventLogRead, "List the event log", (*server).listEventLog).query("orgId", "routingKey", "event", "action", "status", "deliveryId", "limit", "offset", "from", "to"),
+		adm("GET", "/event-log/{deliveryId}", PermEventLogRead, "Show one event-log entry", (*server).getEventLog).bodies(nil, apitypes.EventLogView{}).query("orgId", "includePayload"),
 		adm("POST", "/events/emit", PermContextCreate, "Emit a kici_event", (*server).emitEvent).bodies(apitypes.EmitRequest{}, nil),
-		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations),
+		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations).query("customerId", "org", "routingKey", "repoIdentifier", "triggerType"),
 		adm("GET", "/registrations/{id}", PermContextRead, "Show one registration", (*server).getRegistration),
 
-		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns),
+		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns).query("status", "workflowName", "repo", "deliveryId", "since", "count", "limit", "offset"),
 		adm("POST", "/runs", auth.PermSourceTrigger, "Start a manual run", (*server).startManualRun).bodies(apitypes.ManualRunRequest{}, nil),
 		adm("GET", "/runs/{runId}", PermRunRead, "Show one run", (*server).getRun),
-		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs),
-		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs", PermRunRead, "Read a page of a step's log", (*server).stepLogs).bodies(nil, apitypes.LogsPage{}),
+		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs).query("includeSteps"),
+		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs", PermRunRead, "Read a page of a step's log", (*server).stepLogs).bodies(nil, apitypes.LogsPage{}).query("cursor", "limit"),
 		adm("GET", "/runs/{runId}/events", PermRunRead, "Stream a run's status events (server-sent events)", (*server).runEvents),
 		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream", PermRunRead, "Stream a step's log (server-sent events)", (*server).stepLogStream),
 		adm("POST", "/runs/{runId}/cancel", PermRunCancel, "Cancel a run", (*server).cancelRun).bodies(apitypes.CancelRequest{}, apitypes.CancelResponse{}),
-		adm("POST", "/runs/{runId}/rerun", PermRunRerun, "Rerun a run", (*server).rerunRun).noBody().bodies(nil, apitypes.RerunResponse{}),
+		adm("POST", "/runs/{runId}/rerun", PermRunRerun, "Rerun a run", (*server).rerunRun).noBody().bodies(nil, apitypes.RerunResponse{}).query("failed"),
 		adm("GET", "/orchestrator/drain", auth.PermSettingsRead, "Show the drain state", (*server).getDrain),
 		adm("POST", "/orchestrator/drain", PermOrchestratorDrain, "Start or stop draining", (*server).postDrain).bodies(apitypes.DrainRequest{}, nil),
 		adm("GET", "/cluster/nodes", auth.PermSettingsRead, "List the cluster's nodes", (*server).getClusterNodes),
@@ -115,39 +122,39 @@ func routeTable() []route {
 		{method: "POST", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "Create an agent token", handle: (*server).createAgentToken},
 		{method: "GET", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "List agent tokens", handle: (*server).listAgentTokens},
 		{method: "DELETE", path: apitypes.AgentTokenPath + "/{id}", perm: auth.PermAgentTokenManage, summary: "Revoke an agent token", handle: (*server).revokeAgentToken, bodyless: true},
-		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes),
+		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes).query("orgId"),
 		adm("POST", "/secrets/scopes", auth.PermSecretWrite, "Create a secret scope", (*server).createSecretScope),
-		adm("GET", "/secrets/keys", auth.PermSecretList, "List the key names of a secret scope", (*server).listSecretKeys),
+		adm("GET", "/secrets/keys", auth.PermSecretList, "List the key names of a secret scope", (*server).listSecretKeys).query("orgId", "scope"),
 		{method: "DELETE", path: apitypes.AdminPrefix + "/secrets/scopes/{orgId}/{scope}", perm: auth.PermSecretDelete, summary: "Delete a secret scope with its secrets",
 			servedBy: "DELETE " + apitypes.AdminPrefix + "/secrets/{orgId}/{scope}/{key}"},
 		adm("PUT", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretWrite, "Set a secret (the value is never returned)", (*server).putSecret),
 		adm("DELETE", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretDelete, "Delete a secret", (*server).deleteSecret).noBody(),
 		adm("POST", "/rotate-key", auth.PermKeyRotate, "Re-encrypt every secret under a new data key", (*server).rotateKey).noBody(),
-		adm("GET", "/access-log", auth.PermAccessLogRead, "Read the access log", (*server).listAccessLog),
+		adm("GET", "/access-log", auth.PermAccessLogRead, "Read the access log", (*server).listAccessLog).query("action", "tokenId", "routingKey", "since", "limit", "offset"),
 
 		adm("POST", "/contexts", auth.PermSecretWrite, "Create a context", (*server).createContext),
-		adm("GET", "/contexts", auth.PermContextRead, "List an org's contexts", (*server).listContexts).bodies(nil, apitypes.ContextList{}),
+		adm("GET", "/contexts", auth.PermContextRead, "List an org's contexts", (*server).listContexts).bodies(nil, apitypes.ContextList{}).query("orgId", "includeSecrets"),
 		{method: "POST", path: apitypes.AdminPrefix + "/contexts/templates", perm: auth.PermSecretWrite, summary: "Create a context from a template",
 			handle: (*server).createContextTemplate, noMethodFallback: true},
-		adm("GET", "/contexts/{name}", auth.PermContextRead, "Show a context with its variables and bindings", (*server).getContext).bodies(nil, apitypes.ContextDetail{}),
-		adm("DELETE", "/contexts/{name}", auth.PermSecretWrite, "Delete a context", (*server).deleteContext).noBody(),
+		adm("GET", "/contexts/{name}", auth.PermContextRead, "Show a context with its variables and bindings", (*server).getContext).bodies(nil, apitypes.ContextDetail{}).query("orgId"),
+		adm("DELETE", "/contexts/{name}", auth.PermSecretWrite, "Delete a context", (*server).deleteContext).noBody().query("orgId"),
 		adm("POST", "/contexts/{name}/bind", auth.PermSecretWrite, "Bind a context to secret scopes", (*server).bindContext),
 		adm("PATCH", "/contexts/{name}/policy", auth.PermSecretWrite, "Change a context's policy", (*server).patchContextPolicy),
-		adm("GET", "/contexts/{name}/variables", auth.PermContextRead, "List a context's variables", (*server).listContextVariables).bodies(nil, apitypes.ContextVariableList{}),
-		adm("PUT", "/contexts/{name}/variables/{key}", auth.PermSecretWrite, "Set a context variable", (*server).putContextVariable),
-		adm("DELETE", "/contexts/{name}/variables/{key}", auth.PermSecretDelete, "Delete a context variable", (*server).deleteContextVariable).noBody(),
-		adm("GET", "/contexts/{name}/source-overrides", auth.PermContextRead, "List a context's per-source overrides", (*server).listContextSourceOverrides).bodies(nil, apitypes.ContextSourceOverrideList{}),
-		adm("PUT", "/contexts/{name}/source-overrides/{key}", auth.PermSecretWrite, "Set a per-source override", (*server).putContextSourceOverride),
-		adm("DELETE", "/contexts/{name}/source-overrides/{key}", auth.PermSecretDelete, "Delete a per-source override", (*server).deleteContextSourceOverride).noBody(),
+		adm("GET", "/contexts/{name}/variables", auth.PermContextRead, "List a context's variables", (*server).listContextVariables).bodies(nil, apitypes.ContextVariableList{}).query("orgId"),
+		adm("PUT", "/contexts/{name}/variables/{key}", auth.PermSecretWrite, "Set a context variable", (*server).putContextVariable).query("orgId"),
+		adm("DELETE", "/contexts/{name}/variables/{key}", auth.PermSecretDelete, "Delete a context variable", (*server).deleteContextVariable).noBody().query("orgId"),
+		adm("GET", "/contexts/{name}/source-overrides", auth.PermContextRead, "List a context's per-source overrides", (*server).listContextSourceOverrides).bodies(nil, apitypes.ContextSourceOverrideList{}).query("routingKey", "orgId"),
+		adm("PUT", "/contexts/{name}/source-overrides/{key}", auth.PermSecretWrite, "Set a per-source override", (*server).putContextSourceOverride).query("routingKey", "orgId"),
+		adm("DELETE", "/contexts/{name}/source-overrides/{key}", auth.PermSecretDelete, "Delete a per-source override", (*server).deleteContextSourceOverride).noBody().query("routingKey", "orgId"),
 
-		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns),
-		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns),
+		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns).query("runId", "status", "customerId"),
+		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns).query("sha", "runId"),
 		adm("POST", "/held-runs/decision", auth.PermCITrustAdmin, "Approve or reject a held run", (*server).decideHeldRun),
-		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy),
+		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy).query("customerId"),
 		adm("PATCH", "/trust-policy", auth.PermCITrustAdmin, "Change an org's trust policy", (*server).patchTrustPolicy),
-		adm("GET", "/trust-policy/directory", auth.PermCITrustRead, "Show the trust directory", (*server).getTrustDirectory).bodies(nil, apitypes.DirectoryView{}),
+		adm("GET", "/trust-policy/directory", auth.PermCITrustRead, "Show the trust directory", (*server).getTrustDirectory).bodies(nil, apitypes.DirectoryView{}).query("customerId"),
 		adm("PATCH", "/trust-policy/directory", auth.PermCITrustAdmin, "Set a user's trust", (*server).patchTrustDirectory),
-		adm("DELETE", "/trust-policy/directory", auth.PermCITrustAdmin, "Remove a user from the trust directory", (*server).deleteTrustDirectory).noBody(),
+		adm("DELETE", "/trust-policy/directory", auth.PermCITrustAdmin, "Remove a user from the trust directory", (*server).deleteTrustDirectory).noBody().query("userId", "customerId"),
 	}
 }
 
