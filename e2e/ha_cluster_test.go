@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
-	"kici.dev/kici/internal/testutil/pgtest"
 )
 
 // The high-availability acceptance tests (docs/high-availability.md):
@@ -58,15 +57,12 @@ jobs:
 	return work, tick
 }
 
-// haCluster is n orchestrators on one PostgreSQL database with one master
-// key, each on its own data directory and fixed port (a restarted node
-// comes back at the same address), and a GitHub App source whose
-// repository is a local git repository served through the fake's API.
+// haCluster is the cluster harness's nodes (one PostgreSQL database, one
+// master key, fixed ports so a restarted node comes back at the same
+// address) with a GitHub App source whose repository is a local git
+// repository served through the fake's API.
 type haCluster struct {
-	nodes []*orchestrator
-	dirs  []string
-	ports []int
-	env   []string
+	*clusterHarness
 	fake  *ghfake.Server
 	repo  string
 	sha   string
@@ -74,16 +70,11 @@ type haCluster struct {
 	marks string
 }
 
-// startHACluster starts n nodes sharing env (plus the database and key).
+// startHACluster starts n nodes with extraEnv (plus the shared key).
 func startHACluster(t *testing.T, n int, extraEnv ...string) *haCluster {
 	t.Helper()
 	c := newHAFixture(t, "")
-	c.env = append([]string{"KICI_DATABASE_URL=" + pgtest.URL(t), "KICI_SECRET_KEY=" + haSecretKey}, extraEnv...)
-	for i := 0; i < n; i++ {
-		c.dirs = append(c.dirs, t.TempDir())
-		c.ports = append(c.ports, freePort(t))
-		c.nodes = append(c.nodes, startOrchestratorAt(t, c.dirs[i], c.ports[i], c.env...))
-	}
+	c.clusterHarness = startClusterHarness(t, n, append([]string{"KICI_SECRET_KEY=" + haSecretKey}, extraEnv...)...)
 	c.addSource(t, c.fake.URL)
 	return c
 }
@@ -126,23 +117,8 @@ func (c *haCluster) addSource(t *testing.T, apiURL string) {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	write(t, keyFile, c.fake.PrivateKeyPEM)
-	c.srcID = c.nodes[0].admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
+	c.srcID = c.Nodes[0].admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
 		"--private-key", "@"+keyFile, "--api-url", apiURL, "--webhook-secret", ingressSecret)
-}
-
-// restart starts node i again on its data directory and port.
-func (c *haCluster) restart(t *testing.T, i int) {
-	t.Helper()
-	c.nodes[i] = startOrchestratorAt(t, c.dirs[i], c.ports[i], c.env...)
-}
-
-// wsURLs is every node's agent URL, comma-separated.
-func (c *haCluster) wsURLs() string {
-	var urls []string
-	for _, p := range c.ports {
-		urls = append(urls, "ws://127.0.0.1:"+strconv.Itoa(p)+"/ws")
-	}
-	return strings.Join(urls, ",")
 }
 
 // push posts a signed push of HEAD to node i with delivery id delivery and
@@ -154,7 +130,7 @@ func (c *haCluster) push(i int, delivery string) (runDelivery string, status int
 		`"repository":{"full_name":%q,"default_branch":"main","clone_url":"file://%s"}}`, c.sha, ingressRepo, c.repo)
 	mac := hmac.New(sha256.New, []byte(ingressSecret))
 	mac.Write(body)
-	req, _ := http.NewRequest("POST", c.nodes[i].url+"/webhook/acme/github/"+c.srcID, bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", c.Nodes[i].url+"/webhook/acme/github/"+c.srcID, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", "push")
 	req.Header.Set("X-GitHub-Delivery", delivery)
@@ -262,7 +238,7 @@ func (c *haCluster) checkLogsThroughEveryNode(t *testing.T, runs []haRun) {
 		if r.status != "success" {
 			continue
 		}
-		for i, o := range c.nodes {
+		for i, o := range c.Nodes {
 			got := o.readLog(t, r.runID, r.jobID, 0)
 			if err := checkSequence(got, haLogLines, func(k int) string { return fmt.Sprintf("line %d of %s", k+1, r.runID) }); err != nil {
 				t.Errorf("run %s read through node %d: %v", r.runID, i, err)

@@ -86,6 +86,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 
 	// Job marks go to a host directory mounted into every container.
 	c := newHAFixture(t, "/marks")
+	c.clusterHarness = &clusterHarness{} // nodes are containers, added below
 	pg, err := url.Parse(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 		nodes = append(nodes, n)
 		o := &orchestrator{url: "http://" + n.ip + ":4000", token: token,
 			env: []string{"KICI_ADMIN_URL=http://" + n.ip + ":4000", "KICI_ADMIN_TOKEN=" + token}}
-		c.nodes = append(c.nodes, o)
+		c.Nodes = append(c.Nodes, o)
 		waitFor(t, 60*time.Second, name+" to answer /health", func() bool {
 			resp, err := http.Get(o.url + "/health")
 			if err == nil {
@@ -135,7 +136,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("first webhook: HTTP %d", code)
 	}
-	waitInstants(t, c.nodes[0], 2)
+	waitInstants(t, c.Nodes[0], 2)
 	stream := c.startStream(500 * time.Millisecond)
 	time.Sleep(5 * time.Second)
 
@@ -146,9 +147,9 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	docker(t, "network", "connect", netName, nodes[2].name)
 	backAt := time.Now()
 	nodes[2].ip = docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+netName+"\").IPAddress}}", nodes[2].name)
-	c.nodes[2].url = "http://" + nodes[2].ip + ":4000"
+	c.Nodes[2].url = "http://" + nodes[2].ip + ":4000"
 	waitFor(t, 60*time.Second, "node 2 to answer again", func() bool {
-		resp, err := http.Get(c.nodes[2].url + "/ready")
+		resp, err := http.Get(c.Nodes[2].url + "/ready")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -157,8 +158,8 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	stream.setDown(2, false)
 	time.Sleep(5 * time.Second)
 	deliveries := append(stream.finish(), first)
-	waitNextInstant(t, c.nodes[1])
-	runs, statuses := c.checkDeliveries(t, c.nodes[1], c.nodes[0], deliveries, 5*time.Minute, false)
+	waitNextInstant(t, c.Nodes[1])
+	runs, statuses := c.checkDeliveries(t, c.Nodes[1], c.Nodes[0], deliveries, 5*time.Minute, false)
 	// The cut node started no job while cut off (a few seconds' margin for
 	// a job it handed to its agent just before the cut).
 	for _, e := range c.executionLines(t) {
@@ -166,9 +167,9 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 			t.Errorf("job %s started on the cut node at %d (cut %d–%d)", e.jobID, e.at, cutAt.Unix(), backAt.Unix())
 		}
 	}
-	got, missed := scheduleInstants(t, c.nodes[1])
+	got, missed := scheduleInstants(t, c.Nodes[1])
 	if !checkInstants(t, got, missed, 5) {
-		logScheduleEvents(t, c.nodes[1])
+		logScheduleEvents(t, c.Nodes[1])
 	}
 	c.checkLogsThroughEveryNode(t, runs)
 	t.Logf("network cut of node 2 for %s: %d deliveries accepted, run statuses %v; schedule instants %v",

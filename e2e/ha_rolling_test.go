@@ -33,10 +33,10 @@ func (c *haCluster) startStream(interval time.Duration) *webhookStream {
 			case <-time.After(interval):
 			}
 			s.mu.Lock()
-			node := k % len(c.nodes)
+			node := k % len(c.Nodes)
 			for s.down[node] {
 				k++
-				node = k % len(c.nodes)
+				node = k % len(c.Nodes)
 			}
 			s.mu.Unlock()
 			d, code := c.push(node, fmt.Sprintf("stream-%d-%d", time.Now().UnixNano(), k))
@@ -140,7 +140,8 @@ func logScheduleEvents(t *testing.T, o *orchestrator) {
 // Rolling restart of all three nodes (SIGTERM, one at a time, each down
 // across a schedule instant) under a steady stream of webhooks and an
 // @every 5s schedule: every accepted delivery makes exactly one run, no job
-// executes twice, and every instant of the schedule fires exactly once.
+// executes twice, every successful run's log is complete through every
+// node, and every instant of the schedule fires exactly once.
 func TestHARollingRestartLosesNoDeliveryOrInstant(t *testing.T) {
 	c := startHACluster(t, 3)
 	// The first push to the default branch registers the schedule.
@@ -148,23 +149,24 @@ func TestHARollingRestartLosesNoDeliveryOrInstant(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("first webhook: HTTP %d", code)
 	}
-	waitInstants(t, c.nodes[0], 2)
+	waitInstants(t, c.Nodes[0], 2)
 	stream := c.startStream(400 * time.Millisecond)
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		time.Sleep(3 * time.Second)
 		stream.setDown(i, true)
-		c.nodes[i].stop(t)
+		c.Nodes[i].stop(t)
 		time.Sleep(6 * time.Second) // longer than one period of the schedule
-		c.restart(t, i)
+		c.Start(t, i)
 		stream.setDown(i, false)
 	}
 	time.Sleep(3 * time.Second)
 	deliveries := append(stream.finish(), first)
-	waitNextInstant(t, c.nodes[2]) // the schedule still fires after the last restart
-	_, statuses := c.checkDeliveries(t, c.nodes[0], c.nodes[1], deliveries, 4*time.Minute, true)
-	got, missed := scheduleInstants(t, c.nodes[1])
+	waitNextInstant(t, c.Nodes[2]) // the schedule still fires after the last restart
+	runs, statuses := c.checkDeliveries(t, c.Nodes[0], c.Nodes[1], deliveries, 4*time.Minute, true)
+	c.checkLogsThroughEveryNode(t, runs)
+	got, missed := scheduleInstants(t, c.Nodes[1])
 	if !checkInstants(t, got, missed, 5) {
-		logScheduleEvents(t, c.nodes[1])
+		logScheduleEvents(t, c.Nodes[1])
 	}
 	t.Logf("rolling restart: %d deliveries accepted (%d refused by stopping nodes), run statuses %v; schedule instants %v",
 		len(deliveries), stream.refused, statuses, got)

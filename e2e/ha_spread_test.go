@@ -1,5 +1,3 @@
-//go:build ha
-
 package e2e
 
 import (
@@ -11,10 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// Behind the build tag ha (make test-ha) until reading a step log through
-// any node (the shared PostgreSQL log store) is built: through a node that
-// did not dispatch the job, the log is empty today.
 
 // haWebhooks is the number of webhooks of the spread test: ~20 in `make
 // test`, KICI_TEST_HA_WEBHOOKS (100 in `make test-ha`) otherwise.
@@ -55,8 +49,8 @@ func TestHAThreeNodesWebhooksSpreadRunOnceLogsEverywhere(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	runs := c.settle(t, c.nodes[1], deliveries, 4*time.Minute+time.Duration(n)*3*time.Second)
-	for i, o := range c.nodes {
+	runs := c.settle(t, c.Nodes[1], deliveries, 4*time.Minute+time.Duration(n)*3*time.Second)
+	for i, o := range c.Nodes {
 		if got := workflowRuns(t, o, "hawork"); got != n {
 			t.Errorf("node %d counts %d runs of hawork, want %d", i, got, n)
 		}
