@@ -1,0 +1,79 @@
+package scaler
+
+import (
+	"context"
+	"time"
+
+	"kici.dev/kici/internal/protocol"
+)
+
+// Backend starts and stops the agents of one scaler. Implementations:
+// BareMetal (processes), Container (Docker Engine).
+type Backend interface {
+	// Spawn starts one agent and returns once it is started (its process or
+	// container runs). It must honour ctx: the Manager cancels it at the
+	// spawn deadline. On error nothing of the agent may remain.
+	Spawn(ctx context.Context, req *SpawnRequest) error
+	// Destroy stops and removes agent id; unknown ids are ignored. The
+	// backend reports the agent's end through the exit callback it was
+	// built with.
+	Destroy(ctx context.Context, id string) error
+	// Shutdown destroys every agent of this backend and waits (bounded by
+	// ctx) for them to end.
+	Shutdown(ctx context.Context)
+}
+
+// SpawnRequest is what a backend needs to start one agent.
+type SpawnRequest struct {
+	// AgentID is the pre-minted id, scaler-<type>-<8 hex>.
+	AgentID string
+	// JobID and RunID are the job the agent is bound to.
+	JobID, RunID string
+	// Entry and LabelSet are the scaler and shape chosen for the job.
+	Entry    *Entry
+	LabelSet *LabelSet
+	// OrchestratorURL is the WebSocket URL the agent dials.
+	OrchestratorURL string
+	// Token is the agent's ephemeral token (kat_…), bound to AgentID.
+	Token string
+	// Limits are the resolved resource limits (0 = none).
+	Limits Limits
+	// Emit records a lifecycle event on the job's provisioning log.
+	Emit func(eventType, detail string)
+	// Warm marks an unbound warm-pool agent: it must wait for a job as long
+	// as the pool keeps it (KICI_SCALER_IDLE_TIMEOUT is raised).
+	Warm bool
+}
+
+// Settings are the live knobs the Manager reads on every spawn (cluster
+// settings, internal/cluster.Reader).
+type Settings interface {
+	// AgentTokenTTL is the lifetime of the next ephemeral agent token
+	// (cluster setting agent_token_ttl_ms).
+	AgentTokenTTL(ctx context.Context) time.Duration
+	// ScalerSpawnTimeout is the deadline of one backend spawn call
+	// (cluster setting scaler_spawn_timeout_ms).
+	ScalerSpawnTimeout(ctx context.Context) time.Duration
+}
+
+// StaticSettings is a fixed Settings.
+type StaticSettings struct {
+	TokenTTL     time.Duration
+	SpawnTimeout time.Duration
+}
+
+// AgentTokenTTL returns s.TokenTTL.
+func (s StaticSettings) AgentTokenTTL(context.Context) time.Duration { return s.TokenTTL }
+
+// ScalerSpawnTimeout returns s.SpawnTimeout.
+func (s StaticSettings) ScalerSpawnTimeout(context.Context) time.Duration { return s.SpawnTimeout }
+
+// EventLog receives provisioning log lines (logstore.FS: step -1 is the
+// job-level bucket the API serves as the job's setup log).
+type EventLog interface {
+	Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error
+}
+
+// BackendFactory builds the backend of a scaler entry; exited must be
+// called once when an agent the backend started has ended.
+type BackendFactory func(e *Entry, exited func(agentID string, err error)) (Backend, error)

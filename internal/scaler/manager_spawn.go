@@ -1,0 +1,219 @@
+package scaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"kici.dev/kici/internal/protocol"
+)
+
+// runSpawn waits for a spawn slot, then runs backend.Spawn under the live
+// spawn deadline. At the deadline the backend's context is cancelled and
+// the slot and reservation are released even if the backend has not
+// returned yet (a late success is destroyed).
+func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
+	defer m.spawnsWG.Done()
+	sc := rec.sc
+	entry := sc.entry
+	emit := func(t, d string) { m.emit(rec, t, d) }
+	emit(EventProvisioning, fmt.Sprintf("scaler %s (%s): agent %s reserved for job, waiting for a spawn slot", entry.Name, entry.Type, rec.id))
+
+	actx, acancel := context.WithCancel(m.ctx)
+	m.mu.Lock()
+	rec.cancel = acancel
+	stopped := rec.stop
+	m.mu.Unlock()
+	if stopped {
+		acancel()
+	}
+	if err := sc.sem.Acquire(actx); err != nil {
+		acancel()
+		m.spawnFailed(rec, errors.New("spawn cancelled before it started"), false)
+		return
+	}
+	timeout := m.opts.Settings.ScalerSpawnTimeout(m.ctx)
+	ttl := m.opts.Settings.AgentTokenTTL(m.ctx)
+	ctx, cancel := context.WithTimeout(actx, timeout)
+	defer cancel()
+	defer acancel()
+	m.mu.Lock()
+	rec.state = stateSpawning
+	sc.spawning++
+	m.updateGaugesLocked()
+	m.mu.Unlock()
+	started := time.Now()
+
+	done := make(chan error, 1)
+	go func() {
+		token, err := m.opts.Tokens.IssueEphemeralFor(ctx, rec.id, ls.Labels, ttl)
+		if err != nil {
+			done <- fmt.Errorf("agent token: %w", err)
+			return
+		}
+		emit(EventProvisioning, fmt.Sprintf("spawning agent %s (token ttl %s, spawn deadline %s)", rec.id, ttl, timeout))
+		m.mu.Lock()
+		url := entry.OrchestratorURL
+		if url == "" {
+			url = m.opts.OrchestratorURL
+		}
+		limits := m.cfg.Limits(ls)
+		m.mu.Unlock()
+		done <- sc.backend.Spawn(ctx, &SpawnRequest{AgentID: rec.id, JobID: rec.jobID, RunID: rec.runID,
+			Entry: entry, LabelSet: ls, OrchestratorURL: url, Token: token, Limits: limits, Emit: emit, Warm: rec.warm})
+	}()
+	var err error
+	timedOut := false
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		timedOut = true
+		go func() {
+			// The backend saw the cancellation; if it still reports a
+			// started agent, take it down.
+			if e := <-done; e == nil {
+				dctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+				_ = sc.backend.Destroy(dctx, rec.id)
+				c()
+			}
+		}()
+	}
+	m.mu.Lock()
+	sc.spawning--
+	m.mu.Unlock()
+	sc.sem.Release()
+	if timedOut {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			err = fmt.Errorf("spawn deadline of %s exceeded", timeout)
+		default:
+			err = errors.New("spawn cancelled")
+		}
+	}
+	if err != nil {
+		m.spawnFailed(rec, err, !timedOut || errors.Is(ctx.Err(), context.DeadlineExceeded))
+		return
+	}
+	m.mu.Lock()
+	rec.state = stateRunning
+	sc.spawned++
+	stop := rec.stop
+	m.updateGaugesLocked()
+	m.mu.Unlock()
+	m.opts.Metrics.spawned(entry, time.Since(started))
+	emit(EventReady, fmt.Sprintf("agent %s started in %s", rec.id, time.Since(started).Round(time.Millisecond)))
+	emit(EventConnecting, fmt.Sprintf("agent %s connecting to the orchestrator", rec.id))
+	m.log.Info("agent spawned", "scaler", entry.Name, "agent", rec.id, "job", rec.jobID, "took", time.Since(started))
+	if stop {
+		m.destroy(rec)
+	}
+}
+
+// spawnFailed releases a reservation whose spawn did not produce an agent,
+// records the failure on the job (it becomes the pending reason until the
+// retry backoff passes) and reports the exit.
+func (m *Manager) spawnFailed(rec *agentRec, err error, record bool) {
+	entry := rec.sc.entry
+	msg := fmt.Sprintf("scaler %s: agent %s: %v", entry.Name, rec.id, err)
+	m.mu.Lock()
+	if m.agents[rec.id] != rec {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.agents, rec.id)
+	rec.sc.active--
+	if record && !m.closed && !rec.stop && rec.jobID != "" {
+		rec.sc.failed++
+		until := time.Now().Add(m.opts.FailureBackoff)
+		m.fails[rec.jobID] = failRec{msg: fmt.Sprintf("%s (next attempt after %s)", msg, until.UTC().Format("15:04:05Z")), until: until}
+	}
+	m.updateGaugesLocked()
+	fn := m.onExit
+	m.mu.Unlock()
+	if record {
+		m.opts.Metrics.failure(entry)
+	}
+	m.revokeToken(rec.id)
+	m.emit(rec, EventFailed, msg)
+	m.log.Warn("agent spawn failed", "scaler", entry.Name, "agent", rec.id, "job", rec.jobID, "err", err)
+	m.retireSweep()
+	if fn != nil {
+		fn(rec.id, err)
+	}
+}
+
+// exitFor is the exit callback handed to scaler name's backend.
+func (m *Manager) exitFor(name string) func(agentID string, err error) {
+	return func(agentID string, err error) { m.agentExited(agentID, err) }
+}
+
+// agentExited releases an ended agent's reservation and reports the exit
+// (capacity freed: the dispatcher re-drives pending jobs).
+func (m *Manager) agentExited(agentID string, err error) {
+	m.mu.Lock()
+	rec := m.agents[agentID]
+	if rec == nil || rec.state != stateRunning {
+		// Unknown, or a spawn still unwinding (runSpawn owns it).
+		m.mu.Unlock()
+		return
+	}
+	delete(m.agents, agentID)
+	rec.sc.active--
+	m.updateGaugesLocked()
+	fn := m.onExit
+	m.mu.Unlock()
+	m.revokeToken(agentID)
+	detail := fmt.Sprintf("agent %s ended", agentID)
+	if err != nil {
+		detail += ": " + err.Error()
+	}
+	m.emit(rec, EventDestroyed, detail)
+	m.retireSweep()
+	m.kickWarm()
+	if fn != nil {
+		fn(agentID, err)
+	}
+}
+
+// Stop destroys agent agentID (dispatch.SpawnStopper: the agent did not
+// register in time). A spawn still queued or in flight is cancelled.
+func (m *Manager) Stop(agentID string) {
+	m.mu.Lock()
+	rec := m.agents[agentID]
+	if rec == nil {
+		m.mu.Unlock()
+		return
+	}
+	rec.stop = true
+	running := rec.state == stateRunning
+	cancel := rec.cancel
+	m.mu.Unlock()
+	if running {
+		m.destroy(rec)
+	} else if cancel != nil {
+		cancel()
+	}
+}
+
+func (m *Manager) destroy(rec *agentRec) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := rec.sc.backend.Destroy(ctx, rec.id); err != nil {
+			m.log.Warn("destroy agent", "agent", rec.id, "err", err)
+		}
+	}()
+}
+
+// emit records a lifecycle event in the job's provisioning log (the
+// job-level log bucket, stream "scaler").
+func (m *Manager) emit(rec *agentRec, eventType, detail string) {
+	if m.opts.Events == nil || rec.runID == "" || rec.jobID == "" {
+		return
+	}
+	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: "scaler", Text: "[" + eventType + "] " + detail}
+	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
+		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
+	}
+}
