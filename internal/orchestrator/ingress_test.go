@@ -84,9 +84,7 @@ func TestObservedRefusesExistingAppSources(t *testing.T) {
 	if err != nil {
 		t.Fatalf("observed with a token source: %v", err)
 	}
-	s.listener.Close()
-	s.store.Close()
-	s.dataLock.Close()
+	s.cleanup.unwind(ctx, slog.New(slog.DiscardHandler))
 
 	st, _ = sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
 	if err := st.CreateSource(ctx, &store.Source{ID: "app", OrgID: "acme", Name: "app", Provider: "github", RoutingKey: "github:4242", Enabled: true}); err != nil {
@@ -100,7 +98,5 @@ func TestObservedRefusesExistingAppSources(t *testing.T) {
 	if err != nil {
 		t.Fatalf("independent with an App source: %v", err)
 	}
-	s.listener.Close()
-	s.store.Close()
-	s.dataLock.Close()
+	s.cleanup.unwind(ctx, slog.New(slog.DiscardHandler))
 }

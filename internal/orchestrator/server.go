@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/approval"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/approval"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,7 +57,6 @@ type Server struct {
 	blobs      *jobblobs.Service
 	httpSrv    *http.Server
 	listener   net.Listener
-	dataLock   *os.File // exclusive lock on the data directory, held until Run returns
 	ingress    *ingressWiring
 	resumer    *approval.Resumer     // ends holds and resumes held work
 	retention  *retention.Sweeper    // deletes expired history (retention.go)
@@ -65,7 +65,8 @@ type Server struct {
 	nodeID     string                // this node's id and lease holder (node.go)
 	startedAt  time.Time             // process start, in the node registry
 	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
-	closeLogs  func()                // releases the step-log store (steplogs.go)
+	cleanup    cleanupStack          // every acquired resource, released last first (cleanup.go)
+	stopScaler func()                // stops spawned agents once (Run calls it first)
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 }
 
@@ -80,8 +81,10 @@ func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 
 // New prepares a server: creates the data directory (0700), opens the store,
 // ensures an owner admin token exists in <DataDir>/admin-token (0600), and
-// binds the listener. Errors name what failed and what to do.
-func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server, error) {
+// binds the listener. Errors name what failed and what to do; on an error
+// everything acquired so far is released (the cleanup stack), so a failed
+// start leaves no lock, open database, listener or spawned agent behind.
+func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w (set KICI_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
@@ -90,28 +93,26 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	} else if changed {
 		logger.Warn("data directory was accessible to other users; its mode is now 0700", "dataDir", cfg.DataDir)
 	}
+	s := &Server{cfg: cfg, log: logger, startedAt: time.Now().UTC()}
+	defer func() {
+		if err != nil {
+			s.cleanup.unwind(context.Background(), logger)
+		}
+	}()
 	dataLock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	s.cleanup.push("data directory lock", func(context.Context) error { return dataLock.Close() })
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
-		dataLock.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Server{cfg: cfg, log: logger, store: st, dataLock: dataLock, startedAt: time.Now().UTC()}
-	ok := false
+	s.store = st
+	s.cleanup.push("store", func(context.Context) error { return st.Close() })
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
-		st.Close()
-		dataLock.Close()
 		return nil, err
 	}
-	defer func() {
-		if !ok {
-			st.Close()
-			dataLock.Close()
-		}
-	}()
 
 	adminAuth := auth.NewAdminAuth(st, bootstrapTokens(cfg))
 	if err := ensureAdminTokenFile(ctx, cfg.DataDir, adminAuth); err != nil {
@@ -122,12 +123,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	if err != nil {
 		return nil, err
 	}
-	s.closeLogs = closeLogs
-	defer func() {
-		if !ok {
-			closeLogs()
-		}
-	}()
+	s.cleanup.pushFunc("step-log store", closeLogs)
 	agentAuth := auth.NewAgentAuth(st)
 	agentBinary, err := config.FindAgentBinary(cfg)
 	if err != nil {
@@ -159,12 +155,24 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
+	// The scaler may hold spawned agents and a warm-pool loop from here on;
+	// Run stops it first (its agents report over live sockets), the stack
+	// otherwise.
+	s.stopScaler = sync.OnceFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		s.scaler.Shutdown(ctx)
+	})
+	s.cleanup.pushFunc("scaler", s.stopScaler)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d: %w (set KICI_PORT to a free port, or 0 for any)", cfg.Host, cfg.Port, err)
 	}
 	s.listener = ln
+	// Closed by the HTTP server's shutdown once serving; closing again is
+	// harmless.
+	s.cleanup.pushFunc("listener", func() { _ = ln.Close() })
 	baseURL := "http://" + ln.Addr().String()
 	wsURL := "ws://" + ln.Addr().String() + "/ws"
 
@@ -173,7 +181,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}
 	s.scaler.SetOrchestratorURL(wsURL)
 	if err := s.scaler.CheckContainerReach(); err != nil {
-		ln.Close()
 		return nil, err
 	}
 	s.dispatcher = dispatch.New(dispatch.Config{
@@ -187,8 +194,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
 	dispatcher := s.dispatcher
 	if s.peers, err = setupPeers(ctx, cfg, s.nodeID, s.dispatcher, logger.With("component", "cluster")); err != nil {
-		ln.Close()
 		return nil, err
+	}
+	if s.peers != nil {
+		s.cleanup.pushFunc("cluster bus", s.peers.Close)
 	}
 	s.scaler.SetIdleAgents(func() map[string]bool {
 		idle := map[string]bool{}
@@ -201,12 +210,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.dispatcher.SetEvents(s.tracker)
 	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	s.dispatcher.SetJobDataResolver(withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs))
@@ -220,7 +227,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	queueTimeout := rc.QueueTimeout
@@ -248,12 +254,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, s.nodeID, logger)
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	s.ingress = ingress
 	if s.reporter, err = setupForgeStatus(st, s.processor.Forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
-		ln.Close()
 		return nil, err
 	}
 	s.tracker.OnJobFinished(func(*store.Job) { s.reporter.Kick() })
@@ -288,7 +292,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	ingress.mount(mux)
 	ui, err := newWebUI(cfg, st, adminAuth, logs, s, settings, logger)
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
 	ui.Mount(mux)
@@ -299,10 +302,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Server,
 	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(sm.instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
-		ln.Close()
 		return nil, err
 	}
-	ok = true
+	s.cleanup.push("endpoint file", func(context.Context) error { return config.RemoveLocalEndpoint(cfg.DataDir, os.Getpid()) })
 	return s, nil
 }
 
@@ -318,6 +320,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.heartbeat(ctx) // registered, and drained if the cluster is, before dispatching
 	go s.runHeartbeat(ctx)
+	s.cleanup.push("node leases", func(ctx context.Context) error { s.releaseLeases(ctx); return nil })
 	s.processor.Start(ctx)
 	// The dispatcher outlives the signal: agents stopped during shutdown must
 	// still be able to report their jobs' final status over their sockets.
@@ -332,6 +335,12 @@ func (s *Server) Run(ctx context.Context) error {
 	stopHUP := s.reloadOnSIGHUP()
 	defer stopHUP()
 	s.runctl.Start(ctx)
+	// Unwound in this order: the HTTP server, the agent sockets, the
+	// pipeline, then run control's sweeps.
+	s.cleanup.pushFunc("run control", s.runctl.Wait)
+	s.cleanup.pushFunc("pipeline", s.processor.Stop)
+	s.cleanup.push("agent sockets", func(ctx context.Context) error { s.dispatcher.Shutdown(ctx); return nil })
+	s.cleanup.push("HTTP server", s.httpSrv.Shutdown)
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)
@@ -352,21 +361,11 @@ func (s *Server) Run(ctx context.Context) error {
 	// Agents this orchestrator spawned are stopped first, while their
 	// sockets are still served: each cancels its running job and reports it,
 	// so no job is left "running" on an agent that no longer exists.
-	s.scaler.Shutdown(shutdownCtx)
-	_ = s.httpSrv.Shutdown(shutdownCtx)
-	s.dispatcher.Shutdown(shutdownCtx)
-	s.processor.Stop()
-	s.runctl.Wait()
-	s.releaseLeases(shutdownCtx)
-	s.closeLogs()
-	if s.peers != nil {
-		s.peers.Close()
-	}
-	_ = config.RemoveLocalEndpoint(s.cfg.DataDir, os.Getpid())
-	if err := s.store.Close(); err != nil {
-		s.log.Warn("closing store", "err", err)
-	}
-	s.dataLock.Close()
+	s.stopScaler()
+	// Then everything else, last acquired first: the HTTP server, agent
+	// sockets, pipeline, run control, leases, endpoint file, cluster bus,
+	// step logs, store and data-directory lock.
+	s.cleanup.unwind(shutdownCtx, s.log)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
