@@ -129,7 +129,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		TimeoutGrace:       opts.StepTimeoutGrace,
 		Logger:             logger,
 		Attest:             a.attest,
-		Blobs:              blobOptions(cfg),
+		Blobs:              blobOptions(cfg, a.client.URL),
 		Supervisor:         opts.Supervisor,
 	}
 	if c := opts.Confinement; c != nil {

@@ -29,6 +29,10 @@ type BlobOptions struct {
 	// "" disables `cache:`, `artifacts:` and `download:` (they are then
 	// logged as skipped; a `download:` fails the job).
 	BaseURL string
+	// CurrentBaseURL, when set, is asked for the base at the start of each
+	// job instead of BaseURL: the HTTP base of the orchestrator the agent
+	// is connected to now (it moves between the nodes of a cluster).
+	CurrentBaseURL func() string
 	// HTTP is the client for those routes (http.DefaultClient when nil).
 	HTTP *http.Client
 	// JobHome gives every job a fresh, empty HOME inside its work
@@ -99,14 +103,18 @@ func (j *job) beforeSteps(log *logstream.Stream) (*blobState, error) {
 	if len(j.cfg.Cache) == 0 && len(j.cfg.Artifacts) == 0 && len(j.cfg.Download) == 0 {
 		return bs, nil
 	}
-	if j.r.opts.Blobs.BaseURL == "" || j.d.JobCredential == "" {
+	base := j.r.opts.Blobs.BaseURL
+	if f := j.r.opts.Blobs.CurrentBaseURL; f != nil {
+		base = f()
+	}
+	if base == "" || j.d.JobCredential == "" {
 		log.AddLine("", "Caches and artifacts are not available on this agent (no orchestrator blob endpoint or job credential)")
 		if len(j.cfg.Download) > 0 {
 			return bs, errors.New("artifacts to download, but this agent cannot reach the orchestrator's artifact routes")
 		}
 		return bs, nil
 	}
-	bs.client = &transfer.Client{BaseURL: j.r.opts.Blobs.BaseURL, JobID: j.d.JobID, Credential: j.d.JobCredential, HTTP: j.r.opts.Blobs.HTTP}
+	bs.client = &transfer.Client{BaseURL: base, JobID: j.d.JobID, Credential: j.d.JobCredential, HTTP: j.r.opts.Blobs.HTTP}
 	for _, c := range j.cfg.Cache {
 		bs.caches = append(bs.caches, j.restoreCache(bs, c, log))
 	}
