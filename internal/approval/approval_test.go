@@ -67,7 +67,7 @@ func newHarness(t *testing.T) *harness {
 	}, nil)
 	h.gate.now = func() time.Time { return h.now }
 	h.tr.SetGate(h.gate)
-	h.res = NewResumer(st, h.tr, nil)
+	h.res = NewResumer(st, h.tr, h.gate.TrySlot, nil)
 	h.res.now = func() time.Time { return h.now }
 	h.tr.OnRunFinished(h.res.RunFinished)
 	h.dec = NewDecider(st, nil)
@@ -423,7 +423,6 @@ func TestConcurrentPartialApprovalsAllCount(t *testing.T) {
 // up, then runs.
 func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 	h := newHarness(t)
-	h.res.SetSlotRetry(h.gate.TrySlot)
 	limit := int64(1)
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit})
 	_, first := h.runNamed("run-a", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
@@ -506,7 +505,6 @@ func TestMembersDecideOnlyWhereTheyQualify(t *testing.T) {
 // With several jobs waiting, a freed slot goes to exactly one of them.
 func TestFreedSlotGoesToOneWaiter(t *testing.T) {
 	h := newHarness(t)
-	h.res.SetSlotRetry(h.gate.TrySlot)
 	limit := int64(1)
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit})
 	var ids []string
@@ -567,7 +565,6 @@ func TestDecisionReasonMustBePrintable(t *testing.T) {
 // already waiting: they are cancelled, saying by which run.
 func TestCancelPendingKeepsOnlyTheNewestWaiting(t *testing.T) {
 	h := newHarness(t)
-	h.res.SetSlotRetry(h.gate.TrySlot)
 	limit := int64(1)
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &limit, ConcurrencyStrategy: store.ConcurrencyCancelPending})
 	_, first := h.runNamed("run-1", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})
@@ -618,7 +615,6 @@ func TestConcurrencyLimitHoldsWhateverTheContextOrder(t *testing.T) {
 // than supersede each other.
 func TestCancelPendingSparesJobsOfTheSameRun(t *testing.T) {
 	h := newHarness(t)
-	h.res.SetSlotRetry(h.gate.TrySlot)
 	one := int64(1)
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one, ConcurrencyStrategy: store.ConcurrencyCancelPending})
 	_, jobs := h.runNamed("run-m", store.TrustTrusted, map[string][]string{"leg1": {"deploy"}, "leg2": {"deploy"}, "leg3": {"deploy"}})
@@ -643,7 +639,6 @@ func TestCancelPendingSparesJobsOfTheSameRun(t *testing.T) {
 // arrives before the resumer's next pass.
 func TestNewcomerQueuesBehindWaitingJobs(t *testing.T) {
 	h := newHarness(t)
-	h.res.SetSlotRetry(h.gate.TrySlot)
 	one := int64(1)
 	h.context(&store.Context{Name: "deploy", Enabled: true, ConcurrencyLimit: &one})
 	_, first := h.runNamed("run-1", store.TrustTrusted, map[string][]string{"ship": {"deploy"}})

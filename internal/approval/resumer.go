@@ -43,18 +43,15 @@ type Resumer struct {
 	slots func(ctx context.Context, h *store.HeldRun) (bool, error)
 }
 
-// SetSlotRetry installs the retry of pending concurrency holds (the
-// gate's TrySlot). Call before Run.
-func (r *Resumer) SetSlotRetry(f func(ctx context.Context, h *store.HeldRun) (bool, error)) {
-	r.slots = f
-}
-
-// NewResumer returns a Resumer; call Run to start it.
-func NewResumer(st store.Store, tr Tracker, logger *slog.Logger) *Resumer {
+// NewResumer returns a Resumer over st that releases and cancels held work
+// through tr; slots retries pending concurrency holds (the gate's
+// TrySlot; nil leaves them to their expiry). A nil logger discards logs.
+// Call Run to start it.
+func NewResumer(st store.Store, tr Tracker, slots func(ctx context.Context, h *store.HeldRun) (bool, error), logger *slog.Logger) *Resumer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Resumer{st: st, tr: tr, log: logger, now: func() time.Time { return time.Now().UTC() }, kick: make(chan struct{}, 1)}
+	return &Resumer{st: st, tr: tr, slots: slots, log: logger, now: func() time.Time { return time.Now().UTC() }, kick: make(chan struct{}, 1)}
 }
 
 // Kick asks for a sweep now (after a decision). It never blocks.

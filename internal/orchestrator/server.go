@@ -221,8 +221,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
 	s.tracker.SetGate(gate)
-	s.resumer = approval.NewResumer(st, s.tracker, logger.With("component", "approval"))
-	s.resumer.SetSlotRetry(gate.TrySlot)
+	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
 	s.tracker.OnRunFinished(s.resumer.RunFinished)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))
