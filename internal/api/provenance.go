@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provenance"
 	"kici.dev/kici/internal/store"
 )
@@ -127,12 +128,6 @@ func parseDigestField(raw json.RawMessage) (*provenance.Digest, bool) {
 	return &d, true
 }
 
-// attestationView is an attestation as listed (bundle omitted) or fetched.
-type attestationView struct {
-	*store.Attestation
-	Bundle json.RawMessage `json:"bundle,omitempty"`
-}
-
 // GET /api/v1/admin/runs/{runId}/attestations
 func (s *server) listAttestations(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("runId")
@@ -149,9 +144,9 @@ func (s *server) listAttestations(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]attestationView, 0, len(list))
+	out := make([]apitypes.Attestation, 0, len(list))
 	for _, a := range list {
-		out = append(out, attestationView{Attestation: a, Bundle: a.Bundle})
+		out = append(out, attestationView(a))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"attestations": out})
 }
@@ -167,7 +162,7 @@ func (s *server) getAttestation(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, attestationView{Attestation: a, Bundle: a.Bundle})
+	writeJSON(w, http.StatusOK, attestationView(a))
 }
 
 // keysAvailable answers 503 when signing is not configured.
@@ -186,10 +181,7 @@ func (s *server) listSigningKeys(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []*store.SigningKey{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": list})
+	writeJSON(w, http.StatusOK, map[string]any{"keys": mapSlice(list, signingKeyView)})
 }
 
 // POST /api/v1/admin/signing-keys/rotate
@@ -206,7 +198,7 @@ func (s *server) rotateSigningKey(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, k)
+	writeJSON(w, http.StatusCreated, signingKeyView(k))
 }
 
 // POST /api/v1/admin/signing-keys/{kid}/revoke {reason}
@@ -244,5 +236,5 @@ func (s *server) revokeSigningKey(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, k)
+	writeJSON(w, http.StatusOK, signingKeyView(k))
 }

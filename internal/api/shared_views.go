@@ -58,3 +58,16 @@ func registrationView(g *store.Registration) apitypes.Registration { return apit
 func accessLogViews(es []*store.AccessLogEntry) []apitypes.AccessLogEntry {
 	return mapSlice(es, func(e *store.AccessLogEntry) apitypes.AccessLogEntry { return apitypes.AccessLogEntry(*e) })
 }
+
+// attestationView is an attestation as listed (the list carries no bundle)
+// or fetched.
+func attestationView(a *store.Attestation) apitypes.Attestation {
+	return apitypes.Attestation{ID: a.ID, RunID: a.RunID, JobID: a.JobID, SubjectName: a.SubjectName, SubjectDigest: a.SubjectDigest,
+		Kid: a.Kid, Bundle: a.Bundle, CreatedAt: a.CreatedAt}
+}
+
+// signingKeyView is k without its sealed private half.
+func signingKeyView(k *store.SigningKey) apitypes.SigningKey {
+	return apitypes.SigningKey{Kid: k.Kid, PublicJWK: k.PublicJWK, Alg: k.Alg, SignerKind: k.SignerKind, Status: k.Status,
+		RevocationReason: k.RevocationReason, CreatedAt: k.CreatedAt, ActivatedAt: k.ActivatedAt, RetiredAt: k.RetiredAt, RevokedAt: k.RevokedAt}
+}

@@ -5,32 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
-
-// attestationRow is one attestation as the admin API returns it.
-type attestationRow struct {
-	ID            string          `json:"id"`
-	RunID         string          `json:"runId"`
-	JobID         string          `json:"jobId"`
-	SubjectName   string          `json:"subjectName"`
-	SubjectDigest string          `json:"subjectDigest"`
-	Kid           string          `json:"kid"`
-	Bundle        json.RawMessage `json:"bundle"`
-	CreatedAt     time.Time       `json:"createdAt"`
-}
-
-// signingKeyRow is one signing key as the admin API returns it.
-type signingKeyRow struct {
-	Kid              string     `json:"kid"`
-	Status           string     `json:"status"`
-	RevocationReason string     `json:"revocationReason"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	RetiredAt        *time.Time `json:"retiredAt"`
-	RevokedAt        *time.Time `json:"revokedAt"`
-}
 
 // attestationsCommand is `kici-admin attestations list|get`.
 func (a *app) attestationsCommand() *cobra.Command {
@@ -49,7 +28,7 @@ func (a *app) attestationsCommand() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp struct {
-				Attestations []attestationRow `json:"attestations"`
+				Attestations []apitypes.Attestation `json:"attestations"`
 			}
 			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/runs/"+url.PathEscape(args[0])+"/attestations", nil, nil, &resp); done || err != nil {
 				return err
@@ -75,7 +54,7 @@ func (a *app) attestationsCommand() *cobra.Command {
   kici-admin attestations get <attestation-id> --json   # with id, run, job, subject`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var x attestationRow
+			var x apitypes.Attestation
 			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/attestations/"+url.PathEscape(args[0]), nil, nil, &x); done || err != nil {
 				return err
 			}
@@ -101,7 +80,7 @@ func (a *app) signingKeyCommand() *cobra.Command {
 			printJSON(a.out(), raw)
 			return
 		}
-		var k signingKeyRow
+		var k apitypes.SigningKey
 		_ = json.Unmarshal(raw, &k)
 		fmt.Fprintf(a.out(), "%s %s\n", k.Kid, k.Status)
 	}
@@ -113,7 +92,7 @@ func (a *app) signingKeyCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp struct {
-				Keys []signingKeyRow `json:"keys"`
+				Keys []apitypes.SigningKey `json:"keys"`
 			}
 			if done, err := a.callJSON(cmd, http.MethodGet, "/api/v1/admin/signing-keys", nil, nil, &resp); done || err != nil {
 				return err
