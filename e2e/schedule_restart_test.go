@@ -70,6 +70,12 @@ func waitInstants(t *testing.T, o *orchestrator, n int) {
 // SIGTERM, the restarted node takes its own lease back after a crash, and
 // each catches up the instant that fell due while it was down.
 func TestScheduleSurvivesGracefulAndKill9Restarts(t *testing.T) {
+	testScheduleSurvivesRestarts(t)
+}
+
+// testScheduleSurvivesRestarts is TestScheduleSurvivesGracefulAndKill9Restarts
+// with env on the orchestrator (the PostgreSQL form sets KICI_DATABASE_URL).
+func testScheduleSurvivesRestarts(t *testing.T, env ...string) {
 	repo := t.TempDir()
 	git(t, repo, "init", "-q", "-b", "main")
 	write(t, filepath.Join(repo, ".kici/workflows/tenner.yaml"), tenSecondWorkflow)
@@ -78,7 +84,7 @@ func TestScheduleSurvivesGracefulAndKill9Restarts(t *testing.T) {
 	git(t, repo, "commit", "-qm", "schedule")
 	dataDir := t.TempDir()
 
-	o := startIn(t, dataDir)
+	o := startIn(t, dataDir, env...)
 	src := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "sched", "--quiet")
 	o.admin(t, "source", "trigger-local", src, "--quiet") // registers the default branch's workflows
 	waitInstants(t, o, 1)
@@ -91,7 +97,7 @@ func TestScheduleSurvivesGracefulAndKill9Restarts(t *testing.T) {
 	before, _ := scheduleInstants(t, o)
 	o.stop(t)
 	time.Sleep(11 * time.Second)
-	o = startIn(t, dataDir)
+	o = startIn(t, dataDir, env...)
 	waitInstants(t, o, len(before)+2)
 
 	// kill -9, down for more than one period: the same two more.
@@ -99,7 +105,7 @@ func TestScheduleSurvivesGracefulAndKill9Restarts(t *testing.T) {
 	_ = o.cmd.Process.Kill()
 	_ = o.cmd.Wait()
 	time.Sleep(11 * time.Second)
-	o = startIn(t, dataDir)
+	o = startIn(t, dataDir, env...)
 	waitInstants(t, o, len(before)+2)
 
 	got, missed := scheduleInstants(t, o)
