@@ -120,3 +120,45 @@ func TestClusterSecondConnectionForAgentLiveOnAnotherNodeIsRefused(t *testing.T)
 		t.Fatalf("node B registered a second connection for an agent live on node A; node B log:\n%s", c.NodeLog(t, 1))
 	}
 }
+
+// An agent a node spawns for a job is given every live node's URL, its
+// own node's first, so it can fail over: once node A has heartbeaten after
+// node B joined, the agent it spawns has KICI_ORCHESTRATOR_URL=A,B.
+func TestClusterSpawnedAgentGetsEveryNodeURL(t *testing.T) {
+	c := startClusterHarness(t, 2)
+	a := c.Nodes[0]
+	var nodes struct {
+		Self  string `json:"self"`
+		Nodes []struct {
+			ID              string    `json:"id"`
+			LastHeartbeatAt time.Time `json:"lastHeartbeatAt"`
+		} `json:"nodes"`
+	}
+	waitFor(t, 30*time.Second, "both nodes in the registry", func() bool {
+		a.get(t, "/api/v1/admin/cluster/nodes", &nodes)
+		return len(nodes.Nodes) == 2
+	})
+	bothListed := time.Now()
+	waitFor(t, 30*time.Second, "node A to heartbeat after node B joined", func() bool {
+		a.get(t, "/api/v1/admin/cluster/nodes", &nodes)
+		for _, n := range nodes.Nodes {
+			if n.ID == nodes.Self && n.LastHeartbeatAt.After(bothListed) {
+				return true
+			}
+		}
+		return false
+	})
+	marks := stepDir(t, 0o777)
+	repo := repoWithWorkflow(t, strings.Replace(gatedPrinterWorkflow(marks, 1, 1), "    runsOn: static-box\n", "", 1))
+	_, delivery := a.push(t, repo, "")
+	runID := a.runOf(t, delivery)
+	waitFileContains(t, 60*time.Second, "the step on a spawned agent", filepath.Join(marks, "runs"), "started")
+	want := "KICI_ORCHESTRATOR_URL=" + c.WSURL(0) + "," + c.WSURL(1)
+	if got := agentProcesses(want); len(got) == 0 {
+		t.Fatalf("no spawned agent runs with %s", want)
+	}
+	write(t, filepath.Join(marks, "gate"), "")
+	if r := a.waitRunStatus(t, runID, time.Minute, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("run = %s (%s)", r.Status, r.FailureReason)
+	}
+}

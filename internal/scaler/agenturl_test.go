@@ -14,6 +14,8 @@ func TestAgentURLReplacesUnspecifiedHost(t *testing.T) {
 		"ws://127.0.0.1:4000/ws":  "ws://127.0.0.1:4000/ws",
 		"ws://[fe80::1]:4000/ws":  "ws://[fe80::1]:4000/ws",
 		"ws://[::]:4000/ws?x=1#f": "ws://172.30.0.1:4000/ws?x=1#f",
+		// The nodes of a cluster, this node's first: each one alike.
+		"ws://0.0.0.0:4000/ws,ws://10.0.0.2:4000/ws": "ws://172.30.0.1:4000/ws,ws://10.0.0.2:4000/ws",
 	} {
 		if got := agentURL(in, AgentNetworkGateway); got != want {
 			t.Errorf("agentURL(%q) = %q, want %q", in, got, want)
