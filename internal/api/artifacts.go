@@ -58,7 +58,7 @@ func (s *server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	for _, a := range list {
 		out = append(out, artifactView(a))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"artifacts": out})
+	writeJSON(w, http.StatusOK, apitypes.ArtifactList{Artifacts: out})
 }
 
 // GET /api/v1/admin/runs/{runId}/artifacts/{name} ⇒ the archive

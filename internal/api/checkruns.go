@@ -61,5 +61,5 @@ func (s *server) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 	for _, c := range rows {
 		out = append(out, CheckRunViewOf(c))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"checkRuns": out})
+	writeJSON(w, http.StatusOK, apitypes.CheckRunList{CheckRuns: out})
 }

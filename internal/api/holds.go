@@ -139,7 +139,7 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"heldRuns": out})
+	writeJSON(w, http.StatusOK, apitypes.HeldRunList{HeldRuns: out})
 }
 
 func orDefault(s, def string) string {

@@ -147,7 +147,7 @@ func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) {
 	for _, x := range all {
 		out = append(out, apitypes.SecretView{ID: x.ID, CreatedAt: x.CreatedAt, RevokedAt: x.RevokedAt})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
+	writeJSON(w, http.StatusOK, apitypes.SecretList{Secrets: out})
 }
 
 // rotateSecret adds a new active secret (the old ones stay active until

@@ -57,6 +57,6 @@ func (s *server) startManualRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.internalError(w, r, err)
 	default:
-		writeJSON(w, http.StatusCreated, map[string]any{"run": NewRunView(run)})
+		writeJSON(w, http.StatusCreated, apitypes.RunEnvelope{Run: NewRunView(run)})
 	}
 }

@@ -148,7 +148,7 @@ func (s *server) listAttestations(w http.ResponseWriter, r *http.Request) {
 	for _, a := range list {
 		out = append(out, attestationView(a))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"attestations": out})
+	writeJSON(w, http.StatusOK, apitypes.AttestationList{Attestations: out})
 }
 
 // GET /api/v1/admin/attestations/{id}

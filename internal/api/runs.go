@@ -177,7 +177,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	if run := s.loadRun(w, r); run != nil {
 		v := NewRunView(run)
 		v.ParentRunID = s.parentOf(r.Context(), run.ID)
-		writeJSON(w, http.StatusOK, map[string]any{"run": v})
+		writeJSON(w, http.StatusOK, apitypes.RunEnvelope{Run: v})
 	}
 }
 
@@ -214,7 +214,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		views = append(views, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": views})
+	writeJSON(w, http.StatusOK, apitypes.JobList{Jobs: views})
 }
 
 func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {

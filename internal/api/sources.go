@@ -108,7 +108,7 @@ func (s *server) createSource(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"source": NewSourceView(src)})
+	writeJSON(w, http.StatusCreated, apitypes.SourceEnvelope{Source: NewSourceView(src)})
 }
 
 // validateSource normalises req and returns a 400 message, or "".
@@ -199,7 +199,7 @@ func (s *server) listSources(w http.ResponseWriter, r *http.Request) {
 		}
 		views = append(views, NewSourceView(src))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sources": views})
+	writeJSON(w, http.StatusOK, apitypes.SourceList{Sources: views})
 }
 
 // loadSource fetches the {id} source or writes 404/500 and returns nil.
@@ -217,7 +217,7 @@ func (s *server) loadSource(w http.ResponseWriter, r *http.Request) *store.Sourc
 
 func (s *server) getSource(w http.ResponseWriter, r *http.Request) {
 	if src := s.loadSource(w, r); src != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"source": NewSourceView(src)})
+		writeJSON(w, http.StatusOK, apitypes.SourceEnvelope{Source: NewSourceView(src)})
 	}
 }
 

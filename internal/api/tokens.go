@@ -98,7 +98,7 @@ func (s *server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	writeJSON(w, http.StatusOK, apitypes.AdminTokenList{Tokens: out})
 }
 
 func (s *server) revokeAdminToken(w http.ResponseWriter, r *http.Request) {
@@ -223,7 +223,7 @@ func (s *server) listAgentTokens(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	writeJSON(w, http.StatusOK, apitypes.AgentTokenList{Tokens: out})
 }
 
 func (s *server) revokeAgentToken(w http.ResponseWriter, r *http.Request) {
