@@ -152,7 +152,7 @@ func newLocalEngine(ctx context.Context, r *runner.Runner, em *printEmitter) (*l
 		return nil, err
 	}
 	e := &localEngine{dir: dir, st: st, r: r, em: em}
-	e.tr = execution.NewTracker(st, e, nil)
+	e.tr = execution.NewTracker(st, e, nil, execution.TrackerDeps{})
 	return e, nil
 }
 

@@ -38,7 +38,7 @@ func TestManualRunRouteGitHubBranch(t *testing.T) {
 		[]*store.SourceSecret{{Secret: "s"}}); err != nil {
 		t.Fatal(err)
 	}
-	proc := pipeline.NewProcessor(e.st, execution.NewTracker(e.st, nopEnqueuer{}, nil), nil)
+	proc := pipeline.NewProcessor(e.st, execution.NewTracker(e.st, nopEnqueuer{}, nil, execution.TrackerDeps{}), nil, pipeline.ProcessorDeps{})
 	e.srv.Config.Handler = NewRouter(Deps{Store: e.st, Auth: authOf(t, e), ManualRuns: proc})
 
 	code, m, _ := e.do("POST", "/api/v1/admin/runs", e.owner,

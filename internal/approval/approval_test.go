@@ -60,13 +60,12 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	h := &harness{t: t, ctx: ctx, st: st, enq: &recorder{}, now: time.Now().UTC()}
-	h.tr = execution.NewTracker(st, h.enq, nil)
 	h.gate = NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
 		p, _, err := trustpolicy.Effective(ctx, st, org)
 		return p, err
 	}, nil)
 	h.gate.now = func() time.Time { return h.now }
-	h.tr.SetGate(h.gate)
+	h.tr = execution.NewTracker(st, h.enq, nil, execution.TrackerDeps{Gate: h.gate})
 	h.res = NewResumer(st, h.tr, h.gate.TrySlot, nil)
 	h.res.now = func() time.Time { return h.now }
 	h.tr.OnRunFinished(h.res.RunFinished)

@@ -39,26 +39,15 @@ type Gate interface {
 	Check(ctx context.Context, run *store.Run, job *store.Job) (GateResult, error)
 }
 
-// gateState holds the installed gate and the runs to re-check after a gate
-// error.
+// gateState holds the dispatch gate (fixed at construction) and the runs to
+// re-check after a gate error.
 type gateState struct {
-	mu    sync.Mutex
 	gate  Gate
+	mu    sync.Mutex // guards retry
 	retry map[string]bool
 }
 
-// SetGate installs the dispatch gate (nil = every ready job passes).
-func (t *Tracker) SetGate(g Gate) {
-	t.gates.mu.Lock()
-	t.gates.gate = g
-	t.gates.mu.Unlock()
-}
-
-func (t *Tracker) gate() Gate {
-	t.gates.mu.Lock()
-	defer t.gates.mu.Unlock()
-	return t.gates.gate
-}
+func (t *Tracker) gate() Gate { return t.gates.gate }
 
 func (t *Tracker) retryLater(runID string) {
 	t.gates.mu.Lock()

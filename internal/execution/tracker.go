@@ -76,13 +76,21 @@ type Tracker struct {
 	jobDone  []func(job *store.Job)
 }
 
-// NewTracker returns a tracker over st that hands released jobs to enq. A nil
-// logger discards logs.
-func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger) *Tracker {
+// TrackerDeps are a tracker's optional collaborators.
+type TrackerDeps struct {
+	// Gate decides whether a job whose needs are met may be queued (package
+	// approval); nil lets every ready job pass.
+	Gate Gate
+}
+
+// NewTracker returns a tracker over st that hands released jobs to enq,
+// with the optional collaborators of deps. A nil logger discards logs.
+func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger, deps TrackerDeps) *Tracker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() }}
+	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() },
+		gates: gateState{gate: deps.Gate}}
 }
 
 // OnJobFinished registers fn to be called when a job reaches a terminal

@@ -56,7 +56,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	st := newStore(t)
 	enq := &recEnqueuer{st: st, calls: map[string]int{}}
-	f := &fixture{t: t, st: st, enq: enq, tr: NewTracker(st, enq, nil), ctx: context.Background()}
+	f := &fixture{t: t, st: st, enq: enq, tr: NewTracker(st, enq, nil, TrackerDeps{}), ctx: context.Background()}
 	f.tr.OnRunFinished(func(r *store.Run) {
 		f.mu.Lock()
 		f.finished = append(f.finished, r)
@@ -386,7 +386,7 @@ func TestConcurrentUpstreamsReleaseOnce(t *testing.T) {
 			f := newFixture(t)
 			other := f.tr
 			if !shared {
-				other = NewTracker(f.st, f.enq, nil)
+				other = NewTracker(f.st, f.enq, nil, TrackerDeps{})
 			}
 			const rounds = 30
 			for i := 0; i < rounds; i++ {
@@ -454,7 +454,7 @@ func TestEnqueueFailureAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tr2 := NewTracker(f.st, f.enq, nil) // a fresh process
+	tr2 := NewTracker(f.st, f.enq, nil, TrackerDeps{}) // a fresh process
 	var done []string
 	tr2.OnRunFinished(func(r *store.Run) { done = append(done, r.ID) })
 	if err := tr2.Recover(f.ctx); err != nil {
@@ -528,7 +528,7 @@ func TestRacingEvaluationsReleaseOnce(t *testing.T) {
 	base := newStore(t)
 	bs := &barrierStore{Store: base}
 	enq := &recEnqueuer{st: base, calls: map[string]int{}}
-	tr1, tr2 := NewTracker(bs, enq, nil), NewTracker(bs, enq, nil)
+	tr1, tr2 := NewTracker(bs, enq, nil, TrackerDeps{}), NewTracker(bs, enq, nil, TrackerDeps{})
 	ctx := context.Background()
 	const rounds = 10
 	for i := 0; i < rounds; i++ {

@@ -60,9 +60,6 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *e
 			}
 		}
 	}
-	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
-	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
-	proc.Forges = forges
 	tr.OnRunFinished(proc.RunFinished)
 	tr.OnJobFinished(proc.JobFinished)
 	wl := logger.With("component", "webhook")

@@ -14,7 +14,6 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/logstore"
-	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
@@ -86,12 +85,15 @@ func newServerMetrics(reg *prometheus.Registry) *serverMetrics {
 	return m
 }
 
+// deliveryFinished counts one finished delivery by status ("processed" or
+// "failed") and the runs it created (pipeline.ProcessorDeps.Outcome).
+func (m *serverMetrics) deliveryFinished(status string, runs int) {
+	m.deliveries.WithLabelValues(status).Inc()
+	m.runsCreated.Add(float64(runs))
+}
+
 // wire connects the metrics to the components that produce them.
-func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher, t *execution.Tracker, p *pipeline.Processor) {
-	p.SetOutcomeObserver(func(status string, runs int) {
-		m.deliveries.WithLabelValues(status).Inc()
-		m.runsCreated.Add(float64(runs))
-	})
+func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher, t *execution.Tracker) {
 	t.OnRunFinished(func(r *store.Run) {
 		m.executions.WithLabelValues(string(r.Status)).Inc()
 		if r.CompletedAt != nil {

@@ -206,7 +206,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		}
 		return idle
 	})
-	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, s: s}, logger.With("component", "execution"))
+	// Dispatch-time context flow and fork trust: every ready job passes
+	// the gate; held work is resumed by the resumer.
+	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
+	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, s: s}, logger.With("component", "execution"),
+		execution.TrackerDeps{Gate: gate})
 	s.dispatcher.SetEvents(s.tracker)
 	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
 	if err != nil {
@@ -217,10 +221,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.dispatcher.SetJobDataResolver(withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs))
-	// Dispatch-time context flow and fork trust: every ready job passes
-	// the gate; held work is resumed by the resumer.
-	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
-	s.tracker.SetGate(gate)
 	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
 	s.tracker.OnRunFinished(s.resumer.RunFinished)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
@@ -238,17 +238,28 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
 	s.scaler.OnExit(s.dispatcher.AgentExited)
-	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"))
-	// Workflow concurrency groups: recorded at run creation, admitted by
-	// the tracker before any job is released, released when a run ends.
-	s.processor.SetConcurrency(s.runctl)
-	// `/kici approve|reject <runId>` pull-request comments.
-	s.processor.SetDecider(s.decider.Decide)
+	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
+	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
+		return nil, err
+	}
 	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
-	s.processor.SetForkIgnoredCounter(forkIgnored.Inc)
-	sm.wire(s.metrics, st, s.dispatcher, s.tracker, s.processor)
+	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"), pipeline.ProcessorDeps{
+		Forges: forges,
+		// Workflow concurrency groups: recorded at run creation, admitted
+		// by the tracker before any job is released, released when a run
+		// ends.
+		Concurrency: s.runctl,
+		// `/kici approve|reject <runId>` pull-request comments, answered on
+		// the forge.
+		Decider:     s.decider.Decide,
+		Replier:     s.reporter.Reply,
+		ForkIgnored: forkIgnored.Inc,
+		Outcome:     sm.deliveryFinished,
+	})
+	sm.wire(s.metrics, st, s.dispatcher, s.tracker)
 	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, s.nodeID, logger)
@@ -256,11 +267,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.ingress = ingress
-	if s.reporter, err = setupForgeStatus(st, s.processor.Forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
-		return nil, err
-	}
 	s.tracker.OnJobFinished(func(*store.Job) { s.reporter.Kick() })
-	s.processor.SetReplier(s.reporter.Reply)
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,

@@ -15,10 +15,6 @@ type GroupEnterer interface {
 	EnterGroup(ctx context.Context, run *store.Run, cfg *lockfile.Concurrency, event string) error
 }
 
-// SetConcurrency installs the concurrency-group recorder; call before
-// Start. Without one, workflow concurrency settings are ignored.
-func (p *Processor) SetConcurrency(g GroupEnterer) { p.groups = g }
-
 // enterGroup records run in wf's concurrency group, if any.
 func (p *Processor) enterGroup(ctx context.Context, wf *lockfile.Workflow, run *store.Run, event string) error {
 	if p.groups == nil || wf.Concurrency == nil || !wf.Concurrency.HasGroup {

@@ -17,20 +17,9 @@ import (
 // the forge may be down.
 type Replier func(ctx context.Context, src *store.Source, ev *trigger.Event, text string)
 
-// SetReplier makes `/kici approve|reject` comments get an answer on the
-// forge saying what happened, refusals included.
-func (p *Processor) SetReplier(f Replier) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.replier = f
-}
-
 func (p *Processor) reply(ctx context.Context, src *store.Source, ev *trigger.Event, text string) {
-	p.mu.Lock()
-	f := p.replier
-	p.mu.Unlock()
-	if f != nil {
-		f(ctx, src, ev, text)
+	if p.replier != nil {
+		p.replier(ctx, src, ev, text)
 	}
 }
 

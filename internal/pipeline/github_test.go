@@ -60,14 +60,24 @@ type ghHarness struct {
 
 func newGHHarness(t *testing.T) *ghHarness {
 	t.Helper()
+	return newGHHarnessWith(t, func(store.Store) (execution.TrackerDeps, ProcessorDeps) {
+		return execution.TrackerDeps{}, ProcessorDeps{}
+	})
+}
+
+// newGHHarnessWith is newGHHarness whose tracker and processor take the
+// collaborators deps returns for the harness's store.
+func newGHHarnessWith(t *testing.T, deps func(store.Store) (execution.TrackerDeps, ProcessorDeps)) *ghHarness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil)
-	h := &ghHarness{t: t, ctx: ctx, st: st, tr: tr, proc: NewProcessor(st, tr, nil), fake: ghfake.New(77)}
+	trDeps, procDeps := deps(st)
+	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)
+	h := &ghHarness{t: t, ctx: ctx, st: st, tr: tr, proc: NewProcessor(st, tr, nil, procDeps), fake: ghfake.New(77)}
 	t.Cleanup(h.fake.Close)
 	h.src = &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: "github", RoutingKey: "github:77", VerificationMethod: "hmac_sha256", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, h.src, &store.SourceSettings{RateLimitRPM: -1,

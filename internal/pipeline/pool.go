@@ -309,20 +309,8 @@ func (p *Processor) localLock(ctx context.Context, src *store.Source, repo *loca
 	}
 }
 
-// SetOutcomeObserver installs f, called once per delivery this processor
-// finishes, with its status ("processed" or "failed") and how many runs it
-// created (metrics). Call before Start.
-func (p *Processor) SetOutcomeObserver(f func(status string, runs int)) {
-	p.mu.Lock()
-	p.outcome = f
-	p.mu.Unlock()
-}
-
 func (p *Processor) observeOutcome(status string, runs int) {
-	p.mu.Lock()
-	f := p.outcome
-	p.mu.Unlock()
-	if f != nil {
-		f(status, runs)
+	if p.outcome != nil {
+		p.outcome(status, runs)
 	}
 }

@@ -110,27 +110,48 @@ type Processor struct {
 	repos map[string]*local.Repo
 	// heads caches each local repository's HEAD ref (pool.go).
 	heads map[string]headRefEntry
-	// outcome observes finished deliveries (pool.go); guarded by mu.
-	outcome func(status string, runs int)
-	decider Decider // `/kici approve` comments (trust.go); guarded by mu
-	replier Replier // answers to those comments (forgeevents.go); guarded by mu
-	// forkIgnored counts fork pull requests dropped by policy (trust.go);
-	// guarded by mu.
-	forkIgnored func()
+	// The optional collaborators of ProcessorDeps, fixed at construction.
+	outcome     func(status string, runs int) // finished deliveries (pool.go)
+	decider     Decider                       // `/kici approve` comments (trust.go)
+	replier     Replier                       // answers to those comments (forgeevents.go)
+	forkIgnored func()                        // fork pull requests dropped by policy (trust.go)
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
 
+// ProcessorDeps are a processor's optional collaborators; every nil field
+// turns its feature off.
+type ProcessorDeps struct {
+	// Forges reads locks from forges (GitHub); nil = NewForges(0).
+	Forges *Forges
+	// Concurrency records runs in their workflow concurrency group
+	// (runctl.Controller); nil ignores workflow concurrency settings.
+	Concurrency GroupEnterer
+	// Decider enables `/kici approve|reject <runId>` pull-request comments;
+	// nil matches such comments against workflows like any other.
+	Decider Decider
+	// Replier answers those comments on the forge, refusals included.
+	Replier Replier
+	// ForkIgnored is called once for every fork pull request dropped under
+	// fork policy ignore (KiCI's kici_orch_fork_events_ignored_total).
+	ForkIgnored func()
+	// Outcome is called once per delivery finished, with its status
+	// ("processed" or "failed") and how many runs it created (metrics).
+	Outcome func(status string, runs int)
+}
+
 // NewProcessor returns a processor that reads deliveries from st and creates
-// runs through tracker. A nil logger discards logs.
-func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logger) *Processor {
+// runs through tracker, with the optional collaborators of deps. A nil
+// logger discards logs.
+func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logger, deps ProcessorDeps) *Processor {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
-		claimed: map[string]bool{}}
+		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
+		replier: deps.Replier, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome}
 }
 
 // Start launches the workers: they first process every delivery still

@@ -114,8 +114,8 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	enq := &countingEnqueuer{st: st}
-	tr := execution.NewTracker(st, enq, nil)
-	h := &harness{t: t, ctx: ctx, st: st, enq: enq, proc: NewProcessor(st, tr, nil), repo: newGitRepo(t)}
+	tr := execution.NewTracker(st, enq, nil, execution.TrackerDeps{})
+	h := &harness{t: t, ctx: ctx, st: st, enq: enq, proc: NewProcessor(st, tr, nil, ProcessorDeps{}), repo: newGitRepo(t)}
 	h.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-1",
 		LocalPath: h.repo.Dir, VerificationMethod: "hmac_sha256", WebhookSecret: "x", Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := st.CreateSource(ctx, h.src); err != nil {

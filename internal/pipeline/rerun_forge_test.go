@@ -230,8 +230,8 @@ func TestRerunUniversalGitSource(t *testing.T) {
 		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil)
-	proc := NewProcessor(st, tr, nil)
+	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{})
+	proc := NewProcessor(st, tr, nil, ProcessorDeps{})
 	payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
 		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main"},
 		"sender":     map[string]any{"login": "dev", "username": "dev"}})

@@ -18,37 +18,13 @@ import (
 // Decider commits a decision on a hold (approval.Decider.Decide).
 type Decider func(ctx context.Context, d approval.Decision) (approval.Result, error)
 
-// SetDecider enables `/kici approve|reject <runId>` pull-request comments.
-// Without one such comments are matched against workflows like any other.
-func (p *Processor) SetDecider(f Decider) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.decider = f
-}
-
-// SetForkIgnoredCounter installs fn, called once for every fork pull
-// request dropped under fork policy ignore (the orchestrator counts them
-// as kici_orch_fork_events_ignored_total, KiCI's metric).
-func (p *Processor) SetForkIgnoredCounter(fn func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.forkIgnored = fn
-}
-
 func (p *Processor) countForkIgnored() {
-	p.mu.Lock()
-	fn := p.forkIgnored
-	p.mu.Unlock()
-	if fn != nil {
-		fn()
+	if p.forkIgnored != nil {
+		p.forkIgnored()
 	}
 }
 
-func (p *Processor) getDecider() Decider {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.decider
-}
+func (p *Processor) getDecider() Decider { return p.decider }
 
 // directoryProvider maps an event's provider (GitHub, or a universal-git
 // preset) to the provider name approval-directory links use: github,

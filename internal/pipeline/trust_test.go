@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trustpolicy"
@@ -34,14 +35,16 @@ func commentPayload(body string, userID int64, login string) []byte {
 }
 
 // forkHarness is a GitHub harness whose tracker runs the real dispatch
-// gate and whose processor takes /kici comments.
-func forkHarness(t *testing.T) *ghHarness {
-	h := newGHHarness(t)
-	h.tr.SetGate(approval.NewGate(h.st, func(ctx2 context.Context, org string) (store.TrustPolicy, error) {
-		p, _, err := trustpolicy.Effective(ctx2, h.st, org)
-		return p, err
-	}, nil))
-	h.proc.SetDecider(approval.NewDecider(h.st, nil).Decide)
+// gate and whose processor takes /kici comments; forkIgnored (may be nil)
+// counts fork pull requests dropped by policy.
+func forkHarness(t *testing.T, forkIgnored func()) *ghHarness {
+	h := newGHHarnessWith(t, func(st store.Store) (execution.TrackerDeps, ProcessorDeps) {
+		gate := approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
+			p, _, err := trustpolicy.Effective(ctx, st, org)
+			return p, err
+		}, nil)
+		return execution.TrackerDeps{Gate: gate}, ProcessorDeps{Decider: approval.NewDecider(st, nil).Decide, ForkIgnored: forkIgnored}
+	})
 	pr := `[{"_type":"pr","events":["opened"]}]`
 	h.fake.SetFile(ghRepo, shaHead, lockfetch.LockPath, lockJSON(wfJSON("from-head", pr)))
 	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lockJSON(wfJSON("from-base", pr)))
@@ -54,7 +57,7 @@ func forkHarness(t *testing.T) *ghHarness {
 // by a collaborator with write access — runs the base branch's lock, with
 // trust tier unknown, and waits for approval as a whole.
 func TestForkPullRequestHeldWithBaseLock(t *testing.T) {
-	h := forkHarness(t)
+	h := forkHarness(t, nil)
 	id := h.post("pull_request", "fork-1", forkPRPayload("maintainer"))
 	d, tr, _ := h.process(id)
 	runs := h.runs(id)
@@ -78,15 +81,14 @@ func TestForkPullRequestHeldWithBaseLock(t *testing.T) {
 }
 
 func TestForkPullRequestIgnoredByPolicy(t *testing.T) {
-	h := forkHarness(t)
+	ignored := 0
+	h := forkHarness(t, func() { ignored++ })
 	if _, err := h.st.UpdateTrustPolicyAudited(h.ctx, "acme", trustpolicy.Default("acme"), func(p *store.TrustPolicy) error {
 		p.ForkPolicy = store.ForkIgnore
 		return nil
 	}, &store.AccessLogEntry{Action: "trust_policy.updated"}); err != nil {
 		t.Fatal(err)
 	}
-	ignored := 0
-	h.proc.SetForkIgnoredCounter(func() { ignored++ })
 	id := h.post("pull_request", "fork-2", forkPRPayload("outsider"))
 	d, tr, _ := h.process(id)
 	if d.Status != store.DeliveryProcessed || len(h.runs(id)) != 0 || !strings.Contains(tr.Summary, `fork policy is "ignore"`) || ignored != 1 {
@@ -97,7 +99,7 @@ func TestForkPullRequestIgnoredByPolicy(t *testing.T) {
 // `/kici approve <runId>` works only for a directory member with CI trust
 // write or admin, identified by the immutable GitHub user id.
 func TestKiciApproveComment(t *testing.T) {
-	h := forkHarness(t)
+	h := forkHarness(t, nil)
 	id := h.post("pull_request", "fork-3", forkPRPayload("outsider"))
 	h.process(id)
 	run := h.runs(id)["from-base"]

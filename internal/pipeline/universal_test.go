@@ -60,7 +60,7 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil), nil)
+	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{}), nil, ProcessorDeps{})
 	payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
 		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main", "clone_url": "https://gitea.example/acme/app.git"},
 		"pusher":     map[string]any{"login": "dev", "username": "dev"}, "sender": map[string]any{"login": "dev", "username": "dev"},
@@ -138,13 +138,11 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	tracker := execution.NewTracker(st, &countingEnqueuer{st: st}, nil)
-	tracker.SetGate(approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
+	tracker := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{Gate: approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
 		p, _, err := trustpolicy.Effective(ctx, st, org)
 		return p, err
-	}, nil))
-	proc := NewProcessor(st, tracker, nil)
-	proc.SetDecider(approval.NewDecider(st, nil).Decide)
+	}, nil)})
+	proc := NewProcessor(st, tracker, nil, ProcessorDeps{Decider: approval.NewDecider(st, nil).Decide})
 	payload, _ := json.Marshal(map[string]any{"action": "opened", "number": 3,
 		"pull_request": map[string]any{"number": 3, "user": map[string]any{"login": "mallory"},
 			"head": map[string]any{"ref": "fork", "sha": headSHA, "repo": map[string]any{"full_name": "mallory/app"}},

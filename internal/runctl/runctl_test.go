@@ -80,7 +80,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, dsp: &fakeDispatcher{st: st, connected: map[string]bool{}}, now: time.Now().UTC().Truncate(time.Millisecond)}
-	f.tr = execution.NewTracker(st, enqueuer{st}, nil)
+	f.tr = execution.NewTracker(st, enqueuer{st}, nil, execution.TrackerDeps{})
 	f.c = New(cfg, st, f.dsp, f.tr, nil)
 	f.c.now = func() time.Time { return f.now }
 	return f

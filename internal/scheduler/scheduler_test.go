@@ -223,7 +223,7 @@ func TestScheduleFireCreatesRun(t *testing.T) {
 	}
 	register(t, st, "nightly", "0 3 * * *", "UTC", utc("2026-01-01T00:00:00Z"))
 	register(t, st, "other", "0 3 * * *", "UTC", utc("2026-01-01T00:00:00Z"))
-	proc := pipeline.NewProcessor(st, execution.NewTracker(st, nopEnqueuer{}, nil), nil)
+	proc := pipeline.NewProcessor(st, execution.NewTracker(st, nopEnqueuer{}, nil, execution.TrackerDeps{}), nil, pipeline.ProcessorDeps{})
 	c := &clock{t: utc("2026-01-05T02:59:00Z")}
 	var ids []string
 	emit := func(ctx context.Context, id, org string, ie *pipeline.InternalEvent) (bool, error) {
