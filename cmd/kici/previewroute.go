@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/scaler/scalerconfig"
 	"kici.dev/kici/internal/trigger"
 )
 
@@ -30,10 +30,10 @@ func (rf *routeFlags) register(cmd *cobra.Command) {
 // runsOn (exact labels; excludeLabels too) no scaler label set and no
 // --labels agent serves: dispatch would mark it `unroutable:` and fail it
 // once KICI_UNROUTABLE_GRACE_MS has passed. The scaler configuration is
-// loaded like the orchestrator loads it (scaler.LoadConfig, with
+// loaded like the orchestrator loads it (scalerconfig.LoadConfig, with
 // KICI_SCALER_CONFIG_DIR or scalers.d next to the file).
 func (rf *routeFlags) unroutable(lf *lockfile.LockFile, ds []trigger.Decision) ([]string, error) {
-	cfg, err := scaler.LoadConfig(rf.scalers, os.Getenv("KICI_SCALER_CONFIG_DIR"), 0)
+	cfg, err := scalerconfig.LoadConfig(rf.scalers, os.Getenv("KICI_SCALER_CONFIG_DIR"), 0)
 	if err != nil {
 		return nil, fmt.Errorf("--scalers: %w", err)
 	}

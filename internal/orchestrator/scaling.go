@@ -15,13 +15,14 @@ import (
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // newScaler loads scalers.yaml (or the embedded default) and builds the
 // scaler Manager with its backends and metrics.
 func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth, settings *cluster.Reader,
 	logs logstore.Store, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
-	scfg, err := scaler.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
+	scfg, err := scalerconfig.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (s *Server) ReloadScalers() error {
 		s.log.Info("SIGHUP: no scalers.yaml configured (KICI_SCALER_CONFIG_PATH); nothing to reload")
 		return nil
 	}
-	scfg, err := scaler.LoadConfig(s.cfg.ScalerConfigPath, s.cfg.ScalerConfigDir, s.cfg.MaxAgents)
+	scfg, err := scalerconfig.LoadConfig(s.cfg.ScalerConfigPath, s.cfg.ScalerConfigDir, s.cfg.MaxAgents)
 	if err == nil {
 		err = s.scaler.Reload(scfg)
 	}

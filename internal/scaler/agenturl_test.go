@@ -3,6 +3,8 @@ package scaler
 import (
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 func TestAgentURLReplacesUnspecifiedHost(t *testing.T) {
@@ -30,7 +32,7 @@ func TestAgentURLReplacesUnspecifiedHost(t *testing.T) {
 // would dial the orchestrator's loopback address is refused at start with
 // the remedy; an unspecified or gateway address is accepted.
 func TestContainerScalerOnLoopbackRefused(t *testing.T) {
-	cfg, err := Parse("scalers.yaml", []byte("version: 1\nscalers:\n  - name: pool\n    type: container\n    maxAgents: 1\n    labelSets:\n      - labels: [ctr]\n        image: x:latest\n"))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte("version: 1\nscalers:\n  - name: pool\n    type: container\n    maxAgents: 1\n    labelSets:\n      - labels: [ctr]\n        image: x:latest\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

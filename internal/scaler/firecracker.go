@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/scaler/fcapi"
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // Paths inside a VM's jail (the root the jailed firecracker sees).
 const (
 	jailKernel  = "/vmlinux"
 	jailRootfs  = "/rootfs.ext4"
-	jailAPISock = "/run/firecracker.socket"
+	jailAPISock = scalerconfig.JailAPISock
 	// vmRecordFile, next to the jail's root/, tags the jail with its
 	// scaler and records the VM (orphan sweep, allocator rebuild).
 	vmRecordFile = "kici-vm.json"
@@ -61,7 +62,7 @@ func WithFirecracker(next BackendFactory, o FirecrackerOptions) BackendFactory {
 		if e.Type != TypeFirecracker {
 			return next(e, exited)
 		}
-		n := e.fcNet
+		n := e.Network
 		if n == nil {
 			return nil, errors.New("firecracker scaler without a validated firecracker: block")
 		}
@@ -77,7 +78,7 @@ func WithFirecracker(next BackendFactory, o FirecrackerOptions) BackendFactory {
 			if run == nil {
 				run = ExecRunner{}
 			}
-			h = &fcHost{net: n, run: run, alloc: NewIPAllocator(n.prefix, n.gw)}
+			h = &fcHost{net: n, run: run, alloc: NewIPAllocator(n.Prefix(), n.GatewayAddr())}
 			hosts[n.BridgeName] = h
 		}
 		mu.Unlock()
@@ -292,7 +293,7 @@ func (f *Firecracker) start(ctx context.Context, req *SpawnRequest, e *Entry, v 
 			return v.api.PutMachineConfig(ctx, fcapi.MachineConfig{VcpuCount: vcpus, MemSizeMib: mem})
 		},
 		func() error {
-			return v.api.PutBootSource(ctx, fcapi.BootSource{KernelImagePath: jailKernel, BootArgs: bootArgs(ip, n.gw, n.prefix.Bits())})
+			return v.api.PutBootSource(ctx, fcapi.BootSource{KernelImagePath: jailKernel, BootArgs: bootArgs(ip, n.GatewayAddr(), n.Prefix().Bits())})
 		},
 		func() error {
 			return v.api.PutDrive(ctx, fcapi.Drive{DriveID: "rootfs", PathOnHost: jailRootfs, IsRootDevice: true, IsReadOnly: true})

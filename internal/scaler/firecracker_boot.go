@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // vmSize resolves vCPUs and memory: limits (cpus rounded up, memory
@@ -61,7 +63,7 @@ func (f *Firecracker) metadata(req *SpawnRequest) (map[string]any, error) {
 	env := map[string]string{}
 	size := 0
 	add := func(k, v string) error {
-		if !envRe.MatchString(k) {
+		if !scalerconfig.IsEnvName(k) {
 			return nil
 		}
 		size += len(k) + len(v) + 2
@@ -93,7 +95,7 @@ func (f *Firecracker) metadata(req *SpawnRequest) (map[string]any, error) {
 		"kici-agent-token":      req.Token,
 		"kici-labels":           strings.Join(req.LabelSet.Labels, ","),
 		"kici-scaler-managed":   "true",
-		"kici-gateway-ip":       f.host.net.gw.String(),
+		"kici-gateway-ip":       f.host.net.GatewayAddr().String(),
 		"kici-env":              env,
 	}
 	if req.Warm {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // HostRunner runs the privileged host commands of the Firecracker backend
@@ -65,7 +67,7 @@ func (a *IPAllocator) Allocate(owner string) (netip.Addr, error) {
 	if ip, ok := a.byOwner[owner]; ok {
 		return ip, nil
 	}
-	bcast := lastAddr(a.prefix)
+	bcast := scalerconfig.LastAddr(a.prefix)
 	for ip := a.prefix.Addr().Next(); a.prefix.Contains(ip) && ip != bcast; ip = ip.Next() {
 		if ip == a.gw {
 			continue
@@ -84,7 +86,7 @@ func (a *IPAllocator) Allocate(owner string) (netip.Addr, error) {
 func (a *IPAllocator) Reserve(ip netip.Addr, owner string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.prefix.Contains(ip) || ip == a.gw || ip == a.prefix.Addr() || ip == lastAddr(a.prefix) {
+	if !a.prefix.Contains(ip) || ip == a.gw || ip == a.prefix.Addr() || ip == scalerconfig.LastAddr(a.prefix) {
 		return fmt.Errorf("address %s is not a VM address of %s", ip, a.prefix)
 	}
 	if o, used := a.owner[ip]; used && o != owner {
@@ -177,7 +179,7 @@ func (h *fcHost) ensure(ctx context.Context) error {
 	n := h.net
 	auto := *n.AutoProvisionHost
 	br := n.BridgeName
-	addr := fmt.Sprintf("%s/%d", n.gw, n.prefix.Bits())
+	addr := fmt.Sprintf("%s/%d", n.GatewayAddr(), n.Prefix().Bits())
 	if _, err := h.run.Run(ctx, "", "ip", "link", "show", "dev", br); err != nil {
 		if !auto {
 			return fmt.Errorf("bridge %s is missing and autoProvisionHost is false: %w", br, err)

@@ -19,6 +19,7 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/scaler/fcapi"
 	"kici.dev/kici/internal/scaler/fcapi/fcapitest"
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // TestMain lets the test binary stand in for the jailer: the wrapper
@@ -281,7 +282,7 @@ type fcFixture struct {
 
 func newFCFixture(t *testing.T, env *fcEnv, doc string, host *fakeHost, timeout time.Duration) *fcFixture {
 	t.Helper()
-	cfg, err := Parse("scalers.yaml", []byte(doc))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(doc))
 	must(t, err)
 	f := &fcFixture{host: host, env: env}
 	mf := &mgrFixture{backends: map[string]*fakeBackend{}, tokens: &fakeTokens{ttls: map[string]time.Duration{}},
@@ -364,11 +365,11 @@ func processGone(pid int) bool {
 
 func TestFirecrackerConfig(t *testing.T) {
 	env := newFCEnv(t)
-	cfg, err := Parse("scalers.yaml", []byte(env.doc("/usr/bin/jailer", "")))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(env.doc("/usr/bin/jailer", "")))
 	must(t, err)
 	e := cfg.Scalers[0]
-	if e.VcpuCount != 2 || e.MemSizeMib != 512 || e.fcNet == nil || e.fcNet.Gateway != "10.0.0.1" || !*e.fcNet.AutoProvisionHost {
-		t.Fatalf("defaults not applied: %+v net %+v", e.FirecrackerEntry, e.fcNet)
+	if e.VcpuCount != 2 || e.MemSizeMib != 512 || e.Network == nil || e.Network.Gateway != "10.0.0.1" || !*e.Network.AutoProvisionHost {
+		t.Fatalf("defaults not applied: %+v net %+v", e.FirecrackerEntry, e.Network)
 	}
 	bad := []struct{ doc, want string }{
 		{strings.Replace(env.doc("/usr/bin/jailer", ""), "    uid:", "    bogusKey: 1\n    uid:", 1), "bogusKey"},
@@ -381,7 +382,7 @@ func TestFirecrackerConfig(t *testing.T) {
 		{"version: 1\nscalers:\n" + extraScalers + "\nfirecracker: { cidr: 10.0.0.0/24 }\n", "firecracker: no scaler has type firecracker"},
 	}
 	for i, c := range bad {
-		_, err := Parse("scalers.yaml", []byte(c.doc))
+		_, err := scalerconfig.Parse("scalers.yaml", []byte(c.doc))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "scalers.yaml") {
 			t.Errorf("case %d: error %v, want file and %q", i, err, c.want)
 		}
@@ -766,7 +767,7 @@ func TestFirecrackerOrphanSweepAtStartAndReload(t *testing.T) {
 	must(t, err)
 	waitFor(t, "VM running", func() bool { return f.agentState(id) == stateRunning })
 	pid2 := leftover("scaler-firecracker-1badf00d")
-	cfg, err := Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), "")))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), "")))
 	must(t, err)
 	must(t, f.m.Reload(cfg))
 	assertVMGone(t, f, "scaler-firecracker-1badf00d", pid2)
@@ -779,7 +780,7 @@ func TestFirecrackerOrphanSweepAtStartAndReload(t *testing.T) {
 	}
 
 	// Changing the network block of a running scaler is refused.
-	cfg, err = Parse("scalers.yaml", []byte(strings.Replace(env.doc(env.jailer(t, ""), ""), "table: kici_t", "table: kici_u", 1)))
+	cfg, err = scalerconfig.Parse("scalers.yaml", []byte(strings.Replace(env.doc(env.jailer(t, ""), ""), "table: kici_t", "table: kici_u", 1)))
 	must(t, err)
 	if err := f.m.Reload(cfg); err == nil || !strings.Contains(err.Error(), "cannot change on reload") {
 		t.Fatalf("network change on reload: %v", err)
@@ -829,7 +830,7 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	host.mu.Lock()
 	host.brExists, host.brAddr, host.brUp, host.table = true, "10.0.0.1/28", true, true
 	host.mu.Unlock()
-	cfg, err := Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), ", autoProvisionHost: false")))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), ", autoProvisionHost: false")))
 	must(t, err)
 	must(t, f.m.Reload(cfg))
 	if err := f.fc.HostError(); err != nil {

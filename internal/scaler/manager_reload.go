@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // Reload applies a new configuration atomically: every check runs first
@@ -29,17 +31,17 @@ func (m *Manager) Reload(cfg *Config) error {
 		if sc, ok := old[e.Name]; ok {
 			if sc.entry.Type != e.Type {
 				m.mu.Unlock()
-				return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "].type",
+				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "].type",
 					Msg: fmt.Sprintf("cannot change from %s to %s on reload (remove the scaler, reload, then add it under a new name)", sc.entry.Type, e.Type)}
 			}
 			if sc.entry.SocketPath != e.SocketPath || sc.entry.EnforceCgroups != e.EnforceCgroups {
 				m.mu.Unlock()
-				return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "]",
+				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
 					Msg: "socketPath and enforceCgroups cannot change on reload (restart, or add the scaler under a new name)"}
 			}
-			if fcImmutableChanged(sc.entry, e) {
+			if scalerconfig.FirecrackerImmutableChanged(sc.entry, e) {
 				m.mu.Unlock()
-				return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "]",
+				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
 					Msg: "chrootBaseDir, uid, gid, the firecracker binary name and the firecracker: network block cannot change on reload (restart, or add the scaler under a new name)"}
 			}
 		}
@@ -49,7 +51,7 @@ func (m *Manager) Reload(cfg *Config) error {
 			for _, e := range cfg.Scalers {
 				if e.Name == sc.entry.Name {
 					m.mu.Unlock()
-					return &ConfigError{File: e.file, Field: "scalers[" + e.Name + "].name",
+					return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "].name",
 						Msg: "a scaler of this name is still retiring (its agents are finishing); reload again once it is gone"}
 				}
 			}

@@ -14,6 +14,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 var (
@@ -169,7 +170,7 @@ type mgrFixture struct {
 
 func newMgr(t *testing.T, doc string) *mgrFixture {
 	t.Helper()
-	cfg, err := Parse("test.yaml", []byte(doc))
+	cfg, err := scalerconfig.Parse("test.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ scalers:
 
 func newMgrWith(t *testing.T, doc string, hang bool, rel chan struct{}) *mgrFixture {
 	t.Helper()
-	cfg, err := Parse("test.yaml", []byte(doc))
+	cfg, err := scalerconfig.Parse("test.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +526,7 @@ func TestReloadAtomicRetireAndTypeChange(t *testing.T) {
 	waitFor(t, "gpu agent running", func() bool { return f.backends["gpu"].runningCount() == 1 })
 
 	// A type change is refused and nothing changes.
-	bad, err := Parse("new.yaml", []byte(strings.Replace(twoScalers, "name: gpu\n    type: bare-metal", "name: gpu\n    type: container", 1)+"        image: x\n"))
+	bad, err := scalerconfig.Parse("new.yaml", []byte(strings.Replace(twoScalers, "name: gpu\n    type: bare-metal", "name: gpu\n    type: container", 1)+"        image: x\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +538,7 @@ func TestReloadAtomicRetireAndTypeChange(t *testing.T) {
 	}
 
 	// Remove gpu, add cpu, raise small's caps.
-	next, err := Parse("new.yaml", []byte(`version: 1
+	next, err := scalerconfig.Parse("new.yaml", []byte(`version: 1
 globalMaxAgents: 10
 scalers:
   - name: small

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,7 +85,9 @@ func (m *Manager) warmPass() {
 		sc     *scalerState
 		labels string
 	}
-	keyOf := func(sc *scalerState, ls *LabelSet) key { return key{sc, strings.Join(sortedCopy(ls.Labels), ",")} }
+	keyOf := func(sc *scalerState, ls *LabelSet) key {
+		return key{sc, strings.Join(slices.Sorted(slices.Values(ls.Labels)), ",")}
+	}
 	ready := map[key][]*agentRec{}
 	inFlight := map[key]int{}
 	registeredBusy := []*agentRec{}

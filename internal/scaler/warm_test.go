@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
 )
 
 // TestWarmPoolFillsKeepsAndReapsOnlySurplus: a pool fills to its size, a
@@ -21,7 +23,7 @@ scalers:
     warmPool: { enabled: true, size: 2, idleTimeoutSeconds: 1 }
     labelSets: [{labels: [x]}]
 `
-	cfg, err := Parse("w.yaml", []byte(doc))
+	cfg, err := scalerconfig.Parse("w.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ scalers:
 
 	// Size 0: the two idle warm agents are surplus and reaped once idle
 	// for a second; the busy one keeps running.
-	next, err := Parse("w.yaml", []byte(strings.Replace(doc, "size: 2", "size: 0", 1)))
+	next, err := scalerconfig.Parse("w.yaml", []byte(strings.Replace(doc, "size: 2", "size: 0", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

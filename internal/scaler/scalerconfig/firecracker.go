@@ -1,4 +1,4 @@
-package scaler
+package scalerconfig
 
 import (
 	"fmt"
@@ -20,6 +20,10 @@ const (
 	DefaultFCBridge      = "kici-br0"
 	DefaultFCTable       = "kici"
 )
+
+// JailAPISock is the firecracker API socket inside a VM's jail (the root the
+// jailed firecracker sees); validation bounds chrootBaseDir by its length.
+const JailAPISock = "/run/firecracker.socket"
 
 // FirecrackerEntry are the firecracker-only fields of a scaler entry
 // (KiCI); they are refused on other types.
@@ -45,7 +49,9 @@ type FirecrackerEntry struct {
 	VcpuCount  int `yaml:"vcpuCount" json:"vcpuCount,omitempty"`
 	MemSizeMib int `yaml:"memSizeMib" json:"memSizeMib,omitempty"`
 
-	fcNet *FirecrackerNetwork // the file's firecracker: block, set by validate
+	// Network is the file's firecracker: block, set by validation (not
+	// read from the entry itself).
+	Network *FirecrackerNetwork `yaml:"-" json:"-"`
 }
 
 // FirecrackerLabelSet are the firecracker-only fields of a label set.
@@ -118,7 +124,7 @@ func (c *Config) validateFirecrackerNetwork() error {
 		n.Gateway = p.Addr().Next().String()
 	}
 	gw, err := netip.ParseAddr(n.Gateway)
-	if err != nil || !p.Contains(gw) || gw == p.Addr() || gw == lastAddr(p) {
+	if err != nil || !p.Contains(gw) || gw == p.Addr() || gw == LastAddr(p) {
 		return top("gateway", "must be a host address inside %s (got %q)", n.CIDR, n.Gateway)
 	}
 	n.gw = gw
@@ -140,7 +146,7 @@ func (c *Config) validateFirecrackerNetwork() error {
 	}
 	for _, e := range c.Scalers {
 		if e.Type == TypeFirecracker {
-			e.fcNet = n
+			e.Network = n
 		}
 	}
 	return nil
@@ -202,7 +208,7 @@ func (e *Entry) validateFirecracker(p string) error {
 	}
 	// The API socket <chrootBaseDir>/<fc>/<agent id>/root/run/… must fit a
 	// unix socket address (108 bytes with its NUL).
-	if l := len(filepath.Join(f.ChrootBaseDir, filepath.Base(f.FirecrackerPath), "scaler-firecracker-00000000", "root", jailAPISock)); l > 107 {
+	if l := len(filepath.Join(f.ChrootBaseDir, filepath.Base(f.FirecrackerPath), "scaler-firecracker-00000000", "root", JailAPISock)); l > 107 {
 		return bad(".chrootBaseDir", "too long: the VMs' API socket paths would be %d bytes, over the 107 a unix socket allows", l)
 	}
 	if f.VcpuCount == 0 {
@@ -244,9 +250,10 @@ func (e *Entry) validateFirecracker(p string) error {
 	return nil
 }
 
-// fcImmutableChanged reports whether a reload changes firecracker settings
-// a running backend cannot take (its jail layout, ids and network).
-func fcImmutableChanged(a, b *Entry) bool {
+// FirecrackerImmutableChanged reports whether a reload from a to b changes
+// firecracker settings a running backend cannot take (its jail layout, ids
+// and network).
+func FirecrackerImmutableChanged(a, b *Entry) bool {
 	if a.Type != TypeFirecracker || b.Type != TypeFirecracker {
 		return false
 	}
@@ -255,12 +262,19 @@ func fcImmutableChanged(a, b *Entry) bool {
 		*fa.UID != *fb.UID || *fa.GID != *fb.GID {
 		return true
 	}
-	na, nb := fa.fcNet, fb.fcNet
+	na, nb := fa.Network, fb.Network
 	return na.CIDR != nb.CIDR || na.Gateway != nb.Gateway || na.BridgeName != nb.BridgeName || na.Table != nb.Table ||
 		*na.AutoProvisionHost != *nb.AutoProvisionHost
 }
 
-func lastAddr(p netip.Prefix) netip.Addr {
+// Prefix is the validated cidr (set by Load/Parse).
+func (n *FirecrackerNetwork) Prefix() netip.Prefix { return n.prefix }
+
+// GatewayAddr is the validated gateway address (set by Load/Parse).
+func (n *FirecrackerNetwork) GatewayAddr() netip.Addr { return n.gw }
+
+// LastAddr is the last (broadcast) address of the IPv4 prefix p.
+func LastAddr(p netip.Prefix) netip.Addr {
 	a := p.Addr().As4()
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	v |= (1 << (32 - p.Bits())) - 1
