@@ -160,45 +160,9 @@ func (t *Tracker) CreateRunWithContext(ctx context.Context, run *store.Run, jobs
 // status and outputs ("carried over from run <from>") before the first
 // evaluation, so only the other jobs run.
 func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store.Job, rc *store.RunContext, carried map[string]CarriedJob, from string) error {
-	if len(jobs) == 0 {
-		return ErrNoJobs
-	}
 	now := t.now()
-	if run.CreatedAt.IsZero() {
-		run.CreatedAt = now
-	}
-	run.Status = status.RunPending
-	names := make(map[string]bool, len(jobs))
-	for _, j := range jobs {
-		if j.RunID == "" {
-			j.RunID = run.ID
-		}
-		if j.RunID != run.ID {
-			return fmt.Errorf("execution: job %s belongs to run %s, not %s", j.ID, j.RunID, run.ID)
-		}
-		if names[j.JobName] {
-			return fmt.Errorf("execution: duplicate job name %q in run %s", j.JobName, run.ID)
-		}
-		names[j.JobName] = true
-		j.Status = status.JobPending
-		if j.CreatedAt.IsZero() {
-			j.CreatedAt = now
-		}
-		for i := range j.Needs {
-			if len(j.Needs[i].RunOn) == 0 {
-				j.Needs[i].RunOn = []status.Job{defaultNeedRunOnWord}
-			}
-		}
-	}
-	for _, j := range jobs {
-		for _, n := range j.Needs {
-			if !names[n.Upstream] {
-				return fmt.Errorf("execution: job %q needs unknown job %q", j.JobName, n.Upstream)
-			}
-			if n.Upstream == j.JobName {
-				return fmt.Errorf("execution: job %q needs itself", j.JobName)
-			}
-		}
+	if err := t.prepareRun(run, jobs, now); err != nil {
+		return err
 	}
 	mu := t.runLock(run.ID)
 	mu.Lock()

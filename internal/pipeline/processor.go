@@ -244,7 +244,8 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 		p.unclaim(deliveryID)
 		return nil
 	}
-	tr, procErr := p.handle(ctx, d)
+	var staged stagedRuns
+	tr, procErr := p.handle(ctx, d, &staged)
 	status, errText := store.DeliveryProcessed, ""
 	if procErr != nil {
 		status, errText = store.DeliveryFailed, procErr.Error()
@@ -256,12 +257,18 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: encode trace: %w", err)
 	}
-	// Keep the claim if the outcome cannot be stored: the runs (if any) exist,
-	// and this process must not create them again.
-	if err := p.st.FinishDeliveryOutcome(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status)); err != nil {
+	// The staged runs are stored with the outcome, all or nothing. If that
+	// fails and every run of the trace was staged, nothing was written and
+	// the re-scan may retry; runs created outside the transaction (forge
+	// paths) exist, so the claim is kept and they are not created twice.
+	if err := p.st.FinishDeliveryWithRuns(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status), staged); err != nil {
+		if len(staged) == len(tr.Runs) {
+			p.unclaim(deliveryID)
+		}
 		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
 	}
 	p.unclaim(deliveryID)
+	p.release(context.WithoutCancel(ctx), deliveryID, staged)
 	p.observeOutcome(status, len(tr.Runs))
 	p.log.Info("pipeline: delivery processed", "deliveryId", deliveryID, "status", status,
 		"summary", tr.Summary, "runs", len(tr.Runs))
@@ -270,7 +277,10 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 
 // handle computes the trace and creates runs. A non-nil error makes the
 // delivery "failed".
-func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, error) {
+//
+// Runs of local-source pushes are staged in b, not created: Process stores
+// them with the delivery's outcome.
+func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
 	if xtr, err, ok := p.handleExtension(ctx, d); ok {
 		return xtr, err
 	}
@@ -353,7 +363,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery) (*Trace, erro
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}
-		if err := p.tracker.CreateRunWithContext(ctx, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
+		if err := p.stage(b, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}

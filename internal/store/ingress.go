@@ -253,6 +253,14 @@ type IngressStore interface {
 	// event-log entry from o in one transaction; ErrNotFound if the delivery
 	// does not exist.
 	FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome) error
+	// FinishDeliveryWithRuns is FinishDeliveryOutcome that also creates the
+	// delivery's runs (each run with its jobs, as CreateRun, and its
+	// context when not nil, as PutRunContext) in the same transaction, so
+	// a delivery is finished if and only if its runs exist: a failure
+	// anywhere (ErrConflict on a duplicate run or job id, ErrNotFound for
+	// an unknown delivery) leaves nothing written. CreateRun's defaults are
+	// written back to the runs and jobs.
+	FinishDeliveryWithRuns(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome, runs []NewRun) error
 	// ListEventLog returns matching entries newest first and the total count.
 	ListEventLog(ctx context.Context, f EventLogFilter) ([]*EventLogEntry, int, error)
 	// GetEventLog returns the primary (non-duplicate) entry of a delivery
@@ -278,4 +286,12 @@ type IngressStore interface {
 	// It succeeds when the lease is free, expired or already held by holder;
 	// two holders never hold it at once.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// NewRun is a run to create with FinishDeliveryWithRuns: the run, its jobs
+// in creation order and its context (nil for none).
+type NewRun struct {
+	Run     *Run
+	Jobs    []*Job
+	Context *RunContext
 }

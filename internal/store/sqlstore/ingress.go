@@ -216,8 +216,27 @@ func (s *Store) RecordDuplicate(ctx context.Context, e *store.EventLogEntry) err
 // FinishDeliveryOutcome finishes the delivery and its event-log entry in one
 // transaction.
 func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o store.EventOutcome) error {
+	return s.FinishDeliveryWithRuns(ctx, id, status, errText, decisions, o, nil)
+}
+
+// FinishDeliveryWithRuns creates runs (rows, jobs, contexts) and finishes
+// the delivery and its event-log entry in one transaction: all or nothing.
+func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
+	for _, r := range runs {
+		runDefaults(r.Run, r.Jobs)
+	}
 	at := now()
-	return s.tx(ctx, func(tx conn) error {
+	return mapErr(s.tx(ctx, func(tx conn) error {
+		for _, r := range runs {
+			if err := insertRun(ctx, tx, r.Run, r.Jobs); err != nil {
+				return err
+			}
+			if r.Context != nil {
+				if err := putRunContext(ctx, tx, r.Run.ID, r.Context); err != nil {
+					return err
+				}
+			}
+		}
 		res, err := tx.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ? WHERE id = ?`,
 			status, errText, rawArg(decisions), s.d.ts(at), id)
 		if err := affected(res, err); err != nil {
@@ -233,8 +252,8 @@ func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText s
 			action = CASE WHEN ? = '' THEN action ELSE ? END
 			WHERE delivery_id = ? AND is_primary`,
 			o.Status, o.MatchedCount, runIDs, errText, s.d.ts(at), o.RepoIdentifier, o.RepoIdentifier, o.Ref, o.Ref, o.Action, o.Action, id)
-		return mapErr(err)
-	})
+		return err
+	}))
 }
 
 // ListEventLog returns matching entries newest first and the total count.

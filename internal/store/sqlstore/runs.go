@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/execution/status"
@@ -44,6 +45,12 @@ func scanJob(r scanner) (*store.Job, error) {
 // CreatedAt = now; job RunID = run.ID, status "pending", zero CreatedAt =
 // the run's.
 func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job) error {
+	runDefaults(run, jobs)
+	return mapErr(s.tx(ctx, func(tx conn) error { return insertRun(ctx, tx, run, jobs) }))
+}
+
+// runDefaults applies CreateRun's defaults to run and jobs.
+func runDefaults(run *store.Run, jobs []*store.Job) {
 	if run.Status == "" {
 		run.Status = status.RunPending
 	}
@@ -59,15 +66,35 @@ func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job
 			j.CreatedAt = run.CreatedAt
 		}
 	}
-	err := s.tx(ctx, func(tx conn) error {
-		if _, err := tx.exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-			run.ID, run.WorkflowName, run.Status, run.Provider, run.RepoIdentifier, run.RepoURL, run.Ref, run.SHA,
-			run.DeliveryID, run.SourceID, run.OrgID, run.TriggeredBy, run.FailureReason, run.TimeoutMs,
-			s.d.ts(run.CreatedAt), s.d.tsPtr(run.StartedAt), s.d.tsPtr(run.CompletedAt), int64Arg(run.DurationMs),
-			run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource); err != nil {
-			return err
-		}
-		for i, j := range jobs {
+}
+
+// jobsPerInsert bounds the rows of one multi-row job insert: 19 parameters
+// a row stays far below both engines' limits on bound parameters
+// (PostgreSQL 65535, SQLite 32766).
+const jobsPerInsert = 200
+
+// insertRun writes the run row and its jobs (multi-row inserts of up to
+// jobsPerInsert rows each) on q, normally a transaction; the defaults of
+// CreateRun must already be applied.
+func insertRun(ctx context.Context, q conn, run *store.Run, jobs []*store.Job) error {
+	if _, err := q.exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		run.ID, run.WorkflowName, run.Status, run.Provider, run.RepoIdentifier, run.RepoURL, run.Ref, run.SHA,
+		run.DeliveryID, run.SourceID, run.OrgID, run.TriggeredBy, run.FailureReason, run.TimeoutMs,
+		q.d.ts(run.CreatedAt), q.d.tsPtr(run.StartedAt), q.d.tsPtr(run.CompletedAt), int64Arg(run.DurationMs),
+		run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource); err != nil {
+		return err
+	}
+	const rowPlaceholders = `(?,?,?,?,?,?::jsonb,?,?,?,?::jsonb,?::jsonb,?,?,?,?,?,?,?,?)`
+	for first := 0; first < len(jobs); first += jobsPerInsert {
+		chunk := jobs[first:min(first+jobsPerInsert, len(jobs))]
+		var sql strings.Builder
+		sql.WriteString(`INSERT INTO execution_jobs (seq, ` + jobCols + `) VALUES `)
+		args := make([]any, 0, 19*len(chunk))
+		for i, j := range chunk {
+			if i > 0 {
+				sql.WriteByte(',')
+			}
+			sql.WriteString(rowPlaceholders)
 			matrix, err := jsonArg(j.MatrixValues, j.MatrixValues == nil)
 			if err != nil {
 				return err
@@ -80,16 +107,15 @@ func (s *Store) CreateRun(ctx context.Context, run *store.Run, jobs []*store.Job
 			if err != nil {
 				return err
 			}
-			if _, err := tx.exec(ctx, `INSERT INTO execution_jobs (seq, `+jobCols+`) VALUES (?,?,?,?,?,?::jsonb,?,?,?,?::jsonb,?::jsonb,?,?,?,?,?,?,?,?)`,
-				i, j.ID, j.RunID, j.JobName, j.BaseJobName, matrix, j.Status, j.AgentID, rawArg(j.Config), labels,
-				needs, j.ErrorMessage, j.PendingReason, j.TimeoutMs, s.d.ts(j.CreatedAt), s.d.tsPtr(j.StartedAt),
-				s.d.tsPtr(j.CompletedAt), int64Arg(j.DurationMs), s.d.tsPtr(j.LastHeartbeatAt)); err != nil {
-				return err
-			}
+			args = append(args, first+i, j.ID, j.RunID, j.JobName, j.BaseJobName, matrix, j.Status, j.AgentID,
+				rawArg(j.Config), labels, needs, j.ErrorMessage, j.PendingReason, j.TimeoutMs, q.d.ts(j.CreatedAt),
+				q.d.tsPtr(j.StartedAt), q.d.tsPtr(j.CompletedAt), int64Arg(j.DurationMs), q.d.tsPtr(j.LastHeartbeatAt))
 		}
-		return nil
-	})
-	return mapErr(err)
+		if _, err := q.exec(ctx, sql.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetRun returns a run by id, or ErrNotFound.

@@ -51,11 +51,15 @@ func (s *Store) ListJobOutputs(ctx context.Context, runID string) (map[string]ma
 
 // PutRunContext upserts a run's context; ErrNotFound for an unknown run.
 func (s *Store) PutRunContext(ctx context.Context, runID string, rc *store.RunContext) error {
+	return putRunContext(ctx, s.conn, runID, rc)
+}
+
+func putRunContext(ctx context.Context, q conn, runID string, rc *store.RunContext) error {
 	in, paths, err := store.EncodeRunContext(rc)
 	if err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, `INSERT INTO execution_run_context (run_id, inputs, changed_paths) VALUES (?, ?, ?)
+	_, err = q.exec(ctx, `INSERT INTO execution_run_context (run_id, inputs, changed_paths) VALUES (?, ?, ?)
 		ON CONFLICT (run_id) DO UPDATE SET inputs = excluded.inputs, changed_paths = excluded.changed_paths`, runID, in, paths)
 	return mapErr(err)
 }

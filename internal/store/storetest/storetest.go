@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Deliveries", testDeliveries},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},
+		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
 		{"RunTransitions", testRunTransitions},
 		{"JobTransitions", testJobTransitions},
 		{"ListJobsByStatus", testListJobsByStatus},
