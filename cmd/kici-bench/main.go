@@ -20,6 +20,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding kici-orchestrator, kici-agent, kici-admin and kici")
 	quick := flag.Bool("quick", false, "small scenarios: a smoke run of the harness, not figures to compare")
 	pg := flag.Bool("postgres", true, "also measure on a throwaway PostgreSQL when its server binaries are installed")
+	ingestOnly := flag.Bool("ingest-only", false, "measure only trigger → step, webhook accept and deliveries → runs")
 	flag.Parse()
 	if abs, err := filepath.Abs(*bin); err == nil {
 		*bin = abs
@@ -35,7 +36,7 @@ func main() {
 			}
 		}
 	}
-	if err := bench.Run(ctx, bench.Config{Bin: *bin, Quick: *quick, Postgres: usePG, Out: os.Stdout}); err != nil {
+	if err := bench.Run(ctx, bench.Config{Bin: *bin, Quick: *quick, Postgres: usePG, IngestOnly: *ingestOnly, Out: os.Stdout}); err != nil {
 		fmt.Fprintln(os.Stderr, "kici-bench:", err)
 		os.Exit(1)
 	}

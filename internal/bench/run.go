@@ -20,6 +20,10 @@ type Config struct {
 	// Postgres also runs the database-bound scenarios on a throwaway
 	// PostgreSQL (skipped with a note when its binaries are missing).
 	Postgres bool
+	// IngestOnly measures only the database-bound figures (trigger → step,
+	// the webhook burst and deliveries → runs), skipping the agent, log and
+	// memory scenarios.
+	IngestOnly bool
 	// Out receives the table and progress notes.
 	Out io.Writer
 }
@@ -100,8 +104,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("%s: %w", engine, err)
 		}
 	}
-	if err := agentScenarios(ctx, cfg, sz, root, repoDir, sha, set, note); err != nil {
-		return err
+	if !cfg.IngestOnly {
+		if err := agentScenarios(ctx, cfg, sz, root, repoDir, sha, set, note); err != nil {
+			return err
+		}
 	}
 
 	w := tabwriter.NewWriter(cfg.Out, 0, 0, 2, ' ', 0)
