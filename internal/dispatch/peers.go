@@ -39,11 +39,19 @@ func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
 	// The entry is not put in this node's pending index: unless an idle
 	// agent here takes it now, it stays the enqueuing node's to route (or
 	// spawn for) until the next resync, so two nodes do not spawn for it.
-	if e.PinnedAgentID != "" && !d.hasAgent(e.PinnedAgentID) {
-		return false // bound to an agent of another node
-	}
 	d.routeMu.Lock()
-	out, _ := d.toIdleLocked(ctx, e, "")
+	if cur, ok := d.pending.get(jobID); ok {
+		// Indexed here (this node's own NOTIFY comes back to it): a routing
+		// decision may have bound it to a spawned agent since the read, and
+		// handing it to another idle agent would leave that one jobless.
+		e = cur
+	}
+	var out *outgoing
+	if e.PinnedAgentID == "" || d.hasAgent(e.PinnedAgentID) {
+		// (Else it is bound to an agent of another node, or one not
+		// registered yet.)
+		out, _ = d.toIdleLocked(ctx, e, "")
+	}
 	d.routeMu.Unlock()
 	if out == nil {
 		return false

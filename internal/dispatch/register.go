@@ -131,7 +131,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	}
 	d.settleReconnect(ctx, c.id, reclaimed, lost)
 
-	pending := d.boundJob(ctx, c) != ""
+	pending := d.boundJobPending(ctx, c)
 	// Raise the frame cap before the ack goes out: an agent with a backlog
 	// answers the ack at once with a full-size log chunk, and the reader
 	// takes a frame's cap when its header arrives, which could otherwise

@@ -37,10 +37,22 @@ func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude str
 
 // routeLocked makes the routing decision for e; reason is the pending
 // reason to record when e keeps waiting. Caller holds routeMu.
+//
+// The caller's e is a copy read before routeMu was taken, and another
+// decision may have run in between (the enqueue path and a re-drive both
+// route a fresh job): the entry may have been claimed since, or bound to
+// an agent spawned for it. So the decision is made on the pending index's
+// current entry, which every decision keeps in step under routeMu; acting
+// on the stale copy spawned a second agent for one job.
 func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, blocked bool, reason string) {
 	if d.Draining() {
 		return nil, true, reasonDraining
 	}
+	cur, ok := d.pending.get(e.ID)
+	if !ok {
+		return nil, false, "" // claimed, cancelled or expired meanwhile
+	}
+	e = cur
 	if out, found := d.toIdleLocked(ctx, e, exclude); found {
 		return out, false, ""
 	}
@@ -75,6 +87,11 @@ func (d *Dispatcher) toIdleLocked(ctx context.Context, e *store.QueueEntry, excl
 // it. It reports whether an agent was spawned, and the pending reason e
 // waits with.
 func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (spawned bool, reason string) {
+	if agentID, ok := d.spawnFor(e.ID); ok {
+		// An agent is already on its way for e (its pin may not have
+		// reached the index): a job has at most one spawn outstanding.
+		return true, fmt.Sprintf(reasonSpawningFmt, agentID)
+	}
 	reason = d.noAgentReason(e)
 	var agentID string
 	var err error
@@ -113,6 +130,19 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (s
 	return spawned, reason
 }
 
+// spawnFor returns the agent spawned for jobID that has not registered
+// yet, if any.
+func (d *Dispatcher) spawnFor(jobID string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for agentID, rec := range d.spawns {
+		if rec.jobID == jobID {
+			return agentID, true
+		}
+	}
+	return "", false
+}
+
 // boundJob returns the pending entry pinned to agentID, if any: the job it
 // was spawned for, or for a single-use agent that this process did not
 // spawn (an orchestrator restart) the oldest entry pinned to it in the
@@ -133,6 +163,21 @@ func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
 		return pinned[0].ID
 	}
 	return ""
+}
+
+// boundJobPending reports whether agent a registers with a job still
+// waiting for it (register.ack pendingDispatch): its bound job is pending
+// and pinned to it (or to no one: its pin did not reach the store). A job taken by another agent meanwhile (or cancelled)
+// does not count, so the agent waits only KICI_SCALER_IDLE_TIMEOUT (5 s)
+// for other work and exits, instead of KICI_SCALER_PENDING_DISPATCH_TIMEOUT
+// (60 s) for a dispatch that will never come.
+func (d *Dispatcher) boundJobPending(ctx context.Context, a *agentConn) bool {
+	bound := d.boundJob(ctx, a)
+	if bound == "" {
+		return false
+	}
+	e, ok := d.pending.get(bound)
+	return ok && (e.PinnedAgentID == a.id || e.PinnedAgentID == "")
 }
 
 // routeKey names the routing class of an unpinned entry: entries with the
