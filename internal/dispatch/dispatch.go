@@ -271,41 +271,63 @@ type spawnRec struct {
 	deadline time.Time
 }
 
-// New returns a Dispatcher. logs and spawner may be nil (no log storage, no
-// auto-scaling). Call SetEvents before serving and Start to run the
-// background loops.
-func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, spawner Spawner, logger *slog.Logger) *Dispatcher {
+// Deps are a dispatcher's collaborators beyond the store; only Events is
+// required.
+type Deps struct {
+	// Events receives job lifecycle events (execution.Tracker).
+	Events JobEvents
+	// JobData resolves a job's secrets and context variables for every
+	// job.dispatch; nil sends no secret values and no context variables.
+	JobData JobDataResolver
+	// Attester enables provenance.attest; nil answers such requests with
+	// an error ("provenance signing is not configured").
+	Attester Attester
+	// AckObserver observes dispatch latency (metrics); nil observes
+	// nothing.
+	AckObserver AckObserver
+	// Peers reaches agents connected to other nodes of a cluster (cancel);
+	// nil on a single node.
+	Peers Peers
+	// Sessions are the agent sessions every node of a cluster shares,
+	// consulted and recorded as node NodeID; nil on a single node.
+	Sessions SharedSessions
+	NodeID   string
+}
+
+// New returns a Dispatcher over st with the collaborators of deps. logs and
+// spawner may be nil (no log storage, no auto-scaling). Call Start to run
+// the background loops.
+func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, spawner Spawner, logger *slog.Logger, deps Deps) *Dispatcher {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Dispatcher{
-		cfg:       cfg.withDefaults(),
-		st:        st,
-		agentAuth: agentAuth,
-		logs:      logs,
-		spawner:   spawner,
-		log:       logger,
-		agents:    map[string]*agentConn{},
-		jobs:      map[string]*jobState{},
-		spawns:    map[string]*spawnRec{},
-		reasons:   map[string]string{},
-		conns:     map[*agentConn]bool{},
-		sessions:  map[string]*agentSession{},
-		pending:   newPendingIndex(),
-		kick:      make(chan struct{}, 1),
-		ctx:       ctx,
-		cancel:    cancel,
-		loopDone:  make(chan struct{}),
+		events:         deps.Events,
+		secretResolver: deps.JobData,
+		attester:       deps.Attester,
+		ackObserver:    deps.AckObserver,
+		peers:          deps.Peers,
+		shared:         deps.Sessions,
+		nodeID:         deps.NodeID,
+		cfg:            cfg.withDefaults(),
+		st:             st,
+		agentAuth:      agentAuth,
+		logs:           logs,
+		spawner:        spawner,
+		log:            logger,
+		agents:         map[string]*agentConn{},
+		jobs:           map[string]*jobState{},
+		spawns:         map[string]*spawnRec{},
+		reasons:        map[string]string{},
+		conns:          map[*agentConn]bool{},
+		sessions:       map[string]*agentSession{},
+		pending:        newPendingIndex(),
+		kick:           make(chan struct{}, 1),
+		ctx:            ctx,
+		cancel:         cancel,
+		loopDone:       make(chan struct{}),
 	}
-}
-
-// SetEvents sets the receiver of job lifecycle events. Call it before
-// serving agents.
-func (d *Dispatcher) SetEvents(ev JobEvents) {
-	d.mu.Lock()
-	d.events = ev
-	d.mu.Unlock()
 }
 
 func (d *Dispatcher) ev() JobEvents {

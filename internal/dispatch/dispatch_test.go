@@ -133,6 +133,13 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config, sp Spawner) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, sp, Deps{})
+}
+
+// newHarnessWith is newHarness whose dispatcher also takes the
+// collaborators of deps (Events is the harness's own recorder).
+func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
 	if err != nil {
@@ -144,8 +151,8 @@ func newHarness(t *testing.T, cfg Config, sp Spawner) *harness {
 	if os.Getenv("KICI_TEST_DEBUG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	h.d = New(cfg, st, h.aa, h.logs, sp, logger)
-	h.d.SetEvents(h.ev)
+	deps.Events = h.ev
+	h.d = New(cfg, st, h.aa, h.logs, sp, logger, deps)
 	srv := httptest.NewServer(h.d)
 	h.url = "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
 	t.Cleanup(func() {

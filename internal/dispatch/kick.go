@@ -112,15 +112,6 @@ type JobData struct {
 // and the dispatch is retried later.
 type JobDataResolver func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error)
 
-// SetJobDataResolver installs the resolver used for every job.dispatch;
-// without one no secret values and no context variables are sent. Call
-// before Start.
-func (d *Dispatcher) SetJobDataResolver(f JobDataResolver) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.secretResolver = f
-}
-
 func (d *Dispatcher) resolveJobData(ctx context.Context, run *store.Run, job *store.Job, a *agentConn) (JobData, error) {
 	d.mu.Lock()
 	f := d.secretResolver

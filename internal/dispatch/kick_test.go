@@ -86,13 +86,12 @@ func TestExpiringStaticTokenClosesAtExpiry(t *testing.T) {
 }
 
 func TestDeclaredSecretsTravelInTheDispatch(t *testing.T) {
-	h := newHarness(t, Config{}, nil)
 	var gotJob string
 	var gotAgent AgentFacts
-	h.d.SetJobDataResolver(func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error) {
+	h := newHarnessWith(t, Config{}, nil, Deps{JobData: func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error) {
 		gotJob, gotAgent = job.ID, agent
 		return JobData{Secrets: map[string]string{"release:npm_token": "v4lue"}, ContextVars: map[string]string{"REGION": "eu"}}, nil
-	})
+	}})
 	c := h.agent("a", h.staticToken(), "linux")
 	j := h.job("linux")
 	h.enqueue(j)

@@ -22,9 +22,8 @@ func TestEndLostAgentsFailsTheirJobsAtOnce(t *testing.T) {
 	eventually(t, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
 
 	// The restarted orchestrator: a new dispatcher over the same store.
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil)
 	ev2 := newEvents(h.st)
-	d2.SetEvents(ev2)
+	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
 	srv := httptest.NewServer(d2)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -9,14 +9,6 @@ import "time"
 // record (a histogram observation), never block.
 type AckObserver func(runsOn []string, readyToAck time.Duration)
 
-// SetAckObserver installs the observer of dispatch latency (metrics). Call
-// before Start.
-func (d *Dispatcher) SetAckObserver(f AckObserver) {
-	d.mu.Lock()
-	d.ackObserver = f
-	d.mu.Unlock()
-}
-
 // observeAckLocked reports js's dispatch latency. Caller holds d.mu.
 func (d *Dispatcher) observeAckLocked(js *jobState) {
 	if d.ackObserver != nil && !js.entry.CreatedAt.IsZero() {

@@ -19,10 +19,6 @@ type Peers interface {
 	CancelJob(jobID, reason string, force, wait bool) bool
 }
 
-// SetPeers makes the dispatcher reach agents connected to other nodes
-// (cancel) through p. Call it before Start.
-func (d *Dispatcher) SetPeers(p Peers) { d.peers = p }
-
 // WakeForJob is called when another node enqueued jobID: if it is still
 // pending and an idle agent connected here fits it, this node dispatches
 // it at once instead of at its next queue resync. Spawning agents stays

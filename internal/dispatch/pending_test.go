@@ -199,8 +199,7 @@ func (h *harness) restart(cfg Config, sp Spawner) *harness {
 	h.t.Helper()
 	h2 := &harness{t: h.t, st: h.st, aa: h.aa, logs: &logSink{}}
 	h2.ev = newEvents(h.st)
-	h2.d = New(cfg, h.st, h.aa, h2.logs, sp, nil)
-	h2.d.SetEvents(h2.ev)
+	h2.d = New(cfg, h.st, h.aa, h2.logs, sp, nil, Deps{Events: h2.ev})
 	srv := httptest.NewServer(h2.d)
 	h2.url = "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
 	h.t.Cleanup(func() {

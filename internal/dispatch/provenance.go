@@ -14,14 +14,6 @@ type Attester interface {
 	Attest(ctx context.Context, runID, jobID string, subjects []protocol.AttestSubject) ([]protocol.AttestationRef, error)
 }
 
-// SetAttester enables provenance.attest handling. Without one, requests are
-// answered with an error ("provenance signing is not configured").
-func (d *Dispatcher) SetAttester(a Attester) {
-	d.mu.Lock()
-	d.attester = a
-	d.mu.Unlock()
-}
-
 // attest handles provenance.attest. The job must be one this socket's agent
 // currently runs: the dispatcher's ownership rule (owns) must hold, and in
 // addition the job must be tracked live for this agent (not finished, not

@@ -41,9 +41,8 @@ func attestResult(t *testing.T, c *client) *protocol.ProvenanceAttestResult {
 }
 
 func TestAttestOnlyByTheAgentThatRunsTheJob(t *testing.T) {
-	h := newHarness(t, Config{}, nil)
 	rec := &recAttester{}
-	h.d.SetAttester(rec)
+	h := newHarnessWith(t, Config{}, nil, Deps{Attester: rec})
 	owner := h.agent("agent-a", h.staticToken(), "linux")
 	other := h.agent("agent-b", h.staticToken(), "windows")
 	j := h.job("linux")

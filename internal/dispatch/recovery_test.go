@@ -111,9 +111,8 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 
 	// A new dispatcher over the same database (the restarted orchestrator).
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil)
 	ev2 := newEvents(h.st)
-	d2.SetEvents(ev2)
+	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
 	srv := httptest.NewServer(d2)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -117,12 +117,6 @@ type SharedSessions interface {
 	End(ctx context.Context, agentID, tokenID string) error
 }
 
-// SetSharedSessions makes registrations consult and record sessions in s
-// as node nodeID. Call it before Start.
-func (d *Dispatcher) SetSharedSessions(s SharedSessions, nodeID string) {
-	d.shared, d.nodeID = s, nodeID
-}
-
 // sharedCheck is the cluster's view of a registration; the zero value
 // when there is no shared store.
 type sharedCheck struct{ exists, resumed, liveElsewhere bool }

@@ -15,25 +15,16 @@ type Admitter interface {
 	Admit(ctx context.Context, runID string) bool
 }
 
-// SetAdmitter installs the admission check (nil admits every run).
-func (t *Tracker) SetAdmitter(a Admitter) {
-	if a == nil {
-		t.admitter.Store(nil)
-		return
-	}
-	t.admitter.Store(&a)
-}
-
 // admission returns a memoised admission check for one evaluation pass.
 func (t *Tracker) admission(ctx context.Context, runID string) func() bool {
-	p := t.admitter.Load()
-	if p == nil {
+	a := t.admitter
+	if a == nil {
 		return func() bool { return true }
 	}
 	decided, ok := false, false
 	return func() bool {
 		if !decided {
-			decided, ok = true, (*p).Admit(ctx, runID)
+			decided, ok = true, a.Admit(ctx, runID)
 		}
 		return ok
 	}

@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/execution/status"
@@ -68,8 +67,8 @@ type Tracker struct {
 
 	stripes [lockStripes]sync.Mutex
 
-	admitter atomic.Pointer[Admitter] // concurrency admission (admit.go)
-	gates    gateState                // dispatch gate (gate.go)
+	admitter Admitter  // concurrency admission (admit.go); nil admits every run
+	gates    gateState // dispatch gate (gate.go)
 
 	hookMu   sync.RWMutex
 	finished []func(run *store.Run)
@@ -81,6 +80,9 @@ type TrackerDeps struct {
 	// Gate decides whether a job whose needs are met may be queued (package
 	// approval); nil lets every ready job pass.
 	Gate Gate
+	// Admitter decides whether a run may release jobs at all (workflow
+	// concurrency groups, runctl.Controller); nil admits every run.
+	Admitter Admitter
 }
 
 // NewTracker returns a tracker over st that hands released jobs to enq,
@@ -90,7 +92,7 @@ func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger, deps TrackerD
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() },
-		gates: gateState{gate: deps.Gate}}
+		gates: gateState{gate: deps.Gate}, admitter: deps.Admitter}
 }
 
 // OnJobFinished registers fn to be called when a job reaches a terminal

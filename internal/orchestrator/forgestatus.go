@@ -55,21 +55,20 @@ func forgeTTLDays() int64 {
 // job to dispatch and wakes the cluster's other nodes.
 type kickOnEnqueue struct {
 	execution.Enqueuer
-	s *Server
+	reporter *forgestatus.Reporter
+	peers    *peers // nil on a single node
 }
 
 // EnqueueJob kicks the reporter (never blocking) and enqueues job.
 func (k *kickOnEnqueue) EnqueueJob(ctx context.Context, job *store.Job) error {
-	if r := k.s.reporter; r != nil {
-		r.Kick()
-	}
+	k.reporter.Kick()
 	if err := k.Enqueuer.EnqueueJob(ctx, job); err != nil {
 		return err
 	}
 	// In a cluster, wake the other nodes: one with an idle fitting agent
 	// dispatches the job now (peers.go).
-	if p := k.s.peers; p != nil {
-		p.Enqueued(ctx, job.ID)
+	if k.peers != nil {
+		k.peers.Enqueued(ctx, job.ID)
 	}
 	return nil
 }

@@ -92,6 +92,12 @@ func (m *serverMetrics) deliveryFinished(status string, runs int) {
 	m.runsCreated.Add(float64(runs))
 }
 
+// dispatchAcked observes how long a job waited from ready to its agent's
+// acknowledgement (dispatch.Deps.AckObserver).
+func (m *serverMetrics) dispatchAcked(_ []string, wait time.Duration) {
+	m.dispatchLat.Observe(wait.Seconds())
+}
+
 // wire connects the metrics to the components that produce them.
 func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher, t *execution.Tracker) {
 	t.OnRunFinished(func(r *store.Run) {
@@ -106,7 +112,6 @@ func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispat
 			m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())
 		}
 	})
-	d.SetAckObserver(func(_ []string, wait time.Duration) { m.dispatchLat.Observe(wait.Seconds()) })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kici_orch_agents_active",
 		Help: "Agents connected and registered with this orchestrator."}, func() float64 { return float64(d.AgentCount()) }))
 	reg.MustRegister(&queueCollector{st: st})

@@ -45,7 +45,6 @@ type cancelRequest struct {
 type peers struct {
 	bus      *clusterbus.Bus
 	sessions *agentsessions.Store // agent sessions every node verifies
-	d        *dispatch.Dispatcher
 	log      *slog.Logger
 	ctx      context.Context
 
@@ -53,10 +52,11 @@ type peers struct {
 	waiting map[string]chan struct{} // cancel requests awaiting an answer, by id
 }
 
-// setupPeers opens the cluster bus on a PostgreSQL database (nil, nil on
-// the embedded SQLite default: one node, nobody to talk to) and hands it to
-// the dispatcher.
-func setupPeers(ctx context.Context, cfg *config.Config, nodeID string, d *dispatch.Dispatcher, logger *slog.Logger) (*peers, error) {
+// setupPeers opens the cluster bus and the shared agent sessions on a
+// PostgreSQL database (nil, nil on the embedded SQLite default: one node,
+// nobody to talk to). The dispatcher takes both (dispatch.Deps); serve then
+// answers the other nodes with it.
+func setupPeers(ctx context.Context, cfg *config.Config, nodeID string, logger *slog.Logger) (*peers, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, nil
 	}
@@ -69,13 +69,16 @@ func setupPeers(ctx context.Context, cfg *config.Config, nodeID string, d *dispa
 		bus.Close()
 		return nil, err
 	}
-	d.SetSharedSessions(sessions, nodeID)
-	p := &peers{bus: bus, sessions: sessions, d: d, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}
-	bus.Handle(msgJobEnqueued, func(m clusterbus.Message) { d.WakeForJob(p.ctx, m.Body) })
-	bus.Handle(msgJobCancel, p.onCancel)
-	bus.Handle(msgJobCancelSent, p.onCancelSent)
-	d.SetPeers(p)
-	return p, nil
+	return &peers{bus: bus, sessions: sessions, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}, nil
+}
+
+// serve subscribes to the other nodes' messages: enqueue wake-ups and
+// cancels are carried out by d, this node's dispatcher. Called once, right
+// after d is built.
+func (p *peers) serve(d *dispatch.Dispatcher) {
+	p.bus.Handle(msgJobEnqueued, func(m clusterbus.Message) { d.WakeForJob(p.ctx, m.Body) })
+	p.bus.Handle(msgJobCancel, func(m clusterbus.Message) { p.onCancel(d, m) })
+	p.bus.Handle(msgJobCancelSent, p.onCancelSent)
 }
 
 // Enqueued tells the other nodes that jobID waits in the queue, so a node
@@ -120,12 +123,12 @@ func (p *peers) CancelJob(jobID, reason string, force, wait bool) bool {
 
 // onCancel sends job.cancel when the job's agent is connected here, and
 // says so to the asking node.
-func (p *peers) onCancel(m clusterbus.Message) {
+func (p *peers) onCancel(d *dispatch.Dispatcher, m clusterbus.Message) {
 	var req cancelRequest
 	if json.Unmarshal([]byte(m.Body), &req) != nil || req.JobID == "" {
 		return
 	}
-	if !p.d.CancelJobHere(req.JobID, req.Reason, req.Force) {
+	if !d.CancelJobHere(req.JobID, req.Reason, req.Force) {
 		return
 	}
 	p.log.Info("job cancel sent for another node", "job", req.JobID, "node", m.From, "force", req.Force)

@@ -18,30 +18,30 @@ import (
 // setupProvenance builds the provenance service. With
 // KICI_ORCHESTRATOR_PROVENANCE_ISSUER set it loads the master key, makes
 // sure a signing key exists (the first orchestrator to get there creates it;
-// the store's one-active-key guard makes any other use that one) and lets
-// the dispatcher accept provenance.attest. Without it the service only
-// publishes keys already stored.
-func setupProvenance(ctx context.Context, cfg *config.Config, st store.Store, d *dispatch.Dispatcher, logger *slog.Logger) (*provenance.Service, error) {
+// the store's one-active-key guard makes any other use that one) and
+// returns the attester with which the dispatcher accepts
+// provenance.attest. Without it the service only publishes keys already
+// stored, and the attester is nil.
+func setupProvenance(ctx context.Context, cfg *config.Config, st store.Store, logger *slog.Logger) (*provenance.Service, dispatch.Attester, error) {
 	id, err := os.Hostname()
 	if err != nil || id == "" {
 		id = "default"
 	}
 	if cfg.ProvenanceIssuer == "" {
-		return provenance.NewService(st, provenance.NewKeys(st, nil), provenance.Config{OrchestratorID: id, Version: Version}), nil
+		return provenance.NewService(st, provenance.NewKeys(st, nil), provenance.Config{OrchestratorID: id, Version: Version}), nil, nil
 	}
 	mk, err := masterkey.Load(cfg.DataDir, os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("provenance signing: %w", err)
+		return nil, nil, fmt.Errorf("provenance signing: %w", err)
 	}
 	keys := provenance.NewKeys(st, mk)
 	svc := provenance.NewService(st, keys, provenance.Config{Issuer: cfg.ProvenanceIssuer, OrchestratorID: id, Version: Version})
 	kid, _, err := keys.Active(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("provenance signing key: %w", err)
+		return nil, nil, fmt.Errorf("provenance signing key: %w", err)
 	}
-	d.SetAttester(attester{svc})
 	logger.Info("provenance signing enabled", "issuer", cfg.ProvenanceIssuer, "kid", kid, "masterKey", mk.Source())
-	return svc, nil
+	return svc, attester{svc}, nil
 }
 
 // attester adapts provenance.Service to dispatch.Attester.

@@ -152,7 +152,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.retention, err = newRetention(st, logs, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
-	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
+	cyc := &cycles{} // forwarders between components that need each other (cycles.go)
+	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, cyc, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
 	// The scaler may hold spawned agents and a warm-pool loop from here on;
@@ -179,9 +180,38 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if cfg.OrchestratorURL != "" {
 		wsURL = cfg.OrchestratorURL
 	}
+	// The scaler exists before the listener, so it learns the agents' URL
+	// here; nodes.go updates it at run time as cluster nodes come and go.
 	s.scaler.SetOrchestratorURL(wsURL)
 	if err := s.scaler.CheckContainerReach(); err != nil {
 		return nil, err
+	}
+	if s.peers, err = setupPeers(ctx, cfg, s.nodeID, logger.With("component", "cluster")); err != nil {
+		return nil, err
+	}
+	if s.peers != nil {
+		s.cleanup.pushFunc("cluster bus", s.peers.Close)
+	}
+	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
+	if err != nil {
+		return nil, err
+	}
+	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	prov, provAttester, err := setupProvenance(ctx, cfg, st, logger.With("component", "provenance"))
+	if err != nil {
+		return nil, err
+	}
+	deps := dispatch.Deps{
+		Events:      jobEvents{cyc},
+		JobData:     withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
+		Attester:    provAttester,
+		AckObserver: sm.dispatchAcked,
+	}
+	if s.peers != nil {
+		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.sessions, s.nodeID
 	}
 	s.dispatcher = dispatch.New(dispatch.Config{
 		AckTimeout:     cfg.DispatchAckTimeout,
@@ -191,43 +221,23 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// A spawned agent may take the spawn deadline to start, then has a
 		// minute to register.
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
-	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"))
-	dispatcher := s.dispatcher
-	if s.peers, err = setupPeers(ctx, cfg, s.nodeID, s.dispatcher, logger.With("component", "cluster")); err != nil {
+	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
+	if s.peers != nil {
+		s.peers.serve(s.dispatcher)
+	}
+	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
+	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
 		return nil, err
 	}
-	if s.peers != nil {
-		s.cleanup.pushFunc("cluster bus", s.peers.Close)
-	}
-	s.scaler.SetIdleAgents(func() map[string]bool {
-		idle := map[string]bool{}
-		for _, a := range dispatcher.Agents() {
-			idle[a.ID] = a.ActiveJobs == 0 && len(a.JobIDs) == 0
-		}
-		return idle
-	})
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
-	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, s: s}, logger.With("component", "execution"),
-		execution.TrackerDeps{Gate: gate})
-	s.dispatcher.SetEvents(s.tracker)
-	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
-	if err != nil {
-		return nil, err
-	}
-	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
-	if err != nil {
-		return nil, err
-	}
-	s.dispatcher.SetJobDataResolver(withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs))
+	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, reporter: s.reporter, peers: s.peers},
+		logger.With("component", "execution"), execution.TrackerDeps{Gate: gate, Admitter: admitter{cyc}})
 	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
 	s.tracker.OnRunFinished(s.resumer.RunFinished)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
-	prov, err := setupProvenance(ctx, cfg, st, s.dispatcher, logger.With("component", "provenance"))
-	if err != nil {
-		return nil, err
-	}
 	queueTimeout := rc.QueueTimeout
 	if queueTimeout == 0 {
 		queueTimeout = -1 // KICI_QUEUE_TIMEOUT_MS=0: never
@@ -237,12 +247,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// The live cluster setting queue_timeout_ms, read on every sweep.
 		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
-	s.scaler.OnExit(s.dispatcher.AgentExited)
-	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
-	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
-	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
-		return nil, err
-	}
+	// The one late binding of the wiring (cycles.go): tracker, dispatcher
+	// and run control now exist, so the forwarders handed out above reach
+	// them; warm pools may fill from here on.
+	cyc.bind(s.tracker, s.dispatcher, s.runctl)
+	s.scaler.RefillWarmPools()
 	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
@@ -260,7 +269,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Outcome:     sm.deliveryFinished,
 	})
 	sm.wire(s.metrics, st, s.dispatcher, s.tracker)
-	s.tracker.SetAdmitter(s.runctl)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)
 	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, s.nodeID, logger)
 	if err != nil {

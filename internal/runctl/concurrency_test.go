@@ -51,8 +51,7 @@ func (f *fixture) eventuallyJob(t *testing.T, id string, status status.Job) {
 }
 
 func groupFixture(t *testing.T) *fixture {
-	f := newFixture(t, Config{})
-	f.tr.SetAdmitter(f.c)
+	f := newFixtureWith(t, Config{}, true)
 	f.tr.OnRunFinished(f.c.RunFinished)
 	t.Cleanup(f.c.Wait)
 	return f

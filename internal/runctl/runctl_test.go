@@ -74,13 +74,32 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, false)
+}
+
+// fixtureAdmitter admits runs through the fixture's controller, which is
+// built after the tracker that asks it.
+type fixtureAdmitter struct{ f *fixture }
+
+func (a fixtureAdmitter) Admit(ctx context.Context, runID string) bool {
+	return a.f.c.Admit(ctx, runID)
+}
+
+// newFixtureWith is newFixture whose tracker, with groups, admits runs
+// through the controller (workflow concurrency groups).
+func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, dsp: &fakeDispatcher{st: st, connected: map[string]bool{}}, now: time.Now().UTC().Truncate(time.Millisecond)}
-	f.tr = execution.NewTracker(st, enqueuer{st}, nil, execution.TrackerDeps{})
+	var deps execution.TrackerDeps
+	if groups {
+		deps.Admitter = fixtureAdmitter{f}
+	}
+	f.tr = execution.NewTracker(st, enqueuer{st}, nil, deps)
 	f.c = New(cfg, st, f.dsp, f.tr, nil)
 	f.c.now = func() time.Time { return f.now }
 	return f

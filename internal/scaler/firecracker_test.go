@@ -296,7 +296,7 @@ func newFCFixture(t *testing.T, env *fcEnv, doc string, host *fakeHost, timeout 
 	}
 	inner := WithFirecracker(next, FirecrackerOptions{Runner: host, StopGrace: 2 * time.Second,
 		Environ: []string{"KICI_AGENT_ENV_FORWARDED=yes", "KICI_AGENT_ENV_API_TOKEN=nope", "HOME=/root"}})
-	mf.m, err = NewManager(cfg, Options{Tokens: mf.tokens, Settings: mf.settings, Events: mf.log, FailureBackoff: time.Minute,
+	mf.m, err = NewManager(cfg, Options{Tokens: mf.tokens, Settings: mf.settings, Exited: mf.recordExit, Events: mf.log, FailureBackoff: time.Minute,
 		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
 			b, err := inner(e, exited)
 			if fc, ok := b.(*Firecracker); ok {
@@ -305,11 +305,6 @@ func newFCFixture(t *testing.T, env *fcEnv, doc string, host *fakeHost, timeout 
 			return b, err
 		}})
 	must(t, err)
-	mf.m.OnExit(func(id string, err error) {
-		mf.mu.Lock()
-		mf.exits[id] = err
-		mf.mu.Unlock()
-	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -40,9 +40,15 @@ type Options struct {
 	// Metrics, if set, is updated on spawns, failures and refusals.
 	Metrics *Metrics
 	// IdleAgents reports the registered agents that are connected and
-	// idle (dispatch.Dispatcher.Agents); warm pools start filling only
-	// once it is set (here or with SetIdleAgents).
+	// idle (dispatch.Dispatcher.Agents), agent id → idle; warm pools fill
+	// only while it is set and answers non-nil (nil: no registry yet, the
+	// orchestrator is not serving). Call RefillWarmPools once it answers.
 	IdleAgents func() map[string]bool
+	// Exited, if set, is called after an agent the Manager started has
+	// ended or its spawn failed (err says why); the orchestrator passes
+	// Dispatcher.AgentExited, which forgets the spawn and re-drives the
+	// queue (debounced) now that capacity is free.
+	Exited func(agentID string, err error)
 	// WarmPoolInterval is the warm-pool tick (default 30 s, KiCI); exits
 	// and reloads also trigger a pass.
 	WarmPoolInterval time.Duration
@@ -66,7 +72,6 @@ type Manager struct {
 	scalers  []*scalerState // routable and retiring, config order first
 	agents   map[string]*agentRec
 	fails    map[string]failRec // last spawn failure per job
-	onExit   func(agentID string, err error)
 	closed   bool
 	reloads  int
 	ctx      context.Context
@@ -148,16 +153,6 @@ func NewManager(cfg *Config, opts Options) (*Manager, error) {
 	m.warmKick = make(chan struct{}, 1)
 	go m.warmLoop()
 	return m, nil
-}
-
-// OnExit registers fn, called after an agent the Manager started has ended
-// or its spawn failed (err says why); the orchestrator wires
-// Dispatcher.AgentExited, which forgets the spawn and re-drives the queue
-// (debounced) now that capacity is free. Set it before the first spawn.
-func (m *Manager) OnExit(fn func(agentID string, err error)) {
-	m.mu.Lock()
-	m.onExit = fn
-	m.mu.Unlock()
 }
 
 // CanServe reports whether some scaler has a label set for labels (no

@@ -129,7 +129,7 @@ func (m *Manager) spawnFailed(rec *agentRec, err error, record bool) {
 		m.fails[rec.jobID] = failRec{msg: fmt.Sprintf("%s (next attempt after %s)", msg, until.UTC().Format("15:04:05Z")), until: until}
 	}
 	m.updateGaugesLocked()
-	fn := m.onExit
+	fn := m.opts.Exited
 	m.mu.Unlock()
 	if record {
 		m.opts.Metrics.failure(entry)
@@ -161,7 +161,7 @@ func (m *Manager) agentExited(agentID string, err error) {
 	delete(m.agents, agentID)
 	rec.sc.active--
 	m.updateGaugesLocked()
-	fn := m.onExit
+	fn := m.opts.Exited
 	m.mu.Unlock()
 	m.revokeToken(agentID)
 	detail := fmt.Sprintf("agent %s ended", agentID)

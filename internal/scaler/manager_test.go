@@ -178,7 +178,7 @@ func newMgr(t *testing.T, doc string) *mgrFixture {
 		settings: &liveSettings{}, log: &memLog{lines: map[string][]string{}}, exits: map[string]error{}}
 	f.settings.ttl.Store(int64(time.Hour))
 	f.settings.timeout.Store(int64(5 * time.Second))
-	f.m, err = NewManager(cfg, Options{Tokens: f.tokens, Settings: f.settings, OrchestratorURL: "ws://127.0.0.1:1/ws",
+	f.m, err = NewManager(cfg, Options{Tokens: f.tokens, Settings: f.settings, Exited: f.recordExit, OrchestratorURL: "ws://127.0.0.1:1/ws",
 		Events: f.log, FailureBackoff: time.Minute,
 		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
 			b := &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}, hang: f.mkHang, release: f.mkRel}
@@ -188,11 +188,6 @@ func newMgr(t *testing.T, doc string) *mgrFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.m.OnExit(func(id string, err error) {
-		f.mu.Lock()
-		f.exits[id] = err
-		f.mu.Unlock()
-	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -420,7 +415,7 @@ func newMgrWith(t *testing.T, doc string, hang bool, rel chan struct{}) *mgrFixt
 		settings: &liveSettings{}, log: &memLog{lines: map[string][]string{}}, exits: map[string]error{}}
 	f.settings.ttl.Store(int64(time.Hour))
 	f.settings.timeout.Store(int64(300 * time.Millisecond))
-	f.m, err = NewManager(cfg, Options{Tokens: f.tokens, Settings: f.settings, Events: f.log, FailureBackoff: time.Minute,
+	f.m, err = NewManager(cfg, Options{Tokens: f.tokens, Settings: f.settings, Exited: f.recordExit, Events: f.log, FailureBackoff: time.Minute,
 		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
 			b := &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}, hang: hang, release: rel}
 			f.backends[e.Name] = b
@@ -429,11 +424,6 @@ func newMgrWith(t *testing.T, doc string, hang bool, rel chan struct{}) *mgrFixt
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.m.OnExit(func(id string, err error) {
-		f.mu.Lock()
-		f.exits[id] = err
-		f.mu.Unlock()
-	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -631,4 +621,11 @@ func TestFifoSemOrder(t *testing.T) {
 	if s.Held() != 0 {
 		t.Fatalf("held %d", s.Held())
 	}
+}
+
+// recordExit is the fixture's Options.Exited: it keeps each exit's error.
+func (f *mgrFixture) recordExit(id string, err error) {
+	f.mu.Lock()
+	f.exits[id] = err
+	f.mu.Unlock()
 }

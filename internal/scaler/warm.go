@@ -17,14 +17,10 @@ func newAgentID(e *Entry) string {
 	return "scaler-" + e.Type + "-" + hex.EncodeToString(b[:])
 }
 
-// SetIdleAgents sets the registry view warm pools use (see
-// Options.IdleAgents); the orchestrator calls it once the dispatcher exists.
-func (m *Manager) SetIdleAgents(fn func() map[string]bool) {
-	m.mu.Lock()
-	m.opts.IdleAgents = fn
-	m.mu.Unlock()
-	m.kickWarm()
-}
+// RefillWarmPools runs a warm-pool pass now rather than at the next tick;
+// the orchestrator calls it once Options.IdleAgents answers (the
+// dispatcher exists).
+func (m *Manager) RefillWarmPools() { m.kickWarm() }
 
 func (m *Manager) kickWarm() {
 	select {
@@ -59,15 +55,17 @@ func (m *Manager) warmLoop() {
 //     disabled or the scaler retiring) idle longer than idleTimeoutSeconds
 //     are destroyed, oldest first; a retiring scaler's are destroyed at once.
 func (m *Manager) warmPass() {
-	m.mu.Lock()
 	idleFn := m.opts.IdleAgents
-	m.mu.Unlock()
 	if idleFn == nil {
-		// Without the registry view readiness is unknown (and the
-		// orchestrator is not serving yet): pools wait for SetIdleAgents.
 		return
 	}
 	idle := idleFn()
+	if idle == nil {
+		// Without the registry view readiness is unknown (and the
+		// orchestrator is not serving yet): pools wait for
+		// RefillWarmPools.
+		return
+	}
 	now := time.Now()
 	m.mu.Lock()
 	if m.closed {

@@ -31,8 +31,19 @@ scalers:
 	settings := &liveSettings{}
 	settings.ttl.Store(int64(time.Hour))
 	settings.timeout.Store(int64(5 * time.Second))
+	var mu sync.Mutex
+	registry := map[string]bool{} // agent id → idle
 	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
 		WarmPoolInterval: 20 * time.Millisecond,
+		IdleAgents: func() map[string]bool {
+			mu.Lock()
+			defer mu.Unlock()
+			out := map[string]bool{}
+			for k, v := range registry {
+				out[k] = v
+			}
+			return out
+		},
 		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
 			b = &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}
 			return b, nil
@@ -41,17 +52,6 @@ scalers:
 		t.Fatal(err)
 	}
 	defer m.Shutdown(context.Background())
-	var mu sync.Mutex
-	registry := map[string]bool{} // agent id → idle
-	m.SetIdleAgents(func() map[string]bool {
-		mu.Lock()
-		defer mu.Unlock()
-		out := map[string]bool{}
-		for k, v := range registry {
-			out[k] = v
-		}
-		return out
-	})
 	waitFor(t, "two warm agents", func() bool { return b.runningCount() == 2 })
 	time.Sleep(100 * time.Millisecond)
 	if b.runningCount() != 2 || len(b.reqs) != 2 {

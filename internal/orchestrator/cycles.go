@@ -1,0 +1,110 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/store"
+)
+
+// cycles closes the construction cycles of the wiring. Three pairs of
+// components need each other:
+//   - the dispatcher reports job events to the tracker, which enqueues the
+//     jobs it releases through the dispatcher;
+//   - the scaler asks the dispatcher which agents are idle (warm pools) and
+//     tells it when an agent exits, while the dispatcher spawns agents
+//     through the scaler;
+//   - the tracker asks run control to admit each run (concurrency groups),
+//     while run control cancels, ends and re-evaluates runs through the
+//     tracker.
+//
+// The side built first is handed a forwarding value from here (jobEvents,
+// idleAgents and agentExited, admitter); bind, called exactly once in New
+// after all three are built, points the forwarders at the real components.
+// No component is changed after its construction. Nothing reaches a
+// forwarder before bind: agents connect, runs are created and agents are
+// spawned only once the server runs; until then the forwarders answer as
+// if the other side were absent.
+type cycles struct {
+	tracker    atomic.Pointer[execution.Tracker]
+	dispatcher atomic.Pointer[dispatch.Dispatcher]
+	runctl     atomic.Pointer[runctl.Controller]
+}
+
+// bind points the forwarders at the real components; New calls it once.
+func (c *cycles) bind(t *execution.Tracker, d *dispatch.Dispatcher, rc *runctl.Controller) {
+	c.tracker.Store(t)
+	c.dispatcher.Store(d)
+	c.runctl.Store(rc)
+}
+
+// errUnbound answers job events that arrive before bind (none should).
+var errUnbound = errors.New("orchestrator: job event before the tracker was wired")
+
+// jobEvents forwards the dispatcher's dispatch.JobEvents to the tracker.
+type jobEvents struct{ c *cycles }
+
+// JobStarted implements dispatch.JobEvents.
+func (f jobEvents) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
+	if t := f.c.tracker.Load(); t != nil {
+		return t.JobStarted(ctx, jobID, agentID, at)
+	}
+	return errUnbound
+}
+
+// JobFinished implements dispatch.JobEvents.
+func (f jobEvents) JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error {
+	if t := f.c.tracker.Load(); t != nil {
+		return t.JobFinished(ctx, jobID, final, errMsg, at)
+	}
+	return errUnbound
+}
+
+// StepStatus implements dispatch.JobEvents.
+func (f jobEvents) StepStatus(ctx context.Context, s *store.Step) error {
+	if t := f.c.tracker.Load(); t != nil {
+		return t.StepStatus(ctx, s)
+	}
+	return errUnbound
+}
+
+// idleAgents is the scaler's registry view (scaler.Options.IdleAgents):
+// registered agent id → idle (no active job); nil before bind, which keeps
+// warm pools waiting.
+func (c *cycles) idleAgents() map[string]bool {
+	d := c.dispatcher.Load()
+	if d == nil {
+		return nil
+	}
+	idle := map[string]bool{}
+	for _, a := range d.Agents() {
+		idle[a.ID] = a.ActiveJobs == 0 && len(a.JobIDs) == 0
+	}
+	return idle
+}
+
+// agentExited tells the dispatcher that an agent the scaler started ended
+// (scaler.Options.Exited).
+func (c *cycles) agentExited(agentID string, err error) {
+	if d := c.dispatcher.Load(); d != nil {
+		d.AgentExited(agentID, err)
+	}
+}
+
+// admitter forwards the tracker's execution.Admitter to run control; every
+// run is admitted before bind, as without concurrency groups.
+type admitter struct{ c *cycles }
+
+// Admit implements execution.Admitter.
+func (f admitter) Admit(ctx context.Context, runID string) bool {
+	if rc := f.c.runctl.Load(); rc != nil {
+		return rc.Admit(ctx, runID)
+	}
+	return true
+}
