@@ -1,5 +1,7 @@
 // Command kici-admin administers a kici orchestrator over its admin HTTP API:
-// sources, runs, jobs and logs. See `kici-admin --help`.
+// sources, runs, jobs and logs. See `kici-admin --help`. It links no server
+// package: direct-database mode (--database-url) runs in
+// `kici-orchestrator admin` (delegate.go).
 package main
 
 import (
@@ -17,7 +19,7 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	cli.Version = version
-	code := cli.Run(ctx, os.Args[1:], cli.IO{OpenDatabase: openDatabase})
+	code := cli.Run(ctx, os.Args[1:], cli.IO{DelegateDirect: func() error { return delegateDirect(os.Args[1:]) }})
 	stop()
 	os.Exit(code)
 }

@@ -37,6 +37,8 @@ func main() {
 			return
 		case "healthcheck":
 			os.Exit(healthCheck(os.Args[2:]))
+		case "admin":
+			os.Exit(admin(os.Args[2:]))
 		default:
 			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
 			os.Exit(2)
@@ -127,6 +129,9 @@ Usage:
                                GET the local server's /health (--ready: /ready,
                                which also checks the database); exit 0 on HTTP
                                200, else 1. For container HEALTHCHECKs.
+  kici-orchestrator admin …    the kici-admin command tree with direct-database
+                               mode (--database-url / KICI_DATABASE_URL) built
+                               in; kici-admin hands such commands to it.
 
 With no configuration it runs the embedded default:
   - data directory: KICI_DATA_DIR, else /var/lib/kici if writable, else

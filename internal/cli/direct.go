@@ -12,8 +12,9 @@ import (
 // context` with --database-url / KICI_DATABASE_URL): instead of calling a
 // running orchestrator, the command works on the database through
 // IO.OpenDatabase (package cli/direct serves the admin routes in-process).
-// This package links no server code for it: a binary that sets no
-// OpenDatabase refuses the flag.
+// This package links no server code for it: kici-admin sets no OpenDatabase
+// and hands direct-mode command lines to `kici-orchestrator admin` through
+// IO.DelegateDirect; a binary with neither refuses the flag.
 
 // errNoDirectMode is the answer of --database-url in a kici-admin built
 // without direct-database mode.
@@ -35,6 +36,9 @@ func (a *app) addDatabaseURLFlag(cmd *cobra.Command) {
 			return nil
 		}
 		if a.io.OpenDatabase == nil {
+			if a.io.DelegateDirect != nil {
+				return a.io.DelegateDirect()
+			}
 			return errNoDirectMode
 		}
 		rt, tok, closeFn, err := a.io.OpenDatabase(c.Context(), u)

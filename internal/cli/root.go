@@ -43,6 +43,11 @@ type IO struct {
 	// closing the database (package cli/direct's Open). nil ⇒ the flag is
 	// refused, and the binary links no server package for it.
 	OpenDatabase func(ctx context.Context, databaseURL string) (http.RoundTripper, string, func() error, error)
+	// DelegateDirect, used when OpenDatabase is nil, hands the whole command
+	// line to a binary that has direct-database mode (kici-admin execs
+	// `kici-orchestrator admin` with its own arguments and environment). It
+	// returns only on failure, with an error saying what to install.
+	DelegateDirect func() error
 }
 
 func (o IO) withDefaults() IO {

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"kici.dev/kici/internal/cli"
+	"kici.dev/kici/internal/cli/direct"
+	"kici.dev/kici/internal/orchestrator"
+)
+
+// admin runs `kici-orchestrator admin <args>`: the kici-admin command tree
+// with direct-database mode compiled in (package cli/direct serves the admin
+// routes in-process over the database named by --database-url or
+// KICI_DATABASE_URL). kici-admin itself is a pure HTTP client and execs this
+// entry point for direct-mode command lines. It returns the exit code.
+func admin(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cli.Version = orchestrator.Version
+	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open})
+}
