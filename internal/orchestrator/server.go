@@ -267,6 +267,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Replier:     s.reporter.Reply,
 		ForkIgnored: forkIgnored.Inc,
 		Outcome:     sm.deliveryFinished,
+		// Delivery claims are held under the node id: one node at a time
+		// processes a delivery.
+		NodeID: s.nodeID,
 	})
 	sm.wire(s.metrics, st, s.dispatcher, s.tracker)
 	s.tracker.OnRunFinished(s.runctl.RunFinished)

@@ -12,9 +12,9 @@
 // buffer is still in the store with status "received" and is picked up by
 // the re-scan of store.ListUnprocessedDeliveries, so nothing accepted is
 // lost. A delivery
-// is processed at most once per process, and a re-processing after a crash
-// does not create a second run for a workflow that already has one for the
-// same delivery.
+// is processed by one node at a time (a claim with a lease in the store,
+// claim.go), and a re-processing after a crash does not create a second
+// run for a workflow that already has one for the same delivery.
 package pipeline
 
 import (
@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/execution/status"
@@ -97,6 +98,9 @@ type Processor struct {
 	// Workers is how many deliveries are processed at once
 	// (DefaultWorkers when zero). Set before Start.
 	Workers int
+	// ClaimTTL is the lease of a delivery claim (DefaultClaimTTL when
+	// zero; claim.go). Set before Start.
+	ClaimTTL time.Duration
 	// Forges reads locks from forges (GitHub); nil = NewForges(0) on first use.
 	Forges *Forges
 	// groups records runs in their concurrency group (concurrency.go).
@@ -106,6 +110,8 @@ type Processor struct {
 
 	mu      sync.Mutex
 	claimed map[string]bool
+	// nodeID holds this processor's store claims (claim.go); guarded by mu.
+	nodeID string
 	// repos are the local repositories read so far, by path (pool.go).
 	repos map[string]*local.Repo
 	// heads caches each local repository's HEAD ref (pool.go).
@@ -140,6 +146,9 @@ type ProcessorDeps struct {
 	// Outcome is called once per delivery finished, with its status
 	// ("processed" or "failed") and how many runs it created (metrics).
 	Outcome func(status string, runs int)
+	// NodeID holds this processor's delivery claims (claim.go): the node's
+	// id, kept across restarts; "" = an id of the processor's own.
+	NodeID string
 }
 
 // NewProcessor returns a processor that reads deliveries from st and creates
@@ -151,7 +160,7 @@ func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logge
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
 		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
-		replier: deps.Replier, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome}
+		replier: deps.Replier, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID}
 }
 
 // Start launches the workers: they first process every delivery still
@@ -221,7 +230,7 @@ func (p *Processor) unclaim(id string) {
 // its runs are created and it is finished as "processed" (possibly with no
 // runs; the reason is in the trace summary) or "failed" (Error says why).
 // A delivery already processed, or being processed by this process, is left
-// alone (nil). The returned error reports store failures; a delivery that
+// alone (nil), and so is one claimed by another node (claim.go). The returned error reports store failures; a delivery that
 // cannot be turned into runs is not an error of Process, it is recorded on
 // the delivery.
 func (p *Processor) Process(ctx context.Context, deliveryID string) error {
@@ -235,17 +244,37 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	// Every node re-scans the deliveries still "received": the store claim
+	// decides which one processes this delivery.
+	held, err := p.claimInStore(ctx, deliveryID)
+	if err != nil || !held {
+		p.unclaim(deliveryID)
+		if err != nil {
+			return fmt.Errorf("pipeline: claim delivery %s: %w", deliveryID, err)
+		}
+		return nil
+	}
 	d, err := p.st.GetDelivery(ctx, deliveryID)
 	if err != nil {
+		p.releaseClaim(ctx, deliveryID)
 		p.unclaim(deliveryID)
 		return fmt.Errorf("pipeline: delivery %s: %w", deliveryID, err)
 	}
 	if d.Status != store.DeliveryReceived {
+		p.releaseClaim(ctx, deliveryID)
 		p.unclaim(deliveryID)
 		return nil
 	}
 	var staged stagedRuns
+	var lost atomic.Bool
+	stopRenewing := p.keepClaim(ctx, deliveryID, func() { lost.Store(true); cancel() })
 	tr, procErr := p.handle(ctx, d, &staged)
+	stopRenewing()
+	if lost.Load() {
+		// The node that took the claim over finishes the delivery.
+		p.unclaim(deliveryID)
+		return fmt.Errorf("pipeline: delivery %s: claim lost to another node", deliveryID)
+	}
 	status, errText := store.DeliveryProcessed, ""
 	if procErr != nil {
 		status, errText = store.DeliveryFailed, procErr.Error()

@@ -275,6 +275,8 @@ type Store interface {
 	RunControlStore
 	// IngressStore: source settings/secrets, event log, registrations (ingress.go).
 	IngressStore
+	// DeliveryClaimStore: one node at a time processes a delivery (claims.go).
+	DeliveryClaimStore
 	// ClusterSettingsStore: live cluster settings (cluster.go).
 	ClusterSettingsStore
 	// SecurityStore: token scopes, secrets, access log (security.go).

@@ -237,7 +237,8 @@ func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText 
 				}
 			}
 		}
-		res, err := tx.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ? WHERE id = ?`,
+		res, err := tx.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
+			claimed_by = NULL, claim_expires_at = NULL WHERE id = ?`,
 			status, errText, rawArg(decisions), s.d.ts(at), id)
 		if err := affected(res, err); err != nil {
 			return err

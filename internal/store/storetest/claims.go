@@ -1,0 +1,103 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/store"
+)
+
+// testDeliveryClaims covers store.DeliveryClaimStore: of eight nodes
+// claiming one delivery at once exactly one wins; the winner renews; a
+// live claim keeps the others out; an expired one can be taken; a release
+// or a finished delivery lets nobody (finished) or anybody (released) in.
+func testDeliveryClaims(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	insert := func(id string) {
+		t.Helper()
+		must(t, s.InsertDelivery(ctx, &store.Delivery{ID: id, SourceID: "s", OrgID: "o", Event: "push", Payload: json.RawMessage(`{}`)}))
+	}
+	claim := func(id, holder string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := s.ClaimDelivery(ctx, id, holder, ttl)
+		must(t, err)
+		return ok
+	}
+
+	insert("d1")
+	var wg sync.WaitGroup
+	wins := make([]bool, 8)
+	for i := range wins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := s.ClaimDelivery(ctx, "d1", fmt.Sprintf("node-%d", i), time.Minute)
+			if err != nil {
+				t.Errorf("claim by node-%d: %v", i, err)
+			}
+			wins[i] = ok
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, ok := range wins {
+		if ok && winner >= 0 {
+			t.Fatalf("node-%d and node-%d both claimed d1", winner, i)
+		}
+		if ok {
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no node claimed the unclaimed d1")
+	}
+	holder := fmt.Sprintf("node-%d", winner)
+	other := fmt.Sprintf("node-%d", (winner+1)%len(wins))
+	if !claim("d1", holder, time.Minute) {
+		t.Fatal("the holder could not renew its claim")
+	}
+	if claim("d1", other, time.Minute) {
+		t.Fatal("another node took a live claim")
+	}
+	// Releasing someone else's claim changes nothing; the holder's own
+	// release lets another node in at once.
+	must(t, s.ReleaseDeliveryClaim(ctx, "d1", other))
+	if claim("d1", other, time.Minute) {
+		t.Fatal("a release by a non-holder dropped the claim")
+	}
+	must(t, s.ReleaseDeliveryClaim(ctx, "d1", holder))
+	if !claim("d1", other, time.Minute) {
+		t.Fatal("a released claim could not be taken")
+	}
+
+	// An expired lease (its node died) is taken by another node.
+	insert("d2")
+	if !claim("d2", "node-a", time.Millisecond) {
+		t.Fatal("node-a could not claim the unclaimed d2")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if !claim("d2", "node-b", time.Minute) {
+		t.Fatal("node-b could not take d2 after node-a's lease expired")
+	}
+	if claim("d2", "node-a", time.Minute) {
+		t.Fatal("node-a took d2 back from node-b's live claim")
+	}
+
+	// Finishing clears the claim, and a finished delivery is claimed by
+	// nobody, through either finish path.
+	must(t, s.FinishDelivery(ctx, "d1", store.DeliveryProcessed, "", nil))
+	must(t, s.FinishDeliveryOutcome(ctx, "d2", store.DeliveryFailed, "boom", nil, store.EventOutcome{Status: store.EventLogFailed}))
+	for _, id := range []string{"d1", "d2"} {
+		for _, h := range []string{holder, other, "node-a", "node-b", "node-new"} {
+			if claim(id, h, time.Minute) {
+				t.Fatalf("%s claimed the finished delivery %s", h, id)
+			}
+		}
+	}
+	if claim("unknown", "node-a", time.Minute) {
+		t.Fatal("an unknown delivery was claimed")
+	}
+}
