@@ -65,10 +65,11 @@ func newHarness(t *testing.T) *harness {
 		return p, err
 	}, nil)
 	h.gate.now = func() time.Time { return h.now }
-	h.tr = execution.NewTracker(st, h.enq, nil, execution.TrackerDeps{Gate: h.gate})
+	// The resumer, built next, hears of finished runs.
+	h.tr = execution.NewTracker(st, h.enq, nil, execution.TrackerDeps{Gate: h.gate,
+		RunFinished: []func(*store.Run){func(r *store.Run) { h.res.RunFinished(r) }}})
 	h.res = NewResumer(st, h.tr, h.gate.TrySlot, nil)
 	h.res.now = func() time.Time { return h.now }
-	h.tr.OnRunFinished(h.res.RunFinished)
 	h.dec = NewDecider(st, nil)
 	h.dec.now = func() time.Time { return h.now }
 	return h

@@ -223,7 +223,7 @@ func endMessage(h *store.HeldRun) string {
 
 // RunFinished cancels the pending holds of a run that ended (e.g. it was
 // cancelled while held), so they no longer block deleting their contexts.
-// Install it with execution.Tracker.OnRunFinished.
+// Pass it in execution.TrackerDeps.RunFinished.
 func (r *Resumer) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

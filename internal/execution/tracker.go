@@ -70,9 +70,8 @@ type Tracker struct {
 	admitter Admitter  // concurrency admission (admit.go); nil admits every run
 	gates    gateState // dispatch gate (gate.go)
 
-	hookMu   sync.RWMutex
-	finished []func(run *store.Run)
-	jobDone  []func(job *store.Job)
+	finished []func(run *store.Run) // TrackerDeps.RunFinished
+	jobDone  []func(job *store.Job) // TrackerDeps.JobFinished
 }
 
 // TrackerDeps are a tracker's optional collaborators.
@@ -83,6 +82,18 @@ type TrackerDeps struct {
 	// Admitter decides whether a run may release jobs at all (workflow
 	// concurrency groups, runctl.Controller); nil admits every run.
 	Admitter Admitter
+	// RunFinished are called in order, once each time a run reaches a
+	// terminal status through this tracker, with the run as stored after
+	// the change. They run synchronously on the goroutine that completed
+	// the run and must not block for long.
+	RunFinished []func(run *store.Run)
+	// JobFinished are called in order when a job reaches a terminal status
+	// through this tracker (reported by its agent, or skipped because an
+	// upstream did not satisfy its needs), each with its own copy of the
+	// job as known at that moment (Status set to the terminal status).
+	// They run synchronously under the run's lock and must not block for
+	// long.
+	JobFinished []func(job *store.Job)
 }
 
 // NewTracker returns a tracker over st that hands released jobs to enq,
@@ -92,45 +103,16 @@ func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger, deps TrackerD
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() },
-		gates: gateState{gate: deps.Gate}, admitter: deps.Admitter}
-}
-
-// OnJobFinished registers fn to be called when a job reaches a terminal
-// status through this tracker (reported by its agent, or skipped because an
-// upstream did not satisfy its needs), with the job as known at that moment
-// (Status set to the terminal status). Callbacks run synchronously under the
-// run's lock and must not block for long.
-func (t *Tracker) OnJobFinished(fn func(job *store.Job)) {
-	if fn == nil {
-		return
-	}
-	t.hookMu.Lock()
-	t.jobDone = append(t.jobDone, fn)
-	t.hookMu.Unlock()
+		gates: gateState{gate: deps.Gate}, admitter: deps.Admitter,
+		finished: deps.RunFinished, jobDone: deps.JobFinished}
 }
 
 func (t *Tracker) fireJobFinished(j *store.Job, final status.Job) {
-	t.hookMu.RLock()
-	hooks := slices.Clone(t.jobDone)
-	t.hookMu.RUnlock()
-	for _, fn := range hooks {
+	for _, fn := range t.jobDone {
 		c := *j
 		c.Status = final
 		fn(&c)
 	}
-}
-
-// OnRunFinished registers fn to be called once each time a run reaches a
-// terminal status through this tracker, with the run as stored after the
-// change. Callbacks run synchronously on the goroutine that completed the run
-// and must not block for long.
-func (t *Tracker) OnRunFinished(fn func(run *store.Run)) {
-	if fn == nil {
-		return
-	}
-	t.hookMu.Lock()
-	t.finished = append(t.finished, fn)
-	t.hookMu.Unlock()
 }
 
 func (t *Tracker) runLock(runID string) *sync.Mutex {
@@ -535,9 +517,7 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 		return nil
 	}
 	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", final, "durationMs", dur)
-	t.hookMu.RLock()
-	hooks := slices.Clone(t.finished)
-	t.hookMu.RUnlock()
+	hooks := t.finished
 	if len(hooks) == 0 {
 		return nil
 	}

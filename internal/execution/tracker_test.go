@@ -56,12 +56,12 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	st := newStore(t)
 	enq := &recEnqueuer{st: st, calls: map[string]int{}}
-	f := &fixture{t: t, st: st, enq: enq, tr: NewTracker(st, enq, nil, TrackerDeps{}), ctx: context.Background()}
-	f.tr.OnRunFinished(func(r *store.Run) {
+	f := &fixture{t: t, st: st, enq: enq, ctx: context.Background()}
+	f.tr = NewTracker(st, enq, nil, TrackerDeps{RunFinished: []func(*store.Run){func(r *store.Run) {
 		f.mu.Lock()
 		f.finished = append(f.finished, r)
 		f.mu.Unlock()
-	})
+	}}})
 	return f
 }
 
@@ -189,7 +189,7 @@ func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 		t.Fatalf("run: %+v (duration %v)", r, r.DurationMs)
 	}
 	if len(f.finished) != 1 || f.finished[0].ID != run.ID || f.finished[0].Status != "failed" {
-		t.Fatalf("OnRunFinished calls: %+v", f.finished)
+		t.Fatalf("RunFinished calls: %+v", f.finished)
 	}
 }
 
@@ -364,7 +364,7 @@ func TestCancelledRunAndReplays(t *testing.T) {
 		t.Fatalf("run changed by replay: %+v", r2)
 	}
 	if len(f.finished) != 1 {
-		t.Fatalf("OnRunFinished called %d times", len(f.finished))
+		t.Fatalf("RunFinished called %d times", len(f.finished))
 	}
 	if f.enq.count("a") != 1 || f.enq.count("b") != 1 {
 		t.Fatalf("enqueue calls %v", f.enq.calls)
@@ -454,9 +454,9 @@ func TestEnqueueFailureAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tr2 := NewTracker(f.st, f.enq, nil, TrackerDeps{}) // a fresh process
 	var done []string
-	tr2.OnRunFinished(func(r *store.Run) { done = append(done, r.ID) })
+	tr2 := NewTracker(f.st, f.enq, nil, TrackerDeps{ // a fresh process
+		RunFinished: []func(*store.Run){func(r *store.Run) { done = append(done, r.ID) }}})
 	if err := tr2.Recover(f.ctx); err != nil {
 		t.Fatal(err)
 	}

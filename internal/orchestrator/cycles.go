@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/store"
 )
@@ -22,11 +24,14 @@ import (
 //     through the scaler;
 //   - the tracker asks run control to admit each run (concurrency groups),
 //     while run control cancels, ends and re-evaluates runs through the
-//     tracker.
+//     tracker;
+//   - the tracker tells the resumer, run control and the pipeline when a
+//     run or job finishes, while all three act through the tracker.
 //
 // The side built first is handed a forwarding value from here (jobEvents,
-// idleAgents and agentExited, admitter); bind, called exactly once in New
-// after all three are built, points the forwarders at the real components.
+// idleAgents and agentExited, admitter, runFinished and jobFinished); bind,
+// called exactly once in New after all of them are built, points the
+// forwarders at the real components.
 // No component is changed after its construction. Nothing reaches a
 // forwarder before bind: agents connect, runs are created and agents are
 // spawned only once the server runs; until then the forwarders answer as
@@ -35,13 +40,17 @@ type cycles struct {
 	tracker    atomic.Pointer[execution.Tracker]
 	dispatcher atomic.Pointer[dispatch.Dispatcher]
 	runctl     atomic.Pointer[runctl.Controller]
+	resumer    atomic.Pointer[approval.Resumer]
+	processor  atomic.Pointer[pipeline.Processor]
 }
 
 // bind points the forwarders at the real components; New calls it once.
-func (c *cycles) bind(t *execution.Tracker, d *dispatch.Dispatcher, rc *runctl.Controller) {
+func (c *cycles) bind(t *execution.Tracker, d *dispatch.Dispatcher, rc *runctl.Controller, res *approval.Resumer, p *pipeline.Processor) {
 	c.tracker.Store(t)
 	c.dispatcher.Store(d)
 	c.runctl.Store(rc)
+	c.resumer.Store(res)
+	c.processor.Store(p)
 }
 
 // errUnbound answers job events that arrive before bind (none should).
@@ -107,4 +116,36 @@ func (f admitter) Admit(ctx context.Context, runID string) bool {
 		return rc.Admit(ctx, runID)
 	}
 	return true
+}
+
+// runFinished tells the components built after the tracker that run ended,
+// in the order the orchestrator has always used: the resumer (held work
+// waiting on a slot), then metrics (sm, not part of the cycle), run control
+// (concurrency groups), then the pipeline (workflow_complete events).
+func (c *cycles) runFinished(sm *serverMetrics) []func(*store.Run) {
+	return []func(*store.Run){
+		func(r *store.Run) {
+			if res := c.resumer.Load(); res != nil {
+				res.RunFinished(r)
+			}
+		},
+		sm.runFinished,
+		func(r *store.Run) {
+			if rc := c.runctl.Load(); rc != nil {
+				rc.RunFinished(r)
+			}
+		},
+		func(r *store.Run) {
+			if p := c.processor.Load(); p != nil {
+				p.RunFinished(r)
+			}
+		},
+	}
+}
+
+// jobFinished tells the pipeline (job_complete events) that a job ended.
+func (c *cycles) jobFinished(j *store.Job) {
+	if p := c.processor.Load(); p != nil {
+		p.JobFinished(j)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/scheduler"
 	"kici.dev/kici/internal/store"
@@ -38,11 +37,11 @@ type ingressWiring struct {
 	webhook *slog.Logger
 }
 
-// setupIngress wires the webhook routes, lock fetching, completion events
+// setupIngress wires the webhook routes, the schedule-trigger scheduler
 // and event emission. In observed mode it refuses to start while a
 // GitHub-App source exists (KiCI: those are Platform-relayed, which an
 // observed orchestrator never accepts).
-func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *execution.Tracker, proc *pipeline.Processor,
+func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc *pipeline.Processor,
 	settings *cluster.Reader, holder string, logger *slog.Logger) (*ingressWiring, error) {
 	window, err := catchUpWindow(os.Environ())
 	if err != nil {
@@ -60,8 +59,6 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, tr *e
 			}
 		}
 	}
-	tr.OnRunFinished(proc.RunFinished)
-	tr.OnJobFinished(proc.JobFinished)
 	wl := logger.With("component", "webhook")
 	in := webhook.NewIngress(st, proc.Submit, webhook.Options{
 		MaxGitHubPayloadBytes:   cfg.Ingress.MaxGitHubPayloadBytes,

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"kici.dev/kici/internal/dispatch"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
@@ -98,20 +97,26 @@ func (m *serverMetrics) dispatchAcked(_ []string, wait time.Duration) {
 	m.dispatchLat.Observe(wait.Seconds())
 }
 
+// runFinished counts a finished run and its duration by status
+// (execution.TrackerDeps.RunFinished).
+func (m *serverMetrics) runFinished(r *store.Run) {
+	m.executions.WithLabelValues(string(r.Status)).Inc()
+	if r.CompletedAt != nil {
+		m.execDuration.WithLabelValues(string(r.Status)).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
+	}
+}
+
+// jobFinished counts a finished job and its duration from its start by
+// status (execution.TrackerDeps.JobFinished).
+func (m *serverMetrics) jobFinished(j *store.Job) {
+	m.jobs.WithLabelValues(string(j.Status)).Inc()
+	if j.StartedAt != nil {
+		m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())
+	}
+}
+
 // wire connects the metrics to the components that produce them.
-func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher, t *execution.Tracker) {
-	t.OnRunFinished(func(r *store.Run) {
-		m.executions.WithLabelValues(string(r.Status)).Inc()
-		if r.CompletedAt != nil {
-			m.execDuration.WithLabelValues(string(r.Status)).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
-		}
-	})
-	t.OnJobFinished(func(j *store.Job) {
-		m.jobs.WithLabelValues(string(j.Status)).Inc()
-		if j.StartedAt != nil {
-			m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())
-		}
-	})
+func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kici_orch_agents_active",
 		Help: "Agents connected and registered with this orchestrator."}, func() float64 { return float64(d.AgentCount()) }))
 	reg.MustRegister(&queueCollector{st: st})

@@ -230,13 +230,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
 		return nil, err
 	}
+	reporter := s.reporter // told of every finished job (its check runs)
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
 	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, reporter: s.reporter, peers: s.peers},
-		logger.With("component", "execution"), execution.TrackerDeps{Gate: gate, Admitter: admitter{cyc}})
+		logger.With("component", "execution"), execution.TrackerDeps{Gate: gate, Admitter: admitter{cyc},
+			RunFinished: cyc.runFinished(sm),
+			JobFinished: []func(*store.Job){sm.jobFinished, cyc.jobFinished, func(*store.Job) { reporter.Kick() }}})
 	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
-	s.tracker.OnRunFinished(s.resumer.RunFinished)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	queueTimeout := rc.QueueTimeout
 	if queueTimeout == 0 {
@@ -247,11 +249,6 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// The live cluster setting queue_timeout_ms, read on every sweep.
 		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
-	// The one late binding of the wiring (cycles.go): tracker, dispatcher
-	// and run control now exist, so the forwarders handed out above reach
-	// them; warm pools may fill from here on.
-	cyc.bind(s.tracker, s.dispatcher, s.runctl)
-	s.scaler.RefillWarmPools()
 	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
@@ -271,14 +268,17 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// processes a delivery.
 		NodeID: s.nodeID,
 	})
-	sm.wire(s.metrics, st, s.dispatcher, s.tracker)
-	s.tracker.OnRunFinished(s.runctl.RunFinished)
-	ingress, err := setupIngress(ctx, cfg, st, s.tracker, s.processor, settings, s.nodeID, logger)
+	// The one late binding of the wiring (cycles.go): every component the
+	// forwarders handed out above reach now exists; warm pools may fill
+	// from here on.
+	cyc.bind(s.tracker, s.dispatcher, s.runctl, s.resumer, s.processor)
+	s.scaler.RefillWarmPools()
+	sm.wire(s.metrics, st, s.dispatcher)
+	ingress, err := setupIngress(ctx, cfg, st, s.processor, settings, s.nodeID, logger)
 	if err != nil {
 		return nil, err
 	}
 	s.ingress = ingress
-	s.tracker.OnJobFinished(func(*store.Job) { s.reporter.Kick() })
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,

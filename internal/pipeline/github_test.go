@@ -60,14 +60,15 @@ type ghHarness struct {
 
 func newGHHarness(t *testing.T) *ghHarness {
 	t.Helper()
-	return newGHHarnessWith(t, func(store.Store) (execution.TrackerDeps, ProcessorDeps) {
+	return newGHHarnessWith(t, func(*ghHarness) (execution.TrackerDeps, ProcessorDeps) {
 		return execution.TrackerDeps{}, ProcessorDeps{}
 	})
 }
 
 // newGHHarnessWith is newGHHarness whose tracker and processor take the
-// collaborators deps returns for the harness's store.
-func newGHHarnessWith(t *testing.T, deps func(store.Store) (execution.TrackerDeps, ProcessorDeps)) *ghHarness {
+// collaborators deps returns for the harness (its store is open; its
+// tracker and processor are built after).
+func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (execution.TrackerDeps, ProcessorDeps)) *ghHarness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
@@ -75,9 +76,10 @@ func newGHHarnessWith(t *testing.T, deps func(store.Store) (execution.TrackerDep
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	trDeps, procDeps := deps(st)
-	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)
-	h := &ghHarness{t: t, ctx: ctx, st: st, tr: tr, proc: NewProcessor(st, tr, nil, procDeps), fake: ghfake.New(77)}
+	h := &ghHarness{t: t, ctx: ctx, st: st, fake: ghfake.New(77)}
+	trDeps, procDeps := deps(h)
+	h.tr = execution.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)
+	h.proc = NewProcessor(st, h.tr, nil, procDeps)
 	t.Cleanup(h.fake.Close)
 	h.src = &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: "github", RoutingKey: "github:77", VerificationMethod: "hmac_sha256", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, h.src, &store.SourceSettings{RateLimitRPM: -1,
@@ -335,9 +337,14 @@ func TestGitHubConcurrentReplaysOneSetOfRuns(t *testing.T) {
 // kici_event, workflow_complete and job_complete events emitted by kici
 // start the registered workflows they match, once per event id.
 func TestInternalEventsMatchRegistrations(t *testing.T) {
-	h := newGHHarness(t)
-	h.tr.OnRunFinished(h.proc.RunFinished)
-	h.tr.OnJobFinished(h.proc.JobFinished)
+	h := newGHHarnessWith(t, func(h *ghHarness) (execution.TrackerDeps, ProcessorDeps) {
+		// The processor, built after the tracker, hears of finished runs
+		// and jobs.
+		return execution.TrackerDeps{
+			RunFinished: []func(*store.Run){func(r *store.Run) { h.proc.RunFinished(r) }},
+			JobFinished: []func(*store.Job){func(j *store.Job) { h.proc.JobFinished(j) }},
+		}, ProcessorDeps{}
+	})
 	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lockJSON(
 		wfJSON("ci", `[{"_type":"push"}]`),
 		wfJSON("deploy", `[{"_type":"kici_event","eventName":"deploy","match":{"$.env":"prod"}}]`),

@@ -38,7 +38,8 @@ func commentPayload(body string, userID int64, login string) []byte {
 // gate and whose processor takes /kici comments; forkIgnored (may be nil)
 // counts fork pull requests dropped by policy.
 func forkHarness(t *testing.T, forkIgnored func()) *ghHarness {
-	h := newGHHarnessWith(t, func(st store.Store) (execution.TrackerDeps, ProcessorDeps) {
+	h := newGHHarnessWith(t, func(h *ghHarness) (execution.TrackerDeps, ProcessorDeps) {
+		st := h.st
 		gate := approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
 			p, _, err := trustpolicy.Effective(ctx, st, org)
 			return p, err

@@ -174,7 +174,7 @@ func (c *Controller) supersede(e *store.ConcurrencyEntry, by string) {
 }
 
 // RunFinished releases a finished run's slot and admits the next waiting
-// runs of its group (register it with Tracker.OnRunFinished).
+// runs of its group (pass it in execution.TrackerDeps.RunFinished).
 func (c *Controller) RunFinished(run *store.Run) {
 	ctx := context.Background()
 	ok, err := c.st.SetConcurrencyStatus(ctx, run.ID, []string{store.ConcurrencyActive, store.ConcurrencyQueued}, store.ConcurrencyCompleted)

@@ -52,7 +52,6 @@ func (f *fixture) eventuallyJob(t *testing.T, id string, status status.Job) {
 
 func groupFixture(t *testing.T) *fixture {
 	f := newFixtureWith(t, Config{}, true)
-	f.tr.OnRunFinished(f.c.RunFinished)
 	t.Cleanup(f.c.Wait)
 	return f
 }

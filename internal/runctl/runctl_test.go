@@ -98,6 +98,7 @@ func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
 	var deps execution.TrackerDeps
 	if groups {
 		deps.Admitter = fixtureAdmitter{f}
+		deps.RunFinished = []func(*store.Run){func(r *store.Run) { f.c.RunFinished(r) }}
 	}
 	f.tr = execution.NewTracker(st, enqueuer{st}, nil, deps)
 	f.c = New(cfg, st, f.dsp, f.tr, nil)
