@@ -172,7 +172,7 @@ func internalEvent(ie *InternalEvent) (*trigger.Event, error) {
 // index (every registration of the delivery's org carrying a trigger of
 // the event's kind; a schedule fire only its target workflow) and creates
 // a run per matched registration, at the registered commit.
-func (p *Processor) handleInternal(ctx context.Context, d *store.Delivery) (*Trace, error) {
+func (p *Processor) handleInternal(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
 	tr := &Trace{Event: d.Event}
 	var ie InternalEvent
 	if err := json.Unmarshal(d.Payload, &ie); err != nil {
@@ -185,7 +185,7 @@ func (p *Processor) handleInternal(ctx context.Context, d *store.Delivery) (*Tra
 	keep := func(g *store.Registration) bool {
 		return ie.Kind != KindSchedule || (g.SourceID == ie.TargetSourceID && g.RepoIdentifier == ie.TargetRepo && g.WorkflowName == ie.TargetWorkflow)
 	}
-	n, err := p.matchRegistrations(ctx, d, tr, d.OrgID, ie.Kind, keep, ev, "kici:"+ie.Kind)
+	n, err := p.matchRegistrations(ctx, d, tr, d.OrgID, ie.Kind, keep, ev, "kici:"+ie.Kind, b)
 	tr.Summary = fmt.Sprintf("%s event matched against %d registrations; %s", ie.Kind, n, tr.Summary)
 	return tr, err
 }
@@ -195,7 +195,7 @@ func (p *Processor) handleInternal(ctx context.Context, d *store.Delivery) (*Tra
 // creates a run per matched registration at its registered commit. It
 // returns how many registrations were matched against.
 func (p *Processor) matchRegistrations(ctx context.Context, d *store.Delivery, tr *Trace, org, triggerType string,
-	keep func(*store.Registration) bool, ev *trigger.Event, triggeredBy string) (int, error) {
+	keep func(*store.Registration) bool, ev *trigger.Event, triggeredBy string, b *stagedRuns) (int, error) {
 	regs, err := p.st.ListRegistrations(ctx, store.RegistrationFilter{OrgID: org, TriggerType: triggerType})
 	if err != nil {
 		return 0, fmt.Errorf("registrations: %w", err)
@@ -234,7 +234,7 @@ func (p *Processor) matchRegistrations(ctx context.Context, d *store.Delivery, t
 	for i := range wfs {
 		index[&wfs[i]] = rcs[i]
 	}
-	err = p.matchAndCreate(ctx, d, tr, wfs, ev, func(wf *lockfile.Workflow) RunContext { return index[wf] })
+	err = p.matchAndCreate(ctx, d, tr, wfs, ev, func(wf *lockfile.Workflow) RunContext { return index[wf] }, b)
 	tr.Errors = append(tr.Errors, regErrs...)
 	if err == nil && len(regErrs) > 0 {
 		err = errors.New(regErrs[0])
@@ -247,7 +247,7 @@ func (p *Processor) matchRegistrations(ctx context.Context, d *store.Delivery, t
 // payload.source = the source's name) and, by raw event name, the org's
 // webhook triggers (KiCI cross-source fan-out,
 // KiCI: Normalized event).
-func (p *Processor) handleGeneric(ctx context.Context, d *store.Delivery, src *store.Source) (*Trace, error) {
+func (p *Processor) handleGeneric(ctx context.Context, d *store.Delivery, src *store.Source, b *stagedRuns) (*Trace, error) {
 	tr := &Trace{Event: d.Event}
 	ev, err := trigger.GenericEvent(src.Name, d.Event, d.Payload)
 	if err != nil {
@@ -255,7 +255,7 @@ func (p *Processor) handleGeneric(ctx context.Context, d *store.Delivery, src *s
 		return tr, nil
 	}
 	all := func(*store.Registration) bool { return true }
-	n, err := p.matchRegistrations(ctx, d, tr, src.OrgID, "generic_webhook", all, ev, src.Name)
+	n, err := p.matchRegistrations(ctx, d, tr, src.OrgID, "generic_webhook", all, ev, src.Name, b)
 	if err != nil {
 		return tr, err
 	}
@@ -263,7 +263,7 @@ func (p *Processor) handleGeneric(ctx context.Context, d *store.Delivery, src *s
 	if d.Event != "" && d.Event != "default" {
 		cev, err := trigger.CrossSourceEvent(d.Event, d.Payload, "")
 		if err == nil {
-			m, err := p.matchRegistrations(ctx, d, tr, src.OrgID, "webhook", all, cev, src.Name)
+			m, err := p.matchRegistrations(ctx, d, tr, src.OrgID, "webhook", all, cev, src.Name, b)
 			summary += fmt.Sprintf("; webhook %q: %d registrations, %s", d.Event, m, tr.Summary)
 			if err != nil {
 				tr.Summary = summary

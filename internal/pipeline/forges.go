@@ -91,9 +91,9 @@ func (p *Processor) forges() *Forges {
 // internal events (no source: kici_event, workflow_complete, job_complete,
 // schedule) and GitHub deliveries. ok=false leaves the delivery to the
 // local-source path.
-func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery) (tr *Trace, err error, ok bool) {
+func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, b *stagedRuns) (tr *Trace, err error, ok bool) {
 	if d.SourceID == "" {
-		tr, err = p.handleInternal(ctx, d)
+		tr, err = p.handleInternal(ctx, d, b)
 		return tr, err, true
 	}
 	src, err := p.st.GetSource(ctx, d.SourceID)
@@ -101,7 +101,7 @@ func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery) (tr 
 		return &Trace{Event: d.Event}, fmt.Errorf("source %s: %w", d.SourceID, err), true
 	}
 	if src.Provider == "github" {
-		tr, err = p.handleGitHub(ctx, d, src)
+		tr, err = p.handleGitHub(ctx, d, src, b)
 		return tr, err, true
 	}
 	if src.Provider == "generic" {
@@ -110,10 +110,10 @@ func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery) (tr 
 			return &Trace{Event: d.Event}, fmt.Errorf("settings of source %s: %w", src.ID, err), true
 		}
 		if set != nil && set.Git != nil {
-			tr, err = p.handleUniversal(ctx, d, src, set.Git)
+			tr, err = p.handleUniversal(ctx, d, src, set.Git, b)
 			return tr, err, true
 		}
-		tr, err = p.handleGeneric(ctx, d, src)
+		tr, err = p.handleGeneric(ctx, d, src, b)
 		return tr, err, true
 	}
 	return nil, nil, false
@@ -175,7 +175,7 @@ func jsonInt(m map[string]any, keys ...string) int64 {
 // changed files when a trigger filters on paths, matches every workflow,
 // creates the runs, and refreshes the registrations on a push to the
 // default branch.
-func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *store.Source) (*Trace, error) {
+func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *store.Source, b *stagedRuns) (*Trace, error) {
 	if tr, ok := p.handleRerequestDelivery(ctx, d, src); ok {
 		return tr, nil
 	}
@@ -302,7 +302,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: jsonStr(payload, "repository", "clone_url"),
 		Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername, LockFileSource: lockSource}
-	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc })
+	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
 	}
@@ -347,11 +347,12 @@ func (p *Processor) githubChangedFiles(ctx context.Context, c *ghapi.Client, ins
 }
 
 // matchAndCreate matches each workflow against ev, records the decisions on
-// tr and creates a run per matched workflow that has none yet for this
-// delivery (a re-processing after a crash creates nothing twice). Runs are
+// tr and stages in b a run per matched workflow that has none yet for this
+// delivery, stored or staged (a re-processing after a crash, or a second
+// trigger type of the same delivery, creates nothing twice). Runs are
 // keyed by repository and workflow name.
 func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *Trace, wfs []lockfile.Workflow, ev *trigger.Event,
-	rcFor func(wf *lockfile.Workflow) RunContext) error {
+	rcFor func(wf *lockfile.Workflow) RunContext, b *stagedRuns) error {
 	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: d.ID, Limit: 100})
 	if err != nil {
 		return fmt.Errorf("runs of delivery %s: %w", d.ID, err)
@@ -359,6 +360,9 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 	existing := map[string]*store.Run{}
 	for _, r := range runs {
 		existing[r.RepoIdentifier+"\x00"+r.WorkflowName] = r
+	}
+	for _, nr := range *b {
+		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName] = nr.Run
 	}
 	matched := 0
 	for i := range wfs {
@@ -383,7 +387,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}
-		if err := p.tracker.CreateRunWithContext(ctx, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
+		if err := p.stage(b, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue
 		}

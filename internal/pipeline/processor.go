@@ -287,9 +287,9 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 		return fmt.Errorf("pipeline: encode trace: %w", err)
 	}
 	// The staged runs are stored with the outcome, all or nothing. If that
-	// fails and every run of the trace was staged, nothing was written and
-	// the re-scan may retry; runs created outside the transaction (forge
-	// paths) exist, so the claim is kept and they are not created twice.
+	// fails, nothing was written and the re-scan may retry; only when the
+	// trace also names runs stored earlier (a re-processing) is the claim
+	// kept, as before, until the process restarts.
 	if err := p.st.FinishDeliveryWithRuns(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status), staged); err != nil {
 		if len(staged) == len(tr.Runs) {
 			p.unclaim(deliveryID)
@@ -307,10 +307,10 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 // handle computes the trace and creates runs. A non-nil error makes the
 // delivery "failed".
 //
-// Runs of local-source pushes are staged in b, not created: Process stores
-// them with the delivery's outcome.
+// Runs are staged in b, not created: Process stores them with the
+// delivery's outcome.
 func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
-	if xtr, err, ok := p.handleExtension(ctx, d); ok {
+	if xtr, err, ok := p.handleExtension(ctx, d, b); ok {
 		return xtr, err
 	}
 	tr := &Trace{Event: d.Event}

@@ -23,7 +23,7 @@ import (
 // matched and runs created. Universal-git has no permission API: a pull
 // request from a fork uses the base branch's lock, and the org's fork
 // policy applies to it as to GitHub's.
-func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src *store.Source, g *store.GitConfig) (*Trace, error) {
+func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src *store.Source, g *store.GitConfig, b *stagedRuns) (*Trace, error) {
 	tr := &Trace{Event: d.Event}
 	cfg := universal.Config{Preset: g.Preset, PayloadPaths: g.PayloadPaths, EventMapping: g.EventMapping}
 	ev, lref, err := universal.Normalize(cfg, d.Event, d.Payload)
@@ -108,7 +108,7 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
 		LockFileSource: lockSource}
-	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc })
+	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
 	}
