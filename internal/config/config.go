@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +91,11 @@ type Config struct {
 	// ClusterSettingsCacheTTL is KICI_CLUSTER_SETTINGS_CACHE_TTL_MS,
 	// default 10 s.
 	ClusterSettingsCacheTTL time.Duration
+	// ClusterAddress is KICI_CLUSTER_ADDRESS (KiCI's name): the base URL
+	// (http://host:port) under which the other nodes' agents reach this
+	// node, recorded in the node registry. Empty ⇒ derived from the
+	// listener (see orchestrator's advertised address).
+	ClusterAddress string
 	// OrchestratorURL is KICI_ORCHESTRATOR_URL, the WebSocket URL given to
 	// spawned agents; "" ⇒ the orchestrator derives ws://127.0.0.1:<port>/ws.
 	OrchestratorURL string
@@ -148,6 +155,13 @@ func Load(environ []string) (*Config, error) {
 	}
 	if v := get("KICI_HOST"); v != "" {
 		c.Host = v
+	}
+	if v := get("KICI_CLUSTER_ADDRESS"); v != "" {
+		if err := checkClusterAddress(v); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.ClusterAddress = strings.TrimSuffix(v, "/")
+		}
 	}
 	if v := get("KICI_PORT"); v != "" {
 		p, err := strconv.Atoi(v)
@@ -368,4 +382,18 @@ func (c *Config) SlogLevel() slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
+}
+
+// checkClusterAddress accepts an http(s) base URL with a host and no path,
+// query or user info, e.g. http://10.0.0.2:4000 or https://ci-1.internal.
+func checkClusterAddress(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("KICI_CLUSTER_ADDRESS=%q: must be this node's base URL as other nodes' agents reach it, e.g. http://10.0.0.2:4000", v)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("KICI_CLUSTER_ADDRESS=%q: %s is not an address anyone can dial; give this node's reachable host name or IP", v, u.Hostname())
+	}
+	return nil
 }

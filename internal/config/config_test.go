@@ -33,7 +33,7 @@ func TestLoadValues(t *testing.T) {
 		"KICI_MAX_AGENTS=8", "KICI_LOG_LEVEL=DEBUG", "KICI_DISPATCH_ACK_TIMEOUT_MS=2500",
 		"KICI_AGENT_TOKEN_TTL_MS=60000", "KICI_DATABASE_URL=postgres://u@h/db",
 		"KICI_BOOTSTRAP_ADMIN_TOKEN=kadm_x", "KICI_AGENT_BINARY=/opt/kici-agent",
-		"KICI_ORCHESTRATOR_URL=ws://10.0.0.1:4000/ws",
+		"KICI_ORCHESTRATOR_URL=ws://10.0.0.1:4000/ws", "KICI_CLUSTER_ADDRESS=http://10.0.0.1:4000/",
 		// agent, job, admin and test variables are accepted
 		"KICI_AGENT_TOKEN=kat_1", "KICI_AGENT_ID=a1", "KICI_LABELS=x,y", "KICI_SCALER_MANAGED=true",
 		"KICI_RUN_ID=r", "KICI_MATRIX_GO=1.22", "KICI_ADMIN_URL=http://x", "KICI_ADMIN_TOKEN=t",
@@ -45,7 +45,7 @@ func TestLoadValues(t *testing.T) {
 	if c.DataDir != "/srv/kici" || c.Host != "0.0.0.0" || c.Port != 0 || c.Mode != "hybrid" || c.MaxAgents != 8 ||
 		c.LogLevel != "debug" || c.DispatchAckTimeout != 2500*time.Millisecond || c.AgentTokenTTL != time.Minute ||
 		c.DatabaseURL != "postgres://u@h/db" || c.BootstrapAdminToken != "kadm_x" || c.AgentBinary != "/opt/kici-agent" ||
-		c.OrchestratorURL != "ws://10.0.0.1:4000/ws" {
+		c.OrchestratorURL != "ws://10.0.0.1:4000/ws" || c.ClusterAddress != "http://10.0.0.1:4000" {
 		t.Fatalf("values: %+v", c)
 	}
 }
@@ -74,14 +74,17 @@ func TestLoadUnknownVariable(t *testing.T) {
 
 func TestLoadBadValues(t *testing.T) {
 	cases := map[string]string{
-		"KICI_PORT=abc":                   `KICI_PORT="abc": must be a port number`,
-		"KICI_PORT=70000":                 `KICI_PORT="70000"`,
-		"KICI_MODE=cloud":                 `KICI_MODE="cloud": unknown mode (allowed: independent, observed, hybrid, platform)`,
-		"KICI_LOG_LEVEL=loud":             `KICI_LOG_LEVEL="loud": unknown level`,
-		"KICI_MAX_AGENTS=0":               `KICI_MAX_AGENTS="0": must be a positive integer`,
-		"KICI_DISPATCH_ACK_TIMEOUT_MS=10": `KICI_DISPATCH_ACK_TIMEOUT_MS="10": must be an integer number of milliseconds ≥ 1000`,
-		"KICI_AGENT_TOKEN_TTL_MS=1h":      `KICI_AGENT_TOKEN_TTL_MS="1h"`,
-		"KICI_DATABASE_URL=mysql://x/y":   `KICI_DATABASE_URL: must be a postgres://`,
+		"KICI_PORT=abc":                              `KICI_PORT="abc": must be a port number`,
+		"KICI_PORT=70000":                            `KICI_PORT="70000"`,
+		"KICI_MODE=cloud":                            `KICI_MODE="cloud": unknown mode (allowed: independent, observed, hybrid, platform)`,
+		"KICI_LOG_LEVEL=loud":                        `KICI_LOG_LEVEL="loud": unknown level`,
+		"KICI_MAX_AGENTS=0":                          `KICI_MAX_AGENTS="0": must be a positive integer`,
+		"KICI_DISPATCH_ACK_TIMEOUT_MS=10":            `KICI_DISPATCH_ACK_TIMEOUT_MS="10": must be an integer number of milliseconds ≥ 1000`,
+		"KICI_AGENT_TOKEN_TTL_MS=1h":                 `KICI_AGENT_TOKEN_TTL_MS="1h"`,
+		"KICI_DATABASE_URL=mysql://x/y":              `KICI_DATABASE_URL: must be a postgres://`,
+		"KICI_CLUSTER_ADDRESS=10.0.0.2:4000":         `KICI_CLUSTER_ADDRESS="10.0.0.2:4000": must be this node's base URL`,
+		"KICI_CLUSTER_ADDRESS=ws://10.0.0.2:4000/ws": `KICI_CLUSTER_ADDRESS="ws://10.0.0.2:4000/ws": must be`,
+		"KICI_CLUSTER_ADDRESS=http://0.0.0.0:4000":   `0.0.0.0 is not an address anyone can dial`,
 	}
 	for kv, want := range cases {
 		_, err := Load([]string{"KICI_DATA_DIR=/x", kv})

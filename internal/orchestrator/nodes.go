@@ -45,7 +45,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 	// was stored must not apply the old value after it.
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
-	draining, err := s.store.HeartbeatNode(ctx, &store.ClusterNode{ID: s.nodeID, Address: s.URL(), Version: Version,
+	draining, err := s.store.HeartbeatNode(ctx, &store.ClusterNode{ID: s.nodeID, Address: s.advertisedURL(), Version: Version,
 		StartedAt: s.startedAt, HeartbeatAt: time.Now().UTC(), JobsRunning: s.dispatcher.JobsRunning()})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -71,7 +71,7 @@ func (s *Server) refreshAgentURLs(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	urls := []string{wsURLOf(s.URL())}
+	urls := []string{wsURLOf(s.advertisedURL())}
 	for _, n := range nodes {
 		if n.ID != s.nodeID && time.Since(n.HeartbeatAt) < 3*HeartbeatInterval && n.Address != "" {
 			urls = append(urls, wsURLOf(n.Address))
