@@ -1,5 +1,3 @@
-//go:build ha
-
 package e2e
 
 import (
@@ -11,11 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// Behind the build tag ha (make test-ha) while delivery processing is not
-// claimed across nodes: every node's re-scan picks up deliveries still
-// "received", so under a backlog two nodes can process one delivery and
-// create its run twice (seen with 100 webhooks; docs/high-availability.md).
 
 // haWebhooks is the number of webhooks of the spread test: ~20 in `make
 // test`, KICI_TEST_HA_WEBHOOKS (100 in `make test-ha`) otherwise.

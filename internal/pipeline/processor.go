@@ -290,7 +290,15 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	// fails, nothing was written and the re-scan may retry; only when the
 	// trace also names runs stored earlier (a re-processing) is the claim
 	// kept, as before, until the process restarts.
-	if err := p.st.FinishDeliveryWithRuns(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status), staged); err != nil {
+	err = p.st.FinishDeliveryWithRuns(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status), staged)
+	if errors.Is(err, store.ErrConflict) {
+		// Another node finished it first (this node's claim ran out
+		// meanwhile): its runs stand, the staged ones were not written.
+		p.unclaim(deliveryID)
+		p.log.Warn("pipeline: delivery already finished by another node; its runs stand", "deliveryId", deliveryID)
+		return nil
+	}
+	if err != nil {
 		if len(staged) == len(tr.Runs) {
 			p.unclaim(deliveryID)
 		}

@@ -250,15 +250,18 @@ type IngressStore interface {
 	// RecordDuplicate inserts an event-log entry with status duplicate.
 	RecordDuplicate(ctx context.Context, e *EventLogEntry) error
 	// FinishDeliveryOutcome does FinishDelivery and updates the delivery's
-	// event-log entry from o in one transaction; ErrNotFound if the delivery
-	// does not exist.
+	// event-log entry from o in one transaction, and clears the delivery's
+	// claim; ErrNotFound if the delivery does not exist, ErrConflict
+	// (nothing written) if it is no longer "received": another node
+	// finished it.
 	FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome) error
 	// FinishDeliveryWithRuns is FinishDeliveryOutcome that also creates the
 	// delivery's runs (each run with its jobs, as CreateRun, and its
 	// context when not nil, as PutRunContext) in the same transaction, so
-	// a delivery is finished if and only if its runs exist: a failure
-	// anywhere (ErrConflict on a duplicate run or job id, ErrNotFound for
-	// an unknown delivery) leaves nothing written. CreateRun's defaults are
+	// a delivery is finished if and only if its runs exist, once: a
+	// failure anywhere (ErrConflict on a duplicate run or job id or a
+	// delivery already finished, ErrNotFound for an unknown delivery)
+	// leaves nothing written. CreateRun's defaults are
 	// written back to the runs and jobs.
 	FinishDeliveryWithRuns(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome, runs []NewRun) error
 	// ListEventLog returns matching entries newest first and the total count.

@@ -319,7 +319,7 @@ type Store interface {
 	// GetDelivery returns a delivery by id, or ErrNotFound.
 	GetDelivery(ctx context.Context, id string) (*Delivery, error)
 	// FinishDelivery sets status (processed or failed), error text, decision
-	// trace and processed_at.
+	// trace and processed_at, and clears the delivery's claim.
 	FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error
 	// ListUnprocessedDeliveries returns deliveries still "received", oldest
 	// first (re-processed at start after a crash).

@@ -227,6 +227,19 @@ func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText 
 	}
 	at := now()
 	return mapErr(s.tx(ctx, func(tx conn) error {
+		// The delivery is finished first, and only from "received": of two
+		// nodes finishing it (one whose claim ran out), the second waits on
+		// the row (PostgreSQL) or the writer (SQLite), changes nothing and
+		// rolls back, so its runs are never created twice.
+		res, err := tx.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
+			claimed_by = NULL, claim_expires_at = NULL WHERE id = ? AND status = ?`,
+			status, errText, rawArg(decisions), s.d.ts(at), id, store.DeliveryReceived)
+		if ok, err := changed(res, err); err != nil || !ok {
+			if err == nil {
+				err = deliveryFinishedOrMissing(ctx, tx, id)
+			}
+			return err
+		}
 		for _, r := range runs {
 			if err := insertRun(ctx, tx, r.Run, r.Jobs); err != nil {
 				return err
@@ -236,12 +249,6 @@ func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText 
 					return err
 				}
 			}
-		}
-		res, err := tx.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
-			claimed_by = NULL, claim_expires_at = NULL WHERE id = ?`,
-			status, errText, rawArg(decisions), s.d.ts(at), id)
-		if err := affected(res, err); err != nil {
-			return err
 		}
 		var runIDs any
 		if o.RunIDs != nil {
@@ -255,6 +262,19 @@ func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText 
 			o.Status, o.MatchedCount, runIDs, errText, s.d.ts(at), o.RepoIdentifier, o.RepoIdentifier, o.Ref, o.Ref, o.Action, o.Action, id)
 		return err
 	}))
+}
+
+// deliveryFinishedOrMissing explains why a delivery could not be finished:
+// ErrConflict when it exists (already finished), ErrNotFound otherwise.
+func deliveryFinishedOrMissing(ctx context.Context, q conn, id string) error {
+	var n int
+	if err := q.queryRow(ctx, `SELECT count(*) FROM deliveries WHERE id = ?`, id).Scan(&n); err != nil {
+		return mapErr(err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return store.ErrConflict
 }
 
 // ListEventLog returns matching entries newest first and the total count.

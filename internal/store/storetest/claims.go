@@ -13,7 +13,8 @@ import (
 // testDeliveryClaims covers store.DeliveryClaimStore: of eight nodes
 // claiming one delivery at once exactly one wins; the winner renews; a
 // live claim keeps the others out; an expired one can be taken; a release
-// or a finished delivery lets nobody (finished) or anybody (released) in.
+// or a finished delivery lets nobody (finished) or anybody (released) in,
+// and a delivery is finished with its runs once.
 func testDeliveryClaims(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	insert := func(id string) {
@@ -96,6 +97,16 @@ func testDeliveryClaims(t *testing.T, s store.Store) {
 				t.Fatalf("%s claimed the finished delivery %s", h, id)
 			}
 		}
+	}
+	// A node whose claim ran out finishing the delivery again, with its
+	// runs, writes nothing: the runs exist once.
+	late := store.NewRun{Run: &store.Run{ID: "run-late", WorkflowName: "ci", DeliveryID: "d2"}}
+	err := s.FinishDeliveryWithRuns(ctx, "d2", store.DeliveryProcessed, "", nil, store.EventOutcome{Status: store.EventLogProcessed}, []store.NewRun{late})
+	wantErr(t, "finishing a finished delivery", err, store.ErrConflict)
+	_, err = s.GetRun(ctx, "run-late")
+	wantErr(t, "run of a refused finish", err, store.ErrNotFound)
+	if d, err := s.GetDelivery(ctx, "d2"); err != nil || d.Status != store.DeliveryFailed || d.Error != "boom" {
+		t.Fatalf("d2 after a refused finish: %+v %v, want failed/boom unchanged", d, err)
 	}
 	if claim("unknown", "node-a", time.Minute) {
 		t.Fatal("an unknown delivery was claimed")
