@@ -229,3 +229,15 @@ func BenchmarkClaimNext(b *testing.B) {
 	defer s.Close()
 	storetest.BenchmarkClaimNext(b, s)
 }
+
+// A fresh database migrated up has exactly the schema recorded in
+// testdata/schema.golden.
+func TestSchemaMatchesGolden(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckSchemaGolden(t, s.DB(), true)
+}

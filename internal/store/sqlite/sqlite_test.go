@@ -106,3 +106,14 @@ func TestMigrationsDownAndUp(t *testing.T) {
 	}
 	storetest.RunMigrations(t, s, m)
 }
+
+// A fresh database migrated up has exactly the schema recorded in
+// testdata/schema.golden.
+func TestSchemaMatchesGolden(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckSchemaGolden(t, s.DB(), false)
+}
