@@ -9,16 +9,14 @@
 // back in UTC. Labels, needs and matrix values are jsonb (SQL NULL stands
 // for a Go nil, "[]"/"{}" for an empty list or map); job config and
 // decision traces are stored verbatim as text, delivery payloads as bytea.
-// This package opens the pool and carries the goose migrations, which Open
-// applies.
+// This package opens the pool and applies the store's goose migrations
+// (rendered for PostgreSQL by store/sqlstore).
 package postgres
 
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"fmt"
-	"io/fs"
 	"runtime"
 	"strings"
 
@@ -29,9 +27,6 @@ import (
 	"kici.dev/kici/internal/store/sqlstore"
 )
 
-//go:embed migrations/postgres/*.sql
-var migrationsFS embed.FS
-
 // Store is the PostgreSQL store.Store (store/sqlstore over this package's
 // pool). It is safe for concurrent use; Close closes the pool.
 type Store = sqlstore.Store
@@ -40,7 +35,7 @@ var _ store.Store = (*Store)(nil)
 
 // Open connects to the database at url (a postgres:// URL or key=value
 // DSN; pool_max_conns and the other pgxpool settings apply), checks the
-// connection and applies the embedded migrations.
+// connection and applies the store's migrations.
 func Open(ctx context.Context, url string) (*Store, error) {
 	return open(ctx, url, func(m *sqlstore.Migrations) error { return m.Up(ctx) })
 }
@@ -85,11 +80,8 @@ func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) err
 	return sqlstore.New(db, sqlstore.Postgres(), pool.Close), nil
 }
 
-// Migrations returns the embedded PostgreSQL migrations bound to db.
+// Migrations returns the store's migrations, rendered for PostgreSQL, bound
+// to db.
 func Migrations(db *sql.DB) (*sqlstore.Migrations, error) {
-	fsys, err := fs.Sub(migrationsFS, "migrations/postgres")
-	if err != nil {
-		return nil, fmt.Errorf("postgres: migrations: %w", err)
-	}
-	return sqlstore.NewMigrations(db, sqlstore.Postgres(), fsys)
+	return sqlstore.NewMigrations(db, sqlstore.Postgres())
 }

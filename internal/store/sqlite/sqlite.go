@@ -8,17 +8,15 @@
 // exactly to the millisecond. JSON values (labels, needs, matrix values) are
 // TEXT columns where NULL stands for a Go nil and "[]"/"{}" for an empty
 // list or map. The queries are store/sqlstore's, in its SQLite dialect;
-// this package opens the database and carries the goose migrations, which
-// Open applies.
+// this package opens the database and applies the store's goose migrations
+// (rendered for SQLite by store/sqlstore).
 package sqlite
 
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,9 +28,6 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlstore"
 )
-
-//go:embed migrations/sqlite/*.sql
-var migrationsFS embed.FS
 
 // BusyTimeout is how long a connection waits for the database write lock
 // before failing with SQLITE_BUSY.
@@ -46,7 +41,7 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens (creating it and its parent directories when missing) the
 // SQLite database at path, configures WAL, busy timeout, foreign keys and
-// immediate transactions, and applies the embedded migrations.
+// immediate transactions, and applies the store's migrations.
 func Open(ctx context.Context, path string) (*Store, error) {
 	return open(ctx, path, true, func(m *sqlstore.Migrations) error { return m.Up(ctx) })
 }
@@ -128,11 +123,8 @@ func openDB(ctx context.Context, path string, create bool) (*sql.DB, error) {
 	return db, nil
 }
 
-// Migrations returns the embedded SQLite migrations bound to db.
+// Migrations returns the store's migrations, rendered for SQLite, bound to
+// db.
 func Migrations(db *sql.DB) (*sqlstore.Migrations, error) {
-	fsys, err := fs.Sub(migrationsFS, "migrations/sqlite")
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: migrations: %w", err)
-	}
-	return sqlstore.NewMigrations(db, sqlstore.SQLite(), fsys)
+	return sqlstore.NewMigrations(db, sqlstore.SQLite())
 }

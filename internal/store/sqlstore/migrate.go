@@ -4,22 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io/fs"
 
 	"github.com/pressly/goose/v3"
 )
 
-// Migrations are a dialect's goose migrations (embedded by store/sqlite
-// and store/postgres) bound to a database.
+// Migrations are a dialect's goose migrations (rendered from the shared
+// templates, see RenderMigrations) bound to a database.
 type Migrations struct {
 	db *sql.DB
 	d  *Dialect
 	p  *goose.Provider
 }
 
-// NewMigrations binds the goose migrations in fsys (files NNNNN_name.sql
-// at its root) to db.
-func NewMigrations(db *sql.DB, d *Dialect, fsys fs.FS) (*Migrations, error) {
+// NewMigrations binds d's goose migrations (RenderMigrations) to db.
+func NewMigrations(db *sql.DB, d *Dialect) (*Migrations, error) {
+	fsys, err := RenderMigrations(d)
+	if err != nil {
+		return nil, err
+	}
 	p, err := goose.NewProvider(d.Goose, db, fsys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: migrations: %w", d.Name, err)

@@ -7,8 +7,31 @@
 // (labels, needs, matrix values) are TEXT on SQLite and jsonb on PostgreSQL;
 // SQL NULL stands for a Go nil and "[]"/"{}" for an empty list or map.
 //
-// The packages store/sqlite and store/postgres open the database, embed
+// The packages store/sqlite and store/postgres open the database, apply
 // their dialect's goose migrations and hand the handle to New.
+//
+// # Migrations
+//
+// Each migration is written once, as a template migrations/<content>.sql,
+// and rendered per dialect with text/template into the in-memory files
+// goose reads (RenderMigrations, NNNNN_<content>.sql). A template writes
+// portable SQL and spells the few types and literals that differ with
+// {{.Time}} (INTEGER Unix milliseconds / TIMESTAMPTZ), {{.Int}} (INTEGER /
+// BIGINT), {{.Bool}} with {{.True}} and {{.False}} (INTEGER 1 and 0 /
+// BOOLEAN), {{.JSON}} (TEXT / JSONB), {{.Bytes}} (BLOB / BYTEA) and
+// {{.Serial}} (auto-numbered primary key); a statement that truly differs
+// is chosen with {{if .Postgres}}…{{else}}…{{end}}.
+//
+// Version numbers are per dialect (migrationVersions in
+// migrations_render.go). goose records only the number of each applied
+// migration, so in each dialect a number must keep meaning the change it
+// meant when it was deployed, and the two sequences diverged at 16: SQLite's
+// 16 is the dispatch_queue seq index, PostgreSQL's 16 and 17 are the shared
+// step logs and agent sessions (SQLite databases keep neither), and the
+// delivery claim lease is SQLite's 17 and PostgreSQL's 18. One shared
+// sequence would renumber deployed versions, so a template is named by its
+// content and each dialect lists the version it has there; a new migration
+// is one template plus one entry with the next number of each dialect.
 package sqlstore
 
 import (

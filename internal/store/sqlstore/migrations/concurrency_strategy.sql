@@ -5,10 +5,10 @@
 -- how long it may wait for a slot (NULL = the default). A concurrency hold
 -- records the group it waits for, so the gate can find the group's waiting
 -- jobs without re-deriving groups from their contexts.
-ALTER TABLE contexts ADD COLUMN concurrency_strategy text NOT NULL DEFAULT 'queue';
-ALTER TABLE contexts ADD COLUMN concurrency_timeout_ms BIGINT;
+ALTER TABLE contexts ADD COLUMN concurrency_strategy TEXT NOT NULL DEFAULT 'queue';
+ALTER TABLE contexts ADD COLUMN concurrency_timeout_ms {{.Int}};
 
-ALTER TABLE held_runs ADD COLUMN concurrency_group text NOT NULL DEFAULT '';
+ALTER TABLE held_runs ADD COLUMN concurrency_group TEXT NOT NULL DEFAULT '';
 CREATE INDEX held_runs_group_idx ON held_runs (org_id, concurrency_group, status);
 
 -- +goose Down

@@ -5,16 +5,16 @@
 -- sharing this database.
 CREATE TABLE orchestrator_signing_keys (
     kid                   TEXT PRIMARY KEY,
-    public_jwk            JSONB NOT NULL,
-    encrypted_private_jwk BYTEA NOT NULL,
+    public_jwk            {{.JSON}} NOT NULL,
+    encrypted_private_jwk {{.Bytes}} NOT NULL,
     alg                   TEXT NOT NULL DEFAULT 'ES256',
     signer_kind           TEXT NOT NULL DEFAULT 'db',
     status                TEXT NOT NULL CHECK (status IN ('active', 'retiring', 'retired', 'revoked')),
     revocation_reason     TEXT NOT NULL DEFAULT '',
-    created_at            TIMESTAMPTZ NOT NULL,
-    activated_at          TIMESTAMPTZ,
-    retired_at            TIMESTAMPTZ,
-    revoked_at            TIMESTAMPTZ
+    created_at            {{.Time}} NOT NULL,
+    activated_at          {{.Time}},
+    retired_at            {{.Time}},
+    revoked_at            {{.Time}}
 );
 CREATE UNIQUE INDEX orchestrator_signing_keys_one_active ON orchestrator_signing_keys (status) WHERE status = 'active';
 
@@ -25,8 +25,8 @@ CREATE TABLE provenance_attestations (
     subject_name   TEXT NOT NULL,
     subject_digest TEXT NOT NULL,
     kid            TEXT NOT NULL,
-    bundle         JSONB NOT NULL,
-    created_at     TIMESTAMPTZ NOT NULL,
+    bundle         {{.JSON}} NOT NULL,
+    created_at     {{.Time}} NOT NULL,
     UNIQUE (run_id, job_id, subject_digest)
 );
 CREATE INDEX provenance_attestations_run ON provenance_attestations (run_id, created_at);

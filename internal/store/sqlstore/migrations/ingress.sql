@@ -5,22 +5,22 @@
 CREATE TABLE source_settings (
     source_id  TEXT PRIMARY KEY,
     config     TEXT NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at {{.Time}} NOT NULL
 );
 
 CREATE TABLE source_secrets (
     id         TEXT PRIMARY KEY,
     source_id  TEXT NOT NULL,
     secret     TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    revoked_at INTEGER
+    created_at {{.Time}} NOT NULL,
+    revoked_at {{.Time}}
 );
 CREATE INDEX source_secrets_source_idx ON source_secrets (source_id, created_at);
 
 CREATE TABLE event_log (
     id                     TEXT PRIMARY KEY,
     delivery_id            TEXT NOT NULL,
-    is_primary             INTEGER NOT NULL,
+    is_primary             {{.Bool}} NOT NULL,
     org_id                 TEXT NOT NULL DEFAULT '',
     source_id              TEXT NOT NULL DEFAULT '',
     routing_key            TEXT NOT NULL DEFAULT '',
@@ -31,17 +31,17 @@ CREATE TABLE event_log (
     repo_identifier        TEXT NOT NULL DEFAULT '',
     ref                    TEXT NOT NULL DEFAULT '',
     status                 TEXT NOT NULL,
-    matched_count          INTEGER NOT NULL DEFAULT 0,
+    matched_count          {{.Int}} NOT NULL DEFAULT 0,
     run_ids                TEXT,
     error_message          TEXT NOT NULL DEFAULT '',
-    payload_gz             BLOB,
-    payload_size_bytes     INTEGER NOT NULL DEFAULT 0,
+    payload_gz             {{.Bytes}},
+    payload_size_bytes     {{.Int}} NOT NULL DEFAULT 0,
     payload_hash           TEXT NOT NULL DEFAULT '',
     payload_omitted_reason TEXT NOT NULL DEFAULT '',
-    received_at            INTEGER NOT NULL,
-    processed_at           INTEGER
+    received_at            {{.Time}} NOT NULL,
+    processed_at           {{.Time}}
 );
-CREATE UNIQUE INDEX event_log_primary_idx ON event_log (delivery_id) WHERE is_primary = 1;
+CREATE UNIQUE INDEX event_log_primary_idx ON event_log (delivery_id) WHERE is_primary{{if not .Postgres}} = 1{{end}};
 CREATE INDEX event_log_received_idx ON event_log (received_at DESC, id DESC);
 
 CREATE TABLE rejected_deliveries (
@@ -54,9 +54,9 @@ CREATE TABLE rejected_deliveries (
     status_code        INTEGER NOT NULL,
     reason             TEXT NOT NULL,
     remote_addr        TEXT NOT NULL DEFAULT '',
-    payload_size_bytes INTEGER NOT NULL DEFAULT 0,
+    payload_size_bytes {{.Int}} NOT NULL DEFAULT 0,
     payload_hash       TEXT NOT NULL DEFAULT '',
-    received_at        INTEGER NOT NULL
+    received_at        {{.Time}} NOT NULL
 );
 CREATE INDEX rejected_deliveries_source_idx ON rejected_deliveries (source_id, received_at DESC);
 
@@ -73,14 +73,14 @@ CREATE TABLE registrations (
     workflow_name   TEXT NOT NULL,
     trigger_types   TEXT NOT NULL,
     workflow        TEXT NOT NULL,
-    created_at      INTEGER NOT NULL
+    created_at      {{.Time}} NOT NULL
 );
 CREATE INDEX registrations_repo_idx ON registrations (source_id, repo_identifier);
 
 CREATE TABLE leases (
     name       TEXT PRIMARY KEY,
     holder     TEXT NOT NULL,
-    expires_at INTEGER NOT NULL
+    expires_at {{.Time}} NOT NULL
 );
 
 -- +goose Down

@@ -7,8 +7,8 @@ CREATE TABLE concurrency_entries (
     group_key          TEXT NOT NULL,
     status             TEXT NOT NULL CHECK (status IN ('active', 'queued', 'completed', 'cancelled')),
     max_active         INTEGER NOT NULL,
-    cancel_in_progress INTEGER NOT NULL,
-    created_at         INTEGER NOT NULL
+    cancel_in_progress {{.Bool}} NOT NULL,
+    created_at         {{.Time}} NOT NULL
 );
 CREATE INDEX concurrency_entries_group ON concurrency_entries (scope, group_key, status, created_at);
 
@@ -18,7 +18,7 @@ CREATE TABLE run_links (
     run_id          TEXT PRIMARY KEY REFERENCES execution_runs (id) ON DELETE CASCADE,
     parent_run_id   TEXT NOT NULL,
     original_run_id TEXT NOT NULL,
-    created_at      INTEGER NOT NULL
+    created_at      {{.Time}} NOT NULL
 );
 CREATE INDEX run_links_parent ON run_links (parent_run_id);
 

@@ -6,10 +6,10 @@
 CREATE TABLE agent_sessions (
     agent_id    TEXT PRIMARY KEY,
     token_id    TEXT NOT NULL,
-    resume_hash bytea NOT NULL,
+    resume_hash {{.Bytes}} NOT NULL,
     node_id     TEXT NOT NULL,
-    live        boolean NOT NULL,
-    updated_at  timestamptz NOT NULL
+    live        {{.Bool}} NOT NULL,
+    updated_at  {{.Time}} NOT NULL
 );
 
 -- +goose Down

@@ -13,21 +13,21 @@ CREATE TABLE check_run_tracking (
     name                TEXT NOT NULL,
     external_id         TEXT NOT NULL DEFAULT '',
     desired_state       TEXT NOT NULL,
-    desired_body        BLOB NOT NULL,
+    desired_body        {{.Bytes}} NOT NULL,
     desired_hash        TEXT NOT NULL,
-    desired_terminal    INTEGER NOT NULL,
-    desired_at          INTEGER NOT NULL,
+    desired_terminal    {{.Bool}} NOT NULL,
+    desired_at          {{.Time}} NOT NULL,
     posted_state        TEXT NOT NULL DEFAULT '',
     posted_hash         TEXT NOT NULL DEFAULT '',
-    posted_at           INTEGER,
-    create_attempted_at INTEGER,
+    posted_at           {{.Time}},
+    create_attempted_at {{.Time}},
     attempts            INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at     INTEGER,
+    next_attempt_at     {{.Time}},
     gave_up_hash        TEXT NOT NULL DEFAULT '',
     last_error          TEXT NOT NULL DEFAULT '',
     last_status_code    INTEGER NOT NULL DEFAULT 0,
-    created_at          INTEGER NOT NULL,
-    updated_at          INTEGER NOT NULL
+    created_at          {{.Time}} NOT NULL,
+    updated_at          {{.Time}} NOT NULL
 );
 CREATE INDEX check_run_tracking_sha_idx ON check_run_tracking (sha);
 CREATE INDEX check_run_tracking_run_idx ON check_run_tracking (run_id);

@@ -1,18 +1,17 @@
 -- +goose Up
 -- Approvals and trust: context gate fields, per-source variable overrides,
 -- run trigger/trust facts, held runs with their decisions, the org trust
--- policy and the approval directory. Lists are JSON text; times are Unix
--- milliseconds.
-ALTER TABLE contexts ADD COLUMN trigger_type_filters TEXT NOT NULL DEFAULT '[]';
-ALTER TABLE contexts ADD COLUMN repo_patterns TEXT NOT NULL DEFAULT '[]';
-ALTER TABLE contexts ADD COLUMN allow_untrusted INTEGER NOT NULL DEFAULT 0;
+-- policy and the approval directory.
+ALTER TABLE contexts ADD COLUMN trigger_type_filters {{.JSON}} NOT NULL DEFAULT '[]';
+ALTER TABLE contexts ADD COLUMN repo_patterns {{.JSON}} NOT NULL DEFAULT '[]';
+ALTER TABLE contexts ADD COLUMN allow_untrusted {{.Bool}} NOT NULL DEFAULT {{.False}};
 
 CREATE TABLE context_source_overrides (
     context_id  TEXT NOT NULL REFERENCES contexts (id) ON DELETE CASCADE,
     routing_key TEXT NOT NULL,
     key         TEXT NOT NULL,
     value       TEXT NOT NULL,
-    updated_at  INTEGER NOT NULL,
+    updated_at  {{.Time}} NOT NULL,
     PRIMARY KEY (context_id, routing_key, key)
 );
 
@@ -33,10 +32,10 @@ CREATE TABLE held_runs (
     hold_scope   TEXT NOT NULL,
     status       TEXT NOT NULL DEFAULT 'pending',
     reason       TEXT NOT NULL DEFAULT '',
-    clauses      TEXT NOT NULL DEFAULT '[]',
-    expires_at   INTEGER NOT NULL,
-    created_at   INTEGER NOT NULL,
-    resolved_at  INTEGER,
+    clauses      {{.JSON}} NOT NULL DEFAULT '[]',
+    expires_at   {{.Time}} NOT NULL,
+    created_at   {{.Time}} NOT NULL,
+    resolved_at  {{.Time}},
     resolved_by  TEXT NOT NULL DEFAULT '',
     resolve_note TEXT NOT NULL DEFAULT ''
 );
@@ -55,22 +54,22 @@ CREATE TABLE held_run_contexts (
 CREATE INDEX held_run_contexts_name_idx ON held_run_contexts (org_id, context_name);
 
 CREATE TABLE held_run_approvals (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          {{.Serial}},
     held_run_id TEXT NOT NULL REFERENCES held_runs (id) ON DELETE CASCADE,
     approver    TEXT NOT NULL,
     decision    TEXT NOT NULL,
-    clauses     TEXT NOT NULL DEFAULT '[]',
+    clauses     {{.JSON}} NOT NULL DEFAULT '[]',
     reason      TEXT NOT NULL DEFAULT '',
-    at          INTEGER NOT NULL
+    at          {{.Time}} NOT NULL
 );
 CREATE INDEX held_run_approvals_hold_idx ON held_run_approvals (held_run_id, id);
 
 CREATE TABLE org_trust_policy (
     org_id                  TEXT PRIMARY KEY,
     fork_policy             TEXT NOT NULL,
-    approval_expiry_seconds INTEGER NOT NULL,
+    approval_expiry_seconds {{.Int}} NOT NULL,
     source                  TEXT NOT NULL DEFAULT 'local',
-    updated_at              INTEGER NOT NULL
+    updated_at              {{.Time}} NOT NULL
 );
 
 CREATE TABLE trust_directory (
@@ -80,7 +79,7 @@ CREATE TABLE trust_directory (
     provider_user_id  TEXT NOT NULL,
     provider_username TEXT NOT NULL DEFAULT '',
     ci_trust          TEXT NOT NULL,
-    updated_at        INTEGER NOT NULL,
+    updated_at        {{.Time}} NOT NULL,
     UNIQUE (org_id, provider, provider_user_id)
 );
 CREATE INDEX trust_directory_user_idx ON trust_directory (org_id, user_id);

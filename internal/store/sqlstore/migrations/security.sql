@@ -8,7 +8,7 @@ ALTER TABLE agent_tokens ADD COLUMN mandatory_labels TEXT;
 CREATE TABLE secret_scopes (
     org_id     TEXT NOT NULL,
     scope      TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
+    created_at {{.Time}} NOT NULL,
     PRIMARY KEY (org_id, scope)
 );
 
@@ -16,15 +16,15 @@ CREATE TABLE scoped_secrets (
     org_id     TEXT NOT NULL,
     scope      TEXT NOT NULL,
     key        TEXT NOT NULL,
-    ciphertext BLOB NOT NULL,
-    updated_at INTEGER NOT NULL,
+    ciphertext {{.Bytes}} NOT NULL,
+    updated_at {{.Time}} NOT NULL,
     PRIMARY KEY (org_id, scope, key),
     FOREIGN KEY (org_id, scope) REFERENCES secret_scopes (org_id, scope) ON DELETE CASCADE
 );
 
 CREATE TABLE access_log (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    at          INTEGER NOT NULL,
+    id          {{.Serial}},
+    at          {{.Time}} NOT NULL,
     token_id    TEXT NOT NULL DEFAULT '',
     token_label TEXT NOT NULL DEFAULT '',
     role        TEXT NOT NULL DEFAULT '',

@@ -5,9 +5,9 @@ CREATE TABLE cluster_nodes (
     id           TEXT PRIMARY KEY,
     address      TEXT NOT NULL,
     version      TEXT NOT NULL,
-    started_at   timestamptz NOT NULL,
-    heartbeat_at timestamptz NOT NULL,
-    draining     boolean NOT NULL DEFAULT false,
+    started_at   {{.Time}} NOT NULL,
+    heartbeat_at {{.Time}} NOT NULL,
+    draining     {{.Bool}} NOT NULL DEFAULT {{.False}},
     jobs_running INTEGER NOT NULL DEFAULT 0
 );
 

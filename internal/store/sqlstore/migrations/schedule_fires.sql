@@ -4,8 +4,8 @@
 -- that fell due while nobody held it.
 CREATE TABLE schedule_fires (
     schedule_key TEXT NOT NULL,
-    instant      INTEGER NOT NULL,
-    fired_at     INTEGER NOT NULL,
+    instant      {{.Time}} NOT NULL,
+    fired_at     {{.Time}} NOT NULL,
     PRIMARY KEY (schedule_key, instant)
 );
 

@@ -12,7 +12,7 @@ CREATE TABLE step_log_heads (
     run_id       TEXT NOT NULL,
     lines        BIGINT NOT NULL DEFAULT 0,
     agent_offset BIGINT NOT NULL DEFAULT 0,
-    updated_at   timestamptz NOT NULL,
+    updated_at   {{.Time}} NOT NULL,
     PRIMARY KEY (job_id, step_index)
 );
 CREATE INDEX step_log_heads_run ON step_log_heads (run_id);
@@ -24,7 +24,7 @@ CREATE TABLE step_log_chunks (
     first_line BIGINT NOT NULL,
     line_count INTEGER NOT NULL,
     run_id     TEXT NOT NULL,
-    body       bytea NOT NULL,
+    body       {{.Bytes}} NOT NULL,
     PRIMARY KEY (job_id, step_index, first_line)
 );
 CREATE INDEX step_log_chunks_run ON step_log_chunks (run_id);

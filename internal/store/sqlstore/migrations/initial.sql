@@ -1,7 +1,9 @@
 -- +goose Up
--- Times are INTEGER milliseconds since the Unix epoch (UTC). JSON values
--- (labels, needs, matrix values) are TEXT; NULL keeps a Go nil apart from an
--- empty list or map.
+-- Times are Unix milliseconds (UTC) as INTEGER on SQLite, timestamptz
+-- written at millisecond precision on PostgreSQL. Labels, needs and matrix
+-- values are JSON (TEXT on SQLite, jsonb on PostgreSQL; NULL keeps a Go nil
+-- apart from an empty list or map); job config and delivery decisions are
+-- kept verbatim as text, the delivery payload as bytes.
 
 CREATE TABLE sources (
     id                  TEXT PRIMARY KEY,
@@ -12,8 +14,8 @@ CREATE TABLE sources (
     local_path          TEXT NOT NULL DEFAULT '',
     verification_method TEXT NOT NULL DEFAULT '',
     webhook_secret      TEXT NOT NULL DEFAULT '',
-    enabled             INTEGER NOT NULL DEFAULT 1,
-    created_at          INTEGER NOT NULL,
+    enabled             {{.Bool}} NOT NULL DEFAULT {{.True}},
+    created_at          {{.Time}} NOT NULL,
     UNIQUE (org_id, name)
 );
 CREATE INDEX sources_created_idx ON sources (created_at, id);
@@ -23,12 +25,12 @@ CREATE TABLE deliveries (
     source_id    TEXT NOT NULL DEFAULT '',
     org_id       TEXT NOT NULL DEFAULT '',
     event        TEXT NOT NULL DEFAULT '',
-    payload      BLOB,
+    payload      {{.Bytes}},
     status       TEXT NOT NULL,
     error        TEXT NOT NULL DEFAULT '',
     decisions    TEXT,
-    received_at  INTEGER NOT NULL,
-    processed_at INTEGER
+    received_at  {{.Time}} NOT NULL,
+    processed_at {{.Time}}
 );
 CREATE INDEX deliveries_status_idx ON deliveries (status, received_at, id);
 
@@ -46,11 +48,11 @@ CREATE TABLE execution_runs (
     org_id          TEXT NOT NULL DEFAULT '',
     triggered_by    TEXT NOT NULL DEFAULT '',
     failure_reason  TEXT NOT NULL DEFAULT '',
-    timeout_ms      INTEGER NOT NULL DEFAULT 0,
-    created_at      INTEGER NOT NULL,
-    started_at      INTEGER,
-    completed_at    INTEGER,
-    duration_ms     INTEGER
+    timeout_ms      {{.Int}} NOT NULL DEFAULT 0,
+    created_at      {{.Time}} NOT NULL,
+    started_at      {{.Time}},
+    completed_at    {{.Time}},
+    duration_ms     {{.Int}}
 );
 CREATE INDEX execution_runs_created_idx ON execution_runs (created_at DESC, id DESC);
 CREATE INDEX execution_runs_status_idx ON execution_runs (status, created_at DESC);
@@ -64,20 +66,20 @@ CREATE TABLE execution_jobs (
     seq               INTEGER NOT NULL,
     job_name          TEXT NOT NULL,
     base_job_name     TEXT NOT NULL DEFAULT '',
-    matrix_values     TEXT,
+    matrix_values     {{.JSON}},
     status            TEXT NOT NULL,
     agent_id          TEXT NOT NULL DEFAULT '',
     config            TEXT,
-    runs_on_labels    TEXT,
-    needs             TEXT,
+    runs_on_labels    {{.JSON}},
+    needs             {{.JSON}},
     error_message     TEXT NOT NULL DEFAULT '',
     pending_reason    TEXT NOT NULL DEFAULT '',
-    timeout_ms        INTEGER NOT NULL DEFAULT 0,
-    created_at        INTEGER NOT NULL,
-    started_at        INTEGER,
-    completed_at      INTEGER,
-    duration_ms       INTEGER,
-    last_heartbeat_at INTEGER
+    timeout_ms        {{.Int}} NOT NULL DEFAULT 0,
+    created_at        {{.Time}} NOT NULL,
+    started_at        {{.Time}},
+    completed_at      {{.Time}},
+    duration_ms       {{.Int}},
+    last_heartbeat_at {{.Time}}
 );
 CREATE INDEX execution_jobs_run_idx ON execution_jobs (run_id, seq);
 CREATE INDEX execution_jobs_status_idx ON execution_jobs (status, created_at);
@@ -90,28 +92,32 @@ CREATE TABLE execution_steps (
     status        TEXT NOT NULL,
     exit_code     INTEGER,
     error_message TEXT NOT NULL DEFAULT '',
-    log_bytes     INTEGER NOT NULL DEFAULT 0,
-    started_at    INTEGER,
-    completed_at  INTEGER,
-    duration_ms   INTEGER,
+    log_bytes     {{.Int}} NOT NULL DEFAULT 0,
+    started_at    {{.Time}},
+    completed_at  {{.Time}},
+    duration_ms   {{.Int}},
     PRIMARY KEY (job_id, step_index)
 );
 
 CREATE TABLE dispatch_queue (
     id               TEXT PRIMARY KEY,
-    seq              INTEGER NOT NULL,
+    seq              {{if .Postgres}}BIGINT GENERATED ALWAYS AS IDENTITY{{else}}INTEGER NOT NULL{{end}},
     run_id           TEXT NOT NULL DEFAULT '',
     job_name         TEXT NOT NULL DEFAULT '',
-    runs_on_labels   TEXT,
-    exclude_labels   TEXT,
+    runs_on_labels   {{.JSON}},
+    exclude_labels   {{.JSON}},
     status           TEXT NOT NULL,
     agent_id         TEXT NOT NULL DEFAULT '',
     dispatch_attempts INTEGER NOT NULL DEFAULT 0,
-    ack_deadline     INTEGER,
+    ack_deadline     {{.Time}},
     pinned_agent_id  TEXT NOT NULL DEFAULT '',
-    created_at       INTEGER NOT NULL
+    created_at       {{.Time}} NOT NULL
 );
 CREATE INDEX dispatch_queue_status_idx ON dispatch_queue (status, created_at, seq);
+{{- if .Postgres}}
+-- Label matching reads runs_on_labels with jsonb containment.
+CREATE INDEX dispatch_queue_labels_idx ON dispatch_queue USING gin (runs_on_labels);
+{{- end}}
 
 CREATE TABLE agent_tokens (
     id           TEXT PRIMARY KEY,
@@ -119,10 +125,10 @@ CREATE TABLE agent_tokens (
     token_prefix TEXT NOT NULL DEFAULT '',
     agent_type   TEXT NOT NULL,
     created_by   TEXT NOT NULL DEFAULT '',
-    labels       TEXT,
-    expires_at   INTEGER,
-    revoked_at   INTEGER,
-    created_at   INTEGER NOT NULL
+    labels       {{.JSON}},
+    expires_at   {{.Time}},
+    revoked_at   {{.Time}},
+    created_at   {{.Time}} NOT NULL
 );
 CREATE INDEX agent_tokens_created_idx ON agent_tokens (created_at DESC, id DESC);
 
@@ -131,9 +137,9 @@ CREATE TABLE admin_tokens (
     label      TEXT NOT NULL DEFAULT '',
     role       TEXT NOT NULL,
     token_hash TEXT NOT NULL UNIQUE,
-    expires_at INTEGER,
-    revoked    INTEGER NOT NULL DEFAULT 0,
-    created_at INTEGER NOT NULL
+    expires_at {{.Time}},
+    revoked    {{.Bool}} NOT NULL DEFAULT {{.False}},
+    created_at {{.Time}} NOT NULL
 );
 CREATE INDEX admin_tokens_created_idx ON admin_tokens (created_at DESC, id DESC);
 
