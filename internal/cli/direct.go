@@ -20,6 +20,27 @@ import (
 // without direct-database mode.
 var errNoDirectMode = errors.New("this kici-admin is built without direct-database mode; call the orchestrator over --url instead")
 
+// directTarget is the database a dual-mode command works on directly, or ""
+// for HTTP. An orchestrator named on the command line (--url) wins over
+// KICI_DATABASE_URL in the environment: that variable is also the
+// orchestrator's own setting, so a shell that sourced the orchestrator's
+// env file must still reach the server it names. Both flags at once is an
+// error rather than a silent choice.
+func (a *app) directTarget(c *cobra.Command, dbURL string) (string, error) {
+	urlFlag := c.Flag("url")
+	explicitURL := urlFlag != nil && urlFlag.Changed
+	if dbURL != "" {
+		if explicitURL {
+			return "", errors.New("give either --url (an orchestrator over HTTP) or --database-url (the database directly), not both")
+		}
+		return dbURL, nil
+	}
+	if explicitURL {
+		return "", nil
+	}
+	return strings.TrimSpace(a.io.Getenv("KICI_DATABASE_URL")), nil
+}
+
 // addDatabaseURLFlag adds --database-url to a dual-mode command group and
 // switches the group to direct mode when it (or KICI_DATABASE_URL) is set.
 func (a *app) addDatabaseURLFlag(cmd *cobra.Command) {
@@ -28,12 +49,9 @@ func (a *app) addDatabaseURLFlag(cmd *cobra.Command) {
 		"work directly on the database instead of over HTTP: postgres://… or sqlite:///path/kici.db (env KICI_DATABASE_URL)")
 	var closeDB func() error
 	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		u := dbURL
-		if u == "" {
-			u = strings.TrimSpace(a.io.Getenv("KICI_DATABASE_URL"))
-		}
-		if u == "" {
-			return nil
+		u, err := a.directTarget(c, dbURL)
+		if err != nil || u == "" {
+			return err
 		}
 		if a.io.OpenDatabase == nil {
 			if a.io.DelegateDirect != nil {

@@ -54,3 +54,20 @@ func TestDirectModeRefusesOtherSchemaVersion(t *testing.T) {
 		t.Fatalf("context list after the upgrade: exit %d: %s", code, errs)
 	}
 }
+
+// KICI_DATABASE_URL is also the orchestrator's own variable: a shell that
+// sourced the orchestrator's env file and names a server with --url reaches
+// that server, not the database; --url and --database-url together are
+// refused instead of one being picked silently.
+func TestExplicitURLWinsOverDatabaseURLInEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.db")
+	env := map[string]string{"KICI_DATABASE_URL": "sqlite://" + path}
+	_, errs, code := runDirect(env, "--url", "http://127.0.0.1:1", "--token", "t", "context", "list", "--org", "acme")
+	if code == 0 || strings.Contains(errs, "sqlite") || !strings.Contains(errs, "127.0.0.1:1") {
+		t.Fatalf("exit %d, stderr %q: want an HTTP error naming 127.0.0.1:1, not a database error", code, errs)
+	}
+	_, errs, code = runDirect(nil, "--url", "http://127.0.0.1:1", "context", "list", "--org", "acme", "--database-url", "sqlite://"+path)
+	if code == 0 || !strings.Contains(errs, "not both") {
+		t.Fatalf("exit %d, stderr %q: want a refusal of --url with --database-url", code, errs)
+	}
+}
