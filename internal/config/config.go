@@ -384,16 +384,36 @@ func (c *Config) SlogLevel() slog.Level {
 	return slog.LevelInfo
 }
 
-// checkClusterAddress accepts an http(s) base URL with a host and no path,
-// query or user info, e.g. http://10.0.0.2:4000 or https://ci-1.internal.
+// checkClusterAddress accepts an http(s) base URL with a host, an optional
+// port in 1–65535, and no path, query, fragment or user info, e.g.
+// http://10.0.0.2:4000 or https://ci-1.internal. Errors say what is wrong
+// and never repeat user info (it may hold a password).
 func checkClusterAddress(v string) error {
+	const want = "this node's base URL as other nodes' agents reach it, e.g. http://10.0.0.2:4000"
 	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("KICI_CLUSTER_ADDRESS=%q: must be this node's base URL as other nodes' agents reach it, e.g. http://10.0.0.2:4000", v)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("KICI_CLUSTER_ADDRESS: not a URL with a host: want %s", want)
+	}
+	show := *u
+	show.User = nil
+	bad := func(why string) error {
+		return fmt.Errorf("KICI_CLUSTER_ADDRESS=%q: %s; want %s", show.String(), why, want)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("the scheme must be http or https")
+	case u.User != nil:
+		return bad("user info (user:password@) is not allowed")
+	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
+		return bad("no path, query or fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("the port must be 1–65535")
+		}
 	}
 	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
-		return fmt.Errorf("KICI_CLUSTER_ADDRESS=%q: %s is not an address anyone can dial; give this node's reachable host name or IP", v, u.Hostname())
+		return bad(u.Hostname() + " is not an address anyone can dial; give this node's reachable host name or IP")
 	}
 	return nil
 }

@@ -74,17 +74,21 @@ func TestLoadUnknownVariable(t *testing.T) {
 
 func TestLoadBadValues(t *testing.T) {
 	cases := map[string]string{
-		"KICI_PORT=abc":                              `KICI_PORT="abc": must be a port number`,
-		"KICI_PORT=70000":                            `KICI_PORT="70000"`,
-		"KICI_MODE=cloud":                            `KICI_MODE="cloud": unknown mode (allowed: independent, observed, hybrid, platform)`,
-		"KICI_LOG_LEVEL=loud":                        `KICI_LOG_LEVEL="loud": unknown level`,
-		"KICI_MAX_AGENTS=0":                          `KICI_MAX_AGENTS="0": must be a positive integer`,
-		"KICI_DISPATCH_ACK_TIMEOUT_MS=10":            `KICI_DISPATCH_ACK_TIMEOUT_MS="10": must be an integer number of milliseconds ≥ 1000`,
-		"KICI_AGENT_TOKEN_TTL_MS=1h":                 `KICI_AGENT_TOKEN_TTL_MS="1h"`,
-		"KICI_DATABASE_URL=mysql://x/y":              `KICI_DATABASE_URL: must be a postgres://`,
-		"KICI_CLUSTER_ADDRESS=10.0.0.2:4000":         `KICI_CLUSTER_ADDRESS="10.0.0.2:4000": must be this node's base URL`,
-		"KICI_CLUSTER_ADDRESS=ws://10.0.0.2:4000/ws": `KICI_CLUSTER_ADDRESS="ws://10.0.0.2:4000/ws": must be`,
-		"KICI_CLUSTER_ADDRESS=http://0.0.0.0:4000":   `0.0.0.0 is not an address anyone can dial`,
+		"KICI_PORT=abc":                            `KICI_PORT="abc": must be a port number`,
+		"KICI_PORT=70000":                          `KICI_PORT="70000"`,
+		"KICI_MODE=cloud":                          `KICI_MODE="cloud": unknown mode (allowed: independent, observed, hybrid, platform)`,
+		"KICI_LOG_LEVEL=loud":                      `KICI_LOG_LEVEL="loud": unknown level`,
+		"KICI_MAX_AGENTS=0":                        `KICI_MAX_AGENTS="0": must be a positive integer`,
+		"KICI_DISPATCH_ACK_TIMEOUT_MS=10":          `KICI_DISPATCH_ACK_TIMEOUT_MS="10": must be an integer number of milliseconds ≥ 1000`,
+		"KICI_AGENT_TOKEN_TTL_MS=1h":               `KICI_AGENT_TOKEN_TTL_MS="1h"`,
+		"KICI_DATABASE_URL=mysql://x/y":            `KICI_DATABASE_URL: must be a postgres://`,
+		"KICI_CLUSTER_ADDRESS=10.0.0.2:4000":       `KICI_CLUSTER_ADDRESS: not a URL with a host`,
+		"KICI_CLUSTER_ADDRESS=ws://10.0.0.2:4000":  `the scheme must be http or https`,
+		"KICI_CLUSTER_ADDRESS=http://h:1/ws":       `no path, query or fragment`,
+		"KICI_CLUSTER_ADDRESS=http://h:99999":      `the port must be 1–65535`,
+		"KICI_CLUSTER_ADDRESS=http://h:0":          `the port must be 1–65535`,
+		"KICI_CLUSTER_ADDRESS=http://u:pw@h:1":     `KICI_CLUSTER_ADDRESS="http://h:1": user info`,
+		"KICI_CLUSTER_ADDRESS=http://0.0.0.0:4000": `0.0.0.0 is not an address anyone can dial`,
 	}
 	for kv, want := range cases {
 		_, err := Load([]string{"KICI_DATA_DIR=/x", kv})
