@@ -47,7 +47,7 @@ var Vars = []Var{
 	{"KICI_DATA_DIR", ScopeOrchestrator, "`/var/lib/kici` if writable, else `$XDG_STATE_HOME/kici` (`~/.local/state/kici`), else `$TMPDIR/kici-data`",
 		"Directory for the SQLite database, step logs, agent work dirs, `admin-token` and `orchestrator.json`. Also read by kici-admin to find a local orchestrator."},
 	{"KICI_HOST", ScopeOrchestrator, "`127.0.0.1`",
-		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS."},
+		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS. `0.0.0.0` listens on every IPv4 interface only; `::` on every interface of both families."},
 	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
 	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database. The connection pool holds `pool_max_conns` from the URL, else 16 (4 per CPU on larger hosts)."},
 	{"KICI_BOOTSTRAP_ADMIN_TOKEN", ScopeOrchestrator, "empty", "An extra admin bearer token accepted with the owner role (in addition to the generated one in `<data dir>/admin-token`)."},

@@ -65,3 +65,15 @@ func interfaceIPs() []net.IP {
 	}
 	return ips
 }
+
+// listenNetwork is the network to listen on for KICI_HOST: "tcp4" for an
+// IPv4 address, so KICI_HOST=0.0.0.0 means every IPv4 interface as written
+// and not IPv6 too (Go's "tcp" on 0.0.0.0 is dual-stack, which a firewall
+// covering IPv4 alone would leave open); "tcp" otherwise (:: is every
+// interface of both families, a name resolves as usual).
+func listenNetwork(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+		return "tcp4"
+	}
+	return "tcp"
+}

@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	})
 	s.cleanup.pushFunc("scaler", s.stopScaler)
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ln, err := net.Listen(listenNetwork(cfg.Host), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d: %w (set KICI_PORT to a free port, or 0 for any)", cfg.Host, cfg.Port, err)
 	}
