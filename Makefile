@@ -10,7 +10,7 @@ GO      ?= go
 BIN     := bin
 BINARIES := kici-orchestrator kici-agent kici-admin kici
 VERSION ?= 0.2.0-dev
-LDFLAGS := -s -w -X kici.dev/kici/internal/orchestrator.Version=$(VERSION)
+LDFLAGS := -s -w -X main.version=$(VERSION) $(foreach p,orchestrator agent,-X kici.dev/kici/internal/$(p).Version=$(VERSION))
 
 .PHONY: all build demo screenshots test test-deps test-short test-race test-scaler test-chaos vet fmt-check lock-check clean fuzz
 
