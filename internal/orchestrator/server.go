@@ -365,7 +365,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()
-	s.log.Info("kici-orchestrator listening", "url", s.URL(), "dataDir", s.cfg.DataDir, "store", storeKind(s.cfg))
+	s.log.Info("kici-orchestrator listening", "url", s.URL(), "clusterAddress", s.advertisedURL(), "dataDir", s.cfg.DataDir, "store", storeKind(s.cfg))
 
 	var serveErr error
 	select {
