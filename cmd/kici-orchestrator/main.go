@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -89,7 +90,20 @@ func healthCheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	ready := fs.Bool("ready", false, "probe /ready (the database too) instead of /health")
 	base := fs.String("url", "", "base URL of the orchestrator (default: from KICI_HOST and KICI_PORT)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: kici-orchestrator healthcheck [--ready] [--url URL]\n\n"+
+			"Probes the orchestrator's /health (or /ready) endpoint, for a container HEALTHCHECK or a monitor.\n"+
+			"Exit status: 0 healthy, 1 unhealthy or unreachable, 2 bad usage.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kici-orchestrator healthcheck: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return 2
 	}
 	if *base == "" {
