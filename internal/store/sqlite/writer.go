@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	msqlite "modernc.org/sqlite"
 )
@@ -21,7 +20,8 @@ import (
 // transaction (always BEGIN IMMEDIATE here) holds it from begin to commit
 // or rollback, a statement outside a transaction that writes holds it for
 // its execution (a query with RETURNING until its rows are closed), and
-// the next writer starts the moment the previous one ends. Reads never
+// the next writer starts the moment the previous one ends; writes a client
+// waits on go ahead of waiting background writes (writerqueue.go). Reads never
 // take it (WAL readers do not block the writer). Other processes opening
 // the file still meet SQLite's own lock and busy timeout.
 
@@ -30,11 +30,11 @@ import (
 type writerConnector struct {
 	dsn    string
 	drv    *msqlite.Driver
-	writer chan struct{} // capacity 1: held by the writing connection
+	writer *writerQueue // held by the writing connection
 }
 
 func newWriterConnector(dsn string) *writerConnector {
-	return &writerConnector{dsn: dsn, drv: &msqlite.Driver{}, writer: make(chan struct{}, 1)}
+	return &writerConnector{dsn: dsn, drv: &msqlite.Driver{}, writer: &writerQueue{}}
 }
 
 // Connect implements driver.Connector.
@@ -70,34 +70,17 @@ type innerConn interface {
 // database/sql uses one connection from one goroutine at a time.
 type writerConn struct {
 	innerConn
-	writer chan struct{}
+	writer *writerQueue
 	inTx   bool // holds the semaphore for its open transaction
 	// stmts are this connection's prepared statements by SQL text
 	// (stmtcache.go).
 	stmts map[string]*cachedStmt
 }
 
-// acquire waits for the writer semaphore, as long as SQLite's busy timeout
-// would have waited for the lock, or until ctx ends.
-func (c *writerConn) acquire(ctx context.Context) error {
-	select {
-	case c.writer <- struct{}{}:
-		return nil
-	default:
-	}
-	t := time.NewTimer(BusyTimeout)
-	defer t.Stop()
-	select {
-	case c.writer <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return fmt.Errorf("sqlite: database is locked: waited %s for the writer", BusyTimeout)
-	}
-}
+// acquire waits for the writer semaphore (writerqueue.go).
+func (c *writerConn) acquire(ctx context.Context) error { return c.writer.acquire(ctx) }
 
-func (c *writerConn) release() { <-c.writer }
+func (c *writerConn) release() { c.writer.release() }
 
 // BeginTx takes the semaphore until the transaction ends.
 func (c *writerConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {

@@ -186,8 +186,11 @@ func scanEventLog(r scanner) (*store.EventLogEntry, error) {
 }
 
 // AcceptDelivery inserts the delivery and its event-log entry atomically;
-// ErrConflict (nothing written) when the delivery id exists.
+// ErrConflict (nothing written) when the delivery id exists. The sender
+// waits on this write, so it goes ahead of waiting background writes
+// (WithWritePriority).
 func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.EventLogEntry) error {
+	ctx = WithWritePriority(ctx)
 	d.Status = store.DeliveryReceived
 	if d.ReceivedAt.IsZero() {
 		d.ReceivedAt = now()
