@@ -235,9 +235,9 @@ func TestPGWaitWakesOnAppendThroughAnotherNode(t *testing.T) {
 func waitForWaiter(t *testing.T, p *PG, key string) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		p.mu.Lock()
-		ok := p.waiters[key] != nil
-		p.mu.Unlock()
+		p.appended.mu.Lock()
+		ok := p.appended.m[key] != nil
+		p.appended.mu.Unlock()
 		if ok {
 			return
 		}

@@ -111,9 +111,10 @@ type Stats struct {
 type FS struct {
 	root string
 
-	mu     sync.Mutex
-	files  map[string]*logFile      // open files, by log path
-	notify map[string]chan struct{} // closed on the next append, by log path
+	mu    sync.Mutex
+	files map[string]*logFile // open files, by log path
+
+	appended wakeups // readers waiting for a log path's next append
 
 	linesStored, bytesStored, linesDuplicate, linesDropped atomic.Int64
 }
@@ -123,7 +124,7 @@ var _ Store = (*FS)(nil)
 // NewFS returns a log store rooted at root. The directory is created on the
 // first Append.
 func NewFS(root string) *FS {
-	return &FS{root: root, files: map[string]*logFile{}, notify: map[string]chan struct{}{}}
+	return &FS{root: root, files: map[string]*logFile{}}
 }
 
 // Root returns the directory the store writes under.
@@ -209,7 +210,7 @@ func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (Append
 		f.linesDuplicate.Add(int64(res.Duplicate))
 		f.linesDropped.Add(res.Missing)
 		if res.Stored > 0 {
-			f.wake(path)
+			f.appended.wake(path)
 		}
 		return res, err
 	}
@@ -258,15 +259,6 @@ func (f *FS) evictLocked() {
 			delete(f.files, p)
 		}
 	}
-}
-
-func (f *FS) wake(path string) {
-	f.mu.Lock()
-	if ch := f.notify[path]; ch != nil {
-		close(ch)
-		delete(f.notify, path)
-	}
-	f.mu.Unlock()
 }
 
 // Read returns up to limit lines of a step's log starting at line number
@@ -342,25 +334,5 @@ func (f *FS) Wait(ctx context.Context, runID, jobID string, stepIndex int, curso
 	if err != nil {
 		return err
 	}
-	for {
-		f.mu.Lock()
-		ch := f.notify[path]
-		if ch == nil {
-			ch = make(chan struct{})
-			f.notify[path] = ch
-		}
-		f.mu.Unlock()
-		n, err := f.Lines(runID, jobID, stepIndex)
-		if err != nil {
-			return err
-		}
-		if n > cursor {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return f.appended.waitForLines(ctx, path, func() (int, error) { return f.Lines(runID, jobID, stepIndex) }, cursor, 0)
 }

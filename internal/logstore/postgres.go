@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +35,7 @@ type PG struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	waiters map[string]chan struct{} // closed on the next append, by "<jobId>:<step>"
+	appended wakeups // readers waiting for a step's next append, by "<jobId>:<step>"
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -88,7 +86,7 @@ func OpenPG(ctx context.Context, url string, logger *slog.Logger) (*PG, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	lctx, cancel := context.WithCancel(context.Background())
-	p := &PG{pool: pool, log: logger, waiters: map[string]chan struct{}{}, cancel: cancel, done: make(chan struct{})}
+	p := &PG{pool: pool, log: logger, cancel: cancel, done: make(chan struct{})}
 	go p.listen(lctx)
 	return p, nil
 }
@@ -194,7 +192,7 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 	p.linesDuplicate.Add(int64(res.Duplicate))
 	p.linesDropped.Add(res.Missing)
 	if res.Stored > 0 {
-		p.wake(waitKey(jobID, stepIndex))
+		p.appended.wake(waitKey(jobID, stepIndex))
 	}
 	return res, nil
 }
@@ -292,32 +290,8 @@ func (p *PG) Wait(ctx context.Context, runID, jobID string, stepIndex int, curso
 	if err := checkKey(runID, jobID, stepIndex); err != nil {
 		return err
 	}
-	key := waitKey(jobID, stepIndex)
-	for {
-		p.mu.Lock()
-		ch := p.waiters[key]
-		if ch == nil {
-			ch = make(chan struct{})
-			p.waiters[key] = ch
-		}
-		p.mu.Unlock()
-		n, err := p.Lines(runID, jobID, stepIndex)
-		if err != nil {
-			return err
-		}
-		if n > cursor {
-			return nil
-		}
-		t := time.NewTimer(pgRecheck)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		t.Stop()
-	}
+	return p.appended.waitForLines(ctx, waitKey(jobID, stepIndex),
+		func() (int, error) { return p.Lines(runID, jobID, stepIndex) }, cursor, pgRecheck)
 }
 
 // Scan implements Store, reading the log page by page.
@@ -327,33 +301,15 @@ func (p *PG) Scan(runID, jobID string, stepIndex, from int, fn func(n int, l pro
 
 func waitKey(jobID string, stepIndex int) string { return jobID + ":" + strconv.Itoa(stepIndex) }
 
-func (p *PG) wake(key string) {
-	p.mu.Lock()
-	if ch := p.waiters[key]; ch != nil {
-		close(ch)
-		delete(p.waiters, key)
-	}
-	p.mu.Unlock()
-}
-
-func (p *PG) wakeAll() {
-	p.mu.Lock()
-	for k, ch := range p.waiters {
-		close(ch)
-		delete(p.waiters, k)
-	}
-	p.mu.Unlock()
-}
-
 // listen keeps a LISTEN on pgNotifyChannel and wakes the waiters of each
 // notified step; whenever the LISTEN is (again) in effect it wakes every
 // waiter (they look again: a notification may have been missed).
 func (p *PG) listen(ctx context.Context) {
 	defer close(p.done)
-	pglisten.Run(ctx, p.pool, pgNotifyChannel, p.log, p.wakeAll, func(payload string) {
+	pglisten.Run(ctx, p.pool, pgNotifyChannel, p.log, p.appended.wakeAll, func(payload string) {
 		p.notified.Add(1)
 		if strings.IndexByte(payload, ':') > 0 {
-			p.wake(payload)
+			p.appended.wake(payload)
 		}
 	})
 }
