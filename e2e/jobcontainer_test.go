@@ -65,7 +65,11 @@ func jobDockerObjects(t *testing.T, cli *client.Client, jobID string) (container
 // removeJobDockerObjectsAtEnd removes, when the test ends, whatever a
 // failing run left of jobID's containers and network.
 func removeJobDockerObjectsAtEnd(t *testing.T, cli *client.Client, jobID string) {
-	t.Cleanup(func() { runner.RemoveJobObjects(context.Background(), cli, jobID) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = runner.RemoveJobObjects(ctx, cli, jobID)
+	})
 }
 
 const jobContainerWorkflow = `name: ctr
@@ -222,7 +226,7 @@ func TestJobContainersRemovedWhenAgentKilled(t *testing.T) {
 	if err := syscall.Kill(agents[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the job's containers and network to be removed", func() bool {
+	waitFor(t, 90*time.Second, "the job's containers and network to be removed", func() bool {
 		c, n := jobDockerObjects(t, cli, jobID)
 		return c == 0 && n == 0
 	})

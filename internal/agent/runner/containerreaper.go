@@ -49,6 +49,8 @@ func (j *job) startReaper() (func(), error) {
 		}
 	}
 	cmd.ExtraFiles = []*os.File{r}
+	// Its complaints land in the agent's log, which outlives the agent.
+	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	r.Close()
@@ -76,25 +78,56 @@ func reap(args []string) int {
 		return 1
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	RemoveJobObjects(ctx, cli, args[0])
+	if err := RemoveJobObjects(ctx, cli, args[0]); err != nil {
+		fmt.Fprintln(os.Stderr, "kici container reaper:", err)
+		return 1
+	}
 	return 0
 }
 
 // RemoveJobObjects force-removes the containers, then the networks,
-// labelled with jobID (LabelJobID); errors are ignored, what is gone is
-// gone.
-func RemoveJobObjects(ctx context.Context, cli *client.Client, jobID string) {
+// labelled with jobID (LabelJobID), pass after pass until a listing finds
+// none or ctx ends. One pass is not enough: a container the agent was
+// still starting when it died cannot be removed until dockerd finishes the
+// start, and the network cannot go while a container is attached to it.
+// It returns nil when nothing is left, else an error naming what is.
+func RemoveJobObjects(ctx context.Context, cli *client.Client, jobID string) error {
 	f := make(client.Filters).Add("label", LabelJobID+"="+jobID)
-	if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
-		for _, c := range cs.Items {
-			_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	for {
+		found, err := removeJobObjectsOnce(ctx, cli, f)
+		if err == nil && found == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%d containers or networks left", found)
+			}
+			return fmt.Errorf("job %s: %w", jobID, err)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	if ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err == nil {
-		for _, n := range ns.Items {
-			_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-		}
+}
+
+// removeJobObjectsOnce is one pass of RemoveJobObjects: it returns how
+// many labelled objects it found (and tried to remove), or the error of
+// a listing.
+func removeJobObjectsOnce(ctx context.Context, cli *client.Client, f client.Filters) (int, error) {
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, err
 	}
+	for _, c := range cs.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range ns.Items {
+		_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+	return len(cs.Items) + len(ns.Items), nil
 }
