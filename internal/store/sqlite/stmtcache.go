@@ -63,8 +63,15 @@ func (c *writerConn) cached(ctx context.Context, query string) *cachedStmt {
 	return cs
 }
 
+// statementSeen, when set (by this package's tests, before any store is
+// opened), is called with the text of every statement about to run.
+var statementSeen func(query string)
+
 // exec runs query from its cached statement when it has one.
 func (c *writerConn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if statementSeen != nil {
+		statementSeen(query)
+	}
 	if cs := c.cached(ctx, query); cs != nil {
 		return cs.st.ExecContext(ctx, args)
 	}
@@ -74,6 +81,9 @@ func (c *writerConn) exec(ctx context.Context, query string, args []driver.Named
 // query runs query from its cached statement when it has one; the
 // statement is in use until the rows are closed.
 func (c *writerConn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if statementSeen != nil {
+		statementSeen(query)
+	}
 	cs := c.cached(ctx, query)
 	if cs == nil {
 		return c.innerConn.QueryContext(ctx, query, args)

@@ -79,16 +79,25 @@ func (s *Store) GetCheckRun(ctx context.Context, jobID string) (*store.CheckRun,
 
 // ListCheckRuns returns rows matching f, oldest first.
 func (s *Store) ListCheckRuns(ctx context.Context, f store.CheckRunFilter) ([]*store.CheckRun, error) {
-	var due any
-	if f.DueAt != nil {
-		due = s.d.ts(*f.DueAt)
+	var c conds
+	if f.SHA != "" {
+		c.add("sha = ?", f.SHA)
 	}
-	rows, err := s.query(ctx, `SELECT `+checkRunCols+` FROM check_run_tracking
-		WHERE (?1 = '' OR sha = ?1) AND (?2 = '' OR run_id = ?2)
-		  AND (NOT ?3 OR ((NOT desired_terminal OR posted_hash <> desired_hash) AND gave_up_hash <> desired_hash))
-		  AND (?4::timestamptz IS NULL OR (posted_hash <> desired_hash AND gave_up_hash <> desired_hash AND (next_attempt_at IS NULL OR next_attempt_at <= ?4::timestamptz)))
-		ORDER BY created_at, job_id LIMIT ?5`,
-		f.SHA, f.RunID, f.Open, due, store.PageLimit(f.Limit, 500, 0))
+	if f.RunID != "" {
+		c.add("run_id = ?", f.RunID)
+	}
+	if f.Open { // check_run_tracking_open_idx's WHERE, as written there
+		c.add("(NOT desired_terminal OR posted_hash <> desired_hash) AND gave_up_hash <> desired_hash")
+	}
+	if f.DueAt != nil {
+		// The terms of check_run_tracking_undelivered_idx's WHERE, as
+		// written there: a partial index is used only when the query
+		// repeats them.
+		c.add("posted_hash <> desired_hash AND gave_up_hash <> desired_hash")
+		c.add("(next_attempt_at IS NULL OR next_attempt_at <= ?)", s.d.ts(*f.DueAt))
+	}
+	rows, err := s.query(ctx, `SELECT `+checkRunCols+` FROM check_run_tracking`+c.where()+`
+		ORDER BY created_at, job_id LIMIT ?`, append(c.args, store.PageLimit(f.Limit, 500, 0))...)
 	if err != nil {
 		return nil, mapErr(err)
 	}

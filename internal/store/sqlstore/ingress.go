@@ -355,9 +355,13 @@ func (s *Store) ListRejected(ctx context.Context, sourceID string, limit int) ([
 	if limit <= 0 {
 		limit = 100
 	}
+	var c conds
+	if sourceID != "" {
+		c.add("source_id = ?", sourceID)
+	}
 	rows, err := s.query(ctx, `SELECT id, source_id, org_id, route, delivery_header, event, status_code, reason, remote_addr,
-		payload_size_bytes, payload_hash, received_at FROM rejected_deliveries WHERE ?1 = '' OR source_id = ?1
-		ORDER BY received_at DESC, id DESC LIMIT ?2`, sourceID, limit)
+		payload_size_bytes, payload_hash, received_at FROM rejected_deliveries`+c.where()+`
+		ORDER BY received_at DESC, id DESC LIMIT ?`, append(c.args, limit)...)
 	return collect(rows, err, func(r scanner) (*store.RejectedDelivery, error) {
 		var d store.RejectedDelivery
 		if err := r.Scan(&d.ID, &d.SourceID, &d.OrgID, &d.Route, &d.DeliveryHeader, &d.Event, &d.StatusCode, &d.Reason,

@@ -37,6 +37,7 @@ var migrationVersions = []migrationVersion{
 	{"step_logs", 0, 16},
 	{"agent_sessions", 0, 17},
 	{"delivery_claims", 17, 18},
+	{"growing_table_indexes", 18, 19},
 }
 
 // migrationVersion is one template's version in each dialect.

@@ -37,13 +37,16 @@ func (s *Store) GetConcurrencyEntry(ctx context.Context, runID string) (*store.C
 
 // ListConcurrencyEntries returns a group's entries in statuses, oldest first.
 func (s *Store) ListConcurrencyEntries(ctx context.Context, scope, group string, statuses []string) ([]*store.ConcurrencyEntry, error) {
-	cond, args := inList("status", statuses, false)
-	if len(statuses) == 0 {
-		cond = "1=1"
+	var c conds
+	if scope != "" || group != "" {
+		c.add("scope = ? AND group_key = ?", scope, group)
 	}
-	rows, err := s.query(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries
-		WHERE ((? = '' AND ? = '') OR (scope = ? AND group_key = ?)) AND `+cond+`
-		ORDER BY created_at, run_id`, append([]any{scope, group, scope, group}, args...)...)
+	if len(statuses) > 0 {
+		cond, args := inList("status", statuses, false)
+		c.add(cond, args...)
+	}
+	rows, err := s.query(ctx, `SELECT `+concurrencyCols+` FROM concurrency_entries`+c.where()+`
+		ORDER BY created_at, run_id`, c.args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
