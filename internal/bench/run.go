@@ -24,6 +24,9 @@ type Config struct {
 	// the webhook burst and deliveries → runs), skipping the agent, log and
 	// memory scenarios.
 	IngestOnly bool
+	// Keep leaves the data directories (orchestrator and agent logs, the
+	// databases) in place and names them, for finding where time goes.
+	Keep bool
 	// Out receives the table and progress notes.
 	Out io.Writer
 }
@@ -50,7 +53,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(root)
+	if cfg.Keep {
+		defer fmt.Fprintf(cfg.Out, "# data directories kept in %s\n", root)
+	} else {
+		defer os.RemoveAll(root)
+	}
 	// Agents started as root run steps as an unprivileged step user, who
 	// must be able to pass through to the work directories below root and
 	// to read the repository it checks out.

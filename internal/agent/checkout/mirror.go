@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -101,12 +104,15 @@ func ensureMirror(ctx context.Context, g *git, opts Options, logf func(string, .
 	}
 	// The commit itself first (what forges serve for a pushed SHA), else
 	// every branch and tag.
-	if err := g.run(ctx, "--git-dir", mirror, "fetch", "-q", "--no-tags", "--no-write-fetch-head", opts.RepoURL, opts.SHA); err != nil || !g.hasCommit(ctx, mirror, opts.SHA) {
+	// Fetched objects stay in packs (fetch.unpackLimit=1; git's default
+	// loosens fetches of under 100 objects), which a checkout for a step
+	// user links rather than copies (runner.detachMirror).
+	if err := g.run(ctx, "--git-dir", mirror, "-c", "fetch.unpackLimit=1", "fetch", "-q", "--no-tags", "--no-write-fetch-head", opts.RepoURL, opts.SHA); err != nil || !g.hasCommit(ctx, mirror, opts.SHA) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		logf("Fetch of %s into the host mirror refused; fetching all branches and tags", opts.SHA)
-		if err := g.run(ctx, "--git-dir", mirror, "fetch", "-q", "--no-write-fetch-head", opts.RepoURL,
+		if err := g.run(ctx, "--git-dir", mirror, "-c", "fetch.unpackLimit=1", "fetch", "-q", "--no-write-fetch-head", opts.RepoURL,
 			"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"); err != nil {
 			return "", err
 		}
@@ -141,8 +147,12 @@ func (g *git) hasCommit(ctx context.Context, gitDir, sha string) bool {
 // the repository URL (for steps that fetch more), the commit checked out
 // detached.
 func checkoutFromMirror(ctx context.Context, g *git, opts Options, mirror string) error {
-	if err := g.run(ctx, "init", "-q"); err != nil {
-		return err
+	if made, err := initRepository(opts.Dir); err != nil {
+		return fmt.Errorf("checkout: %w", err)
+	} else if !made {
+		if err := g.run(ctx, "init", "-q"); err != nil {
+			return err
+		}
 	}
 	alt := filepath.Join(opts.Dir, ".git", "objects", "info", "alternates")
 	if err := os.WriteFile(alt, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644); err != nil {
@@ -152,6 +162,41 @@ func checkoutFromMirror(ctx context.Context, g *git, opts Options, mirror string
 		return fmt.Errorf("checkout: %w", err)
 	}
 	return g.run(ctx, "checkout", "-q", "--detach", opts.SHA)
+}
+
+// initRepository writes the repository `git init` would create in a new
+// directory on Linux — HEAD, a config with the core settings git
+// detects there, and empty object and ref directories — sparing a git
+// process per checkout. It does nothing and returns false where `git init`
+// must run instead: when dir/.git exists (git init then keeps what is
+// there), or on another system (git probes case folding and Unicode
+// normalisation of the file system, e.g. on macOS).
+func initRepository(dir string) (bool, error) {
+	if runtime.GOOS != "linux" {
+		return false, nil
+	}
+	gitDir := filepath.Join(dir, ".git")
+	if err := os.Mkdir(gitDir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, d), 0o755); err != nil {
+			return false, err
+		}
+	}
+	files := map[string]string{
+		"HEAD":   "ref: refs/heads/main\n",
+		"config": "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(gitDir, name), []byte(content), 0o644); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // addOrigin writes what `git remote add origin <url>` writes into the work

@@ -62,17 +62,19 @@ func (j *job) confine() error {
 // were restored) to the step user once the agent has finished writing them:
 // git refuses to check out into a directory another user owns.
 func (j *job) handOverCheckout() error {
-	if j.r.opts.StepUser == nil {
+	u := j.r.opts.StepUser
+	if u == nil {
 		return nil
 	}
-	if err := j.detachMirror(); err != nil {
+	linked, err := j.detachMirror()
+	if err != nil {
 		return err
 	}
 	paths := []string{j.srcDir}
 	if j.ownHome() || len(j.cfg.Cache) > 0 {
 		paths = append(paths, j.homeDir()) // restored caches may be there
 	}
-	return j.handOver(paths...)
+	return u.handOverExcept(linked, paths...)
 }
 
 // handOver gives paths to the step user (no-op without one).
@@ -94,17 +96,83 @@ func (j *job) userEnv(extra map[string]string) map[string]string {
 
 // detachMirror makes a checkout that borrows objects from the host's mirror
 // cache (objects/info/alternates; the cache is private to the agent's user)
-// self-contained, so that git works for the step user: the borrowed objects
-// the checkout needs are packed into it and the alternates file removed.
-func (j *job) detachMirror() error {
+// self-contained, so that git works for the step user, and returns the
+// files it linked from the mirror (which must stay the agent user's).
+//
+// When the mirror keeps every object in packs (it fetches with
+// fetch.unpackLimit=1), its pack files are hard-linked into the checkout:
+// git writes them read-only, so the step user can read but not change them,
+// and a link costs nothing whatever the repository's size. A mirror with
+// loose objects (one filled before it kept packs), or one on another file
+// system, has the objects the checkout needs packed into it instead
+// (git repack -a -d: one more git process, and work that grows with the
+// repository).
+func (j *job) detachMirror() (map[string]bool, error) {
 	alt := filepath.Join(j.srcDir, ".git", "objects", "info", "alternates")
-	if _, err := os.Lstat(alt); err != nil {
-		return nil
+	b, err := os.ReadFile(alt)
+	if err != nil {
+		return nil, nil
+	}
+	mirrorObjects := strings.TrimSpace(string(b))
+	if linked, ok := linkMirrorPacks(mirrorObjects, filepath.Join(j.srcDir, ".git", "objects", "pack")); ok {
+		return linked, os.Remove(alt)
 	}
 	cmd := exec.CommandContext(j.ctx, "git", "-C", j.srcDir, "repack", "-a", "-d", "-q")
 	cmd.Env = []string{"PATH=" + lookupEnv(j.r.opts.HostEnv, "PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + j.srcDir}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("checkout: copy the mirror's objects for the step user: %v: %s", err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("checkout: copy the mirror's objects for the step user: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return os.Remove(alt)
+	return nil, os.Remove(alt)
+}
+
+// linkMirrorPacks hard-links every pack file of the mirror's object store
+// into packDir and returns the links, or ok false (having removed any link
+// it made) when the store holds loose objects or a link fails.
+func linkMirrorPacks(mirrorObjects, packDir string) (map[string]bool, bool) {
+	entries, err := os.ReadDir(mirrorObjects)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		if n := e.Name(); len(n) == 2 && e.IsDir() && isHex(n) {
+			return nil, false // loose objects: only a repack gathers them
+		}
+	}
+	packs, err := os.ReadDir(filepath.Join(mirrorObjects, "pack"))
+	if err != nil {
+		return nil, false
+	}
+	linked := map[string]bool{}
+	for _, e := range packs {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, "pack-") {
+			continue // git's temporary files while a fetch writes a pack
+		}
+		dst := filepath.Join(packDir, name)
+		info, err := e.Info()
+		if err == nil && info.Mode().Perm()&0o004 == 0 {
+			err = errors.New("not readable by other users") // the agent's umask
+		}
+		if err == nil {
+			err = os.Link(filepath.Join(mirrorObjects, "pack", name), dst)
+		}
+		if err != nil {
+			for l := range linked {
+				_ = os.Remove(l)
+			}
+			return nil, false
+		}
+		linked[dst] = true
+	}
+	return linked, true
+}
+
+// isHex reports whether s is made of lowercase hexadecimal digits.
+func isHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

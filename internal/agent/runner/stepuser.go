@@ -42,10 +42,20 @@ func (u *StepUser) credential() *syscall.Credential {
 // handOver makes paths (and, for directories, everything below them) owned
 // by the step user. Symbolic links are re-owned themselves, never followed.
 func (u *StepUser) handOver(paths ...string) error {
+	return u.handOverExcept(nil, paths...)
+}
+
+// handOverExcept is handOver leaving the files named in keep as they are:
+// files linked from the host mirror, which another name shares (re-owning
+// one name re-owns the file, and the mirror's copy with it).
+func (u *StepUser) handOverExcept(keep map[string]bool, paths ...string) error {
 	for _, p := range paths {
 		err := filepath.WalkDir(p, func(q string, _ fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if keep[q] {
+				return nil
 			}
 			return os.Lchown(q, int(u.UID), int(u.GID))
 		})
