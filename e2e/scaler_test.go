@@ -473,9 +473,10 @@ func zombie(pid string) bool {
 
 // TestScalerWarmPool: a warm pool of one bare-metal agent is ready before
 // any job; a job runs on that warm agent without a spawn of its own, and
-// the pool refills.
+// the pool refills while that job still runs (so the next job finds a
+// warm agent too).
 func TestScalerWarmPool(t *testing.T) {
-	repo := makeWorkflowRepo(t, manyJobsWorkflow(1, ""))
+	repo := makeWorkflowRepo(t, strings.Replace(manyJobsWorkflow(1, ""), "sleep 0.3", "sleep 3", 1))
 	cfgDir := t.TempDir()
 	write(t, filepath.Join(cfgDir, "scalers.yaml"), `version: 1
 scalers:
@@ -519,14 +520,18 @@ scalers:
 	waitLog(t, o, `msg="agent registered" component=dispatch agent=`+first)
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "warm", "--quiet")
 	// While the warm agent runs the job, the scaler view (kici-admin
-	// scaler list --agents, JOB column) names that job.
+	// scaler list --agents, JOB column) names that job, and beside it
+	// shows the pool's next warm agent.
 	shown := make(chan string, 1)
+	var refilledDuringJob string
 	stopWatch := make(chan struct{})
 	go func() {
 		defer close(shown)
+		job := ""
 		for {
 			select {
 			case <-stopWatch:
+				shown <- job
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
@@ -534,12 +539,22 @@ scalers:
 			if o.getQuiet("/api/v1/admin/scalers", &v) != nil {
 				continue
 			}
+			busy, other := "", ""
 			for _, sc := range v.Scalers {
 				for _, a := range sc.Agents {
 					if a.AgentID == first && a.JobID != "" {
-						shown <- a.JobID
-						return
+						busy = a.JobID
+					} else if a.Warm && a.AgentID != first {
+						other = a.AgentID
 					}
+				}
+			}
+			if busy != "" {
+				job = busy
+				if other != "" {
+					refilledDuringJob = other
+					shown <- job
+					return
 				}
 			}
 		}
@@ -547,6 +562,9 @@ scalers:
 	r := o.waitRun(t, o.admin(t, "source", "trigger-local", sourceID, "--quiet"), time.Minute)
 	close(stopWatch)
 	shownJob := <-shown
+	if refilledDuringJob == "" {
+		t.Error("the pool was not refilled while its warm agent ran the job")
+	}
 	var jobs struct {
 		Jobs []struct {
 			ID      string `json:"jobId"`

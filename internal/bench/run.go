@@ -110,6 +110,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := ingestScenarios(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
 			return fmt.Errorf("%s: %w", engine, err)
 		}
+		if err := warmPoolScenario(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
+			return fmt.Errorf("%s: %w", engine, err)
+		}
 	}
 	if !cfg.IngestOnly {
 		if err := agentScenarios(ctx, cfg, sz, root, repoDir, sha, set, note); err != nil {

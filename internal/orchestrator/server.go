@@ -208,7 +208,13 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Events:      jobEvents{cyc},
 		JobData:     withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
 		Attester:    provAttester,
-		AckObserver: sm.dispatchAcked,
+		AckObserver: func(runsOn []string, readyToAck time.Duration) {
+			sm.dispatchAcked(runsOn, readyToAck)
+			// A warm agent that takes a job leaves its pool: refill it
+			// now, not when the job ends, so the next job finds one
+			// waiting (a non-blocking kick of the pool's loop).
+			s.scaler.RefillWarmPools()
+		},
 	}
 	if s.peers != nil {
 		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.sessions, s.nodeID

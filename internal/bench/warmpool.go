@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// warmPoolConfig is the embedded default's scaler (one bare-metal scaler
+// "local", label set [local], 8 agents) with a warm pool of one agent.
+const warmPoolConfig = `version: 1
+scalers:
+  - name: local
+    type: bare-metal
+    maxAgents: 8
+    warmPool: { enabled: true, size: 1 }
+    labelSets:
+      - labels: [local]
+`
+
+// warmPoolScenario measures trigger → step when a warm agent waits for
+// the job (docs/scaling.md, warm pools): each push is sent once the pool
+// holds an idle registered agent, so the figure is the path without the
+// agent's start and registration.
+func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
+	dir, err := dataDir(root, engine+"-warm")
+	if err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "scalers.yaml")
+	if err := os.WriteFile(conf, []byte(warmPoolConfig), 0o600); err != nil {
+		return err
+	}
+	o, err := startOrch(cfg.Bin, dir, append(extra, "KICI_SCALER_CONFIG_PATH="+conf)...)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	src, err := o.addSource(repo, "bench")
+	if err != nil {
+		return err
+	}
+	note("%s: trigger → step on a warm pool agent (%d runs)", engine, sz.latRuns)
+	var lat []time.Duration
+	for i := 0; i <= sz.latRuns; i++ {
+		if err := o.waitWarmAgent(ctx); err != nil {
+			return err
+		}
+		one, err := triggerToStep(ctx, o, src, sha, 1)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, one...)
+	}
+	lat = lat[1:] // the first run warms the binary and the mirror
+	set("trigger → step p50, warm pool agent", "≤ 40 ms", engine, ms(percentile(lat, 50)))
+	set("trigger → step p99, warm pool agent", "", engine, ms(percentile(lat, 99)))
+	return nil
+}
+
+// waitWarmAgent waits until the orchestrator's warm pool reports an idle
+// registered agent (kici_orch_scaler_warm_pool_ready on /metrics).
+func (o *orch) waitWarmAgent(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		resp, err := o.http.Get(o.url + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, `kici_orch_scaler_warm_pool_ready{scaler="local"} `) && !strings.HasSuffix(line, " 0") {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no warm agent became ready: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
