@@ -46,6 +46,26 @@ func cleanEnv() []string {
 	return env
 }
 
+// startWithSource starts kici-orchestrator on a fresh data directory
+// named name under root (startOrch) and adds the benchmark repository as
+// its local source "bench"; the caller stops it.
+func startWithSource(bin, root, name, repo string, extra ...string) (*orch, *source, error) {
+	dir, err := dataDir(root, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := startOrch(bin, dir, extra...)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := o.addSource(repo, "bench")
+	if err != nil {
+		o.stop()
+		return nil, nil, err
+	}
+	return o, src, nil
+}
+
 // startOrch starts kici-orchestrator from bin on a fresh data directory
 // with extra KICI_* settings and waits until it serves.
 func startOrch(bin, dir string, extra ...string) (*orch, error) {

@@ -139,19 +139,11 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 // accepted/s, deliveries → runs/s, leaving its jobs parked), then
 // trigger → step again with those jobs parked.
 func ingestScenarios(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
-	dir, err := dataDir(root, engine+"-ingest")
-	if err != nil {
-		return err
-	}
-	o, err := startOrch(cfg.Bin, dir, append(extra, "KICI_MAX_AGENTS=8")...)
+	o, src, err := startWithSource(cfg.Bin, root, engine+"-ingest", repo, append(extra, "KICI_MAX_AGENTS=8")...)
 	if err != nil {
 		return err
 	}
 	defer o.stop()
-	src, err := o.addSource(repo, "bench")
-	if err != nil {
-		return err
-	}
 	note("%s: trigger → step, empty queue (%d runs)", engine, sz.latRuns)
 	empty, err := triggerToStep(ctx, o, src, sha, sz.latRuns+1)
 	if err != nil {
@@ -197,19 +189,11 @@ func ingestScenarios(ctx context.Context, cfg Config, sz sizes, root, engine, re
 // agentScenarios measures memory per agent, throughput on 8 agents against
 // the plain-shell floor, fan-out, and the log pipeline, on SQLite.
 func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha string, set setter, note func(string, ...any)) error {
-	dir, err := dataDir(root, "sqlite-agents")
-	if err != nil {
-		return err
-	}
-	o, err := startOrch(cfg.Bin, dir, "KICI_MAX_AGENTS=8")
+	o, src, err := startWithSource(cfg.Bin, root, "sqlite-agents", repo, "KICI_MAX_AGENTS=8")
 	if err != nil {
 		return err
 	}
 	defer o.stop()
-	src, err := o.addSource(repo, "bench")
-	if err != nil {
-		return err
-	}
 	time.Sleep(time.Second)
 	note("memory with %d protocol clients", sz.agents)
 	mem, err := agentMemory(ctx, o, sz.agents)

@@ -27,23 +27,15 @@ scalers:
 // holds an idle registered agent, so the figure is the path without the
 // agent's start and registration.
 func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
-	dir, err := dataDir(root, engine+"-warm")
-	if err != nil {
-		return err
-	}
-	conf := filepath.Join(dir, "scalers.yaml")
+	conf := filepath.Join(root, engine+"-scalers.yaml")
 	if err := os.WriteFile(conf, []byte(warmPoolConfig), 0o600); err != nil {
 		return err
 	}
-	o, err := startOrch(cfg.Bin, dir, append(extra, "KICI_SCALER_CONFIG_PATH="+conf)...)
+	o, src, err := startWithSource(cfg.Bin, root, engine+"-warm", repo, append(extra, "KICI_SCALER_CONFIG_PATH="+conf)...)
 	if err != nil {
 		return err
 	}
 	defer o.stop()
-	src, err := o.addSource(repo, "bench")
-	if err != nil {
-		return err
-	}
 	note("%s: trigger → step on a warm pool agent (%d runs)", engine, sz.latRuns)
 	var lat []time.Duration
 	for i := 0; i <= sz.latRuns; i++ {

@@ -205,9 +205,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	deps := dispatch.Deps{
-		Events:      jobEvents{cyc},
-		JobData:     withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
-		Attester:    provAttester,
+		Events:   jobEvents{cyc},
+		JobData:  withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
+		Attester: provAttester,
 		AckObserver: func(runsOn []string, readyToAck time.Duration) {
 			sm.dispatchAcked(runsOn, readyToAck)
 			// A warm agent that takes a job leaves its pool: refill it
