@@ -210,10 +210,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Attester: provAttester,
 		AckObserver: func(runsOn []string, readyToAck time.Duration) {
 			sm.dispatchAcked(runsOn, readyToAck)
-			// A warm agent that takes a job leaves its pool: refill it
-			// now, not when the job ends, so the next job finds one
-			// waiting (a non-blocking kick of the pool's loop).
-			s.scaler.RefillWarmPools()
+			s.scaler.AgentTookJob() // a warm agent leaves its pool
 		},
 	}
 	if s.peers != nil {

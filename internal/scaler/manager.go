@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/dispatch"
@@ -78,6 +79,8 @@ type Manager struct {
 	cancel   context.CancelFunc
 	spawnsWG sync.WaitGroup
 	warmKick chan struct{}
+	// refillPending is set while an AgentTookJob refill waits its delay.
+	refillPending atomic.Bool
 }
 
 type scalerState struct {

@@ -22,6 +22,25 @@ func newAgentID(e *Entry) string {
 // dispatcher exists).
 func (m *Manager) RefillWarmPools() { m.kickWarm() }
 
+// warmRefillDelay is how long AgentTookJob waits before refilling: the
+// new agent's start costs about as much CPU as the job's own checkout, and
+// on a small host starting both at once slows the job that just began.
+const warmRefillDelay = 250 * time.Millisecond
+
+// AgentTookJob tells the warm pools that an agent acknowledged a job: a
+// warm agent that did has left its pool, which is refilled shortly after
+// (warmRefillDelay) rather than when the job ends, so back-to-back jobs
+// find an agent waiting. Calls while a refill is pending coalesce; it never
+// blocks.
+func (m *Manager) AgentTookJob() {
+	if m.refillPending.CompareAndSwap(false, true) {
+		time.AfterFunc(warmRefillDelay, func() {
+			m.refillPending.Store(false)
+			m.kickWarm()
+		})
+	}
+}
+
 func (m *Manager) kickWarm() {
 	select {
 	case m.warmKick <- struct{}{}:
