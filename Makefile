@@ -8,7 +8,7 @@
 
 GO      ?= go
 BIN     := bin
-BINARIES := kici-orchestrator kici-agent kici-admin kici
+BINARIES := kici-orchestrator kici-agent kici-step-supervisor kici-admin kici
 VERSION ?= 0.2.0-dev
 LDFLAGS := -s -w -X main.version=$(VERSION) $(foreach p,orchestrator agent,-X kici.dev/kici/internal/$(p).Version=$(VERSION))
 

@@ -61,7 +61,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for b in kici-orchestrator kici-agent kici-admin kici; do
+for b in kici-orchestrator kici-agent kici-step-supervisor kici-admin kici; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run make build" >&2; exit 1; }
 done
 

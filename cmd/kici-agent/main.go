@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -19,6 +20,7 @@ import (
 	"kici.dev/kici/internal/agent"
 	"kici.dev/kici/internal/agent/conn"
 	"kici.dev/kici/internal/agent/runner"
+	"kici.dev/kici/internal/agent/supervisor"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
 )
@@ -80,7 +82,7 @@ func newRoot() *cobra.Command {
 			}
 			opts := agent.Options{Confinement: conf}
 			if self, err := os.Executable(); err == nil {
-				opts.Supervisor = []string{self, runner.SupervisorArg}
+				opts.Supervisor = supervisorPrefix(self)
 			} else {
 				logger.Warn("no step supervisor (cannot find this executable); a killed agent may leave step processes behind", "err", err)
 			}
@@ -161,4 +163,16 @@ func logLevel(s string) slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
+}
+
+// supervisorPrefix is the command that runs each step under the step
+// supervisor: kici-step-supervisor beside the agent's own binary (self)
+// when it is there, else the agent binary re-executed as the supervisor
+// (the same, at several times the start-up cost per step).
+func supervisorPrefix(self string) []string {
+	p := filepath.Join(filepath.Dir(self), supervisor.BinaryName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return []string{p}
+	}
+	return []string{self, runner.SupervisorArg}
 }

@@ -16,7 +16,9 @@ import (
 	"kici.dev/kici/internal/protocol"
 )
 
-var agentBin string
+// agentBin is kici-agent alone (steps run under the agent re-executed as
+// their supervisor); installedAgentBin has kici-step-supervisor beside it.
+var agentBin, installedAgentBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kici-agent-bin-")
@@ -29,6 +31,14 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		os.RemoveAll(dir)
 		panic("building kici-agent: " + err.Error() + "\n" + string(out))
+	}
+	// The installed layout: kici-step-supervisor beside a copy of the agent.
+	installedAgentBin = filepath.Join(dir, "installed", "kici-agent")
+	_ = os.Mkdir(filepath.Dir(installedAgentBin), 0o755)
+	out, err = exec.Command("go", "build", "-o", filepath.Dir(installedAgentBin)+"/", ".", "../kici-step-supervisor").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		panic("building kici-agent and kici-step-supervisor: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -49,7 +59,13 @@ func startBin(t *testing.T, env []string, args ...string) *proc {
 // startBinAs is startBin as cred (nil: the test's own user).
 func startBinAs(t *testing.T, cred *syscall.Credential, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(agentBin, args...)
+	return startBinFrom(t, agentBin, cred, env, args...)
+}
+
+// startBinFrom is startBinAs of the agent binary bin.
+func startBinFrom(t *testing.T, bin string, cred *syscall.Credential, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

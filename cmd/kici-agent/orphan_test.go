@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/agent/agenttest"
+	"kici.dev/kici/internal/agent/runner"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
 )
@@ -51,11 +52,17 @@ func waitPidFile(t *testing.T, path string) int {
 // while its step runs `sleep 300` (a child of the step's shell, plus one
 // that left the process group with setsid) leaves neither running.
 // Before the step supervisor, the shell died with the agent but its
-// children ran on.
+// children ran on. Both layouts: kici-step-supervisor installed beside the
+// agent, and the agent alone (re-executed as the supervisor).
 func TestKilledAgentTakesItsStepsProcessTreeWithIt(t *testing.T) {
+	t.Run("installed", func(t *testing.T) { killedAgentTakesStepsWithIt(t, installedAgentBin) })
+	t.Run("agent alone", func(t *testing.T) { killedAgentTakesStepsWithIt(t, agentBin) })
+}
+
+func killedAgentTakesStepsWithIt(t *testing.T, bin string) {
 	srv := agenttest.NewServer(t, agenttest.Options{})
 	marks := stepDir(t, 0o777)
-	p := startBin(t, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + stepDir(t, 0o711)})
+	p := startBinFrom(t, bin, nil, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + stepDir(t, 0o711)})
 	srv.WaitRegistrations(t, 1, 20*time.Second)
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1"}, lockfile.Job{
 		Name: "j", Checkout: boolPtr(false), Steps: []lockfile.Step{{Name: "deploy", Run: "" +
@@ -80,5 +87,26 @@ func TestKilledAgentTakesItsStepsProcessTreeWithIt(t *testing.T) {
 	}
 	if pidAlive(escaped) {
 		t.Errorf("the step's setsid sleep 300 (pid %d) outlived the killed agent", escaped)
+	}
+}
+
+func TestSupervisorPrefixPrefersTheInstalledSupervisor(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "kici-agent")
+	if got := supervisorPrefix(self); len(got) != 2 || got[0] != self || got[1] != runner.SupervisorArg {
+		t.Errorf("without kici-step-supervisor: %q, want the agent re-executed", got)
+	}
+	sup := filepath.Join(dir, "kici-step-supervisor")
+	if err := os.WriteFile(sup, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := supervisorPrefix(self); len(got) != 2 {
+		t.Errorf("with a kici-step-supervisor that is not executable: %q, want the agent re-executed", got)
+	}
+	if err := os.Chmod(sup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := supervisorPrefix(self); len(got) != 1 || got[0] != sup {
+		t.Errorf("with kici-step-supervisor beside the agent: %q, want it", got)
 	}
 }

@@ -15,7 +15,7 @@ bin=${1:?usage: rootfs.sh BIN OUT}
 out=${2:?usage: rootfs.sh BIN OUT}
 busybox=${BUSYBOX:-/bin/busybox}
 
-for b in kici-orchestrator kici-agent kici-admin; do
+for b in kici-orchestrator kici-agent kici-step-supervisor kici-admin; do
   [ -x "$bin/$b" ] || { echo "rootfs.sh: $bin/$b missing: run make build" >&2; exit 1; }
   if file "$bin/$b" 2>/dev/null | grep -q 'dynamically linked'; then
     echo "rootfs.sh: $bin/$b is dynamically linked: build with CGO_ENABLED=0" >&2; exit 1
@@ -30,7 +30,7 @@ rm -rf "$out"
 root=$out/rootfs
 mkdir -p "$root/usr/local/bin" "$root/bin" "$root/etc" "$root/tmp" "$out/data"
 chmod 1777 "$root/tmp"
-cp "$bin/kici-orchestrator" "$bin/kici-agent" "$bin/kici-admin" "$root/usr/local/bin/"
+cp "$bin/kici-orchestrator" "$bin/kici-agent" "$bin/kici-step-supervisor" "$bin/kici-admin" "$root/usr/local/bin/"
 cp "$busybox" "$root/bin/busybox"
 for applet in sh ash cat cp date echo env grep head ls mkdir mv rm sed sleep sort tail tar test touch tr true false wc wget id hostname; do
   ln -s busybox "$root/bin/$applet"

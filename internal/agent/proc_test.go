@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/agent/supervisor"
 )
 
 func waitFile(t *testing.T, p string) {
@@ -40,32 +42,7 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
 		return false
 	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 {
-			continue
-		}
-		if f[0] == "Z" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			_ = pid
-			return true
-		}
-	}
-	return false
+	alive := false
+	supervisor.EachLiveProcess(func(_, _, pgrp int) { alive = alive || pgrp == pgid })
+	return alive
 }

@@ -96,22 +96,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Postgres {
 		engines = append(engines, "postgres")
 	}
+	type scenario func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error
 	for _, engine := range engines {
-		var extra []string
-		if engine == "postgres" {
-			url, err := pgtest.NewDatabase(ctx)
-			if err != nil {
-				note("postgres: not measured: %v", err)
-				continue
+		// Each scenario gets an empty database of its own.
+		for _, run := range []scenario{ingestScenarios, warmPoolScenario} {
+			var extra []string
+			if engine == "postgres" {
+				url, err := pgtest.NewDatabase(ctx)
+				if err != nil {
+					note("postgres: not measured: %v", err)
+					break
+				}
+				defer pgtest.Stop()
+				extra = append(extra, "KICI_DATABASE_URL="+url)
 			}
-			defer pgtest.Stop()
-			extra = append(extra, "KICI_DATABASE_URL="+url)
-		}
-		if err := ingestScenarios(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
-			return fmt.Errorf("%s: %w", engine, err)
-		}
-		if err := warmPoolScenario(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
-			return fmt.Errorf("%s: %w", engine, err)
+			if err := run(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
+				return fmt.Errorf("%s: %w", engine, err)
+			}
 		}
 	}
 	if !cfg.IngestOnly {

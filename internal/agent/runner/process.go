@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"kici.dev/kici/internal/agent/supervisor"
 )
 
 // procSpec is one step attempt: a script run by a shell in its own process
@@ -45,7 +47,7 @@ type procResult struct {
 
 // signalExitBase is added to a signal number to form the exit code of a
 // process killed by that signal (shell convention: SIGKILL ⇒ 137).
-const signalExitBase = 128
+const signalExitBase = supervisor.SignalExitBase
 
 // runProcess runs spec and waits for it. The process gets its own process
 // group; timeouts and stops signal the whole group, and whatever is left of
@@ -57,12 +59,16 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 	if len(spec.Supervisor) > 0 {
 		// The supervisor must outlive the agent to clean up after it: no
 		// death signal for it; it holds the lifeline's read end instead.
-		argv = supervisorArgv(spec.Supervisor, spec.User, spec.Argv)
+		var cred *syscall.Credential
+		if spec.User != nil {
+			cred = spec.User.credential()
+		}
+		argv = supervisor.Argv(spec.Supervisor, cred, spec.Argv)
 		if namespaced(spec.Supervisor) {
 			setSupervisorNamespaces(attr)
 		}
 	} else {
-		setDeathSignal(attr)
+		supervisor.SetDeathSignal(attr)
 		if spec.User != nil {
 			attr.Credential = spec.User.credential()
 		}
@@ -194,7 +200,7 @@ func groupHasLiveMember(pgid int) bool {
 		return false
 	}
 	found := false
-	eachLiveProcess(func(_, _, pgrp int) {
+	supervisor.EachLiveProcess(func(_, _, pgrp int) {
 		found = found || pgrp == pgid
 	})
 	return found

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"kici.dev/kici/internal/agent/supervisor"
 )
 
 // StepUser is the unprivileged identity steps run as when the agent runs as
@@ -36,7 +38,7 @@ func (u *StepUser) String() string {
 // credential is the SysProcAttr credential of a step process, with no
 // supplementary groups (root's must not leak to the step).
 func (u *StepUser) credential() *syscall.Credential {
-	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	return supervisor.Credential(u.UID, u.GID)
 }
 
 // handOver makes paths (and, for directories, everything below them) owned

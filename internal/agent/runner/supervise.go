@@ -1,58 +1,22 @@
 package runner
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"strconv"
-	"syscall"
-	"time"
+
+	"kici.dev/kici/internal/agent/supervisor"
 )
 
 // SupervisorArg is the first argument that makes kici-agent run as a step
-// supervisor instead of an agent (see Supervise). It is not a user-facing
-// command.
-const SupervisorArg = "__kici-step-supervisor"
+// supervisor instead of an agent (supervisor.Arg). Options.Supervisor is
+// [kici-step-supervisor] where that binary sits beside kici-agent, else
+// [kici-agent, SupervisorArg]: same behaviour, at the agent's larger
+// start-up cost per step.
+const SupervisorArg = supervisor.Arg
 
-// Why a supervisor. A step's shell runs in its own process group, and the
-// kernel SIGKILLs the shell when the agent dies (PR_SET_PDEATHSIG); but the
-// processes the shell started — a `sleep 300`, a deploy script — would
-// outlive a SIGKILLed agent and keep acting after kici reported the job
-// failed. So each step runs under a small supervisor, the agent binary
-// re-executed with SupervisorArg:
-//
-//   - the supervisor leads the step's process group and is a child
-//     subreaper (PR_SET_CHILD_SUBREAPER), so every process the step starts
-//     stays its descendant, even one that double-forks or calls setsid;
-//   - it holds the read end of a lifeline pipe whose write end only the
-//     agent holds; when the agent dies for any reason the pipe reports end
-//     of file and the supervisor SIGKILLs all its descendants and the group;
-//   - when the step's shell exits it kills whatever the shell left behind
-//     the same way, then exits with the shell's status (128+n for a signal);
-//   - it ignores nothing: SIGTERM and SIGINT sent to the group reach the
-//     shell directly, the supervisor only survives them to finish the job.
-//
-// Arguments: SupervisorArg, uid, gid ("-" to keep the supervisor's own), then
-// the step's argv. The lifeline is descriptor 3.
-
-// supervisorArgv returns the command line that runs argv under the
-// supervisor prefix, as user u (nil: unchanged).
-func supervisorArgv(prefix []string, u *StepUser, argv []string) []string {
-	uid, gid := "-", "-"
-	if u != nil {
-		uid, gid = strconv.Itoa(int(u.UID)), strconv.Itoa(int(u.GID))
-	}
-	out := append(append([]string{}, prefix...), uid, gid, "--")
-	return append(out, argv...)
-}
-
-// Supervise runs the step supervisor when args (os.Args[1:]) start with
-// SupervisorArg and never returns then; otherwise it returns at once. A
-// binary that sets Options.Supervisor to itself must call it first thing in
-// main.
+// Supervise runs the step supervisor (or the container reaper) when args
+// (os.Args[1:]) start with SupervisorArg (ContainerReaperArg) and never
+// returns then; otherwise it returns at once. A binary that sets
+// Options.Supervisor to itself must call it first thing in main.
 func Supervise(args []string) {
 	if len(args) > 0 && args[0] == ContainerReaperArg {
 		os.Exit(reap(args[1:])) // containerreaper.go
@@ -60,103 +24,5 @@ func Supervise(args []string) {
 	if len(args) == 0 || args[0] != SupervisorArg {
 		return
 	}
-	os.Exit(supervise(args[1:]))
-}
-
-func supervise(args []string) int {
-	ns, hide, args := parseSupervisorFlags(args)
-	if len(args) < 4 || args[2] != "--" {
-		fmt.Fprintln(os.Stderr, "kici step supervisor: usage: uid gid -- argv...")
-		return 127
-	}
-	var cred *syscall.Credential
-	if args[0] != "-" {
-		uid, err1 := strconv.ParseUint(args[0], 10, 32)
-		gid, err2 := strconv.ParseUint(args[1], 10, 32)
-		if err1 != nil || err2 != nil {
-			fmt.Fprintln(os.Stderr, "kici step supervisor: bad uid/gid")
-			return 127
-		}
-		cred = (&StepUser{UID: uint32(uid), GID: uint32(gid)}).credential()
-	}
-	argv := args[3:]
-	lifeline := os.NewFile(3, "lifeline")
-	syscall.CloseOnExec(3)
-	becomeSubreaper()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	go func() {
-		for range sigs { // the shell got the same signal; it decides
-		}
-	}()
-
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	setDeathSignal(cmd.SysProcAttr)
-	if ns {
-		if err := enterNamespaces(hide); err != nil {
-			fmt.Fprintf(os.Stderr, "kici step supervisor: %v\n", err)
-			return 127
-		}
-		setStepUserNamespace(cmd.SysProcAttr, hostID("/proc/self/uid_map"), hostID("/proc/self/gid_map"))
-	}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "could not start step: %v\n", err)
-		return 127
-	}
-	if lifeline != nil {
-		go func() {
-			_, _ = io.Copy(io.Discard, lifeline)
-			// The agent is gone: nothing of the step may outlive it.
-			killDescendants()
-			_ = syscall.Kill(0, syscall.SIGKILL)
-			os.Exit(signalExitBase + int(syscall.SIGKILL))
-		}()
-	}
-	err := cmd.Wait()
-	killDescendants()
-	if cmd.ProcessState == nil {
-		fmt.Fprintf(os.Stderr, "step: %v\n", err)
-		return 127
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return signalExitBase + int(ws.Signal())
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		fmt.Fprintf(os.Stderr, "step: %v\n", err)
-		return 127
-	}
-	return cmd.ProcessState.ExitCode()
-}
-
-// killDescendants SIGKILLs every live descendant of this process until none
-// is left (bounded to 5 s: a step cannot out-fork it for long, since
-// orphans are re-parented to the subreaper), reaping them as it goes.
-func killDescendants() {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids := descendants(os.Getpid())
-		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-		}
-		reapAll()
-		if len(pids) == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// reapAll collects every exited child without blocking.
-func reapAll() {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			return
-		}
-	}
+	os.Exit(supervisor.Main(args))
 }

@@ -1,4 +1,4 @@
-package runner
+package supervisor
 
 import "syscall"
 
@@ -10,3 +10,8 @@ const prSetChildSubreaper = 36
 func becomeSubreaper() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 }
+
+// SetDeathSignal makes the kernel SIGKILL a process started with a when
+// its parent dies (e.g. kill -9 of the agent), so a lost agent does not
+// leave a step's shell running on the host.
+func SetDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
