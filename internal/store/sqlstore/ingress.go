@@ -185,31 +185,6 @@ func scanEventLog(r scanner) (*store.EventLogEntry, error) {
 	return &e, nil
 }
 
-// AcceptDelivery inserts the delivery and its event-log entry atomically;
-// ErrConflict (nothing written) when the delivery id exists. The sender
-// waits on this write, so it goes ahead of waiting background writes
-// (WithWritePriority).
-func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.EventLogEntry) error {
-	ctx = WithWritePriority(ctx)
-	d.Status = store.DeliveryReceived
-	if d.ReceivedAt.IsZero() {
-		d.ReceivedAt = now()
-	}
-	return s.tx(ctx, func(tx conn) error {
-		var payload any
-		if len(d.Payload) > 0 {
-			payload = []byte(d.Payload)
-		}
-		if _, err := tx.exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-			d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
-			s.d.ts(d.ReceivedAt), s.d.tsPtr(d.ProcessedAt)); err != nil {
-			return mapErr(err)
-		}
-		e.DeliveryID, e.Status, e.ReceivedAt = d.ID, store.EventLogReceived, d.ReceivedAt
-		return insertEventLog(ctx, tx, e, true)
-	})
-}
-
 // RecordDuplicate inserts a duplicate event-log entry.
 func (s *Store) RecordDuplicate(ctx context.Context, e *store.EventLogEntry) error {
 	e.Status = store.EventLogDuplicate

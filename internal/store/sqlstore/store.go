@@ -46,6 +46,7 @@ type Store struct {
 	conn
 	db      *sql.DB
 	release func()
+	accepts acceptQueue // AcceptDelivery's groups (acceptbatch.go)
 }
 
 // New returns a Store over db (already migrated) speaking dialect d. Close

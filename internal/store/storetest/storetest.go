@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Schedules", testSchedules},
 		{"Nodes", testNodes},
 		{"Deliveries", testDeliveries},
+		{"AcceptBurst", testAcceptBurst},
 		{"DeliveryClaims", testDeliveryClaims},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},
