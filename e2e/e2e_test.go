@@ -200,6 +200,11 @@ func startOrchestrator(t *testing.T, extraEnv ...string) *orchestrator {
 		if t.Failed() {
 			b, _ := os.ReadFile(o.logPath)
 			t.Logf("orchestrator log:\n%s", b)
+			logs, _ := filepath.Glob(filepath.Join(o.dataDir, "agents", "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("agent log %s:\n%s", filepath.Base(l), b)
+			}
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)

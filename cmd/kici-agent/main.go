@@ -82,7 +82,7 @@ func newRoot() *cobra.Command {
 			}
 			opts := agent.Options{Confinement: conf}
 			if self, err := os.Executable(); err == nil {
-				opts.Supervisor = supervisorPrefix(self)
+				opts.Supervisor, opts.AgentBinary = supervisorPrefix(self), self
 			} else {
 				logger.Warn("no step supervisor (cannot find this executable); a killed agent may leave step processes behind", "err", err)
 			}

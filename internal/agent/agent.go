@@ -49,8 +49,11 @@ type Options struct {
 	// step timeout.
 	StepTimeoutGrace time.Duration
 	// Supervisor is the step supervisor command prefix
-	// (runner.Options.Supervisor); kici-agent sets it to itself.
+	// (runner.Options.Supervisor).
 	Supervisor []string
+	// AgentBinary is kici-agent's own executable
+	// (runner.Options.AgentBinary, the container reaper).
+	AgentBinary string
 	// Confinement is how steps are kept from the host (confine.go); nil
 	// runs them as the agent's user without refusing anything.
 	Confinement *Confinement
@@ -131,6 +134,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		Attest:             a.attest,
 		Blobs:              blobOptions(cfg, a.client.URL),
 		Supervisor:         opts.Supervisor,
+		AgentBinary:        opts.AgentBinary,
 	}
 	if c := opts.Confinement; c != nil {
 		ropts.StepUser, ropts.RefuseUntrusted = c.StepUser, c.RefuseUntrusted

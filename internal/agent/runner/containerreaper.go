@@ -29,17 +29,17 @@ const ContainerReaperArg = "__kici-container-reaper"
 // so a signal to the agent's group does not take it along.
 
 // startReaper starts the reaper of the job's containers when the agent has
-// its own binary to re-execute (Options.Supervisor); it returns the
+// its own binary to re-execute (Options.AgentBinary); it returns the
 // function that ends it (closing the lifeline), or nil without one.
 func (j *job) startReaper() (func(), error) {
-	if len(j.r.opts.Supervisor) == 0 {
+	if j.r.opts.AgentBinary == "" {
 		return nil, nil
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(j.r.opts.Supervisor[0], ContainerReaperArg, j.d.JobID)
+	cmd := exec.Command(j.r.opts.AgentBinary, ContainerReaperArg, j.d.JobID)
 	// The agent's environment (DOCKER_HOST and the like) without its own
 	// settings: the reaper needs no token or orchestrator address.
 	cmd.Env = []string{}

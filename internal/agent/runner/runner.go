@@ -84,10 +84,14 @@ type Options struct {
 	// Logger receives runner diagnostics (discarded when nil).
 	Logger *slog.Logger
 	// Supervisor is the command prefix running each step under the step
-	// supervisor ([kici-agent, SupervisorArg]; supervise.go): the step's
-	// processes then die with the agent, even a SIGKILLed one. Empty runs
-	// steps directly (the shell itself still dies with the agent).
+	// supervisor ([kici-step-supervisor] or [kici-agent, SupervisorArg];
+	// supervise.go): the step's processes then die with the agent, even a
+	// SIGKILLed one. Empty runs steps directly (the shell itself still dies
+	// with the agent).
 	Supervisor []string
+	// AgentBinary is the agent's own executable, re-executed as a
+	// container job's reaper (containerreaper.go); "" runs no reaper.
+	AgentBinary string
 	// StepUser, when set, is the identity steps run as (stepuser.go).
 	StepUser *StepUser
 	// RefuseUntrusted, when set, fails every job marked untrusted (a fork
