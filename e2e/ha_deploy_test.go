@@ -142,7 +142,7 @@ func TestHASystemdUnitsInstalledSandboxed(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
-	for _, b := range []string{"kici-orchestrator", "kici-agent", "kici-admin", "kici"} {
+	for _, b := range []string{"kici-orchestrator", "kici-agent", "kici-step-supervisor", "kici-admin", "kici"} {
 		if fi, err := os.Stat(filepath.Join(dest, "opt/kici/bin", b)); err != nil || fi.Mode().Perm() != 0o755 {
 			t.Errorf("installed %s: %v", b, err)
 		}
