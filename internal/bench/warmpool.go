@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,9 +24,9 @@ scalers:
 `
 
 // warmPoolScenario measures trigger → step when a warm agent waits for
-// the job (docs/scaling.md, warm pools): each push is sent once the pool
-// holds an idle registered agent, so the figure is the path without the
-// agent's start and registration.
+// the job (docs/scaling.md, warm pools): each push is sent 0.2 s after the
+// pool's refill reports an idle registered agent, so the figure is the
+// path without the agent's start and registration.
 func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
 	conf := filepath.Join(root, engine+"-scalers.yaml")
 	if err := os.WriteFile(conf, []byte(warmPoolConfig), 0o600); err != nil {
@@ -38,10 +39,17 @@ func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, r
 	defer o.stop()
 	note("%s: trigger → step on a warm pool agent (%d runs)", engine, sz.latRuns)
 	var lat []time.Duration
+	spawns := 1 // the pool's first agent
 	for i := 0; i <= sz.latRuns; i++ {
-		if err := o.waitWarmAgent(ctx); err != nil {
+		// Each run takes the warm agent; the pool's refill is the next
+		// spawn, and the next push waits for it to be ready.
+		if err := o.waitWarmAgent(ctx, spawns); err != nil {
 			return err
 		}
+		spawns++
+		// As a push usually finds a pool: idle, not in the instant the
+		// previous job's agent exits and the new one finishes starting.
+		time.Sleep(200 * time.Millisecond)
 		one, err := triggerToStep(ctx, o, src, sha, 1)
 		if err != nil {
 			return err
@@ -54,9 +62,10 @@ func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, r
 	return nil
 }
 
-// waitWarmAgent waits until the orchestrator's warm pool reports an idle
-// registered agent (kici_orch_scaler_warm_pool_ready on /metrics).
-func (o *orch) waitWarmAgent(ctx context.Context) error {
+// waitWarmAgent waits until the orchestrator's warm pool has spawned at
+// least spawns agents and reports an idle registered one
+// (kici_orch_scaler_warm_pool_spawns_total and _ready on /metrics).
+func (o *orch) waitWarmAgent(ctx context.Context, spawns int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
@@ -64,10 +73,16 @@ func (o *orch) waitWarmAgent(ctx context.Context) error {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			ready, spawned := 0.0, 0.0
 			for _, line := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(line, `kici_orch_scaler_warm_pool_ready{scaler="local"} `) && !strings.HasSuffix(line, " 0") {
-					return nil
+				if v, ok := strings.CutPrefix(line, `kici_orch_scaler_warm_pool_ready{scaler="local"} `); ok {
+					ready, _ = strconv.ParseFloat(v, 64)
+				} else if v, ok := strings.CutPrefix(line, `kici_orch_scaler_warm_pool_spawns_total{scaler="local"} `); ok {
+					spawned, _ = strconv.ParseFloat(v, 64)
 				}
+			}
+			if ready >= 1 && spawned >= float64(spawns) {
+				return nil
 			}
 		}
 		select {

@@ -77,6 +77,14 @@ type SpawnStopper interface {
 	Stop(agentID string)
 }
 
+// RegistrationObserver is optionally implemented by a Spawner: it hears
+// that a scaler-managed agent has registered (after any pending job was
+// offered to it), so a warm pool can count the agent ready at once rather
+// than at its next check. It must return promptly.
+type RegistrationObserver interface {
+	AgentRegistered(agentID string)
+}
+
 // ScaleRequest describes a job a LabelSpawner is asked to start an agent
 // for (KiCI requestScale arguments).
 type ScaleRequest struct {

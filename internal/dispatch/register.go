@@ -157,6 +157,9 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	d.holdShared(ctx, c)
 	d.log.Info("agent registered", "agent", c.id, "labels", c.labels, "scalerManaged", c.scalerManaged)
 	d.drain(ctx, c)
+	if o, ok := d.spawner.(RegistrationObserver); ok && c.scalerManaged {
+		o.AgentRegistered(c.id)
+	}
 	d.mu.Lock()
 	delete(d.spawns, c.id)
 	d.mu.Unlock()

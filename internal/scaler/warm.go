@@ -22,6 +22,20 @@ func newAgentID(e *Entry) string {
 // dispatcher exists).
 func (m *Manager) RefillWarmPools() { m.kickWarm() }
 
+// AgentRegistered runs a warm-pool pass when agentID, now registered, is a
+// warm-pool agent (dispatch.RegistrationObserver): the pool and its
+// kici_orch_scaler_warm_pool_ready gauge count it ready at once, not at
+// the next periodic check.
+func (m *Manager) AgentRegistered(agentID string) {
+	m.mu.Lock()
+	a := m.agents[agentID]
+	warm := a != nil && a.warm
+	m.mu.Unlock()
+	if warm {
+		m.kickWarm()
+	}
+}
+
 // warmRefillDelay is how long AgentTookJob waits before refilling: the
 // new agent's start costs about as much CPU as the job's own checkout, and
 // on a small host starting both at once slows the job that just began.

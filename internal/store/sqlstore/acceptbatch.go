@@ -8,15 +8,19 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Accepts are committed in groups. A burst of webhooks otherwise pays one
-// transaction each — on SQLite one turn of the single writer, on PostgreSQL
-// a BEGIN and a COMMIT round trip — and the answer of each waits behind the
-// others' turns. So concurrent AcceptDelivery calls queue; the first to
-// find no group in progress leads: it writes every call queued so far (up
-// to maxAcceptGroup, its own first) in one transaction, wakes them, and
-// hands the lead to the first call that queued meanwhile. A lone call is
-// a group of one, written as before. Every call still returns only once its
-// own delivery is committed (or refused), so a 202 always means stored.
+// On SQLite accepts are committed in groups. A burst of webhooks otherwise
+// pays one turn of the single writer each, and the answer of each waits
+// behind the others' turns. So concurrent AcceptDelivery calls queue; the
+// first to find no group in progress leads: it writes every call queued so
+// far (up to maxAcceptGroup, its own first) in one transaction, wakes them,
+// and hands the lead to the first call that queued meanwhile. A lone call
+// is a group of one, written as before. Every call still returns only once
+// its own delivery is committed (or refused), so a 202 always means stored.
+//
+// PostgreSQL writes concurrently: there each call is its own transaction,
+// since a group would serialise what the server runs in parallel (with 16
+// concurrent senders, grouping halved the accepted/s and doubled the
+// median answer time).
 
 // maxAcceptGroup bounds one group's transaction.
 const maxAcceptGroup = 64
@@ -43,7 +47,8 @@ type acceptCall struct {
 }
 
 // AcceptDelivery inserts the delivery (status received) and its primary
-// event-log entry, atomically, grouped with concurrent calls (see above);
+// event-log entry, atomically, on SQLite grouped with concurrent calls
+// (see above);
 // ErrConflict when the delivery id exists. On SQLite its write goes ahead
 // of waiting background writes (WithWritePriority).
 func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.EventLogEntry) error {
@@ -52,6 +57,10 @@ func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.
 		d.ReceivedAt = now()
 	}
 	c := &acceptCall{d: d, e: e, done: make(chan struct{}), lead: make(chan struct{})}
+	if s.d.Postgres {
+		s.writeAcceptGroup(ctx, []*acceptCall{c})
+		return c.err
+	}
 	q := &s.accepts
 	q.mu.Lock()
 	q.pending = append(q.pending, c)
