@@ -518,6 +518,15 @@ scalers:
 	}
 	// Wait until it is registered (idle in the dispatcher's registry).
 	waitLog(t, o, `msg="agent registered" component=dispatch agent=`+first)
+	// ... and /metrics counts it ready at once, not at the pool's next
+	// periodic check (30 s away).
+	readyDeadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(metricsText(t, o), `kici_orch_scaler_warm_pool_ready{scaler="warm"} 1`) {
+		if time.Now().After(readyDeadline) {
+			t.Fatal("the registered warm agent is not counted ready on /metrics within 3 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "warm", "--quiet")
 	// While the warm agent runs the job, the scaler view (kici-admin
 	// scaler list --agents, JOB column) names that job, and beside it
@@ -590,15 +599,21 @@ scalers:
 	if next == "" || next == first {
 		t.Fatalf("pool not refilled (warm agent %q)", next)
 	}
+	if m := metricsText(t, o); !strings.Contains(m, `kici_orch_scaler_warm_pool_target{scaler="warm"} 1`) ||
+		!strings.Contains(m, `kici_orch_scaler_warm_pool_spawns_total{scaler="warm"} 2`) {
+		t.Errorf("/metrics lacks the warm-pool series:\n%s", m)
+	}
+}
+
+// metricsText returns the orchestrator's /metrics page.
+func metricsText(t *testing.T, o *orchestrator) string {
+	t.Helper()
 	resp, err := http.Get(o.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	var mb bytes.Buffer
 	mb.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(mb.String(), `kici_orch_scaler_warm_pool_target{scaler="warm"} 1`) ||
-		!strings.Contains(mb.String(), `kici_orch_scaler_warm_pool_spawns_total{scaler="warm"} 2`) {
-		t.Errorf("/metrics lacks the warm-pool series:\n%s", mb.String())
-	}
+	return mb.String()
 }
