@@ -161,151 +161,9 @@ func (f *yfile) trigger1(kind string, kindNode, n ast.Node, tagPatterns *[]Patte
 	f.strict(entries, "trigger "+kind, allowed...)
 	hasEvents := false
 	for _, e := range entries {
-		what := kind + "." + e.key
-		switch e.key {
-		case "branches":
-			t.Branches = f.patterns(e.val, what)
-		case "targetBranches":
-			t.TargetBranches = f.patterns(e.val, what)
-		case "sourceBranches":
-			t.SourceBranches = f.patterns(e.val, what)
-		case "patterns":
-			t.Patterns = f.patterns(e.val, what)
-		case "tags":
-			*tagPatterns = f.patterns(e.val, what)
-			*hasTags = true
-		case "repos":
-			t.Repos = f.patterns(e.val, what)
-		case "paths":
-			t.Paths = f.paths(e.val, what)
-		case "events":
-			t.Events, _ = f.strList(e.val, what)
-			hasEvents = true
-		case "actions":
-			t.Actions, _ = f.strList(e.val, what)
-		case "states":
-			t.States, _ = f.strList(e.val, what)
-		case "types":
-			t.Types, _ = f.strList(e.val, what)
-		case "refTypes":
-			t.RefTypes, _ = f.strList(e.val, what)
-			for _, rt := range t.RefTypes {
-				if rt != "branch" && rt != "tag" {
-					f.errorf(e.val, "%s: %q is not a ref type (branch or tag)", what, rt)
-				}
-			}
-		case "contexts":
-			t.Contexts, _ = f.strList(e.val, what)
-			for _, c := range t.Contexts {
-				if _, err := pattern.CompileGlob(c); err != nil {
-					f.errorf(e.val, "%s: %v", what, err)
-				}
-			}
-		case "workflows":
-			t.Workflows, _ = f.strList(e.val, what)
-		case "conclusions":
-			t.Conclusions, _ = f.strList(e.val, what)
-		case "on":
-			if s, ok := f.str(e.val, what); ok {
-				if s != "issue" && s != "pr" {
-					f.errorf(e.val, "%s must be issue or pr, got %q", what, s)
-				}
-				t.CommentOn = s
-			}
-		case "bodyMatch":
-			if ps := f.patterns(e.val, what); len(ps) == 1 {
-				t.BodyMatch = &ps[0]
-			} else if len(ps) > 1 {
-				f.errorf(e.val, "%s takes one pattern", what)
-			}
-		case "cron":
-			if s, ok := f.nonEmptyStr(e.val, what); ok {
-				if err := cronspec.Check(s); err != nil {
-					f.errorf(e.val, "%s: %q is not a cron expression (5 fields: minute hour day-of-month month day-of-week, or @hourly/@daily/…): %v", what, s, err)
-				}
-				t.CronExpression = s
-			}
-		case "timezone":
-			if s, ok := f.nonEmptyStr(e.val, what); ok {
-				if _, err := time.LoadLocation(s); err != nil {
-					f.errorf(e.val, "%s: unknown time zone %q", what, s)
-				}
-				t.Timezone = s
-			}
-		case "description":
-			t.Description, _ = f.str(e.val, what)
-		case "name":
-			if kind == "kici_event" {
-				t.EventName, _ = f.nonEmptyStr(e.val, what)
-			} else {
-				t.Name, _ = f.nonEmptyStr(e.val, what)
-			}
-		case "source":
-			t.CommentOn, _ = f.nonEmptyStr(e.val, what)
-		case "workflow":
-			t.Workflow, _ = f.nonEmptyStr(e.val, what)
-		case "job":
-			t.Job, _ = f.nonEmptyStr(e.val, what)
-		case "status":
-			t.Status, _ = f.strList(e.val, what)
-			for _, st := range t.Status {
-				if !slices.Contains(completeStatuses[kind], st) {
-					f.errorf(e.val, "%s: %q is not one of %s", what, st, strings.Join(completeStatuses[kind], ", "))
-				}
-			}
-		case "sources":
-			t.Sources, _ = f.strList(e.val, what)
-		case "match", "not":
-			raw := f.jsonValue(e.val, what)
-			if raw != nil {
-				if _, err := pattern.ParseJSONPathFilter(raw); err != nil {
-					f.errorf(e.val, "%s: %v", what, err)
-				}
-			}
-			if e.key == "match" {
-				t.Match = raw
-			} else {
-				t.Not = raw
-			}
-		case "inputs":
-			t.Inputs = f.inputs(e.val, what)
-		}
+		hasEvents = f.triggerField(kind, &t, e, tagPatterns, hasTags) || hasEvents
 	}
-	if kind == "lifecycle" {
-		if len(t.Events) == 0 {
-			f.errorf(kindNode, "trigger lifecycle needs a non-empty `events` list")
-		}
-		for _, le := range t.Events {
-			if !slices.Contains(lifecycleEvents, le) {
-				f.errorf(kindNode, "lifecycle.events: %q is not one of %s", le, strings.Join(lifecycleEvents, ", "))
-			}
-		}
-	}
-	if kind == "schedule" && len(t.Inputs) > 0 {
-		var ds map[string]InputDescriptor
-		if json.Unmarshal(t.Inputs, &ds) == nil {
-			for name, d := range ds {
-				if !d.HasDefault && !d.Optional {
-					f.errorf(kindNode, "schedule.inputs.%s needs a default or optional: true (nobody supplies inputs to a schedule)", name)
-				}
-			}
-		}
-	}
-	if kind == "kici_event" && t.EventName == "" {
-		f.errorf(kindNode, "trigger kici_event needs `name` (the emitted event name)")
-	}
-	if kind == "generic_webhook" && t.CommentOn == "" {
-		f.errorf(kindNode, "trigger generic_webhook needs `source` (the generic source name)")
-	}
-	if kind == "webhook" && len(t.Events) == 0 {
-		f.errorf(kindNode, "trigger webhook needs a non-empty `events` list")
-	}
-	if kind == "pr" && hasEvents && len(t.Events) == 0 {
-		t.Events = nil // explicit [] = any action
-	}
-	if kind == "schedule" && t.CronExpression == "" {
-		f.errorf(kindNode, "trigger schedule needs `cron`")
-	}
+	f.checkTrigger(kind, kindNode, &t, hasEvents)
 	return t, len(f.errs) == before
 }
 
@@ -486,4 +344,159 @@ func (f *yfile) paths(n ast.Node, what string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// triggerField reads one key of a trigger's mapping into t (the keys a kind
+// allows were checked before); it reports whether the key was `events`.
+func (f *yfile) triggerField(kind string, t *Trigger, e kv, tagPatterns *[]Pattern, hasTags *bool) (events bool) {
+	what := kind + "." + e.key
+	switch e.key {
+	case "branches":
+		t.Branches = f.patterns(e.val, what)
+	case "targetBranches":
+		t.TargetBranches = f.patterns(e.val, what)
+	case "sourceBranches":
+		t.SourceBranches = f.patterns(e.val, what)
+	case "patterns":
+		t.Patterns = f.patterns(e.val, what)
+	case "tags":
+		*tagPatterns = f.patterns(e.val, what)
+		*hasTags = true
+	case "repos":
+		t.Repos = f.patterns(e.val, what)
+	case "paths":
+		t.Paths = f.paths(e.val, what)
+	case "events":
+		t.Events, _ = f.strList(e.val, what)
+		events = true
+	case "actions":
+		t.Actions, _ = f.strList(e.val, what)
+	case "states":
+		t.States, _ = f.strList(e.val, what)
+	case "types":
+		t.Types, _ = f.strList(e.val, what)
+	case "refTypes":
+		t.RefTypes, _ = f.strList(e.val, what)
+		for _, rt := range t.RefTypes {
+			if rt != "branch" && rt != "tag" {
+				f.errorf(e.val, "%s: %q is not a ref type (branch or tag)", what, rt)
+			}
+		}
+	case "contexts":
+		t.Contexts, _ = f.strList(e.val, what)
+		for _, c := range t.Contexts {
+			if _, err := pattern.CompileGlob(c); err != nil {
+				f.errorf(e.val, "%s: %v", what, err)
+			}
+		}
+	case "workflows":
+		t.Workflows, _ = f.strList(e.val, what)
+	case "conclusions":
+		t.Conclusions, _ = f.strList(e.val, what)
+	case "on":
+		if s, ok := f.str(e.val, what); ok {
+			if s != "issue" && s != "pr" {
+				f.errorf(e.val, "%s must be issue or pr, got %q", what, s)
+			}
+			t.CommentOn = s
+		}
+	case "bodyMatch":
+		if ps := f.patterns(e.val, what); len(ps) == 1 {
+			t.BodyMatch = &ps[0]
+		} else if len(ps) > 1 {
+			f.errorf(e.val, "%s takes one pattern", what)
+		}
+	case "cron":
+		if s, ok := f.nonEmptyStr(e.val, what); ok {
+			if err := cronspec.Check(s); err != nil {
+				f.errorf(e.val, "%s: %q is not a cron expression (5 fields: minute hour day-of-month month day-of-week, or @hourly/@daily/…): %v", what, s, err)
+			}
+			t.CronExpression = s
+		}
+	case "timezone":
+		if s, ok := f.nonEmptyStr(e.val, what); ok {
+			if _, err := time.LoadLocation(s); err != nil {
+				f.errorf(e.val, "%s: unknown time zone %q", what, s)
+			}
+			t.Timezone = s
+		}
+	case "description":
+		t.Description, _ = f.str(e.val, what)
+	case "name":
+		if kind == "kici_event" {
+			t.EventName, _ = f.nonEmptyStr(e.val, what)
+		} else {
+			t.Name, _ = f.nonEmptyStr(e.val, what)
+		}
+	case "source":
+		t.CommentOn, _ = f.nonEmptyStr(e.val, what)
+	case "workflow":
+		t.Workflow, _ = f.nonEmptyStr(e.val, what)
+	case "job":
+		t.Job, _ = f.nonEmptyStr(e.val, what)
+	case "status":
+		t.Status, _ = f.strList(e.val, what)
+		for _, st := range t.Status {
+			if !slices.Contains(completeStatuses[kind], st) {
+				f.errorf(e.val, "%s: %q is not one of %s", what, st, strings.Join(completeStatuses[kind], ", "))
+			}
+		}
+	case "sources":
+		t.Sources, _ = f.strList(e.val, what)
+	case "match", "not":
+		raw := f.jsonValue(e.val, what)
+		if raw != nil {
+			if _, err := pattern.ParseJSONPathFilter(raw); err != nil {
+				f.errorf(e.val, "%s: %v", what, err)
+			}
+		}
+		if e.key == "match" {
+			t.Match = raw
+		} else {
+			t.Not = raw
+		}
+	case "inputs":
+		t.Inputs = f.inputs(e.val, what)
+	}
+	return events
+}
+
+// checkTrigger applies the rules of a trigger kind that span its keys
+// (a schedule needs cron, a webhook events, …) once all are read.
+func (f *yfile) checkTrigger(kind string, kindNode ast.Node, t *Trigger, hasEvents bool) {
+	if kind == "lifecycle" {
+		if len(t.Events) == 0 {
+			f.errorf(kindNode, "trigger lifecycle needs a non-empty `events` list")
+		}
+		for _, le := range t.Events {
+			if !slices.Contains(lifecycleEvents, le) {
+				f.errorf(kindNode, "lifecycle.events: %q is not one of %s", le, strings.Join(lifecycleEvents, ", "))
+			}
+		}
+	}
+	if kind == "schedule" && len(t.Inputs) > 0 {
+		var ds map[string]InputDescriptor
+		if json.Unmarshal(t.Inputs, &ds) == nil {
+			for name, d := range ds {
+				if !d.HasDefault && !d.Optional {
+					f.errorf(kindNode, "schedule.inputs.%s needs a default or optional: true (nobody supplies inputs to a schedule)", name)
+				}
+			}
+		}
+	}
+	if kind == "kici_event" && t.EventName == "" {
+		f.errorf(kindNode, "trigger kici_event needs `name` (the emitted event name)")
+	}
+	if kind == "generic_webhook" && t.CommentOn == "" {
+		f.errorf(kindNode, "trigger generic_webhook needs `source` (the generic source name)")
+	}
+	if kind == "webhook" && len(t.Events) == 0 {
+		f.errorf(kindNode, "trigger webhook needs a non-empty `events` list")
+	}
+	if kind == "pr" && hasEvents && len(t.Events) == 0 {
+		t.Events = nil // explicit [] = any action
+	}
+	if kind == "schedule" && t.CronExpression == "" {
+		f.errorf(kindNode, "trigger schedule needs `cron`")
+	}
 }
