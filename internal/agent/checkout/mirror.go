@@ -106,7 +106,7 @@ func ensureMirror(ctx context.Context, g *git, opts Options, logf func(string, .
 	// every branch and tag.
 	// Fetched objects stay in packs (fetch.unpackLimit=1; git's default
 	// loosens fetches of under 100 objects), which a checkout for a step
-	// user links rather than copies (runner.detachMirror).
+	// user links rather than copies (Detach).
 	if err := g.run(ctx, "--git-dir", mirror, "-c", "fetch.unpackLimit=1", "fetch", "-q", "--no-tags", "--no-write-fetch-head", opts.RepoURL, opts.SHA); err != nil || !g.hasCommit(ctx, mirror, opts.SHA) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()

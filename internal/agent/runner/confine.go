@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
+
+	"kici.dev/kici/internal/agent/checkout"
 )
 
 // confine prepares the job's work directory for its steps before anything
@@ -94,85 +94,11 @@ func (j *job) userEnv(extra map[string]string) map[string]string {
 	return extra
 }
 
-// detachMirror makes a checkout that borrows objects from the host's mirror
-// cache (objects/info/alternates; the cache is private to the agent's user)
-// self-contained, so that git works for the step user, and returns the
-// files it linked from the mirror (which must stay the agent user's).
-//
-// When the mirror keeps every object in packs (it fetches with
-// fetch.unpackLimit=1), its pack files are hard-linked into the checkout:
-// git writes them read-only, so the step user can read but not change them,
-// and a link costs nothing whatever the repository's size. A mirror with
-// loose objects (one filled before it kept packs), or one on another file
-// system, has the objects the checkout needs packed into it instead
-// (git repack -a -d: one more git process, and work that grows with the
-// repository).
+// detachMirror makes the checkout usable by the step user without the
+// host mirror, which is private to the agent's user
+// (checkout.Detach), and returns the files it linked from the mirror:
+// they must stay the agent user's.
 func (j *job) detachMirror() (map[string]bool, error) {
-	alt := filepath.Join(j.srcDir, ".git", "objects", "info", "alternates")
-	b, err := os.ReadFile(alt)
-	if err != nil {
-		return nil, nil
-	}
-	mirrorObjects := strings.TrimSpace(string(b))
-	if linked, ok := linkMirrorPacks(mirrorObjects, filepath.Join(j.srcDir, ".git", "objects", "pack")); ok {
-		return linked, os.Remove(alt)
-	}
-	cmd := exec.CommandContext(j.ctx, "git", "-C", j.srcDir, "repack", "-a", "-d", "-q")
-	cmd.Env = []string{"PATH=" + lookupEnv(j.r.opts.HostEnv, "PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + j.srcDir}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("checkout: copy the mirror's objects for the step user: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil, os.Remove(alt)
-}
-
-// linkMirrorPacks hard-links every pack file of the mirror's object store
-// into packDir and returns the links, or ok false (having removed any link
-// it made) when the store holds loose objects or a link fails.
-func linkMirrorPacks(mirrorObjects, packDir string) (map[string]bool, bool) {
-	entries, err := os.ReadDir(mirrorObjects)
-	if err != nil {
-		return nil, false
-	}
-	for _, e := range entries {
-		if n := e.Name(); len(n) == 2 && e.IsDir() && isHex(n) {
-			return nil, false // loose objects: only a repack gathers them
-		}
-	}
-	packs, err := os.ReadDir(filepath.Join(mirrorObjects, "pack"))
-	if err != nil {
-		return nil, false
-	}
-	linked := map[string]bool{}
-	for _, e := range packs {
-		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(name, "pack-") {
-			continue // git's temporary files while a fetch writes a pack
-		}
-		dst := filepath.Join(packDir, name)
-		info, err := e.Info()
-		if err == nil && info.Mode().Perm()&0o004 == 0 {
-			err = errors.New("not readable by other users") // the agent's umask
-		}
-		if err == nil {
-			err = os.Link(filepath.Join(mirrorObjects, "pack", name), dst)
-		}
-		if err != nil {
-			for l := range linked {
-				_ = os.Remove(l)
-			}
-			return nil, false
-		}
-		linked[dst] = true
-	}
-	return linked, true
-}
-
-// isHex reports whether s is made of lowercase hexadecimal digits.
-func isHex(s string) bool {
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	env := []string{"PATH=" + lookupEnv(j.r.opts.HostEnv, "PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + j.srcDir}
+	return checkout.Detach(j.ctx, j.srcDir, env)
 }

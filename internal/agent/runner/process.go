@@ -45,10 +45,6 @@ type procResult struct {
 	StartErr error
 }
 
-// signalExitBase is added to a signal number to form the exit code of a
-// process killed by that signal (shell convention: SIGKILL ⇒ 137).
-const signalExitBase = supervisor.SignalExitBase
-
 // runProcess runs spec and waits for it. The process gets its own process
 // group; timeouts and stops signal the whole group, and whatever is left of
 // the group is SIGKILLed once the shell exits, so no step leaves processes
@@ -168,7 +164,7 @@ func exitCode(cmd *exec.Cmd, err error) int {
 		return -1
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return signalExitBase + int(ws.Signal())
+		return supervisor.SignalExitBase + int(ws.Signal())
 	}
 	if code := ps.ExitCode(); code >= 0 {
 		if code == 0 && err != nil && !errors.Is(err, exec.ErrWaitDelay) {
