@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -118,16 +119,24 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "could not start step: %v\n", err)
 		return 127
 	}
+	// Once the lifeline is lost, its goroutine owns the exit: its reaping
+	// can take the shell's status from cmd.Wait, which must not then end
+	// the process with a "could not wait" 127 before the group is killed.
+	var lost atomic.Bool
 	if lifeline != nil {
 		go func() {
 			_, _ = io.Copy(io.Discard, lifeline)
 			// The agent is gone: nothing of the step may outlive it.
+			lost.Store(true)
 			killDescendants()
 			_ = syscall.Kill(0, syscall.SIGKILL)
 			os.Exit(SignalExitBase + int(syscall.SIGKILL))
 		}()
 	}
 	err := cmd.Wait()
+	if lost.Load() {
+		select {} // the lifeline goroutine is killing the group and exits
+	}
 	killDescendants()
 	if cmd.ProcessState == nil {
 		fmt.Fprintf(os.Stderr, "step: %v\n", err)
