@@ -79,24 +79,30 @@ func (s *Server) ReloadScalers() error {
 	return nil
 }
 
-// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP until
-// the returned stop function is called.
+// catchSIGHUP starts holding SIGHUP for reloadOnSIGHUP. New calls it
+// before it announces the server (the endpoint file), because until then
+// the signal's default action would end the process: a reload sent by an
+// operator or a unit manager while the orchestrator starts must be applied
+// once it runs, not kill it. One pending signal is kept.
+func (s *Server) catchSIGHUP() {
+	s.hup = make(chan os.Signal, 1)
+	signal.Notify(s.hup, syscall.SIGHUP)
+	s.cleanup.pushFunc("SIGHUP handler", func() { signal.Stop(s.hup) })
+}
+
+// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP caught
+// since New until the returned stop function is called.
 func (s *Server) reloadOnSIGHUP() func() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-ch:
+			case <-s.hup:
 				_ = s.ReloadScalers()
 			}
 		}
 	}()
-	return func() {
-		signal.Stop(ch)
-		cancel()
-	}
+	return cancel
 }

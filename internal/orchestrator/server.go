@@ -68,6 +68,7 @@ type Server struct {
 	cleanup    cleanupStack          // every acquired resource, released last first (cleanup.go)
 	stopScaler func()                // stops spawned agents once (Run calls it first)
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
+	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -321,6 +322,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
 	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(sm.instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
+	s.catchSIGHUP()
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {
 		return nil, err
 	}
