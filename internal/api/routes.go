@@ -120,7 +120,7 @@ func routeTable() []route {
 		adm("GET", "/tokens", auth.PermTokenManage, "List admin tokens", (*server).listAdminTokens).bodies(nil, apitypes.AdminTokenList{}),
 		adm("DELETE", "/tokens/{id}", auth.PermTokenManage, "Revoke an admin token", (*server).revokeAdminToken).noBody(),
 		{method: "POST", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "Create an agent token", handle: (*server).createAgentToken},
-		{method: "GET", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "List agent tokens", handle: (*server).listAgentTokens, response: apitypes.AgentTokenList{}},
+		{method: "GET", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "List agent tokens", handle: (*server).listAgentTokens, response: apitypes.AgentTokenList{}, queryParams: []string{"type"}},
 		{method: "DELETE", path: apitypes.AgentTokenPath + "/{id}", perm: auth.PermAgentTokenManage, summary: "Revoke an agent token", handle: (*server).revokeAgentToken, bodyless: true},
 		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes).query("orgId"),
 		adm("POST", "/secrets/scopes", auth.PermSecretWrite, "Create a secret scope", (*server).createSecretScope),
