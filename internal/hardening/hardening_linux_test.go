@@ -4,6 +4,7 @@ package hardening
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,7 +19,8 @@ const helperVar = "KICI_HARDENING_TEST_HELPER"
 
 // TestMain turns the test binary into a helper process when helperVar is
 // set: "target" (optionally non-dumpable) waits on stdin; "read" prints
-// what reading /proc/<pid>/environ gives.
+// what reading /proc/<pid>/environ gives; "dumpable" prints what Dumpable
+// reports.
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperVar) {
 	case "target-nodump":
@@ -30,6 +32,10 @@ func TestMain(m *testing.M) {
 	case "target-plain":
 		os.Stdout.WriteString("ready\n")
 		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "dumpable":
+		d, err := Dumpable()
+		os.Stdout.WriteString(strconv.FormatBool(d) + " " + fmt.Sprint(err))
 		os.Exit(0)
 	case "read":
 		b, err := os.ReadFile("/proc/" + os.Args[len(os.Args)-1] + "/environ")
@@ -64,8 +70,13 @@ func TestNoDumpSetsFlag(t *testing.T) {
 	if st.Uid != 0 {
 		t.Errorf("/proc/<pid>/environ of a non-dumpable process owned by uid %d, want 0", st.Uid)
 	}
-	if d, err := Dumpable(); err != nil || !d {
-		t.Errorf("the test process itself: dumpable=%v err=%v, want true (it never called NoDump)", d, err)
+	// Control, in a fresh process: this test process cannot serve, since
+	// a child started with a Credential shares its memory map until exec
+	// and its setuid clears the map's dumpable flag for both.
+	plain := exec.Command(os.Args[0])
+	plain.Env = []string{helperVar + "=dumpable"}
+	if out, err := plain.Output(); err != nil || string(out) != "true <nil>" {
+		t.Errorf("a process that never called NoDump: Dumpable gave %q (%v), want true", out, err)
 	}
 }
 
