@@ -118,7 +118,7 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 		h = &store.HeldRun{HoldType: dec.HoldType, QueueType: dec.QueueType, Reason: dec.Reason,
 			Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now)}
 	}
-	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = uuid.NewString(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
+	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = holdID(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
 	if _, err := g.st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil {
 		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
 	}
@@ -155,7 +155,7 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 		}
 		now := g.now()
 		wf = &store.HeldRun{
-			ID: uuid.NewString(), OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldSecurity,
+			ID: holdID(), OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldSecurity,
 			QueueType: store.HoldQueueSecurity, HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR,
 			Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Duration(p.ApprovalExpirySeconds) * time.Second),
 		}
@@ -385,3 +385,10 @@ func groupsPhrase(p ctxgate.Policy) string {
 	}
 	return "context groups " + strings.Join(parts, " and ")
 }
+
+// holdID returns a new held-run id. Holds wait first-come first-served in
+// the order (created_at, id), and two holds can share a created_at (the
+// same millisecond, a fixed clock): a version 7 UUID (RFC 9562) grows with
+// time and, within this process, with each call, so the id breaks the tie
+// in creation order where a random one would let a later run jump ahead.
+func holdID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 
+	"github.com/google/uuid"
+
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
 )
@@ -22,3 +24,11 @@ func (p *Processor) enterGroup(ctx context.Context, wf *lockfile.Workflow, run *
 	}
 	return p.groups.EnterGroup(ctx, run, wf.Concurrency, event)
 }
+
+// NewRunID returns a new run id: a version 7 UUID (RFC 9562), which grows
+// with time and, within this process, with each call. A workflow's
+// concurrency group orders its runs by (created_at, run id), and two runs
+// of a group can be created within one millisecond (created_at's
+// resolution): a time-ordered id keeps them in creation order where a
+// random one could let the older push cancel the newer.
+func NewRunID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -506,7 +506,7 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, error) {
 	now := time.Now().UTC()
 	run := &store.Run{
-		ID: uuid.NewString(), WorkflowName: wf.Name, Status: status.RunPending, Provider: "local",
+		ID: NewRunID(), WorkflowName: wf.Name, Status: status.RunPending, Provider: "local",
 		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
 		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
 		TriggerType: rc.TriggerType, TargetBranch: rc.TargetBranch, TrustTier: rc.TrustTier, LockFileSource: rc.LockFileSource,
