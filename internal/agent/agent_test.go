@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,24 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
 )
+
+// syncBuffer is a bytes.Buffer safe for the agent's goroutines to log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 type harness struct {
 	srv     *agenttest.Server
@@ -44,7 +65,15 @@ func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *har
 		mod(cfg)
 	}
 	hostEnv := append(os.Environ(), "KICI_AGENT_TOKEN=kat_must_not_leak", "SECRET_HOST_VAR=nope")
-	a := New(cfg, nil, Options{
+	// The agent's log, shown when the test fails (a reconnect that never
+	// came says why there).
+	var logBuf syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logBuf.String())
+		}
+	})
+	a := New(cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{
 		HostEnv:           hostEnv,
 		Backoff:           func(int) time.Duration { return 50 * time.Millisecond },
 		HeartbeatInterval: 100 * time.Millisecond,

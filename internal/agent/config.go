@@ -223,13 +223,15 @@ func (c *Config) loadToken(env map[string]string) error {
 	if err != nil || (fd != 0 && fd < 3) {
 		return fmt.Errorf("KICI_AGENT_TOKEN_FD: want 0 (standard input) or a file descriptor number ≥ 3, got %q", fdStr)
 	}
-	f := os.NewFile(uintptr(fd), "KICI_AGENT_TOKEN_FD")
-	if f == nil {
-		return fmt.Errorf("KICI_AGENT_TOKEN_FD: invalid descriptor %d", fd)
-	}
+	// Standard input is read through os.Stdin and stays open (read to its
+	// end): a second *os.File of descriptor 0 would close it when
+	// garbage-collected, and the descriptor, reused by the next file or
+	// socket the agent opens, would be closed again under that one.
+	f := os.Stdin
 	if fd != 0 {
-		// Standard input stays open (read to its end): a closed
-		// descriptor 0 would be reused by the next file the agent opens.
+		if f = os.NewFile(uintptr(fd), "KICI_AGENT_TOKEN_FD"); f == nil {
+			return fmt.Errorf("KICI_AGENT_TOKEN_FD: invalid descriptor %d", fd)
+		}
 		defer f.Close()
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
