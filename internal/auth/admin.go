@@ -18,7 +18,7 @@ import (
 // Principal is the authenticated caller of an admin route.
 type Principal struct {
 	// TokenID is the admin token row id ("bootstrap" for a configured
-	// bootstrap token).
+	// bootstrap token, "direct" for kici-admin's direct-database mode).
 	TokenID string
 	// Label is the token's label.
 	Label string
@@ -43,19 +43,33 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 type AdminAuth struct {
 	st        store.Store
 	bootstrap [][]byte
-	now       func() time.Time
+	// bootstrapAs is who a bootstrap token's caller is.
+	bootstrapAs Principal
+	now         func() time.Time
 }
 
 // NewAdminAuth returns an AdminAuth backed by st. Each non-empty entry of
 // bootstrapTokens (e.g. KICI_BOOTSTRAP_ADMIN_TOKEN) is accepted as an owner
 // token; it is compared in constant time and never stored.
 func NewAdminAuth(st store.Store, bootstrapTokens []string) *AdminAuth {
-	a := &AdminAuth{st: st, now: func() time.Time { return time.Now().UTC() }}
+	a := &AdminAuth{st: st, now: func() time.Time { return time.Now().UTC() },
+		bootstrapAs: Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner}}
 	for _, t := range bootstrapTokens {
 		if t != "" {
 			a.bootstrap = append(a.bootstrap, []byte(t))
 		}
 	}
+	return a
+}
+
+// InProcessOwner returns an AdminAuth backed by st that accepts token (an
+// in-memory secret of the calling process, never stored) as an owner
+// recorded in the access log and on decisions with the given token id and
+// label instead of "bootstrap" — e.g. "direct" and "direct: alice@build-1"
+// for kici-admin's direct-database mode, so its writes say who made them.
+func InProcessOwner(st store.Store, token, id, label string) *AdminAuth {
+	a := NewAdminAuth(st, []string{token})
+	a.bootstrapAs = Principal{TokenID: id, Label: label, Role: RoleOwner}
 	return a
 }
 
@@ -155,7 +169,7 @@ func (a *AdminAuth) AuthenticateHash(ctx context.Context, hash string) (Principa
 func (a *AdminAuth) lookupHash(ctx context.Context, hash string) (Principal, error) {
 	for _, b := range a.bootstrap {
 		if subtle.ConstantTimeCompare([]byte(Hash(string(b))), []byte(hash)) == 1 {
-			return Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner}, nil
+			return a.bootstrapAs, nil
 		}
 	}
 	t, err := a.st.GetAdminTokenByHash(ctx, hash)

@@ -228,7 +228,7 @@ func TestHeldRunAndTrustPolicyDirect(t *testing.T) {
 		}
 	}
 	got, _ := st.GetHeldRun(ctx, holds[0].ID)
-	if got.Status != store.HoldApproved || got.ResolvedBy != "service:bootstrap" {
+	if got.Status != store.HoldApproved || got.ResolvedBy != "service:direct" {
 		t.Fatalf("hold after a direct approve: %+v", got)
 	}
 	if p, err := st.GetTrustPolicy(ctx, "acme"); err != nil || p.ForkPolicy != store.ForkAllow {
@@ -237,7 +237,7 @@ func TestHeldRunAndTrustPolicyDirect(t *testing.T) {
 	// Two listings: the list command and approve resolving the run id.
 	for action, n := range map[string]int{"held_run.list.read": 2, "held_run.approve": 1, "trust_policy.updated": 1, "trust_directory.updated": 1} {
 		rows, _ := st.ListAccessLog(ctx, store.AccessLogFilter{Action: action})
-		if len(rows) != n || rows[0].TokenID != "bootstrap" {
+		if len(rows) != n || rows[0].TokenID != "direct" || !strings.HasPrefix(rows[0].TokenLabel, "direct: ") {
 			t.Errorf("%s rows: %+v", action, rows)
 		}
 	}

@@ -260,7 +260,7 @@ func TestContextCommandsDirectOnDatabase(t *testing.T) {
 				t.Fatalf("direct mode left admin tokens behind: %v %v", toks, err)
 			}
 			log, err := st.ListAccessLog(ctx, store.AccessLogFilter{})
-			if err != nil || len(log) < 3 || log[0].TokenID != "bootstrap" || log[0].Role != "owner" {
+			if err != nil || len(log) < 3 || log[0].TokenID != "direct" || !strings.HasPrefix(log[0].TokenLabel, "direct: ") || log[0].Role != "owner" {
 				t.Fatalf("access log of direct writes: %v %v", log, err)
 			}
 			run("context", "delete", "--org", "acme", "--name", "release")

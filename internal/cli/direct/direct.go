@@ -8,8 +8,9 @@
 // none of them.
 //
 // Database access is full access: the in-process caller is an owner
-// identified as "bootstrap" in the access log, authenticated with a random
-// token that lives only in memory.
+// recorded as token "direct" labelled "direct: <os user>@<host>" in the
+// access log (and as service:direct on hold decisions), authenticated with
+// a random token that lives only in memory.
 package direct
 
 import (
@@ -20,6 +21,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/user"
+	"strconv"
 	"strings"
 
 	"kici.dev/kici/internal/api"
@@ -88,8 +92,30 @@ func serve(st store.Store) (http.RoundTripper, string, error) {
 	tok := hex.EncodeToString(b)
 	// Decisions are committed here; the orchestrator's resumer picks them
 	// up (no kick: it runs in another process).
-	h := api.NewRouter(api.Deps{Store: st, Auth: auth.NewAdminAuth(st, []string{tok}), Approvals: approval.NewDecider(st, nil)})
+	a := auth.InProcessOwner(st, tok, DirectTokenID, "direct: "+caller())
+	h := api.NewRouter(api.Deps{Store: st, Auth: a, Approvals: approval.NewDecider(st, nil)})
 	return handlerTransport{h}, tok, nil
+}
+
+// DirectTokenID is the token id the access log records for a
+// direct-database caller.
+const DirectTokenID = "direct"
+
+// caller names who runs this process, "alice@build-1" (the login from the
+// operating system's user database, else $USER, else the uid).
+func caller() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if name == "" {
+		name = "uid " + strconv.Itoa(os.Getuid())
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return name
+	}
+	return name + "@" + host
 }
 
 // handlerTransport serves requests with an in-process handler.
