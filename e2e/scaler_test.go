@@ -519,11 +519,11 @@ scalers:
 	// Wait until it is registered (idle in the dispatcher's registry).
 	waitLog(t, o, `msg="agent registered" component=dispatch agent=`+first)
 	// ... and /metrics counts it ready at once, not at the pool's next
-	// periodic check (30 s away).
-	readyDeadline := time.Now().Add(3 * time.Second)
+	// periodic check (30 s away; 10 s leaves room for a loaded machine).
+	readyDeadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(metricsText(t, o), `kici_orch_scaler_warm_pool_ready{scaler="warm"} 1`) {
 		if time.Now().After(readyDeadline) {
-			t.Fatal("the registered warm agent is not counted ready on /metrics within 3 s")
+			t.Fatal("the registered warm agent is not counted ready on /metrics within 10 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
