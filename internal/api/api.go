@@ -91,8 +91,9 @@ type Deps struct {
 	// ClusterSettings reads and patches the live cluster settings; nil ⇒
 	// the cluster-settings routes answer 503.
 	ClusterSettings *cluster.Reader
-	// ScalerStatus returns the scalers' state (scaler.Manager.Status); nil
-	// ⇒ GET /scalers answers 503.
+	// ScalerStatus returns the scalers' state, a scaler.Status
+	// (scaler.Manager.Status; any other value answers 500); nil ⇒ GET
+	// /scalers answers 503.
 	ScalerStatus func() any
 	// Provenance signs and verifies build provenance (provenance.go); nil
 	// ⇒ the provenance routes answer 503.
@@ -367,7 +368,7 @@ func pluralJSONType(t reflect.Type) string {
 }
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.d.Version})
+	writeJSON(w, http.StatusOK, apitypes.Health{Status: "ok", Version: s.d.Version})
 }
 
 func (s *server) ready(w http.ResponseWriter, r *http.Request) {
@@ -377,5 +378,5 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, apitypes.Readiness{Status: "ready"})
 }

@@ -26,7 +26,7 @@ type ClusterNodes interface {
 // a registry).
 func (s *server) getClusterNodes(w http.ResponseWriter, r *http.Request) {
 	if s.d.Cluster == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"self": "", "nodes": []apitypes.ClusterNode{}})
+		writeJSON(w, http.StatusOK, apitypes.ClusterNodeList{Nodes: []apitypes.ClusterNode{}})
 		return
 	}
 	nodes, err := s.d.Cluster.Nodes(r.Context())
@@ -34,7 +34,7 @@ func (s *server) getClusterNodes(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"self": s.d.Cluster.Self(), "nodes": clusterNodeViews(nodes)})
+	writeJSON(w, http.StatusOK, apitypes.ClusterNodeList{Self: s.d.Cluster.Self(), Nodes: clusterNodeViews(nodes)})
 }
 
 // clusterDrain answers a drain route through the registry: POST sets the

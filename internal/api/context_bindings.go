@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/ctxgate"
 	"kici.dev/kici/internal/trigger/pattern"
 )
@@ -47,7 +48,7 @@ func (s *server) bindContext(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, map[string]any{"created": created})
+	writeJSON(w, status, apitypes.Created{Created: created})
 }
 
 // maxBindingPatternLen bounds a binding's scope and host patterns (bytes).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger/pattern"
 )
@@ -317,5 +318,5 @@ func (s *server) patchContextPolicy(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"updated": true})
+	writeJSON(w, http.StatusOK, apitypes.Updated{Updated: true})
 }

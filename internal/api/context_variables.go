@@ -49,7 +49,7 @@ func (s *server) putContextVariable(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"set": true})
+	writeJSON(w, http.StatusOK, apitypes.Set{Set: true})
 }
 
 // deleteContextVariable is DELETE /contexts/{name}/variables/{key}?orgId=.
@@ -66,7 +66,7 @@ func (s *server) deleteContextVariable(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context or variable not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }
 
 // variableKey reads and checks the {key} path value of a variable or
@@ -158,7 +158,7 @@ func (s *server) putContextSourceOverride(w http.ResponseWriter, r *http.Request
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"set": true})
+	writeJSON(w, http.StatusOK, apitypes.Set{Set: true})
 }
 
 // deleteContextSourceOverride is DELETE /contexts/{name}/source-overrides/
@@ -173,5 +173,5 @@ func (s *server) deleteContextSourceOverride(w http.ResponseWriter, r *http.Requ
 		s.contextStoreErr(w, r, err, "Context or source override not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }

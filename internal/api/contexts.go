@@ -143,7 +143,7 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, map[string]any{"envId": c.ID, "created": created})
+	writeJSON(w, status, apitypes.ContextCreated{EnvID: c.ID, Created: created})
 }
 
 // createContextTemplate is POST /contexts/templates: upserts a context named
@@ -205,7 +205,7 @@ func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, map[string]any{"envId": c.ID, "created": created, "variablesSet": len(body.Variables)})
+	writeJSON(w, status, apitypes.ContextTemplateCreated{ContextCreated: apitypes.ContextCreated{EnvID: c.ID, Created: created}, VariablesSet: len(body.Variables)})
 }
 
 // listContexts is GET /contexts?orgId=[&includeSecrets=true]: {contexts:[row…]}
@@ -233,10 +233,10 @@ func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 	}
 	// Without includeSecrets a row has no secretKeys field at all (not an
 	// empty list, which would claim the bound scopes hold no keys).
-	rows := make([]any, 0, len(list))
+	rows := make([]apitypes.ContextWithSecretKeys, 0, len(list))
 	for _, c := range list {
 		if !includeSecrets {
-			rows = append(rows, contextView(c))
+			rows = append(rows, apitypes.ContextWithSecretKeys{Context: contextView(c)})
 			continue
 		}
 		keys, err := s.contextSecretKeys(r, c)
@@ -246,7 +246,7 @@ func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, apitypes.ContextWithSecretKeys{Context: contextView(c), SecretKeys: keys})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"contexts": rows})
+	writeJSON(w, http.StatusOK, apitypes.ContextList{Contexts: rows})
 }
 
 // contextSecretKeys returns the distinct secret key names (never values) of
@@ -317,7 +317,7 @@ func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }
 
 // pendingHeldRunsMsg is the 409 message of a context delete blocked by

@@ -113,8 +113,8 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := NewSourceView(src)
-	writeJSON(w, http.StatusCreated, map[string]any{"id": src.ID, "name": src.Name, "routingKey": routingKey,
-		"webhookUrl": v.WebhookPath, "source": v})
+	writeJSON(w, http.StatusCreated, apitypes.GitHubSourceCreated{ID: src.ID, Name: src.Name, RoutingKey: routingKey,
+		WebhookURL: v.WebhookPath, Source: v})
 }
 
 // ---------------------------------------------------------------- webhook secrets
@@ -175,7 +175,7 @@ func (s *server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"id": sec.ID, "webhookSecret": sec.Secret, "createdAt": sec.CreatedAt})
+	writeJSON(w, http.StatusCreated, apitypes.RotatedSecret{ID: sec.ID, WebhookSecret: sec.Secret, CreatedAt: sec.CreatedAt})
 }
 
 func (s *server) revokeSecret(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +195,7 @@ func (s *server) revokeSecret(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"revoked": true, "id": r.PathValue("secretId")})
+	writeJSON(w, http.StatusOK, apitypes.RevokedSecret{Revoked: true, ID: r.PathValue("secretId")})
 }
 
 func (s *server) listRejected(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +208,7 @@ func (s *server) listRejected(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rejected": rejectedViews(recs)})
+	writeJSON(w, http.StatusOK, apitypes.RejectedDeliveryList{Rejected: rejectedViews(recs)})
 }
 
 // ---------------------------------------------------------------- event log
@@ -277,7 +277,7 @@ func (s *server) listEventLog(w http.ResponseWriter, r *http.Request) {
 	for _, e := range list {
 		out = append(out, viewOf(e))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out, "total": total, "limit": f.Limit, "offset": f.Offset})
+	writeJSON(w, http.StatusOK, apitypes.EventLogPage{Deliveries: out, Total: total, Limit: f.Limit, Offset: f.Offset})
 }
 
 // maxShownPayload caps the decompressed payload returned by the API.
@@ -296,10 +296,9 @@ func (s *server) getEventLog(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := map[string]any{"delivery": viewOf(e)}
+	out := apitypes.EventLogDetail{Delivery: viewOf(e)}
 	if d, err := s.d.Store.GetDelivery(r.Context(), id); err == nil && len(d.Decisions) > 0 {
-		out["trace"] = d.Decisions
-		out["errorMessage"] = d.Error
+		out.Trace, out.ErrorMessage = d.Decisions, &d.Error
 	}
 	if v := r.URL.Query().Get("includePayload"); v == "true" || v == "1" {
 		if p, ok := auth.PrincipalFrom(r.Context()); !ok || !auth.HasPermission(p.Role, PermEventLogReadPayload) {
@@ -308,15 +307,15 @@ func (s *server) getEventLog(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case e.PayloadOmittedReason != "":
-			out["payloadReadError"] = "payload omitted: " + e.PayloadOmittedReason
+			out.PayloadReadError = "payload omitted: " + e.PayloadOmittedReason
 		default:
 			raw, err := gunzip(e.PayloadGz)
 			if err != nil {
-				out["payloadReadError"] = err.Error()
+				out.PayloadReadError = err.Error()
 			} else if json.Valid(raw) {
-				out["payload"] = json.RawMessage(raw)
+				out.Payload = json.RawMessage(raw)
 			} else {
-				out["payloadReadError"] = "stored payload is not JSON"
+				out.PayloadReadError = "stored payload is not JSON"
 			}
 		}
 	}
@@ -369,7 +368,7 @@ func (s *server) emitEvent(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"eventId": id})
+	writeJSON(w, http.StatusCreated, apitypes.EmitResponse{EventID: id})
 }
 
 // ---------------------------------------------------------------- registrations
@@ -386,7 +385,7 @@ func (s *server) listRegistrations(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"registrations": mapSlice(regs, registrationView), "total": len(regs)})
+	writeJSON(w, http.StatusOK, apitypes.RegistrationList{Registrations: mapSlice(regs, registrationView), Total: len(regs)})
 }
 
 func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +397,7 @@ func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"registration": registrationView(g)})
+	writeJSON(w, http.StatusOK, apitypes.RegistrationEnvelope{Registration: registrationView(g)})
 }
 
 // validateGitConfig checks a universal-git configuration; it returns a 400

@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path"
 	"reflect"
 	"runtime"
 	"strings"
@@ -27,7 +29,8 @@ const PermissionExtension = "x-kici-permission"
 // route table; version is the orchestrator's version (info.version). The
 // result marshals to JSON as is.
 func OpenAPIDocument(version string) map[string]any {
-	sb := &schemaBuilder{schemas: map[string]any{
+	// "Error" is taken: a Go type of that name would panic below.
+	sb := &schemaBuilder{named: map[string]reflect.Type{"Error": nil}, schemas: map[string]any{
 		"Error": map[string]any{
 			"type":       "object",
 			"required":   []string{"error"},
@@ -99,10 +102,15 @@ func operationID(rt route) string {
 	return id
 }
 
+// oneOf is a route-table response naming the shapes a route answers with
+// depending on its query (GET /runs: a page, or with ?count=true a
+// count); exactly one of them matches an answer.
+type oneOf []any
+
 func responses(sb *schemaBuilder, rt route) map[string]any {
 	ok := map[string]any{"description": "Success"}
 	if rt.response != nil {
-		ok["content"] = map[string]any{"application/json": map[string]any{"schema": sb.of(reflect.TypeOf(rt.response))}}
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": sb.response(rt.response)}}
 	}
 	errResp := map[string]any{"description": "Error", "content": map[string]any{
 		"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
@@ -110,37 +118,53 @@ func responses(sb *schemaBuilder, rt route) map[string]any {
 }
 
 // schemaBuilder reflects Go types into JSON Schema (the 2020-12 dialect
-// OpenAPI 3.1 uses), putting named structs under components/schemas.
+// OpenAPI 3.1 uses), putting named structs under components/schemas:
+// apitypes' under their Go name, another package's under
+// "<package>.<Name>" (provenance.Verdict), so two packages' types of one
+// name never share a schema.
 type schemaBuilder struct {
 	schemas map[string]any
+	// named maps each component name to the Go type it describes.
+	named map[string]reflect.Type
 }
 
 var (
-	timeType    = reflect.TypeOf(time.Time{})
-	rawJSONType = reflect.TypeOf(json.RawMessage{})
+	timeType      = reflect.TypeOf(time.Time{})
+	rawJSONType   = reflect.TypeOf(json.RawMessage{})
+	marshalerType = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+	apitypesPath  = reflect.TypeOf(apitypes.RunView{}).PkgPath()
 )
 
+// response returns the schema of a route's response (a zero value, or a
+// oneOf of them).
+func (sb *schemaBuilder) response(v any) map[string]any {
+	alts, ok := v.(oneOf)
+	if !ok {
+		return sb.of(reflect.TypeOf(v))
+	}
+	out := make([]any, 0, len(alts))
+	for _, a := range alts {
+		out = append(out, sb.of(reflect.TypeOf(a)))
+	}
+	return map[string]any{"oneOf": out}
+}
+
 // of returns the schema of t: a $ref for a named struct, inline otherwise;
-// a pointer allows null.
+// a pointer allows null. A type with its own MarshalJSON (other than
+// time.Time and json.RawMessage) may write any JSON, so its schema is
+// empty.
 func (sb *schemaBuilder) of(t reflect.Type) map[string]any {
 	switch {
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == rawJSONType:
 		return map[string]any{}
+	case t.Kind() != reflect.Pointer && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)):
+		return map[string]any{}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		inner := sb.of(t.Elem())
-		if typ, ok := inner["type"].(string); ok {
-			nullable := map[string]any{}
-			for k, v := range inner {
-				nullable[k] = v
-			}
-			nullable["type"] = []string{typ, "null"}
-			return nullable
-		}
-		return map[string]any{"anyOf": []any{inner, map[string]any{"type": "null"}}}
+		return nullable(sb.of(t.Elem()))
 	case reflect.String:
 		return map[string]any{"type": "string"}
 	case reflect.Bool:
@@ -162,18 +186,44 @@ func (sb *schemaBuilder) of(t reflect.Type) map[string]any {
 			return sb.object(t)
 		}
 		name := t.Name()
-		if _, done := sb.schemas[name]; !done {
+		if t.PkgPath() != apitypesPath {
+			name = path.Base(t.PkgPath()) + "." + name
+		}
+		if prev, done := sb.named[name]; !done {
+			sb.named[name] = t
 			sb.schemas[name] = map[string]any{} // placeholder: breaks recursion
 			sb.schemas[name] = sb.object(t)
+		} else if prev != t {
+			panic(fmt.Sprintf("openapi: %s and %s both named schema %q", prev, t, name))
 		}
 		return map[string]any{"$ref": "#/components/schemas/" + name}
 	}
 	return map[string]any{}
 }
 
+// nullable is schema s also allowing null: ["T", "null"] for a typed
+// schema, anyOf with null otherwise (a $ref); an empty schema already
+// allows null.
+func nullable(s map[string]any) map[string]any {
+	if len(s) == 0 {
+		return s
+	}
+	if typ, ok := s["type"].(string); ok {
+		out := map[string]any{}
+		for k, v := range s {
+			out[k] = v
+		}
+		out["type"] = []string{typ, "null"}
+		return out
+	}
+	return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}
+}
+
 // object is the inline schema of struct t: one property per JSON field,
 // embedded structs flattened as encoding/json does, fields without
-// omitempty required.
+// omitempty or omitzero required (but not those of an embedded pointer,
+// absent while it is nil). A field tagged nullable:"true" may also be
+// null: a slice or map the handler may leave nil (a pointer always may).
 func (sb *schemaBuilder) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
@@ -195,8 +245,10 @@ func (sb *schemaBuilder) fields(t reflect.Type, props map[string]any, required *
 		}
 		if f.Anonymous && name == "" {
 			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
+			if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+				var none []string
+				sb.fields(ft.Elem(), props, &none)
+				continue
 			}
 			if ft.Kind() == reflect.Struct {
 				sb.fields(ft, props, required)
@@ -207,6 +259,9 @@ func (sb *schemaBuilder) fields(t reflect.Type, props map[string]any, required *
 			name = f.Name
 		}
 		props[name] = sb.of(f.Type)
+		if f.Tag.Get("nullable") == "true" {
+			props[name] = nullable(props[name].(map[string]any))
+		}
 		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
 			*required = append(*required, name)
 		}

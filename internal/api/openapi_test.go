@@ -7,11 +7,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/go-jose/go-jose/v4/jwt"
+
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/provenance"
 	"kici.dev/kici/internal/store/sqlite"
 )
 
@@ -145,5 +149,37 @@ func TestOpenAPISchemasFollowTheGoTypes(t *testing.T) {
 	}
 	if _, ok := doc.Components.Schemas["ContextDetail"].Properties["variables"]; !ok {
 		t.Errorf("ContextDetail schema lacks variables: %v", doc.Components.Schemas["ContextDetail"])
+	}
+}
+
+// TestSchemaBuilderFollowsEncodingJSON checks the reflection rules that
+// keep a schema from rejecting what encoding/json writes: the fields of a
+// nil embedded pointer are absent, a type with its own MarshalJSON may
+// write anything, a nullable:"true" slice may be null, and a oneOf
+// response lists its shapes.
+func TestSchemaBuilderFollowsEncodingJSON(t *testing.T) {
+	type inner struct {
+		A string `json:"a"`
+	}
+	type outer struct {
+		*inner
+		B []string     `json:"b" nullable:"true"`
+		C jwt.Audience `json:"c"`
+		D string       `json:"d"`
+	}
+	sb := &schemaBuilder{schemas: map[string]any{}, named: map[string]reflect.Type{}}
+	s := sb.object(reflect.TypeOf(outer{}))
+	props := s["properties"].(map[string]any)
+	if got := fmt.Sprint(s["required"]); got != "[b c d]" {
+		t.Errorf("required = %s, want [b c d] (a belongs to a nil-able embedded pointer)", got)
+	}
+	if fmt.Sprint(props["b"]) != "map[items:map[type:string] type:[array null]]" || len(props["c"].(map[string]any)) != 0 {
+		t.Errorf("b = %v, c = %v", props["b"], props["c"])
+	}
+	if got := fmt.Sprint(sb.response(oneOf{apitypes.RunList{}, apitypes.RunCount{}})); got != "map[oneOf:[map[$ref:#/components/schemas/RunList] map[$ref:#/components/schemas/RunCount]]]" {
+		t.Errorf("oneOf response: %s", got)
+	}
+	if got := fmt.Sprint(sb.of(reflect.TypeOf(provenance.Failure{}))); got != "map[$ref:#/components/schemas/provenance.Failure]" {
+		t.Errorf("another package's type: %s", got)
 	}
 }

@@ -181,7 +181,7 @@ func (s *server) listSigningKeys(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": mapSlice(list, signingKeyView)})
+	writeJSON(w, http.StatusOK, apitypes.SigningKeyList{Keys: mapSlice(list, signingKeyView)})
 }
 
 // POST /api/v1/admin/signing-keys/rotate

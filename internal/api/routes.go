@@ -6,6 +6,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/provenance"
 )
 
 // route is one row of the declarative route table: NewRouter mounts it, the
@@ -33,7 +34,8 @@ type route struct {
 	// (POST /contexts/templates against GET /contexts/{name}).
 	noMethodFallback bool
 	// request and response are zero values of the JSON bodies, reflected
-	// into the OpenAPI schemas; nil = not described.
+	// into the OpenAPI schemas; nil = not described. A response of type
+	// oneOf lists the shapes a route answers with depending on its query.
 	request, response any
 	// queryParams are the query parameters the handler reads (all
 	// optional in OpenAPI terms; the handler answers 400 when a required one
@@ -62,99 +64,103 @@ func (rt route) query(names ...string) route { rt.queryParams = names; return rt
 // bodies records the request and response shapes for the OpenAPI document.
 func (rt route) bodies(req, resp any) route { rt.request, rt.response = req, resp; return rt }
 
+// returns records the response shape alone (the request body, if any, is
+// not described).
+func (rt route) returns(resp any) route { rt.response = resp; return rt }
+
 // routeTable returns every route NewRouter mounts, in documentation order.
 // (A function, not a variable: the table names the handler that serves the
 // document generated from it.)
 func routeTable() []route {
 	return []route{
-		public("GET", "/health", "Liveness probe: {status, version}", (*server).health),
-		public("GET", "/ready", "Readiness probe: 200 ready, 503 not ready", (*server).ready),
+		public("GET", "/health", "Liveness probe: {status, version}", (*server).health).returns(apitypes.Health{}),
+		public("GET", "/ready", "Readiness probe: 200 ready, 503 not ready", (*server).ready).returns(apitypes.Readiness{}),
 		public("GET", apitypes.AdminPrefix+"/openapi.json", "This API's OpenAPI 3.1 description", (*server).openAPI),
 
 		adm("POST", "/generic-sources", PermSourceCreate, "Create a generic or local event source", (*server).createSource).bodies(apitypes.CreateSourceRequest{}, apitypes.SourceEnvelope{}),
-		adm("GET", "/generic-sources", PermSourceRead, "List event sources", (*server).listSources).query("orgId").bodies(nil, apitypes.SourceList{}),
-		adm("GET", "/generic-sources/{id}", PermSourceRead, "Show one event source", (*server).getSource).bodies(nil, apitypes.SourceEnvelope{}),
-		adm("DELETE", "/generic-sources/{id}", auth.PermSourceDelete, "Delete an event source", (*server).deleteSource).noBody(),
-		adm("POST", "/generic-sources/{id}/enable", PermSourceUpdate, "Enable an event source", (*server).enableSource).noBody(),
-		adm("POST", "/generic-sources/{id}/disable", PermSourceUpdate, "Disable an event source", (*server).disableSource).noBody(),
-		adm("GET", "/generic-sources/{id}/webhook-secret", PermSourceSecretRead, "Read a source's routing key and webhook secret", (*server).getSourceSecret),
-		adm("POST", "/sources", PermSourceCreate, "Create a GitHub App source", (*server).createGitHubSource).bodies(apitypes.CreateGitHubSourceRequest{}, nil),
-		adm("GET", "/generic-sources/{id}/webhook-secrets", PermSourceSecretRead, "List a source's webhook secrets", (*server).listSecrets).bodies(nil, apitypes.SecretList{}),
-		adm("POST", "/generic-sources/{id}/webhook-secrets", PermSourceUpdate, "Rotate in a new webhook secret", (*server).rotateSecret).noBody(),
-		adm("DELETE", "/generic-sources/{id}/webhook-secrets/{secretId}", PermSourceUpdate, "Revoke one webhook secret", (*server).revokeSecret).noBody(),
-		adm("GET", "/rejected-deliveries", PermEventLogRead, "List rejected webhook deliveries", (*server).listRejected).query("sourceId", "limit"),
-		adm("GET", "/event-log", PermEventLogRead, "List the event log", (*server).listEventLog).query("orgId", "routingKey", "event", "action", "status", "deliveryId", "limit", "offset", "from", "to"),
-		adm("GET", "/event-log/{deliveryId}", PermEventLogRead, "Show one event-log entry", (*server).getEventLog).bodies(nil, apitypes.EventLogView{}).query("orgId", "includePayload"),
-		adm("POST", "/events/emit", PermContextCreate, "Emit a kici_event", (*server).emitEvent).bodies(apitypes.EmitRequest{}, nil),
-		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations).query("customerId", "org", "routingKey", "repoIdentifier", "triggerType"),
-		adm("GET", "/registrations/{id}", PermContextRead, "Show one registration", (*server).getRegistration),
+		adm("GET", "/generic-sources", PermSourceRead, "List event sources", (*server).listSources).query("orgId").returns(apitypes.SourceList{}),
+		adm("GET", "/generic-sources/{id}", PermSourceRead, "Show one event source", (*server).getSource).returns(apitypes.SourceEnvelope{}),
+		adm("DELETE", "/generic-sources/{id}", auth.PermSourceDelete, "Delete an event source", (*server).deleteSource).noBody().returns(apitypes.Deleted{}),
+		adm("POST", "/generic-sources/{id}/enable", PermSourceUpdate, "Enable an event source", (*server).enableSource).noBody().returns(apitypes.SourceEnabled{}),
+		adm("POST", "/generic-sources/{id}/disable", PermSourceUpdate, "Disable an event source", (*server).disableSource).noBody().returns(apitypes.SourceEnabled{}),
+		adm("GET", "/generic-sources/{id}/webhook-secret", PermSourceSecretRead, "Read a source's routing key and webhook secret", (*server).getSourceSecret).returns(apitypes.SourceWebhookSecret{}),
+		adm("POST", "/sources", PermSourceCreate, "Create a GitHub App source", (*server).createGitHubSource).bodies(apitypes.CreateGitHubSourceRequest{}, apitypes.GitHubSourceCreated{}),
+		adm("GET", "/generic-sources/{id}/webhook-secrets", PermSourceSecretRead, "List a source's webhook secrets", (*server).listSecrets).returns(apitypes.SecretList{}),
+		adm("POST", "/generic-sources/{id}/webhook-secrets", PermSourceUpdate, "Rotate in a new webhook secret", (*server).rotateSecret).noBody().returns(apitypes.RotatedSecret{}),
+		adm("DELETE", "/generic-sources/{id}/webhook-secrets/{secretId}", PermSourceUpdate, "Revoke one webhook secret", (*server).revokeSecret).noBody().returns(apitypes.RevokedSecret{}),
+		adm("GET", "/rejected-deliveries", PermEventLogRead, "List rejected webhook deliveries", (*server).listRejected).query("sourceId", "limit").returns(apitypes.RejectedDeliveryList{}),
+		adm("GET", "/event-log", PermEventLogRead, "List the event log", (*server).listEventLog).query("orgId", "routingKey", "event", "action", "status", "deliveryId", "limit", "offset", "from", "to").returns(apitypes.EventLogPage{}),
+		adm("GET", "/event-log/{deliveryId}", PermEventLogRead, "Show one event-log entry", (*server).getEventLog).returns(apitypes.EventLogDetail{}).query("orgId", "includePayload"),
+		adm("POST", "/events/emit", PermContextCreate, "Emit a kici_event", (*server).emitEvent).bodies(apitypes.EmitRequest{}, apitypes.EmitResponse{}),
+		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations).query("customerId", "org", "routingKey", "repoIdentifier", "triggerType").returns(apitypes.RegistrationList{}),
+		adm("GET", "/registrations/{id}", PermContextRead, "Show one registration", (*server).getRegistration).returns(apitypes.RegistrationEnvelope{}),
 
-		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns).query("status", "workflowName", "repo", "deliveryId", "since", "count", "limit", "offset"),
+		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns).query("status", "workflowName", "repo", "deliveryId", "since", "count", "limit", "offset").returns(oneOf{apitypes.RunList{}, apitypes.RunCount{}}),
 		adm("POST", "/runs", auth.PermSourceTrigger, "Start a manual run", (*server).startManualRun).bodies(apitypes.ManualRunRequest{}, apitypes.RunEnvelope{}),
-		adm("GET", "/runs/{runId}", PermRunRead, "Show one run", (*server).getRun).bodies(nil, apitypes.RunEnvelope{}),
-		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs).query("includeSteps").bodies(nil, apitypes.JobList{}),
-		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs", PermRunRead, "Read a page of a step's log", (*server).stepLogs).bodies(nil, apitypes.LogsPage{}).query("cursor", "limit"),
+		adm("GET", "/runs/{runId}", PermRunRead, "Show one run", (*server).getRun).returns(apitypes.RunEnvelope{}),
+		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs).query("includeSteps").returns(apitypes.JobList{}),
+		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs", PermRunRead, "Read a page of a step's log", (*server).stepLogs).returns(apitypes.LogsPage{}).query("cursor", "limit"),
 		adm("GET", "/runs/{runId}/events", PermRunRead, "Stream a run's status events (server-sent events)", (*server).runEvents),
 		adm("GET", "/runs/{runId}/jobs/{jobId}/steps/{i}/logs/stream", PermRunRead, "Stream a step's log (server-sent events)", (*server).stepLogStream),
 		adm("POST", "/runs/{runId}/cancel", PermRunCancel, "Cancel a run", (*server).cancelRun).bodies(apitypes.CancelRequest{}, apitypes.CancelResponse{}),
-		adm("POST", "/runs/{runId}/rerun", PermRunRerun, "Rerun a run", (*server).rerunRun).noBody().bodies(nil, apitypes.RerunResponse{}).query("failed"),
-		adm("GET", "/orchestrator/drain", auth.PermSettingsRead, "Show the drain state", (*server).getDrain),
-		adm("POST", "/orchestrator/drain", PermOrchestratorDrain, "Start or stop draining", (*server).postDrain).bodies(apitypes.DrainRequest{}, nil),
-		adm("GET", "/cluster/nodes", auth.PermSettingsRead, "List the cluster's nodes", (*server).getClusterNodes),
-		adm("GET", "/cluster-settings", auth.PermSettingsRead, "Show the live cluster settings", (*server).getClusterSettings),
-		adm("PATCH", "/cluster-settings", auth.PermSecretWrite, "Change live cluster settings", (*server).patchClusterSettings),
-		adm("GET", "/scalers", auth.PermAgentRead, "Show the scalers' state", (*server).listScalers),
+		adm("POST", "/runs/{runId}/rerun", PermRunRerun, "Rerun a run", (*server).rerunRun).noBody().returns(apitypes.RerunResponse{}).query("failed"),
+		adm("GET", "/orchestrator/drain", auth.PermSettingsRead, "Show the drain state", (*server).getDrain).returns(apitypes.ClusterDrainStatus{}),
+		adm("POST", "/orchestrator/drain", PermOrchestratorDrain, "Start or stop draining", (*server).postDrain).bodies(apitypes.DrainRequest{}, apitypes.ClusterDrainStatus{}),
+		adm("GET", "/cluster/nodes", auth.PermSettingsRead, "List the cluster's nodes", (*server).getClusterNodes).returns(apitypes.ClusterNodeList{}),
+		adm("GET", "/cluster-settings", auth.PermSettingsRead, "Show the live cluster settings", (*server).getClusterSettings).returns(apitypes.ClusterSettingsView{}),
+		adm("PATCH", "/cluster-settings", auth.PermSecretWrite, "Change live cluster settings", (*server).patchClusterSettings).returns(apitypes.ClusterSettingsView{}),
+		adm("GET", "/scalers", auth.PermAgentRead, "Show the scalers' state", (*server).listScalers).returns(apitypes.ScalersView{}),
 
-		public("GET", "/.well-known/openid-configuration", "OIDC discovery document of the provenance issuer", (*server).openidConfiguration),
-		public("GET", "/.well-known/jwks.json", "Public keys that verify provenance signatures", (*server).jwks),
-		public("POST", "/v1/verify-attestation", "Verify an attestation bundle", (*server).verifyAttestation),
-		adm("GET", "/runs/{runId}/attestations", PermRunRead, "List a run's attestations", (*server).listAttestations).bodies(nil, apitypes.AttestationList{}),
-		adm("GET", "/runs/{runId}/artifacts", PermRunRead, "List a run's artifacts", (*server).listArtifacts).bodies(nil, apitypes.ArtifactList{}),
+		public("GET", "/.well-known/openid-configuration", "OIDC discovery document of the provenance issuer", (*server).openidConfiguration).returns(provenance.OpenIDConfiguration{}),
+		public("GET", "/.well-known/jwks.json", "Public keys that verify provenance signatures", (*server).jwks).returns(provenance.JWKS{}),
+		public("POST", "/v1/verify-attestation", "Verify an attestation bundle", (*server).verifyAttestation).returns(provenance.Verdict{}),
+		adm("GET", "/runs/{runId}/attestations", PermRunRead, "List a run's attestations", (*server).listAttestations).returns(apitypes.AttestationList{}),
+		adm("GET", "/runs/{runId}/artifacts", PermRunRead, "List a run's artifacts", (*server).listArtifacts).returns(apitypes.ArtifactList{}),
 		adm("GET", "/runs/{runId}/artifacts/{name}", PermRunRead, "Download one artifact", (*server).downloadArtifact),
-		adm("GET", "/attestations/{id}", PermRunRead, "Show one attestation with its bundle", (*server).getAttestation).bodies(nil, apitypes.Attestation{}),
-		adm("GET", "/signing-keys", auth.PermSettingsRead, "List provenance signing keys", (*server).listSigningKeys),
-		adm("POST", "/signing-keys/rotate", auth.PermKeyRotate, "Rotate the provenance signing key", (*server).rotateSigningKey).noBody().bodies(nil, apitypes.SigningKey{}),
-		adm("POST", "/signing-keys/{kid}/revoke", auth.PermKeyRotate, "Revoke a provenance signing key", (*server).revokeSigningKey),
+		adm("GET", "/attestations/{id}", PermRunRead, "Show one attestation with its bundle", (*server).getAttestation).returns(apitypes.Attestation{}),
+		adm("GET", "/signing-keys", auth.PermSettingsRead, "List provenance signing keys", (*server).listSigningKeys).returns(apitypes.SigningKeyList{}),
+		adm("POST", "/signing-keys/rotate", auth.PermKeyRotate, "Rotate the provenance signing key", (*server).rotateSigningKey).noBody().returns(apitypes.SigningKey{}),
+		adm("POST", "/signing-keys/{kid}/revoke", auth.PermKeyRotate, "Revoke a provenance signing key", (*server).revokeSigningKey).returns(apitypes.SigningKey{}),
 
-		adm("POST", "/tokens", auth.PermTokenManage, "Create an admin token", (*server).createAdminToken),
-		adm("GET", "/tokens", auth.PermTokenManage, "List admin tokens", (*server).listAdminTokens).bodies(nil, apitypes.AdminTokenList{}),
-		adm("DELETE", "/tokens/{id}", auth.PermTokenManage, "Revoke an admin token", (*server).revokeAdminToken).noBody(),
-		{method: "POST", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "Create an agent token", handle: (*server).createAgentToken},
+		adm("POST", "/tokens", auth.PermTokenManage, "Create an admin token", (*server).createAdminToken).returns(apitypes.AdminTokenCreated{}),
+		adm("GET", "/tokens", auth.PermTokenManage, "List admin tokens", (*server).listAdminTokens).returns(apitypes.AdminTokenList{}),
+		adm("DELETE", "/tokens/{id}", auth.PermTokenManage, "Revoke an admin token", (*server).revokeAdminToken).noBody().returns(apitypes.Revoked{}),
+		{method: "POST", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "Create an agent token", handle: (*server).createAgentToken, response: apitypes.AgentTokenCreated{}},
 		{method: "GET", path: apitypes.AgentTokenPath, perm: auth.PermAgentTokenManage, summary: "List agent tokens", handle: (*server).listAgentTokens, response: apitypes.AgentTokenList{}, queryParams: []string{"type"}},
-		{method: "DELETE", path: apitypes.AgentTokenPath + "/{id}", perm: auth.PermAgentTokenManage, summary: "Revoke an agent token", handle: (*server).revokeAgentToken, bodyless: true},
-		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes).query("orgId"),
-		adm("POST", "/secrets/scopes", auth.PermSecretWrite, "Create a secret scope", (*server).createSecretScope),
-		adm("GET", "/secrets/keys", auth.PermSecretList, "List the key names of a secret scope", (*server).listSecretKeys).query("orgId", "scope"),
+		{method: "DELETE", path: apitypes.AgentTokenPath + "/{id}", perm: auth.PermAgentTokenManage, summary: "Revoke an agent token", handle: (*server).revokeAgentToken, bodyless: true, response: apitypes.AgentTokenRevoked{}},
+		adm("GET", "/secrets/scopes", auth.PermSecretList, "List an org's secret scopes", (*server).listSecretScopes).query("orgId").returns(apitypes.SecretScopeList{}),
+		adm("POST", "/secrets/scopes", auth.PermSecretWrite, "Create a secret scope", (*server).createSecretScope).returns(apitypes.Created{}),
+		adm("GET", "/secrets/keys", auth.PermSecretList, "List the key names of a secret scope", (*server).listSecretKeys).query("orgId", "scope").returns(apitypes.SecretKeyList{}),
 		{method: "DELETE", path: apitypes.AdminPrefix + "/secrets/scopes/{orgId}/{scope}", perm: auth.PermSecretDelete, summary: "Delete a secret scope with its secrets",
-			servedBy: "DELETE " + apitypes.AdminPrefix + "/secrets/{orgId}/{scope}/{key}"},
-		adm("PUT", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretWrite, "Set a secret (the value is never returned)", (*server).putSecret),
-		adm("DELETE", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretDelete, "Delete a secret", (*server).deleteSecret).noBody(),
-		adm("POST", "/rotate-key", auth.PermKeyRotate, "Re-encrypt every secret under a new data key", (*server).rotateKey).noBody(),
-		adm("GET", "/access-log", auth.PermAccessLogRead, "Read the access log", (*server).listAccessLog).query("action", "tokenId", "routingKey", "since", "limit", "offset"),
+			servedBy: "DELETE " + apitypes.AdminPrefix + "/secrets/{orgId}/{scope}/{key}", response: apitypes.Deleted{}},
+		adm("PUT", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretWrite, "Set a secret (the value is never returned)", (*server).putSecret).returns(apitypes.Set{}),
+		adm("DELETE", "/secrets/{orgId}/{scope}/{key}", auth.PermSecretDelete, "Delete a secret", (*server).deleteSecret).noBody().returns(apitypes.Deleted{}),
+		adm("POST", "/rotate-key", auth.PermKeyRotate, "Re-encrypt every secret under a new data key", (*server).rotateKey).noBody().returns(apitypes.KeyRotation{}),
+		adm("GET", "/access-log", auth.PermAccessLogRead, "Read the access log", (*server).listAccessLog).query("action", "tokenId", "routingKey", "since", "limit", "offset").returns(apitypes.AccessLogList{}),
 
-		adm("POST", "/contexts", auth.PermSecretWrite, "Create a context", (*server).createContext),
-		adm("GET", "/contexts", auth.PermContextRead, "List an org's contexts", (*server).listContexts).bodies(nil, apitypes.ContextList{}).query("orgId", "includeSecrets"),
+		adm("POST", "/contexts", auth.PermSecretWrite, "Create a context", (*server).createContext).returns(apitypes.ContextCreated{}),
+		adm("GET", "/contexts", auth.PermContextRead, "List an org's contexts", (*server).listContexts).returns(apitypes.ContextList{}).query("orgId", "includeSecrets"),
 		{method: "POST", path: apitypes.AdminPrefix + "/contexts/templates", perm: auth.PermSecretWrite, summary: "Create a context from a template",
-			handle: (*server).createContextTemplate, noMethodFallback: true},
-		adm("GET", "/contexts/{name}", auth.PermContextRead, "Show a context with its variables and bindings", (*server).getContext).bodies(nil, apitypes.ContextDetail{}).query("orgId"),
-		adm("DELETE", "/contexts/{name}", auth.PermSecretWrite, "Delete a context", (*server).deleteContext).noBody().query("orgId"),
-		adm("POST", "/contexts/{name}/bind", auth.PermSecretWrite, "Bind a context to secret scopes", (*server).bindContext),
-		adm("PATCH", "/contexts/{name}/policy", auth.PermSecretWrite, "Change a context's policy", (*server).patchContextPolicy),
-		adm("GET", "/contexts/{name}/variables", auth.PermContextRead, "List a context's variables", (*server).listContextVariables).bodies(nil, apitypes.ContextVariableList{}).query("orgId"),
-		adm("PUT", "/contexts/{name}/variables/{key}", auth.PermSecretWrite, "Set a context variable", (*server).putContextVariable).query("orgId"),
-		adm("DELETE", "/contexts/{name}/variables/{key}", auth.PermSecretDelete, "Delete a context variable", (*server).deleteContextVariable).noBody().query("orgId"),
-		adm("GET", "/contexts/{name}/source-overrides", auth.PermContextRead, "List a context's per-source overrides", (*server).listContextSourceOverrides).bodies(nil, apitypes.ContextSourceOverrideList{}).query("routingKey", "orgId"),
-		adm("PUT", "/contexts/{name}/source-overrides/{key}", auth.PermSecretWrite, "Set a per-source override", (*server).putContextSourceOverride).query("routingKey", "orgId"),
-		adm("DELETE", "/contexts/{name}/source-overrides/{key}", auth.PermSecretDelete, "Delete a per-source override", (*server).deleteContextSourceOverride).noBody().query("routingKey", "orgId"),
+			handle: (*server).createContextTemplate, noMethodFallback: true, response: apitypes.ContextTemplateCreated{}},
+		adm("GET", "/contexts/{name}", auth.PermContextRead, "Show a context with its variables and bindings", (*server).getContext).returns(apitypes.ContextDetail{}).query("orgId"),
+		adm("DELETE", "/contexts/{name}", auth.PermSecretWrite, "Delete a context", (*server).deleteContext).noBody().query("orgId").returns(apitypes.Deleted{}),
+		adm("POST", "/contexts/{name}/bind", auth.PermSecretWrite, "Bind a context to secret scopes", (*server).bindContext).returns(apitypes.Created{}),
+		adm("PATCH", "/contexts/{name}/policy", auth.PermSecretWrite, "Change a context's policy", (*server).patchContextPolicy).returns(apitypes.Updated{}),
+		adm("GET", "/contexts/{name}/variables", auth.PermContextRead, "List a context's variables", (*server).listContextVariables).returns(apitypes.ContextVariableList{}).query("orgId"),
+		adm("PUT", "/contexts/{name}/variables/{key}", auth.PermSecretWrite, "Set a context variable", (*server).putContextVariable).query("orgId").returns(apitypes.Set{}),
+		adm("DELETE", "/contexts/{name}/variables/{key}", auth.PermSecretDelete, "Delete a context variable", (*server).deleteContextVariable).noBody().query("orgId").returns(apitypes.Deleted{}),
+		adm("GET", "/contexts/{name}/source-overrides", auth.PermContextRead, "List a context's per-source overrides", (*server).listContextSourceOverrides).returns(apitypes.ContextSourceOverrideList{}).query("routingKey", "orgId"),
+		adm("PUT", "/contexts/{name}/source-overrides/{key}", auth.PermSecretWrite, "Set a per-source override", (*server).putContextSourceOverride).query("routingKey", "orgId").returns(apitypes.Set{}),
+		adm("DELETE", "/contexts/{name}/source-overrides/{key}", auth.PermSecretDelete, "Delete a per-source override", (*server).deleteContextSourceOverride).noBody().query("routingKey", "orgId").returns(apitypes.Deleted{}),
 
-		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns).query("runId", "status", "customerId").bodies(nil, apitypes.HeldRunList{}),
-		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns).query("sha", "runId").bodies(nil, apitypes.CheckRunList{}),
-		adm("POST", "/held-runs/decision", auth.PermCITrustAdmin, "Approve or reject a held run", (*server).decideHeldRun),
-		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy).query("customerId"),
-		adm("PATCH", "/trust-policy", auth.PermCITrustAdmin, "Change an org's trust policy", (*server).patchTrustPolicy),
-		adm("GET", "/trust-policy/directory", auth.PermCITrustRead, "Show the trust directory", (*server).getTrustDirectory).bodies(nil, apitypes.DirectoryView{}).query("customerId"),
-		adm("PATCH", "/trust-policy/directory", auth.PermCITrustAdmin, "Set a user's trust", (*server).patchTrustDirectory),
-		adm("DELETE", "/trust-policy/directory", auth.PermCITrustAdmin, "Remove a user from the trust directory", (*server).deleteTrustDirectory).noBody().query("userId", "customerId"),
+		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns).query("runId", "status", "customerId").returns(apitypes.HeldRunList{}),
+		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns).query("sha", "runId").returns(apitypes.CheckRunList{}),
+		adm("POST", "/held-runs/decision", auth.PermCITrustAdmin, "Approve or reject a held run", (*server).decideHeldRun).returns(apitypes.HeldRunDecision{}),
+		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy).query("customerId").returns(apitypes.TrustPolicyEnvelope{}),
+		adm("PATCH", "/trust-policy", auth.PermCITrustAdmin, "Change an org's trust policy", (*server).patchTrustPolicy).returns(apitypes.TrustPolicyEnvelope{}),
+		adm("GET", "/trust-policy/directory", auth.PermCITrustRead, "Show the trust directory", (*server).getTrustDirectory).returns(apitypes.DirectoryEnvelope{}).query("customerId"),
+		adm("PATCH", "/trust-policy/directory", auth.PermCITrustAdmin, "Set a user's trust", (*server).patchTrustDirectory).returns(apitypes.DirectoryEnvelope{}),
+		adm("DELETE", "/trust-policy/directory", auth.PermCITrustAdmin, "Remove a user from the trust directory", (*server).deleteTrustDirectory).noBody().query("userId", "customerId").returns(apitypes.DirectoryRemoval{}),
 	}
 }
 

@@ -147,17 +147,15 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if countMode {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"total": total, "since": sinceOut, "status": statusCSV,
-			"workflowName": strPtr(f.WorkflowName), "repo": strPtr(f.Repo),
-		})
+		writeJSON(w, http.StatusOK, apitypes.RunCount{Total: total, Since: sinceOut, Status: statusCSV,
+			WorkflowName: strPtr(f.WorkflowName), Repo: strPtr(f.Repo)})
 		return
 	}
 	views := make([]apitypes.RunView, 0, len(runs))
 	for _, run := range runs {
 		views = append(views, NewRunView(run))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": views, "total": total, "limit": f.Limit, "offset": f.Offset})
+	writeJSON(w, http.StatusOK, apitypes.RunList{Runs: views, Total: total, Limit: f.Limit, Offset: f.Offset})
 }
 
 // loadRun fetches the {runId} run or writes 404/500 and returns nil.

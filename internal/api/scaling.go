@@ -2,10 +2,13 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/scaler"
 )
 
 // getClusterSettings answers GET /api/v1/admin/cluster-settings:
@@ -21,7 +24,7 @@ func (s *server) getClusterSettings(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, apitypes.ClusterSettingsView(*v))
 }
 
 // patchClusterSettings answers PATCH /api/v1/admin/cluster-settings: a
@@ -53,7 +56,7 @@ func (s *server) patchClusterSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("cluster settings changed", "version", v.Version, "requestId", w.Header().Get(RequestIDHeader))
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, apitypes.ClusterSettingsView(*v))
 }
 
 // listScalers answers GET /api/v1/admin/scalers with what each scaler is
@@ -63,5 +66,10 @@ func (s *server) listScalers(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "Scaler not available")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.d.ScalerStatus())
+	st, ok := s.d.ScalerStatus().(scaler.Status)
+	if !ok {
+		s.internalError(w, r, fmt.Errorf("scaler status is a %T, not a scaler.Status", s.d.ScalerStatus()))
+		return
+	}
+	writeJSON(w, http.StatusOK, scalersView(st))
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 )
@@ -69,7 +70,7 @@ func (s *server) listSecretScopes(w http.ResponseWriter, r *http.Request) {
 	for _, sc := range scopes {
 		out = append(out, secrets.Backend+":"+sc)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"scopes": out})
+	writeJSON(w, http.StatusOK, apitypes.SecretScopeList{Scopes: out})
 }
 
 func (s *server) listSecretKeys(w http.ResponseWriter, r *http.Request) {
@@ -87,7 +88,7 @@ func (s *server) listSecretKeys(w http.ResponseWriter, r *http.Request) {
 		s.secretErr(w, r, err, "Secret scope not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+	writeJSON(w, http.StatusOK, apitypes.SecretKeyList{Keys: keys})
 }
 
 func (s *server) createSecretScope(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +112,7 @@ func (s *server) createSecretScope(w http.ResponseWriter, r *http.Request) {
 		s.secretErr(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"created": true})
+	writeJSON(w, http.StatusOK, apitypes.Created{Created: true})
 }
 
 func (s *server) deleteSecretScope(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +130,7 @@ func (s *server) deleteSecretScope(w http.ResponseWriter, r *http.Request) {
 		s.secretErr(w, r, err, "Secret scope not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }
 
 func (s *server) putSecret(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +160,7 @@ func (s *server) putSecret(w http.ResponseWriter, r *http.Request) {
 		s.secretErr(w, r, err, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"set": true})
+	writeJSON(w, http.StatusOK, apitypes.Set{Set: true})
 }
 
 func (s *server) deleteSecret(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +189,7 @@ func (s *server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		s.secretErr(w, r, err, "Secret not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }
 
 func (s *server) rotateKey(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +202,7 @@ func (s *server) rotateKey(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, counts)
+	writeJSON(w, http.StatusOK, apitypes.KeyRotation{ReEncrypted: counts["reEncrypted"], ReEncryptedSigningKeys: counts["reEncryptedSigningKeys"]})
 }
 
 // ---------------------------------------------------------------- access log
@@ -232,5 +233,5 @@ func (s *server) listAccessLog(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": accessLogViews(entries)})
+	writeJSON(w, http.StatusOK, apitypes.AccessLogList{Entries: accessLogViews(entries)})
 }

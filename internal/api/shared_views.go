@@ -3,6 +3,7 @@ package api
 import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
 )
 
@@ -26,6 +27,20 @@ func clusterNodeViews(ns []*store.ClusterNode) []apitypes.ClusterNode {
 }
 
 func drainView(d runctl.DrainStatus) apitypes.DrainStatus { return apitypes.DrainStatus(d) }
+
+func scalersView(st scaler.Status) apitypes.ScalersView {
+	return apitypes.ScalersView{GlobalMaxAgents: st.GlobalMaxAgents, Active: st.Active, Reloads: st.Reloads,
+		Scalers: mapSlice(st.Scalers, scalerView)}
+}
+
+// scalerView copies sc; LabelSets stays null for a scaler without label
+// sets.
+func scalerView(sc scaler.ScalerStatus) apitypes.ScalerView {
+	return apitypes.ScalerView{Name: sc.Name, Type: sc.Type, Retiring: sc.Retiring, State: sc.State, StateReason: sc.StateReason,
+		MaxAgents: sc.MaxAgents, MaxConcurrentSpawns: sc.MaxConcurrentSpawns, LabelSets: sc.LabelSets, Active: sc.Active,
+		Spawning: sc.Spawning, Queued: sc.Queued, SpawnedTotal: sc.SpawnedTotal, FailedTotal: sc.FailedTotal,
+		RefusedTotal: sc.RefusedTotal, Agents: mapSlice(sc.Agents, func(a scaler.AgentStatus) apitypes.ScalerAgentView { return apitypes.ScalerAgentView(a) })}
+}
 
 func clauseViews(cs []store.ApprovalClause) []apitypes.ApprovalClause {
 	return mapSlice(cs, func(c store.ApprovalClause) apitypes.ApprovalClause { return apitypes.ApprovalClause(c) })

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -32,7 +33,7 @@ func (s *server) deleteSource(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+	writeJSON(w, http.StatusOK, apitypes.Deleted{Deleted: true})
 }
 
 // enableSource is POST /generic-sources/{id}/enable.
@@ -58,5 +59,5 @@ func (s *server) setSourceEnabled(w http.ResponseWriter, r *http.Request, enable
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"enabled": enabled})
+	writeJSON(w, http.StatusOK, apitypes.SourceEnabled{Enabled: enabled})
 }

@@ -223,7 +223,7 @@ func (s *server) getSource(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) getSourceSecret(w http.ResponseWriter, r *http.Request) {
 	if src := s.loadSource(w, r); src != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"routingKey": src.RoutingKey, "webhookSecret": src.WebhookSecret})
+		writeJSON(w, http.StatusOK, apitypes.SourceWebhookSecret{RoutingKey: src.RoutingKey, WebhookSecret: src.WebhookSecret})
 	}
 }
 

@@ -76,7 +76,7 @@ func (s *server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"token": plain, "id": t.ID})
+	writeJSON(w, http.StatusCreated, apitypes.AdminTokenCreated{Token: plain, ID: t.ID})
 }
 
 func (s *server) listAdminTokens(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +121,7 @@ func (s *server) revokeAdminToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
+	writeJSON(w, http.StatusOK, apitypes.Revoked{Revoked: true})
 }
 
 // ---------------------------------------------------------------- agent tokens
@@ -171,8 +171,8 @@ func (s *server) createAgentToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := agentTokenView(t)
-	writeJSON(w, http.StatusCreated, map[string]any{"id": v.ID, "token": plain, "tokenPrefix": v.TokenPrefix,
-		"labels": v.Labels, "mandatoryLabels": t.MandatoryLabels, "agentType": v.AgentType, "createdAt": v.CreatedAt, "expiresAt": v.ExpiresAt})
+	writeJSON(w, http.StatusCreated, apitypes.AgentTokenCreated{ID: v.ID, Token: plain, TokenPrefix: v.TokenPrefix,
+		Labels: v.Labels, MandatoryLabels: t.MandatoryLabels, AgentType: v.AgentType, CreatedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt})
 }
 
 // cleanLabels validates and de-duplicates token labels: 1–255 characters,
@@ -240,7 +240,7 @@ func (s *server) revokeAgentToken(w http.ResponseWriter, r *http.Request) {
 	if s.d.Agents != nil {
 		kicked = s.d.Agents.KickToken(id)
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"kicked": kicked})
+	writeJSON(w, http.StatusOK, apitypes.AgentTokenRevoked{Kicked: kicked})
 }
 
 // ---------------------------------------------------------------- secrets

@@ -56,7 +56,7 @@ func (s *server) getTrustPolicy(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"policy": s.policyView(p, stored)})
+	writeJSON(w, http.StatusOK, apitypes.TrustPolicyEnvelope{Policy: s.policyView(p, stored)})
 }
 
 // patchTrustPolicy is PATCH /trust-policy {customerId, forkPolicy?,
@@ -129,7 +129,7 @@ func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"policy": s.policyView(*p, true)})
+	writeJSON(w, http.StatusOK, apitypes.TrustPolicyEnvelope{Policy: s.policyView(*p, true)})
 }
 
 // Directory input rules.
@@ -179,18 +179,22 @@ func (s *server) directoryView(r *http.Request, org string) (*apitypes.Directory
 	return v, nil
 }
 
-// writeDirectory answers {directory, platformManaged} plus extra fields.
-func (s *server) writeDirectory(w http.ResponseWriter, r *http.Request, org string, extra map[string]any) {
+// directoryEnvelope returns org's directory with platformManaged, or
+// answers 500 and reports false.
+func (s *server) directoryEnvelope(w http.ResponseWriter, r *http.Request, org string) (apitypes.DirectoryEnvelope, bool) {
 	dir, err := s.directoryView(r, org)
 	if err != nil {
 		s.internalError(w, r, err)
-		return
+		return apitypes.DirectoryEnvelope{}, false
 	}
-	out := map[string]any{"directory": dir, "platformManaged": platformConnected(s.d.Mode)}
-	for k, v := range extra {
-		out[k] = v
+	return apitypes.DirectoryEnvelope{Directory: dir, PlatformManaged: platformConnected(s.d.Mode)}, true
+}
+
+// writeDirectory answers org's apitypes.DirectoryEnvelope.
+func (s *server) writeDirectory(w http.ResponseWriter, r *http.Request, org string) {
+	if env, ok := s.directoryEnvelope(w, r, org); ok {
+		writeJSON(w, http.StatusOK, env)
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // getTrustDirectory is GET /trust-policy/directory?customerId=:
@@ -200,7 +204,7 @@ func (s *server) getTrustDirectory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.writeDirectory(w, r, org, nil)
+	s.writeDirectory(w, r, org)
 }
 
 // patchTrustDirectory is PATCH /trust-policy/directory {customerId, userId,
@@ -253,7 +257,7 @@ func (s *server) patchTrustDirectory(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	s.writeDirectory(w, r, b.CustomerID, nil)
+	s.writeDirectory(w, r, b.CustomerID)
 }
 
 // deleteTrustDirectory is DELETE /trust-policy/directory?customerId=&userId=:
@@ -281,5 +285,7 @@ func (s *server) deleteTrustDirectory(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	s.writeDirectory(w, r, org, map[string]any{"removed": removed})
+	if env, ok := s.directoryEnvelope(w, r, org); ok {
+		writeJSON(w, http.StatusOK, apitypes.DirectoryRemoval{DirectoryEnvelope: env, Removed: removed})
+	}
 }

@@ -42,7 +42,7 @@ type Context struct {
 	BranchRestrictions []string `json:"branchRestrictions"`
 	// RequiredReviewers lists reviewers whose approval holds a job; null =
 	// no approval required.
-	RequiredReviewers []string `json:"requiredReviewers"`
+	RequiredReviewers []string `json:"requiredReviewers" nullable:"true"`
 	// WaitTimerSeconds delays dispatch, in seconds; null = no timer.
 	WaitTimerSeconds *int64 `json:"waitTimerSeconds"`
 	// HoldExpirySeconds bounds how long a hold waits, in seconds; null =
@@ -73,12 +73,14 @@ type Context struct {
 	UpdatedAt      time.Time `json:"updatedAt"`
 }
 
-// ContextWithSecretKeys is a row of GET /contexts?includeSecrets=true: the
-// context plus the distinct key names (never values) of the secret scopes
-// equal to one of its binding patterns, sorted.
+// ContextWithSecretKeys is a row of GET /contexts: the context, plus, with
+// ?includeSecrets=true only, the distinct key names (never values) of the
+// secret scopes equal to one of its binding patterns, sorted. Without
+// includeSecrets SecretKeys is nil and absent (not an empty list, which
+// would claim the bound scopes hold no keys).
 type ContextWithSecretKeys struct {
 	Context
-	SecretKeys []string `json:"secretKeys"`
+	SecretKeys []string `json:"secretKeys,omitzero"`
 }
 
 // ContextList is the body of GET /contexts.
@@ -127,4 +129,20 @@ type ContextSourceOverride struct {
 // ContextSourceOverrideList is the body of GET /contexts/{name}/source-overrides.
 type ContextSourceOverrideList struct {
 	Overrides []ContextSourceOverride `json:"overrides"`
+}
+
+// ContextCreated is the body of POST /contexts, an upsert: EnvID is the
+// context's id (KiCI's name for it), Created true with HTTP 201 for a new
+// context, false with 200 when an existing one was updated.
+type ContextCreated struct {
+	EnvID   string `json:"envId"`
+	Created bool   `json:"created"`
+}
+
+// ContextTemplateCreated is the body of POST /contexts/templates: the
+// upsert's answer plus VariablesSet, how many variables the template
+// seeded.
+type ContextTemplateCreated struct {
+	ContextCreated
+	VariablesSet int `json:"variablesSet"`
 }

@@ -38,3 +38,14 @@ const (
 // HoldPending is the HeldRunView.Status of a hold still waiting for a
 // decision (KiCI held_runs.status).
 const HoldPending = "pending"
+
+// HeldRunDecision is the body of POST /held-runs/decision (approval.Result
+// on the server): Status is the hold's state after the decision, pending
+// (more clauses must be satisfied; Remaining lists their values),
+// released (the held work resumes) or rejected (it is cancelled).
+// Remaining is absent when no clause is left. An approver not eligible
+// for any open clause gets HTTP 409 {"error", "status": "ineligible"}.
+type HeldRunDecision struct {
+	Status    string   `json:"status"`
+	Remaining []string `json:"remainingClauses,omitempty"`
+}

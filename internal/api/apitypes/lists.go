@@ -58,3 +58,31 @@ type AdminTokenList struct {
 type AgentTokenList struct {
 	Tokens []AgentTokenView `json:"tokens"`
 }
+
+// RunList is the body of GET /runs: one page of runs, newest first; Total
+// counts every run the filter matches, Limit and Offset are the page
+// actually served (Limit at most MaxRunLimit).
+type RunList struct {
+	Runs   []RunView `json:"runs"`
+	Total  int       `json:"total"`
+	Limit  int       `json:"limit"`
+	Offset int       `json:"offset"`
+}
+
+// RunCount is the body of GET /runs?count=true: how many runs match, with
+// the filter as applied. Since is normalised to UTC RFC 3339; Status is
+// the de-duplicated comma-separated status list; each is null when not
+// filtered on.
+type RunCount struct {
+	Total        int     `json:"total"`
+	Since        *string `json:"since"`
+	Status       *string `json:"status"`
+	WorkflowName *string `json:"workflowName"`
+	Repo         *string `json:"repo"`
+}
+
+// SigningKeyList is the body of GET /signing-keys: every provenance
+// signing key, revoked ones included, newest first.
+type SigningKeyList struct {
+	Keys []SigningKey `json:"keys"`
+}

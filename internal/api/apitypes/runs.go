@@ -49,20 +49,23 @@ type RunView struct {
 
 // JobView is a job in API responses. RoutingReason is the pending reason of
 // a queued job. Steps is present only with ?includeSteps=true.
+// MatrixValues (the job's matrix leg, name → value) is null for a job
+// outside a matrix; RunsOnLabels may be null for a job stored without
+// labels.
 type JobView struct {
 	JobID           string            `json:"jobId"`
 	RunID           string            `json:"runId"`
 	JobName         string            `json:"jobName"`
 	BaseJobName     string            `json:"baseJobName"`
 	Status          status.Job        `json:"status"`
-	MatrixValues    map[string]string `json:"matrixValues"`
+	MatrixValues    map[string]string `json:"matrixValues" nullable:"true"`
 	AgentID         *string           `json:"agentId"`
 	StartedAt       *time.Time        `json:"startedAt"`
 	CompletedAt     *time.Time        `json:"completedAt"`
 	DurationMs      *int64            `json:"durationMs"`
 	ErrorMessage    *string           `json:"errorMessage"`
 	RoutingReason   *string           `json:"routingReason"`
-	RunsOnLabels    []string          `json:"runsOnLabels"`
+	RunsOnLabels    []string          `json:"runsOnLabels" nullable:"true"`
 	CreatedAt       time.Time         `json:"createdAt"`
 	Needs           []Need            `json:"needs"`
 	TimeoutMs       *int64            `json:"timeoutMs"`

@@ -70,3 +70,17 @@ const (
 	// ProviderLocal is a git repository on the orchestrator's host.
 	ProviderLocal = "local"
 )
+
+// SourceWebhookSecret is the body of GET
+// /generic-sources/{id}/webhook-secret: the source's routing key and its
+// original webhook secret, in clear ("" for a source created without one).
+type SourceWebhookSecret struct {
+	RoutingKey    string `json:"routingKey"`
+	WebhookSecret string `json:"webhookSecret"`
+}
+
+// SourceEnabled is the body of POST /generic-sources/{id}/enable and
+// /disable: the source's state after the call.
+type SourceEnabled struct {
+	Enabled bool `json:"enabled"`
+}

@@ -38,3 +38,23 @@ type DirectoryView struct {
 // ForkIgnore is the TrustPolicyView.ForkPolicy that drops fork pull
 // requests without a run (KiCI ForkPolicy "ignore").
 const ForkIgnore = "ignore"
+
+// TrustPolicyEnvelope is the body of GET and PATCH /trust-policy.
+type TrustPolicyEnvelope struct {
+	Policy TrustPolicyView `json:"policy"`
+}
+
+// DirectoryEnvelope is the body of GET and PATCH /trust-policy/directory:
+// the org's approval directory, null while it has no member, and whether
+// the KiCI Platform manages it (writes are then refused).
+type DirectoryEnvelope struct {
+	Directory       *DirectoryView `json:"directory"`
+	PlatformManaged bool           `json:"platformManaged"`
+}
+
+// DirectoryRemoval is the body of DELETE /trust-policy/directory: the
+// directory after the removal and whether the user was a member.
+type DirectoryRemoval struct {
+	DirectoryEnvelope
+	Removed bool `json:"removed"`
+}
