@@ -35,24 +35,34 @@ type env struct {
 	auditor string
 }
 
-func newEnv(t *testing.T) *env {
+// openTestStore opens a new SQLite store in dir, closed when the test
+// ends, with real admin auth over it.
+func openTestStore(t *testing.T, dir string) (store.Store, *auth.AdminAuth) {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "kici.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	owner, _, err := a.IssueAdminToken(ctx, "owner", auth.RoleOwner, 0)
+	return st, auth.NewAdminAuth(st, nil)
+}
+
+// issueToken issues an admin token of role, labelled with the role name.
+func issueToken(t *testing.T, a *auth.AdminAuth, role string) string {
+	t.Helper()
+	tok, _, err := a.IssueAdminToken(context.Background(), role, role, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditor, _, err := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return tok
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	st, a := openTestStore(t, dir)
+	owner := issueToken(t, a, auth.RoleOwner)
+	auditor := issueToken(t, a, auth.RoleAuditor)
 	logs := logstore.NewFS(filepath.Join(dir, "logs"))
 	mux := NewRouter(Deps{Store: st, Auth: a, Logs: logs, Version: "test"})
 	srv := httptest.NewServer(mux)

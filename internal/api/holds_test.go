@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,22 +14,15 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 )
 
 // newModeEnv is env over a real SQLite store with the real approval
 // decider (approvals false: none) in the given orchestrator mode.
 func newModeEnv(t *testing.T, mode string, approvals bool) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	owner, _, _ := a.IssueAdminToken(ctx, "owner", auth.RoleOwner, 0)
-	auditor, _, _ := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
+	st, a := openTestStore(t, t.TempDir())
+	owner := issueToken(t, a, auth.RoleOwner)
+	auditor := issueToken(t, a, auth.RoleAuditor)
 	d := Deps{Store: st, Auth: a, Mode: mode}
 	if approvals {
 		d.Approvals = approval.NewDecider(st, nil)

@@ -7,14 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/ghfake"
 )
 
@@ -26,15 +24,9 @@ type ingressEnv struct {
 
 func newIngressEnv(t *testing.T, mode string) *ingressEnv {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	owner, _, _ := a.IssueAdminToken(ctx, "owner", auth.RoleOwner, 0)
-	auditor, _, _ := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
+	st, a := openTestStore(t, t.TempDir())
+	owner := issueToken(t, a, auth.RoleOwner)
+	auditor := issueToken(t, a, auth.RoleAuditor)
 	ie := &ingressEnv{fake: ghfake.New(77)}
 	t.Cleanup(ie.fake.Close)
 	mux := NewRouter(Deps{Store: st, Auth: a, Mode: mode, EmitEvent: func(_ context.Context, r apitypes.EmitRequest) (string, error) {

@@ -1,12 +1,10 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/provenance"
-	"kici.dev/kici/internal/store/sqlite"
 )
 
 // TestOpenAPIDescribesEveryMountedRoute reads the document a real router
@@ -27,18 +24,10 @@ import (
 // permission, and a token of a role lacking that permission gets a 403
 // naming it.
 func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
+	st, a := openTestStore(t, t.TempDir())
 	tokens := map[string]string{}
 	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
-		if tokens[role], _, err = a.IssueAdminToken(ctx, role, role, 0); err != nil {
-			t.Fatal(err)
-		}
+		tokens[role] = issueToken(t, a, role)
 	}
 	mux, mounted := newRouter(Deps{Store: st, Auth: a, Version: "test"})
 	srv := httptest.NewServer(mux)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"kici.dev/kici/internal/provenance"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 )
 
 const testIssuer = "https://ci.example.test"
@@ -23,16 +21,10 @@ const testIssuer = "https://ci.example.test"
 // newProvEnv is newEnv with a provenance service (issuer "" = disabled).
 func newProvEnv(t *testing.T, issuer string) (*env, *provenance.Service) {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	owner, _, _ := a.IssueAdminToken(ctx, "owner", auth.RoleOwner, 0)
-	auditor, _, _ := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
+	st, a := openTestStore(t, dir)
+	owner := issueToken(t, a, auth.RoleOwner)
+	auditor := issueToken(t, a, auth.RoleAuditor)
 	mk, err := masterkey.Load(dir, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

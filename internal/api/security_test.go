@@ -24,7 +24,6 @@ import (
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 )
 
 type kickRecorder struct {
@@ -49,22 +48,23 @@ type secEnv struct {
 
 func keyHex(b byte) string { return hex.EncodeToString(bytes.Repeat([]byte{b}, masterkey.Size)) }
 
-func newSecEnv(t *testing.T) *secEnv {
+// testRing is a master-key ring whose current key is keyHex(1).
+func testRing(t *testing.T) *masterkey.Ring {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	owner, _, _ := a.IssueAdminToken(ctx, "owner", auth.RoleOwner, 0)
-	auditor, _, _ := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
 	ring, err := masterkey.LoadRing("", func(k string) string { return map[string]string{"KICI_SECRET_KEY": keyHex(1)}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ring
+}
+
+func newSecEnv(t *testing.T) *secEnv {
+	t.Helper()
+	dir := t.TempDir()
+	st, a := openTestStore(t, dir)
+	owner := issueToken(t, a, auth.RoleOwner)
+	auditor := issueToken(t, a, auth.RoleAuditor)
+	ring := testRing(t)
 	svc := secrets.New(st, ring)
 	kick := &kickRecorder{}
 	logs := logstore.NewFS(filepath.Join(dir, "logs"))
@@ -104,20 +104,9 @@ var auditorHiddenReads = map[string]string{
 func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := auth.NewAdminAuth(st, nil)
-	auditor, _, err := a.IssueAdminToken(ctx, "auditor", auth.RoleAuditor, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := masterkey.LoadRing("", func(k string) string { return map[string]string{"KICI_SECRET_KEY": keyHex(1)}[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, a := openTestStore(t, dir)
+	auditor := issueToken(t, a, auth.RoleAuditor)
+	ring := testRing(t)
 	svc := secrets.New(st, ring)
 	if err := st.CreateSecretScope(ctx, "acme", "release", nil); err != nil {
 		t.Fatal(err)
