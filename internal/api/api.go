@@ -23,6 +23,7 @@ import (
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 )
@@ -91,10 +92,9 @@ type Deps struct {
 	// ClusterSettings reads and patches the live cluster settings; nil ⇒
 	// the cluster-settings routes answer 503.
 	ClusterSettings *cluster.Reader
-	// ScalerStatus returns the scalers' state, a scaler.Status
-	// (scaler.Manager.Status; any other value answers 500); nil ⇒ GET
-	// /scalers answers 503.
-	ScalerStatus func() any
+	// ScalerStatus returns the scalers' state (scaler.Manager.Status with
+	// each agent's job); nil ⇒ GET /scalers answers 503.
+	ScalerStatus func() scaler.Status
 	// Provenance signs and verifies build provenance (provenance.go); nil
 	// ⇒ the provenance routes answer 503.
 	Provenance *provenance.Service

@@ -95,7 +95,7 @@ func newAnswersEnv(t *testing.T) *answersEnv {
 		Approvals:       approval.NewDecider(st, nil),
 		Provenance:      prov,
 		Cluster:         nodes,
-		ScalerStatus:    func() any { return scalers },
+		ScalerStatus:    func() scaler.Status { return scalers },
 		EmitEvent:       func(context.Context, apitypes.EmitRequest) (string, error) { return "kici_event:1", nil },
 	}
 	srv := newTestServer(t, NewRouter(d))

@@ -69,7 +69,7 @@ func newSecEnv(t *testing.T) *secEnv {
 	kick := &kickRecorder{}
 	logs := logstore.NewFS(filepath.Join(dir, "logs"))
 	srv := httptest.NewServer(NewRouter(Deps{Store: st, Auth: a, Logs: logs, Version: "test", Secrets: svc, Agents: kick,
-		ScalerStatus: func() any { return scaler.Status{Scalers: []scaler.ScalerStatus{}} }}))
+		ScalerStatus: func() scaler.Status { return scaler.Status{Scalers: []scaler.ScalerStatus{}} }}))
 	t.Cleanup(srv.Close)
 	return &secEnv{env: &env{t: t, st: st, logs: logs, srv: srv, owner: owner, auditor: auditor}, svc: svc, kick: kick, dir: dir}
 }
@@ -113,7 +113,7 @@ func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
 	}
 	srv := httptest.NewServer(NewRouter(Deps{Store: st, Auth: a, Logs: logstore.NewFS(filepath.Join(dir, "logs")), Secrets: svc,
 		ClusterSettings: cluster.NewReader(st, nil, 0, nil), RunControl: &stubRunControl{}, Rerun: stubRerunner{},
-		Approvals: approval.NewDecider(st, nil), ScalerStatus: func() any { return scaler.Status{Scalers: []scaler.ScalerStatus{}} }}))
+		Approvals: approval.NewDecider(st, nil), ScalerStatus: func() scaler.Status { return scaler.Status{Scalers: []scaler.ScalerStatus{}} }}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, st: st, srv: srv, auditor: auditor}
 

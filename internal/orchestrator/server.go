@@ -292,7 +292,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Version: Version,
 
 		ClusterSettings: settings,
-		ScalerStatus:    func() any { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
+		ScalerStatus:    func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
 
 		RunControl: s.runctl,
 		Rerun:      s.processor,
