@@ -136,33 +136,8 @@ func (a *app) printClusterSettings(raw []byte, v *clusterSettingsView) error {
 	return nil
 }
 
-// scalerStatus mirrors scaler.Status (GET /api/v1/admin/scalers).
-type scalerStatus struct {
-	GlobalMaxAgents int `json:"globalMaxAgents"`
-	Active          int `json:"active"`
-	Reloads         int `json:"reloads"`
-	Scalers         []struct {
-		Name                string     `json:"name"`
-		Type                string     `json:"type"`
-		Retiring            bool       `json:"retiring"`
-		State               string     `json:"state"`
-		StateReason         string     `json:"stateReason"`
-		MaxAgents           int        `json:"maxAgents"`
-		MaxConcurrentSpawns int        `json:"maxConcurrentSpawns"`
-		LabelSets           [][]string `json:"labelSets"`
-		Active              int        `json:"active"`
-		Spawning            int        `json:"spawning"`
-		Queued              int        `json:"queued"`
-		SpawnedTotal        int64      `json:"spawnedTotal"`
-		FailedTotal         int64      `json:"spawnFailuresTotal"`
-		RefusedTotal        int64      `json:"spawnRefusalsTotal"`
-		Agents              []struct {
-			AgentID string `json:"agentId"`
-			JobID   string `json:"jobId"`
-			State   string `json:"state"`
-		} `json:"agents"`
-	} `json:"scalers"`
-}
+// scalerStatus is GET /api/v1/admin/scalers' answer.
+type scalerStatus = apitypes.ScalersView
 
 func (a *app) scalerCommand() *cobra.Command {
 	cmd := &cobra.Command{
