@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -157,6 +158,19 @@ func checkKey(runID, jobID string, stepIndex int) error {
 	return nil
 }
 
+// checkOffset refuses an agent offset that is negative or whose last line
+// would be numbered past the int64 range (the acknowledged offset would
+// wrap negative, and later replays would be stored twice).
+func checkOffset(offset int64, n int) error {
+	if offset < 0 {
+		return fmt.Errorf("logstore: negative offset %d", offset)
+	}
+	if offset > math.MaxInt64-int64(n) {
+		return fmt.Errorf("logstore: offset %d of %d lines overflows", offset, n)
+	}
+	return nil
+}
+
 // Stats implements Store.
 func (f *FS) Stats() Stats {
 	return Stats{LinesStored: f.linesStored.Load(), BytesStored: f.bytesStored.Load(),
@@ -186,8 +200,8 @@ func (f *FS) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines 
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if offset < 0 {
-		return AppendResult{}, fmt.Errorf("logstore: negative offset %d", offset)
+	if err := checkOffset(offset, len(lines)); err != nil {
+		return AppendResult{}, err
 	}
 	return f.append(path, offset, lines)
 }

@@ -122,8 +122,8 @@ func (p *PG) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines 
 	if err := checkKey(runID, jobID, stepIndex); err != nil {
 		return AppendResult{}, err
 	}
-	if offset < 0 {
-		return AppendResult{}, fmt.Errorf("logstore: negative offset %d", offset)
+	if err := checkOffset(offset, len(lines)); err != nil {
+		return AppendResult{}, err
 	}
 	return p.append(runID, jobID, stepIndex, offset, lines)
 }
