@@ -38,6 +38,10 @@ type agentConn struct {
 	evicted       bool   // unregistered by an ack timeout
 	replaced      bool   // superseded by a newer socket of the same agent
 	resume        string // this socket's session resume token (session.go)
+	// resumed: this socket presented the resume token of a session that
+	// this process or the cluster knew, so it is the agent that ran that
+	// session's jobs; a socket that registered its id afresh is not.
+	resumed bool
 
 	logs *logBatch // log lines read, not yet written (logs.go); message loop only
 }

@@ -258,8 +258,13 @@ type Dispatcher struct {
 
 // jobState is the dispatcher's view of a job handed to an agent.
 type jobState struct {
-	entry     store.QueueEntry
-	agentID   string
+	entry   store.QueueEntry
+	agentID string
+	// session is the resume token of the agent session the job was
+	// dispatched to or adopted by: only a socket of that session (the
+	// agent itself, reconnected with its resume token) reports for it, not
+	// another socket that registered the same agent id.
+	session   string
 	started   bool
 	acked     bool
 	holdsSlot bool

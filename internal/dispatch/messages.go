@@ -109,16 +109,30 @@ func (d *Dispatcher) handle(ctx context.Context, c *agentConn, tok *store.AgentT
 func (d *Dispatcher) owns(ctx context.Context, c *agentConn, jobID string) (*jobState, bool) {
 	d.mu.Lock()
 	js := d.jobs[jobID]
-	if js != nil && js.agentID == c.id && (!js.done || time.Since(js.doneAt) <= ownershipGrace) {
+	if js != nil && (js.agentID != c.id || js.session != c.resume) {
+		// Tracked here, and not this session's: a socket that registered
+		// the same agent id afresh (the agent restarted, or another
+		// token's holder took the idle id) writes nothing into it.
+		d.mu.Unlock()
+		return nil, false
+	}
+	if js != nil && (!js.done || time.Since(js.doneAt) <= ownershipGrace) {
 		d.mu.Unlock()
 		return js, true
 	}
+	verified := js != nil || c.resumed
 	d.mu.Unlock()
+	// Late frames for a finished job past the grace, or one this process
+	// does not track (it ran on another node, or before a restart): only
+	// from the agent that ran it, proven by its session's resume token.
+	if !verified {
+		return nil, false
+	}
 	job, err := d.st.GetJob(ctx, jobID)
 	if err != nil {
 		return nil, false
 	}
-	if job.Status.IsTerminal() && (job.AgentID == "" || job.AgentID == c.id) {
+	if job.Status.IsTerminal() && job.AgentID == c.id {
 		return nil, true
 	}
 	return nil, false

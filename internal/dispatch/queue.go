@@ -293,7 +293,7 @@ func (d *Dispatcher) prepare(ctx context.Context, a *agentConn, e *store.QueueEn
 		d.pending.put(&back)
 		return nil
 	}
-	js := &jobState{entry: *e, agentID: a.id, holdsSlot: true, lastSeq: -1}
+	js := &jobState{entry: *e, agentID: a.id, session: a.resume, holdsSlot: true, lastSeq: -1}
 	ackIn := d.ackWait(ctx, e)
 	d.mu.Lock()
 	if old := d.jobs[e.ID]; old != nil && old.ackTimer != nil {

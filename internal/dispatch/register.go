@@ -85,6 +85,9 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	default:
 		c.resume = d.startSessionLocked(reg.AgentID, tok.ID)
 	}
+	if cur != c {
+		c.resumed = resumed
+	}
 	c.id = reg.AgentID
 	c.tokenID = tok.ID
 	c.labels = withMandatory(reg.Labels, c.mandatory)
@@ -188,7 +191,7 @@ func (d *Dispatcher) adopt(ctx context.Context, c *agentConn, jobID string) {
 		return
 	}
 	d.jobs[jobID] = &jobState{entry: store.QueueEntry{ID: jobID, RunID: job.RunID, JobName: job.JobName,
-		RunsOnLabels: job.RunsOnLabels}, agentID: c.id, started: true, acked: true, holdsSlot: true, lastSeq: -1}
+		RunsOnLabels: job.RunsOnLabels}, agentID: c.id, session: c.resume, started: true, acked: true, holdsSlot: true, lastSeq: -1}
 	c.active++
 	c.served++
 	if job.Status == status.JobPending || job.Status == status.JobQueued || job.Status == status.JobRecovering {
