@@ -59,17 +59,21 @@ func assertUntouched(t *testing.T, h *harness, ev *events, logs *logSink, jobID,
 	if got := ev.finishedOf(jobID); len(got) != 0 {
 		t.Fatalf("intruder finished the job: %v", got)
 	}
+	assertNothingStored(t, ev, logs, "intruder")
+}
+
+// assertNothingStored fails if a step status or a log line reached ev or
+// logs (who names the sender in the message).
+func assertNothingStored(t *testing.T, ev *events, logs *logSink, who string) {
+	t.Helper()
 	ev.mu.Lock()
 	steps := len(ev.steps)
 	ev.mu.Unlock()
-	if steps != 0 {
-		t.Fatalf("intruder stored %d step statuses", steps)
-	}
 	logs.mu.Lock()
 	lines := strings.Join(logs.lines, ",")
 	logs.mu.Unlock()
-	if lines != "" {
-		t.Fatalf("intruder wrote log lines: %s", lines)
+	if steps != 0 || lines != "" {
+		t.Fatalf("%s stored %d step statuses and log lines %q", who, steps, lines)
 	}
 }
 
@@ -131,4 +135,42 @@ func TestForeignAgentFramesRefusedOtherNode(t *testing.T) {
 	attackJob(t, intruder, jd)
 	assertUntouched(t, h, evB, logsB, j.ID, "a-owner")
 	assertUntouched(t, h, h.ev, h.logs, j.ID, "a-owner")
+}
+
+// TestImpostorOfFinishedAgentCannotWriteItsJobs: agent "a1" finishes a
+// job and goes away. Another token's holder registers the id "a1" (it is
+// not live, so a new session is opened) and forges frames for the finished
+// job: within the 30 s grace, after it, and once this process no longer
+// tracks the job (when the store alone says "a1" ran it). Every frame is an
+// ownership violation and none reaches the job.
+func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	a := h.agent("a1", h.staticToken())
+	j := h.job()
+	h.enqueue(j)
+	jd := a.dispatch()
+	a.status(jd, "running")
+	a.status(jd, "success")
+	eventually(t, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	a.ws.CloseNow()
+	eventually(t, "a1 gone", func() bool { return len(h.d.Agents()) == 0 })
+
+	for _, when := range []string{"within the grace", "after the grace", "untracked"} {
+		h.d.mu.Lock()
+		switch when {
+		case "after the grace":
+			if js := h.d.jobs[j.ID]; js != nil {
+				js.doneAt = time.Now().Add(-2 * ownershipGrace)
+			}
+		case "untracked":
+			delete(h.d.jobs, j.ID)
+		}
+		h.d.mu.Unlock()
+		attackJob(t, h.agent("a1", h.staticToken()), jd)
+		eventually(t, "impostor gone", func() bool { return len(h.d.Agents()) == 0 })
+		assertNothingStored(t, h.ev, h.logs, "impostor "+when)
+		if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != "success" {
+			t.Fatalf("%s: job finished %v, want once, success", when, got)
+		}
+	}
 }
