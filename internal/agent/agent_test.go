@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +17,6 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
 )
-
-// syncBuffer is a bytes.Buffer safe for the agent's goroutines to log to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type harness struct {
 	srv     *agenttest.Server
@@ -67,13 +47,19 @@ func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *har
 	hostEnv := append(os.Environ(), "KICI_AGENT_TOKEN=kat_must_not_leak", "SECRET_HOST_VAR=nope")
 	// The agent's log, shown when the test fails (a reconnect that never
 	// came says why there).
-	var logBuf syncBuffer
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		logFile.Close()
 		if t.Failed() {
-			t.Logf("agent log:\n%s", logBuf.String())
+			b, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", b)
 		}
 	})
-	a := New(cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{
+	a := New(cfg, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{
 		HostEnv:           hostEnv,
 		Backoff:           func(int) time.Duration { return 50 * time.Millisecond },
 		HeartbeatInterval: 100 * time.Millisecond,
