@@ -51,7 +51,7 @@ func (d *Dispatcher) attest(ctx context.Context, c *agentConn, m *protocol.Prove
 	case m.RunID != runID:
 		return refuse("runId does not match the job")
 	case a == nil:
-		return refuse("provenance signing is not configured on the orchestrator (KICI_ORCHESTRATOR_PROVENANCE_ISSUER)")
+		return refuse("provenance signing is not configured on the orchestrator (on PostgreSQL, set KICI_ORCHESTRATOR_PROVENANCE_ISSUER to its public URL)")
 	}
 	refs, err := a.Attest(ctx, runID, m.JobID, m.Subjects)
 	if err != nil {

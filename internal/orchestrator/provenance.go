@@ -15,19 +15,23 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// setupProvenance builds the provenance service. With
-// KICI_ORCHESTRATOR_PROVENANCE_ISSUER set it loads the master key, makes
-// sure a signing key exists (the first orchestrator to get there creates it;
-// the store's one-active-key guard makes any other use that one) and
-// returns the attester with which the dispatcher accepts
-// provenance.attest. Without it the service only publishes keys already
-// stored, and the attester is nil.
-func setupProvenance(ctx context.Context, cfg *config.Config, st store.Store, logger *slog.Logger) (*provenance.Service, dispatch.Attester, error) {
+// setupProvenance builds the provenance service. The issuer is
+// KICI_ORCHESTRATOR_PROVENANCE_ISSUER, else, on the embedded default (SQLite
+// in the data directory, one node), ownURL: the orchestrator's own base
+// URL, so that `attest:` works out of the box. With an issuer it loads the
+// master key, makes sure a signing key exists (the first orchestrator to
+// get there creates it; the store's one-active-key guard makes any other
+// use that one) and returns the attester with which the dispatcher accepts
+// provenance.attest. Without one (PostgreSQL and no issuer: the nodes of a
+// cluster must agree on a public name, which only the operator knows) the
+// service only publishes keys already stored, and the attester is nil.
+func setupProvenance(ctx context.Context, cfg *config.Config, st store.Store, ownURL string, logger *slog.Logger) (*provenance.Service, dispatch.Attester, error) {
 	id, err := os.Hostname()
 	if err != nil || id == "" {
 		id = "default"
 	}
-	if cfg.ProvenanceIssuer == "" {
+	issuer := embeddedIssuer(cfg, ownURL)
+	if issuer == "" {
 		return provenance.NewService(st, provenance.NewKeys(st, nil), provenance.Config{OrchestratorID: id, Version: Version}), nil, nil
 	}
 	mk, err := masterkey.Load(cfg.DataDir, os.Getenv)
@@ -35,13 +39,31 @@ func setupProvenance(ctx context.Context, cfg *config.Config, st store.Store, lo
 		return nil, nil, fmt.Errorf("provenance signing: %w", err)
 	}
 	keys := provenance.NewKeys(st, mk)
-	svc := provenance.NewService(st, keys, provenance.Config{Issuer: cfg.ProvenanceIssuer, OrchestratorID: id, Version: Version})
+	svc := provenance.NewService(st, keys, provenance.Config{Issuer: issuer, OrchestratorID: id, Version: Version})
 	kid, _, err := keys.Active(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("provenance signing key: %w", err)
 	}
-	logger.Info("provenance signing enabled", "issuer", cfg.ProvenanceIssuer, "kid", kid, "masterKey", mk.Source())
+	logger.Info("provenance signing enabled", "issuer", issuer, "configured", cfg.ProvenanceIssuer != "", "kid", kid, "masterKey", mk.Source())
 	return svc, attester{svc}, nil
+}
+
+// embeddedIssuer is the provenance issuer: KICI_ORCHESTRATOR_PROVENANCE_ISSUER
+// when set; else ownURL (http://127.0.0.1:4000 by default) on the embedded
+// SQLite default, whose one node is the only signer of its database; else ""
+// (signing off). The issuer is only a name verifiers pin (they fetch the
+// keys from <issuer>/.well-known/jwks.json), so the orchestrator's own URL
+// is the natural one; a deployment reached under another name sets the
+// variable.
+func embeddedIssuer(cfg *config.Config, ownURL string) string {
+	switch {
+	case cfg.ProvenanceIssuer != "":
+		return cfg.ProvenanceIssuer
+	case cfg.DatabaseURL == "":
+		return ownURL
+	default:
+		return ""
+	}
 }
 
 // attester adapts provenance.Service to dispatch.Attester.

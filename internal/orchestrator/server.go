@@ -201,7 +201,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, err
 	}
-	prov, provAttester, err := setupProvenance(ctx, cfg, st, logger.With("component", "provenance"))
+	// A listener on every interface signs under this host's reachable
+	// address, as the node registry does (advertise.go).
+	prov, provAttester, err := setupProvenance(ctx, cfg, st, reachableURL(baseURL, interfaceIPs()), logger.With("component", "provenance"))
 	if err != nil {
 		return nil, err
 	}
