@@ -148,7 +148,10 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	if req.Entry.EnforceCgroups && (req.Limits.NanoCPUs > 0 || req.Limits.MemoryBytes > 0) {
 		b.probeOnce.Do(func() { b.probeErr = b.opts.CgroupProbe() })
 		if b.probeErr != nil {
-			req.Emit(EventProvisioning, "cgroup limits not enforced: "+b.probeErr.Error())
+			// Why is a host matter (systemd, D-Bus paths): the job
+			// learns that, the orchestrator's log why.
+			b.log.Warn("cgroup limits not enforced", "agent", req.AgentID, "job", req.JobID, "err", b.probeErr)
+			req.Emit(EventProvisioning, "cgroup limits not enforced on this host (the orchestrator's log says why)")
 		} else {
 			argv = append(cgroupArgv(req.AgentID, req.Limits), bin)
 		}
@@ -207,8 +210,10 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 	b.procs[req.AgentID] = pr
 	b.mu.Unlock()
 	b.writePidFile(req.AgentID, cmd.Process.Pid) // lost.go
-	b.log.Info("agent process started", "agent", req.AgentID, "job", req.JobID, "pid", cmd.Process.Pid, "log", logPath)
-	req.Emit(EventProvisioning, fmt.Sprintf("process %d started (%s), output in %s", cmd.Process.Pid, strings.Join(argv, " "), logPath))
+	// Process id, command line and log path stay on the orchestrator's
+	// log: the job's log is read by whoever can read the run.
+	b.log.Info("agent process started", "agent", req.AgentID, "job", req.JobID, "pid", cmd.Process.Pid, "argv", strings.Join(argv, " "), "log", logPath)
+	req.Emit(EventProvisioning, fmt.Sprintf("agent %s started as a process on the orchestrator's host", req.AgentID))
 	go func() {
 		err := cmd.Wait()
 		f.Close()

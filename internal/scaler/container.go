@@ -220,7 +220,7 @@ func (c *Container) Spawn(ctx context.Context, req *SpawnRequest) error {
 		c.mu.Unlock()
 		return err
 	}
-	req.Emit(EventProvisioning, fmt.Sprintf("container %.12s created from %s", res.ID, req.LabelSet.Image))
+	req.Emit(EventProvisioning, "agent container created from "+req.LabelSet.Image)
 	// Track before start so the orphan sweep never takes it.
 	cr := &ctr{id: res.ID, done: make(chan struct{})}
 	c.mu.Lock()

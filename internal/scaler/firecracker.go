@@ -233,7 +233,9 @@ func (f *Firecracker) start(ctx context.Context, req *SpawnRequest, e *Entry, v 
 	}
 	v.ip = ip
 	n := f.host.net
-	req.Emit(EventProvisioning, fmt.Sprintf("microVM %s: address %s, TAP %s on %s", v.id, ip, v.tap, n.BridgeName))
+	// Addresses and host interfaces stay on the orchestrator's log.
+	f.log.Info("microVM network", "agent", v.id, "job", req.JobID, "ip", ip, "tap", v.tap, "bridge", n.BridgeName)
+	req.Emit(EventProvisioning, fmt.Sprintf("microVM %s: network attached", v.id))
 	if err := f.host.setupTap(ctx, v.tap, v.tag, f.uid, f.gid); err != nil {
 		return fmt.Errorf("TAP %s: %w", v.tap, err)
 	}
@@ -274,7 +276,8 @@ func (f *Firecracker) start(ctx context.Context, req *SpawnRequest, e *Entry, v 
 	f.mu.Unlock()
 	rec, _ = json.Marshal(vmRecord{Scaler: f.name, AgentID: v.id, IP: ip.String(), Tap: v.tap, Pid: proc.Pid()})
 	_ = os.WriteFile(filepath.Join(v.dir, vmRecordFile), rec, 0o600)
-	req.Emit(EventProvisioning, fmt.Sprintf("jailer started (pid %d), waiting for the API socket", proc.Pid()))
+	f.log.Info("jailer started", "agent", v.id, "pid", proc.Pid())
+	req.Emit(EventProvisioning, "jailer started, waiting for the microVM's API socket")
 
 	sock := filepath.Join(root, jailAPISock)
 	v.api = fcapi.New(sock)

@@ -126,7 +126,9 @@ func (m *Manager) spawnFailed(rec *agentRec, err error, record bool) {
 	if record && !m.closed && !rec.stop && rec.jobID != "" {
 		rec.sc.failed++
 		until := time.Now().Add(m.opts.FailureBackoff)
-		m.fails[rec.jobID] = failRec{msg: fmt.Sprintf("%s (next attempt after %s)", msg, until.UTC().Format("15:04:05Z")), until: until}
+		// The pending reason is shown to run readers: no host details.
+		shown, _ := withholdHostDetails(msg)
+		m.fails[rec.jobID] = failRec{msg: fmt.Sprintf("%s (next attempt after %s)", shown, until.UTC().Format("15:04:05Z")), until: until}
 	}
 	m.updateGaugesLocked()
 	fn := m.opts.Exited
@@ -207,12 +209,18 @@ func (m *Manager) destroy(rec *agentRec) {
 }
 
 // emit records a lifecycle event in the job's provisioning log (the
-// job-level log bucket, stream "scaler").
+// job-level log bucket, stream "scaler"). Host paths and addresses are
+// withheld from the job's copy (joblog.go) and kept on the orchestrator's
+// log.
 func (m *Manager) emit(rec *agentRec, eventType, detail string) {
 	if m.opts.Events == nil || rec.runID == "" || rec.jobID == "" {
 		return
 	}
-	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: "scaler", Text: "[" + eventType + "] " + detail}
+	shown, withheld := withholdHostDetails(detail)
+	if withheld {
+		m.log.Info("provisioning event (host details withheld from the job log)", "job", rec.jobID, "agent", rec.id, "event", eventType, "detail", detail)
+	}
+	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: "scaler", Text: "[" + eventType + "] " + shown}
 	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
 		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
 	}
