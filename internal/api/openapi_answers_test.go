@@ -214,6 +214,7 @@ func (e *answersEnv) runAnswers(t *testing.T, run *store.Run, job *store.Job) {
 	c, p, ctx := e.c, apitypes.AdminPrefix, context.Background()
 	c.call("GET", p+"/runs", "")
 	c.call("GET", p+"/runs?count=true", "")
+	c.call("GET", p+"/runs?branch=main", "")
 	c.call("GET", p+"/runs?count=true&status=running&since=2026-01-02T15:04:05%2B02:00&workflowName=release&repo=acme/app", "")
 	c.call("POST", p+"/runs", `{"sourceId":"s","workflow":"ci"}`)
 	c.call("GET", p+"/runs/"+run.ID, "")

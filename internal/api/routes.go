@@ -95,7 +95,7 @@ func routeTable() []route {
 		adm("GET", "/registrations", PermContextRead, "List the registration index", (*server).listRegistrations).query("customerId", "org", "routingKey", "repoIdentifier", "triggerType").returns(apitypes.RegistrationList{}),
 		adm("GET", "/registrations/{id}", PermContextRead, "Show one registration", (*server).getRegistration).returns(apitypes.RegistrationEnvelope{}),
 
-		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns).query("status", "workflowName", "repo", "deliveryId", "since", "count", "limit", "offset").returns(oneOf{apitypes.RunList{}, apitypes.RunCount{}}),
+		adm("GET", "/runs", PermRunRead, "List runs", (*server).listRuns).query("status", "workflowName", "repo", "branch", "deliveryId", "since", "count", "limit", "offset").returns(oneOf{apitypes.RunList{}, apitypes.RunCount{}}),
 		adm("POST", "/runs", auth.PermSourceTrigger, "Start a manual run", (*server).startManualRun).bodies(apitypes.ManualRunRequest{}, apitypes.RunEnvelope{}),
 		adm("GET", "/runs/{runId}", PermRunRead, "Show one run", (*server).getRun).returns(apitypes.RunEnvelope{}),
 		adm("GET", "/runs/{runId}/jobs", PermRunRead, "List a run's jobs", (*server).listJobs).query("includeSteps").returns(apitypes.JobList{}),

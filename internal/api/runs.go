@@ -114,6 +114,9 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	f.WorkflowName = q.Get("workflowName")
 	f.Repo = q.Get("repo")
 	f.DeliveryID = q.Get("deliveryId")
+	// kici: runs whose target branch, or whose refs/heads/ ref, is branch
+	// (a KiCI extension, the filter of the web UI's run list).
+	f.Branch = strings.TrimPrefix(q.Get("branch"), "refs/heads/")
 	f.RoutingKey = callerRoutingKey(r)
 	var sinceOut *string
 	if raw := q.Get("since"); raw != "" {

@@ -112,7 +112,11 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 	if name == "" {
 		name = strconv.Itoa(idx)
 	}
-	label := "[" + f.names[jobID] + "/" + name + "] "
+	jobName, stepLabel := f.names[jobID], name
+	if idx < 0 {
+		stepLabel = "setup"
+	}
+	label := "[" + jobName + "/" + name + "] "
 	f.mu.Unlock()
 	path := fmt.Sprintf("%s/runs/%s/jobs/%s/steps/%d/logs/stream", apitypes.AdminPrefix, url.PathEscape(f.runID), url.PathEscape(jobID), idx)
 	f.wg.Add(1)
@@ -126,13 +130,8 @@ func (f *follower) startStream(ctx context.Context, jobID string, idx int, stepN
 			if json.Unmarshal([]byte(ev.Data), &l) != nil {
 				return true
 			}
-			var b strings.Builder
-			if !f.raw {
-				b.WriteString(label)
-			}
-			b.WriteString(terminalSafe(l.Msg))
-			b.WriteByte('\n')
-			f.merge.add(key, l.TS, b.String())
+			f.merge.add(key, l.TS, formatLogLine(f.a.json, f.raw, label, logLineJSON{JobID: jobID, Job: jobName,
+				Step: idx, StepName: stepLabel, TS: l.TS, Stream: l.Stream, Msg: l.Msg}))
 			return true
 		})
 		if err != nil && ctx.Err() == nil {

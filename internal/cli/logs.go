@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -18,6 +19,7 @@ type logStream struct {
 	job    apitypes.JobView
 	index  int
 	label  string // "[job/step] "
+	name   string // step name, "setup" for index -1
 	cursor int
 }
 
@@ -36,10 +38,15 @@ by id, name or base name (all matrix legs); --step selects one step index
 (-1 = setup). --follow prints lines as they are written (over the admin API's
 event streams), until the run is finished and every log has been read; when
 the connection breaks (an orchestrator restart) it reconnects and resumes
-each log at the next line, so no line is printed twice or missed.`,
+each log at the next line, so no line is printed twice or missed.
+
+--json prints JSON Lines instead, one object per log line (also with
+--follow): {"jobId", "job", "step" (-1 = setup), "stepName", "ts" (Unix
+milliseconds), "stream", "msg"}.`,
 		Example: `  kici-admin runs logs <run-id>
   kici-admin runs logs <run-id> --follow
-  kici-admin runs logs <run-id> --job build --step 2 --raw`,
+  kici-admin runs logs <run-id> --job build --step 2 --raw
+  kici-admin runs logs <run-id> --json | jq -r 'select(.stream == "stderr") | .msg'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stepSet := cmd.Flags().Changed("step")
@@ -100,13 +107,39 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 					}
 				}
 			}
-			st := &logStream{job: j, index: i, label: "[" + j.JobName + "/" + name + "] "}
+			st := &logStream{job: j, index: i, name: name, label: "[" + j.JobName + "/" + name + "] "}
 			if err := a.drainStream(ctx, c, run.RunID, st, raw, limit); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// logLineJSON is one line of `runs logs --json`: JSON Lines, one object per
+// log line, so that --follow streams them too. Msg is the line as stored
+// (control characters are escaped by JSON, not stripped).
+type logLineJSON struct {
+	JobID    string `json:"jobId"`
+	Job      string `json:"job"`
+	Step     int    `json:"step"` // -1 = the job's checkout/setup log
+	StepName string `json:"stepName"`
+	TS       int64  `json:"ts"` // Unix milliseconds
+	Stream   string `json:"stream"`
+	Msg      string `json:"msg"`
+}
+
+// formatLogLine renders one line for the terminal ("[job/step] text", the
+// label left out with raw) or, with asJSON, as a logLineJSON object.
+func formatLogLine(asJSON, raw bool, label string, l logLineJSON) string {
+	if asJSON {
+		b, _ := json.Marshal(l)
+		return string(b) + "\n"
+	}
+	if raw {
+		label = ""
+	}
+	return label + terminalSafe(l.Msg) + "\n"
 }
 
 // drainStream reads and prints every available page of one stream.
@@ -120,11 +153,8 @@ func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logS
 		}
 		var b strings.Builder
 		for _, l := range page.Lines {
-			if !raw {
-				b.WriteString(st.label)
-			}
-			b.WriteString(terminalSafe(l.Msg))
-			b.WriteByte('\n')
+			b.WriteString(formatLogLine(a.json, raw, st.label, logLineJSON{JobID: st.job.JobID, Job: st.job.JobName,
+				Step: st.index, StepName: st.name, TS: l.TS, Stream: l.Stream, Msg: l.Msg}))
 		}
 		a.out().Write([]byte(b.String()))
 		st.cursor = page.NextCursor

@@ -32,7 +32,7 @@ func (a *app) runsCommand() *cobra.Command {
 }
 
 func (a *app) runsListCommand() *cobra.Command {
-	var status, workflow, repo, delivery, since string
+	var status, workflow, workflowAlias, branch, repo, delivery, since string
 	var count bool
 	var limit, offset int
 	cmd := &cobra.Command{
@@ -40,17 +40,24 @@ func (a *app) runsListCommand() *cobra.Command {
 		Short: "List runs, newest first",
 		Example: `  kici-admin runs list
   kici-admin runs list --status running,queued --limit 50
-  kici-admin runs list --workflow-name ci --repo demo/app --since 2026-01-01T00:00:00Z
+  kici-admin runs list --workflow ci --branch main --status failed
+  kici-admin runs list --workflow ci --repo demo/app --since 2026-01-01T00:00:00Z
   kici-admin runs list --delivery-id generic:demo:...:5d1c... --json
   kici-admin runs list --status failed --count`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if workflowAlias != "" {
+				if workflow != "" && workflow != workflowAlias {
+					return fmt.Errorf("--workflow %q and --workflow-name %q disagree: --workflow-name is the old name of --workflow, pass one", workflow, workflowAlias)
+				}
+				workflow = workflowAlias
+			}
 			c, err := a.api()
 			if err != nil {
 				return err
 			}
 			q := url.Values{}
-			for k, v := range map[string]string{"status": status, "workflowName": workflow, "repo": repo, "deliveryId": delivery, "since": since} {
+			for k, v := range map[string]string{"status": status, "workflowName": workflow, "branch": branch, "repo": repo, "deliveryId": delivery, "since": since} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -99,7 +106,9 @@ func (a *app) runsListCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&status, "status", "", "comma-separated statuses (pending, running, success, failed, cancelled, …)")
-	f.StringVar(&workflow, "workflow-name", "", "only runs of this workflow")
+	f.StringVar(&workflow, "workflow", "", "only runs of this workflow (its name, as `runs start --workflow` takes it)")
+	f.StringVar(&workflowAlias, "workflow-name", "", "old name of --workflow, still accepted")
+	f.StringVar(&branch, "branch", "", "only runs of this branch: pushes to it and pull requests into it (main or refs/heads/main)")
 	f.StringVar(&repo, "repo", "", "only runs of this repository identifier (<org>/<name>)")
 	f.StringVar(&delivery, "delivery-id", "", "only runs created by this delivery")
 	f.StringVar(&since, "since", "", "only runs created after this ISO 8601 time")
