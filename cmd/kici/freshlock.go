@@ -11,19 +11,21 @@ import (
 )
 
 // loadFreshLock returns the lock `kici preview` and `kici run local` use
-// for the workflow tree at root ("" = the repository around --dir): the
-// committed lock (or --lock), refused with the orchestrator's drift message
+// for the workflow tree at root ("" = `kici preview`: the repository around
+// --dir): the committed lock, refused with the orchestrator's drift message
 // when it does not match the workflow files, since the orchestrator would
 // fail those jobs. With --compile the workflows under root are compiled in
-// memory instead and nothing is written.
+// memory instead and nothing is written. An explicit --lock FILE is what
+// `kici preview` previews, as it is: the repository's workflow files need
+// not be the ones FILE was compiled from. `kici run local` runs the tree's
+// workflow files, so FILE must match them; its problems name FILE.
 func (ef *eventFlags) loadFreshLock(root string) (*lockfile.LockFile, error) {
+	if ef.lock != "" && !ef.compile && root == "" {
+		lf, _, err := ef.loadLock()
+		return lf, err
+	}
 	if root == "" {
 		r, err := findRoot(ef.dir, false)
-		if err != nil && ef.lock != "" && !ef.compile {
-			// An explicit lock outside a repository: nothing to compare.
-			lf, _, err := ef.loadLock()
-			return lf, err
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -36,16 +38,18 @@ func (ef *eventFlags) loadFreshLock(root string) (*lockfile.LockFile, error) {
 		}
 		return lf, nil
 	}
-	saved := ef.lock
+	saved, lockName := ef.lock, lockfile.Path
 	if ef.lock == "" {
 		ef.lock = filepath.Join(root, filepath.FromSlash(lockfile.Path))
+	} else {
+		lockName = ef.lock // as the user wrote it
 	}
 	lf, _, err := ef.loadLock()
 	ef.lock = saved
 	if err != nil {
 		return nil, err
 	}
-	if err := lockfile.CheckTree(lf, root); err != nil {
+	if err := lockfile.CheckTreeNamed(lf, root, lockName); err != nil {
 		var stale *lockfile.StaleLockError
 		if errors.As(err, &stale) {
 			return nil, fmt.Errorf("%w\n(refusing a stale lock; pass --compile to use the workflow files as they are, compiled in memory)", err)

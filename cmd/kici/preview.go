@@ -38,7 +38,7 @@ func (ef *eventFlags) register(cmd *cobra.Command) {
 	f.StringVar(&ef.repo, "repo", "", "source repository owner/repo (for repos filters)")
 	f.StringVar(&ef.payload, "payload", "", "JSON payload file: a GitHub webhook body with --event, else the event payload")
 	f.StringVar(&ef.ghEvent, "event", "", "X-GitHub-Event of --payload: normalize it like the orchestrator does")
-	f.StringVar(&ef.lock, "lock", "", "lock file to read (default: .kici/kici.lock.json at the repository root)")
+	f.StringVar(&ef.lock, "lock", "", "lock file to read (default: .kici/kici.lock.json at the repository root); preview uses FILE as it is, run local checks it against the workflow files it runs")
 	f.StringVar(&ef.dir, "dir", ".", "directory inside the repository")
 	f.BoolVar(&ef.compile, "compile", false, "compile the workflow files in memory instead of reading the lock file (a stale lock is refused otherwise)")
 }

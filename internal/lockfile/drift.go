@@ -35,30 +35,37 @@ func NewDriftCheck(wf *Workflow) *DriftCheck {
 
 // DriftMessage is the error of a job (and of `kici preview` / `kici run
 // local`) whose workflow file no longer matches the lock file.
-func DriftMessage(file string) string {
-	return fmt.Sprintf("workflow drift: %s does not match the lock file %s (its contentHash differs): run `kici compile` and commit both", file, Path)
+func DriftMessage(file string) string { return driftMessage(file, Path) }
+
+func driftMessage(file, lockName string) string {
+	return fmt.Sprintf("workflow drift: %s does not match the lock file %s (its contentHash differs): run `kici compile` and commit both", file, lockName)
 }
 
 // DriftMissingMessage is the error when the workflow file the lock names
 // does not exist.
-func DriftMissingMessage(file string) string {
-	return fmt.Sprintf("workflow drift: %s, named by the lock file %s, does not exist: run `kici compile` and commit both", file, Path)
+func DriftMissingMessage(file string) string { return driftMissingMessage(file, Path) }
+
+func driftMissingMessage(file, lockName string) string {
+	return fmt.Sprintf("workflow drift: %s, named by the lock file %s, does not exist: run `kici compile` and commit both", file, lockName)
 }
 
 // Verify compares the file under root with the check: "" when it matches,
 // else DriftMessage or DriftMissingMessage. A path that leaves root is
 // reported as missing (the lock is untrusted input).
-func (c *DriftCheck) Verify(root string) string {
+func (c *DriftCheck) Verify(root string) string { return c.verify(root, Path) }
+
+// verify is Verify with the lock file named lockName in the message.
+func (c *DriftCheck) verify(root, lockName string) string {
 	clean := filepath.Clean(filepath.FromSlash(c.File))
 	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return DriftMissingMessage(c.File)
+		return driftMissingMessage(c.File, lockName)
 	}
 	src, err := os.ReadFile(filepath.Join(root, clean))
 	if err != nil {
-		return DriftMissingMessage(c.File)
+		return driftMissingMessage(c.File, lockName)
 	}
 	if WorkflowContentHash(src) != c.ContentHash {
-		return DriftMessage(c.File)
+		return driftMessage(c.File, lockName)
 	}
 	return ""
 }
@@ -72,14 +79,18 @@ func (e *StaleLockError) Error() string { return strings.Join(e.Problems, "\n") 
 // CheckTree checks a lock against the workflow files under root: each
 // workflow's file must exist and match its contentHash, and every workflow
 // file must be in the lock. It returns nil or a *StaleLockError.
-func CheckTree(lf *LockFile, root string) error {
+func CheckTree(lf *LockFile, root string) error { return CheckTreeNamed(lf, root, Path) }
+
+// CheckTreeNamed is CheckTree for a lock read from elsewhere than root's
+// .kici/kici.lock.json (`--lock FILE`): the problems name lockName.
+func CheckTreeNamed(lf *LockFile, root, lockName string) error {
 	var problems []string
 	inLock := map[string]bool{}
 	for i := range lf.Workflows {
 		wf := &lf.Workflows[i]
 		inLock[wf.Source.File] = true
 		if c := NewDriftCheck(wf); c != nil {
-			if msg := c.Verify(root); msg != "" {
+			if msg := c.verify(root, lockName); msg != "" {
 				problems = append(problems, msg)
 			}
 		}
@@ -94,7 +105,7 @@ func CheckTree(lf *LockFile, root string) error {
 			continue
 		}
 		if rel := WorkflowDir + "/" + n; !inLock[rel] {
-			problems = append(problems, fmt.Sprintf("workflow drift: %s is not in the lock file %s: run `kici compile` and commit both", rel, Path))
+			problems = append(problems, fmt.Sprintf("workflow drift: %s is not in the lock file %s: run `kici compile` and commit both", rel, lockName))
 		}
 	}
 	if len(problems) > 0 {
