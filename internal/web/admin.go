@@ -133,9 +133,38 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 }
 
 type sourceRow struct {
-	Source   *store.Source
+	Source *store.Source
+	// Forge names what sends the source's deliveries (providerLabel).
+	Forge    string
 	Events   []*store.EventLogEntry
 	Rejected []*store.RejectedDelivery
+}
+
+// presetForges names the forge of each universal-git preset: a generic
+// source with a gitConfig receives that forge's own webhooks.
+var presetForges = map[string]string{
+	"gitea": "Gitea", "forgejo": "Forgejo", "gogs": "Gogs",
+	"gitlab-repo": "GitLab", "github-repo": "GitHub (git)", "custom": "git forge (custom preset)",
+}
+
+// providerLabel is the Provider line of the Sources page: the forge for a
+// universal-git source (stored as provider "generic" with a git preset),
+// else the provider type by its name.
+func providerLabel(src *store.Source, set *store.SourceSettings) string {
+	if set != nil && set.Git != nil {
+		if f, ok := presetForges[set.Git.Preset]; ok {
+			return f
+		}
+	}
+	switch src.Provider {
+	case "github":
+		return "GitHub"
+	case "local":
+		return "local git repository"
+	case "generic":
+		return "generic webhook"
+	}
+	return src.Provider
 }
 
 // sourcesPage lists the sources the caller may see (source.read; a scoped
@@ -155,7 +184,12 @@ func (u *UI) sourcesPage(w http.ResponseWriter, r *http.Request, s *session, p a
 	withLog := can(p, auth.PermEventLogRead) && p.RoutingKey == ""
 	var rows []sourceRow
 	for _, src := range srcs {
-		row := sourceRow{Source: src}
+		set, err := u.d.Store.GetSourceSettings(r.Context(), src.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			u.internalError(w, r, err)
+			return
+		}
+		row := sourceRow{Source: src, Forge: providerLabel(src, set)}
 		if withLog {
 			if row.Events, _, err = u.d.Store.ListEventLog(r.Context(), store.EventLogFilter{RoutingKey: src.RoutingKey, Limit: 5}); err != nil {
 				u.internalError(w, r, err)
