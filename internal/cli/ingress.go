@@ -29,19 +29,37 @@ func readValue(v string) (string, error) {
 }
 
 func (a *app) sourceAddGitHubCommand() *cobra.Command {
-	var org, name, appID, key, token, tokenEnv, secret, apiURL string
+	var org, name, appID, key, tokenEnv, secret, apiURL string
 	var rpm int
+	var tok forgeToken
+	var tokens tokenOccurrences
 	cmd := &cobra.Command{
 		Use:   "github",
 		Short: "Register a GitHub source (a GitHub App, or an access token)",
 		Long: `Register a GitHub source. With --app-id and --private-key the orchestrator checks
 the App's credentials (GET /app) and mints installation tokens per event; with
---token (or --token-from-env) it uses that token. The webhook URL to configure
-on GitHub is printed, with the webhook secret (generated unless given).`,
+--forge-token (or --forge-token-from-env) it uses that token. The webhook URL
+to configure on GitHub is printed, with the webhook secret (generated unless
+given).
+
+--token is kici-admin's admin token, as everywhere. It used to name the GitHub
+token here, and still does when it is the only token given (no --forge-token,
+no App): write --forge-token for the GitHub token.`,
 		Example: `  kici-admin source add github --org acme --name gh --app-id 12345 --private-key @app.pem
-  kici-admin source add github --org acme --name gh --token-from-env GITHUB_TOKEN --api-url https://ghe.example.com/api/v3`,
+  kici-admin source add github --org acme --name gh --forge-token-from-env GITHUB_TOKEN --api-url https://ghe.example.com/api/v3
+  kici-admin --url https://ci.example.com --token kadm_... source add github --org acme --name gh --forge-token @token.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tokenEnv != "" && tok.fromEnv == "" {
+				tok.fromEnv = tokenEnv // --token-from-env, the old name
+			}
+			legacy, err := a.sortTokens(cmd, &tokens, tok.given() || appID != "" || key != "")
+			if err != nil {
+				return err
+			}
+			if legacy != "" {
+				tok.value = legacy
+			}
 			req := apitypes.CreateGitHubSourceRequest{Provider: apitypes.ProviderGitHub, OrgID: org, Name: name, APIBaseURL: apiURL, RateLimitRPM: rpm}
 			if appID != "" {
 				n, err := strconv.ParseInt(appID, 10, 64)
@@ -50,20 +68,12 @@ on GitHub is printed, with the webhook secret (generated unless given).`,
 				}
 				req.AppID = n
 			}
-			var err error
 			if req.PrivateKey, err = readValue(key); err != nil {
 				return fmt.Errorf("--private-key: %w", err)
 			}
-			if tokenEnv != "" {
-				token = os.Getenv(tokenEnv)
-				if token == "" {
-					return fmt.Errorf("--token-from-env: %s is empty", tokenEnv)
-				}
+			if req.Token, err = tok.resolve(a.io.Getenv); err != nil {
+				return err
 			}
-			if req.Token, err = readValue(token); err != nil {
-				return fmt.Errorf("--token: %w", err)
-			}
-			req.Token = strings.TrimSpace(req.Token)
 			if req.WebhookSecret, err = readValue(secret); err != nil {
 				return fmt.Errorf("--webhook-secret: %w", err)
 			}
@@ -99,8 +109,13 @@ on GitHub is printed, with the webhook secret (generated unless given).`,
 	f.StringVar(&name, "name", "", "source name, unique in the org (required)")
 	f.StringVar(&appID, "app-id", "", "GitHub App id")
 	f.StringVar(&key, "private-key", "", "GitHub App private key PEM, or @file")
-	f.StringVar(&token, "token", "", "access token, or @file (instead of an App)")
-	f.StringVar(&tokenEnv, "token-from-env", "", "read the access token from this environment variable")
+	tok.add(f, "GitHub")
+	// The old names of --forge-token / --forge-token-from-env. Defining
+	// --token here hides the global one from the parser: sortTokens tells
+	// the two uses apart.
+	f.VarP(&tokens, "token", "t", "admin bearer token (env KICI_ADMIN_TOKEN); the GitHub token is --forge-token (a lone --token with neither --forge-token nor an App is still read as the GitHub token, its old meaning)")
+	f.StringVar(&tokenEnv, "token-from-env", "", "old name of --forge-token-from-env")
+	_ = f.MarkHidden("token-from-env")
 	f.StringVar(&secret, "webhook-secret", "", "webhook secret (≥ 16 chars) or @file; generated when empty")
 	f.StringVar(&apiURL, "api-url", "", "REST API base URL (default https://api.github.com)")
 	f.IntVar(&rpm, "rate-limit", 0, "deliveries per minute (0 = default 600, -1 = unlimited)")
