@@ -72,4 +72,15 @@ func TestProvenanceEmbeddedDefaultAttestsArtifact(t *testing.T) {
 	if err := dsseCheck(t, bundle); err != nil {
 		t.Fatal(err)
 	}
+	// The stored archive is the attested subject: kici-admin downloads it
+	// and has the orchestrator verify the bundle against the file.
+	archive := filepath.Join(t.TempDir(), "bin.tar.zst")
+	o.admin(t, "runs", "artifacts", "download", r.RunID, "bin", "--archive", archive)
+	data, err := os.ReadFile(archive)
+	if err != nil || "sha256:"+sha256Hex(data) != atts[0].SubjectDigest {
+		t.Fatalf("downloaded archive %v is not the attested subject %s", err, atts[0].SubjectDigest)
+	}
+	if out := o.admin(t, "attestations", "verify", atts[0].ID, "--file", archive); !strings.Contains(out, "verified: yes") || !strings.Contains(out, "issuer:  "+o.url) {
+		t.Fatalf("kici-admin attestations verify:\n%s", out)
+	}
 }

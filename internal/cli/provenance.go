@@ -11,12 +11,13 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 )
 
-// attestationsCommand is `kici-admin attestations list|get`.
+// attestationsCommand is `kici-admin attestations list|get|verify`.
 func (a *app) attestationsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "attestations",
-		Short: "List and fetch signed build provenance bundles",
+		Short: "List, fetch and verify signed build provenance bundles",
 		Example: `  kici-admin attestations list <run-id>
+  kici-admin attestations verify <attestation-id>
   kici-admin attestations get <attestation-id> > bundle.json
   kici verify-attestation bundle.json --issuer https://ci.example.com`,
 	}
@@ -62,7 +63,7 @@ func (a *app) attestationsCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, get)
+	cmd.AddCommand(list, get, a.attestationsVerifyCommand())
 	return cmd
 }
 
