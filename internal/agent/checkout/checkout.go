@@ -263,6 +263,11 @@ func (g *git) scrub(s string) string {
 			s = strings.ReplaceAll(s, sec, "***")
 		}
 	}
+	// The host's mirror cache lies outside the job's sandbox: its path is
+	// a host detail the job's readers (fork authors included) do not get.
+	if g.opts.MirrorRoot != "" {
+		s = strings.ReplaceAll(s, g.opts.MirrorRoot, "<host mirrors>")
+	}
 	return s
 }
 
