@@ -58,23 +58,37 @@ func (o *tokenOccurrences) Type() string       { return "string" }
 func (o *tokenOccurrences) Set(v string) error { o.values = append(o.values, v); return nil }
 
 // sortTokens gives the --token values of `source add github` their
-// meaning: with the forge token passed by --forge-token(-from-env) or an
-// App (which takes no token), one --token is the admin token; otherwise
-// one --token is the GitHub token (the command's old form) and the admin
-// token comes from KICI_ADMIN_TOKEN or the local data directory. Two
-// --token values cannot be told apart: refused with the form that works.
+// meaning and returns the GitHub token among them ("" when none). A value
+// with the admin-token prefix (kadm_) is the admin token; so is a lone
+// value when the GitHub credentials come by --forge-token(-from-env) or an
+// App (which takes no token). Otherwise a lone value is the GitHub token
+// (the command's old form; the admin token then comes from
+// KICI_ADMIN_TOKEN or the local data directory), and one admin token plus
+// one other value are those two. Anything else cannot be told apart and
+// is refused with the form that works.
 func (a *app) sortTokens(cmd *cobra.Command, occ *tokenOccurrences, forgeGiven bool) (legacyForge string, err error) {
-	switch n := len(occ.values); {
-	case n == 0:
+	var admin, other []string
+	for _, v := range occ.values {
+		if strings.HasPrefix(v, apitypes.AdminTokenPrefix) {
+			admin = append(admin, v)
+		} else {
+			other = append(other, v)
+		}
+	}
+	switch {
+	case len(occ.values) == 0:
 		return "", nil
-	case n > 1:
-		return "", fmt.Errorf("--token was given %d times: kici-admin cannot tell the admin token from the GitHub token; pass the GitHub token as --forge-token (or --forge-token-from-env NAME) and the admin token as --token", n)
-	case forgeGiven:
+	case len(occ.values) == 1 && (len(admin) == 1 || forgeGiven):
 		a.token = occ.values[0]
 		return "", nil
+	case len(admin) <= 1 && len(other) == 1 && !forgeGiven:
+		if len(admin) == 1 {
+			a.token = admin[0]
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), "Note: a --token that is not an admin token (kadm_…) is read here as the GitHub token, its old name; write --forge-token for it.")
+		return other[0], nil
 	default:
-		fmt.Fprintln(cmd.ErrOrStderr(), "Note: --token here is read as the GitHub token (its old name); write --forge-token for it, and --token for the admin token.")
-		return occ.values[0], nil
+		return "", fmt.Errorf("--token was given %d times: kici-admin cannot tell the admin token from the GitHub token; pass the GitHub token as --forge-token (or --forge-token-from-env NAME) and the admin token as --token", len(occ.values))
 	}
 }
 

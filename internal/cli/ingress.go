@@ -43,8 +43,8 @@ to configure on GitHub is printed, with the webhook secret (generated unless
 given).
 
 --token is kici-admin's admin token, as everywhere. It used to name the GitHub
-token here, and still does when it is the only token given (no --forge-token,
-no App): write --forge-token for the GitHub token.`,
+token here: without --forge-token or an App, a --token value that is not an
+admin token (kadm_…) is still read as the GitHub token. Write --forge-token.`,
 		Example: `  kici-admin source add github --org acme --name gh --app-id 12345 --private-key @app.pem
   kici-admin source add github --org acme --name gh --forge-token-from-env GITHUB_TOKEN --api-url https://ghe.example.com/api/v3
   kici-admin --url https://ci.example.com --token kadm_... source add github --org acme --name gh --forge-token @token.txt`,
@@ -113,7 +113,7 @@ no App): write --forge-token for the GitHub token.`,
 	// The old names of --forge-token / --forge-token-from-env. Defining
 	// --token here hides the global one from the parser: sortTokens tells
 	// the two uses apart.
-	f.VarP(&tokens, "token", "t", "admin bearer token (env KICI_ADMIN_TOKEN); the GitHub token is --forge-token (a lone --token with neither --forge-token nor an App is still read as the GitHub token, its old meaning)")
+	f.VarP(&tokens, "token", "t", "admin bearer token (env KICI_ADMIN_TOKEN); the GitHub token is --forge-token (without --forge-token or an App, a value that is not a kadm_ admin token is still read as the GitHub token, its old meaning)")
 	f.StringVar(&tokenEnv, "token-from-env", "", "old name of --forge-token-from-env")
 	_ = f.MarkHidden("token-from-env")
 	f.StringVar(&secret, "webhook-secret", "", "webhook secret (≥ 16 chars) or @file; generated when empty")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
 
@@ -24,11 +26,16 @@ func (h *harness) settingsOf(org, name string) *store.SourceSettings {
 
 // `source add github`: the admin token is reachable by --token while the
 // GitHub token goes by --forge-token; the old form (one --token after the
-// subcommand, the admin token from the environment) still works; two
-// --token values are refused with the form that works, creating nothing.
+// subcommand) still works, with the admin token from the environment or as
+// the other --token (told apart by its kadm_ prefix); --token values that
+// cannot be told apart are refused with the form that works, creating
+// nothing, and a lone admin token is never stored as the GitHub token.
 func TestSourceAddGitHubTokenFlags(t *testing.T) {
 	h := newHarness(t)
 	urlOnly := map[string]string{"KICI_ADMIN_URL": h.srv.URL}
+	if !strings.HasPrefix(h.token, apitypes.AdminTokenPrefix) || apitypes.AdminTokenPrefix != auth.AdminTokenPrefix {
+		t.Fatalf("admin token %q, client prefix %q, server prefix %q", h.token, apitypes.AdminTokenPrefix, auth.AdminTokenPrefix)
+	}
 
 	out, errs, code := h.runEnv(urlOnly, "--token", h.token, "source", "add", "github", "--org", "acme", "--name", "gh", "--forge-token", "ghp_new")
 	if code != 0 || !strings.Contains(out, `Created github source "gh"`) {
@@ -52,12 +59,27 @@ func TestSourceAddGitHubTokenFlags(t *testing.T) {
 		t.Errorf("old form stored GitHub token %q", got)
 	}
 
-	_, errs, code = h.runEnv(urlOnly, "--token", h.token, "source", "add", "github", "--org", "acme", "--name", "gh-both", "--token", "ghp_x")
-	if code != 1 || !strings.Contains(errs, "pass the GitHub token as --forge-token") {
-		t.Fatalf("two --token values: exit %d %q", code, errs)
+	out, errs, code = h.runEnv(urlOnly, "--token", h.token, "source", "add", "github", "--org", "acme", "--name", "gh-both", "--token", "ghp_both")
+	if code != 0 || h.settingsOf("acme", "gh-both").GitHub.Token != "ghp_both" {
+		t.Fatalf("admin --token and old --token told apart by prefix: exit %d\n%s%s", code, out, errs)
 	}
-	if _, err := h.st.GetSourceByName(context.Background(), "acme", "gh-both"); err == nil {
-		t.Error("a source was created from an ambiguous command line")
+
+	for name, args := range map[string][]string{
+		"gh-two":   {"--token", "ghp_a", "source", "add", "github", "--org", "acme", "--name", "gh-two", "--token", "ghp_b"},
+		"gh-three": {"--token", h.token, "source", "add", "github", "--org", "acme", "--name", "gh-three", "--token", "ghp_b", "--forge-token", "ghp_c"},
+	} {
+		_, errs, code = h.runEnv(urlOnly, args...)
+		if code != 1 || !strings.Contains(errs, "pass the GitHub token as --forge-token") {
+			t.Errorf("%s: exit %d %q", name, code, errs)
+		}
+		if _, err := h.st.GetSourceByName(context.Background(), "acme", name); err == nil {
+			t.Errorf("%s: a source was created from an ambiguous command line", name)
+		}
+	}
+
+	_, errs, code = h.runEnv(urlOnly, "source", "add", "github", "--org", "acme", "--name", "gh-admin-only", "--token", h.token)
+	if code != 1 || !strings.Contains(errs, "appId and privateKey are required") {
+		t.Errorf("a lone admin token: exit %d %q", code, errs)
 	}
 }
 

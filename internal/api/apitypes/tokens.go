@@ -6,6 +6,11 @@ import "time"
 // KiCI (POST/GET /api/v1/agent-tokens, DELETE /api/v1/agent-tokens/{id}).
 const AgentTokenPath = "/api/v1/agent-tokens"
 
+// AdminTokenPrefix starts every admin token kici mints (auth.AdminTokenPrefix,
+// repeated here for the client, which links no server package): kici-admin
+// tells an admin token from a forge token by it.
+const AdminTokenPrefix = "kadm_"
+
 // AdminTokenView is one row of GET /admin/tokens. The hash is never
 // returned. (KiCI returns the raw snake_case row; kici answers camelCase
 // like the rest of its admin API.)
