@@ -1,38 +1,17 @@
 package scaler
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/scaler/scalerconfig"
 )
-
-// lockedBuffer is an io.Writer for a logger written from several
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A job's provisioning log and pending reason are read by anyone who can
 // read the run (a fork author included): with the real bare-metal backend,
@@ -63,7 +42,13 @@ scalers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	orchLog := &lockedBuffer{}
+	// The orchestrator's log goes to a file (written by several
+	// goroutines, read once the lines are in).
+	orchLog, err := os.Create(filepath.Join(t.TempDir(), "orchestrator.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orchLog.Close()
 	logger := slog.New(slog.NewTextHandler(orchLog, nil))
 	jobLog := &memLog{lines: map[string][]string{}}
 	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: StaticSettings{TokenTTL: time.Hour, SpawnTimeout: 10 * time.Second},
@@ -106,7 +91,8 @@ scalers:
 			t.Errorf("%s names the host path %s:\n%s", what, host, text)
 		}
 	}
-	orch := orchLog.String()
+	b, _ := os.ReadFile(orchLog.Name())
+	orch := string(b)
 	if !strings.Contains(orch, filepath.Join(logDir, "")) || !strings.Contains(orch, filepath.Join(host, "missing", "kici-agent")) {
 		t.Errorf("the orchestrator's log lost the host details:\n%s", orch)
 	}
