@@ -40,6 +40,8 @@ func main() {
 			os.Exit(healthCheck(os.Args[2:]))
 		case "admin":
 			os.Exit(admin(os.Args[2:]))
+		case "migrate":
+			os.Exit(migrate(os.Args[2:], os.Stdout, os.Stderr))
 		default:
 			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
 			os.Exit(2)
@@ -143,6 +145,9 @@ Usage:
                                GET the local server's /health (--ready: /ready,
                                which also checks the database); exit 0 on HTTP
                                200, else 1. For container HEALTHCHECKs.
+  kici-orchestrator migrate status|up|down-to VERSION
+                               report, apply or roll back the database schema
+                               (docs/upgrade.md)
   kici-orchestrator admin …    the kici-admin command tree with direct-database
                                mode (--database-url / KICI_DATABASE_URL) built
                                in; kici-admin hands such commands to it.

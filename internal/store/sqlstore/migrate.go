@@ -180,3 +180,28 @@ func (m *Migrations) Tables(ctx context.Context) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// SchemaVersion reads the database's schema version (goose's newest
+// applied migration) in one short query; readiness probes use it as their
+// database round trip. An error means the database did not answer (or has
+// no version table).
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("%s: read schema version: %w", s.d.Name, err)
+	}
+	return v.Int64, nil
+}
+
+// ExpectedSchemaVersion is the version of the newest migration this binary
+// carries for the store's dialect (what Migrations.Expected reports,
+// without rendering the migrations).
+func (s *Store) ExpectedSchemaVersion() int64 {
+	var v int64
+	for _, m := range migrationVersions {
+		if n := m.in(s.d); n > v {
+			v = n
+		}
+	}
+	return v
+}
