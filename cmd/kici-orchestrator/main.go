@@ -49,17 +49,17 @@ func main() {
 	}
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	handler, err := config.LogHandler(os.Environ(), os.Stderr, cfg.SlogLevel())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	logger := slog.New(handler)
 	if err := servePprof(logger); err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -69,7 +69,7 @@ func main() {
 	}
 	srv, err := orchestrator.New(ctx, cfg, logger)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(1)
 	}
 	// Everything is read (New loads the master keys from the environment):
@@ -79,9 +79,15 @@ func main() {
 		os.Unsetenv(k)
 	}
 	if err := srv.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(1)
 	}
+}
+
+// fatal reports why the server cannot start or stopped, on stderr in the
+// log format KICI_LOG_FORMAT selects (a JSON record with json).
+func fatal(err error) {
+	config.Fatal(os.Environ(), os.Stderr, "kici-orchestrator", err)
 }
 
 // healthCheck probes the server this environment configures (KICI_HOST,

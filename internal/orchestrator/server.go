@@ -287,6 +287,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.ingress = ingress
+	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,
