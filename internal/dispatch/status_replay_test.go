@@ -36,9 +36,7 @@ func (h *harness) reconnectWith(tok, id, resume string, statusAcks bool, inFligh
 // sends it again.
 func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
-	h.d.mu.Lock()
-	h.d.events = killedAfterQueue{h.ev}
-	h.d.mu.Unlock()
+	h.killBetweenWrites()
 	tok := h.staticToken()
 	a := h.reconnectWith(tok, "a1", "", true)
 	eventually(t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
@@ -56,6 +54,30 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 			}
 		}
 	}
+}
+
+// otherNode is another node (or the restarted one): a new dispatcher over
+// the same store, with its own events recorder, closed at cleanup.
+func (h *harness) otherNode(t *testing.T) *harness {
+	t.Helper()
+	ev := newEvents(h.st)
+	d := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev})
+	srv := httptest.NewServer(d)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d.Shutdown(ctx)
+		srv.Close()
+	})
+	return &harness{t: t, st: h.st, aa: h.aa, d: d, ev: ev, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+}
+
+// killBetweenWrites makes h's node die, as far as the store can tell,
+// between completing a job's queue entry and writing the job.
+func (h *harness) killBetweenWrites() {
+	h.d.mu.Lock()
+	h.d.events = killedAfterQueue{h.ev}
+	h.d.mu.Unlock()
 }
 
 // errNodeKilled stands for the process dying in the middle of applying a
@@ -80,9 +102,7 @@ func (k killedAfterQueue) JobFinished(context.Context, string, status.Job, strin
 func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	// The first node's tracker dies before writing the job's status.
-	h.d.mu.Lock()
-	h.d.events = killedAfterQueue{h.ev}
-	h.d.mu.Unlock()
+	h.killBetweenWrites()
 	tok, a, jd := runningOnStatic(t, h)
 	a.send(&protocol.JobStatus{Type: protocol.TypeJobStatus, RunID: jd.RunID, JobID: jd.JobID, State: status.JobFailed,
 		Data: &protocol.JobStatusData{Error: "step 1 exited with 3"}})
@@ -95,16 +115,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	a.ws.CloseNow() // the node is gone; its socket with it
 
 	// Another node (here: a new dispatcher over the same database).
-	ev2 := newEvents(h.st)
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
-	srv := httptest.NewServer(d2)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d2.Shutdown(ctx)
-		srv.Close()
-	})
-	h2 := &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	h2 := h.otherNode(t)
 	// The agent re-registers listing the finished job and replays its
 	// terminal status (agent.replayRecent).
 	b := h2.reconnectWith(tok, "a1", a.resume, true, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
@@ -116,7 +127,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	if got := h.getJob(jd.JobID).Status; got != "failed" {
 		t.Fatalf("job %s when its status was acknowledged, want failed", got)
 	}
-	if got := ev2.finishedOf(jd.JobID); len(got) != 1 || got[0] != status.JobFailed {
+	if got := h2.ev.finishedOf(jd.JobID); len(got) != 1 || got[0] != status.JobFailed {
 		t.Fatalf("finish events on the second node: %v, want one failed", got)
 	}
 }
