@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,8 +51,15 @@ func TestUpgradeFromPreviousSchemaLosesNothing(t *testing.T) {
 	o.stop(t)
 
 	var want int64
-	if _, err := fmt.Sscanf(migrateCmd(t, o, 0, "status"), "schema version %d", &want); err != nil {
+	status := migrateCmd(t, o, 0, "status")
+	if _, err := fmt.Sscanf(status, "schema version %d", &want); err != nil {
 		t.Fatal(err)
+	}
+	// kici-admin migrate runs the same command (in kici-orchestrator).
+	viaAdmin := exec.Command(filepath.Join(binDir, "kici-admin"), "migrate", "status")
+	viaAdmin.Env = append(cleanEnv(), o.env...)
+	if code, out := exitCode(t, viaAdmin); code != 0 || out != status {
+		t.Fatalf("kici-admin migrate status: exit %d %q, want 0 %q", code, out, status)
 	}
 	previous := strconv.FormatInt(want-1, 10)
 	migrateCmd(t, o, 0, "down-to", previous)
