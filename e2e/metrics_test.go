@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -44,7 +45,8 @@ func sample(text, series string) float64 {
 // alerts on: the webhook's accept latency, the delivery and run outcomes,
 // the jobs by status, dispatch latency, log lines stored (none dropped),
 // HTTP requests by route, and the Go runtime and process figures; with
-// KICI_LOG_FORMAT=json every orchestrator log line is a JSON object.
+// KICI_LOG_FORMAT=json every log line of the orchestrator and of the agents
+// it spawned is a JSON object.
 func TestMetricsAfterAPushAndJSONLogs(t *testing.T) {
 	repo, _ := makeRepo(t)
 	o := startOrchestrator(t, "KICI_LOG_FORMAT=json")
@@ -111,5 +113,22 @@ func TestMetricsAfterAPushAndJSONLogs(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("orchestrator logged nothing")
+	}
+	// The agents it spawned log in the same format.
+	agentLogs, _ := filepath.Glob(filepath.Join(o.dataDir, "agents", "*.log"))
+	if len(agentLogs) == 0 {
+		t.Fatal("no spawned agent log")
+	}
+	for _, path := range agentLogs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil {
+				t.Fatalf("spawned agent log %s: line is not a JSON record: %q", filepath.Base(path), line)
+			}
+		}
 	}
 }

@@ -147,7 +147,9 @@ func run(args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
+		// In the log format KICI_LOG_FORMAT selects: a spawned agent's
+		// fatal error lands in its log file as a JSON record with json.
+		config.Fatal(os.Environ(), os.Stderr, "kici-agent", err)
 		return 1
 	}
 	return 0

@@ -20,5 +20,5 @@ func admin(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cli.Version = orchestrator.Version
-	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open})
+	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open, Migrate: migrate})
 }

@@ -40,6 +40,8 @@ func main() {
 			os.Exit(healthCheck(os.Args[2:]))
 		case "admin":
 			os.Exit(admin(os.Args[2:]))
+		case "migrate":
+			os.Exit(migrate(os.Args[2:], os.Stdout, os.Stderr))
 		default:
 			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
 			os.Exit(2)
@@ -47,17 +49,17 @@ func main() {
 	}
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	handler, err := config.LogHandler(os.Environ(), os.Stderr, cfg.SlogLevel())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	logger := slog.New(handler)
 	if err := servePprof(logger); err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -67,7 +69,7 @@ func main() {
 	}
 	srv, err := orchestrator.New(ctx, cfg, logger)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(1)
 	}
 	// Everything is read (New loads the master keys from the environment):
@@ -77,9 +79,15 @@ func main() {
 		os.Unsetenv(k)
 	}
 	if err := srv.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "kici-orchestrator:", err)
+		fatal(err)
 		os.Exit(1)
 	}
+}
+
+// fatal reports why the server cannot start or stopped, on stderr in the
+// log format KICI_LOG_FORMAT selects (a JSON record with json).
+func fatal(err error) {
+	config.Fatal(os.Environ(), os.Stderr, "kici-orchestrator", err)
 }
 
 // healthCheck probes the server this environment configures (KICI_HOST,
@@ -143,6 +151,9 @@ Usage:
                                GET the local server's /health (--ready: /ready,
                                which also checks the database); exit 0 on HTTP
                                200, else 1. For container HEALTHCHECKs.
+  kici-orchestrator migrate status|up|down-to VERSION
+                               report, apply or roll back the database schema
+                               (docs/upgrade.md)
   kici-orchestrator admin …    the kici-admin command tree with direct-database
                                mode (--database-url / KICI_DATABASE_URL) built
                                in; kici-admin hands such commands to it.

@@ -95,6 +95,10 @@ type Agent struct {
 	// resume is the session resume token of the last register.ack, sent
 	// back on every re-registration (guarded by mu; never logged).
 	resume string
+	// statusAcks: the last register.ack negotiated job.status.ack (guarded
+	// by mu); statusAcked is signalled on each ack (statusack.go).
+	statusAcks  bool
+	statusAcked chan struct{}
 }
 
 // New returns an Agent for cfg. logger may be nil.
@@ -107,6 +111,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 	}
 	a := &Agent{cfg: cfg, log: logger, jobDone: make(chan struct{}, 1), idleFired: make(chan struct{}, 1), unreported: map[string]protocol.InFlightJob{}}
 	a.drainReq = make(chan struct{}, 1)
+	a.statusAcked = make(chan struct{}, 1)
 	a.recent = map[string]recentStatus{}
 	a.jobCtx, a.cancelJob = context.WithCancel(context.Background())
 	a.client = conn.New(conn.Options{
@@ -190,6 +195,7 @@ func (a *Agent) registerFrame() *protocol.AgentRegister {
 		MaxConcurrency: 1,
 		ScalerManaged:  a.cfg.ScalerManaged,
 		ResumeToken:    a.resume,
+		StatusAcks:     true,
 	}
 	if a.current != nil {
 		reg.InFlightJobs = append(reg.InFlightJobs, protocol.InFlightJob{JobID: a.current.JobID, RunID: a.current.RunID})
@@ -249,6 +255,7 @@ func (a *Agent) onRegistered(ack *protocol.RegisterAck) {
 	if ack.ResumeToken != "" {
 		a.resume = ack.ResumeToken // proves this process on the next reconnect
 	}
+	a.statusAcks = ack.StatusAcks
 	a.mu.Unlock()
 	a.replayRecent()
 	if !a.cfg.ScalerManaged {
@@ -294,6 +301,8 @@ func (a *Agent) onMessage(msg any) {
 		a.onRegistered(m)
 	case *protocol.ProvenanceAttestResult:
 		a.onAttestResult(m)
+	case *protocol.JobStatusAck:
+		a.onStatusAck(m)
 	default:
 		a.log.Debug("ignoring message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -450,8 +459,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 
+	// Statuses first: an unacknowledged one is sent again to the node the
+	// agent reconnects to, which needs the connection still running.
+	deadline := time.Now().Add(flushTimeout)
+	a.awaitStatusAcks(flushTimeout)
 	a.client.Close()
-	t := time.NewTimer(flushTimeout)
+	t := time.NewTimer(max(time.Until(deadline), time.Second))
 	defer t.Stop()
 	select {
 	case err := <-clientErr:

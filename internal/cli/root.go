@@ -48,6 +48,11 @@ type IO struct {
 	// `kici-orchestrator admin` with its own arguments and environment). It
 	// returns only on failure, with an error saying what to install.
 	DelegateDirect func() error
+	// Migrate serves `kici-admin migrate` (kici-orchestrator's migrate
+	// command: args as after "migrate", output to stdout and stderr) and
+	// returns its exit code; nil ⇒ DelegateDirect hands the command line to
+	// kici-orchestrator.
+	Migrate func(args []string, stdout, stderr io.Writer) int
 }
 
 func (o IO) withDefaults() IO {
@@ -128,7 +133,7 @@ orchestrator's host no flags are needed.`,
 	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
 	root.AddCommand(a.contextCommand(), a.variableCommand())
 	root.AddCommand(a.heldRunCommand(), a.trustPolicyCommand())
-	root.AddCommand(a.checkRunCommand())
+	root.AddCommand(a.checkRunCommand(), a.migrateCommand())
 	return root
 }
 

@@ -42,6 +42,9 @@ type agentConn struct {
 	// this process or the cluster knew, so it is the agent that ran that
 	// session's jobs; a socket that registered its id afresh is not.
 	resumed bool
+	// statusAcks: the agent negotiated job.status.ack (set at
+	// registration, read by the message loop).
+	statusAcks bool
 
 	logs *logBatch // log lines read, not yet written (logs.go); message loop only
 }

@@ -288,6 +288,9 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 		if err != nil {
 			d.log.Error("complete queue entry", "job", jobID, "err", err)
 		}
+		if !changed && err == nil {
+			changed = d.unfinishedAfterQueue(ctx, c, jobID)
+		}
 		if changed {
 			errMsg := ""
 			if m.Data != nil {
@@ -296,6 +299,9 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 			d.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
 			d.storeOutputs(ctx, jobID, m.Data)
 			d.finishJob(ctx, jobID, m.State, errMsg)
+		}
+		if !d.ackStatus(ctx, c, jobID, m, changed) {
+			return
 		}
 		// A scaler-spawned agent's session is its one job.
 		d.endEphemeralSession(ctx, c, "its job ended")
@@ -306,4 +312,56 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 	default:
 		// cancelling, pending, queued, skipped: informational only.
 	}
+}
+
+// unfinishedAfterQueue reports whether a terminal status whose queue entry
+// was already completed must still be applied: a node completes the queue
+// entry, then writes the job, and one killed between the two writes left
+// the job running with its queue entry completed. The agent replays its
+// terminal status after reconnecting (to this node or another); without
+// this the replay found the entry completed, changed nothing, and the job
+// ended timed_out_stale. The job must be this agent's and not terminal;
+// the tracker applies a terminal status once. The entry must be completed,
+// the mark of an agent's status: one failed by AbortJob (a timeout, a
+// cancel) is finished by its caller with its own status, not the agent's.
+func (d *Dispatcher) unfinishedAfterQueue(ctx context.Context, c *agentConn, jobID string) bool {
+	job, err := d.st.GetJob(ctx, jobID)
+	if err != nil || job.Status.IsTerminal() || job.AgentID != c.id {
+		return false
+	}
+	// completed → completed: true exactly when the entry is completed (the
+	// store has no single-entry read; this path runs only on replays).
+	if completed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueueCompleted}, store.QueueCompleted); err != nil || !completed {
+		return false
+	}
+	d.log.Warn("applying a replayed terminal status the queue already recorded (the node that took it stopped before writing the job)", "job", jobID, "agent", c.id, "jobStatus", job.Status)
+	return true
+}
+
+// ackStatus answers a terminal job.status with job.status.ack, for an
+// agent that negotiated StatusAcks; the agent then stops resending it.
+// applied says this node wrote the status: it is acknowledged once the job
+// is terminal in the store, and when it could not be stored the socket is
+// closed instead (false): the agent reconnects, to this node or another,
+// and sends the status again, as it does for unacknowledged log lines. A
+// status this node did not apply (the job was already finished, or aborted
+// by a timeout or cancel whose caller finishes it) is acknowledged as is.
+func (d *Dispatcher) ackStatus(ctx context.Context, c *agentConn, jobID string, m *protocol.JobStatus, applied bool) bool {
+	if !c.statusAcks {
+		return true
+	}
+	runID := m.RunID
+	if applied {
+		job, err := d.st.GetJob(ctx, jobID)
+		if err != nil || !job.Status.IsTerminal() {
+			d.log.Warn("terminal job status not stored; closing the socket so the agent sends it again", "job", jobID, "agent", c.id, "err", err)
+			c.close(protocol.CloseInternalError, "job status not stored; send it again")
+			return false
+		}
+		runID = job.RunID
+	}
+	if err := c.send(&protocol.JobStatusAck{Type: protocol.TypeJobStatusAck, RunID: runID, JobID: jobID, State: m.State}); err != nil {
+		d.log.Debug("job status ack", "job", jobID, "err", err)
+	}
+	return true
 }

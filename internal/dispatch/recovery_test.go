@@ -2,12 +2,9 @@ package dispatch
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/protocol"
 )
@@ -30,17 +27,7 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 // (the previous session's resume token, "" for none).
 func (h *harness) reconnect(tok, id, resume string, inFlight ...protocol.InFlightJob) *client {
 	h.t.Helper()
-	c := h.dial()
-	c.auth(tok)
-	c.id = id
-	c.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id,
-		Labels: []string{"linux"}, InFlightJobs: inFlight, ResumeToken: resume})
-	ack, ok := c.read().(*protocol.RegisterAck)
-	if !ok {
-		h.t.Fatal("expected register.ack")
-	}
-	c.resume = ack.ResumeToken
-	return c
+	return h.reconnectWith(tok, id, resume, false, inFlight...)
 }
 
 func (h *harness) startedCount(id string) int {
@@ -111,16 +98,8 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 
 	// A new dispatcher over the same database (the restarted orchestrator).
-	ev2 := newEvents(h.st)
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
-	srv := httptest.NewServer(d2)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d2.Shutdown(ctx)
-		srv.Close()
-	})
-	h2 := &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	h2 := h.otherNode(t)
+	ev2 := h2.ev
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
 	b.status(jd, "success")

@@ -143,7 +143,8 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	c.ws.SetReadLimit(protocol.MaxFrameBytes)
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
 		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume,
-		LogAcks: reg.LogAcks && d.offsetSink() != nil}
+		LogAcks: reg.LogAcks && d.offsetSink() != nil, StatusAcks: reg.StatusAcks}
+	c.statusAcks = reg.StatusAcks
 	// The agent becomes dispatchable as the ack is written; holding sendMu
 	// keeps any job.dispatch behind the ack on the wire.
 	d.registering.Add(1)

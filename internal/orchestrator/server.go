@@ -69,6 +69,7 @@ type Server struct {
 	stopScaler func()                // stops spawned agents once (Run calls it first)
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
+	dbHealth   *dbHealth             // database round trips for /ready and /metrics (readiness.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -110,6 +111,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.store = st
+	if sr, ok := st.(schemaReader); ok {
+		s.dbHealth = &dbHealth{db: sr}
+	}
 	s.cleanup.push("store", func(context.Context) error { return st.Close() })
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
 		return nil, err
@@ -285,6 +289,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.ingress = ingress
+	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
 	mux := api.NewRouter(api.Deps{
 		Store:   st,
@@ -292,6 +297,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Logs:    logs,
 		Logger:  logger.With("component", "api"),
 		Version: Version,
+		Ready:   s.readyFunc(),
 
 		ClusterSettings: settings,
 		ScalerStatus:    func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },

@@ -51,6 +51,7 @@ const (
 	TypeJobDispatch  = "job.dispatch"
 	TypeJobCancel    = "job.cancel"
 	TypeLogAck       = "log.ack"
+	TypeJobStatusAck = "job.status.ack"
 	TypeErrorMessage = "error"
 
 	// agent → orchestrator
@@ -118,6 +119,9 @@ type AgentRegister struct {
 	// LogAcks (kici) says the agent numbers its log lines (LogChunk.Offset)
 	// and keeps each chunk until a LogAck covers it.
 	LogAcks bool `json:"logAcks,omitempty"`
+	// StatusAcks (kici) says the agent keeps each terminal JobStatus until
+	// a JobStatusAck answers it, sending it again after every reconnect.
+	StatusAcks bool `json:"statusAcks,omitempty"`
 	// ResumeToken is the RegisterAck.ResumeToken of this agent's previous
 	// session, presented when it reconnects. Only a registration with the
 	// current session's token may take over a live socket of the same agent
@@ -138,6 +142,11 @@ type RegisterAck struct {
 	// chunks by offset and acknowledges them with LogAck. Absent, the agent
 	// treats a written chunk as delivered.
 	LogAcks bool `json:"logAcks,omitempty"`
+	// StatusAcks (kici) answers AgentRegister.StatusAcks: the orchestrator
+	// answers each terminal JobStatus with a JobStatusAck once the job's
+	// status is stored. Absent, the agent replays its terminal statuses
+	// after each reconnect for RecentStatusReplayWindow instead.
+	StatusAcks bool `json:"statusAcks,omitempty"`
 	// ResumeToken is a random secret naming this registration's session
 	// (kici addition): the agent keeps it in memory and sends it back in
 	// AgentRegister.ResumeToken when it reconnects, proving it is the same
@@ -352,6 +361,17 @@ type LogAck struct {
 	Offset    int64  `json:"offset"`
 }
 
+// JobStatusAck (kici) tells an agent that negotiated StatusAcks that the
+// job's terminal status is stored (the job row is terminal, on whichever
+// node answered): the agent stops resending it and may exit. State echoes
+// the acknowledged status.
+type JobStatusAck struct {
+	Type  string     `json:"type"`
+	RunID string     `json:"runId"`
+	JobID string     `json:"jobId"`
+	State status.Job `json:"state"`
+}
+
 // JobHeartbeat is the per-job liveness frame while a job runs.
 type JobHeartbeat struct {
 	Type      string `json:"type"`
@@ -457,6 +477,8 @@ func decodeAs(t string, frame []byte) (any, error) {
 		msg = &JobCancel{}
 	case TypeLogAck:
 		msg = &LogAck{}
+	case TypeJobStatusAck:
+		msg = &JobStatusAck{}
 	case TypeJobAck:
 		msg = &JobAck{}
 	case TypeJobReject:

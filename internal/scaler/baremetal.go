@@ -422,6 +422,17 @@ func agentVars(req *SpawnRequest, base []string) []string {
 		// warm-pool reaper, not the agent, decides when it goes.
 		env = append(env, "KICI_SCALER_IDLE_TIMEOUT="+warmAgentIdleTimeoutMs)
 	}
+	// The orchestrator's log format: a spawned agent's log (its file under
+	// <data>/agents, or the container's output) reads like the
+	// orchestrator's, JSON for a log collector with KICI_LOG_FORMAT=json.
+	if base == nil {
+		base = os.Environ()
+	}
+	for _, kv := range base {
+		if strings.HasPrefix(kv, "KICI_LOG_FORMAT=") {
+			env = append(env, kv)
+		}
+	}
 	return append(env,
 		"KICI_ORCHESTRATOR_URL="+req.OrchestratorURL,
 		"KICI_AGENT_ID="+req.AgentID,

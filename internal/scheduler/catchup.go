@@ -117,3 +117,11 @@ func (s *Scheduler) Release(ctx context.Context) {
 	}
 	s.log.Info("scheduler: lease released", "holder", s.Holder)
 }
+
+// Leading reports whether this scheduler held the lease at its last tick
+// (for the leader metric and the cluster view).
+func (s *Scheduler) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}

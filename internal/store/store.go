@@ -324,6 +324,10 @@ type Store interface {
 	// ListUnprocessedDeliveries returns deliveries still "received", oldest
 	// first (re-processed at start after a crash).
 	ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*Delivery, error)
+	// CountUnprocessedDeliveries returns how many deliveries are still
+	// "received" and when the oldest of them was received (nil when none),
+	// for the pending-deliveries metric; one indexed query.
+	CountUnprocessedDeliveries(ctx context.Context) (int, *time.Time, error)
 
 	// --- runs, jobs, steps ---
 

@@ -30,6 +30,9 @@ type Options struct {
 	Token string
 	// PendingDispatch is echoed in register.ack.
 	PendingDispatch bool
+	// StatusAcks is register.ack's StatusAcks: the test then answers
+	// terminal job statuses with job.status.ack itself (Send).
+	StatusAcks bool
 }
 
 // Received is one frame from the agent with the connection it came on
@@ -147,7 +150,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		ws.Close(protocol.CloseInvalidMessage, "expected agent.register")
 		return
 	}
-	if err := s.write(ctx, ws, &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: reg.AgentID, Labels: reg.Labels, PendingDispatch: s.opts.PendingDispatch}); err != nil {
+	if err := s.write(ctx, ws, &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: reg.AgentID, Labels: reg.Labels, PendingDispatch: s.opts.PendingDispatch, StatusAcks: s.opts.StatusAcks && reg.StatusAcks}); err != nil {
 		return
 	}
 	// Only now may tests send: the ack must be the first frame.

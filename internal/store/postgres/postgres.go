@@ -47,6 +47,13 @@ func OpenCurrent(ctx context.Context, url string) (*Store, error) {
 	return open(ctx, url, func(m *sqlstore.Migrations) error { return m.CheckVersion(ctx) })
 }
 
+// OpenAsIs connects like Open and neither migrates nor checks the schema:
+// for the migration commands, which change or report the schema
+// themselves.
+func OpenAsIs(ctx context.Context, url string) (*Store, error) {
+	return open(ctx, url, func(*sqlstore.Migrations) error { return nil })
+}
+
 func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) error) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

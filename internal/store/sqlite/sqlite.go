@@ -54,6 +54,13 @@ func OpenCurrent(ctx context.Context, path string) (*Store, error) {
 	return open(ctx, path, false, func(m *sqlstore.Migrations) error { return m.CheckVersion(ctx) })
 }
 
+// OpenAsIs opens the existing SQLite database at path and neither
+// migrates nor checks its schema: for the migration commands, which
+// change or report the schema themselves (a missing file is an error).
+func OpenAsIs(ctx context.Context, path string) (*Store, error) {
+	return open(ctx, path, false, func(*sqlstore.Migrations) error { return nil })
+}
+
 func open(ctx context.Context, path string, create bool, schema func(*sqlstore.Migrations) error) (*Store, error) {
 	db, err := openDB(ctx, path, create)
 	if err != nil {

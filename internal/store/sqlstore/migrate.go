@@ -6,7 +6,19 @@ import (
 	"fmt"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
+
+// MigrationLockID is the PostgreSQL advisory lock key every node takes for
+// the whole of a migration run (pg_try_advisory_lock, session level): the
+// first node starting on an empty or older database migrates, the others
+// wait and then find nothing left to do. The key is kici's own, so another
+// goose-managed application sharing the database never waits on it.
+const MigrationLockID int64 = 0x6b696369_6d696772 // "kicimigr"
+
+// MigrationLockWait bounds how long a node waits for another node's
+// migration run (polling once a second) before its start fails.
+const MigrationLockWait = 10 * 60 // seconds
 
 // Migrations are a dialect's goose migrations (rendered from the shared
 // templates, see RenderMigrations) bound to a database.
@@ -22,15 +34,32 @@ func NewMigrations(db *sql.DB, d *Dialect) (*Migrations, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(d.Goose, db, fsys)
+	var opts []goose.ProviderOption
+	if d.Postgres {
+		// Nodes starting together on one database: without the lock each
+		// ran the first migration at once and all but one crashed on
+		// duplicate catalog rows. SQLite is one node's file, locked by
+		// its data directory.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(MigrationLockID), lock.WithLockTimeout(1, MigrationLockWait))
+		if err != nil {
+			return nil, fmt.Errorf("%s: migration lock: %w", d.Name, err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(d.Goose, db, fsys, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: migrations: %w", d.Name, err)
 	}
 	return &Migrations{db: db, d: d, p: p}, nil
 }
 
-// Up applies every pending migration.
+// Up applies every pending migration, under the migration lock on
+// PostgreSQL (MigrationLockID). A database whose schema is newer than this
+// binary's migrations is refused with a *SchemaNewerError and not changed.
 func (m *Migrations) Up(ctx context.Context) error {
+	if err := m.refuseNewer(ctx); err != nil {
+		return err
+	}
 	if _, err := m.p.Up(ctx); err != nil {
 		return fmt.Errorf("%s: migrate: %w", m.d.Name, err)
 	}
@@ -74,6 +103,35 @@ func (m *Migrations) Current(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("%s: read schema version: %w", m.d.Name, err)
 	}
 	return v, nil
+}
+
+// refuseNewer returns a *SchemaNewerError when the database is at a version
+// this binary does not carry.
+func (m *Migrations) refuseNewer(ctx context.Context) error {
+	have, err := m.Current(ctx)
+	if err != nil {
+		return err
+	}
+	if want := m.Expected(); have > want {
+		return &SchemaNewerError{Have: have, Want: want, Dialect: m.d.Name}
+	}
+	return nil
+}
+
+// SchemaNewerError is returned by Up when the database was migrated by a
+// newer release than this binary: running on it could write rows the newer
+// release does not expect, so the binary stops and says what to do
+// (docs/upgrade.md).
+type SchemaNewerError struct {
+	Have, Want int64
+	Dialect    string
+}
+
+// Error names both versions and the operator's two ways out.
+func (e *SchemaNewerError) Error() string {
+	return fmt.Sprintf("%s: the database schema is at version %d, newer than this binary's %d: it was migrated by a newer kici release. "+
+		"Run that newer release, or roll the schema back first with the newer release's "+
+		"`kici-orchestrator migrate down-to %d` with the same KICI_DATABASE_URL (docs/upgrade.md)", e.Dialect, e.Have, e.Want, e.Want)
 }
 
 // SchemaMismatchError is returned by CheckVersion when the database's
@@ -121,4 +179,29 @@ func (m *Migrations) Tables(ctx context.Context) ([]string, error) {
 		out = append(out, name)
 	}
 	return out, rows.Err()
+}
+
+// SchemaVersion reads the database's schema version (goose's newest
+// applied migration) in one short query; readiness probes use it as their
+// database round trip. An error means the database did not answer (or has
+// no version table).
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("%s: read schema version: %w", s.d.Name, err)
+	}
+	return v.Int64, nil
+}
+
+// ExpectedSchemaVersion is the version of the newest migration this binary
+// carries for the store's dialect (what Migrations.Expected reports,
+// without rendering the migrations).
+func (s *Store) ExpectedSchemaVersion() int64 {
+	var v int64
+	for _, m := range migrationVersions {
+		if n := m.in(s.d); n > v {
+			v = n
+		}
+	}
+	return v
 }

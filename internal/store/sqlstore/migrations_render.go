@@ -74,6 +74,11 @@ type migrationTypes struct {
 	// Serial is an auto-numbered 64-bit primary key column's type and
 	// constraint.
 	Serial string
+	// Concurrently is "CONCURRENTLY " on PostgreSQL, for CREATE/DROP
+	// INDEX on a table that may be large: the build no longer blocks
+	// writes (the migration must then be marked NO TRANSACTION, see
+	// CONTRIBUTING.md); "" on SQLite.
+	Concurrently string
 }
 
 var sqliteTypes = migrationTypes{
@@ -85,6 +90,7 @@ var postgresTypes = migrationTypes{
 	Postgres: true,
 	Time:     "TIMESTAMPTZ", Int: "BIGINT", Bool: "BOOLEAN", True: "TRUE", False: "FALSE",
 	JSON: "JSONB", Bytes: "BYTEA", Serial: "BIGSERIAL PRIMARY KEY",
+	Concurrently: "CONCURRENTLY ",
 }
 
 // RenderMigrations returns d's goose migrations: an in-memory file system

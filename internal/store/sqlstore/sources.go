@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"kici.dev/kici/internal/store"
 )
@@ -92,6 +93,15 @@ func (s *Store) FinishDelivery(ctx context.Context, id, status, errText string, 
 	return affected(s.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
 			claimed_by = NULL, claim_expires_at = NULL WHERE id = ?`,
 		status, errText, rawArg(decisions), s.d.ts(now()), id))
+}
+
+// CountUnprocessedDeliveries counts the deliveries still "received" and
+// returns the oldest one's receipt time (nil when none).
+func (s *Store) CountUnprocessedDeliveries(ctx context.Context) (int, *time.Time, error) {
+	var n int
+	var oldest *time.Time
+	err := s.queryRow(ctx, `SELECT count(*), min(received_at) FROM deliveries WHERE status = ?`, store.DeliveryReceived).Scan(&n, ntcol(&oldest))
+	return n, oldest, err
 }
 
 // ListUnprocessedDeliveries returns deliveries still "received", oldest

@@ -266,4 +266,14 @@ func testDeliveries(t *testing.T, s store.Store) {
 	un, err = s.ListUnprocessedDeliveries(ctx, 10)
 	must(t, err)
 	same(t, "ListUnprocessedDeliveries after finish", []string{d2.ID, d4.ID}, ids(un, func(x *store.Delivery) string { return x.ID }))
+	n, oldest, err := s.CountUnprocessedDeliveries(ctx)
+	must(t, err)
+	if first := un[0].ReceivedAt; n != 2 || oldest == nil || !oldest.Equal(first) {
+		t.Errorf("CountUnprocessedDeliveries = %d, %v; want 2, %v", n, oldest, first)
+	}
+	must(t, s.FinishDelivery(ctx, d2.ID, store.DeliveryProcessed, "", nil))
+	must(t, s.FinishDelivery(ctx, d4.ID, store.DeliveryProcessed, "", nil))
+	if n, oldest, err := s.CountUnprocessedDeliveries(ctx); err != nil || n != 0 || oldest != nil {
+		t.Errorf("CountUnprocessedDeliveries with none left = %d, %v, %v; want 0, nil", n, oldest, err)
+	}
 }

@@ -49,6 +49,10 @@ type server struct {
 	adminURL string
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd exits
+	// What run needs to start the server again on the same port.
+	bin, data string
+	port      int
+	cred      *syscall.Credential
 }
 
 var (
@@ -143,21 +147,32 @@ func Stop() error {
 	}
 	started = nil
 	startErr = errors.New("pgtest: server already stopped")
-	var errs []error
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-			errs = append(errs, errors.New("postgres did not stop within 10s; killed"))
-		}
+	return s.remove()
+}
+
+// halt stops the server process with sig (SIGQUIT: immediate shutdown;
+// SIGINT: fast shutdown, which writes a checkpoint first), keeping its
+// data.
+func (s *server) halt(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return nil
 	}
-	if err := os.RemoveAll(s.dir); err != nil {
-		errs = append(errs, err)
+	_ = s.cmd.Process.Signal(sig)
+	var err error
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		err = errors.New("postgres did not stop within 10s; killed")
 	}
-	return errors.Join(errs...)
+	s.cmd, s.done = nil, nil
+	return err
+}
+
+// remove halts the server and deletes its directory.
+func (s *server) remove() error {
+	return errors.Join(s.halt(syscall.SIGQUIT), os.RemoveAll(s.dir))
 }
 
 func adminExec(ctx context.Context, admin, sql string) error {
@@ -270,6 +285,7 @@ func start() (*server, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.bin, s.data, s.port, s.cred = bin, data, port, cred
 		lastErr = s.run(bin, data, port, cred)
 		if lastErr == nil {
 			ok = true
