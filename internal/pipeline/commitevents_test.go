@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kici.dev/kici/internal/lockfetch"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/fixtures"
+)
+
+// statusDelivery is GitHub's recorded status event (fixture
+// status.none.1.json) re-aimed at the harness's repository: commit sha,
+// status context, and the base repository's branches that contain sha.
+func statusDelivery(t *testing.T, sha, context string, branches ...string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixtures.GitHubWebhooksDir(), "status.none.1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	repo := p["repository"].(map[string]any)
+	repo["full_name"], repo["default_branch"] = ghRepo, "main"
+	p["installation"] = map[string]any{"id": 9}
+	p["sha"], p["context"] = sha, context
+	bs := []any{}
+	for _, b := range branches {
+		bs = append(bs, map[string]any{"name": b, "commit": map[string]any{"sha": sha}})
+	}
+	p["branches"] = bs
+	out, _ := json.Marshal(p)
+	return out
+}
+
+// The attack: a fork's head commit carries a planted lock whose workflow
+// runs on `status`; any status posted on that commit (a third-party CI,
+// or kici's own "held" status) must not run that lock, and must not run
+// anything with the trusted tier. The default branch's lock is used, the
+// run is untrusted (so the fork hold and the secret scope apply), and
+// kici's own statuses start nothing.
+func TestGitHubStatusEventNeverRunsTheCommitsLock(t *testing.T) {
+	h := newGHHarness(t)
+	on := `[{"_type":"status"}]`
+	h.fake.SetFile(ghRepo, shaHead, lockfetch.LockPath, lockJSON(wfJSON("planted", on)))
+	h.fake.SetFile(ghRepo, "main", lockfetch.LockPath, lockJSON(wfJSON("from-default", on)))
+	h.fake.SetBranch(ghRepo, "main", shaMain)
+
+	// A commit that is on no branch of the repository (a fork's head).
+	id := h.post("status", "st-fork", statusDelivery(t, shaHead, "ci/external"))
+	d, tr, _ := h.process(id)
+	runs := h.runs(id)
+	if d.Status != store.DeliveryProcessed || len(runs) != 1 || runs["from-default"] == nil {
+		t.Fatalf("status on a fork head: %s (%s), runs %v; want only the default branch's workflow", d.Status, d.Error, runs)
+	}
+	r := runs["from-default"]
+	if r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.SHA != shaHead {
+		t.Fatalf("run tier %q lock %q sha %s: want unknown, base, the status's commit", r.TrustTier, r.LockFileSource, r.SHA)
+	}
+	if !strings.Contains(tr.Summary, "on no branch of the repository") || !strings.Contains(tr.Summary, "lock of main") {
+		t.Fatalf("summary %q does not explain the decision", tr.Summary)
+	}
+
+	// A commit on a branch of the repository: trusted, still the default
+	// branch's lock.
+	id = h.post("status", "st-branch", statusDelivery(t, shaMain, "ci/external", "main"))
+	d, _, _ = h.process(id)
+	runs = h.runs(id)
+	if d.Status != store.DeliveryProcessed || len(runs) != 1 || runs["from-default"] == nil ||
+		runs["from-default"].TrustTier != store.TrustTrusted {
+		t.Fatalf("status on a branch commit: %s, runs %v; want from-default, trusted", d.Status, runs)
+	}
+
+	// kici's own status posts never start a run, on any commit.
+	for _, sha := range []string{shaHead, shaMain} {
+		id = h.post("status", "st-own-"+sha[:4], statusDelivery(t, sha, "kici/ci/build", "main"))
+		d, tr, _ = h.process(id)
+		if runs := h.runs(id); d.Status != store.DeliveryProcessed || len(runs) != 0 || tr.Summary != ownStatusSummary {
+			t.Fatalf("kici's own status on %s: %s, runs %v, summary %q", sha, d.Status, runs, tr.Summary)
+		}
+	}
+}
+
+// Under fork policy "ignore", a status on a commit that is on no branch is
+// dropped like a fork pull request.
+func TestGitHubStatusEventForkPolicyIgnore(t *testing.T) {
+	h := newGHHarness(t)
+	h.fake.SetFile(ghRepo, "main", lockfetch.LockPath, lockJSON(wfJSON("from-default", `[{"_type":"status"}]`)))
+	if _, err := h.st.UpdateTrustPolicyAudited(h.ctx, "acme", store.TrustPolicy{OrgID: "acme", ApprovalExpirySeconds: 3600},
+		func(p *store.TrustPolicy) error { p.ForkPolicy = store.ForkIgnore; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := h.post("status", "st-ignored", statusDelivery(t, shaHead, "ci/external"))
+	d, tr, _ := h.process(id)
+	if runs := h.runs(id); d.Status != store.DeliveryProcessed || len(runs) != 0 || !strings.Contains(tr.Summary, `fork policy is "ignore"`) {
+		t.Fatalf("status under ignore: %s, runs %v, summary %q", d.Status, runs, tr.Summary)
+	}
+}
