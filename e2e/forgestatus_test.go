@@ -35,7 +35,7 @@ func newGHForge(t *testing.T, workflow string, extraEnv ...string) *ghForge {
 	g := &ghForge{repo: repoWithWorkflow(t, workflow)}
 	g.sha = git(t, g.repo, "rev-parse", "HEAD")
 	g.serveLock(t)
-	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL}, extraEnv...)...)
+	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL, loopbackSourcesEnv}, extraEnv...)...)
 	g.addSource(t)
 	return g
 }

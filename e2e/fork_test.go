@@ -105,7 +105,7 @@ func TestForkPullRequestHeldBaseLockNoSecrets(t *testing.T) {
 	fake.SetBranch(ingressRepo, "main", baseSHA)
 	fake.SetPermission(ingressRepo, "outsider", "read")
 
-	o := startOrchestrator(t)
+	o := startOrchestrator(t, loopbackSourcesEnv)
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
 		t.Fatal(err)

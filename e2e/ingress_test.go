@@ -130,7 +130,7 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 	// busy when the orchestrator is killed.
 	fake.SetContentsDelay(300 * time.Millisecond)
 
-	o := startOrchestrator(t)
+	o := startOrchestrator(t, loopbackSourcesEnv)
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 		t.Fatal("every delivery was processed before the kill: the recovery path was not exercised")
 	}
 
-	o2 := startIn(t, o.dataDir)
+	o2 := startIn(t, o.dataDir, loopbackSourcesEnv)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var page struct {

@@ -63,7 +63,7 @@ func TestStatusEventPlantedLockNoTrustedRunNoSecrets(t *testing.T) {
 	fake.SetFile(ingressRepo, plantedSHA, ".kici/kici.lock.json", plantedLock)
 	fake.SetBranch(ingressRepo, "main", mainSHA)
 
-	o := startOrchestrator(t)
+	o := startOrchestrator(t, loopbackSourcesEnv)
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
@@ -230,6 +231,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		s.peers.serve(s.dispatcher)
 	}
 	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	// Forge clients never reach this host unless the operator allows it.
+	sourceURLs := &netguard.Guard{AllowLocal: cfg.Ingress.AllowLocalSourceURLs}
+	forges.HTTP = sourceURLs.HTTPClient(30 * time.Second)
 	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
 	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
 		return nil, err
@@ -285,11 +289,13 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	s.ingress = ingress
 
 	mux := api.NewRouter(api.Deps{
-		Store:   st,
-		Auth:    adminAuth,
-		Logs:    logs,
-		Logger:  logger.With("component", "api"),
-		Version: Version,
+		GitHubHTTP: forges.HTTP,
+		SourceURLs: sourceURLs,
+		Store:      st,
+		Auth:       adminAuth,
+		Logs:       logs,
+		Logger:     logger.With("component", "api"),
+		Version:    Version,
 
 		ClusterSettings: settings,
 		ScalerStatus:    func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
