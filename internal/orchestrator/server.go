@@ -217,6 +217,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}
 	if s.peers != nil {
 		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.sessions, s.nodeID
+	} else {
+		// One node: agent sessions live in its store, so that a restart
+		// does not hand an agent id's jobs to whoever registers it first.
+		deps.Sessions, deps.NodeID = dispatch.NewStoreSessions(st), s.nodeID
 	}
 	s.dispatcher = dispatch.New(dispatch.Config{
 		AckTimeout:     cfg.DispatchAckTimeout,
