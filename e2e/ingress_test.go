@@ -131,12 +131,7 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 	fake.SetContentsDelay(300 * time.Millisecond)
 
 	o := startOrchestrator(t, loopbackSourcesEnv)
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srcID := o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
-		"--private-key", "@"+keyFile, "--api-url", fake.URL, "--webhook-secret", ingressSecret)
+	srcID := o.addGitHubAppSource(t, fake)
 	hookURL := o.url + "/webhook/acme/github/" + srcID
 
 	var wg sync.WaitGroup

@@ -39,9 +39,7 @@ jobs:
 // browser, shows the masks and never the secret.
 func TestSecretSplitByEscapesMaskedInStoredLogAndJobPage(t *testing.T) {
 	o := startOrchestrator(t)
-	o.admin(t, "context", "create", "--org", "acme", "--name", "release")
-	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
-	o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
+	o.releaseContext(t)
 	repo := repoWithWorkflow(t, splitSecretWorkflow)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)

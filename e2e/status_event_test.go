@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,17 +42,7 @@ func TestStatusEventPlantedLockNoTrustedRunNoSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	git(t, repo, "checkout", "-q", "-b", "planted")
-	write(t, filepath.Join(repo, ".kici/workflows/w.yaml"), statusWorkflow("planted"))
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "planted lock")
-	plantedSHA := git(t, repo, "rev-parse", "HEAD")
-	plantedLock, err := os.ReadFile(filepath.Join(repo, ".kici/kici.lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "checkout", "-q", "main")
+	plantedSHA, plantedLock := branchWithWorkflow(t, repo, "planted", statusWorkflow("planted"), nil)
 
 	fake := ghfake.New(ingressApp)
 	defer fake.Close()
@@ -64,29 +53,15 @@ func TestStatusEventPlantedLockNoTrustedRunNoSecrets(t *testing.T) {
 	fake.SetBranch(ingressRepo, "main", mainSHA)
 
 	o := startOrchestrator(t, loopbackSourcesEnv)
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srcID := o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
-		"--private-key", "@"+keyFile, "--api-url", fake.URL, "--webhook-secret", ingressSecret)
-	o.admin(t, "context", "create", "--org", "acme", "--name", "release")
-	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
-	o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
+	srcID := o.addGitHubAppSource(t, fake)
+	o.releaseContext(t)
 
 	status := func(sha, context string) []byte {
-		raw, err := os.ReadFile(filepath.Join(fixtures.GitHubWebhooksDir(), "status.none.1.json"))
+		b, err := fixtures.GitHubStatus(fixtures.StatusEvent{Repo: ingressRepo, DefaultBranch: "main", CloneURL: "file://" + repo,
+			Installation: 9, SHA: sha, Context: context})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p map[string]any
-		if err := json.Unmarshal(raw, &p); err != nil {
-			t.Fatal(err)
-		}
-		p["sha"], p["context"], p["branches"] = sha, context, []any{}
-		p["installation"] = map[string]any{"id": 9}
-		p["repository"] = map[string]any{"full_name": ingressRepo, "default_branch": "main", "clone_url": "file://" + repo}
-		b, _ := json.Marshal(p)
 		return b
 	}
 	url := o.url + "/webhook/acme/github/" + srcID
@@ -103,17 +78,7 @@ func TestStatusEventPlantedLockNoTrustedRunNoSecrets(t *testing.T) {
 	if len(list.Runs) != 0 {
 		t.Fatalf("kici's own status started %d runs", len(list.Runs))
 	}
-	o.waitRunStatus(t, runID, 30*time.Second, "held")
-	var got struct {
-		Run struct {
-			TrustTier      string `json:"trustTier"`
-			LockFileSource string `json:"lockFileSource"`
-		} `json:"run"`
-	}
-	o.get(t, "/api/v1/admin/runs/"+runID, &got)
-	if got.Run.TrustTier != "unknown" || got.Run.LockFileSource != "base" {
-		t.Fatalf("run trust %+v: want unknown tier, base lock", got.Run)
-	}
+	o.waitHeldUntrusted(t, runID)
 
 	o.admin(t, "held-run", "approve", runID)
 	o.waitRunStatus(t, runID, 3*time.Minute, "success", "failed", "cancelled")

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +21,8 @@ func TestEndLostAgentsFailsTheirJobsAtOnce(t *testing.T) {
 	eventually(t, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
 
 	// The restarted orchestrator: a new dispatcher over the same store.
-	ev2 := newEvents(h.st)
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
-	srv := httptest.NewServer(d2)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d2.Shutdown(ctx)
-		srv.Close()
-	})
+	h2 := h.restarted(Config{}, Deps{})
+	d2, ev2 := h2.d, h2.ev
 	d2.EndLostAgents(context.Background(), []string{"a1", "never-seen"})
 	if got := ev2.finishedOf(lostJob.JobID); len(got) != 1 || got[0] != "failed" {
 		t.Fatalf("lost agent's job: statuses %v, want failed", got)

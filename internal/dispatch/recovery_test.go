@@ -43,6 +43,24 @@ func (h *harness) reconnect(tok, id, resume string, inFlight ...protocol.InFligh
 	return c
 }
 
+// restarted starts a new dispatcher over h's database (the restarted
+// orchestrator) with cfg and deps (Events is its own recorder) and returns
+// its harness.
+func (h *harness) restarted(cfg Config, deps Deps) *harness {
+	h.t.Helper()
+	ev := newEvents(h.st)
+	deps.Events = ev
+	d2 := New(cfg, h.st, h.aa, h.logs, nil, nil, deps)
+	srv := httptest.NewServer(d2)
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d2.Shutdown(ctx)
+		srv.Close()
+	})
+	return &harness{t: h.t, st: h.st, aa: h.aa, d: d2, ev: ev, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+}
+
 func (h *harness) startedCount(id string) int {
 	h.ev.mu.Lock()
 	defer h.ev.mu.Unlock()
@@ -110,22 +128,12 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	a.ws.CloseNow()
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 
-	// A new dispatcher over the same database (the restarted orchestrator).
-	ev2 := newEvents(h.st)
-	d2 := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2})
-	srv := httptest.NewServer(d2)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d2.Shutdown(ctx)
-		srv.Close()
-	})
-	h2 := &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	h2 := h.restarted(Config{}, Deps{})
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
 	b.status(jd, "success")
 	eventually(t, "terminal status accepted by the new process", func() bool {
-		got := ev2.finishedOf(jd.JobID)
+		got := h2.ev.finishedOf(jd.JobID)
 		return len(got) == 1 && got[0] == "success"
 	})
 }

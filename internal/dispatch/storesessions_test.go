@@ -2,31 +2,13 @@ package dispatch
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
 )
-
-// restartedWith starts a new dispatcher over h's database (the restarted
-// orchestrator) whose agent sessions are NewStoreSessions(h.st).
-func restartedWith(t *testing.T, h *harness) *harness {
-	t.Helper()
-	ev2 := newEvents(h.st)
-	d2 := New(Config{RecoveryWindow: time.Minute}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev2, Sessions: NewStoreSessions(h.st)})
-	srv := httptest.NewServer(d2)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d2.Shutdown(ctx)
-		srv.Close()
-	})
-	return &harness{t: t, st: h.st, aa: h.aa, d: d2, ev: ev2, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
-}
 
 // runningThenRestarted runs a job on a static agent under a dispatcher
 // whose sessions live in the store, stops that dispatcher (the agent's
@@ -40,7 +22,7 @@ func runningThenRestarted(t *testing.T) (h2 *harness, tok string, a *client, jd 
 	a.ws.CloseNow() // the connection breaks as the orchestrator goes down
 	eventually(t, "the agent's socket gone", func() bool { return len(h.d.Agents()) == 0 })
 	h.d.Shutdown(context.Background())
-	return restartedWith(t, h), tok, a, jd
+	return h.restarted(Config{RecoveryWindow: time.Minute}, Deps{Sessions: NewStoreSessions(h.st)}), tok, a, jd
 }
 
 // The attack of the single-node restart gap: an agent runs a job, the

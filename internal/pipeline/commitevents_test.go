@@ -1,9 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,30 +9,17 @@ import (
 	"kici.dev/kici/internal/testutil/fixtures"
 )
 
-// statusDelivery is GitHub's recorded status event (fixture
-// status.none.1.json) re-aimed at the harness's repository: commit sha,
-// status context, and the base repository's branches that contain sha.
+// statusDelivery is GitHub's recorded status event aimed at the
+// harness's repository: commit sha, status context, and the base
+// repository's branches that contain sha.
 func statusDelivery(t *testing.T, sha, context string, branches ...string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixtures.GitHubWebhooksDir(), "status.none.1.json"))
+	b, err := fixtures.GitHubStatus(fixtures.StatusEvent{Repo: ghRepo, DefaultBranch: "main", Installation: 9,
+		SHA: sha, Context: context, Branches: branches})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p map[string]any
-	if err := json.Unmarshal(raw, &p); err != nil {
-		t.Fatal(err)
-	}
-	repo := p["repository"].(map[string]any)
-	repo["full_name"], repo["default_branch"] = ghRepo, "main"
-	p["installation"] = map[string]any{"id": 9}
-	p["sha"], p["context"] = sha, context
-	bs := []any{}
-	for _, b := range branches {
-		bs = append(bs, map[string]any{"name": b, "commit": map[string]any{"sha": sha}})
-	}
-	p["branches"] = bs
-	out, _ := json.Marshal(p)
-	return out
+	return b
 }
 
 // The attack: a fork's head commit carries a planted lock whose workflow

@@ -77,12 +77,7 @@ func TestStreamingRedactionAcrossEscapesMatchesWholeText(t *testing.T) {
 			}
 		}
 		text := b.String() + "\n"
-		var writes []string
-		for rest := text; rest != ""; {
-			n := min(len(rest), 1+rng.IntN(9))
-			writes = append(writes, rest[:n])
-			rest = rest[n:]
-		}
+		writes := randomWrites(rng, text)
 		want := strings.Split(strings.TrimSuffix(m.Mask(text), "\n"), "\n")
 		for i := range want {
 			want[i] = strings.TrimSuffix(want[i], "\r") // a line's own CR is dropped
