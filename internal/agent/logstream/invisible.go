@@ -18,7 +18,10 @@ import "kici.dev/kici/internal/termtext"
 // byte that may start one interrupts a match.
 func matchAt(buf []byte, i int, n string, final bool) (end int, partial bool) {
 	rest := buf[i:]
-	k := 0
+	if len(rest) >= len(n) && string(rest[:len(n)]) == n {
+		return i + len(n), false // the plain match, one memory compare
+	}
+	k := 1 // buf[i] == n[0]
 	for k < len(n) && k < len(rest) && rest[k] == n[k] {
 		k++
 	}
