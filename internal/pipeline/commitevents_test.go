@@ -1,11 +1,17 @@
 package pipeline
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/fixtures"
 )
 
@@ -83,5 +89,77 @@ func TestGitHubStatusEventForkPolicyIgnore(t *testing.T) {
 	d, tr, _ := h.process(id)
 	if runs := h.runs(id); d.Status != store.DeliveryProcessed || len(runs) != 0 || !strings.Contains(tr.Summary, `fork policy is "ignore"`) {
 		t.Fatalf("status under ignore: %s, runs %v, summary %q", d.Status, runs, tr.Summary)
+	}
+}
+
+// The same attack through a universal-git source with the github-repo
+// preset (the lock fetched with git): the planted commit's lock is never
+// used, the run is untrusted and built from the default branch's lock, and
+// kici's own status starts nothing.
+func TestUniversalStatusEventNeverRunsTheCommitsLock(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	gitIn(t, root, "init", "-q", "-b", "main", work)
+	writeLock := func(lock []byte) string {
+		if err := os.MkdirAll(filepath.Join(work, ".kici"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lock, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitIn(t, work, "add", "-A")
+		gitIn(t, work, "commit", "-qm", "lock")
+		return gitIn(t, work, "rev-parse", "HEAD")
+	}
+	on := `[{"_type":"status"}]`
+	writeLock(lockJSON(wfJSON("from-default", on)))
+	gitIn(t, work, "checkout", "-q", "-b", "planted")
+	planted := writeLock(lockJSON(wfJSON("planted", on)))
+	gitIn(t, work, "checkout", "-q", "main")
+	if err := os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
+
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gh-repo", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "github-repo",
+		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{}), nil, ProcessorDeps{})
+	deliver := func(id, context string) []*store.Run {
+		body, err := fixtures.GitHubStatus(fixtures.StatusEvent{Repo: "acme/app", DefaultBranch: "main", SHA: planted, Context: context})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "status", Payload: body, ReceivedAt: time.Now()},
+			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := proc.Process(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := st.GetDelivery(ctx, id); d.Status != store.DeliveryProcessed {
+			t.Fatalf("delivery %s: %s %s", id, d.Status, d.Error)
+		}
+		runs, _, err := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs
+	}
+	runs := deliver("generic:acme:src-u:s1", "ci/external")
+	if len(runs) != 1 || runs[0].WorkflowName != "from-default" || runs[0].TrustTier != store.TrustUnknown ||
+		runs[0].LockFileSource != "base" || runs[0].SHA != planted {
+		t.Fatalf("runs = %+v, want one untrusted from-default run on the planted commit", runs)
+	}
+	if runs := deliver("generic:acme:src-u:s2", "kici/ci/build"); len(runs) != 0 {
+		t.Fatalf("kici's own status started %d runs", len(runs))
 	}
 }
