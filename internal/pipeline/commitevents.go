@@ -68,7 +68,7 @@ func (p *Processor) decideCommitEvent(ctx context.Context, tr *Trace, orgID stri
 		return commitEvent{tier: store.TrustTrusted,
 			note: fmt.Sprintf("%s event for commit %s (on branch %s of the repository): using the lock of %s", ev.Type, lref.Ref, b, branch)}, false
 	}
-	pol, _ := p.forkPolicy(ctx, orgID, &trigger.Event{IsForkPR: true})
+	pol := p.effectiveForkPolicy(ctx, orgID)
 	if pol == store.ForkIgnore {
 		p.countForkIgnored()
 		tr.Summary = fmt.Sprintf("%s event for commit %s, which is on no branch of the repository, ignored: the trust policy's fork policy is \"ignore\"", ev.Type, orHead(lref.Ref))
