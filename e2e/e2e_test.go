@@ -177,6 +177,11 @@ type orchestrator struct {
 	env     []string
 }
 
+// loopbackSourcesEnv lets sources point at this machine's fake forges
+// (ghfake listens on 127.0.0.1): without it the orchestrator refuses
+// forge URLs that reach its own host (internal/netguard).
+const loopbackSourcesEnv = "KICI_ALLOW_LOCAL_SOURCE_URLS=true"
+
 // startOrchestrator starts kici-orchestrator on a fresh data dir and a free
 // port, with extra environment, and stops it at cleanup.
 func startOrchestrator(t *testing.T, extraEnv ...string) *orchestrator {

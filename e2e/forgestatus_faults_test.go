@@ -108,7 +108,7 @@ jobs:
 	g.o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")
 	time.Sleep(500 * time.Millisecond)
-	o2 := startOrchestratorAt(t, g.o.dataDir, g.port, "KICI_PUBLIC_URL="+forgePublicURL)
+	o2 := startOrchestratorAt(t, g.o.dataDir, g.port, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	if r := o2.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
 		t.Fatalf("run after restart %s", r.Status)
 	}
@@ -185,7 +185,7 @@ func newGHForgeAt(t *testing.T, workflow string) *ghForgeAt {
 	g.sha = git(t, g.repo, "rev-parse", "HEAD")
 	g.serveLock(t)
 	g.port = freePort(t)
-	g.o = startOrchestratorAt(t, t.TempDir(), g.port, "KICI_PUBLIC_URL="+forgePublicURL)
+	g.o = startOrchestratorAt(t, t.TempDir(), g.port, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	g.addSource(t)
 	return g
 }

@@ -51,7 +51,7 @@ jobs:
 	}
 	u.fake = forgefake.New(kind, "forge-token-s3cr3t")
 	t.Cleanup(u.fake.Close)
-	u.o = startOrchestrator(t, "KICI_PUBLIC_URL="+forgePublicURL)
+	u.o = startOrchestrator(t, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	req, _ := json.Marshal(map[string]any{"orgId": "acme", "name": preset, "verificationMethod": verification,
 		"verificationConfig": map[string]any{"header": map[string]string{"gitea": "X-Gitea-Signature", "gitlab-repo": "X-Gitlab-Token"}[preset]},
 		"gitConfig": map[string]any{"preset": preset, "gitUrlTemplate": "file://" + root + "/{repo}", "apiBaseUrl": u.fake.URL,

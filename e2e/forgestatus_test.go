@@ -35,7 +35,7 @@ func newGHForge(t *testing.T, workflow string, extraEnv ...string) *ghForge {
 	g := &ghForge{repo: repoWithWorkflow(t, workflow)}
 	g.sha = git(t, g.repo, "rev-parse", "HEAD")
 	g.serveLock(t)
-	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL}, extraEnv...)...)
+	g.o = startOrchestrator(t, append([]string{"KICI_PUBLIC_URL=" + forgePublicURL, loopbackSourcesEnv}, extraEnv...)...)
 	g.addSource(t)
 	return g
 }
@@ -53,14 +53,7 @@ func (g *ghForge) serveLock(t *testing.T) {
 	g.fake.SetInstallation(ingressRepo, 7)
 }
 
-func (g *ghForge) addSource(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, []byte(g.fake.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g.srcID = g.o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
-		"--private-key", "@"+keyFile, "--api-url", g.fake.URL, "--webhook-secret", ingressSecret)
-}
+func (g *ghForge) addSource(t *testing.T) { g.srcID = g.o.addGitHubAppSource(t, g.fake) }
 
 // push delivers a push of HEAD to main and returns the run id.
 func (g *ghForge) push(t *testing.T, delivery string) string {

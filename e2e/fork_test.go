@@ -68,6 +68,66 @@ func postGitHubEvent(t *testing.T, url, event, delivery string, body []byte) {
 	}
 }
 
+// addGitHubAppSource adds the GitHub App source "gh" of org acme whose
+// REST API is fake (its webhook secret ingressSecret) and returns its id.
+func (o *orchestrator) addGitHubAppSource(t *testing.T, fake *ghfake.Server) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
+		"--private-key", "@"+keyFile, "--api-url", fake.URL, "--webhook-secret", ingressSecret)
+}
+
+// releaseContext creates context release of org acme, binds scope release
+// to it and stores secretToken as release:npm_token.
+func (o *orchestrator) releaseContext(t *testing.T) {
+	t.Helper()
+	o.admin(t, "context", "create", "--org", "acme", "--name", "release")
+	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
+	o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
+}
+
+// waitHeldUntrusted waits for run runID to be held and checks that it is
+// untrusted (tier unknown) and built from the base branch's lock.
+func (o *orchestrator) waitHeldUntrusted(t *testing.T, runID string) {
+	t.Helper()
+	o.waitRunStatus(t, runID, 30*time.Second, "held")
+	var got struct {
+		Run struct {
+			TrustTier      string `json:"trustTier"`
+			LockFileSource string `json:"lockFileSource"`
+		} `json:"run"`
+	}
+	o.get(t, "/api/v1/admin/runs/"+runID, &got)
+	if got.Run.TrustTier != "unknown" || got.Run.LockFileSource != "base" {
+		t.Fatalf("run trust %+v: want tier unknown and the base branch's lock", got.Run)
+	}
+}
+
+// branchWithWorkflow commits workflow (compiled) and the files of extra on
+// a new branch of repo, returns to main and returns the commit and its
+// lock file: a commit whose lock is someone else's to write.
+func branchWithWorkflow(t *testing.T, repo, branch, workflow string, extra map[string]string) (sha string, lock []byte) {
+	t.Helper()
+	git(t, repo, "checkout", "-q", "-b", branch)
+	write(t, filepath.Join(repo, ".kici/workflows/w.yaml"), workflow)
+	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
+	for name, content := range extra {
+		write(t, filepath.Join(repo, name), content)
+	}
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-qm", branch)
+	sha = git(t, repo, "rev-parse", "HEAD")
+	lock, err := os.ReadFile(filepath.Join(repo, ".kici/kici.lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "checkout", "-q", "main")
+	return sha, lock
+}
+
 // A pull request from a fork under the default trust policy is held as a
 // whole, runs the base branch's lock once approved, and gets no secrets:
 // the step that declares one fails saying the secret is not available.
@@ -83,18 +143,7 @@ func TestForkPullRequestHeldBaseLockNoSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	git(t, repo, "checkout", "-q", "-b", "fork")
-	write(t, filepath.Join(repo, ".kici/workflows/w.yaml"), forkWorkflow)
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	write(t, filepath.Join(repo, "code.txt"), "fork\n")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "fork change")
-	headSHA := git(t, repo, "rev-parse", "HEAD")
-	forkLock, err := os.ReadFile(filepath.Join(repo, ".kici/kici.lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "checkout", "-q", "main")
+	headSHA, forkLock := branchWithWorkflow(t, repo, "fork", forkWorkflow, map[string]string{"code.txt": "fork\n"})
 
 	fake := ghfake.New(ingressApp)
 	defer fake.Close()
@@ -105,16 +154,9 @@ func TestForkPullRequestHeldBaseLockNoSecrets(t *testing.T) {
 	fake.SetBranch(ingressRepo, "main", baseSHA)
 	fake.SetPermission(ingressRepo, "outsider", "read")
 
-	o := startOrchestrator(t)
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srcID := o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
-		"--private-key", "@"+keyFile, "--api-url", fake.URL, "--webhook-secret", ingressSecret)
-	o.admin(t, "context", "create", "--org", "acme", "--name", "release")
-	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
-	o.adminIn(t, secretToken+"\n", "secret", "set", "--org", "acme", "release", "npm_token", "--from-stdin")
+	o := startOrchestrator(t, loopbackSourcesEnv)
+	srcID := o.addGitHubAppSource(t, fake)
+	o.releaseContext(t)
 	if out := o.admin(t, "trust-policy", "show", "--org", "acme"); !strings.Contains(out, "hold") {
 		t.Fatalf("default trust policy is not hold:\n%s", out)
 	}
@@ -127,17 +169,7 @@ func TestForkPullRequestHeldBaseLockNoSecrets(t *testing.T) {
 		"sender":     map[string]any{"login": "outsider", "id": 31337}})
 	postGitHubEvent(t, o.url+"/webhook/acme/github/"+srcID, "pull_request", "fork-pr-1", pr)
 	runID := o.runOf(t, fmt.Sprintf("github:%d:fork-pr-1", ingressApp))
-	o.waitRunStatus(t, runID, 30*time.Second, "held")
-	var got struct {
-		Run struct {
-			TrustTier      string `json:"trustTier"`
-			LockFileSource string `json:"lockFileSource"`
-		} `json:"run"`
-	}
-	o.get(t, "/api/v1/admin/runs/"+runID, &got)
-	if got.Run.TrustTier != "unknown" || got.Run.LockFileSource != "base" {
-		t.Fatalf("run trust %+v", got.Run)
-	}
+	o.waitHeldUntrusted(t, runID)
 	if j := o.jobsOf(t, runID)["check"]; j.Status != "held" || !strings.Contains(j.RoutingReason, "fork pull request") {
 		t.Fatalf("job %s %q", j.Status, j.RoutingReason)
 	}

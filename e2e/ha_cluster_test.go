@@ -74,7 +74,7 @@ type haCluster struct {
 func startHACluster(t *testing.T, n int, extraEnv ...string) *haCluster {
 	t.Helper()
 	c := newHAFixture(t, "")
-	c.clusterHarness = startClusterHarness(t, n, append([]string{"KICI_SECRET_KEY=" + haSecretKey}, extraEnv...)...)
+	c.clusterHarness = startClusterHarness(t, n, append([]string{"KICI_SECRET_KEY=" + haSecretKey, loopbackSourcesEnv}, extraEnv...)...)
 	c.addSource(t, c.fake.URL)
 	return c
 }

@@ -130,13 +130,8 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 	// busy when the orchestrator is killed.
 	fake.SetContentsDelay(300 * time.Millisecond)
 
-	o := startOrchestrator(t)
-	keyFile := filepath.Join(t.TempDir(), "app.pem")
-	if err := os.WriteFile(keyFile, []byte(fake.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srcID := o.admin(t, "-q", "source", "add", "github", "--org", "acme", "--name", "gh", "--app-id", fmt.Sprint(ingressApp),
-		"--private-key", "@"+keyFile, "--api-url", fake.URL, "--webhook-secret", ingressSecret)
+	o := startOrchestrator(t, loopbackSourcesEnv)
+	srcID := o.addGitHubAppSource(t, fake)
 	hookURL := o.url + "/webhook/acme/github/" + srcID
 
 	var wg sync.WaitGroup
@@ -180,7 +175,7 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 		t.Fatal("every delivery was processed before the kill: the recovery path was not exercised")
 	}
 
-	o2 := startIn(t, o.dataDir)
+	o2 := startIn(t, o.dataDir, loopbackSourcesEnv)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var page struct {

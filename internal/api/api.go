@@ -22,6 +22,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provenance"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
@@ -81,6 +82,10 @@ type Deps struct {
 	EmitEvent EmitFunc
 	// GitHubHTTP is the HTTP client for GitHub App validation (nil = default).
 	GitHubHTTP *http.Client
+	// SourceURLs decides which addresses a source's forge URLs may reach
+	// (internal/netguard); nil refuses loopback, link-local and this
+	// host's own addresses, as the zero Guard does.
+	SourceURLs *netguard.Guard
 	// RunControl cancels runs and holds drain mode; nil ⇒ those routes
 	// answer 503.
 	RunControl RunController

@@ -21,6 +21,7 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ghapi"
+	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 )
@@ -67,6 +68,10 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		u, err := url.Parse(req.APIBaseURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("apiBaseUrl %q must be an http(s) URL without credentials", req.APIBaseURL))
+			return
+		}
+		if err := s.sourceURLs().CheckURL(r.Context(), "apiBaseUrl", req.APIBaseURL); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
@@ -398,6 +403,30 @@ func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, apitypes.RegistrationEnvelope{Registration: registrationView(g)})
+}
+
+// sourceURLs is the guard of forge URLs (Deps.SourceURLs; nil refuses
+// local addresses).
+func (s *server) sourceURLs() *netguard.Guard {
+	if s.d.SourceURLs == nil {
+		return &netguard.Guard{}
+	}
+	return s.d.SourceURLs
+}
+
+// checkGitConfigURLs refuses a universal-git configuration whose API root
+// or http(s) clone URL reaches this host (netguard); "" when allowed.
+func (s *server) checkGitConfigURLs(ctx context.Context, g *store.GitConfig) string {
+	clone := strings.NewReplacer("{repo}", "o/r", "{owner}", "o", "{name}", "r").Replace(g.GitURLTemplate)
+	for _, c := range []struct{ field, url string }{{"gitConfig.apiBaseUrl", g.APIBaseURL}, {"gitConfig.gitUrlTemplate", clone}} {
+		if u, err := url.Parse(c.url); c.url == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+			continue
+		}
+		if err := s.sourceURLs().CheckURL(ctx, c.field, c.url); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // validateGitConfig checks a universal-git configuration; it returns a 400

@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/ghfake"
 )
@@ -29,7 +30,9 @@ func newIngressEnv(t *testing.T, mode string) *ingressEnv {
 	auditor := issueToken(t, a, auth.RoleAuditor)
 	ie := &ingressEnv{fake: ghfake.New(77)}
 	t.Cleanup(ie.fake.Close)
-	mux := NewRouter(Deps{Store: st, Auth: a, Mode: mode, EmitEvent: func(_ context.Context, r apitypes.EmitRequest) (string, error) {
+	// The fake forge listens on 127.0.0.1: these tests opt in to local
+	// forge URLs (KICI_ALLOW_LOCAL_SOURCE_URLS=true), as an operator must.
+	mux := NewRouter(Deps{Store: st, Auth: a, Mode: mode, SourceURLs: &netguard.Guard{AllowLocal: true}, EmitEvent: func(_ context.Context, r apitypes.EmitRequest) (string, error) {
 		ie.emitted = append(ie.emitted, r)
 		return fmt.Sprintf("kici_event:%d", len(ie.emitted)), nil
 	}})

@@ -139,6 +139,9 @@ func (s *server) validateSource(ctx context.Context, req *apitypes.CreateSourceR
 		if msg := validateGitConfig((*store.GitConfig)(req.GitConfig)); msg != "" {
 			return msg
 		}
+		if msg := s.checkGitConfigURLs(ctx, (*store.GitConfig)(req.GitConfig)); msg != "" {
+			return msg
+		}
 	}
 	switch req.ProviderType {
 	case apitypes.ProviderGeneric:

@@ -46,6 +46,9 @@ type AdminAuth struct {
 	// bootstrapAs is who a bootstrap token's caller is.
 	bootstrapAs Principal
 	now         func() time.Time
+	// failures throttles failed token checks per client address
+	// (throttle.go); nil throttles nothing.
+	failures *FailureLimiter
 }
 
 // NewAdminAuth returns an AdminAuth backed by st. Each non-empty entry of
@@ -53,7 +56,8 @@ type AdminAuth struct {
 // token; it is compared in constant time and never stored.
 func NewAdminAuth(st store.Store, bootstrapTokens []string) *AdminAuth {
 	a := &AdminAuth{st: st, now: func() time.Time { return time.Now().UTC() },
-		bootstrapAs: Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner}}
+		bootstrapAs: Principal{TokenID: "bootstrap", Label: "bootstrap", Role: RoleOwner},
+		failures:    NewFailureLimiter(DefaultFailureBurst, DefaultFailureInterval)}
 	for _, t := range bootstrapTokens {
 		if t != "" {
 			a.bootstrap = append(a.bootstrap, []byte(t))
@@ -99,6 +103,8 @@ func (a *AdminAuth) Authenticate(ctx context.Context, header string) (Principal,
 //   - unknown, revoked or expired token ⇒ 401 {"error":"Invalid or expired token"}
 //   - the token lookup failed (store down) ⇒ 503 {"error":"Authentication unavailable"}
 //   - role lacks perm ⇒ 403 {"error":"Role \"<role>\" does not have permission \"<perm>\""}
+//   - the client's address failed too many token checks lately (Throttled)
+//     ⇒ 429 with Retry-After, before its token is looked at
 //
 // Authentication fails closed: h is never reached on any of these. The
 // caller is available to h through PrincipalFrom. Require panics when perm
@@ -109,8 +115,15 @@ func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
 		panic(fmt.Sprintf("auth: unknown permission %q", perm))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := a.Throttled(r); d > 0 {
+			TooManyFailures(w, d)
+			return
+		}
 		p, status, msg := a.authenticateRequest(r)
 		if status != 0 {
+			if status == http.StatusUnauthorized && msg == msgInvalidToken {
+				a.Failed(r)
+			}
 			writeError(w, status, msg)
 			return
 		}
@@ -135,6 +148,16 @@ func (a *AdminAuth) authenticateRequest(r *http.Request) (Principal, int, string
 	}
 	return a.Authenticate(r.Context(), h)
 }
+
+// Throttled reports how long r's client must wait before its next token
+// check (too many recent failures), 0 when it may check now. Every route
+// that checks a token the caller presents asks first.
+func (a *AdminAuth) Throttled(r *http.Request) time.Duration {
+	return a.failures.RetryAfter(ClientAddr(r))
+}
+
+// Failed records a failed token check by r's client.
+func (a *AdminAuth) Failed(r *http.Request) { a.failures.Fail(ClientAddr(r)) }
 
 type sessionPrincipalKey struct{}
 

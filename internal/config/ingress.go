@@ -32,6 +32,10 @@ type Ingress struct {
 	// is deduplicated (the cluster setting webhook_dedup_ttl_ms overrides
 	// it live); 1 s to 365 days.
 	WebhookDedupTTL time.Duration
+	// AllowLocalSourceURLs is KICI_ALLOW_LOCAL_SOURCE_URLS: forge URLs of
+	// sources may reach loopback, link-local and this host's own
+	// addresses (internal/netguard); false by default.
+	AllowLocalSourceURLs bool
 }
 
 // loadIngress parses the ingress variables into in, returning one error per
@@ -55,6 +59,13 @@ func loadIngress(get func(string) string, in *Ingress) []error {
 	parse("KICI_MAX_GITHUB_PAYLOAD_BYTES", &in.MaxGitHubPayloadBytes)
 	parse("KICI_LOCK_FILE_MAX_BYTES", &in.LockFileMaxBytes)
 	parse("KICI_EVENT_LOG_MAX_PAYLOAD_BYTES", &in.EventLogMaxPayloadBytes)
+	if v := get("KICI_ALLOW_LOCAL_SOURCE_URLS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_ALLOW_LOCAL_SOURCE_URLS=%q: must be true or false", v))
+		}
+		in.AllowLocalSourceURLs = b
+	}
 	if v := get("KICI_WEBHOOK_DEDUP_TTL_MS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1000 || n > int64(365*24*time.Hour/time.Millisecond) {

@@ -23,6 +23,7 @@ type agentConn struct {
 	tokenID       string
 	labels        []string
 	mandatory     []string // the token's mandatory labels (kick.go)
+	tokenLabels   []string // the token's label scope; nil = unscoped
 	ephemeral     bool
 	scalerManaged bool
 	maxConc       int

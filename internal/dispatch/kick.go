@@ -92,6 +92,11 @@ type AgentFacts struct {
 	ID       string
 	Hostname string
 	Labels   []string
+	// TokenLabels is the label scope the agent's token was minted with
+	// (nil: an unscoped static token). Unlike Labels, which the agent
+	// reports (platform labels such as kici:host:* are exempt from the
+	// scope), these are the operator's or the scaler's word.
+	TokenLabels []string
 }
 
 // JobData is what the orchestrator resolves for one job.dispatch: the
@@ -115,7 +120,7 @@ type JobDataResolver func(ctx context.Context, run *store.Run, job *store.Job, a
 func (d *Dispatcher) resolveJobData(ctx context.Context, run *store.Run, job *store.Job, a *agentConn) (JobData, error) {
 	d.mu.Lock()
 	f := d.secretResolver
-	facts := AgentFacts{ID: a.id, Hostname: a.hostname, Labels: withMandatory(a.labels, a.mandatory)}
+	facts := AgentFacts{ID: a.id, Hostname: a.hostname, Labels: withMandatory(a.labels, a.mandatory), TokenLabels: a.tokenLabels}
 	d.mu.Unlock()
 	if f == nil {
 		return JobData{}, nil

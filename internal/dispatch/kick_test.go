@@ -176,3 +176,24 @@ func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
 		t.Fatalf("ordinary job: %+v", jd)
 	}
 }
+
+// The resolver learns the agent's token scope, not only the labels the
+// agent reports: an agent whose token is scoped to [gpu] but that
+// registers kici:host:deploybox is seen with TokenLabels [gpu].
+func TestJobDataSeesTheTokenScope(t *testing.T) {
+	var got AgentFacts
+	h := newHarnessWith(t, Config{}, nil, Deps{JobData: func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error) {
+		got = agent
+		return JobData{}, nil
+	}})
+	scoped, _, err := h.aa.IssueStatic(context.Background(), []string{"gpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := h.agent("a", scoped, "gpu", "kici:host:deploybox")
+	h.enqueue(h.job("gpu", "kici:host:deploybox"))
+	c.dispatch()
+	if !slices.Contains(got.Labels, "kici:host:deploybox") || !slices.Equal(got.TokenLabels, []string{"gpu"}) {
+		t.Fatalf("resolver saw %+v", got)
+	}
+}

@@ -21,7 +21,7 @@ func TestEndLostAgentsFailsTheirJobsAtOnce(t *testing.T) {
 	eventually(t, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
 
 	// The restarted orchestrator: a new dispatcher over the same store.
-	h2 := h.otherNode(t)
+	h2 := h.restarted(Config{}, Deps{})
 	d2, ev2 := h2.d, h2.ev
 	d2.EndLostAgents(context.Background(), []string{"a1", "never-seen"})
 	if got := ev2.finishedOf(lostJob.JobID); len(got) != 1 || got[0] != "failed" {

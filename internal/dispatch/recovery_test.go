@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,24 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 func (h *harness) reconnect(tok, id, resume string, inFlight ...protocol.InFlightJob) *client {
 	h.t.Helper()
 	return h.reconnectWith(tok, id, resume, false, inFlight...)
+}
+
+// restarted starts a new dispatcher over h's database (the restarted
+// orchestrator) with cfg and deps (Events is its own recorder) and returns
+// its harness.
+func (h *harness) restarted(cfg Config, deps Deps) *harness {
+	h.t.Helper()
+	ev := newEvents(h.st)
+	deps.Events = ev
+	d2 := New(cfg, h.st, h.aa, h.logs, nil, nil, deps)
+	srv := httptest.NewServer(d2)
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d2.Shutdown(ctx)
+		srv.Close()
+	})
+	return &harness{t: h.t, st: h.st, aa: h.aa, d: d2, ev: ev, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
 }
 
 func (h *harness) startedCount(id string) int {
@@ -97,14 +116,12 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	a.ws.CloseNow()
 	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 
-	// A new dispatcher over the same database (the restarted orchestrator).
-	h2 := h.otherNode(t)
-	ev2 := h2.ev
+	h2 := h.restarted(Config{}, Deps{})
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
 	b.status(jd, "success")
 	eventually(t, "terminal status accepted by the new process", func() bool {
-		got := ev2.finishedOf(jd.JobID)
+		got := h2.ev.finishedOf(jd.JobID)
 		return len(got) == 1 && got[0] == "success"
 	})
 }

@@ -91,6 +91,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	c.id = reg.AgentID
 	c.tokenID = tok.ID
 	c.labels = withMandatory(reg.Labels, c.mandatory)
+	c.tokenLabels = tok.Labels
 	c.scalerManaged = reg.ScalerManaged || tok.Kind == store.AgentTokenEphemeral
 	c.ephemeral = tok.Kind == store.AgentTokenEphemeral
 	c.version = reg.Version

@@ -3,8 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,22 +54,6 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 	}
 }
 
-// otherNode is another node (or the restarted one): a new dispatcher over
-// the same store, with its own events recorder, closed at cleanup.
-func (h *harness) otherNode(t *testing.T) *harness {
-	t.Helper()
-	ev := newEvents(h.st)
-	d := New(Config{}, h.st, h.aa, h.logs, nil, nil, Deps{Events: ev})
-	srv := httptest.NewServer(d)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-		srv.Close()
-	})
-	return &harness{t: t, st: h.st, aa: h.aa, d: d, ev: ev, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
-}
-
 // killBetweenWrites makes h's node die, as far as the store can tell,
 // between completing a job's queue entry and writing the job.
 func (h *harness) killBetweenWrites() {
@@ -115,7 +97,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	a.ws.CloseNow() // the node is gone; its socket with it
 
 	// Another node (here: a new dispatcher over the same database).
-	h2 := h.otherNode(t)
+	h2 := h.restarted(Config{}, Deps{})
 	// The agent re-registers listing the finished job and replays its
 	// terminal status (agent.replayRecent).
 	b := h2.reconnectWith(tok, "a1", a.resume, true, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})

@@ -14,9 +14,15 @@ func checkName(run *store.Run, job *store.Job) string {
 	return run.WorkflowName + " / " + job.JobName
 }
 
+// StatusContextPrefix starts the context of every commit status kici
+// posts. The pipeline ignores status events whose context starts with it,
+// so kici's own posts never start a run (a workflow on `status` would
+// otherwise feed itself).
+const StatusContextPrefix = "kici/"
+
 // statusContext is a job's commit-status context: "kici/<workflow>/<job>".
 func statusContext(run *store.Run, job *store.Job) string {
-	return "kici/" + run.WorkflowName + "/" + job.JobName
+	return StatusContextPrefix + run.WorkflowName + "/" + job.JobName
 }
 
 // detailsURL links a job's page in the web UI, "" without a public URL

@@ -141,3 +141,43 @@ func TestJobDataMergesContextVariables(t *testing.T) {
 		t.Fatalf("vars %v, want REGION=us (ci bound last)", data.ContextVars)
 	}
 }
+
+// The attack of a label-scoped static token: minted for [deploy], its
+// agent also registers kici:host:deploybox (platform labels are exempt
+// from the scope) and is handed a job pinned to that host. The job's
+// secrets are withheld; only an agent whose token lists
+// kici:host:deploybox (kici-admin agent register --labels
+// kici:host:deploybox,deploy) gets them, and an unscoped token does not.
+func TestHostPinnedSecretsOnlyForATokenMintedForTheHost(t *testing.T) {
+	st, svc := jobDataFixture(t)
+	resolve := jobDataResolver(st, svc, nil)
+	run := &store.Run{ID: "run-1", OrgID: "acme", SourceID: "src-1", TargetBranch: "main", TrustTier: store.TrustTrusted}
+	job := jobWith(t, []string{"release"}, map[string]string{"NPM": "release:npm_token"})
+	job.RunsOnLabels = []string{"deploy", "kici:host:deploybox"}
+	reported := []string{"deploy", "kici:os:linux", "kici:host:deploybox"}
+	for _, c := range []struct {
+		name        string
+		tokenLabels []string
+		want        string
+	}{
+		{"token scoped without the host", []string{"deploy"}, ""},
+		{"unscoped token", nil, ""},
+		{"token minted for another host", []string{"deploy", "kici:host:laptop"}, ""},
+		{"token minted for the host", []string{"deploy", "kici:host:deploybox"}, "tok-release"},
+	} {
+		data, err := resolve(context.Background(), run, job, dispatch.AgentFacts{ID: "a", Labels: reported, TokenLabels: c.tokenLabels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data.Secrets["release:npm_token"]; got != c.want || (c.want == "" && len(data.Secrets) != 0) {
+			t.Errorf("%s: secrets %v, want %q", c.name, data.Secrets, c.want)
+		}
+	}
+	// A job that pins no host is unchanged: the scoped token's agent gets
+	// the secret its context binds.
+	job.RunsOnLabels = []string{"deploy"}
+	data, err := resolve(context.Background(), run, job, dispatch.AgentFacts{ID: "a", Labels: reported, TokenLabels: []string{"deploy"}})
+	if err != nil || data.Secrets["release:npm_token"] != "tok-release" {
+		t.Fatalf("unpinned job: %v %v", data.Secrets, err)
+	}
+}

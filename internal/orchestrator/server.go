@@ -31,6 +31,7 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
@@ -222,6 +223,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}
 	if s.peers != nil {
 		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.sessions, s.nodeID
+	} else {
+		// One node: agent sessions live in its store, so that a restart
+		// does not hand an agent id's jobs to whoever registers it first.
+		deps.Sessions, deps.NodeID = dispatch.NewStoreSessions(st), s.nodeID
 	}
 	s.dispatcher = dispatch.New(dispatch.Config{
 		AckTimeout:     cfg.DispatchAckTimeout,
@@ -236,6 +241,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		s.peers.serve(s.dispatcher)
 	}
 	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	// Forge clients never reach this host unless the operator allows it.
+	sourceURLs := &netguard.Guard{AllowLocal: cfg.Ingress.AllowLocalSourceURLs}
+	forges.HTTP = sourceURLs.HTTPClient(30 * time.Second)
 	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }
 	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
 		return nil, err
@@ -292,12 +300,14 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
 	mux := api.NewRouter(api.Deps{
-		Store:   st,
-		Auth:    adminAuth,
-		Logs:    logs,
-		Logger:  logger.With("component", "api"),
-		Version: Version,
-		Ready:   s.readyFunc(),
+		GitHubHTTP: forges.HTTP,
+		SourceURLs: sourceURLs,
+		Store:      st,
+		Auth:       adminAuth,
+		Logs:       logs,
+		Logger:     logger.With("component", "api"),
+		Version:    Version,
+		Ready:      s.readyFunc(),
 
 		ClusterSettings: settings,
 		ScalerStatus:    func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },

@@ -206,6 +206,19 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		tr.Summary = forkIgnoredSummary
 		return tr, nil
 	}
+	if ownStatus(ev) {
+		tr.Summary = ownStatusSummary
+		return tr, nil
+	}
+	defaultBranch := jsonStr(payload, "repository", "default_branch")
+	var commit *commitEvent
+	if namesCommitOnly(ev, lref) {
+		ce, ignored := p.decideCommitEvent(ctx, tr, src.OrgID, ev, lref, defaultBranch)
+		if ignored {
+			return tr, nil
+		}
+		commit = &ce
+	}
 	set, err := p.st.GetSourceSettings(ctx, src.ID)
 	if err != nil {
 		return tr, fmt.Errorf("settings of source %s: %w", src.ID, err)
@@ -216,7 +229,6 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		return tr, err
 	}
 	inst := jsonInt(payload, "installation", "id")
-	defaultBranch := jsonStr(payload, "repository", "default_branch")
 
 	lockRef := lref.Ref
 	if lockRef == provider.HEAD {
@@ -225,6 +237,10 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	var notes []string
 	lockSource := ""
 	switch {
+	case commit != nil:
+		// The commit's own lock may be anyone's (commitevents.go).
+		notes = append(notes, commit.note)
+		lockRef, lockSource = defaultBranch, "base"
 	case fork:
 		// A fork's lock file is the contributor's to write: read the base
 		// branch's, whatever the policy (KiCI: allow runs with the base
@@ -302,6 +318,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: jsonStr(payload, "repository", "clone_url"),
 		Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername, LockFileSource: lockSource}
+	if commit != nil {
+		rc.TrustTier = commit.tier
+	}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary

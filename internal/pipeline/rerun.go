@@ -76,8 +76,9 @@ func (p *Processor) rerun(ctx context.Context, runID, by string, choose jobChoos
 	}
 	if orig.LockFileSource == "base" || orig.TrustTier == store.TrustUnknown {
 		// The rerun would read the lock at the run's own commit, which for
-		// a fork (or a non-writer's pull request) is the contributor's.
-		return nil, fmt.Errorf("%w: the run read its lock file from the base branch (a fork or a contributor without write access); push to the pull request to run it again", ErrRerunUnavailable)
+		// a fork (or a non-writer's pull request, or a commit status on any
+		// commit) is the contributor's.
+		return nil, fmt.Errorf("%w: the run read its lock file from the base or default branch (a fork, a contributor without write access, or a commit status); push to the pull request or post the status again to run it again", ErrRerunUnavailable)
 	}
 	lf, err := p.rerunLock(ctx, orig, src)
 	if err != nil {

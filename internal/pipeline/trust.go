@@ -56,12 +56,18 @@ func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Ev
 	if !ev.IsForkPR {
 		return "", false
 	}
+	return p.effectiveForkPolicy(ctx, orgID), true
+}
+
+// effectiveForkPolicy is the fork policy of orgID's trust policy; hold
+// when it cannot be read (KiCI).
+func (p *Processor) effectiveForkPolicy(ctx context.Context, orgID string) string {
 	pol, _, err := trustpolicy.Effective(ctx, p.st, orgID)
 	if err != nil {
-		p.log.Error("pipeline: trust policy unreadable; holding the fork pull request", "orgId", orgID, "error", err)
-		return store.ForkHold, true
+		p.log.Error("pipeline: trust policy unreadable; holding untrusted runs", "orgId", orgID, "error", err)
+		return store.ForkHold
 	}
-	return pol.ForkPolicy, true
+	return pol.ForkPolicy
 }
 
 // handleKiciComment acts on a `/kici approve|reject <runId>` comment (KiCI

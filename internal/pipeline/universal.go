@@ -54,8 +54,27 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 		tr.Summary = forkIgnoredSummary
 		return tr, nil
 	}
+	if ownStatus(ev) {
+		tr.Summary = ownStatusSummary
+		return tr, nil
+	}
 	lockRef, lockSource := lref.Ref, ""
 	var notes []string
+	var commit *commitEvent
+	if namesCommitOnly(ev, lref) {
+		defaultBranch := jsonStr(payload, "repository", "default_branch")
+		ce, ignored := p.decideCommitEvent(ctx, tr, src.OrgID, ev, lref, defaultBranch)
+		if ignored {
+			return tr, nil
+		}
+		commit = &ce
+		// The commit's own lock may be anyone's (commitevents.go).
+		notes = append(notes, ce.note)
+		lockRef, lockSource = defaultBranch, "base"
+		if lockRef == "" {
+			lockRef = provider.HEAD
+		}
+	}
 	if fork {
 		base := lref.BaseRef
 		if base == "" {
@@ -108,6 +127,9 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
 		LockFileSource: lockSource}
+	if commit != nil {
+		rc.TrustTier = commit.tier
+	}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary

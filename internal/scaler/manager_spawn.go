@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"time"
 
 	"kici.dev/kici/internal/protocol"
@@ -47,7 +49,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 
 	done := make(chan error, 1)
 	go func() {
-		token, err := m.opts.Tokens.IssueEphemeralFor(ctx, rec.id, ls.Labels, ttl)
+		token, err := m.opts.Tokens.IssueEphemeralFor(ctx, rec.id, tokenScope(entry, ls), ttl)
 		if err != nil {
 			done <- fmt.Errorf("agent token: %w", err)
 			return
@@ -224,4 +226,20 @@ func (m *Manager) emit(rec *agentRec, eventType, detail string) {
 	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
 		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
 	}
+}
+
+// tokenScope is the label scope of the ephemeral token minted for an agent
+// of ls: the set's labels and, for a bare-metal agent (it runs on this
+// host), kici:host:<this host>, so that a job pinned to this host may
+// receive its secrets there (jobs pinning kici:host:X get secrets only on
+// an agent whose token lists the label; internal/orchestrator/jobdata.go).
+func tokenScope(entry *Entry, ls *LabelSet) []string {
+	if entry.Type != TypeBareMetal || ls.Labels == nil {
+		return ls.Labels // nil stays unscoped
+	}
+	h, _ := os.Hostname()
+	if h == "" || slices.Contains(ls.Labels, "kici:host:"+h) {
+		return ls.Labels
+	}
+	return append(slices.Clone(ls.Labels), "kici:host:"+h)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -337,11 +338,13 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 		t.Fatalf("revoked tokens %v: want %s's, not %s's", revoked, g1, a1)
 	}
 	// Spawns run in the background, so tokens are minted in any order: two
-	// for the small scaler's label set, one for the gpu scaler's.
+	// for the small scaler's label set, one for the gpu scaler's; a
+	// bare-metal agent's token also lists this host (tokenScope).
+	hostname, _ := os.Hostname()
 	linux, gpu := 0, 0
 	for _, sc := range scopes {
 		switch {
-		case slices.Equal(sc, []string{"linux"}):
+		case slices.Equal(sc, []string{"linux", "kici:host:" + hostname}):
 			linux++
 		case slices.Contains(sc, "gpu"):
 			gpu++

@@ -208,6 +208,18 @@ type AgentToken struct {
 	MandatoryLabels []string `json:"mandatoryLabels,omitempty"`
 }
 
+// AgentSession is the durable record of an agent id's current session
+// on a single node (table agent_sessions), so that an orchestrator restart
+// does not forget which process holds the id: the token it registered with
+// and the SHA-256 of the resume token it was given (the token itself lives
+// only in the agent's memory). A cluster keeps the same table through
+// internal/agentsessions.
+type AgentSession struct {
+	AgentID    string
+	TokenID    string
+	ResumeHash []byte
+}
+
 // AdminToken is an admin API bearer token. Role is owner, admin or auditor.
 // Only the SHA-256 hash of the plaintext is stored.
 type AdminToken struct {
@@ -398,6 +410,14 @@ type Store interface {
 	RevokeAgentToken(ctx context.Context, id string, at time.Time) error
 	// ListAgentTokens returns all agent tokens, newest first.
 	ListAgentTokens(ctx context.Context) ([]*AgentToken, error)
+
+	// PutAgentSession records (or replaces) the session of s.AgentID.
+	PutAgentSession(ctx context.Context, s *AgentSession) error
+	// GetAgentSession returns the session of agentID, or ErrNotFound.
+	GetAgentSession(ctx context.Context, agentID string) (*AgentSession, error)
+	// DeleteAgentSession forgets agentID's session if it was opened with
+	// tokenID (nothing else, and no error, otherwise).
+	DeleteAgentSession(ctx context.Context, agentID, tokenID string) error
 
 	// CreateAdminToken inserts an admin token.
 	CreateAdminToken(ctx context.Context, t *AdminToken) error

@@ -4,6 +4,8 @@ import (
 	"html/template"
 	"strconv"
 	"strings"
+
+	"kici.dev/kici/internal/termtext"
 )
 
 // sgr is the display state set by ANSI SGR sequences (ECMA-48 §8.3.117):
@@ -106,7 +108,9 @@ func (s sgr) apply(params string) sgr {
 // renderANSI turns one log line into HTML: text is escaped, SGR colour
 // and style sequences become <span class="a-…"> (classes only, so the CSP
 // needs no inline style), every other escape sequence and control
-// character (but tab) is dropped. Nothing in the line can produce markup.
+// character (but tab) is dropped, by termtext's grammar — the one the
+// step-log masker skips, so the page never joins into a secret what the
+// masker saw apart. Nothing in the line can produce markup.
 func renderANSI(line string) template.HTML {
 	var b strings.Builder
 	cur := plain
@@ -134,42 +138,18 @@ func renderANSI(line string) template.HTML {
 		}
 		cur = ns
 	}
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		if c == 0x1b && i+1 < len(line) {
-			switch line[i+1] {
-			case '[': // CSI: parameters, intermediates, one final byte
-				j := i + 2
-				for j < len(line) && line[j] >= 0x30 && line[j] <= 0x3f {
-					j++
-				}
-				params := line[i+2 : j]
-				for j < len(line) && line[j] >= 0x20 && line[j] <= 0x2f {
-					j++
-				}
-				if j < len(line) && line[j] == 'm' {
-					setState(cur.apply(params))
-				}
-				i = j
-				continue
-			case ']': // OSC: up to BEL or ST
-				j := i + 2
-				for j < len(line) && line[j] != 0x07 && !(line[j] == 0x1b && j+1 < len(line) && line[j+1] == '\\') {
-					j++
-				}
-				if j < len(line) && line[j] == 0x1b {
-					j++
-				}
-				i = j
-				continue
-			}
-			i++ // a two-byte escape
+	buf := []byte(line)
+	for i := 0; i < len(buf); {
+		n, _ := termtext.InvisibleLen(buf, i, true)
+		if n == 0 {
+			text.WriteByte(buf[i])
+			i++
 			continue
 		}
-		if c < 0x20 && c != '\t' || c == 0x7f {
-			continue
+		if seq := line[i : i+n]; n >= 3 && seq[1] == '[' && seq[n-1] == 'm' {
+			setState(cur.apply(seq[2 : n-1]))
 		}
-		text.WriteByte(c)
+		i += n
 	}
 	flush()
 	if open {

@@ -257,9 +257,17 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		u.showLogin(w, r, http.StatusBadRequest, "Enter an admin token.")
 		return
 	}
+	if d := u.d.Auth.Throttled(r); d > 0 {
+		auth.SetRetryAfter(w, d)
+		u.showLogin(w, r, http.StatusTooManyRequests, auth.ThrottledMessage(d)+".")
+		return
+	}
 	hash := auth.Hash(token)
 	_, status, msg := u.d.Auth.AuthenticateHash(r.Context(), hash)
 	if status != 0 {
+		if status == http.StatusUnauthorized {
+			u.d.Auth.Failed(r)
+		}
 		u.showLogin(w, r, status, msg+".")
 		return
 	}

@@ -30,10 +30,7 @@ type Masker struct {
 	// byFirst holds the needles by their first byte, longest first, so a
 	// scan only compares needles that can start at a position.
 	byFirst [256][]string
-	// maxLen is the length of the longest needle: a stream never holds back
-	// more than maxLen-1 bytes.
-	maxLen int
-	n      int
+	n       int
 }
 
 // Forms returns the strings masked for one secret value: the value itself;
@@ -97,7 +94,6 @@ func NewMasker(values []string) *Masker {
 			if !seen[f] {
 				seen[f] = true
 				m.byFirst[f[0]] = append(m.byFirst[f[0]], f)
-				m.maxLen = max(m.maxLen, len(f))
 				m.n++
 			}
 		}
@@ -129,7 +125,9 @@ func (m *Masker) Mask(s string) string {
 }
 
 // redact appends the redacted form of buf to dst and reports how many bytes
-// of buf it consumed. Unless final, it stops before the earliest position
+// of buf it consumed. A needle matches across invisible runs (escape
+// sequences, carriage returns and other control characters; invisible.go)
+// and the whole span is masked. Unless final, it stops before the earliest position
 // where a needle could still start but buf ends first (a partial match the
 // next write may complete), so the caller keeps buf[consumed:] and prepends
 // it to the next write: this is what keeps a secret split across writes,
@@ -168,24 +166,22 @@ func (m *Masker) redact(dst, buf []byte, final bool) ([]byte, int) {
 		if len(cands) == 0 {
 			continue
 		}
-		rest := buf[i:]
 		for _, n := range cands { // longest first
-			if len(rest) < len(n) {
-				if !final && n[:len(rest)] == string(rest) {
-					limit = min(limit, i)
-				}
+			end, partial := matchAt(buf, i, n, final)
+			if partial {
+				limit = min(limit, i)
 				continue
 			}
-			if string(rest[:len(n)]) != n {
+			if end < 0 {
 				continue
 			}
 			if from >= 0 && i < to {
-				to = max(to, i+len(n)) // overlapping: one region
+				to = max(to, end) // overlapping: one region
 			} else {
 				if !flush() {
 					return m.tail(dst, buf, emitted, limit)
 				}
-				from, to = i, i+len(n)
+				from, to = i, end
 			}
 			break
 		}

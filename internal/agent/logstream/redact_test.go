@@ -118,12 +118,7 @@ func TestStreamingRedactionMatchesWholeText(t *testing.T) {
 			}
 		}
 		text := b.String() + "\n"
-		var writes []string
-		for rest := text; rest != ""; {
-			n := min(len(rest), 1+rng.IntN(9))
-			writes = append(writes, rest[:n])
-			rest = rest[n:]
-		}
+		writes := randomWrites(rng, text)
 		want := strings.Split(strings.TrimSuffix(m.Mask(text), "\n"), "\n")
 		got := collect(t, m, writes...)
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -137,6 +132,17 @@ func TestStreamingRedactionMatchesWholeText(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomWrites cuts text into writes of 1 to 9 bytes.
+func randomWrites(rng *rand.Rand, text string) []string {
+	var writes []string
+	for rest := text; rest != ""; {
+		n := min(len(rest), 1+rng.IntN(9))
+		writes = append(writes, rest[:n])
+		rest = rest[n:]
+	}
+	return writes
 }
 
 func BenchmarkMaskStream(b *testing.B) {

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ClaimNextMatching", testClaimNextMatching},
 		{"ClaimNextConcurrent", testClaimNextConcurrent},
 		{"AgentTokens", testAgentTokens},
+		{"AgentSessions", testAgentSessions},
 		{"AdminTokens", testAdminTokens},
 		{"ListRuns", testListRuns},
 		{"TimesUTCMillis", testTimes},

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -220,5 +223,39 @@ func testTimes(t *testing.T, s store.Store) {
 				t.Errorf("queue time %s came back %s", ts, e.CreatedAt)
 			}
 		}
+	}
+}
+
+// testAgentSessions: a session is stored, replaced by the next one of the
+// same id, read back with its token and resume hash, and deleted only by
+// the token it was opened with.
+func testAgentSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.GetAgentSession(ctx, "a1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown session: %v", err)
+	}
+	for _, a := range []*store.AgentSession{
+		{AgentID: "a1", TokenID: "tok-1", ResumeHash: []byte{1, 2, 3}},
+		{AgentID: "a1", TokenID: "tok-2", ResumeHash: []byte{4, 5, 6}},
+	} {
+		if err := s.PutAgentSession(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetAgentSession(ctx, "a1")
+	if err != nil || got.TokenID != "tok-2" || !bytes.Equal(got.ResumeHash, []byte{4, 5, 6}) {
+		t.Fatalf("session = %+v (%v), want the second", got, err)
+	}
+	if err := s.DeleteAgentSession(ctx, "a1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAgentSession(ctx, "a1"); err != nil {
+		t.Fatalf("deleted by another token's id: %v", err)
+	}
+	if err := s.DeleteAgentSession(ctx, "a1", "tok-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAgentSession(ctx, "a1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
 	}
 }

@@ -104,9 +104,13 @@
 
   // renderANSI appends text with SGR colours as class names, mirroring the
   // server's renderer: only text nodes and <span class="a-…"> are created.
+  // What it drops follows internal/termtext (CSI, OSC, other escapes with
+  // their intermediates, control characters), so it never shows text the
+  // step-log masker treated as hidden; its OSC bound (1300 UTF-16 units)
+  // stays under termtext's 4096 bytes.
   function renderANSI(el, s) {
     var st = { fg: -1, bg: -1, b: false, d: false, i: false, u: false };
-    var re = /\x1b\[([0-9;]*)m|\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b.|[\x00-\x08\x0a-\x1f\x7f]/g;
+    var re = /\x1b\[([0-?]*[ -\/]*)m|\x1b\[[0-?]*[ -\/]*[\s\S]?|\x1b\](?:[^\x07\x1b]|\x1b(?!\\)){0,1300}(?:\x07|\x1b\\|$)|\x1b[ -\/]*[\s\S]?|[\x00-\x08\x0a-\x1f\x7f]/g;
     var last = 0, m;
     function emit(text) {
       if (!text) { return; }
