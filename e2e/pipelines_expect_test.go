@@ -31,6 +31,9 @@ type pipelineExpect struct {
 	// fake (internal/testutil/forgefake); empty: a local source and
 	// `kici-admin source trigger-local`.
 	Forge string `yaml:"forge"`
+	// DockerImages are built before the pipeline runs, by tag (builders in
+	// e2e/pipelines_images_test.go).
+	DockerImages []string `yaml:"dockerImages"`
 	// Contexts are created in org acme before the first run.
 	Contexts []contextSetup `yaml:"contexts"`
 	// Runs are triggered in order against one orchestrator (so caches

@@ -39,6 +39,7 @@ func TestPipelines(t *testing.T) {
 				t.Skip("acceptance only: make acceptance (KICI_ACCEPTANCE=1) runs it")
 			}
 			repo := pipelineRepo(t, name)
+			buildCorpusImages(t, p.DockerImages)
 			t.Run("server", func(t *testing.T) {
 				skipIfBlocked(t, name)
 				runPipelineOnServer(t, p, repo)
@@ -294,6 +295,8 @@ func inputFlags(inputs map[string]string) []string {
 	}
 	return out
 }
+
+func slicesSortedKeys[V any](m map[string]V) []string { return slices.Sorted(mapsKeys(m)) }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
