@@ -139,6 +139,9 @@ type logExpect struct {
 type localExpect struct {
 	// Args follow `kici run local` (e.g. [push, --branch, main]).
 	Args []string `yaml:"args"`
+	// InterruptAt sends the command SIGINT (Ctrl-C) once its output shows
+	// this line.
+	InterruptAt string `yaml:"interruptAt"`
 	// Fails says the command exits non-zero (a failing pipeline).
 	Fails bool `yaml:"fails"`
 	// Jobs maps jobs to the statuses the summary prints.

@@ -463,7 +463,20 @@ func runPipelineLocally(t *testing.T, want localExpect, repo string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "kici"), append(append([]string{"run", "local"}, want.Args...), "--dir", repo, "--committed")...)
 	cmd.Env = cleanEnv()
-	out, err := cmd.CombinedOutput()
+	var buf lockedBuffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if want.InterruptAt != "" {
+		// The user presses Ctrl-C once the line shows.
+		waitFor(t, runTimeout, "kici run local to print "+want.InterruptAt, func() bool { return strings.Contains(buf.String(), want.InterruptAt) })
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := cmd.Wait()
+	out := buf.String()
 	if ctx.Err() != nil {
 		t.Fatalf("kici run local did not finish in %s:\n%s", runTimeout, out)
 	}
@@ -471,13 +484,13 @@ func runPipelineLocally(t *testing.T, want localExpect, repo string) {
 		t.Errorf("kici run local: exit error %v, want failure %v", err, want.Fails)
 	}
 	got := map[string]string{}
-	for _, m := range localJobLine.FindAllStringSubmatch(string(out), -1) {
+	for _, m := range localJobLine.FindAllStringSubmatch(out, -1) {
 		got[m[1]] = m[2]
 	}
-	report := func() string { return string(out) }
+	report := func() string { return out }
 	checkJobStatuses(t, "kici run local", got, want.Jobs, want.JobCount, want.JobsStatus, report)
 	for _, c := range want.Contains {
-		if !strings.Contains(string(out), c) {
+		if !strings.Contains(out, c) {
 			t.Errorf("kici run local output lacks %q:\n%s", c, out)
 		}
 	}
