@@ -136,7 +136,8 @@ test-ha: build test-deps
 # acceptance: every pipeline of the corpus (testdata/pipelines/README.md)
 # end to end on the real orchestrator and agents and through `kici run
 # local`; `make test` runs only the pipelines marked short. Known-blocked
-# cases are reported as skips with the issue item they wait for.
+# cases are reported as skips with the issue item they wait for. About 7
+# minutes on two shared cores (testdata/pipelines/README.md).
 .PHONY: acceptance
 acceptance: build test-deps
 	KICI_ACCEPTANCE=1 $(GO) test -count=1 -timeout 40m -v -run '^(TestPipelines|TestPipelineCorpusIsValid)$$' ./e2e

@@ -10,6 +10,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -38,16 +39,17 @@ func TestPipelines(t *testing.T) {
 			if !p.Short && !all {
 				t.Skip("acceptance only: make acceptance (KICI_ACCEPTANCE=1) runs it")
 			}
-			repo := pipelineRepo(t, name)
 			buildCorpusImages(t, p.DockerImages)
+			// Each phase gets its own repository: the server's runs commit
+			// their changes, the local check runs the pipeline as imported.
 			t.Run("server", func(t *testing.T) {
 				skipIfBlocked(t, name)
-				runPipelineOnServer(t, p, repo)
+				runPipelineOnServer(t, p, pipelineRepo(t, name))
 			})
 			if p.Local != nil {
 				t.Run("local", func(t *testing.T) {
 					skipIfBlocked(t, name+"/local")
-					runPipelineLocally(t, *p.Local, repo)
+					runPipelineLocally(t, *p.Local, pipelineRepo(t, name))
 				})
 			}
 		})
@@ -147,7 +149,7 @@ func runPipelineOnServer(t *testing.T, p pipelineExpect, repo string) {
 	for i, want := range p.Runs {
 		label := want.Name
 		if label == "" {
-			label = "run " + string(rune('1'+i))
+			label = fmt.Sprintf("run %d", i+1)
 		}
 		s.checkRun(t, label, want)
 	}
