@@ -204,6 +204,19 @@ func (s *pipelineServer) checkRun(t *testing.T, label string, want runExpect) {
 	}
 	failed := func() string { return s.jobsReport(t, jobs, runOfJob) }
 	checkJobStatuses(t, label, statusesOf(jobs), want.Jobs, want.JobCount, want.JobsStatus, failed)
+	s.checkJobs(t, label, want, jobs, runOfJob)
+	if len(want.Artifacts) > 0 || len(want.Attestations) > 0 {
+		s.checkBlobs(t, label, runs, want)
+	}
+	if len(want.Statuses) > 0 {
+		s.forge.waitStatuses(t, label, git(t, s.repo, "rev-parse", "HEAD"), want.Statuses)
+	}
+}
+
+// checkJobs checks what the jobs of a run left: errors, step statuses, log
+// lines, outputs and cache hits or misses.
+func (s *pipelineServer) checkJobs(t *testing.T, label string, want runExpect, jobs map[string]jobRow, runOfJob map[string]string) {
+	t.Helper()
 	for job, text := range want.JobErrors {
 		if msg := jobs[job].ErrorMessage; !strings.Contains(msg, text) {
 			t.Errorf("%s: job %s error %q, want it to contain %q", label, job, msg, text)
@@ -242,12 +255,6 @@ func (s *pipelineServer) checkRun(t *testing.T, label string, want runExpect) {
 		if c == "hit" && (!restored || saved) || c == "miss" && (!strings.Contains(setup, "Cache miss for ") || !saved) {
 			t.Errorf("%s: job %s cache should be a %s (hit: restored the exact key and saved nothing; miss: missed and saved); setup log:\n%s", label, job, c, setup)
 		}
-	}
-	if len(want.Artifacts) > 0 || len(want.Attestations) > 0 {
-		s.checkBlobs(t, label, runs, want)
-	}
-	if len(want.Statuses) > 0 {
-		s.forge.waitStatuses(t, label, git(t, s.repo, "rev-parse", "HEAD"), want.Statuses)
 	}
 }
 
