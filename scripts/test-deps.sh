@@ -14,6 +14,8 @@ PACKAGES=(
   busybox-static  # the container-scaler tests build an agent image FROM scratch with a static busybox
   git             # tests create repositories and commits
   chromium        # the web UI browser tests (e2e, driven with chromedp) and make screenshots
+  python3-venv    # the pipeline corpus's Python project (testdata/pipelines/python-venv) creates a virtualenv with Debian's python3
+  redis-server    # the pipeline corpus's service container image (testdata/pipelines/redis-service), built FROM scratch
 )
 
 installed() {

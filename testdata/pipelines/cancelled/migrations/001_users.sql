@@ -1,0 +1,1 @@
+CREATE TABLE users (id integer PRIMARY KEY, name text NOT NULL);

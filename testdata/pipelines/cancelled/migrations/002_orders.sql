@@ -1,0 +1,1 @@
+CREATE TABLE orders (id integer PRIMARY KEY, user_id integer REFERENCES users (id));

@@ -1,0 +1,3 @@
+#!/bin/sh
+# greet.sh: the program under test.
+echo "hello, ${1:-world}"

@@ -1,0 +1,2 @@
+# common.sh: helpers shared by every service.
+greeting() { echo "hello, $1"; }

@@ -1,0 +1,3 @@
+#!/bin/sh
+# app.sh: the released program.
+echo "app $(cat "$(dirname "$0")/VERSION")"
