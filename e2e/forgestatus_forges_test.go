@@ -30,7 +30,7 @@ type universalForge struct {
 
 func newUniversalForge(t *testing.T, kind, preset string, verification string) *universalForge {
 	t.Helper()
-	u := &universalForge{repo: repoWithWorkflow(t, `name: ci
+	return newUniversalForgeWith(t, kind, preset, verification, `name: ci
 on: {push: {branches: [main]}}
 jobs:
   build:
@@ -40,7 +40,13 @@ jobs:
     steps:
       - name: check
         run: exit 4
-`)}
+`)
+}
+
+// newUniversalForgeWith is newUniversalForge whose repository holds workflow.
+func newUniversalForgeWith(t *testing.T, kind, preset, verification, workflow string) *universalForge {
+	t.Helper()
+	u := &universalForge{repo: repoWithWorkflow(t, workflow)}
 	u.sha = git(t, u.repo, "rev-parse", "HEAD")
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "acme"), 0o755); err != nil {
