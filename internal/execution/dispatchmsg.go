@@ -95,8 +95,10 @@ func LoadJobDispatch(ctx context.Context, st store.Store, run *store.Run, job *s
 
 // ExpandTemplates evaluates the `${{ … }}` templates in a lock job entry's
 // env and its steps' env against env and returns the entry with the
-// values replaced (unchanged bytes when there are none). Only env values
-// are expanded: `run:` scripts never are (the compiler refuses templates
+// values replaced (unchanged bytes when there are none). A step env value
+// that reads `steps` or `env` is left as written: the agent expands it
+// against the job's earlier steps just before the step runs. Only env
+// values are expanded: `run:` scripts never are (the compiler refuses templates
 // there), so a value reaches a script only as an environment variable.
 func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, error) {
 	if !bytes.Contains(config, []byte("${{")) {
@@ -106,7 +108,7 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 	if err := json.Unmarshal(config, &top); err != nil {
 		return nil, fmt.Errorf("job config: %v", err)
 	}
-	expand := func(raw json.RawMessage, where string) (json.RawMessage, error) {
+	expand := func(raw json.RawMessage, where string, step bool) (json.RawMessage, error) {
 		var m map[string]string
 		if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
 			return raw, nil
@@ -117,6 +119,9 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			if step && expr.UsesStepScope(m[k]) {
+				continue // the agent expands it when the step is about to run
+			}
 			v, err := expr.Interpolate(m[k], env)
 			if err != nil {
 				return nil, fmt.Errorf("%senv %s: %v", where, k, err)
@@ -126,7 +131,7 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 		return json.Marshal(m)
 	}
 	var err error
-	if top["env"], err = expand(top["env"], ""); err != nil {
+	if top["env"], err = expand(top["env"], "", false); err != nil {
 		return nil, err
 	}
 	if top["env"] == nil {
@@ -140,7 +145,7 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 			}
 			var name string
 			_ = json.Unmarshal(s["name"], &name)
-			if s["env"], err = expand(s["env"], fmt.Sprintf("step %q ", name)); err != nil {
+			if s["env"], err = expand(s["env"], fmt.Sprintf("step %q ", name), true); err != nil {
 				return nil, err
 			}
 			steps[i] = s
