@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,13 +43,7 @@ jobs:
 // its upstream failed is error; descriptions are cut at a word boundary.
 func TestForgeStatusGiteaSkippedStates(t *testing.T) {
 	u := newUniversalForgeWith(t, forgefake.Gitea, "gitea", "hmac_sha256", skipsWorkflow)
-	body := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
-		`"repository":{"full_name":"acme/api","default_branch":"main"},"pusher":{"login":"dev"},"sender":{"login":"dev","id":3}}`, u.sha)
-	mac := hmac.New(sha256.New, []byte(u.secret))
-	mac.Write(body)
-	delivery := u.post(t, "gitea", map[string]string{"X-Gitea-Event": "push", "X-Gitea-Event-Type": "push",
-		"X-Gitea-Delivery": "5e1f0c3a-7b5d-4a8e-9c21-3f9d8e7a6b50", "X-Gitea-Signature": hex.EncodeToString(mac.Sum(nil))}, body)
-	runID := u.o.runOf(t, delivery)
+	runID := u.pushGitea(t, "5e1f0c3a-7b5d-4a8e-9c21-3f9d8e7a6b50")
 	u.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled")
 	prefix := "/api/v1/repos/acme/api/statuses/" + u.sha
 	waitStates(t, "gitea statuses", func() map[string][]string { return u.statesOf(t, prefix, "context") },
@@ -75,11 +66,7 @@ func TestForgeStatusGiteaSkippedStates(t *testing.T) {
 // did not fire, and downstream of a failed job (which alone shows failed).
 func TestForgeStatusGitLabSkippedStates(t *testing.T) {
 	u := newUniversalForgeWith(t, forgefake.GitLab, "gitlab-repo", "bearer_token", skipsWorkflow)
-	body := fmt.Appendf(nil, `{"object_kind":"push","ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
-		`"user_username":"dev","user_id":5,"project":{"path_with_namespace":"acme/api","default_branch":"main"}}`, u.sha)
-	delivery := u.post(t, "gitlab-repo", map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": u.secret,
-		"X-Gitlab-Event-UUID": "0d3c2b1a-9f8e-4d7c-8b6a-5e4f3d2c1b0a"}, body)
-	runID := u.o.runOf(t, delivery)
+	runID := u.pushGitLab(t, "0d3c2b1a-9f8e-4d7c-8b6a-5e4f3d2c1b0a")
 	u.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled")
 	got := waitStates(t, "gitlab statuses", func() map[string][]string {
 		return u.statesOf(t, "/api/v4/projects/acme%2Fapi/statuses/"+u.sha, "name")

@@ -21,7 +21,7 @@ import (
 // float64).
 func inputType(declared string) types.Type {
 	switch declared {
-	case "string", "enum":
+	case "string", "enum", "choice":
 		return types.String
 	case "number", "integer":
 		return types.Float64
