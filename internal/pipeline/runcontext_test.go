@@ -11,7 +11,9 @@ import (
 // TestEventRunContext: a run's context gets the event's changed files; a
 // schedule trigger's declared inputs reach its runs with their defaults;
 // a forge dispatch's payload inputs are typed by the declarations, with
-// undeclared ones dropped and invalid ones falling back to the default.
+// undeclared ones dropped and invalid ones falling back to the default; a
+// push (its trigger declares no inputs) sees every declared input at its
+// default, typed.
 func TestEventRunContext(t *testing.T) {
 	lf, err := lockfile.Compile([]lockfile.SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte(`on:
   schedule:
@@ -43,7 +45,8 @@ jobs:
 		t.Errorf("dispatch inputs = %v, want %v", rc.Inputs, want)
 	}
 	rc = eventRunContext(wf, at(2), &trigger.Event{Type: "push", ChangedFiles: []string{"a.go"}})
-	if rc.Inputs != nil || !reflect.DeepEqual(rc.ChangedPaths, []string{"a.go"}) {
+	want := map[string]any{"level": "full", "n": 2.0, "dry": true, "count": 1.0}
+	if !reflect.DeepEqual(rc.Inputs, want) || !reflect.DeepEqual(rc.ChangedPaths, []string{"a.go"}) {
 		t.Errorf("push context = %+v", rc)
 	}
 }
