@@ -78,3 +78,56 @@ func TestForgeStatusGitLabSkippedStates(t *testing.T) {
 		}
 	}
 }
+
+// A fork merge request held for approval and then rejected: on GitLab its
+// held jobs end `canceled` and the jobs after them `skipped`; none shows
+// `failed`.
+func TestForgeStatusGitLabRejectedForkMergeRequest(t *testing.T) {
+	u := newUniversalForgeWith(t, forgefake.GitLab, "gitlab-repo", "bearer_token", `name: ci
+on:
+  pull_request:
+    events: [opened]
+jobs:
+  build:
+    steps:
+      - run: echo built
+  test:
+    needs: [build]
+    steps:
+      - run: echo tested
+  deploy:
+    needs: [test]
+    steps:
+      - run: echo deployed
+`)
+	body := fmt.Appendf(nil, `{"object_kind":"merge_request","event_type":"merge_request","user":{"id":9,"username":"mallory"},`+
+		`"project":{"id":1,"path_with_namespace":"acme/api","default_branch":"main"},`+
+		`"object_attributes":{"id":99,"iid":7,"target_branch":"main","source_branch":"feature","source_project_id":14,"target_project_id":1,`+
+		`"state":"opened","action":"open","last_commit":{"id":%q}}}`, u.sha)
+	delivery := u.post(t, "gitlab-repo", map[string]string{"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": u.secret,
+		"X-Gitlab-Event-UUID": "7a1e4c2b-3d5f-4e6a-8b9c-0d1e2f3a4b5c"}, body)
+	runID := u.o.runOf(t, delivery)
+	u.o.waitRunStatus(t, runID, 60*time.Second, "held")
+	u.o.admin(t, "held-run", "reject", runID, "--reason", "not from a fork")
+	u.o.waitRunStatus(t, runID, 60*time.Second, "success", "failed", "cancelled")
+	prefix := "/api/v4/projects/acme%2Fapi/statuses/" + u.sha
+	var got map[string][]string
+	waitFor(t, 30*time.Second, "every job's final GitLab status", func() bool {
+		got = u.statesOf(t, prefix, "name")
+		for _, job := range []string{"build", "test", "deploy"} {
+			s := got["kici/ci/"+job]
+			if len(s) == 0 || (s[len(s)-1] != "canceled" && s[len(s)-1] != "skipped") {
+				return false
+			}
+		}
+		return true
+	})
+	for name, states := range got {
+		if slices.Contains(states, "failed") {
+			t.Errorf("%s: %v shows failed after a rejection", name, states)
+		}
+	}
+	if s := got["kici/ci/deploy"]; s[len(s)-1] != "skipped" {
+		t.Errorf("deploy: %v, want skipped", s)
+	}
+}
