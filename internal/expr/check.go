@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/expr-lang/expr"
@@ -102,14 +103,21 @@ func compileError(src string, sc Scope, err error) *Error {
 	if m := hyphenRef.FindStringSubmatchIndex(src); m != nil {
 		scope, name := src[m[2]:m[3]], src[m[4]:m[5]]
 		line, col := position(src, len([]rune(src[:m[0]])))
-		return &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s.%s reads as %q (a subtraction): write %s[%q] for a name with \"-\"",
-			scope, name, scope+"."+strings.Replace(name, "-", " - ", 1), scope, name)}
+		hint := ""
+		if known := scopeNames(sc, scope); known != nil && !slices.Contains(known, name) {
+			hint = didYouMean(name, known)
+		}
+		return &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s.%s reads as %q (a subtraction): write %s[%q] for a name with \"-\"%s",
+			scope, name, scope+"."+strings.Replace(name, "-", " - ", 1), scope, name, hint)}
 	}
 	var fe *file.Error
 	if !errors.As(err, &fe) {
 		return &Error{Line: 1, Column: 1, Msg: err.Error()}
 	}
 	msg := fe.Message
+	if strings.Contains(msg, "mismatched type") {
+		msg += declaredTypes(src, sc)
+	}
 	if m := unknownNameRE.FindStringSubmatch(msg); m != nil {
 		msg += didYouMean(m[1], topNames(sc))
 	} else if m := noFieldRE.FindStringSubmatch(msg); m != nil && m[1] == "expr.Event" {
@@ -120,6 +128,58 @@ func compileError(src string, sc Scope, err error) *Error {
 		msg += didYouMean(m[2], fieldNames(Step{}))
 	}
 	return &Error{Line: max(fe.Line, 1), Column: fe.Column + 1, Msg: msg}
+}
+
+// scopeNames are the names the scope declares under steps, needs, matrix
+// or inputs (nil for env, whose names are not known at compile time).
+func scopeNames(sc Scope, scope string) []string {
+	switch scope {
+	case "steps":
+		return sc.Steps
+	case "needs":
+		return sc.Needs
+	case "matrix":
+		return sc.Matrix
+	case "inputs":
+		return sc.Inputs
+	}
+	return nil
+}
+
+var inputRef = regexp.MustCompile(`\binputs\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// declaredTypes names the declared types of the inputs src reads, for a
+// type error: "; inputs.repeat is declared integer: compare it with a
+// number".
+func declaredTypes(src string, sc Scope) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, m := range inputRef.FindAllStringSubmatch(src, -1) {
+		name := m[1]
+		t, ok := sc.InputTypes[name]
+		if !ok || t == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		parts = append(parts, fmt.Sprintf("inputs.%s is declared %s: compare it with %s", name, t, typeWord(inputType(t))))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ")
+}
+
+// typeWord says in words what a value of an input type is compared with.
+func typeWord(t types.Type) string {
+	switch t {
+	case types.Float64:
+		return "a number"
+	case types.Bool:
+		return "true or false"
+	case types.String:
+		return "a string"
+	}
+	return "a value of its type"
 }
 
 // didYouMean is `; did you mean "x"?` for the known name closest to name

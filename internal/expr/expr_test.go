@@ -148,6 +148,7 @@ func TestCompileHints(t *testing.T) {
 		`evnet.branch == "main"`:                 `unknown name evnet; did you mean "event"?`,
 		`event.brnach == "main"`:                 `did you mean "branch"?`,
 		`steps.biuld.outcome == "success"`:       `"biuld" is not an earlier step of this job; did you mean "build"?`,
+		`steps.cross-biuld.outcome == "x"`:       `write steps["cross-biuld"] for a name with "-"; did you mean "cross-build"?`,
 		`needs.lnit.result == "success"`:         `did you mean "lint"?`,
 		`steps.build.outcom == "success"`:        `did you mean "outcome"?`,
 	} {
