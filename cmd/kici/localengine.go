@@ -106,7 +106,7 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 		descriptors = wf.Triggers[*d.MatchedTrigger].Inputs
 	}
 	if len(descriptors) == 0 && len(given) == 0 {
-		rc.Inputs = lockfile.InputDefaults(wf)
+		rc.Inputs = lockfile.WithInputDefaults(wf, nil)
 		return rc, nil
 	}
 	raw := make(map[string]any, len(given))
@@ -117,7 +117,7 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %v", wf.Name, err)
 	}
-	rc.Inputs = in
+	rc.Inputs = lockfile.WithInputDefaults(wf, in)
 	return rc, nil
 }
 

@@ -277,3 +277,21 @@ func InputTypes(ts []Trigger) map[string]string {
 	}
 	return out
 }
+
+// WithInputDefaults returns given over InputDefaults(wf): the values a run
+// was given (by its trigger, its caller or a schedule), and for every
+// other input the workflow declares its default or its type's zero value,
+// so every declared input has a typed value in every run.
+func WithInputDefaults(wf *Workflow, given map[string]any) map[string]any {
+	out := InputDefaults(wf)
+	if out == nil && len(given) == 0 {
+		return given
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range given {
+		out[k] = v
+	}
+	return out
+}
