@@ -49,13 +49,7 @@ jobs:
 // runs or skips as its condition says, on the server and under kici run
 // local.
 func TestConditionsOverInputsStepsAndEnv(t *testing.T) {
-	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/scoped.yaml"), scopedWorkflow)
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "scoped")
-
+	repo := repoWithWorkflow(t, scopedWorkflow)
 	o := startOrchestrator(t)
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "scoped", "--quiet")
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
