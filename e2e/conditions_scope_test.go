@@ -42,6 +42,23 @@ jobs:
       - name: after-cross
         if: steps["cross-build"].outcome == "success"
         run: echo after cross
+  raw:
+    outputs: {text: emit.text}
+    steps:
+      - name: emit
+        run: printf 'text=%s{{ env.DEPLOY }}\n' '$' >> "$KICI_OUTPUT"
+  reader:
+    needs: [raw]
+    env:
+      DEPLOY: "no"
+    steps:
+      - name: meta
+        run: printf 'inner=%s{{ env.DEPLOY }}\n' '$' >> "$KICI_OUTPUT"
+      - name: read
+        env:
+          FROM_JOB: "${{ needs.raw.outputs.text }}"
+          FROM_STEP: "${{ steps.meta.outputs.inner }}"
+        run: echo "from-job=$FROM_JOB from-step=$FROM_STEP"
 `
 
 // A push run of a workflow whose steps read typed inputs (at their
@@ -70,6 +87,11 @@ func TestConditionsOverInputsStepsAndEnv(t *testing.T) {
 	}
 	if log := o.logText(t, r.RunID, j.JobID, 3); !strings.Contains(log, "repeat=1") {
 		t.Errorf("once log = %q", log)
+	}
+	// An output that holds "${{ … }}" is data: expanded once, never again.
+	rd := o.jobsOf(t, r.RunID)["reader"]
+	if log := o.logText(t, r.RunID, rd.JobID, 1); !strings.Contains(log, "from-job=${{ env.DEPLOY }} from-step=${{ env.DEPLOY }}") {
+		t.Errorf("reader log = %q (%s %q)", log, rd.Status, rd.ErrorMessage)
 	}
 
 	out, err := exec.Command(filepath.Join(binDir, "kici"), "run", "local", "push", "--branch", "main", "--dir", repo, "--committed").CombinedOutput()

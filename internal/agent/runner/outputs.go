@@ -216,20 +216,23 @@ func (j *job) stepCondition(i int, res *Result) (bool, error) {
 }
 
 // expandStepEnv expands the templates of step i's env that the
-// orchestrator left for the agent (those reading `steps` or `env`) against
-// the earlier steps, just before the step runs. The values become
+// orchestrator left for the agent (JobDispatch.StepEnvTemplates: those
+// reading `steps` or `env`) against the earlier steps, just before the
+// step runs. Only those keys: a value the orchestrator expanded is data,
+// even if a branch name or an output put "${{" in it. The values become
 // environment variables, never script text.
 func (j *job) expandStepEnv(i int, res *Result) error {
+	keys := j.d.StepEnvTemplates[i]
+	if len(keys) == 0 {
+		return nil
+	}
 	st := &j.cfg.Steps[i]
-	var env expr.StepEnv
-	expanded := false
-	for k, v := range st.Env {
-		if !expr.HasTemplate(v) {
+	st.Env = maps.Clone(st.Env)
+	env := j.stepEnv(res, i)
+	for _, k := range keys {
+		v, ok := st.Env[k]
+		if !ok {
 			continue
-		}
-		if !expanded {
-			env, expanded = j.stepEnv(res, i), true
-			st.Env = maps.Clone(st.Env)
 		}
 		out, err := expr.Interpolate(v, env)
 		if err != nil {
