@@ -101,8 +101,24 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	if out := g.o.admin(t, "event-log", "show", id); !strings.Contains(out, `"reader" has "read" permission`) {
 		t.Errorf("event log of the refused re-run:\n%s", out)
 	}
-	if n := len(g.fake.CheckRuns(ingressRepo)); n != 3 {
-		t.Errorf("%d check runs after the refused re-run, want the original 3", n)
+	// The refusal is shown on the commit: a neutral check saying why.
+	var refusal ghfake.CheckRun
+	waitFor(t, 30*time.Second, "the refusal shown on the commit", func() bool {
+		for _, c := range g.fake.CheckRuns(ingressRepo) {
+			if c.Fields["name"] == "kici / re-run" {
+				refusal = c
+				return true
+			}
+		}
+		return false
+	})
+	out, _ := refusal.Fields["output"].(map[string]any)
+	if refusal.Fields["head_sha"] != g.sha || refusal.States[len(refusal.States)-1] != "completed/neutral" ||
+		!strings.Contains(fmt.Sprint(out["summary"]), `"reader" has "read" permission`) || !strings.Contains(fmt.Sprint(out["title"]), "refused") {
+		t.Errorf("refusal check %v %v", refusal.States, refusal.Fields)
+	}
+	if n := len(g.fake.CheckRuns(ingressRepo)); n != 4 {
+		t.Errorf("%d check runs after the refused re-run, want the original 3 and the refusal", n)
 	}
 
 	// A writer's "Re-run" of ci / lint: a new run in which lint and

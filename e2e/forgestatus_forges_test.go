@@ -30,7 +30,7 @@ type universalForge struct {
 
 func newUniversalForge(t *testing.T, kind, preset string, verification string) *universalForge {
 	t.Helper()
-	u := &universalForge{repo: repoWithWorkflow(t, `name: ci
+	return newUniversalForgeWith(t, kind, preset, verification, `name: ci
 on: {push: {branches: [main]}}
 jobs:
   build:
@@ -40,7 +40,13 @@ jobs:
     steps:
       - name: check
         run: exit 4
-`)}
+`)
+}
+
+// newUniversalForgeWith is newUniversalForge whose repository holds workflow.
+func newUniversalForgeWith(t *testing.T, kind, preset, verification, workflow string) *universalForge {
+	t.Helper()
+	u := &universalForge{repo: repoWithWorkflow(t, workflow)}
 	u.sha = git(t, u.repo, "rev-parse", "HEAD")
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "acme"), 0o755); err != nil {
@@ -101,6 +107,30 @@ func (u *universalForge) post(t *testing.T, name string, hdr map[string]string, 
 	return r.DeliveryID
 }
 
+// pushGitea delivers a push of the repository's HEAD to main, signed as
+// Gitea signs (bare hex X-Gitea-Signature), and returns its run id.
+func (u *universalForge) pushGitea(t *testing.T, delivery string) string {
+	t.Helper()
+	body := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
+		`"repository":{"full_name":"acme/api","default_branch":"main"},"pusher":{"login":"dev"},"sender":{"login":"dev","id":3}}`, u.sha)
+	mac := hmac.New(sha256.New, []byte(u.secret))
+	mac.Write(body)
+	id := u.post(t, "gitea", map[string]string{"X-Gitea-Event": "push", "X-Gitea-Event-Type": "push",
+		"X-Gitea-Delivery": delivery, "X-Gitea-Signature": hex.EncodeToString(mac.Sum(nil))}, body)
+	return u.o.runOf(t, id)
+}
+
+// pushGitLab delivers a push with GitLab's headers (X-Gitlab-Event: Push
+// Hook, the secret in X-Gitlab-Token) and returns its run id.
+func (u *universalForge) pushGitLab(t *testing.T, delivery string) string {
+	t.Helper()
+	body := fmt.Appendf(nil, `{"object_kind":"push","ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
+		`"user_username":"dev","user_id":5,"project":{"path_with_namespace":"acme/api","default_branch":"main"}}`, u.sha)
+	id := u.post(t, "gitlab-repo", map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": u.secret,
+		"X-Gitlab-Event-UUID": delivery, "X-Gitlab-Instance": "https://gitlab.example.com"}, body)
+	return u.o.runOf(t, id)
+}
+
 // statesOf returns the state sequence posted per context (Gitea) or name
 // (GitLab), and checks every call was authorized.
 func (u *universalForge) statesOf(t *testing.T, prefix, key string) map[string][]string {
@@ -139,13 +169,7 @@ func waitStates(t *testing.T, what string, get func() map[string][]string, want 
 // then success or failure, linked to the job; the token never in the log.
 func TestForgeStatusGiteaCommitStatuses(t *testing.T) {
 	u := newUniversalForge(t, forgefake.Gitea, "gitea", "hmac_sha256")
-	body := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
-		`"repository":{"full_name":"acme/api","default_branch":"main"},"pusher":{"login":"dev"},"sender":{"login":"dev","id":3}}`, u.sha)
-	mac := hmac.New(sha256.New, []byte(u.secret))
-	mac.Write(body)
-	delivery := u.post(t, "gitea", map[string]string{"X-Gitea-Event": "push", "X-Gitea-Event-Type": "push",
-		"X-Gitea-Delivery": "0b8c7c5e-3f0e-4d6a-9d7e-7c4f1a2b3c4d", "X-Gitea-Signature": hex.EncodeToString(mac.Sum(nil))}, body)
-	runID := u.o.runOf(t, delivery)
+	runID := u.pushGitea(t, "0b8c7c5e-3f0e-4d6a-9d7e-7c4f1a2b3c4d")
 	if r := u.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "failed" {
 		t.Fatalf("run %s", r.Status)
 	}
@@ -177,11 +201,7 @@ func TestForgeStatusGiteaCommitStatuses(t *testing.T) {
 // /api/v4/projects/acme%2Fapi/statuses/<sha> with GitLab's state words.
 func TestForgeStatusGitLabCommitStatuses(t *testing.T) {
 	u := newUniversalForge(t, forgefake.GitLab, "gitlab-repo", "bearer_token")
-	body := fmt.Appendf(nil, `{"object_kind":"push","ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":%q,`+
-		`"user_username":"dev","user_id":5,"project":{"path_with_namespace":"acme/api","default_branch":"main"}}`, u.sha)
-	delivery := u.post(t, "gitlab-repo", map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": u.secret,
-		"X-Gitlab-Event-UUID": "13792a34-cac6-4fda-95a8-c58e00a39540", "X-Gitlab-Instance": "https://gitlab.example.com"}, body)
-	runID := u.o.runOf(t, delivery)
+	runID := u.pushGitLab(t, "13792a34-cac6-4fda-95a8-c58e00a39540")
 	if r := u.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "failed" {
 		t.Fatalf("run %s", r.Status)
 	}

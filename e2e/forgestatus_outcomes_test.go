@@ -25,7 +25,7 @@ jobs:
         run: |
           for i in $(seq 1 80); do echo "build line $i"; done
           echo "publishing with $NPM_TOKEN"
-          echo "error: the widget is broken"
+          printf '\033[1;31merror:\033[0m the widget is broken \033]0;title\007\n'
           exit 3
   deploy:
     needs: [build]
@@ -55,6 +55,9 @@ jobs:
 	title, _ := out["title"].(string)
 	if !strings.Contains(text, "error: the widget is broken") || !strings.Contains(text, "build line 80") || strings.Contains(text, "build line 10\n") {
 		t.Errorf("failing check text should hold the last lines only:\n%s", text)
+	}
+	if strings.Contains(text, "\x1b") || strings.Contains(text, "[0m") || strings.Contains(text, "title") {
+		t.Errorf("check text carries terminal escapes or their remains:\n%q", text)
 	}
 	if strings.Contains(text, secretToken) || !strings.Contains(text, "publishing with ***") {
 		t.Errorf("the failing lines must be masked as the stored log is:\n%s", text)

@@ -96,7 +96,9 @@ func trimNL(b []byte) []byte {
 
 // manualInputs resolves --input values against the matched trigger's
 // declared inputs (dispatch, schedule), like the orchestrator does for a
-// manual run; the event's changed files come along.
+// manual run; the event's changed files come along. A trigger that
+// declares no inputs (a push) sees the workflow's input defaults, as on
+// the orchestrator.
 func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, given map[string]string) (*store.RunContext, error) {
 	rc := &store.RunContext{ChangedPaths: ev.ChangedFiles}
 	var descriptors json.RawMessage
@@ -104,6 +106,7 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 		descriptors = wf.Triggers[*d.MatchedTrigger].Inputs
 	}
 	if len(descriptors) == 0 && len(given) == 0 {
+		rc.Inputs = lockfile.WithInputDefaults(wf, nil)
 		return rc, nil
 	}
 	raw := make(map[string]any, len(given))
@@ -114,7 +117,7 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %v", wf.Name, err)
 	}
-	rc.Inputs = in
+	rc.Inputs = lockfile.WithInputDefaults(wf, in)
 	return rc, nil
 }
 

@@ -1,6 +1,8 @@
 package execution
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/expr"
 	"kici.dev/kici/internal/store"
 )
 
@@ -72,4 +75,34 @@ func TestJobConditions(t *testing.T) {
 
 func quote(s string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
+}
+
+// A step env template reading `steps` or `env` is left for the agent and
+// named in the deferred keys; the others are expanded here, and a value
+// that expands to text containing "${{" (a branch name) is data, not a
+// deferred template.
+func TestExpandTemplatesDefersStepScope(t *testing.T) {
+	cfg := json.RawMessage(`{"env":{"J":"${{ event.branch }}"},"steps":[` +
+		`{"name":"meta","run":"x"},` +
+		`{"name":"use","run":"y","env":{"V":"v${{ steps.meta.outputs.version }}","E":"${{ env.DEPLOY }}","B":"${{ event.branch }}"}}]}`)
+	out, deferred, err := ExpandTemplates(cfg, expr.Env{Event: expr.Event{Branch: "${{ env.SECRET }}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int][]string{1: {"E", "V"}}; !reflect.DeepEqual(deferred, want) {
+		t.Errorf("deferred = %v, want %v", deferred, want)
+	}
+	var got struct {
+		Env   map[string]string `json:"env"`
+		Steps []struct {
+			Env map[string]string `json:"env"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	use := got.Steps[1].Env
+	if got.Env["J"] != "${{ env.SECRET }}" || use["B"] != "${{ env.SECRET }}" || use["V"] != "v${{ steps.meta.outputs.version }}" || use["E"] != "${{ env.DEPLOY }}" {
+		t.Errorf("expanded config %s", out)
+	}
 }

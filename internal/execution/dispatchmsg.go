@@ -67,11 +67,11 @@ func NewJobDispatch(run *store.Run, rc *store.RunContext, job *store.Job, jobs [
 			}
 		}
 	}
-	cfg, err := ExpandTemplates(job.Config, cenv)
+	cfg, deferred, err := ExpandTemplates(job.Config, cenv)
 	if err != nil {
 		msg.SetupError = err.Error()
 	} else {
-		msg.JobConfig = cfg
+		msg.JobConfig, msg.StepEnvTemplates = cfg, deferred
 	}
 	return msg
 }
@@ -95,17 +95,20 @@ func LoadJobDispatch(ctx context.Context, st store.Store, run *store.Run, job *s
 
 // ExpandTemplates evaluates the `${{ … }}` templates in a lock job entry's
 // env and its steps' env against env and returns the entry with the
-// values replaced (unchanged bytes when there are none). Only env values
-// are expanded: `run:` scripts never are (the compiler refuses templates
+// values replaced (unchanged bytes when there are none). A step env value
+// that reads `steps` or `env` is left as written and its key returned in
+// deferred (by step index): the agent expands it against the job's earlier
+// steps just before the step runs. Only env values are expanded: `run:` scripts never are (the compiler refuses templates
 // there), so a value reaches a script only as an environment variable.
-func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, error) {
+func ExpandTemplates(config json.RawMessage, env expr.Env) (_ json.RawMessage, deferred map[int][]string, _ error) {
 	if !bytes.Contains(config, []byte("${{")) {
-		return config, nil
+		return config, nil, nil
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(config, &top); err != nil {
-		return nil, fmt.Errorf("job config: %v", err)
+		return nil, nil, fmt.Errorf("job config: %v", err)
 	}
+	step := -1 // the step whose env is being expanded, -1 for the job's
 	expand := func(raw json.RawMessage, where string) (json.RawMessage, error) {
 		var m map[string]string
 		if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
@@ -117,6 +120,13 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			if step >= 0 && expr.UsesStepScope(m[k]) {
+				if deferred == nil {
+					deferred = map[int][]string{}
+				}
+				deferred[step] = append(deferred[step], k) // the agent expands it
+				continue
+			}
 			v, err := expr.Interpolate(m[k], env)
 			if err != nil {
 				return nil, fmt.Errorf("%senv %s: %v", where, k, err)
@@ -127,7 +137,7 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 	}
 	var err error
 	if top["env"], err = expand(top["env"], ""); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if top["env"] == nil {
 		delete(top, "env")
@@ -140,16 +150,21 @@ func ExpandTemplates(config json.RawMessage, env expr.Env) (json.RawMessage, err
 			}
 			var name string
 			_ = json.Unmarshal(s["name"], &name)
+			step = i
 			if s["env"], err = expand(s["env"], fmt.Sprintf("step %q ", name)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			steps[i] = s
 		}
 		if top["steps"], err = json.Marshal(steps); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return json.Marshal(top)
+	for _, keys := range deferred {
+		sort.Strings(keys)
+	}
+	out, err := json.Marshal(top)
+	return out, deferred, err
 }
 
 // EnvKey upper-cases a matrix or input name and replaces anything but

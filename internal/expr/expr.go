@@ -15,14 +15,12 @@
 package expr
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
-	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
@@ -80,11 +78,17 @@ type Step struct {
 	Outputs map[string]string `expr:"outputs"`
 }
 
-// StepEnv is the environment of a step condition: the job's environment
-// plus the earlier steps of the job.
+// StepEnv is the environment of a step condition and of a step's `env:`
+// templates: the job's environment plus the earlier steps of the job and
+// the job's environment variables.
 type StepEnv struct {
 	Env
 	Steps map[string]Step `expr:"steps"`
+	// JobEnv is `env`: the variables every step of the job starts with
+	// (the KICI_* job variables, the job's context variables and its
+	// `env:`), so `if: env.DEPLOY == "yes"` is a condition over the
+	// job's environment. A variable not set reads as "".
+	JobEnv map[string]string `expr:"env"`
 }
 
 // Scope says where a condition is written, for the compile-time checks.
@@ -99,6 +103,11 @@ type Scope struct {
 	// Inputs are the input names the workflow's dispatch and schedule
 	// triggers declare; `inputs.<name>` must be one of them.
 	Inputs []string
+	// InputTypes are their declared types (string, number, integer,
+	// boolean, enum, literal; "" = any, a nullable input): a condition is
+	// type-checked against them, so `inputs.repeat > "2"` on an integer
+	// input is a compile error. An input without an entry is any.
+	InputTypes map[string]string
 	// Steps are the names of the earlier steps (step conditions only).
 	Steps []string
 }
@@ -163,20 +172,20 @@ func compile(src string, sc Scope, asBool bool) (*Program, error) {
 	if len(src) > MaxSourceLen {
 		return nil, &Error{Line: 1, Column: 1, Msg: fmt.Sprintf("condition is %d bytes; at most %d", len(src), MaxSourceLen)}
 	}
+	// The names are checked first (an undeclared input is named as such),
+	// then the types against the declared input types.
 	p, err := expr.Compile(src, options(sc.Step, asBool)...)
 	if err != nil {
-		var fe *file.Error
-		if errors.As(err, &fe) {
-			line := max(fe.Line, 1)
-			return nil, &Error{Line: line, Column: fe.Column + 1, Msg: fe.Message}
-		}
-		return nil, &Error{Line: 1, Column: 1, Msg: err.Error()}
+		return nil, compileError(src, sc, err)
 	}
 	node := p.Node()
 	c := &refChecker{src: src, sc: sc}
 	ast.Walk(&node, c)
 	if c.err != nil {
 		return nil, c.err
+	}
+	if err := typeCheck(src, sc, asBool); err != nil {
+		return nil, compileError(src, sc, err)
 	}
 	return &Program{src: src, p: p}, nil
 }
@@ -226,7 +235,7 @@ func (c *refChecker) Visit(n *ast.Node) {
 	}
 	loc := id.Location()
 	line, col := position(c.src, loc.From)
-	c.err = &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s.%s: %q %s", id.Value, prop.Value, prop.Value, what)}
+	c.err = &Error{Line: line, Column: col, Msg: fmt.Sprintf("%s.%s: %q %s%s", id.Value, prop.Value, prop.Value, what, didYouMean(prop.Value, known))}
 }
 
 // position turns a rune offset into a 1-based line and column.

@@ -113,3 +113,78 @@ func TestResourceBounds(t *testing.T) {
 		t.Errorf("oversized condition: %v", err)
 	}
 }
+
+// Conditions are type-checked against the declared input types.
+func TestTypedInputs(t *testing.T) {
+	sc := Scope{Step: true, Inputs: []string{"repeat", "dry", "target"},
+		InputTypes: map[string]string{"repeat": "integer", "dry": "boolean", "target": "enum"}}
+	for _, src := range []string{`inputs.repeat > 2`, `inputs.dry && inputs.target == "prod"`, `inputs.repeat + 1 == 2`} {
+		p, err := Compile(src, sc)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if _, err := p.Eval(StepEnv{Env: Env{Inputs: map[string]any{"repeat": 1.0, "dry": true, "target": "prod"}}}); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	for src, want := range map[string]string{
+		`inputs.repeat > "2"`:          "mismatched types float64 and string",
+		`inputs.dry == "true"`:         "mismatched types bool and string",
+		`inputs.target > 3`:            "mismatched types string and int",
+		`inputs.repeat startsWith "1"`: "mismatched types float64 and string",
+	} {
+		_, err := Compile(src, sc)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+}
+
+// Hints: the index form for a hyphenated name, the closest name for a typo.
+func TestCompileHints(t *testing.T) {
+	sc := Scope{Step: true, Steps: []string{"cross-build", "build"}, Needs: []string{"lint"}}
+	for src, want := range map[string]string{
+		`steps.cross-build.outcome == "success"`: `write steps["cross-build"] for a name with "-"`,
+		`evnet.branch == "main"`:                 `unknown name evnet; did you mean "event"?`,
+		`event.brnach == "main"`:                 `did you mean "branch"?`,
+		`steps.biuld.outcome == "success"`:       `"biuld" is not an earlier step of this job; did you mean "build"?`,
+		`steps.cross-biuld.outcome == "x"`:       `write steps["cross-biuld"] for a name with "-"; did you mean "cross-build"?`,
+		`needs.lnit.result == "success"`:         `did you mean "lint"?`,
+		`steps.build.outcom == "success"`:        `did you mean "outcome"?`,
+	} {
+		_, err := Compile(src, sc)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	if _, err := Compile(`steps["cross-build"].outcome == "success"`, sc); err != nil {
+		t.Errorf("index form: %v", err)
+	}
+	if _, err := Compile(`zzz == 1`, sc); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name close to nothing gets no suggestion: %v", err)
+	}
+}
+
+// A step condition reads the job's environment as env.
+func TestStepConditionEnv(t *testing.T) {
+	p, err := Compile(`env.DEPLOY == "yes" && env.MISSING == ""`, Scope{Step: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.Eval(StepEnv{JobEnv: map[string]string{"DEPLOY": "yes"}}); !ok || err != nil {
+		t.Errorf("= %v, %v", ok, err)
+	}
+	if _, err := Compile(`env.DEPLOY == "yes"`, Scope{}); err == nil {
+		t.Error("env in a job condition compiled")
+	}
+	got, err := Interpolate(`v${{ steps.meta.outputs.version }}-${{ env.K }}`, StepEnv{JobEnv: map[string]string{"K": "k"},
+		Steps: map[string]Step{"meta": {Outputs: map[string]string{"version": "3.1"}}}})
+	if err != nil || got != "v3.1-k" {
+		t.Errorf("Interpolate = %q, %v", got, err)
+	}
+	for s, want := range map[string]bool{"${{ steps.meta.outputs.v }}": true, "${{ env.X }}": true, "${{ needs.a.outputs.v }}": false, "plain": false} {
+		if UsesStepScope(s) != want {
+			t.Errorf("UsesStepScope(%q) != %v", s, want)
+		}
+	}
+}

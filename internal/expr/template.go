@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 )
 
 // A template is a string with `${{ expression }}` parts, accepted in `env`
@@ -98,4 +100,40 @@ func Interpolate(s string, env any) (string, error) {
 	}
 	b.WriteString(s[last:])
 	return b.String(), nil
+}
+
+// UsesStepScope reports whether a template reads what only the agent knows
+// when the step is about to run: `steps` (earlier steps' outcomes and
+// outputs) or `env` (the job's environment). Such a step env value is left
+// for the agent to expand (false when the template does not parse: the
+// orchestrator then reports the error).
+func UsesStepScope(s string) bool {
+	parts, err := Parts(s)
+	if err != nil {
+		return false
+	}
+	for _, p := range parts {
+		tree, err := parser.Parse(p.Src)
+		if err != nil {
+			continue
+		}
+		v := &identVisitor{}
+		ast.Walk(&tree.Node, v)
+		if v.names["steps"] || v.names["env"] {
+			return true
+		}
+	}
+	return false
+}
+
+// identVisitor collects the identifiers of an expression.
+type identVisitor struct{ names map[string]bool }
+
+func (v *identVisitor) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok {
+		if v.names == nil {
+			v.names = map[string]bool{}
+		}
+		v.names[id.Value] = true
+	}
 }

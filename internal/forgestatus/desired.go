@@ -26,6 +26,7 @@ const (
 	conclusionSkipped        = "skipped"
 	conclusionTimedOut       = "timed_out"
 	conclusionActionRequired = "action_required"
+	conclusionNeutral        = "neutral"
 )
 
 // Commit-status states. GitHub and Gitea share pending/success/failure/
@@ -98,7 +99,7 @@ func outcomeOf(v *jobView) outcome {
 		return outcome{status: checkCompleted, conclusion: conclusionCancelled, state: stateError, terminal: true,
 			sentence: string(j.Status) + reasonText(j.ErrorMessage)}
 	case status.JobSkipped:
-		return outcome{status: checkCompleted, conclusion: conclusionSkipped, state: skippedState(j), terminal: true,
+		return outcome{status: checkCompleted, conclusion: conclusionSkipped, state: skippedState(j, v.all), terminal: true,
 			sentence: string(j.Status) + reasonText(j.ErrorMessage)}
 	case status.JobTimedOutStale:
 		return outcome{status: checkCompleted, conclusion: conclusionTimedOut, state: stateFailure, terminal: true,
@@ -113,14 +114,44 @@ func outcomeOf(v *jobView) outcome {
 		sentence: string(status.JobFailed) + failedStepText(v)}
 }
 
-// skippedState: a job skipped because an upstream failed is an error (a
-// required status must not turn green); one skipped by its own condition
-// passes.
-func skippedState(j *store.Job) string {
-	if strings.HasPrefix(j.ErrorMessage, execution.UpstreamUnmetPrefix) {
+// skippedState: a job skipped because an upstream failed or was cancelled
+// (directly, or through a chain of jobs skipped for that reason) is an
+// error, so a required status never turns green over a failure. A job
+// skipped by its own condition, or because its `needs` edge did not fire
+// on a passing upstream (`when: on-failure` after a success), passes.
+func skippedState(j *store.Job, all []*store.Job) string {
+	if upstreamBroke(j, all, len(all)+1) {
 		return stateError
 	}
 	return stateSuccess
+}
+
+// upstreamBroke reports whether a skipped job's unmet upstream (named in
+// its "upstream_unmet: <job> (<status>)" reason) failed, was cancelled or
+// is missing, following skipped upstreams through all. depth bounds the
+// walk (needs form a DAG; the bound only guards bad rows).
+func upstreamBroke(j *store.Job, all []*store.Job, depth int) bool {
+	rest, ok := strings.CutPrefix(j.ErrorMessage, execution.UpstreamUnmetPrefix)
+	if !ok || depth <= 0 {
+		return false
+	}
+	i := strings.LastIndex(rest, " (")
+	if i < 0 || !strings.HasSuffix(rest, ")") {
+		return true // an unreadable reason: keep the safe answer
+	}
+	name, st := rest[:i], status.Job(rest[i+2:len(rest)-1])
+	switch st {
+	case status.JobSuccess:
+		return false
+	case status.JobSkipped:
+		for _, up := range all {
+			if up.JobName == name && up.Status == status.JobSkipped {
+				return upstreamBroke(up, all, depth-1)
+			}
+		}
+		return false
+	}
+	return true // failed, cancelled, timed_out_stale, drift_dropped, missing
 }
 
 // timedOut reports whether a failed job ended on a time limit: its own
@@ -219,6 +250,24 @@ func truncate(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// truncateWords cuts s to at most n bytes at a word boundary, marking the
+// cut with "…": a commit status description (GitHub, Gitea: 140
+// characters) reads "failed: step "test" exited…", never "exi…". A single
+// word longer than half of n is cut inside, on a rune boundary.
+func truncateWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := truncate(s, n)
+	cut = cut[:len(cut)-len("…")]
+	if next := s[len(cut)]; next == ' ' || next == '\t' {
+		// The cut falls between two words already.
+	} else if i := strings.LastIndexAny(cut, " \t"); i >= n/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " \t,;:") + "…"
+}
 
 // hashOf identifies a request body: the same hash means nothing new to send.
 func hashOf(body map[string]any) (json.RawMessage, string) {

@@ -191,7 +191,10 @@ const (
 )
 
 // gitlabState maps a job to GitLab's commit-status states (pending,
-// running, success, failed, canceled, skipped).
+// running, success, failed, canceled, skipped). A skipped job is always
+// `skipped`, whatever skipped it: GitLab has the word, and the failure that
+// caused it is shown on the upstream's own status, so the downstream jobs
+// of a failed or rejected run do not each show `failed`.
 func gitlabState(j *store.Job, o outcome) string {
 	switch {
 	case o.status == checkInProgress:
@@ -202,7 +205,7 @@ func gitlabState(j *store.Job, o outcome) string {
 		return gitlabSuccess
 	case j.Status == status.JobCancelled:
 		return gitlabCanceled
-	case j.Status == status.JobSkipped && o.state == stateSuccess:
+	case j.Status == status.JobSkipped:
 		return gitlabSkipped
 	}
 	return gitlabFailed

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"kici.dev/kici/internal/execution/status"
 
@@ -80,12 +81,16 @@ func TestOutcomeOf(t *testing.T) {
 		{job("failed", "job_timeout: job exceeded its 1m timeout"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
 		{job("timed_out_stale", "no heartbeat"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
 		{job("cancelled", ""), nil, nil, "completed/cancelled", "error", "canceled", "cancelled"},
-		{job("skipped", "upstream_unmet: build (failed)"), nil, nil, "completed/skipped", "error", "failed", "skipped: upstream_unmet: build"},
+		{job("skipped", "upstream_unmet: build (failed)"), nil, nil, "completed/skipped", "error", "skipped", "skipped: upstream_unmet: build"},
+		// A `when: on-failure` job after a passing upstream: green.
+		{job("skipped", "upstream_unmet: publish (success)"), nil, nil, "completed/skipped", "success", "skipped", "skipped: upstream_unmet: publish"},
+		// Downstream of a rejected (cancelled) hold: an error, GitLab's skipped.
+		{job("skipped", "upstream_unmet: test (cancelled)"), nil, nil, "completed/skipped", "error", "skipped", "skipped"},
 		{job("skipped", ""), nil, nil, "completed/skipped", "success", "skipped", "skipped"},
 		{job(status.JobHeld, ""), nil, fork, "completed/action_required", "pending", "pending", "fork pull request from alice waits for approval: comment `/kici approve r1` or run `kici-admin held-run approve h1`"},
 		{job(status.JobHeld, ""), nil, timer, "queued", "pending", "pending", "waiting for the wait timer of prod"},
 	} {
-		v := &jobView{run: run, job: tc.job, steps: tc.steps, hold: tc.hold, now: t0}
+		v := &jobView{run: run, job: tc.job, steps: tc.steps, hold: tc.hold, now: t0, all: []*store.Job{tc.job}}
 		o := outcomeOf(v)
 		check := o.status
 		if o.conclusion != "" {
@@ -147,5 +152,64 @@ func TestAPIRoot(t *testing.T) {
 	}
 	if got := apiRoot(&store.GitConfig{GitURLTemplate: "file:///x/{repo}", APIBaseURL: "http://127.0.0.1:3000/"}); got != "http://127.0.0.1:3000" {
 		t.Errorf("apiBaseUrl: %q", got)
+	}
+}
+
+// A skipped job is an error only when an upstream failed, followed through
+// a chain of skipped jobs: skipped after an on-failure edge that did not
+// fire passes, and so does everything skipped after it.
+func TestSkippedThroughAChain(t *testing.T) {
+	for _, tc := range []struct {
+		upstream *store.Job
+		want     string
+	}{
+		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: "upstream_unmet: build (failed)"}, stateError},
+		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: "upstream_unmet: build (success)"}, stateSuccess},
+		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: ""}, stateSuccess},
+	} {
+		down := &store.Job{JobName: "notify", Status: "skipped", ErrorMessage: "upstream_unmet: publish (skipped)"}
+		if got := skippedState(down, []*store.Job{tc.upstream, down}); got != tc.want {
+			t.Errorf("downstream of %q: %s, want %s", tc.upstream.ErrorMessage, got, tc.want)
+		}
+	}
+}
+
+// Check-run text carries no terminal escapes, not even their remains.
+func TestPrintableLineStripsEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"\x1b[31mFAIL\x1b[0m pkg/x":                         "FAIL pkg/x",
+		"\x1b[1;32m✓\x1b[m ok\tdone":                        "✓ ok\tdone",
+		"\x1b]0;title\x07after":                             "after",
+		"\x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\": "link",
+		"progress\r\x1b[2K\x1b[1Gnext":                      "progressnext",
+		"\u009b33mC1\u009b0m":                               "C1",
+	} {
+		if got := printableLine(in); got != want {
+			t.Errorf("printableLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Commit-status descriptions are cut at a word boundary, with an ellipsis,
+// within 140 bytes.
+func TestDescriptionCutAtAWord(t *testing.T) {
+	long := `failed: step "integration tests against the staging database" exited with 1: ` + strings.Repeat("sehr-lange-wörter ", 10)
+	got := truncateWords(long, maxDescription)
+	if len(got) > maxDescription || !strings.HasSuffix(got, "…") {
+		t.Fatalf("%q: %d bytes", got, len(got))
+	}
+	body := strings.TrimSuffix(got, "…")
+	if !strings.HasPrefix(long, body) || (long[len(body)] != ' ') {
+		t.Errorf("cut mid-word: %q", got)
+	}
+	if !utf8.ValidString(got) {
+		t.Errorf("cut mid-rune: %q", got)
+	}
+	if s := "short enough"; truncateWords(s, maxDescription) != s {
+		t.Errorf("a short description changed")
+	}
+	one := strings.Repeat("é", 200)
+	if got := truncateWords(one, maxDescription); len(got) > maxDescription || !utf8.ValidString(got) {
+		t.Errorf("one long word: %q", got)
 	}
 }

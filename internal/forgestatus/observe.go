@@ -3,6 +3,7 @@ package forgestatus
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -266,9 +267,17 @@ func (r *Reporter) dropTails(jobID string) {
 	}
 }
 
-// printableLine drops control characters (terminal escapes) and caps a
-// line at 500 bytes.
+// escapeRE matches a terminal escape sequence (ECMA-48): a CSI sequence
+// (ESC [ or the 8-bit CSI, parameters, intermediates, final byte, e.g.
+// colours "\x1b[31m" and cursor moves), an OSC/DCS/PM/APC string ended by
+// BEL or ST (window titles, hyperlinks), or a two-byte ESC sequence.
+var escapeRE = regexp.MustCompile(`(?:\x1b\[|\x{9b})[0-?]*[ -/]*[@-~]|\x1b[\]P^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]`)
+
+// printableLine drops terminal escape sequences whole (a check run's text
+// is Markdown, where "\x1b[31m" would show as "[31m"), then every other
+// control character, and caps a line at 500 bytes.
 func printableLine(s string) string {
+	s = escapeRE.ReplaceAllString(s, "")
 	s = strings.Map(func(r rune) rune {
 		if r != '\t' && unicode.IsControl(r) {
 			return -1

@@ -140,12 +140,13 @@ func short(sha string) string {
 }
 
 // statusBody is the commit-status request body for a job: state, context,
-// a description of at most 140 characters, and target_url when known.
+// a description of at most 140 characters cut at a word boundary, and
+// target_url when known.
 func statusBody(v *jobView, o outcome, publicURL string) map[string]any {
 	b := map[string]any{
 		"state":       o.state,
 		"context":     statusContext(v.run, v.job),
-		"description": truncate(o.sentence, maxDescription),
+		"description": truncateWords(o.sentence, maxDescription),
 	}
 	if u := detailsURL(publicURL, v.job); u != "" {
 		b["target_url"] = u

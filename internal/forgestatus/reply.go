@@ -26,27 +26,70 @@ func (r *Reporter) Reply(ctx context.Context, src *store.Source, ev *trigger.Eve
 	if src == nil || ev == nil {
 		return
 	}
+	r.background(ctx, src.ID, ev.SourceRepo, "comment reply", func(ctx context.Context, t *target) error {
+		return r.sendReply(ctx, t, ev, text)
+	})
+}
+
+// background runs send against the source's forge target without
+// blocking the caller: retried on 5xx and rate limits up to
+// replyAttempts times, dropped (logged as what) on any other error.
+func (r *Reporter) background(ctx context.Context, sourceID, repo, what string, send func(context.Context, *target) error) {
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		t, ok := r.target(ctx, src.ID)
+		t, ok := r.target(ctx, sourceID)
 		if !ok {
 			return
 		}
 		for attempt := range replyAttempts {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			err := r.sendReply(cctx, t, ev, text)
+			err := send(cctx, t)
 			cancel()
 			if err == nil {
 				return
 			}
 			v := classify(err, attempt, r.now())
-			r.log.Warn("forge status: comment reply failed", "repo", ev.SourceRepo, "status", v.status, "retry", !v.permanent, "err", v.msg)
+			r.log.Warn("forge status: "+what+" failed", "repo", repo, "status", v.status, "retry", !v.permanent, "err", v.msg)
 			if v.permanent {
 				return
 			}
 			time.Sleep(min(v.next.Sub(r.now()), 30*time.Second))
 		}
 	}()
+}
+
+// RerunCheckName is the check run that answers a refused re-run request.
+const RerunCheckName = "kici / re-run"
+
+// RerunRefused shows a refused GitHub "Re-run" request (check_run or
+// check_suite rerequested) on the commit it was made on: a completed check
+// run named RerunCheckName with conclusion `neutral` (it neither passes
+// nor fails the commit: GitHub "Checks" conclusions) whose title says the
+// request was refused and whose summary says why. Only GitHub App sources
+// receive re-run requests; for any other source it does nothing. Like
+// Reply, it returns at once and the check is sent in the background.
+func (r *Reporter) RerunRefused(ctx context.Context, src *store.Source, repo, sha string, installation int64, why string) {
+	if src == nil || sha == "" {
+		return
+	}
+	r.background(ctx, src.ID, repo, "re-run refusal", func(ctx context.Context, t *target) error {
+		if t.provider != store.CheckProviderGitHubChecks {
+			return nil
+		}
+		inst := installation
+		if inst == 0 {
+			var err error
+			if inst, err = r.installation(ctx, t.gh, repo); err != nil {
+				return err
+			}
+		}
+		_, err := t.gh.CreateCheckRun(ctx, inst, repo, map[string]any{
+			"name": RerunCheckName, "head_sha": sha, "status": checkCompleted, "conclusion": conclusionNeutral,
+			"completed_at": r.now().Format(time.RFC3339),
+			"output":       map[string]any{"title": "Re-run refused", "summary": truncate(why, maxOutputText)},
+		})
+		return err
+	})
 }
 
 func (r *Reporter) sendReply(ctx context.Context, t *target, ev *trigger.Event, text string) error {

@@ -175,6 +175,7 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 		f.errorf(body, "workflow has no jobs (add a `jobs:` mapping)")
 	} else {
 		f.inputNames = inputNames(wf.Triggers)
+		f.inputTypes = InputTypes(wf.Triggers)
 		wf.Jobs = f.jobs(jobsNode, env)
 	}
 	if len(f.errs) > 0 {

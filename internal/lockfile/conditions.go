@@ -44,7 +44,7 @@ func inputNames(ts []Trigger) []string {
 
 // beginJob sets the expression scope for the job's steps, env and if.
 func (f *yfile) beginJob(j *Job, refs []needRef) {
-	sc := expr.Scope{Inputs: f.inputNames}
+	sc := expr.Scope{Inputs: f.inputNames, InputTypes: f.inputTypes}
 	for _, r := range refs {
 		sc.Needs = append(sc.Needs, r.name)
 	}
@@ -169,7 +169,7 @@ func (f *yfile) stepCondition(n ast.Node, earlier []Step, what string) string {
 	if !ok {
 		return ""
 	}
-	sc := expr.Scope{Step: true}
+	sc := expr.Scope{Step: true, Inputs: f.inputNames, InputTypes: f.inputTypes}
 	if f.scope != nil {
 		sc = f.scope.sc
 		sc.Step = true
@@ -213,10 +213,17 @@ func (f *yfile) envTemplate(n ast.Node, val, key string, inJob bool) {
 	f.checkTemplate(n, val, key)
 }
 
+// checkTemplate checks an env value's templates: a step's env against its
+// job's scope plus the earlier steps (`${{ steps.meta.outputs.version }}`,
+// expanded on the agent just before the step runs), a job's against the
+// job's scope, the workflow's against the inputs and the event.
 func (f *yfile) checkTemplate(n ast.Node, val, key string) {
-	sc := expr.Scope{Inputs: f.inputNames}
+	sc := expr.Scope{Inputs: f.inputNames, InputTypes: f.inputTypes}
 	if f.scope != nil {
 		sc = f.scope.sc
+	}
+	if f.earlierSteps != nil {
+		sc.Step, sc.Steps = true, f.earlierSteps
 	}
 	if err := expr.CheckTemplate(val, sc); err != nil {
 		f.exprError(n, err, "env "+key)

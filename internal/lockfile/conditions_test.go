@@ -62,6 +62,13 @@ func TestCompileConditionErrors(t *testing.T) {
 		{"output without key", head + "  a:\n    outputs: {v: step-1}\n    run: x\n", `must be <step>.<key>`},
 		{"bad drift", "drift: maybe\njobs:\n  a: {run: x}\n", `drift must be fail or warn`},
 		{"undeclared output", head + "  a:\n    outputs: {version: step-1.version}\n    run: x\n  b:\n    needs: [a]\n    if: needs.a.outputs.verison != \"\"\n    run: x\n", `ci.yaml:7:3: job "b" uses needs.a.outputs.verison, but job "a" declares no output "verison" (declared: version)`},
+		{"input compared with the wrong type", "name: ci\non:\n  push: {}\n  dispatch:\n    inputs:\n      repeat: {type: integer, default: 1}\njobs:\n  a:\n    steps:\n      - {name: s, if: 'inputs.repeat > \"2\"', run: x}\n",
+			`mismatched types float64 and string`},
+		{"hyphenated step name", head + "  a:\n    steps:\n      - {name: cross-build, run: x}\n      - {name: b, if: steps.cross-build.outcome == \"success\", run: y}\n",
+			`if: steps.cross-build reads as "steps.cross - build" (a subtraction): write steps["cross-build"] for a name with "-"`},
+		{"typo gets a suggestion", head + "  a:\n    if: evnet.branch == \"main\"\n    run: x\n", `unknown name evnet; did you mean "event"?`},
+		{"steps in job env", head + "  a:\n    env: {X: \"${{ steps.meta.outputs.v }}\"}\n    steps:\n      - {name: meta, run: x}\n", `unknown name steps`},
+		{"later step in step env", head + "  a:\n    steps:\n      - {name: one, env: {V: \"${{ steps.two.outputs.v }}\"}, run: x}\n      - {name: two, run: y}\n", `"two" is not an earlier step`},
 		{"undeclared output in env", head + "  a: {run: x}\n  b:\n    needs: [a]\n    env: {V: \"${{ needs.a.outputs.v }}\"}\n    run: x\n", `declares no output "v"`},
 	}
 	for _, c := range cases {
@@ -132,4 +139,35 @@ jobs:
 			t.Fatalf("merged job = %+v", a)
 		}
 	})
+}
+
+// A step's env reads earlier steps' outputs, a step condition reads the
+// job's env and typed inputs.
+func TestCompileStepScope(t *testing.T) {
+	src := `on:
+  push: {branches: [main]}
+  dispatch:
+    inputs:
+      repeat: {type: integer, default: 1}
+jobs:
+  build:
+    env: {DEPLOY: "yes"}
+    steps:
+      - name: meta
+        run: echo "version=1.2.3" >> "$KICI_OUTPUT"
+      - name: show
+        env:
+          VERSION: "v${{ steps.meta.outputs.version }}"
+        run: echo "$VERSION"
+      - name: repeated
+        if: inputs.repeat > 2 && env.DEPLOY == "yes"
+        run: echo again
+`
+	lf, err := compileOne(t, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lf.Workflows[0].Jobs[0].Steps[1].Env["VERSION"]; got != "v${{ steps.meta.outputs.version }}" {
+		t.Errorf("step env = %q", got)
+	}
 }

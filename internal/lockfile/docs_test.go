@@ -37,3 +37,24 @@ func TestDocsExample(t *testing.T) {
 		t.Fatalf("legs = %q, want %q", names, want)
 	}
 }
+
+// TestDocsStepScopeExample keeps the step conditions and step env example
+// of docs/workflows.md compiling.
+func TestDocsStepScopeExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### Step conditions and step env\n")
+	if !ok {
+		t.Fatal("section not found")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	if !ok {
+		t.Fatal("example not found")
+	}
+	src, _, _ := strings.Cut(rest, "```\n")
+	if _, err := Compile([]SourceFile{{Path: ".kici/workflows/release.yaml", Source: []byte(src)}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -200,3 +200,98 @@ func ResolveInputs(descriptors json.RawMessage, given map[string]any) (map[strin
 	}
 	return out, nil
 }
+
+// declaredInputs returns every input the workflow's triggers declare (a
+// dispatch and a schedule trigger may declare the same name: the first
+// declaration wins).
+func declaredInputs(ts []Trigger) map[string]InputDescriptor {
+	out := map[string]InputDescriptor{}
+	for _, t := range ts {
+		if len(t.Inputs) == 0 {
+			continue
+		}
+		var ds map[string]InputDescriptor
+		if json.Unmarshal(t.Inputs, &ds) != nil {
+			continue
+		}
+		for name, d := range ds {
+			if _, seen := out[name]; !seen {
+				out[name] = d
+			}
+		}
+	}
+	return out
+}
+
+// InputDefaults returns the inputs of a run that provides none (a push, a
+// pull request, a tag): every input the workflow's dispatch and schedule
+// triggers declare, with its declared default, or without one the zero
+// value of its type (0, "", false; nil when nullable), typed as a manual
+// run's values are. A condition such as `inputs.repeat > 2` then means the
+// same on every run. Nil when the workflow declares no inputs.
+func InputDefaults(wf *Workflow) map[string]any {
+	ds := declaredInputs(wf.Triggers)
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(ds))
+	for name, d := range ds {
+		if d.HasDefault {
+			if v, err := d.Coerce(d.Default); err == nil {
+				out[name] = v
+				continue
+			}
+		}
+		out[name] = d.zero()
+	}
+	return out
+}
+
+// zero is the value of an input that has no value and no default.
+func (d *InputDescriptor) zero() any {
+	if d.Nullable {
+		return nil
+	}
+	switch d.Type {
+	case "number", "integer":
+		return 0.0
+	case "boolean":
+		return false
+	case "literal":
+		return d.Literal
+	}
+	return "" // string, enum
+}
+
+// InputTypes maps every input the workflow's triggers declare to its type
+// (string, number, integer, boolean, enum, literal), "" for a nullable
+// input (its value may be null), for type-checking conditions.
+func InputTypes(ts []Trigger) map[string]string {
+	out := map[string]string{}
+	for name, d := range declaredInputs(ts) {
+		if d.Nullable {
+			out[name] = ""
+			continue
+		}
+		out[name] = d.Type
+	}
+	return out
+}
+
+// WithInputDefaults returns given over InputDefaults(wf): the values a run
+// was given (by its trigger, its caller or a schedule), and for every
+// other input the workflow declares its default or its type's zero value,
+// so every declared input has a typed value in every run.
+func WithInputDefaults(wf *Workflow, given map[string]any) map[string]any {
+	out := InputDefaults(wf)
+	if out == nil && len(given) == 0 {
+		return given
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range given {
+		out[k] = v
+	}
+	return out
+}

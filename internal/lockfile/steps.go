@@ -29,6 +29,10 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 		f.strict(entries, "step", "name", "run", "shell", "env", "workingDirectory", "timeout", "retry", "continueOnError", "when", "attest", "secrets", "if")
 		line, col := nodePos(f.resolve(it))
 		s := Step{SourceLocation: &Location{File: f.path, Line: line, Column: col}}
+		f.earlierSteps = make([]string, 0, len(steps))
+		for _, st := range steps {
+			f.earlierSteps = append(f.earlierSteps, st.Name)
+		}
 		var nameNode ast.Node
 		hasRun := false
 		for _, e := range entries {
@@ -82,6 +86,7 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 		}
 		steps = append(steps, s)
 	}
+	f.earlierSteps = nil
 	return steps
 }
 

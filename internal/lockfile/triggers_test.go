@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -189,5 +190,40 @@ func TestCompileScheduleInputs(t *testing.T) {
 	_, err := compileOne(t, "on: {schedule: {cron: '@daily', inputs: {env: {type: string}}}}\njobs:\n  a: {run: x}\n")
 	if err == nil || !strings.Contains(err.Error(), "schedule.inputs.env needs a default") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// Every declared input has a typed value in every run: what was given,
+// else its default, else its type's zero value (nil when nullable).
+func TestWithInputDefaults(t *testing.T) {
+	lf, err := compileOne(t, `on:
+  push: {}
+  dispatch:
+    inputs:
+      repeat: {type: integer, default: 1}
+      dry: {type: boolean, optional: true}
+      note: {type: string, optional: true}
+      level: {type: enum, values: [a, b], nullable: true, optional: true}
+  schedule:
+    cron: "0 3 * * *"
+    inputs:
+      ratio: {type: number, default: 0.5}
+jobs:
+  a: {run: x}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := &lf.Workflows[0]
+	want := map[string]any{"repeat": 1.0, "dry": false, "note": "", "level": nil, "ratio": 0.5}
+	if got := WithInputDefaults(wf, nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("no inputs: %v, want %v", got, want)
+	}
+	want["repeat"] = 3.0
+	if got := WithInputDefaults(wf, map[string]any{"repeat": 3.0}); !reflect.DeepEqual(got, want) {
+		t.Errorf("given repeat: %v, want %v", got, want)
+	}
+	if got := InputTypes(wf.Triggers); got["repeat"] != "integer" || got["level"] != "" || got["ratio"] != "number" {
+		t.Errorf("types %v", got)
 	}
 }

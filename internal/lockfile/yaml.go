@@ -25,10 +25,14 @@ type yfile struct {
 	// current job's scope, whether a job is being decoded, and the job env
 	// values waiting for that scope.
 	inputNames []string
+	inputTypes map[string]string
 	scope      *jobScope
-	inJob      bool
-	pendingEnv map[string]pendingEnvVal
-	mergeDepth int
+	// earlierSteps are the names of the steps before the one being
+	// decoded (nil outside a step): a step's env templates may read them.
+	earlierSteps []string
+	inJob        bool
+	pendingEnv   map[string]pendingEnvVal
+	mergeDepth   int
 }
 
 // kv is one mapping entry.

@@ -278,10 +278,12 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Concurrency: s.runctl,
 		// `/kici approve|reject <runId>` pull-request comments, answered on
 		// the forge.
-		Decider:     s.decider.Decide,
-		Replier:     s.reporter.Reply,
-		ForkIgnored: forkIgnored.Inc,
-		Outcome:     sm.deliveryFinished,
+		Decider: s.decider.Decide,
+		Replier: s.reporter.Reply,
+		// A refused GitHub "Re-run" shows as a neutral check on its commit.
+		RerunRefused: s.reporter.RerunRefused,
+		ForkIgnored:  forkIgnored.Inc,
+		Outcome:      sm.deliveryFinished,
 		// Delivery claims are held under the node id: one node at a time
 		// processes a delivery.
 		NodeID: s.nodeID,

@@ -23,6 +23,12 @@ func (p *Processor) reply(ctx context.Context, src *store.Source, ev *trigger.Ev
 	}
 }
 
+// RerunRefuser shows a refused re-run request on the forge
+// (forgestatus.Reporter.RerunRefused): repo and sha name the commit the
+// request was made on, installation the GitHub App installation (0 =
+// look it up), why the refusal. It must not block.
+type RerunRefuser func(ctx context.Context, src *store.Source, repo, sha string, installation int64, why string)
+
 // decisionReply is the answer to an accepted `/kici approve|reject`.
 func decisionReply(verb, runID, who, status string) string {
 	switch status {
@@ -39,8 +45,8 @@ func decisionReply(verb, runID, who, status string) string {
 // on it (RerunJobs; the run's other jobs keep their results), check_suite
 // rerequested every run reported on the suite's commit (Rerun). The requester must have write access to the
 // repository (the permission check of approvals); a refusal is the
-// delivery's trace summary, so it is recorded in the event log. handled is
-// false for any other event.
+// delivery's trace summary, so it is recorded in the event log, and is
+// shown on the commit (RerunRefuser). handled is false for any other event.
 func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src *store.Source, payload map[string]any) (*Trace, bool) {
 	if (d.Event != "check_run" && d.Event != "check_suite") || jsonStr(payload, "action") != "rerequested" {
 		return nil, false
@@ -50,6 +56,14 @@ func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src 
 	refuse := func(why string) (*Trace, bool) {
 		tr.Summary = fmt.Sprintf("%s re-run requested by %q refused: %s", d.Event, sender, why)
 		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
+		if p.rerunRefused != nil {
+			sha := jsonStr(payload, "check_run", "head_sha")
+			if d.Event == "check_suite" {
+				sha = jsonStr(payload, "check_suite", "head_sha")
+			}
+			p.rerunRefused(ctx, src, repo, sha, jsonInt(payload, "installation", "id"),
+				fmt.Sprintf("The re-run requested by @%s was refused: %s.", sender, why))
+		}
 		return tr, true
 	}
 	set, err := p.st.GetSourceSettings(ctx, src.ID)

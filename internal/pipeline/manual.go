@@ -108,6 +108,7 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidInputs, err)
 	}
+	inputs = lockfile.WithInputDefaults(wf, inputs)
 	rc := RunContext{Source: src, RepoIdentifier: repoIdent, RepoURL: repoURL, Ref: ref, SHA: sha,
 		TriggeredBy: req.By, TriggerType: "manual"}
 	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {

@@ -117,10 +117,11 @@ type Processor struct {
 	// heads caches each local repository's HEAD ref (pool.go).
 	heads map[string]headRefEntry
 	// The optional collaborators of ProcessorDeps, fixed at construction.
-	outcome     func(status string, runs int) // finished deliveries (pool.go)
-	decider     Decider                       // `/kici approve` comments (trust.go)
-	replier     Replier                       // answers to those comments (forgeevents.go)
-	forkIgnored func()                        // fork pull requests dropped by policy (trust.go)
+	outcome      func(status string, runs int) // finished deliveries (pool.go)
+	decider      Decider                       // `/kici approve` comments (trust.go)
+	replier      Replier                       // answers to those comments (forgeevents.go)
+	rerunRefused RerunRefuser                  // refused re-run requests shown on the forge (forgeevents.go)
+	forkIgnored  func()                        // fork pull requests dropped by policy (trust.go)
 
 	startOnce sync.Once
 	cancel    context.CancelFunc
@@ -140,6 +141,9 @@ type ProcessorDeps struct {
 	Decider Decider
 	// Replier answers those comments on the forge, refusals included.
 	Replier Replier
+	// RerunRefused shows a refused GitHub re-run request on its commit;
+	// nil leaves the refusal in the event log only.
+	RerunRefused RerunRefuser
 	// ForkIgnored is called once for every fork pull request dropped under
 	// fork policy ignore (KiCI's kici_orch_fork_events_ignored_total).
 	ForkIgnored func()
@@ -160,7 +164,7 @@ func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logge
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
 		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
-		replier: deps.Replier, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID}
+		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID}
 }
 
 // Start launches the workers: they first process every delivery still

@@ -14,8 +14,13 @@ import (
 // `inputs` (a forge dispatch), coerced to the declared types, over the
 // declared defaults. Inputs the payload gives but the trigger does not
 // declare are dropped; a value that does not coerce keeps the default.
+// Every other input the workflow declares (all of them for a push or a
+// pull request) has its default or its type's zero value
+// (lockfile.WithInputDefaults), so a condition on an input means the same
+// on every run instead of failing on a missing value.
 func eventRunContext(wf *lockfile.Workflow, dec trigger.Decision, ev *trigger.Event) *store.RunContext {
 	rc := &store.RunContext{ChangedPaths: ev.ChangedFiles}
+	defer func() { rc.Inputs = lockfile.WithInputDefaults(wf, rc.Inputs) }()
 	if dec.MatchedTrigger == nil || *dec.MatchedTrigger >= len(wf.Triggers) {
 		return rc
 	}

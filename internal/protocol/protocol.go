@@ -215,6 +215,12 @@ type JobDispatch struct {
 	// what step conditions see of the triggering event. kici.
 	Inputs map[string]any `json:"inputs,omitempty"`
 	Event  *EventInfo     `json:"event,omitempty"`
+	// StepEnvTemplates lists, per step index, the step env keys whose
+	// `${{ … }}` templates read `steps` or `env` and were left unexpanded
+	// for the agent to expand just before the step runs. Only these are
+	// expanded there: a value the orchestrator already expanded is data,
+	// even when it contains "${{". kici.
+	StepEnvTemplates map[int][]string `json:"stepEnvTemplates,omitempty"`
 	// SetupError, when set, fails the job before any step runs (e.g. an
 	// env template that could not be evaluated on the orchestrator). kici.
 	SetupError string `json:"setupError,omitempty"`

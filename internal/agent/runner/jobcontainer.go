@@ -51,7 +51,9 @@ type jobContainers struct {
 	spec     *lockfile.Container
 	network  string   // network id ("" before it exists)
 	services []string // service container ids
-	labels   map[string]string
+	// refs name the started services, for their logs (servicelogs.go).
+	refs   []serviceRef
+	labels map[string]string
 	// endReaper closes the reaper's lifeline (nil without a reaper).
 	endReaper func()
 }
@@ -166,6 +168,8 @@ func (j *job) startService(c *jobContainers, s lockfile.Service, log *logstream.
 	if _, err := c.cli.ContainerStart(j.ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return err
 	}
+	ref := serviceRef{id: res.ID, name: s.Name, image: s.Image}
+	c.refs = append(c.refs, ref)
 	log.AddLine("", fmt.Sprintf("Service %s started (%s)", s.Name, s.Image))
 	if s.Health == nil || len(s.Health.Cmd) == 0 {
 		return nil
@@ -195,6 +199,7 @@ func (j *job) startService(c *jobContainers, s lockfile.Service, log *logstream.
 		case <-time.After(interval):
 		}
 	}
+	c.serviceLogs(ref, log) // why it never became healthy
 	return fmt.Errorf("not healthy after %d checks (%s)", retries, last)
 }
 
@@ -250,6 +255,20 @@ func (j *job) stopContainers() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// containerShellProbe runs a step script in a job container without a
+// `shell:`: with bash when the image has it (the default shell, with the
+// flags ShellArgv gives it), else with sh -e, so an image with only a
+// POSIX shell (busybox, alpine) runs `run: echo hi` as written. The script
+// path is $0; nothing of the step's text is spliced into this line.
+const containerShellProbe = `if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -eo pipefail "$0"; fi; exec sh -e "$0"`
+
+// ContainerDefaultArgv is the argv of a step without `shell:` in a job
+// container: sh probes for bash and runs the script with it, else with
+// sh itself. A step that names `shell: bash` gets bash and no fallback.
+func ContainerDefaultArgv(scriptFile string) []string {
+	return []string{"sh", "-c", containerShellProbe, scriptFile}
+}
 
 // runContainerStep is runProcess for a job container: spec's argv runs in
 // a new container of the job's image on the job network with the work

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -155,15 +156,21 @@ func (j *job) jobOutputs() map[string]string {
 	return out
 }
 
-// stepEnv is what step conditions see: the dispatch's event, inputs,
-// matrix and upstream jobs, and the job's earlier steps (outcome and
-// outputs).
+// stepEnv is what step conditions and step env templates see: the
+// dispatch's event, inputs, matrix and upstream jobs, the job's earlier
+// steps (outcome and outputs) and the job's environment (`env`: the KICI_*
+// job variables, context variables and the job's `env:`; never secrets).
 func (j *job) stepEnv(res *Result, upto int) expr.StepEnv {
 	d := j.d
 	env := expr.StepEnv{Env: expr.Env{
 		Event:  expr.Event{Ref: d.Ref, SHA: d.SHA},
 		Inputs: d.Inputs, Matrix: d.MatrixValues, Needs: map[string]expr.Need{},
-	}, Steps: map[string]expr.Step{}}
+	}, Steps: map[string]expr.Step{}, JobEnv: map[string]string{}}
+	for _, layer := range []map[string]string{d.Env, d.ContextVars, j.cfg.Env} {
+		for k, v := range layer {
+			env.JobEnv[k] = v
+		}
+	}
 	if e := d.Event; e != nil {
 		env.Event.Type, env.Event.Actor, env.Event.Repo = e.Type, e.Actor, e.Repo
 		env.Event.TargetBranch, env.Event.ChangedPaths = e.TargetBranch, e.ChangedPaths
@@ -187,13 +194,53 @@ func (j *job) stepEnv(res *Result, upto int) expr.StepEnv {
 	return env
 }
 
-// stepCondition evaluates step i's `if` (true when it has none).
+// stepEnvError is a step env template that could not be expanded.
+type stepEnvError struct{ err error }
+
+func (e *stepEnvError) Error() string { return e.err.Error() }
+
+// stepCondition evaluates step i's `if` (true when it has none), then
+// expands the step's env templates left for the agent (a failure there
+// is a *stepEnvError).
 func (j *job) stepCondition(i int, res *Result) (bool, error) {
-	cond := j.cfg.Steps[i].If
-	if cond == "" {
-		return true, nil
+	if cond := j.cfg.Steps[i].If; cond != "" {
+		ok, err := expr.EvalString(cond, j.stepEnv(res, i))
+		if err != nil || !ok {
+			return ok, err
+		}
 	}
-	return expr.EvalString(cond, j.stepEnv(res, i))
+	if err := j.expandStepEnv(i, res); err != nil {
+		return false, &stepEnvError{err}
+	}
+	return true, nil
+}
+
+// expandStepEnv expands the templates of step i's env that the
+// orchestrator left for the agent (JobDispatch.StepEnvTemplates: those
+// reading `steps` or `env`) against the earlier steps, just before the
+// step runs. Only those keys: a value the orchestrator expanded is data,
+// even if a branch name or an output put "${{" in it. The values become
+// environment variables, never script text.
+func (j *job) expandStepEnv(i int, res *Result) error {
+	keys := j.d.StepEnvTemplates[i]
+	if len(keys) == 0 {
+		return nil
+	}
+	st := &j.cfg.Steps[i]
+	st.Env = maps.Clone(st.Env)
+	env := j.stepEnv(res, i)
+	for _, k := range keys {
+		v, ok := st.Env[k]
+		if !ok {
+			continue
+		}
+		out, err := expr.Interpolate(v, env)
+		if err != nil {
+			return fmt.Errorf("env %s: %v", k, err)
+		}
+		st.Env[k] = out
+	}
+	return nil
 }
 
 // conditionSkip reports step i as skipped because its `if` was false, or
@@ -201,7 +248,11 @@ func (j *job) stepCondition(i int, res *Result) (bool, error) {
 func (j *job) conditionSkip(i int, err error) protocol.StepResult {
 	name := stepName(j.cfg.Steps[i], i)
 	state, msg := status.StepSkipped, "condition_false: if "+j.cfg.Steps[i].If
-	if err != nil {
+	var envErr *stepEnvError
+	switch {
+	case errors.As(err, &envErr):
+		state, msg = status.StepFailed, j.masker.Mask("env_error: "+envErr.err.Error())
+	case err != nil:
 		state, msg = status.StepFailed, j.masker.Mask("condition_error: "+err.Error())
 	}
 	j.r.out.Send(&protocol.StepStatus{

@@ -473,6 +473,7 @@ func (j *job) execute() (res *Result) {
 			failure = fmt.Sprintf("step %q failed: %s", sr.Name, sr.Error)
 		}
 	}
+	j.showServiceLogs() // servicelogs.go
 	if err := j.afterSteps(blobs, j.outcome(failure)); err != nil && failure == "" {
 		failure = err.Error()
 	}

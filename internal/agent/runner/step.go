@@ -106,6 +106,9 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	argv, err := ShellArgv(step.Shell, script)
+	if err == nil && j.ctr != nil && step.Shell == "" {
+		argv = ContainerDefaultArgv(script) // jobcontainer.go: bash if the image has it, else sh
+	}
 	if err != nil {
 		log.AddLine("", "Error: "+err.Error())
 		return finish(status.StepFailed, nil, 1, err.Error())
