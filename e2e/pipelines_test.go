@@ -128,7 +128,7 @@ func runPipelineOnServer(t *testing.T, p pipelineExpect, repo string) {
 	s := &pipelineServer{repo: repo}
 	env := p.OrchestratorEnv
 	if p.Forge != "" {
-		env = append(env, "KICI_PUBLIC_URL="+forgePublicURL)
+		env = append(env, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	}
 	s.o = startOrchestrator(t, env...)
 	if p.Forge != "" {

@@ -27,7 +27,7 @@ func TestSourceAddGiteaGitLabByCLI(t *testing.T) {
 	if err := os.Symlink(repo, filepath.Join(root, "acme", "api")); err != nil {
 		t.Fatal(err)
 	}
-	o := startOrchestrator(t)
+	o := startOrchestrator(t, loopbackSourcesEnv)
 	for _, c := range []struct {
 		kind, name string
 		fake       *forgefake.Server
