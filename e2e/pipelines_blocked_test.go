@@ -12,15 +12,11 @@ import (
 // a pass; remove the entry in the change that fixes the bug (run them
 // anyway with KICI_PIPELINES_RUN_BLOCKED=1 to see where they stand).
 var knownBlockedPipelines = map[string]string{
-	"python-venv":                   "issue 29 item 1: a cache of a directory a step creates (.venv) is never saved or restored",
-	"release/local":                 "issue 29 item 5: kici run local fails every job with download: (no artifact routes)",
-	"ported-service":                "issue 29 items 1 and 4: the cache of .deps (created by a step) is never saved or restored, and its key template is logged unrendered; a step condition on a typed input (inputs.repeat > 2) fails every push with condition_error (no default applied)",
-	"ported-service/local":          "issue 29 items 4 and 5: the same condition_error, and kici run local fails the download: of the test matrix",
-	"container-default-shell":       "issue 29 item 3: a step without shell: in a job container whose image has no bash exits 127 (exec bash failed)",
-	"container-default-shell/local": "issue 29 item 3: the same under kici run local",
-	"docs-artifacts":                "issue 29 item 7: attest: true fails on the embedded default (provenance signing is not configured on the orchestrator)",
-	"docs-artifacts/local":          "issue 29 item 5: kici run local fails every job with download: (no artifact routes)",
-	"forge-feedback":                "issue 29 item 2: a job skipped by an on-failure need on a passing run is posted as error",
+	"python-venv":          "issue 29 item 1: a cache of a directory a step creates (.venv) is never saved or restored",
+	"release/local":        "issue 29 item 5: kici run local fails every job with download: (no artifact routes)",
+	"ported-service":       "issue 29 items 1 and 4: the cache of .deps (created by a step) is never saved or restored, and its key template is logged unrendered; a step condition on a typed input (inputs.repeat > 2) fails every push with condition_error (no default applied)",
+	"ported-service/local": "issue 29 items 4 and 5: the same condition_error, and kici run local fails the download: of the test matrix",
+	"docs-artifacts/local": "issue 29 item 5: kici run local fails every job with download: (no artifact routes)",
 }
 
 // skipIfBlocked skips a known-blocked case with its reason.
