@@ -36,7 +36,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 				AgentBinary: agentBinary,
 				WorkDir:     workDir(cfg),
 				HidePaths:   []string{cfg.DataDir},
-				LogDir:      filepath.Join(cfg.DataDir, "agents"),
+				LogDir:      filepath.Join(cfg.DataDir, agentLogDir),
 				Logger:      logger,
 			},
 			Container: scaler.ContainerOptions{Logger: logger},

@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
-	if s.retention, err = newRetention(st, logs, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
+	if s.retention, err = newRetention(st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
 	cyc := &cycles{} // forwarders between components that need each other (cycles.go)
