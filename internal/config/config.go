@@ -102,8 +102,30 @@ type Config struct {
 	// ProvenanceIssuer is KICI_ORCHESTRATOR_PROVENANCE_ISSUER, the issuer URL
 	// of signed build provenance; "" disables signing (docs/provenance.md).
 	ProvenanceIssuer string
+	// TLSCertFile and TLSKeyFile are KICI_TLS_CERT_FILE and
+	// KICI_TLS_KEY_FILE: when both are set the orchestrator serves HTTPS
+	// (and wss:// to agents) with that PEM certificate chain and key,
+	// reloaded on SIGHUP and when a file changes (internal/tlsconf).
+	// Both or neither.
+	TLSCertFile, TLSKeyFile string
+	// TLSCAFile is KICI_TLS_CA_FILE: extra PEM CA certificates the
+	// orchestrator's agents trust; passed on to the agents it spawns
+	// (default: TLSCertFile, which a self-signed certificate needs).
+	TLSCAFile string
 	// Ingress holds the webhook-ingress limits (ingress.go).
 	Ingress Ingress
+}
+
+// TLS reports whether the orchestrator serves HTTPS.
+func (c *Config) TLS() bool { return c.TLSCertFile != "" }
+
+// Scheme is the URL scheme the orchestrator serves: "https" with TLS,
+// else "http".
+func (c *Config) Scheme() string {
+	if c.TLS() {
+		return "https"
+	}
+	return "http"
 }
 
 // Values of KICI_STEP_LOG_STORE.
@@ -259,6 +281,7 @@ func Load(environ []string) (*Config, error) {
 		c.ProvenanceIssuer = iss
 	}
 
+	errs = append(errs, loadTLS(get, c)...)
 	errs = append(errs, loadIngress(get, &c.Ingress)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -416,4 +439,29 @@ func checkClusterAddress(v string) error {
 		return bad(u.Hostname() + " is not an address anyone can dial; give this node's reachable host name or IP")
 	}
 	return nil
+}
+
+// loadTLS reads KICI_TLS_CERT_FILE, KICI_TLS_KEY_FILE and KICI_TLS_CA_FILE:
+// the first two come together and must name readable files (their pair
+// is checked when the server loads them).
+func loadTLS(get func(string) string, c *Config) []error {
+	var errs []error
+	c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile = get("KICI_TLS_CERT_FILE"), get("KICI_TLS_KEY_FILE"), get("KICI_TLS_CA_FILE")
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("KICI_TLS_CERT_FILE and KICI_TLS_KEY_FILE: set both (the PEM certificate chain and its private key) or neither"))
+	}
+	for _, v := range [][2]string{{"KICI_TLS_CERT_FILE", c.TLSCertFile}, {"KICI_TLS_KEY_FILE", c.TLSKeyFile}, {"KICI_TLS_CA_FILE", c.TLSCAFile}} {
+		if v[1] == "" {
+			continue
+		}
+		if f, err := os.Open(v[1]); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v (the file must be readable by the orchestrator's user)", v[0], v[1], err))
+		} else {
+			f.Close()
+		}
+	}
+	if len(errs) > 0 {
+		c.TLSCertFile, c.TLSKeyFile = "", ""
+	}
+	return errs
 }

@@ -80,8 +80,8 @@ func (s *Server) refreshAgentURLs(ctx context.Context) {
 	s.scaler.SetOrchestratorURL(strings.Join(urls, ","))
 }
 
-// wsURLOf turns a node's base URL (http://host:port) into its agent
-// WebSocket URL (ws://host:port/ws).
+// wsURLOf turns a node's base URL (http://host:port, https://host:port)
+// into its agent WebSocket URL (ws://host:port/ws, wss://host:port/ws).
 func wsURLOf(base string) string {
 	return "ws" + strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http") + "/ws"
 }

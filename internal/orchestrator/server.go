@@ -38,6 +38,7 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/tlsconf"
 )
 
 // Version is the orchestrator build version, reported by /health.
@@ -69,6 +70,7 @@ type Server struct {
 	stopScaler func()                // stops spawned agents once (Run calls it first)
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
+	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -171,12 +173,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d: %w (set KICI_PORT to a free port, or 0 for any)", cfg.Host, cfg.Port, err)
 	}
-	s.listener = ln
 	// Closed by the HTTP server's shutdown once serving; closing again is
 	// harmless.
 	s.cleanup.pushFunc("listener", func() { _ = ln.Close() })
-	baseURL := "http://" + ln.Addr().String()
-	wsURL := "ws://" + ln.Addr().String() + "/ws"
+	if ln, err = s.serveTLS(ln); err != nil {
+		return nil, err
+	}
+	s.listener = ln
+	baseURL := s.URL()
+	wsURL := wsURLOf(baseURL)
 
 	if cfg.OrchestratorURL != "" {
 		wsURL = cfg.OrchestratorURL
@@ -330,8 +335,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	return s, nil
 }
 
-// URL is the base HTTP URL the server listens on.
-func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+// URL is the base URL the server listens on: https:// with TLS
+// (KICI_TLS_CERT_FILE), else http://.
+func (s *Server) URL() string { return s.cfg.Scheme() + "://" + s.listener.Addr().String() }
 
 // Run serves until ctx is cancelled, then shuts down gracefully: stop
 // accepting HTTP, stop the pipeline, close agent sockets, stop spawned agents
