@@ -101,10 +101,21 @@ func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 	if st.Draining {
 		state = "draining"
 	}
-	fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
-	if st.Nodes != nil {
-		printNodes(a.out(), st.Node, st.Nodes)
+	if st.Nodes == nil {
+		fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
+		return nil
 	}
+	live, draining := 0, 0
+	for _, n := range st.Nodes {
+		if n.Alive {
+			live++
+			if n.Draining {
+				draining++
+			}
+		}
+	}
+	fmt.Fprintf(a.out(), "cluster: %d of %d live node(s) draining, %d job(s) running on live nodes\n", draining, live, st.JobsRunning)
+	printNodes(a.out(), st.Node, st.Nodes)
 	return nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
@@ -233,6 +234,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
 	if s.peers != nil {
 		s.peers.serve(s.dispatcher)
+		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
 	}
 	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
 	forges.Locks.MaxBytesFunc = func(ctx context.Context) int64 { return settings.Int(ctx, cluster.LockFileMaxBytes) }

@@ -38,6 +38,7 @@ var migrationVersions = []migrationVersion{
 	{"agent_sessions", 0, 17},
 	{"delivery_claims", 17, 18},
 	{"growing_table_indexes", 18, 19},
+	{"cluster_node_agents", 19, 20},
 }
 
 // migrationVersion is one template's version in each dialect.
