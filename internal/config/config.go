@@ -112,9 +112,18 @@ type Config struct {
 	// orchestrator's agents trust; passed on to the agents it spawns
 	// (default: TLSCertFile, which a self-signed certificate needs).
 	TLSCAFile string
+	// ShutdownGrace is KICI_SHUTDOWN_GRACE_MS, default 10 s: on SIGTERM the
+	// node drains first (no new job handed out) and waits this long for
+	// the jobs running on its agents to finish before it stops; 0 stops
+	// at once.
+	ShutdownGrace time.Duration
 	// Ingress holds the webhook-ingress limits (ingress.go).
 	Ingress Ingress
 }
+
+// DefaultShutdownGrace is KICI_SHUTDOWN_GRACE_MS's default: KiCI's agent
+// gives its graceful stop 10 s, and Docker's stop timeout is 10 s too.
+const DefaultShutdownGrace = 10 * time.Second
 
 // TLS reports whether the orchestrator serves HTTPS.
 func (c *Config) TLS() bool { return c.TLSCertFile != "" }
@@ -174,6 +183,7 @@ func Load(environ []string) (*Config, error) {
 		ScalerSpawnTimeout:      300 * time.Second,
 		ClusterSettingsCacheTTL: 10 * time.Second,
 		RequestBodyGrace:        10 * time.Second,
+		ShutdownGrace:           DefaultShutdownGrace,
 	}
 	if v := get("KICI_HOST"); v != "" {
 		c.Host = v
@@ -232,6 +242,7 @@ func Load(environ []string) (*Config, error) {
 	parseMs("KICI_REQUEST_BODY_GRACE_MS", 100*time.Millisecond, &c.RequestBodyGrace)
 	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
+	parseMs("KICI_SHUTDOWN_GRACE_MS", 0, &c.ShutdownGrace)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
 	}

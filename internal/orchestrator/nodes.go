@@ -126,6 +126,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		}
 		return
 	}
+	draining = draining || s.stopping.Load()
 	if draining != s.dispatcher.Draining() {
 		s.runctl.SetDraining(draining)
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/approval"
@@ -72,6 +73,7 @@ type Server struct {
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
 	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
+	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -341,10 +343,18 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 // (KICI_TLS_CERT_FILE), else http://.
 func (s *Server) URL() string { return s.cfg.Scheme() + "://" + s.listener.Addr().String() }
 
-// Run serves until ctx is cancelled, then shuts down gracefully: stop
-// accepting HTTP, stop the pipeline, close agent sockets, stop spawned agents
-// (SIGTERM, then SIGKILL after 5 s), close the store.
-func (s *Server) Run(ctx context.Context) error {
+// Run serves until stop is cancelled (SIGTERM), then drains for up to
+// KICI_SHUTDOWN_GRACE_MS (no new job handed out, running jobs finish) and
+// shuts down gracefully: stop spawned agents (SIGTERM, then SIGKILL after
+// 5 s; a job still running is cancelled), stop accepting HTTP, stop the
+// pipeline, close agent sockets (static agents fail over), close the
+// store.
+func (s *Server) Run(stop context.Context) error {
+	// The node's loops run on ctx, which outlives stop by the drain before
+	// stopping (drainBeforeStop): heartbeats, ingress, run control and the
+	// pipeline keep working while running jobs finish.
+	ctx, endLoops := context.WithCancel(context.WithoutCancel(stop))
+	defer endLoops()
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}
@@ -382,9 +392,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var serveErr error
 	select {
-	case <-ctx.Done():
+	case <-stop.Done():
+		s.drainBeforeStop(ctx)
 	case serveErr = <-errc:
 	}
+	endLoops()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	s.log.Info("shutting down")
