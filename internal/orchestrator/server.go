@@ -37,6 +37,7 @@ import (
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
@@ -110,12 +111,18 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.cleanup.push("data directory lock", func(context.Context) error { return dataLock.Close() })
-	st, err := OpenStore(ctx, cfg)
+	raw, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	s.cleanup.push("store", func(context.Context) error { return raw.Close() })
+	ring, err := loadRing(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Webhook secrets are encrypted at rest like every other secret.
+	st := secrets.SealSources(raw, ring)
 	s.store = st
-	s.cleanup.push("store", func(context.Context) error { return st.Close() })
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -201,7 +208,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.peers != nil {
 		s.cleanup.pushFunc("cluster bus", s.peers.Close)
 	}
-	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
+	secretSvc, err := setupSecrets(ctx, ring, st, raw, logger.With("component", "secrets"))
 	if err != nil {
 		return nil, err
 	}
