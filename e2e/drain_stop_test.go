@@ -116,11 +116,11 @@ func TestHADrainThroughAnotherNodeThenStopCancelsNothing(t *testing.T) {
 	if row := nodeRow(st, n3ID); !row.Draining || !row.Alive || row.JobsRunning != 2 {
 		t.Errorf("through node 1, node 3 = %+v; want alive, draining, 2 jobs running", row)
 	}
-	if st.JobsRunning != 2 || st.Draining {
-		t.Errorf("through node 1, cluster = draining %v, %d running; want not draining (2 of 3 nodes accept), 2 running", st.Draining, st.JobsRunning)
+	if st.Cluster == nil || st.Cluster.JobsRunning != 2 || st.Cluster.Draining {
+		t.Errorf("through node 1, cluster = %+v; want not draining (2 of 3 nodes accept), 2 running", st.Cluster)
 	}
-	if own := drainStatus(t, n3, "--status"); !nodeRow(own, n3ID).Draining {
-		t.Errorf("node 3's own answer: %+v, want its row draining", nodeRow(own, n3ID))
+	if own := drainStatus(t, n3, "--status"); !own.Draining || own.JobsRunning != 2 || !nodeRow(own, n3ID).Draining {
+		t.Errorf("node 3's own answer: draining %v, %d running, row %+v; want draining with 2 running", own.Draining, own.JobsRunning, nodeRow(own, n3ID))
 	}
 	waitLog(t, n3, "orchestrator draining")
 

@@ -37,6 +37,9 @@ type ClusterNodes interface {
 	// RemoveNode deletes a node's row; store.ErrNotFound for an unknown
 	// node.
 	RemoveNode(ctx context.Context, id string) error
+	// Refresh asks every live node to heartbeat now and returns once they
+	// did, or after a short bound, so rows read next carry current counts.
+	Refresh(ctx context.Context)
 }
 
 // clusterView reads the registry and the leases and concludes each node's
@@ -127,10 +130,13 @@ func (s *server) removeClusterNode(w http.ResponseWriter, r *http.Request) {
 }
 
 // clusterDrain answers a drain route through the registry: POST sets the
-// flag (req.Node "" = every node), both answer apitypes.ClusterDrainStatus
-// with the cluster's state read from the database.
+// flag (req.Node "" = every node), GET refreshes the rows first; both
+// answer apitypes.ClusterDrainStatus: this node's live state, the
+// cluster's total and every node's row.
 func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *apitypes.DrainRequest) {
-	if req != nil {
+	if req == nil {
+		s.d.Cluster.Refresh(r.Context())
+	} else {
 		if err := s.d.Cluster.SetDraining(r.Context(), req.Node, req.Action == "drain"); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				writeError(w, http.StatusNotFound, fmt.Sprintf("Node %q not found (kici-admin cluster nodes lists them)", req.Node))
@@ -145,7 +151,9 @@ func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *apity
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: clusterDrainTotal(view.Nodes), Node: view.Self, Nodes: view.Nodes})
+	total := clusterDrainTotal(view.Nodes)
+	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.Drain()), Node: view.Self,
+		Cluster: &total, Nodes: view.Nodes})
 }
 
 // clusterDrainTotal is the cluster's drain snapshot: draining when every

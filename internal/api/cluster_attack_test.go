@@ -20,6 +20,7 @@ func (c storeCluster) Nodes(ctx context.Context) ([]*store.ClusterNode, error) {
 }
 func (c storeCluster) Self() string               { return "n1" }
 func (c storeCluster) AliveWithin() time.Duration { return 15 * time.Second }
+func (c storeCluster) Refresh(context.Context)    {}
 func (c storeCluster) Leases(ctx context.Context) ([]*store.Lease, error) {
 	return c.st.ListLeases(ctx)
 }
@@ -168,8 +169,8 @@ func TestClusterNodesLivenessLeaderAndRemove(t *testing.T) {
 	if !alive["n1"] || !alive["n2"] || alive["n3"] {
 		t.Fatalf("liveness %v, want n1 and n2 alive, n3 dead", alive)
 	}
-	if code, m, _ := e.do("GET", "/api/v1/admin/orchestrator/drain", e.owner, ""); code != 200 || m["jobsRunning"] != float64(3) {
-		t.Errorf("drain status: %d jobsRunning %v, want 3 (live nodes only)", code, m["jobsRunning"])
+	if code, m, _ := e.do("GET", "/api/v1/admin/orchestrator/drain", e.owner, ""); code != 200 || m["cluster"].(map[string]any)["jobsRunning"] != float64(3) {
+		t.Errorf("drain status: %d cluster %v, want 3 jobs running (live nodes only)", code, m["cluster"])
 	}
 
 	for _, c := range []struct {

@@ -29,6 +29,7 @@ type fakeCluster struct{ nodes []*store.ClusterNode }
 func (f *fakeCluster) Nodes(context.Context) ([]*store.ClusterNode, error) { return f.nodes, nil }
 func (f *fakeCluster) Self() string                                        { return "n1" }
 func (f *fakeCluster) AliveWithin() time.Duration                          { return 15 * time.Second }
+func (f *fakeCluster) Refresh(context.Context)                             {}
 func (f *fakeCluster) Leases(context.Context) ([]*store.Lease, error) {
 	return []*store.Lease{{Name: "scheduler", Holder: "n1", ExpiresAt: time.Now().Add(time.Minute)}}, nil
 }

@@ -101,8 +101,10 @@ func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 	if st.Draining {
 		state = "draining"
 	}
+	// The answering node's own state, then (with a node registry) the
+	// cluster's total from the database and each node's row.
+	fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
 	if st.Nodes == nil {
-		fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
 		return nil
 	}
 	live, draining := 0, 0
@@ -114,7 +116,11 @@ func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 			}
 		}
 	}
-	fmt.Fprintf(a.out(), "cluster: %d of %d live node(s) draining, %d job(s) running on live nodes\n", draining, live, st.JobsRunning)
+	total := 0
+	if st.Cluster != nil {
+		total = st.Cluster.JobsRunning
+	}
+	fmt.Fprintf(a.out(), "cluster: %d of %d live node(s) draining, %d job(s) running on live nodes\n", draining, live, total)
 	printNodes(a.out(), st.Node, st.Nodes)
 	return nil
 }

@@ -73,18 +73,39 @@ func (c clusterNodes) SetDraining(ctx context.Context, node string, on bool) err
 		c.s.log.Warn("drain change not announced; the other nodes apply it at their next heartbeat", "err", err)
 		return nil
 	}
-	deadline := time.Now().Add(drainApplyWait)
-	for time.Now().Before(deadline) {
-		if c.applied(ctx, node, set) {
-			return nil
-		}
+	c.waitApplied(ctx, node, set, drainApplyWait)
+	return nil
+}
+
+// Refresh has every live node heartbeat now (bus message msgDrainChanged
+// for every node, which carries no change) and waits for their rows, at
+// most refreshWait.
+func (c clusterNodes) Refresh(ctx context.Context) {
+	set := time.Now()
+	c.s.heartbeat(ctx)
+	if c.s.peers == nil {
+		return
+	}
+	if err := c.s.peers.bus.Publish(ctx, msgDrainChanged, ""); err != nil {
+		return
+	}
+	c.waitApplied(ctx, "", set, refreshWait)
+}
+
+// refreshWait bounds Refresh's wait for the other nodes' rows.
+const refreshWait = time.Second
+
+// waitApplied polls until every live node concerned (node, or all when
+// "") has beaten since set, or for at most wait.
+func (c clusterNodes) waitApplied(ctx context.Context, node string, set time.Time, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) && !c.applied(ctx, node, set) {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // applied reports whether every live node concerned by a drain change at

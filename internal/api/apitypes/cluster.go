@@ -2,17 +2,19 @@ package apitypes
 
 import "time"
 
-// ClusterDrainStatus is the answer of GET and POST /orchestrator/drain.
-// On an orchestrator with a node registry the DrainStatus is the
-// cluster's, read from the database: Draining is true when every live
-// node drains, JobsRunning the sum of the live nodes' running jobs; Node
-// names the node that answered and Nodes lists every node's own state.
-// Without one (a single node) Node and Nodes are absent and the answer is
-// that node's DrainStatus alone.
+// ClusterDrainStatus is the answer of GET and POST /orchestrator/drain:
+// the DrainStatus of the node that answered (KiCI's {draining,
+// jobsRunning}, live). On an orchestrator with a node registry Node names
+// that node, Cluster totals the live nodes as the database shows them
+// (Draining when every live node drains, JobsRunning summed) and Nodes
+// lists every node's own state, refreshed just before the answer. Without
+// one (a single node) Node, Cluster and Nodes are absent.
 type ClusterDrainStatus struct {
 	DrainStatus
 	// Node is the id of the node that answered.
 	Node string `json:"node,omitempty"`
+	// Cluster is the live nodes' total.
+	Cluster *DrainStatus `json:"cluster,omitempty"`
 	// Nodes is every node of the cluster (present, possibly empty, with a
 	// node registry).
 	Nodes []ClusterNodeStatus `json:"nodes,omitzero"`
