@@ -33,12 +33,14 @@ type clusterHarness struct {
 }
 
 // startClusterHarness starts n orchestrators on one new PostgreSQL database
-// with extraEnv on every node (on top of KICI_DATA_DIR, KICI_PORT and
-// KICI_DATABASE_URL). Every node is stopped at the test's cleanup.
+// with extraEnv on every node (on top of KICI_DATA_DIR, KICI_PORT,
+// KICI_DATABASE_URL and a shared KICI_SECRET_KEY). Every node is stopped at the test's cleanup.
 func startClusterHarness(t *testing.T, n int, extraEnv ...string) *clusterHarness {
 	t.Helper()
 	c := &clusterHarness{DatabaseURL: pgtest.URL(t)}
-	c.env = append([]string{"KICI_DATABASE_URL=" + c.DatabaseURL}, extraEnv...)
+	// Every node of a cluster shares the master key (webhook secrets and
+	// every other secret in the database are sealed with it).
+	c.env = append([]string{"KICI_DATABASE_URL=" + c.DatabaseURL, "KICI_SECRET_KEY=" + haSecretKey}, extraEnv...)
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, t.TempDir())
 		c.ports = append(c.ports, freePort(t))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,12 @@ func TestHASystemdUnitsInstalledSandboxed(t *testing.T) {
 		if u := svc["User"]; len(u) != 1 || u[0] == "root" || !strings.Contains(string(sysusers), "u "+u[0]+" ") {
 			t.Errorf("%s: User=%v, want a dedicated user declared in sysusers.d/kici.conf:\n%s", unit, u, sysusers)
 		}
+		// Builds run inside the unit's cgroup: memory, CPU and task limits.
+		for _, k := range []string{"MemoryMax", "MemoryHigh", "CPUQuota", "TasksMax"} {
+			if len(svc[k]) != 1 || svc[k][0] == "" || svc[k][0] == "infinity" {
+				t.Errorf("%s: %s=%v, want a limit", unit, k, svc[k])
+			}
+		}
 		if len(svc["StateDirectory"]) != 1 || len(svc["EnvironmentFile"]) != 1 || svc["EnvironmentFile"][0] != "/etc/kici/"+strings.TrimPrefix(strings.TrimSuffix(bin, ".service"), "kici-")+".env" {
 			t.Errorf("%s: StateDirectory=%v EnvironmentFile=%v", unit, svc["StateDirectory"], svc["EnvironmentFile"])
 		}
@@ -179,6 +186,15 @@ func TestHASystemdUnitsInstalledSandboxed(t *testing.T) {
 		local := filepath.Join(t.TempDir(), unit)
 		write(t, local, strings.ReplaceAll(string(b), "/opt/kici/bin/", dest+"/opt/kici/bin/"))
 		verify = append(verify, local)
+	}
+	// A restarted static agent keeps its id (and so reclaims its job).
+	if env := unitDirectives(t, filepath.Join(unitDir, "kici-agent.service"))["Service"]["Environment"]; !slices.Contains(env, "KICI_AGENT_ID=%H") {
+		t.Errorf("kici-agent.service: Environment=%v, want KICI_AGENT_ID=%%H", env)
+	}
+	// The example orchestrator env listens on loopback until TLS is set.
+	orchEnv, _ := os.ReadFile(filepath.Join(dest, "etc/kici/orchestrator.env"))
+	if vars := envAssignments(string(orchEnv)); vars["KICI_HOST"] != "127.0.0.1" && (vars["KICI_TLS_CERT_FILE"] == "" || vars["KICI_TLS_KEY_FILE"] == "") {
+		t.Errorf("orchestrator.env: KICI_HOST=%q without TLS, want 127.0.0.1", vars["KICI_HOST"])
 	}
 	if _, err := exec.LookPath("systemd-analyze"); err == nil {
 		if out, err := exec.Command("systemd-analyze", verify...).CombinedOutput(); err != nil {
@@ -190,4 +206,17 @@ func TestHASystemdUnitsInstalledSandboxed(t *testing.T) {
 	if out, err := exec.CommandContext(context.Background(), filepath.Join(dest, "opt/kici/bin/kici-orchestrator"), "version").CombinedOutput(); err != nil {
 		t.Errorf("installed orchestrator: %v %s", err, out)
 	}
+}
+
+// envAssignments is the KEY=value lines of an environment file, comments
+// and blank lines left out.
+func envAssignments(text string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m
 }

@@ -858,7 +858,8 @@ func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 }
 
 // TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled proves a graceful
-// stop never leaves a job "running" on an agent that no longer exists: the
+// stop never leaves a job "running" on an agent that no longer exists: once
+// the shutdown grace is over, the
 // spawned agent is stopped while its socket is still served, its job's
 // cancelled status lands, and a restarted orchestrator shows it at once.
 func TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled(t *testing.T) {
@@ -874,7 +875,8 @@ jobs:
 `)
 	dataDir := t.TempDir()
 	port := freePort(t)
-	o := startOrchestratorAt(t, dataDir, port)
+	// The job outlasts the drain before stopping (KICI_SHUTDOWN_GRACE_MS).
+	o := startOrchestratorAt(t, dataDir, port, "KICI_SHUTDOWN_GRACE_MS=1000")
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
 	waitFileContains(t, 60*time.Second, "the step to start", filepath.Join(marks, "runs"), "started")

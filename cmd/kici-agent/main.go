@@ -23,6 +23,7 @@ import (
 	"kici.dev/kici/internal/agent/supervisor"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
+	"kici.dev/kici/internal/tlsconf"
 )
 
 func main() {
@@ -62,6 +63,12 @@ func newRoot() *cobra.Command {
 			noDumpErr := hardening.NoDump()
 			cfg, err := agent.LoadConfig(os.Environ())
 			if err != nil {
+				return err
+			}
+			// wss:// to an orchestrator with a private CA or a self-signed
+			// certificate: the dialer and the cache/artifact client use
+			// http.DefaultTransport.
+			if err := tlsconf.InstallClientCA(strings.TrimSpace(os.Getenv(tlsconf.CAFileVar))); err != nil {
 				return err
 			}
 			// Children never inherit the token variables (the initial

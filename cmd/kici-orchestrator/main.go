@@ -25,6 +25,7 @@ import (
 	"kici.dev/kici/internal/hardening"
 	"kici.dev/kici/internal/healthcheck"
 	"kici.dev/kici/internal/orchestrator"
+	"kici.dev/kici/internal/tlsconf"
 )
 
 func main() {
@@ -129,6 +130,21 @@ func healthCheck(args []string) int {
 				return 1
 			}
 			*base = ep.URL
+		}
+		if cfg.TLS() {
+			// The probe speaks TLS to a TLS listener and trusts what the
+			// node's own agents trust.
+			if rest, ok := strings.CutPrefix(*base, "http://"); ok {
+				*base = "https://" + rest
+			}
+			ca := cfg.TLSCAFile
+			if ca == "" {
+				ca = cfg.TLSCertFile
+			}
+			if err := tlsconf.InstallClientCA(ca); err != nil {
+				fmt.Fprintln(os.Stderr, "kici-orchestrator healthcheck:", err)
+				return 2
+			}
 		}
 	}
 	path := "/health"

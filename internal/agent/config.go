@@ -79,7 +79,8 @@ type EnvVar struct {
 func EnvVars() []EnvVar {
 	return []EnvVar{
 		{"KICI_ORCHESTRATOR_URL", "", "required: orchestrator WebSocket URL, e.g. ws://127.0.0.1:4000/ws"},
-		{"KICI_AGENT_ID", "<hostname>-<8 hex>", "agent identity"},
+		{"KICI_AGENT_ID", "<hostname>-<8 hex>", "agent identity; set it on a static agent so that after a restart it reclaims its running job"},
+		{"KICI_TLS_CA_FILE", "", "PEM CA certificates trusted besides the system roots for a wss:// orchestrator (private CA, self-signed certificate)"},
 		{"KICI_AGENT_TOKEN", "", "agent token (kat_…); unset ⇒ no authentication request"},
 		{"KICI_AGENT_TOKEN_FD", "", "descriptor to read the token from to its end: 0 (standard input, the container scaler) or an inherited one ≥ 3, then closed (the bare-metal scaler)"},
 		{"KICI_LABELS", "", "comma-separated routing labels; the kici: prefix is reserved"},

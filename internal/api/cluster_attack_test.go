@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,15 @@ type storeCluster struct{ st store.Store }
 func (c storeCluster) Nodes(ctx context.Context) ([]*store.ClusterNode, error) {
 	return c.st.ListNodes(ctx)
 }
-func (c storeCluster) Self() string { return "n1" }
+func (c storeCluster) Self() string               { return "n1" }
+func (c storeCluster) AliveWithin() time.Duration { return 15 * time.Second }
+func (c storeCluster) Refresh(context.Context)    {}
+func (c storeCluster) Leases(ctx context.Context) ([]*store.Lease, error) {
+	return c.st.ListLeases(ctx)
+}
+func (c storeCluster) RemoveNode(ctx context.Context, id string) error {
+	return c.st.RemoveNode(ctx, id)
+}
 func (c storeCluster) SetDraining(ctx context.Context, node string, on bool) error {
 	return c.st.SetNodeDraining(ctx, node, on)
 }
@@ -116,4 +125,90 @@ func TestClusterRoutesRefuseTheUnauthorisedAndBadNodes(t *testing.T) {
 	if len(rc.calls) != 0 {
 		t.Fatalf("run control called by a refused cancel: %v", rc.calls)
 	}
+}
+
+// The node list tells live from dead by heartbeat age and names the
+// leader (the scheduler lease's holder); a drain status sums only live
+// nodes' running jobs; removing a live node is refused unless forced,
+// the answering node always, a dead one works and an unknown one is 404;
+// an auditor may not remove.
+func TestClusterNodesLivenessLeaderAndRemove(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	for _, n := range []*store.ClusterNode{
+		{ID: "n1", Address: "http://n1", Version: "test", StartedAt: now, HeartbeatAt: now, JobsRunning: 1, AgentsConnected: 2},
+		{ID: "n2", Address: "http://n2", Version: "test", StartedAt: now, HeartbeatAt: now, JobsRunning: 2, AgentsConnected: 3},
+		{ID: "n3", Address: "http://n3", Version: "test", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-30 * time.Second), JobsRunning: 7},
+	} {
+		if _, err := e.st.HeartbeatNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := e.st.AcquireLease(ctx, "scheduler", "n2", time.Minute); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	e.srv.Config.Handler = NewRouter(Deps{Store: e.st, Auth: authOf(t, e), RunControl: &stubRunControl{}, Cluster: storeCluster{e.st}})
+	const nodes = "/api/v1/admin/cluster/nodes"
+
+	code, m, _ := e.do("GET", nodes, e.auditor, "")
+	if code != 200 || m["leader"] != "n2" || m["self"] != "n1" {
+		t.Fatalf("GET nodes: %d leader %v self %v", code, m["leader"], m["self"])
+	}
+	alive := map[string]bool{}
+	for _, raw := range m["nodes"].([]any) {
+		n := raw.(map[string]any)
+		alive[n["id"].(string)] = n["alive"].(bool)
+		if n["id"] == "n3" && n["heartbeatAgeMs"].(float64) < 30000 {
+			t.Errorf("n3 heartbeat age %v ms, want ≥ 30000", n["heartbeatAgeMs"])
+		}
+		if n["id"] == "n2" && fmt.Sprint(n["leases"]) != "[scheduler]" {
+			t.Errorf("n2 leases %v, want [scheduler]", n["leases"])
+		}
+	}
+	if !alive["n1"] || !alive["n2"] || alive["n3"] {
+		t.Fatalf("liveness %v, want n1 and n2 alive, n3 dead", alive)
+	}
+	if code, m, _ := e.do("GET", "/api/v1/admin/orchestrator/drain", e.owner, ""); code != 200 || m["cluster"].(map[string]any)["jobsRunning"] != float64(3) {
+		t.Errorf("drain status: %d cluster %v, want 3 jobs running (live nodes only)", code, m["cluster"])
+	}
+
+	for _, c := range []struct {
+		token, path string
+		code        int
+	}{
+		{e.auditor, nodes + "/n3", 403},
+		{e.owner, nodes + "/n2", 409},
+		{e.owner, nodes + "/n1?force=true", 409},
+		{e.owner, nodes + "/nope", 404},
+	} {
+		if code, m, _ := e.do("DELETE", c.path, c.token, ""); code != c.code {
+			t.Errorf("DELETE %s: %d %v, want %d", c.path, code, m, c.code)
+		}
+	}
+	if ids := nodeIDs(t, e.st); ids != "n1,n2,n3" {
+		t.Fatalf("after refused removals: %s", ids)
+	}
+	if code, m, _ := e.do("DELETE", nodes+"/n3", e.owner, ""); code != 200 || m["removed"] != "n3" {
+		t.Fatalf("remove dead n3: %d %v", code, m)
+	}
+	if code, _, _ := e.do("DELETE", nodes+"/n2?force=true", e.owner, ""); code != 200 {
+		t.Fatalf("forced removal of live n2: %d", code)
+	}
+	if ids := nodeIDs(t, e.st); ids != "n1" {
+		t.Fatalf("after removals: %s, want n1", ids)
+	}
+}
+
+func nodeIDs(t *testing.T, st store.Store) string {
+	t.Helper()
+	nodes, err := st.ListNodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.ID)
+	}
+	return strings.Join(ids, ",")
 }

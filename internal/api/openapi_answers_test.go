@@ -28,6 +28,20 @@ type fakeCluster struct{ nodes []*store.ClusterNode }
 
 func (f *fakeCluster) Nodes(context.Context) ([]*store.ClusterNode, error) { return f.nodes, nil }
 func (f *fakeCluster) Self() string                                        { return "n1" }
+func (f *fakeCluster) AliveWithin() time.Duration                          { return 15 * time.Second }
+func (f *fakeCluster) Refresh(context.Context)                             {}
+func (f *fakeCluster) Leases(context.Context) ([]*store.Lease, error) {
+	return []*store.Lease{{Name: "scheduler", Holder: "n1", ExpiresAt: time.Now().Add(time.Minute)}}, nil
+}
+func (f *fakeCluster) RemoveNode(_ context.Context, id string) error {
+	for i, n := range f.nodes {
+		if n.ID == id {
+			f.nodes = append(f.nodes[:i], f.nodes[i+1:]...)
+			return nil
+		}
+	}
+	return store.ErrNotFound
+}
 func (f *fakeCluster) SetDraining(_ context.Context, node string, on bool) error {
 	for _, n := range f.nodes {
 		if node == "" || n.ID == node {
@@ -77,7 +91,8 @@ func newAnswersEnv(t *testing.T) *answersEnv {
 	prov := provenance.NewService(st, provenance.NewKeys(st, ring.Current), provenance.Config{Issuer: testIssuer, OrchestratorID: "n1"})
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	nodes := &fakeCluster{nodes: []*store.ClusterNode{{ID: "n1", Address: "http://n1:4000", Version: "test", StartedAt: now, HeartbeatAt: now},
-		{ID: "n2", Address: "http://n2:4000", Version: "test", StartedAt: now, HeartbeatAt: now, JobsRunning: 1}}}
+		{ID: "n2", Address: "http://n2:4000", Version: "test", StartedAt: now, HeartbeatAt: now, JobsRunning: 1},
+		{ID: "n3", Address: "http://n3:4000", Version: "test", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-time.Hour)}}}
 	scalers := scaler.Status{GlobalMaxAgents: 50, Active: 1, Scalers: []scaler.ScalerStatus{
 		{Name: "docker", Type: "docker", State: scaler.ScalerActive, MaxAgents: 4, MaxConcurrentSpawns: 2, Active: 1,
 			Agents: []scaler.AgentStatus{{AgentID: "a1", JobID: "j1", RunID: "r1", State: "running", CreatedAt: now}}},
@@ -236,6 +251,7 @@ func (e *answersEnv) runAnswers(t *testing.T, run *store.Run, job *store.Job) {
 	c.call("GET", p+"/orchestrator/drain", "")
 	c.call("POST", p+"/orchestrator/drain", `{"action":"drain","node":"n2"}`)
 	c.call("GET", p+"/cluster/nodes", "")
+	c.call("DELETE", p+"/cluster/nodes/n3", "")
 	main := c.base
 	c.base = e.single
 	if m := c.call("POST", p+"/orchestrator/drain", `{"action":"drain"}`); len(m) != 2 {

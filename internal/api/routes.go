@@ -107,6 +107,7 @@ func routeTable() []route {
 		adm("GET", "/orchestrator/drain", auth.PermSettingsRead, "Show the drain state", (*server).getDrain).returns(apitypes.ClusterDrainStatus{}),
 		adm("POST", "/orchestrator/drain", PermOrchestratorDrain, "Start or stop draining", (*server).postDrain).bodies(apitypes.DrainRequest{}, apitypes.ClusterDrainStatus{}),
 		adm("GET", "/cluster/nodes", auth.PermSettingsRead, "List the cluster's nodes", (*server).getClusterNodes).returns(apitypes.ClusterNodeList{}),
+		adm("DELETE", "/cluster/nodes/{id}", PermOrchestratorDrain, "Remove a stopped node from the registry", (*server).removeClusterNode).noBody().query("force").returns(apitypes.ClusterNodeRemoved{}),
 		adm("GET", "/cluster-settings", auth.PermSettingsRead, "Show the live cluster settings", (*server).getClusterSettings).returns(apitypes.ClusterSettingsView{}),
 		adm("PATCH", "/cluster-settings", auth.PermSecretWrite, "Change live cluster settings", (*server).patchClusterSettings).returns(apitypes.ClusterSettingsView{}),
 		adm("GET", "/scalers", auth.PermAgentRead, "Show the scalers' state", (*server).listScalers).returns(apitypes.ScalersView{}),

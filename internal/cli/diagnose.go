@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -81,14 +82,21 @@ func diagnose(ctx context.Context, c *Client, w io.Writer) {
 		fmt.Fprintf(w, "/ready: HTTP %d %s\n", code, strings.TrimSpace(string(data)))
 	}
 	section("nodes")
-	var nodes struct {
-		Self  string                 `json:"self"`
-		Nodes []apitypes.ClusterNode `json:"nodes"`
-	}
+	var nodes apitypes.ClusterNodeList
 	if _, err := c.Get(ctx, apitypes.AdminPrefix+"/cluster/nodes", nil, &nodes); err != nil {
 		fmt.Fprintf(w, "unavailable: %v\n", err)
 	} else {
-		printNodes(w, nodes.Self, nodes.Nodes)
+		printClusterView(w, nodes)
+		clusterTotals(w, nodes.Nodes)
+	}
+	section("runs (database, every node)")
+	for _, st := range []string{"queued", "running"} {
+		var n apitypes.RunCount
+		if _, err := c.Get(ctx, apitypes.AdminPrefix+"/runs", url.Values{"status": {st}, "count": {"true"}}, &n); err != nil {
+			fmt.Fprintf(w, "%s: unavailable: %v\n", st, err)
+		} else {
+			fmt.Fprintf(w, "%s: %d\n", st, n.Total)
+		}
 	}
 	section("scalers")
 	if raw, err := c.Get(ctx, apitypes.AdminPrefix+"/scalers", nil, nil); err != nil {
@@ -96,7 +104,7 @@ func diagnose(ctx context.Context, c *Client, w io.Writer) {
 	} else {
 		printJSON(w, raw)
 	}
-	section("queue depth")
+	section("queue depth (answering node)")
 	if data, code, err := c.Request(ctx, http.MethodGet, "/metrics", nil, nil, nil, true); err != nil {
 		fmt.Fprintf(w, "unavailable: %v\n", err)
 	} else if code != http.StatusOK {
@@ -126,5 +134,25 @@ func diagnose(ctx context.Context, c *Client, w io.Writer) {
 		for _, e := range events.Deliveries {
 			fmt.Fprintf(w, "%s %s %s: %s\n", e.ReceivedAt, e.Event, e.DeliveryID, e.ErrorMessage)
 		}
+	}
+}
+
+// clusterTotals prints the agents and running jobs of the whole cluster,
+// summed over the live nodes' heartbeats, and names the dead ones.
+func clusterTotals(w io.Writer, nodes []apitypes.ClusterNodeStatus) {
+	agents, jobs, live := 0, 0, 0
+	var dead []string
+	for _, n := range nodes {
+		if !n.Alive {
+			dead = append(dead, fmt.Sprintf("%s (last heartbeat %s ago)", n.ID, fmtDuration(time.Duration(n.HeartbeatAgeMs)*time.Millisecond)))
+			continue
+		}
+		live++
+		agents += n.AgentsConnected
+		jobs += n.JobsRunning
+	}
+	fmt.Fprintf(w, "cluster: %d live node(s), %d agent(s) connected, %d job(s) running\n", live, agents, jobs)
+	if len(dead) > 0 {
+		fmt.Fprintf(w, "dead nodes: %s (kici-admin cluster nodes remove <id> once gone for good)\n", strings.Join(dead, ", "))
 	}
 }

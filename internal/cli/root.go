@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/tlsconf"
 )
 
 // Version is reported by `kici-admin --version`; set by the main package.
@@ -193,9 +194,32 @@ func (a *app) api() (*Client, error) {
 			return nil, fmt.Errorf("no admin token: pass --token or set KICI_ADMIN_TOKEN")
 		}
 	}
-	a.client = &Client{BaseURL: url, Token: token, HTTP: a.io.HTTPClient}
+	hc, err := withCAFile(a.io.HTTPClient, strings.TrimSpace(a.io.Getenv(tlsconf.CAFileVar)))
+	if err != nil {
+		return nil, err
+	}
+	a.client = &Client{BaseURL: url, Token: token, HTTP: hc}
 	return a.client, nil
 }
 
 // out is the command output writer.
 func (a *app) out() io.Writer { return a.io.Stdout }
+
+// withCAFile returns hc trusting caFile's PEM certificates besides the
+// system roots (KICI_TLS_CA_FILE: an orchestrator with a private CA or a
+// self-signed certificate); hc itself when caFile is "". A client with a
+// transport of its own keeps it.
+func withCAFile(hc *http.Client, caFile string) (*http.Client, error) {
+	if caFile == "" || hc.Transport != nil {
+		return hc, nil
+	}
+	cfg, err := tlsconf.ClientConfig(caFile)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	c := *hc
+	c.Transport = tr
+	return &c, nil
+}

@@ -101,10 +101,27 @@ func (a *app) drainCall(cmd *cobra.Command, action, node string) error {
 	if st.Draining {
 		state = "draining"
 	}
+	// The answering node's own state, then (with a node registry) the
+	// cluster's total from the database and each node's row.
 	fmt.Fprintf(a.out(), "orchestrator: %s, %d job(s) running\n", state, st.JobsRunning)
-	if st.Nodes != nil {
-		printNodes(a.out(), st.Node, st.Nodes)
+	if st.Nodes == nil {
+		return nil
 	}
+	live, draining := 0, 0
+	for _, n := range st.Nodes {
+		if n.Alive {
+			live++
+			if n.Draining {
+				draining++
+			}
+		}
+	}
+	total := 0
+	if st.Cluster != nil {
+		total = st.Cluster.JobsRunning
+	}
+	fmt.Fprintf(a.out(), "cluster: %d of %d live node(s) draining, %d job(s) running on live nodes\n", draining, live, total)
+	printNodes(a.out(), st.Node, st.Nodes)
 	return nil
 }
 

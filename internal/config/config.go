@@ -102,8 +102,39 @@ type Config struct {
 	// ProvenanceIssuer is KICI_ORCHESTRATOR_PROVENANCE_ISSUER, the issuer URL
 	// of signed build provenance; "" disables signing (docs/provenance.md).
 	ProvenanceIssuer string
+	// TLSCertFile and TLSKeyFile are KICI_TLS_CERT_FILE and
+	// KICI_TLS_KEY_FILE: when both are set the orchestrator serves HTTPS
+	// (and wss:// to agents) with that PEM certificate chain and key,
+	// reloaded on SIGHUP and when a file changes (internal/tlsconf).
+	// Both or neither.
+	TLSCertFile, TLSKeyFile string
+	// TLSCAFile is KICI_TLS_CA_FILE: extra PEM CA certificates the
+	// orchestrator's agents trust; passed on to the agents it spawns
+	// (default: TLSCertFile, which a self-signed certificate needs).
+	TLSCAFile string
+	// ShutdownGrace is KICI_SHUTDOWN_GRACE_MS, default 10 s: on SIGTERM the
+	// node drains first (no new job handed out) and waits this long for
+	// the jobs running on its agents to finish before it stops; 0 stops
+	// at once.
+	ShutdownGrace time.Duration
 	// Ingress holds the webhook-ingress limits (ingress.go).
 	Ingress Ingress
+}
+
+// DefaultShutdownGrace is KICI_SHUTDOWN_GRACE_MS's default: KiCI's agent
+// gives its graceful stop 10 s, and Docker's stop timeout is 10 s too.
+const DefaultShutdownGrace = 10 * time.Second
+
+// TLS reports whether the orchestrator serves HTTPS.
+func (c *Config) TLS() bool { return c.TLSCertFile != "" }
+
+// Scheme is the URL scheme the orchestrator serves: "https" with TLS,
+// else "http".
+func (c *Config) Scheme() string {
+	if c.TLS() {
+		return "https"
+	}
+	return "http"
 }
 
 // Values of KICI_STEP_LOG_STORE.
@@ -152,6 +183,7 @@ func Load(environ []string) (*Config, error) {
 		ScalerSpawnTimeout:      300 * time.Second,
 		ClusterSettingsCacheTTL: 10 * time.Second,
 		RequestBodyGrace:        10 * time.Second,
+		ShutdownGrace:           DefaultShutdownGrace,
 	}
 	if v := get("KICI_HOST"); v != "" {
 		c.Host = v
@@ -210,6 +242,7 @@ func Load(environ []string) (*Config, error) {
 	parseMs("KICI_REQUEST_BODY_GRACE_MS", 100*time.Millisecond, &c.RequestBodyGrace)
 	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
+	parseMs("KICI_SHUTDOWN_GRACE_MS", 0, &c.ShutdownGrace)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
 	}
@@ -259,6 +292,7 @@ func Load(environ []string) (*Config, error) {
 		c.ProvenanceIssuer = iss
 	}
 
+	errs = append(errs, loadTLS(get, c)...)
 	errs = append(errs, loadIngress(get, &c.Ingress)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -416,4 +450,29 @@ func checkClusterAddress(v string) error {
 		return bad(u.Hostname() + " is not an address anyone can dial; give this node's reachable host name or IP")
 	}
 	return nil
+}
+
+// loadTLS reads KICI_TLS_CERT_FILE, KICI_TLS_KEY_FILE and KICI_TLS_CA_FILE:
+// the first two come together and must name readable files (their pair
+// is checked when the server loads them).
+func loadTLS(get func(string) string, c *Config) []error {
+	var errs []error
+	c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile = get("KICI_TLS_CERT_FILE"), get("KICI_TLS_KEY_FILE"), get("KICI_TLS_CA_FILE")
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("KICI_TLS_CERT_FILE and KICI_TLS_KEY_FILE: set both (the PEM certificate chain and its private key) or neither"))
+	}
+	for _, v := range [][2]string{{"KICI_TLS_CERT_FILE", c.TLSCertFile}, {"KICI_TLS_KEY_FILE", c.TLSKeyFile}, {"KICI_TLS_CA_FILE", c.TLSCAFile}} {
+		if v[1] == "" {
+			continue
+		}
+		if f, err := os.Open(v[1]); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v (the file must be readable by the orchestrator's user)", v[0], v[1], err))
+		} else {
+			f.Close()
+		}
+	}
+	if len(errs) > 0 {
+		c.TLSCertFile, c.TLSKeyFile = "", ""
+	}
+	return errs
 }

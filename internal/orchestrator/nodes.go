@@ -15,27 +15,120 @@ const HeartbeatInterval = 5 * time.Second
 // clusterNodes is the node registry as the admin API sees it.
 type clusterNodes struct{ s *Server }
 
+// aliveWithin is how recent a node's heartbeat must be for the node to
+// count as alive: three heartbeats, so one late beat does not mark it dead.
+const aliveWithin = 3 * HeartbeatInterval
+
+// drainApplyWait bounds how long a drain change waits for the nodes
+// concerned to apply it and refresh their rows.
+const drainApplyWait = 3 * time.Second
+
+// msgDrainChanged (bus): body is the node id whose drain flag changed, ""
+// for every node; the nodes concerned beat at once, applying it.
+const msgDrainChanged = "node.drain"
+
 // Nodes lists every node of the cluster.
 func (c clusterNodes) Nodes(ctx context.Context) ([]*store.ClusterNode, error) {
 	return c.s.store.ListNodes(ctx)
 }
 
+// Leases lists the named leases.
+func (c clusterNodes) Leases(ctx context.Context) ([]*store.Lease, error) {
+	return c.s.store.ListLeases(ctx)
+}
+
 // Self is this node's id.
 func (c clusterNodes) Self() string { return c.s.nodeID }
 
+// AliveWithin is aliveWithin.
+func (c clusterNodes) AliveWithin() time.Duration { return aliveWithin }
+
+// RemoveNode deletes a node's registry row.
+func (c clusterNodes) RemoveNode(ctx context.Context, id string) error {
+	return c.s.store.RemoveNode(ctx, id)
+}
+
 // SetDraining sets drain mode on node (every node when ""), in the
-// registry; this node applies it at once, the others at their next
-// heartbeat. store.ErrNotFound for an unknown node.
+// registry; this node applies it at once, the others when the cluster bus
+// tells them (or at their next heartbeat when a message is lost). It
+// waits up to drainApplyWait for every live node concerned to beat after
+// the change, so the answer carries their own running counts.
+// store.ErrNotFound for an unknown node.
 func (c clusterNodes) SetDraining(ctx context.Context, node string, on bool) error {
+	set := time.Now()
 	c.s.drainMu.Lock()
-	defer c.s.drainMu.Unlock()
-	if err := c.s.store.SetNodeDraining(ctx, node, on); err != nil {
-		return err
-	}
-	if node == "" || node == c.s.nodeID {
+	err := c.s.store.SetNodeDraining(ctx, node, on)
+	if err == nil && (node == "" || node == c.s.nodeID) {
 		c.s.runctl.SetDraining(on)
 	}
+	c.s.drainMu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.s.heartbeat(ctx) // this node's row carries the change and its count now
+	if c.s.peers == nil {
+		return nil
+	}
+	if err := c.s.peers.bus.Publish(ctx, msgDrainChanged, node); err != nil {
+		c.s.log.Warn("drain change not announced; the other nodes apply it at their next heartbeat", "err", err)
+		return nil
+	}
+	c.waitApplied(ctx, node, set, drainApplyWait)
 	return nil
+}
+
+// Refresh has every live node heartbeat now (bus message msgDrainChanged
+// for every node, which carries no change) and waits for their rows, at
+// most refreshWait.
+func (c clusterNodes) Refresh(ctx context.Context) {
+	set := time.Now()
+	c.s.heartbeat(ctx)
+	if c.s.peers == nil {
+		return
+	}
+	if err := c.s.peers.bus.Publish(ctx, msgDrainChanged, ""); err != nil {
+		return
+	}
+	c.waitApplied(ctx, "", set, refreshWait)
+}
+
+// refreshWait bounds Refresh's wait for the other nodes' rows.
+const refreshWait = time.Second
+
+// waitApplied polls until every live node concerned (node, or all when
+// "") has beaten since set, or for at most wait.
+func (c clusterNodes) waitApplied(ctx context.Context, node string, set time.Time, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) && !c.applied(ctx, node, set) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// applied reports whether every live node concerned by a drain change at
+// set has beaten since.
+func (c clusterNodes) applied(ctx context.Context, node string, set time.Time) bool {
+	nodes, err := c.s.store.ListNodes(ctx)
+	if err != nil {
+		return false
+	}
+	for _, n := range nodes {
+		if (node == "" || n.ID == node) && time.Since(n.HeartbeatAt) < aliveWithin && n.HeartbeatAt.Before(set) {
+			return false
+		}
+	}
+	return true
+}
+
+// onDrainChanged beats at once when a drain change concerns this node, so
+// it applies the flag without waiting for its next heartbeat.
+func (s *Server) onDrainChanged(ctx context.Context, node string) {
+	if node == "" || node == s.nodeID {
+		s.heartbeat(ctx)
+	}
 }
 
 // heartbeat refreshes this node's registry row and applies the drain flag
@@ -46,13 +139,15 @@ func (s *Server) heartbeat(ctx context.Context) {
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
 	draining, err := s.store.HeartbeatNode(ctx, &store.ClusterNode{ID: s.nodeID, Address: s.advertisedURL(), Version: Version,
-		StartedAt: s.startedAt, HeartbeatAt: time.Now().UTC(), JobsRunning: s.dispatcher.JobsRunning()})
+		StartedAt: s.startedAt, HeartbeatAt: time.Now().UTC(), JobsRunning: s.dispatcher.JobsRunning(),
+		AgentsConnected: s.dispatcher.AgentCount()})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("node heartbeat", "err", err)
 		}
 		return
 	}
+	draining = draining || s.stopping.Load()
 	if draining != s.dispatcher.Draining() {
 		s.runctl.SetDraining(draining)
 	}
@@ -73,15 +168,15 @@ func (s *Server) refreshAgentURLs(ctx context.Context) {
 	}
 	urls := []string{wsURLOf(s.advertisedURL())}
 	for _, n := range nodes {
-		if n.ID != s.nodeID && time.Since(n.HeartbeatAt) < 3*HeartbeatInterval && n.Address != "" {
+		if n.ID != s.nodeID && time.Since(n.HeartbeatAt) < aliveWithin && n.Address != "" {
 			urls = append(urls, wsURLOf(n.Address))
 		}
 	}
 	s.scaler.SetOrchestratorURL(strings.Join(urls, ","))
 }
 
-// wsURLOf turns a node's base URL (http://host:port) into its agent
-// WebSocket URL (ws://host:port/ws).
+// wsURLOf turns a node's base URL (http://host:port, https://host:port)
+// into its agent WebSocket URL (ws://host:port/ws, wss://host:port/ws).
 func wsURLOf(base string) string {
 	return "ws" + strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http") + "/ws"
 }

@@ -36,7 +36,8 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 				AgentBinary: agentBinary,
 				WorkDir:     workDir(cfg),
 				HidePaths:   []string{cfg.DataDir},
-				LogDir:      filepath.Join(cfg.DataDir, "agents"),
+				LogDir:      filepath.Join(cfg.DataDir, agentLogDir),
+				TLSCAFile:   agentCAFile(cfg),
 				Logger:      logger,
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
@@ -52,6 +53,16 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 // workDir is the parent of bare-metal agents' work directories:
 // KICI_WORK_DIR, else scaler.DefaultWorkDir — never inside the data
 // directory, where a step would find the admin token and the database.
+// agentCAFile is the CA file spawned agents trust besides the system
+// roots: KICI_TLS_CA_FILE, else with TLS the served certificate itself
+// (what a self-signed certificate needs; a CA-signed one verifies anyway).
+func agentCAFile(cfg *config.Config) string {
+	if cfg.TLSCAFile != "" || !cfg.TLS() {
+		return cfg.TLSCAFile
+	}
+	return cfg.TLSCertFile
+}
+
 func workDir(cfg *config.Config) string {
 	if cfg.WorkDir != "" {
 		return cfg.WorkDir
@@ -90,7 +101,8 @@ func (s *Server) catchSIGHUP() {
 	s.cleanup.pushFunc("SIGHUP handler", func() { signal.Stop(s.hup) })
 }
 
-// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP caught
+// reloadOnSIGHUP reloads the TLS certificate and the scaler configuration
+// on every SIGHUP caught
 // since New until the returned stop function is called.
 func (s *Server) reloadOnSIGHUP() func() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,6 +112,7 @@ func (s *Server) reloadOnSIGHUP() func() {
 			case <-ctx.Done():
 				return
 			case <-s.hup:
+				s.reloadTLS()
 				_ = s.ReloadScalers()
 			}
 		}

@@ -20,11 +20,12 @@ import (
 // set, every sealed value is re-encrypted with the current key at once (the
 // same work as POST /api/v1/admin/rotate-key), so that readers holding only
 // the current key, such as the provenance signer, keep working.
-func setupSecrets(ctx context.Context, cfg *config.Config, st store.Store, logger *slog.Logger) (*secrets.Service, error) {
-	ring, err := masterkey.LoadRing(cfg.DataDir, os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
-	}
+//
+// Then every webhook secret of the sources is sealed with the current key
+// (rows from before encryption at rest were plaintext; rows sealed with
+// the old key are re-sealed), once the key is known to be the right one.
+// raw is the store without SealSources' view.
+func setupSecrets(ctx context.Context, ring *masterkey.Ring, st, raw store.Store, logger *slog.Logger) (*secrets.Service, error) {
 	svc := secrets.New(st, ring)
 	if err := svc.VerifyKey(ctx); err != nil {
 		return nil, fmt.Errorf("refusing to start: %w", err)
@@ -39,5 +40,22 @@ func setupSecrets(ctx context.Context, cfg *config.Config, st store.Store, logge
 		logger.Warn("KICI_SECRET_KEY_OLD is set: every sealed value was re-encrypted with KICI_SECRET_KEY; unset KICI_SECRET_KEY_OLD",
 			"secrets", counts["reEncrypted"], "signingKeys", counts["reEncryptedSigningKeys"])
 	}
+	n, err := secrets.SealStoredSourceSecrets(ctx, raw, ring)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to start: sealing the sources' webhook secrets: %w", err)
+	}
+	if n > 0 {
+		logger.Info("webhook secrets encrypted at rest with the master key", "rewritten", n)
+	}
 	return svc, nil
+}
+
+// loadRing loads the master key ring (KICI_SECRET_KEY / _FILE or the
+// generated <data dir>/secret.key, plus KICI_SECRET_KEY_OLD / _FILE_OLD).
+func loadRing(cfg *config.Config) (*masterkey.Ring, error) {
+	ring, err := masterkey.LoadRing(cfg.DataDir, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	return ring, nil
 }

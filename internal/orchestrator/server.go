@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/approval"
@@ -25,6 +26,7 @@ import (
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/execution"
@@ -36,9 +38,11 @@ import (
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/tlsconf"
 )
 
 // Version is the orchestrator build version, reported by /health.
@@ -71,6 +75,8 @@ type Server struct {
 	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
 	dbHealth   *dbHealth             // database round trips for /ready and /metrics (readiness.go)
+	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
+	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -107,15 +113,21 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.cleanup.push("data directory lock", func(context.Context) error { return dataLock.Close() })
-	st, err := OpenStore(ctx, cfg)
+	raw, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	s.cleanup.push("store", func(context.Context) error { return raw.Close() })
+	ring, err := loadRing(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Webhook secrets are encrypted at rest like every other secret.
+	st := secrets.SealSources(raw, ring)
 	s.store = st
-	if sr, ok := st.(schemaReader); ok {
+	if sr, ok := raw.(schemaReader); ok {
 		s.dbHealth = &dbHealth{db: sr}
 	}
-	s.cleanup.push("store", func(context.Context) error { return st.Close() })
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -155,7 +167,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
-	if s.retention, err = newRetention(st, logs, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
+	if s.retention, err = newRetention(st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
 	cyc := &cycles{} // forwarders between components that need each other (cycles.go)
@@ -176,12 +188,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d: %w (set KICI_PORT to a free port, or 0 for any)", cfg.Host, cfg.Port, err)
 	}
-	s.listener = ln
 	// Closed by the HTTP server's shutdown once serving; closing again is
 	// harmless.
 	s.cleanup.pushFunc("listener", func() { _ = ln.Close() })
-	baseURL := "http://" + ln.Addr().String()
-	wsURL := "ws://" + ln.Addr().String() + "/ws"
+	if ln, err = s.serveTLS(ln); err != nil {
+		return nil, err
+	}
+	s.listener = ln
+	baseURL := s.URL()
+	wsURL := wsURLOf(baseURL)
 
 	if cfg.OrchestratorURL != "" {
 		wsURL = cfg.OrchestratorURL
@@ -198,7 +213,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.peers != nil {
 		s.cleanup.pushFunc("cluster bus", s.peers.Close)
 	}
-	secretSvc, err := setupSecrets(ctx, cfg, st, logger.With("component", "secrets"))
+	secretSvc, err := setupSecrets(ctx, ring, st, raw, logger.With("component", "secrets"))
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +254,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
 	if s.peers != nil {
 		s.peers.serve(s.dispatcher)
+		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
 	}
 	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
 	// Forge clients never reach this host unless the operator allows it.
@@ -350,13 +366,22 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	return s, nil
 }
 
-// URL is the base HTTP URL the server listens on.
-func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+// URL is the base URL the server listens on: https:// with TLS
+// (KICI_TLS_CERT_FILE), else http://.
+func (s *Server) URL() string { return s.cfg.Scheme() + "://" + s.listener.Addr().String() }
 
-// Run serves until ctx is cancelled, then shuts down gracefully: stop
-// accepting HTTP, stop the pipeline, close agent sockets, stop spawned agents
-// (SIGTERM, then SIGKILL after 5 s), close the store.
-func (s *Server) Run(ctx context.Context) error {
+// Run serves until stop is cancelled (SIGTERM), then drains for up to
+// KICI_SHUTDOWN_GRACE_MS (no new job handed out, running jobs finish) and
+// shuts down gracefully: stop spawned agents (SIGTERM, then SIGKILL after
+// 5 s; a job still running is cancelled), stop accepting HTTP, stop the
+// pipeline, close agent sockets (static agents fail over), close the
+// store.
+func (s *Server) Run(stop context.Context) error {
+	// The node's loops run on ctx, which outlives stop by the drain before
+	// stopping (drainBeforeStop): heartbeats, ingress, run control and the
+	// pipeline keep working while running jobs finish.
+	ctx, endLoops := context.WithCancel(context.WithoutCancel(stop))
+	defer endLoops()
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}
@@ -394,9 +419,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var serveErr error
 	select {
-	case <-ctx.Done():
+	case <-stop.Done():
+		s.drainBeforeStop(ctx)
 	case serveErr = <-errc:
 	}
+	endLoops()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	s.log.Info("shutting down")

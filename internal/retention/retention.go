@@ -56,6 +56,12 @@ type Config struct {
 	Queue time.Duration
 	// StepLogs: KICI_STEP_LOG_TTL_DAYS (90), step log files.
 	StepLogs time.Duration
+	// AgentLogs: KICI_AGENT_LOG_TTL_DAYS (14), spawned agents' output
+	// files in AgentLogDir, swept by every node (they are local files).
+	AgentLogs time.Duration
+	// AgentLogDir is where spawned agents' output files are
+	// (<KICI_DATA_DIR>/agents); "" sweeps none.
+	AgentLogDir string
 	// Interval between sweeps (DefaultInterval when zero).
 	Interval time.Duration
 	// Batch is the number of rows one statement deletes
@@ -77,6 +83,7 @@ var Variables = []struct {
 	{"KICI_HELD_RUN_RETENTION_DAYS", DefaultHeldRunDays},
 	{"KICI_DISPATCH_QUEUE_TTL_DAYS", DefaultQueueDays},
 	{"KICI_STEP_LOG_TTL_DAYS", DefaultStepLogDays},
+	{"KICI_AGENT_LOG_TTL_DAYS", DefaultAgentLogDays},
 }
 
 // LoadConfig reads the retention variables from environ: each a whole
@@ -101,7 +108,7 @@ func LoadConfig(environ []string) (Config, error) {
 		}
 		days[i] = time.Duration(n) * 24 * time.Hour
 	}
-	return Config{Runs: days[0], Audit: days[1], Provenance: days[2], HeldRuns: days[3], Queue: days[4], StepLogs: days[5]}, nil
+	return Config{Runs: days[0], Audit: days[1], Provenance: days[2], HeldRuns: days[3], Queue: days[4], StepLogs: days[5], AgentLogs: days[6]}, nil
 }
 
 // Logs is the part of the log store the sweeper uses (logstore.FS).
@@ -143,7 +150,7 @@ func New(cfg Config, st store.Store, logs Logs, holder string, reg prometheus.Re
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_retention_swept_total",
 			Help: "Rows (or run log directories, kind step_logs) deleted by the retention sweeps, by kind."}, []string{"kind"})}
 	for _, k := range []string{store.SweepRuns, store.SweepDeliveries, store.SweepAudit, store.SweepProvenance,
-		store.SweepHeldRuns, store.SweepQueue, "step_logs"} {
+		store.SweepHeldRuns, store.SweepQueue, "step_logs", AgentLogKind} {
 		s.swept.WithLabelValues(k)
 	}
 	if reg != nil {
@@ -152,8 +159,10 @@ func New(cfg Config, st store.Store, logs Logs, holder string, reg prometheus.Re
 	return s
 }
 
-// Run sweeps every Interval while ctx lives, on the node that holds the
-// lease; the first sweep is a minute after start, off the startup path.
+// Run sweeps every Interval while ctx lives: the database and step logs on
+// the node that holds the lease, this node's own agent output files on
+// every node; the first sweep is a minute after start, off the startup
+// path.
 func (s *Sweeper) Run(ctx context.Context) {
 	t := time.NewTimer(time.Minute)
 	defer t.Stop()
@@ -163,6 +172,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.sweepLocal()
 		ok, err := s.st.AcquireLease(ctx, LeaseName, s.holder, 3*s.cfg.Interval)
 		switch {
 		case err != nil:

@@ -127,3 +127,46 @@ func swept(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 	}
 	return -1
 }
+
+// Every node sweeps its own spawned agents' output files: a finished
+// agent's file older than KICI_AGENT_LOG_TTL_DAYS goes, a recent one
+// stays, and so does an old one whose agent still runs (pid file beside
+// it); the metric counts the deletion.
+func TestAgentLogsSweptAfterTTLUnlessRunning(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-20 * 24 * time.Hour)
+	write := func(name string, mtime time.Time) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("agent output\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("finished.log", old)
+	write("running.log", old)
+	write("running.pid", old)
+	write("recent.log", time.Now())
+	write("notes.txt", old)
+	cfg, err := LoadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AgentLogs != DefaultAgentLogDays*24*time.Hour {
+		t.Fatalf("agent log TTL default %v", cfg.AgentLogs)
+	}
+	cfg.AgentLogDir = dir
+	reg := prometheus.NewRegistry()
+	s := New(cfg, nil, nil, "n1", reg, nil)
+	s.sweepLocal()
+	for name, want := range map[string]bool{"finished.log": false, "running.log": true, "running.pid": true, "recent.log": true, "notes.txt": true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s present=%v, want %v", name, got, want)
+		}
+	}
+	if got := swept(t, reg, AgentLogKind); got != 1 {
+		t.Errorf("kici_orch_retention_swept_total{kind=agent_logs} = %v, want 1", got)
+	}
+}

@@ -41,6 +41,9 @@ type BareMetalOptions struct {
 	// Environ is the base environment to filter and pass on (default
 	// os.Environ()).
 	Environ []string
+	// TLSCAFile is given to each agent as KICI_TLS_CA_FILE: the PEM CA
+	// certificates it trusts when the orchestrator serves wss:// ("" none).
+	TLSCAFile string
 	// StopGrace is the SIGTERM→SIGKILL delay on destroy (default 5 s).
 	StopGrace time.Duration
 	// Logger logs starts and exits.
@@ -170,6 +173,9 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 		env = append(env, "KICI_WORK_DIR="+b.opts.WorkDir)
 	}
 	env = append(env, confinementVars(b.opts.Environ)...)
+	if b.opts.TLSCAFile != "" {
+		env = append(env, "KICI_TLS_CA_FILE="+b.opts.TLSCAFile)
+	}
 	if len(b.opts.HidePaths) > 0 {
 		env = append(env, "KICI_AGENT_HIDE_PATHS="+strings.Join(b.opts.HidePaths, ":"))
 	}

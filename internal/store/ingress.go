@@ -230,6 +230,13 @@ type IngressStore interface {
 	// RevokeSourceSecret sets revoked_at; ErrNotFound when no active secret
 	// has that id.
 	RevokeSourceSecret(ctx context.Context, sourceID, secretID string, at time.Time) error
+	// SetSourceWebhookSecret replaces the stored webhook_secret of source
+	// id (re-encryption at rest); ErrNotFound for an unknown source.
+	SetSourceWebhookSecret(ctx context.Context, id, stored string) error
+	// SetSourceSecretValue replaces the stored value of webhook secret
+	// secretID (re-encryption at rest), revoked or not; ErrNotFound when
+	// none has that id.
+	SetSourceSecretValue(ctx context.Context, secretID, stored string) error
 	// SetSourceEnabled pauses (false) or resumes (true) a source; ErrNotFound
 	// for an unknown id. A disabled source keeps everything it owns, but its
 	// webhook routes refuse deliveries and its registrations fire nothing

@@ -24,13 +24,27 @@ type ClusterNode struct {
 	// JobsRunning counts jobs the node handed to agents and not finished,
 	// as of its last heartbeat.
 	JobsRunning int `json:"jobsRunning"`
+	// AgentsConnected counts the agents connected to the node, as of its
+	// last heartbeat.
+	AgentsConnected int `json:"agentsConnected"`
+}
+
+// Lease is a named lease (the scheduler's, the retention sweeper's, …)
+// and the node holding it until ExpiresAt.
+type Lease struct {
+	// Name is the lease name, e.g. "scheduler".
+	Name string
+	// Holder is the id of the node holding it.
+	Holder string
+	// ExpiresAt is when it lapses unless renewed.
+	ExpiresAt time.Time
 }
 
 // NodeStore is the node registry: every orchestrator heartbeats its row,
 // and drain mode lives there, so a drain set through any node reaches all.
 type NodeStore interface {
 	// HeartbeatNode inserts or refreshes n's row (address, version,
-	// started, heartbeat, jobs running; never the drain flag, which a new
+	// started, heartbeat, jobs running, agents connected; never the drain flag, which a new
 	// row takes as false) and returns the row's drain flag.
 	HeartbeatNode(ctx context.Context, n *ClusterNode) (draining bool, err error)
 	// ListNodes returns every node, by id.
@@ -38,4 +52,11 @@ type NodeStore interface {
 	// SetNodeDraining sets the drain flag of node id, or of every node
 	// when id is "". ErrNotFound when id names no node.
 	SetNodeDraining(ctx context.Context, id string, on bool) error
+	// RemoveNode deletes node id's row (a node gone for good, or a row
+	// carried over by a restored database); a node still running adds it
+	// back at its next heartbeat. ErrNotFound when id names no node.
+	RemoveNode(ctx context.Context, id string) error
+	// ListLeases returns every lease row, by name (expired ones included:
+	// the caller compares ExpiresAt with the time).
+	ListLeases(ctx context.Context) ([]*Lease, error)
 }

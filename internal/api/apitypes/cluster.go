@@ -2,25 +2,61 @@ package apitypes
 
 import "time"
 
-// ClusterDrainStatus is the answer of GET and POST /orchestrator/drain.
-// On an orchestrator with a node registry it also names the node that
-// answered and lists every node's drain state; without one (a single
-// node) Node and Nodes are absent and the answer is the DrainStatus alone.
+// ClusterDrainStatus is the answer of GET and POST /orchestrator/drain:
+// the DrainStatus of the node that answered (KiCI's {draining,
+// jobsRunning}, live). On an orchestrator with a node registry Node names
+// that node, Cluster totals the live nodes as the database shows them
+// (Draining when every live node drains, JobsRunning summed) and Nodes
+// lists every node's own state, refreshed just before the answer. Without
+// one (a single node) Node, Cluster and Nodes are absent.
 type ClusterDrainStatus struct {
 	DrainStatus
 	// Node is the id of the node that answered.
 	Node string `json:"node,omitempty"`
+	// Cluster is the live nodes' total.
+	Cluster *DrainStatus `json:"cluster,omitempty"`
 	// Nodes is every node of the cluster (present, possibly empty, with a
 	// node registry).
-	Nodes []ClusterNode `json:"nodes,omitzero"`
+	Nodes []ClusterNodeStatus `json:"nodes,omitzero"`
 }
 
 // ClusterNodeList is the body of GET /cluster/nodes: Self is the id of the
-// node that answered, Nodes every node as last reported by its heartbeat.
-// Without a node registry Self is "" and Nodes empty.
+// node that answered, Nodes every node as last reported by its heartbeat
+// with its liveness, Leader the node holding the scheduler lease (""
+// when none does) and Leases every named lease. Without a node registry
+// Self is "" and Nodes empty.
 type ClusterNodeList struct {
-	Self  string        `json:"self"`
-	Nodes []ClusterNode `json:"nodes"`
+	Self   string              `json:"self"`
+	Leader string              `json:"leader"`
+	Nodes  []ClusterNodeStatus `json:"nodes"`
+	Leases []ClusterLease      `json:"leases"`
+}
+
+// ClusterNodeStatus is a node's registry row with what the answering node
+// concludes from it: Alive when its last heartbeat is more recent than
+// AliveWithinMs (three heartbeat intervals), HeartbeatAgeMs the time
+// since that heartbeat, and the leases it holds.
+type ClusterNodeStatus struct {
+	ClusterNode
+	Alive          bool     `json:"alive"`
+	HeartbeatAgeMs int64    `json:"heartbeatAgeMs"`
+	AliveWithinMs  int64    `json:"aliveWithinMs"`
+	Leases         []string `json:"leases"`
+}
+
+// ClusterLease is a named lease and its holder: "scheduler" (the leader:
+// schedules fire on it), "retention" (the sweeper). Expired when
+// ExpiresAt has passed: nobody holds it until a node takes it.
+type ClusterLease struct {
+	Name      string    `json:"name"`
+	Holder    string    `json:"holder"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Expired   bool      `json:"expired"`
+}
+
+// ClusterNodeRemoved is the answer of DELETE /cluster/nodes/{id}.
+type ClusterNodeRemoved struct {
+	Removed string `json:"removed"`
 }
 
 // ClusterSettingsView is the body of GET and PATCH /cluster-settings

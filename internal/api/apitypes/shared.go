@@ -31,6 +31,9 @@ type ClusterNode struct {
 	// JobsRunning counts jobs the node handed to agents and not finished,
 	// as of its last heartbeat.
 	JobsRunning int `json:"jobsRunning"`
+	// AgentsConnected counts the agents connected to the node, as of its
+	// last heartbeat.
+	AgentsConnected int `json:"agentsConnected"`
 }
 
 // ApprovalClause is one clause of an approval requirement (KiCI

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,6 +104,16 @@ func (s *Store) ListSourceSecrets(ctx context.Context, sourceID string, activeOn
 		}
 		return &sec, nil
 	})
+}
+
+// SetSourceWebhookSecret replaces a source's stored webhook secret.
+func (s *Store) SetSourceWebhookSecret(ctx context.Context, id, stored string) error {
+	return affected(s.exec(ctx, `UPDATE sources SET webhook_secret = ? WHERE id = ?`, stored, id))
+}
+
+// SetSourceSecretValue replaces a webhook secret's stored value.
+func (s *Store) SetSourceSecretValue(ctx context.Context, secretID, stored string) error {
+	return affected(s.exec(ctx, `UPDATE source_secrets SET secret = ? WHERE id = ?`, stored, secretID))
 }
 
 // RevokeSourceSecret marks an active secret revoked.
@@ -412,4 +423,23 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = ?2 OR leases.expires_at <= ?4`, name, holder, s.d.ts(at.Add(ttl)), s.d.ts(at))
 	return changed(res, err)
+}
+
+// ScrubSourceSecrets rewrites the storage of the sources and
+// source_secrets tables so that values they held before an in-place
+// rewrite (plaintext webhook secrets sealed since) are gone from the
+// files, not just unreferenced: SQLite VACUUMs the database and truncates
+// its write-ahead log; PostgreSQL rewrites the two tables (VACUUM FULL,
+// a short exclusive lock on two small tables).
+func (s *Store) ScrubSourceSecrets(ctx context.Context) error {
+	stmts := []string{`VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`}
+	if s.d.Postgres {
+		stmts = []string{`VACUUM FULL sources, source_secrets`}
+	}
+	for _, q := range stmts {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
 }

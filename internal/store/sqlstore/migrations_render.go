@@ -39,6 +39,7 @@ var migrationVersions = []migrationVersion{
 	{"delivery_claims", 17, 18},
 	{"growing_table_indexes", 18, 19},
 	{"single_node_agent_sessions", 19, 0},
+	{"cluster_node_agents", 20, 20},
 }
 
 // migrationVersion is one template's version in each dialect.

@@ -9,17 +9,17 @@ import (
 // HeartbeatNode upserts n's row (not its drain flag) and returns the flag.
 func (s *Store) HeartbeatNode(ctx context.Context, n *store.ClusterNode) (bool, error) {
 	var draining bool
-	err := s.queryRow(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running)
-		VALUES (?, ?, ?, ?, ?, ?)
+	err := s.queryRow(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running, agents_connected)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version, started_at = excluded.started_at,
-			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running
-		RETURNING draining`, n.ID, n.Address, n.Version, s.d.ts(n.StartedAt), s.d.ts(n.HeartbeatAt), n.JobsRunning).Scan(&draining)
+			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running, agents_connected = excluded.agents_connected
+		RETURNING draining`, n.ID, n.Address, n.Version, s.d.ts(n.StartedAt), s.d.ts(n.HeartbeatAt), n.JobsRunning, n.AgentsConnected).Scan(&draining)
 	return draining, mapErr(err)
 }
 
 // ListNodes returns every node by id.
 func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
-	rows, err := s.query(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running FROM cluster_nodes ORDER BY id`)
+	rows, err := s.query(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running, agents_connected FROM cluster_nodes ORDER BY id`)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -27,7 +27,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
 	var out []*store.ClusterNode
 	for rows.Next() {
 		n := &store.ClusterNode{}
-		if err := rows.Scan(&n.ID, &n.Address, &n.Version, tcol(&n.StartedAt), tcol(&n.HeartbeatAt), &n.Draining, &n.JobsRunning); err != nil {
+		if err := rows.Scan(&n.ID, &n.Address, &n.Version, tcol(&n.StartedAt), tcol(&n.HeartbeatAt), &n.Draining, &n.JobsRunning, &n.AgentsConnected); err != nil {
 			return nil, err
 		}
 		out = append(out, n)
@@ -42,4 +42,27 @@ func (s *Store) SetNodeDraining(ctx context.Context, id string, on bool) error {
 		return mapErr(err)
 	}
 	return affected(s.exec(ctx, `UPDATE cluster_nodes SET draining = ? WHERE id = ?`, on, id))
+}
+
+// RemoveNode deletes one node's row.
+func (s *Store) RemoveNode(ctx context.Context, id string) error {
+	return affected(s.exec(ctx, `DELETE FROM cluster_nodes WHERE id = ?`, id))
+}
+
+// ListLeases returns every lease by name.
+func (s *Store) ListLeases(ctx context.Context) ([]*store.Lease, error) {
+	rows, err := s.query(ctx, `SELECT name, holder, expires_at FROM leases ORDER BY name`)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer rows.Close()
+	var out []*store.Lease
+	for rows.Next() {
+		l := &store.Lease{}
+		if err := rows.Scan(&l.Name, &l.Holder, tcol(&l.ExpiresAt)); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
 }

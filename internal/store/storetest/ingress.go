@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,25 @@ func testIngress(t *testing.T, s store.Store) {
 	all, _ := s.ListSourceSecrets(ctx, "src-gh", false)
 	if len(secs) != 1 || secs[0].ID != "s2" || len(all) != 2 || all[0].RevokedAt == nil || !all[0].RevokedAt.Equal(at(5)) {
 		t.Fatalf("after revoke: active %+v all %+v", secs, all)
+	}
+	// Re-encryption at rest rewrites stored values in place, a revoked
+	// secret's too; unknown ids are ErrNotFound; the scrub runs.
+	must(t, s.SetSourceWebhookSecret(ctx, "src-gh", "sealed-form"))
+	must(t, s.SetSourceSecretValue(ctx, "s1", "sealed-one"))
+	if err := s.SetSourceWebhookSecret(ctx, "nope", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rewrite of an unknown source: %v", err)
+	}
+	if err := s.SetSourceSecretValue(ctx, "nope", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rewrite of an unknown secret: %v", err)
+	}
+	if sc, ok := s.(interface{ ScrubSourceSecrets(context.Context) error }); ok {
+		must(t, sc.ScrubSourceSecrets(ctx))
+	}
+	if got, _ := s.GetSource(ctx, "src-gh"); got.WebhookSecret != "sealed-form" {
+		t.Fatalf("source secret after rewrite: %q", got.WebhookSecret)
+	}
+	if all, _ := s.ListSourceSecrets(ctx, "src-gh", false); all[0].Secret != "sealed-one" || all[0].RevokedAt == nil {
+		t.Fatalf("revoked secret after rewrite: %+v", all[0])
 	}
 
 	// Accept once, concurrently: exactly one winner, one primary entry.

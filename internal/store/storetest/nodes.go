@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/store"
 )
@@ -12,7 +13,7 @@ import (
 // a drain of "" every node; an unknown node is ErrNotFound.
 func testNodes(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	a := &store.ClusterNode{ID: "node-a", Address: "http://a:1", Version: "v1", StartedAt: at(0), HeartbeatAt: at(1), JobsRunning: 2}
+	a := &store.ClusterNode{ID: "node-a", Address: "http://a:1", Version: "v1", StartedAt: at(0), HeartbeatAt: at(1), JobsRunning: 2, AgentsConnected: 4}
 	b := &store.ClusterNode{ID: "node-b", Address: "http://b:1", Version: "v1", StartedAt: at(0), HeartbeatAt: at(1)}
 	for _, n := range []*store.ClusterNode{a, b} {
 		if d, err := s.HeartbeatNode(ctx, n); err != nil || d {
@@ -32,7 +33,7 @@ func testNodes(t *testing.T, s store.Store) {
 	}
 	list, err := s.ListNodes(ctx)
 	must(t, err)
-	if len(list) != 2 || list[0].ID != "node-a" || !list[0].HeartbeatAt.Equal(at(5)) || list[0].JobsRunning != 3 ||
+	if len(list) != 2 || list[0].ID != "node-a" || !list[0].HeartbeatAt.Equal(at(5)) || list[0].JobsRunning != 3 || list[0].AgentsConnected != 4 ||
 		list[0].Address != "http://a:1" || !list[0].StartedAt.Equal(at(0)) || list[0].Draining || !list[1].Draining {
 		t.Fatalf("nodes = %+v %+v", list[0], list[len(list)-1])
 	}
@@ -46,5 +47,30 @@ func testNodes(t *testing.T, s store.Store) {
 		if n.Draining {
 			t.Fatalf("%s still draining after the cluster-wide resume", n.ID)
 		}
+	}
+	// A node gone for good is removed; its lease rows say who held what.
+	if err := s.RemoveNode(ctx, "node-zz"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("remove of an unknown node: %v, want ErrNotFound", err)
+	}
+	must(t, s.RemoveNode(ctx, "node-b"))
+	list, _ = s.ListNodes(ctx)
+	if len(list) != 1 || list[0].ID != "node-a" {
+		t.Fatalf("after removing node-b: %+v", list)
+	}
+	ok, err := s.AcquireLease(ctx, "nodes-test-lease", "node-a", time.Hour)
+	must(t, err)
+	if !ok {
+		t.Fatal("lease not acquired")
+	}
+	leases, err := s.ListLeases(ctx)
+	must(t, err)
+	found := false
+	for _, l := range leases {
+		if l.Name == "nodes-test-lease" {
+			found = l.Holder == "node-a" && l.ExpiresAt.After(time.Now())
+		}
+	}
+	if !found {
+		t.Fatalf("leases = %+v, want nodes-test-lease held by node-a", leases)
 	}
 }

@@ -1,0 +1,44 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+)
+
+// drainPoll is how often the drain before stop looks at the running jobs.
+const drainPoll = 100 * time.Millisecond
+
+// drainBeforeStop is the first step of a graceful stop (SIGTERM): the node
+// drains, whatever the registry's flag says (heartbeat keeps it so), so
+// new jobs stay queued for the other nodes or for this node's restart,
+// and it waits up to KICI_SHUTDOWN_GRACE_MS for the jobs running on its
+// agents, spawned and static, to finish and report. ctx is the node's
+// loops' context, still live: heartbeats go on during the wait, so the
+// registry shows the node's falling count. A job still running when the
+// grace ends is left to the rest of the stop: a static agent fails over
+// to another node with it; a spawned agent is stopped and cancels it.
+func (s *Server) drainBeforeStop(ctx context.Context) {
+	grace := s.cfg.ShutdownGrace
+	s.stopping.Store(true)
+	s.runctl.SetDraining(true)
+	s.heartbeat(ctx)
+	running := s.dispatcher.JobsRunning()
+	if grace <= 0 || running == 0 {
+		return
+	}
+	s.log.Info("stopping: draining first; running jobs finish before the node stops", "jobsRunning", running, "grace", grace)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for s.dispatcher.JobsRunning() > 0 {
+		select {
+		case <-deadline.C:
+			s.log.Warn("stopping: shutdown grace (KICI_SHUTDOWN_GRACE_MS) over with jobs still running; static agents fail over to other nodes, jobs of agents this node spawned are cancelled",
+				"jobsRunning", s.dispatcher.JobsRunning(), "grace", grace)
+			return
+		case <-tick.C:
+		}
+	}
+	s.log.Info("stopping: drained, no job running")
+}
