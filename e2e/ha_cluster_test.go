@@ -86,7 +86,7 @@ var haSecretKey = strings.Repeat("5a", 32)
 // marks directory when empty) and serves its lock through the fake.
 func newHAFixture(t *testing.T, jobMarks string) *haCluster {
 	t.Helper()
-	c := &haCluster{marks: stepDir(t, 0o777)}
+	c := &haCluster{marks: marksDir(t)}
 	if jobMarks == "" {
 		jobMarks = c.marks
 	}

@@ -37,7 +37,7 @@ func (l *lockedBuffer) String() string {
 // at the next line, and prints every line exactly once, in order, then
 // exits 0 when the run is over.
 func TestLogsFollowAcrossOrchestratorRestartPrintsEveryLineOnce(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: chatty
 on: {push: {branches: [main]}}
 jobs:

@@ -275,7 +275,7 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 // runs the on-cancel cleanup step, ends the run cancelled, and leaves no
 // process on the host.
 func TestGracefulCancelSIGKILLsTrappingStepRunsCleanupAndLeavesNoProcess(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: deploy
 on: {push: {branches: [main]}}
 jobs:
@@ -357,7 +357,7 @@ jobs:
 // started job at once ("agent lost", never silently re-run), the run ends,
 // and the step's processes die with the agent.
 func TestKillNineAgentMidStepFailsJobFastAndLeavesNothing(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: long
 on: {push: {branches: [main]}}
 jobs:
@@ -399,7 +399,7 @@ jobs:
 // id, its status reports land, the downstream job is dispatched, the run
 // completes, and no job runs twice.
 func TestOrchestratorKillNineRestartCompletesRunOnceAndAgentReportsLand(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: twostep
 on: {push: {branches: [main]}}
 jobs:
@@ -489,7 +489,7 @@ jobs:
 // nothing): running jobs finish, new ones stay queued with reason
 // "draining", resume dispatches them.
 func TestDrainFinishesRunningJobsHoldsQueuedOnesAndResumeDispatches(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: gated
 on: {push: {branches: [main]}}
 jobs:
@@ -541,7 +541,7 @@ jobs:
 // (cancel-in-progress, KiCI's default): a second push to the same group
 // cancels the first run, which ends cancelled, and the second succeeds.
 func TestConcurrencyGroupNewestPushCancelsInProgressRun(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: deploy
 on: {push: {branches: [main]}}
 concurrency: deploy-${branch}
@@ -577,7 +577,7 @@ jobs:
 // of peer row 21: with cancelInProgress false the second run waits,
 // pending, until the first ends, then runs; executions never overlap.
 func TestConcurrencyGroupQueuedRunsRunOneAfterTheOther(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: migrate
 on: {push: {branches: [main]}}
 concurrency: {group: "db-${repo}", cancelInProgress: false}
@@ -721,7 +721,7 @@ func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr st
 // same identity re-registers without its job, which then fails at once
 // instead of hanging until a timeout.
 func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	env := []string{"KICI_RECOVERY_WINDOW_MS=60000"}
@@ -773,7 +773,7 @@ func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *t
 // within the stale threshold, the run fails, and once the agent thaws it
 // obeys the orchestrator's cancel and its step leaves nothing running.
 func TestStalledAgentJobTimesOutStaleAndRunEnds(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: stall
 on: {push: {branches: [main]}}
 jobs:
@@ -824,7 +824,7 @@ jobs:
 // TestAgentSIGUSR1DrainsFinishesJobAndExits: SIGUSR1 makes a static agent
 // finish its running job, take no new one (it stays queued), and exit 0.
 func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	o := startOrchestratorAt(t, dataDir, port)
@@ -862,7 +862,7 @@ func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 // spawned agent is stopped while its socket is still served, its job's
 // cancelled status lands, and a restarted orchestrator shows it at once.
 func TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: slow
 on: {push: {branches: [main]}}
 jobs:
