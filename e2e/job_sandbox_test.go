@@ -166,3 +166,99 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// homeWorkflow has two jobs, one after the other: each checks that its
+// HOME is empty, leaves a file, a cache directory and its HOME's path
+// (for the test) behind.
+func homeWorkflow(marks string) string {
+	step := `
+      - run: |
+          echo "home=$HOME uid=$(id -u)"
+          left=$(ls -A "$HOME")
+          if [ -n "$left" ]; then echo "HOME not empty: $left"; exit 1; fi
+          echo "left by $KICI_JOB_NAME" > "$HOME/leftover"
+          mkdir -p "$HOME/.cache/go-build" && echo planted > "$HOME/.cache/go-build/entry"
+          echo "$HOME" > ` + marks + `/home-$KICI_JOB_NAME
+`
+	return `name: homes
+on:
+  push:
+    branches: [main]
+jobs:
+  first:
+    steps:` + step + `  second:
+    needs: [first]
+    steps:` + step
+}
+
+// TestEachJobGetsAFreshHomeRemovedAfter: on the embedded default each job
+// starts with an empty HOME of its own — nothing the job before left in
+// it (a planted build-cache entry included) is there — and the HOME is
+// gone from the host once the job ended. Before, every job of the host
+// shared the step user's HOME.
+func TestEachJobGetsAFreshHomeRemovedAfter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("steps run as another user than the agent's only under a root agent (as in CI here)")
+	}
+	marks := marksDir(t)
+	o := startOrchestrator(t)
+	_, delivery := o.push(t, repoWithWorkflow(t, homeWorkflow(marks)), "")
+	runID := o.runOf(t, delivery)
+	r := o.waitRunStatus(t, runID, 2*time.Minute, "success", "failed", "cancelled")
+	jobs := o.jobsOf(t, runID)
+	if r.Status != "success" {
+		t.Fatalf("run %s: %s\nsecond job's log:\n%s", r.Status, r.FailureReason, o.logText(t, runID, jobs["second"].JobID, 0))
+	}
+	homes := map[string]bool{}
+	for _, name := range []string{"first", "second"} {
+		b, err := os.ReadFile(filepath.Join(marks, "home-"+name))
+		if err != nil {
+			t.Fatalf("job %s did not say its HOME: %v", name, err)
+		}
+		home := strings.TrimSpace(string(b))
+		homes[home] = true
+		if _, err := os.Lstat(home); !os.IsNotExist(err) {
+			t.Errorf("job %s's HOME %s is still there after the job: %v", name, home, err)
+		}
+	}
+	if len(homes) != 2 {
+		t.Errorf("both jobs had the HOME %v", homes)
+	}
+}
+
+// TestMatrixOnFreshWorkDirAllLegsStart: eight legs of a matrix start at
+// once, each on its own freshly spawned agent, on a work directory that
+// does not exist yet. Every leg must run: setting up a job's identity and
+// HOME must not race with the other agents doing the same (before, a leg
+// could fail in its first milliseconds with "step user home: … is not a
+// directory owned by uid 999").
+func TestMatrixOnFreshWorkDirAllLegsStart(t *testing.T) {
+	work := filepath.Join(stepDir(t, 0o711), "fresh-work")
+	o := startOrchestrator(t, "KICI_WORK_DIR="+work, "KICI_MAX_AGENTS=8")
+	_, delivery := o.push(t, repoWithWorkflow(t, `name: legs
+on:
+  push:
+    branches: [main]
+jobs:
+  leg:
+    matrix:
+      n: ["1", "2", "3", "4", "5", "6", "7", "8"]
+    steps:
+      - run: |
+          test -z "$(ls -A "$HOME")"
+          echo "leg $KICI_MATRIX_N" > "$HOME/mine" && cat "$HOME/mine"
+`), "")
+	runID := o.runOf(t, delivery)
+	r := o.waitRunStatus(t, runID, 3*time.Minute, "success", "failed", "cancelled")
+	if r.Status != "success" {
+		for name, j := range o.jobsOf(t, runID) {
+			if j.Status != "success" {
+				t.Errorf("leg %s %s: %s", name, j.Status, j.ErrorMessage)
+			}
+		}
+		t.Fatalf("run %s: %s", r.Status, r.FailureReason)
+	}
+	if n := len(o.jobsOf(t, runID)); n != 8 {
+		t.Errorf("%d legs, want 8", n)
+	}
+}
