@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 // The job sandbox on the embedded default (bare-metal agents spawned by a
@@ -17,7 +21,7 @@ import (
 // victimWorkflow holds a secret of its org in a live process's environment
 // and leaves files in its workspace, HOME and /tmp, then waits to be
 // cancelled.
-func victimWorkflow(marks string) string {
+func victimWorkflow(ready string) string {
 	return `name: victim
 on:
   push:
@@ -34,7 +38,7 @@ jobs:
           echo victim-planted > victim-ws-file
           echo victim-planted > /tmp/victim-tmp-file || true
           echo victim-planted > "$TMPDIR/victim-tmpdir-file"
-          touch ` + marks + `/ready
+          ` + ready + `
           exec sleep 300
 `
 }
@@ -91,6 +95,37 @@ func TestConcurrentJobCannotReachAnotherJob(t *testing.T) {
 	work := filepath.Join(stepDir(t, 0o711), "work")
 	marks := marksDir(t)
 	o := startOrchestrator(t, "KICI_WORK_DIR="+work)
+	log, self := crossJobAttack(t, o, work, "touch "+marks+"/ready", func() bool {
+		_, err := os.Stat(filepath.Join(marks, "ready"))
+		return err == nil
+	}, nil)
+	for _, l := range strings.Split(log, "\n") {
+		if d, ok := strings.CutPrefix(l, "work root: "); ok && d != "." && d != ".." && !strings.HasPrefix(self, filepath.Join(work, d)+"/") {
+			t.Errorf("the attacker sees %s in the work root, not its own work directory", d)
+		}
+		f := strings.Fields(l)
+		if len(f) < 3 || f[0] != "proc" {
+			continue
+		}
+		if f[2] == "kici-agent" || f[2] == "kici-orchestrat" {
+			t.Errorf("the attacker sees a host process: %s", l)
+		}
+		if cwd := strings.TrimPrefix(f[len(f)-1], "cwd="); cwd != "" && !strings.HasPrefix(cwd, self) && cwd != "/" {
+			t.Errorf("the attacker sees a process working outside its own workspace %s: %s", self, l)
+		}
+	}
+}
+
+// crossJobAttack sets up org globex's context secret and org acme's, starts
+// the victim job (which runs ready once it holds its secret; held reports
+// it), runs the attacker job while the victim runs, checks that the
+// attacker found nothing of the victim and returns the attacker's log and
+// workspace. adapt, when set, rewrites both workflows (another backend).
+func crossJobAttack(t *testing.T, o *orchestrator, work, ready string, held func() bool, adapt func(string) string) (log, self string) {
+	t.Helper()
+	if adapt == nil {
+		adapt = func(s string) string { return s }
+	}
 	bsec := "bsec-" + randomHex(t)
 	asec := "asec-" + randomHex(t)
 	o.admin(t, "context", "create", "--org", "globex", "--name", "vault")
@@ -100,11 +135,11 @@ func TestConcurrentJobCannotReachAnotherJob(t *testing.T) {
 	o.admin(t, "context", "bind", "--org", "acme", "--env", "release", "--scope", "release")
 	o.adminIn(t, asec+"\n", "secret", "set", "--org", "acme", "release", "asec", "--from-stdin")
 
-	victimRepo := repoWithWorkflow(t, victimWorkflow(marks))
+	victimRepo := repoWithWorkflow(t, adapt(victimWorkflow(ready)))
 	victimSrc := o.admin(t, "source", "add", "local", "--org", "globex", "--path", victimRepo, "--name", "victim", "--quiet")
 	victimRun := o.runOf(t, o.admin(t, "source", "trigger-local", victimSrc, "--quiet"))
 	waitFor(t, 2*time.Minute, "the victim job to hold its secret", func() bool {
-		if _, err := os.Stat(filepath.Join(marks, "ready")); err == nil {
+		if held() {
 			return true
 		}
 		if v := o.waitRunStatus(t, victimRun, time.Second, "queued", "pending", "running", "success", "failed", "cancelled"); v.Status != "running" && v.Status != "queued" && v.Status != "pending" {
@@ -112,11 +147,15 @@ func TestConcurrentJobCannotReachAnotherJob(t *testing.T) {
 		}
 		return false
 	})
+	defer func() {
+		o.admin(t, "runs", "cancel", victimRun)
+		o.waitRunStatus(t, victimRun, time.Minute, "cancelled", "failed", "success")
+	}()
 
-	_, delivery := o.push(t, repoWithWorkflow(t, attackerWorkflow(work)), "")
+	_, delivery := o.push(t, repoWithWorkflow(t, adapt(attackerWorkflow(work))), "")
 	attackRun := o.runOf(t, delivery)
 	r := o.waitRunStatus(t, attackRun, 2*time.Minute, "success", "failed", "cancelled")
-	log := o.logText(t, attackRun, o.jobsOf(t, attackRun)["attacker"].JobID, 0)
+	log = o.logText(t, attackRun, o.jobsOf(t, attackRun)["attacker"].JobID, 0)
 	t.Logf("attacker step log:\n%s", log)
 	if r.Status != "success" || !strings.Contains(log, "probe done") || !strings.Contains(log, "own environ readable") {
 		t.Fatalf("attacker run %s, or its probe did not run to the end or could not read its own environ", r.Status)
@@ -129,32 +168,15 @@ func TestConcurrentJobCannotReachAnotherJob(t *testing.T) {
 			t.Errorf("the attacker's log contains %q: it reached the other job", leak)
 		}
 	}
-	var self string
 	for _, l := range strings.Split(log, "\n") {
 		if v, ok := strings.CutPrefix(l, "self pwd="); ok {
 			self, _, _ = strings.Cut(v, " ")
 		}
-	}
-	for _, l := range strings.Split(log, "\n") {
-		f := strings.Fields(l)
-		if len(f) < 3 || f[0] != "proc" {
-			continue
-		}
-		if f[2] == "sleep" || f[2] == "kici-agent" || f[2] == "kici-orchestrat" {
-			t.Errorf("the attacker sees another job's or the host's process: %s", l)
-		}
-		if cwd := strings.TrimPrefix(f[len(f)-1], "cwd="); cwd != "" && !strings.HasPrefix(cwd, self) && cwd != "/" {
-			t.Errorf("the attacker sees a process working outside its own workspace %s: %s", self, l)
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "proc" && f[2] == "sleep" {
+			t.Errorf("the attacker sees the other job's process: %s", l)
 		}
 	}
-	for _, l := range strings.Split(log, "\n") {
-		if d, ok := strings.CutPrefix(l, "work root: "); ok && d != "." && d != ".." && !strings.HasPrefix(self, filepath.Join(work, d)+"/") {
-			t.Errorf("the attacker sees %s in the work root, not its own work directory", d)
-		}
-	}
-
-	o.admin(t, "runs", "cancel", victimRun)
-	o.waitRunStatus(t, victimRun, time.Minute, "cancelled", "failed", "success")
+	return log, self
 }
 
 // randomHex is 16 random bytes in hex.
@@ -261,4 +283,43 @@ jobs:
 	if n := len(o.jobsOf(t, runID)); n != 8 {
 		t.Errorf("%d legs, want 8", n)
 	}
+}
+
+// TestConcurrentJobCannotReachAnotherJobOnContainerScaler runs the same
+// attack on the container backend: each job gets an agent container of its
+// own (one job per agent, then the container is removed), so the other
+// job's processes, workspace, HOME and /tmp are in another container.
+func TestConcurrentJobCannotReachAnotherJobOnContainerScaler(t *testing.T) {
+	cli := dockerClient(t)
+	buildAgentImage(t)
+	name := fmt.Sprintf("e2e-sbx-%d", os.Getpid())
+	t.Cleanup(func() {
+		for _, id := range scalerContainers(t, cli, name) {
+			_, _ = cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+containerScalerConfig(t, name, ""), "KICI_HOST=172.30.0.1")
+	inContainer := func(wf string) string {
+		wf = strings.Replace(wf, "    contexts:", "    runsOn: ctr\n    checkout: false\n    contexts:", 1)
+		return strings.Replace(wf, "        run: |", "        shell: sh\n        run: |", 1)
+	}
+	var victimRun string
+	crossJobAttack(t, o, "/tmp", "echo holding-secret", func() bool {
+		if victimRun == "" {
+			var list struct {
+				Runs []runView `json:"runs"`
+			}
+			o.get(t, "/api/v1/admin/runs", &list)
+			for _, r := range list.Runs {
+				if r.Status == "running" {
+					victimRun = r.RunID
+				}
+			}
+			if victimRun == "" {
+				return false
+			}
+		}
+		job := o.jobsOf(t, victimRun)["victim"]
+		return job.JobID != "" && strings.Contains(o.logText(t, victimRun, job.JobID, 0), "holding-secret")
+	}, inContainer)
 }

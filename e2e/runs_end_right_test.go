@@ -224,6 +224,40 @@ func liveProcess(pid int) bool {
 	return len(f) == 0 || f[0] != "Z"
 }
 
+// stepProcessAlive reports whether the process a step of run runID knew as
+// pid (`echo $$`) still lives. In the job sandbox a step's pids are those
+// of its own PID namespace: the host process is the one whose innermost
+// NSpid is pid (the host pid itself outside a namespace) and whose
+// environment carries the run's id.
+func stepProcessAlive(runID string, pid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		host, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			ids, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(ids)
+			if len(f) == 0 || f[len(f)-1] != strconv.Itoa(pid) {
+				break
+			}
+			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if strings.Contains(string(env), "KICI_RUN_ID="+runID+"\x00") && liveProcess(host) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // agentPIDs lists live kici-agent processes serving this orchestrator.
 func (o *orchestrator) agentPIDs() []int {
 	marker := "KICI_ORCHESTRATOR_URL=ws://" + strings.TrimPrefix(o.url, "http://") + "/ws"
@@ -253,7 +287,7 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 			}
 		}
 		for _, p := range pids {
-			if liveProcess(p) {
+			if stepProcessAlive(runID, p) {
 				left = append(left, strconv.Itoa(p))
 			}
 		}
