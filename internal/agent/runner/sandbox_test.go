@@ -61,7 +61,8 @@ func TestUIDPoolGivesEachLiveJobItsOwnUID(t *testing.T) {
 // sandbox with a job's view (own mount, PID and IPC namespaces, the host
 // remounted read-only, /tmp, /var/tmp and /dev/shm fresh, the work root
 // hidden, the job's work directory bound back, a fresh /proc) as a job's
-// uid; plus taking and freeing a job's uid. Needs root for the sandbox.
+// uid; the agent's probe of the sandbox at start; and taking and freeing a
+// job's uid. Needs root for the sandbox.
 //
 //	go test -run '^$' -bench BenchmarkStepStart -benchtime 50x ./internal/agent/runner
 func BenchmarkStepStart(b *testing.B) {
@@ -95,6 +96,17 @@ func BenchmarkStepStart(b *testing.B) {
 		view := []string{supervisor.TmpfsFlag + "/tmp", supervisor.TmpfsFlag + "/var/tmp", supervisor.TmpfsFlag + "/dev/shm",
 			supervisor.HideFlag + root, supervisor.BindFlag + work}
 		run(b, SandboxedSupervisor(plain, nil, nil), view, &StepUser{UID: 79999, GID: 79999})
+	})
+	b.Run("probe", func(b *testing.B) { // once per agent start
+		if os.Geteuid() != 0 {
+			b.Skip("the root sandbox needs root")
+		}
+		for b.Loop() {
+			if err := ProbeNamespaces(SandboxedSupervisor(plain, nil, nil)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/agent")
 	})
 	b.Run("uid", func(b *testing.B) {
 		pool := &UIDPool{First: 70000, Last: 79999, LockDir: b.TempDir()}
