@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/moby/moby/client"
 )
 
 // The job sandbox on the embedded default (bare-metal agents spawned by a
@@ -290,14 +286,7 @@ jobs:
 // own (one job per agent, then the container is removed), so the other
 // job's processes, workspace, HOME and /tmp are in another container.
 func TestConcurrentJobCannotReachAnotherJobOnContainerScaler(t *testing.T) {
-	cli := dockerClient(t)
-	buildAgentImage(t)
-	name := fmt.Sprintf("e2e-sbx-%d", os.Getpid())
-	t.Cleanup(func() {
-		for _, id := range scalerContainers(t, cli, name) {
-			_, _ = cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
-		}
-	})
+	_, name := containerScalerName(t, "e2e-sbx")
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+containerScalerConfig(t, name, ""), "KICI_HOST=172.30.0.1")
 	inContainer := func(wf string) string {
 		wf = strings.Replace(wf, "    contexts:", "    runsOn: ctr\n    checkout: false\n    contexts:", 1)
