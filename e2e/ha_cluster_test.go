@@ -40,7 +40,7 @@ jobs:
     steps:
       - shell: sh
         run: |
-          echo "$KICI_JOB_ID $(hostname) $(date +%s)" >> ` + marks + `/jobs
+          umask 0; echo "$KICI_JOB_ID $(hostname) $(date +%s)" >> ` + marks + `/jobs
           i=1
           while [ $i -le ` + strconv.Itoa(haLogLines) + ` ]; do echo "line $i of $KICI_RUN_ID"; i=$((i+1)); done
 `

@@ -399,7 +399,7 @@ jobs:
     steps:
       - run: |
           echo $$ > `+marks+`/pid
-          echo started >> `+marks+`/starts
+          umask 0; echo started >> `+marks+`/starts
           while true; do sleep 0.1; done
 `)
 	o := startOrchestrator(t)
@@ -440,13 +440,13 @@ jobs:
   first:
     steps:
       - run: |
-          echo first >> `+marks+`/runs
+          umask 0; echo first >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
           echo "first done"
   second:
     needs: [first]
     steps:
-      - run: echo second >> `+marks+`/runs
+      - run: umask 0; echo second >> `+marks+`/runs
 `)
 	dataDir := t.TempDir()
 	port := freePort(t)
@@ -530,7 +530,7 @@ jobs:
   work:
     steps:
       - run: |
-          echo run >> `+marks+`/runs
+          umask 0; echo run >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
 `)
 	o := startOrchestrator(t)
@@ -619,9 +619,9 @@ jobs:
   migrate:
     steps:
       - run: |
-          echo "start $KICI_RUN_ID" >> `+marks+`/log
+          umask 0; echo "start $KICI_RUN_ID" >> `+marks+`/log
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
-          echo "end $KICI_RUN_ID" >> `+marks+`/log
+          umask 0; echo "end $KICI_RUN_ID" >> `+marks+`/log
 `)
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
@@ -734,7 +734,7 @@ jobs:
     runsOn: static-box
     steps:
       - run: |
-          echo "start $KICI_RUN_ID" >> ` + marks + `/runs
+          umask 0; echo "start $KICI_RUN_ID" >> ` + marks + `/runs
           while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
 `
 }
@@ -903,7 +903,7 @@ jobs:
   wait:
     steps:
       - run: |
-          echo started >> `+marks+`/runs
+          umask 0; echo started >> `+marks+`/runs
           sleep 60
 `)
 	dataDir := t.TempDir()
