@@ -100,6 +100,22 @@ func scalerContainers(t *testing.T, cli *client.Client, name string) []string {
 	return ids
 }
 
+// containerScalerName builds the agent image and returns a Docker client
+// and a container scaler name of this test process (prefix-<pid>) whose
+// containers are removed at the end of the test.
+func containerScalerName(t *testing.T, prefix string) (*client.Client, string) {
+	t.Helper()
+	cli := dockerClient(t)
+	buildAgentImage(t)
+	name := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	t.Cleanup(func() {
+		for _, id := range scalerContainers(t, cli, name) {
+			_, _ = cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	return cli, name
+}
+
 func containerScalerConfig(t *testing.T, name, extra string) string {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "scalers.yaml")
@@ -124,14 +140,7 @@ scalers:
 // maxAgents exist, all are removed at the end; a container left by a
 // killed orchestrator is removed at the next start.
 func TestScalerContainerBackend(t *testing.T) {
-	cli := dockerClient(t)
-	buildAgentImage(t)
-	name := fmt.Sprintf("e2e-%d", os.Getpid())
-	t.Cleanup(func() {
-		for _, id := range scalerContainers(t, cli, name) {
-			_, _ = cli.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true})
-		}
-	})
+	cli, name := containerScalerName(t, "e2e")
 	repo := makeWorkflowRepo(t, strings.Replace(manyJobsWorkflow(4, "    runsOn: ctr\n    checkout: false\n"), "sleep 0.3", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes\n          sleep 1", 1))
 	cfg := containerScalerConfig(t, name, "")
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, "KICI_HOST=172.30.0.1")

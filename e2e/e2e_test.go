@@ -52,6 +52,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "temp dir:", err)
 		os.Exit(1)
 	}
+	// Steps leave marks for the tests in directories below marksRoot, the
+	// one host directory every job's sandbox shares (KICI_STEP_SHARED_PATHS).
+	marksRoot = filepath.Join(procTmp, "marks")
+	if err := os.Mkdir(marksRoot, 0o711); err != nil || os.Chmod(marksRoot, 0o711) != nil {
+		fmt.Fprintln(os.Stderr, "marks dir:", err)
+		os.Exit(1)
+	}
 	code := pgtest.RunMain(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -251,7 +258,7 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "TMPDIR="+procTmp)
+	return append(env, "TMPDIR="+procTmp, "KICI_STEP_SHARED_PATHS="+marksRoot)
 }
 
 func (o *orchestrator) stop(t *testing.T) {

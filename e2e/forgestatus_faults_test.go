@@ -89,7 +89,7 @@ func TestForgeStatusForgeDownForTheWholeRun(t *testing.T) {
 // kill -9 of the orchestrator between in_progress and completed: after the
 // restart the check is completed on the same check run, one per job.
 func TestForgeStatusKill9BetweenInProgressAndCompleted(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	wf := `name: ci
 on: {push: {branches: [main]}}
 jobs:

@@ -81,7 +81,7 @@ jobs:
 // A cancelled run: the running job's check ends cancelled, the job that
 // never started too.
 func TestForgeStatusCancelledRun(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	g := newGHForge(t, `name: ci
 on: {push: {branches: [main]}}
 jobs:

@@ -40,7 +40,7 @@ jobs:
     steps:
       - shell: sh
         run: |
-          echo "$KICI_JOB_ID $(hostname) $(date +%s)" >> ` + marks + `/jobs
+          umask 0; echo "$KICI_JOB_ID $(hostname) $(date +%s)" >> ` + marks + `/jobs
           i=1
           while [ $i -le ` + strconv.Itoa(haLogLines) + ` ]; do echo "line $i of $KICI_RUN_ID"; i=$((i+1)); done
 `
@@ -86,7 +86,7 @@ var haSecretKey = strings.Repeat("5a", 32)
 // marks directory when empty) and serves its lock through the fake.
 func newHAFixture(t *testing.T, jobMarks string) *haCluster {
 	t.Helper()
-	c := &haCluster{marks: stepDir(t, 0o777)}
+	c := &haCluster{marks: marksDir(t)}
 	if jobMarks == "" {
 		jobMarks = c.marks
 	}

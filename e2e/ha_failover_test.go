@@ -17,7 +17,7 @@ func TestClusterAgentFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	const first, total = 2000, 20000
 	c := startClusterHarness(t, 2, "KICI_RECOVERY_WINDOW_MS=60000")
 	b := c.Nodes[1]
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, first, total))
 	agent := c.StartStaticAgent(t, "static-f", c.MintStaticToken(t), c.WSURLs(0))
 	waitFor(t, 30*time.Second, "the agent to register with node A", func() bool {
@@ -55,7 +55,7 @@ func TestClusterAgentFailsOverWhenItsNodeIsKilled(t *testing.T) {
 func TestClusterCancelThroughNodeBReachesAgentOnNodeA(t *testing.T) {
 	c := startClusterHarness(t, 2)
 	a, b := c.Nodes[0], c.Nodes[1]
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, 10, 20)) // the gate never opens
 	c.StartStaticAgent(t, "static-c", c.MintStaticToken(t), c.WSURL(0))
 	_, delivery := a.push(t, repo, "")
@@ -83,7 +83,7 @@ func TestClusterCancelThroughNodeBReachesAgentOnNodeA(t *testing.T) {
 func TestClusterJobEnqueuedOnNodeADispatchedByNodeBOnWakeUp(t *testing.T) {
 	c := startClusterHarness(t, 2)
 	a := c.Nodes[0]
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, 3, 3))
 	write(t, filepath.Join(marks, "gate"), "")
 	c.StartStaticAgent(t, "static-w", c.MintStaticToken(t), c.WSURL(1))
@@ -148,7 +148,7 @@ func TestClusterSpawnedAgentGetsEveryNodeURL(t *testing.T) {
 		}
 		return false
 	})
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, strings.Replace(gatedPrinterWorkflow(marks, 1, 1), "    runsOn: static-box\n", "", 1))
 	_, delivery := a.push(t, repo, "")
 	runID := a.runOf(t, delivery)

@@ -22,7 +22,7 @@ jobs:
       - name: print
         run: |
           seq 1 %d | sed 's/^/line /'
-          echo started >> %s/runs
+          umask 0; echo started >> %s/runs
           while [ ! -f %s/gate ]; do sleep 0.1; done
           i=%d
           while [ $i -lt %d ]; do
@@ -49,7 +49,7 @@ func TestClusterLogsOfJobOnNodeAReadThroughNodeB(t *testing.T) {
 	const first, total = 1000, 6000
 	c := startClusterHarness(t, 2)
 	a, b := c.Nodes[0], c.Nodes[1]
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, first, total))
 	c.StartStaticAgent(t, "static-a", c.MintStaticToken(t), c.WSURL(0))
 	_, delivery := a.push(t, repo, "")

@@ -37,7 +37,7 @@ func (l *lockedBuffer) String() string {
 // at the next line, and prints every line exactly once, in order, then
 // exits 0 when the run is over.
 func TestLogsFollowAcrossOrchestratorRestartPrintsEveryLineOnce(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: chatty
 on: {push: {branches: [main]}}
 jobs:
@@ -47,7 +47,7 @@ jobs:
       - name: talk
         run: |
           for i in $(seq 1 40); do echo "line $i"; done
-          echo started >> `+marks+`/runs
+          umask 0; echo started >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
           for i in $(seq 41 80); do echo "line $i"; sleep 0.02; done
 `)

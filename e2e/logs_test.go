@@ -124,7 +124,7 @@ jobs:
 // for 10 s; after the restart the agent replays what it held and every
 // line is stored exactly once, in order.
 func TestLogsSurviveTenSecondOrchestratorOutage(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	// 450,000 lines over about 15 s: during the outage the agent holds more
 	// than its 8 MiB memory bound (so it spills) and more than the 5,000
 	// frames an older agent kept before dropping the oldest.

@@ -16,7 +16,7 @@ import (
 // intervals, 120 s by default) ends it. The step's process died with its
 // agent.
 func TestOrchestratorAndAgentDieTogetherJobEndsAtRestart(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: long
 on: {push: {branches: [main]}}
 jobs:

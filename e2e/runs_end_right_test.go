@@ -224,6 +224,40 @@ func liveProcess(pid int) bool {
 	return len(f) == 0 || f[0] != "Z"
 }
 
+// stepProcessAlive reports whether the process a step of run runID knew as
+// pid (`echo $$`) still lives. In the job sandbox a step's pids are those
+// of its own PID namespace: the host process is the one whose innermost
+// NSpid is pid (the host pid itself outside a namespace) and whose
+// environment carries the run's id.
+func stepProcessAlive(runID string, pid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		host, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			ids, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(ids)
+			if len(f) == 0 || f[len(f)-1] != strconv.Itoa(pid) {
+				break
+			}
+			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if strings.Contains(string(env), "KICI_RUN_ID="+runID+"\x00") && liveProcess(host) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // agentPIDs lists live kici-agent processes serving this orchestrator.
 func (o *orchestrator) agentPIDs() []int {
 	marker := "KICI_ORCHESTRATOR_URL=ws://" + strings.TrimPrefix(o.url, "http://") + "/ws"
@@ -253,7 +287,7 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 			}
 		}
 		for _, p := range pids {
-			if liveProcess(p) {
+			if stepProcessAlive(runID, p) {
 				left = append(left, strconv.Itoa(p))
 			}
 		}
@@ -275,7 +309,7 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 // runs the on-cancel cleanup step, ends the run cancelled, and leaves no
 // process on the host.
 func TestGracefulCancelSIGKILLsTrappingStepRunsCleanupAndLeavesNoProcess(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: deploy
 on: {push: {branches: [main]}}
 jobs:
@@ -357,7 +391,7 @@ jobs:
 // started job at once ("agent lost", never silently re-run), the run ends,
 // and the step's processes die with the agent.
 func TestKillNineAgentMidStepFailsJobFastAndLeavesNothing(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: long
 on: {push: {branches: [main]}}
 jobs:
@@ -365,7 +399,7 @@ jobs:
     steps:
       - run: |
           echo $$ > `+marks+`/pid
-          echo started >> `+marks+`/starts
+          umask 0; echo started >> `+marks+`/starts
           while true; do sleep 0.1; done
 `)
 	o := startOrchestrator(t)
@@ -399,20 +433,20 @@ jobs:
 // id, its status reports land, the downstream job is dispatched, the run
 // completes, and no job runs twice.
 func TestOrchestratorKillNineRestartCompletesRunOnceAndAgentReportsLand(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: twostep
 on: {push: {branches: [main]}}
 jobs:
   first:
     steps:
       - run: |
-          echo first >> `+marks+`/runs
+          umask 0; echo first >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
           echo "first done"
   second:
     needs: [first]
     steps:
-      - run: echo second >> `+marks+`/runs
+      - run: umask 0; echo second >> `+marks+`/runs
 `)
 	dataDir := t.TempDir()
 	port := freePort(t)
@@ -489,14 +523,14 @@ jobs:
 // nothing): running jobs finish, new ones stay queued with reason
 // "draining", resume dispatches them.
 func TestDrainFinishesRunningJobsHoldsQueuedOnesAndResumeDispatches(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: gated
 on: {push: {branches: [main]}}
 jobs:
   work:
     steps:
       - run: |
-          echo run >> `+marks+`/runs
+          umask 0; echo run >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
 `)
 	o := startOrchestrator(t)
@@ -541,7 +575,7 @@ jobs:
 // (cancel-in-progress, KiCI's default): a second push to the same group
 // cancels the first run, which ends cancelled, and the second succeeds.
 func TestConcurrencyGroupNewestPushCancelsInProgressRun(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: deploy
 on: {push: {branches: [main]}}
 concurrency: deploy-${branch}
@@ -577,7 +611,7 @@ jobs:
 // of peer row 21: with cancelInProgress false the second run waits,
 // pending, until the first ends, then runs; executions never overlap.
 func TestConcurrencyGroupQueuedRunsRunOneAfterTheOther(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: migrate
 on: {push: {branches: [main]}}
 concurrency: {group: "db-${repo}", cancelInProgress: false}
@@ -585,9 +619,9 @@ jobs:
   migrate:
     steps:
       - run: |
-          echo "start $KICI_RUN_ID" >> `+marks+`/log
+          umask 0; echo "start $KICI_RUN_ID" >> `+marks+`/log
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
-          echo "end $KICI_RUN_ID" >> `+marks+`/log
+          umask 0; echo "end $KICI_RUN_ID" >> `+marks+`/log
 `)
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
@@ -700,7 +734,7 @@ jobs:
     runsOn: static-box
     steps:
       - run: |
-          echo "start $KICI_RUN_ID" >> ` + marks + `/runs
+          umask 0; echo "start $KICI_RUN_ID" >> ` + marks + `/runs
           while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
 `
 }
@@ -721,7 +755,7 @@ func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr st
 // same identity re-registers without its job, which then fails at once
 // instead of hanging until a timeout.
 func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	env := []string{"KICI_RECOVERY_WINDOW_MS=60000"}
@@ -773,7 +807,7 @@ func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *t
 // within the stale threshold, the run fails, and once the agent thaws it
 // obeys the orchestrator's cancel and its step leaves nothing running.
 func TestStalledAgentJobTimesOutStaleAndRunEnds(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: stall
 on: {push: {branches: [main]}}
 jobs:
@@ -824,7 +858,7 @@ jobs:
 // TestAgentSIGUSR1DrainsFinishesJobAndExits: SIGUSR1 makes a static agent
 // finish its running job, take no new one (it stays queued), and exit 0.
 func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, staticGatedWorkflow(marks))
 	dataDir, port := t.TempDir(), freePort(t)
 	o := startOrchestratorAt(t, dataDir, port)
@@ -863,14 +897,14 @@ func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 // spawned agent is stopped while its socket is still served, its job's
 // cancelled status lands, and a restarted orchestrator shows it at once.
 func TestOrchestratorSIGTERMEndsSpawnedAgentsJobsAsCancelled(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, `name: slow
 on: {push: {branches: [main]}}
 jobs:
   wait:
     steps:
       - run: |
-          echo started >> `+marks+`/runs
+          umask 0; echo started >> `+marks+`/runs
           sleep 60
 `)
 	dataDir := t.TempDir()

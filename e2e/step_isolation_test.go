@@ -114,8 +114,8 @@ func runProbe(t *testing.T, extraEnv ...string) (*orchestrator, string) {
 // orchestrator's data directory (admin-token, kici.db, secret.key), nor the
 // orchestrator's /proc/<pid>/environ.
 //
-// As root (as in CI here) steps run as the unprivileged step user
-// (kici-step): the test checks every read is refused and, as a control,
+// As root (as in CI here) each job's steps run as a uid of the job's own in
+// the job sandbox: the test checks every read is refused and, as a control,
 // that the same probe with KICI_STEP_USER=root reads them all, so the test
 // cannot pass because the probe is blind. As a normal user steps run as
 // that user, which owns the data directory: nothing can keep them out, so
@@ -186,10 +186,15 @@ func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
 			t.Errorf("the step could read %s", f)
 		}
 	}
-	for _, want := range []string{"kici-agent environ unreadable", "kici-orchestrat environ unreadable"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("step log lacks %q", want)
+	// In the job sandbox the agent and the orchestrator have no pid in the
+	// step's PID namespace at all: the walk up ends at its supervisor, pid 1.
+	for _, comm := range []string{"kici-agent", "kici-orchestrat"} {
+		if strings.Contains(log, comm+" environ readable") {
+			t.Errorf("the step read the environ of %s", comm)
 		}
+	}
+	if strings.Contains(log, "ancestor 0 kici-step-super environ readable") {
+		t.Errorf("the step read its (root) supervisor's environ")
 	}
 
 	// Control: steps kept as root read all four, so the probe is not blind.

@@ -197,7 +197,7 @@ func (b *browser) postStatus(path string, fields map[string]string) int {
 // runs page letting the held run proceed.
 func TestWebUIInChromium(t *testing.T) {
 	chromiumPath(t)
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	o := startOrchestrator(t)
 	o.admin(t, "context", "create", "--org", "acme", "--name", "release", "--required-reviewers", "alice")
 	repo := t.TempDir()

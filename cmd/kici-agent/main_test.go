@@ -129,7 +129,7 @@ func TestHelpAndVersion(t *testing.T) {
 func TestScalerManagedRunsOneJobAndLeavesNothing(t *testing.T) {
 	srv := agenttest.NewServer(t, agenttest.Options{Token: "kat_test", PendingDispatch: true})
 	work := stepDir(t, 0o711)
-	pids := filepath.Join(stepDir(t, 0o777), "pids")
+	mark := sleepMark()
 	p := startBin(t, []string{
 		"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_AGENT_TOKEN=kat_test", "KICI_AGENT_ID=spawned-1",
 		"KICI_SCALER_MANAGED=true", "KICI_WORK_DIR=" + work,
@@ -140,7 +140,7 @@ func TestScalerManagedRunsOneJobAndLeavesNothing(t *testing.T) {
 	}
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1", JobName: "j"}, lockfile.Job{
 		Name: "j", Checkout: boolPtr(false),
-		Steps: []lockfile.Step{{Name: "bg", Run: "sleep 300 &\necho $$ $! > " + pids + "\necho started"}},
+		Steps: []lockfile.Step{{Name: "bg", Run: "sleep " + mark + " &\necho started"}},
 	})
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())
@@ -152,27 +152,16 @@ func TestScalerManagedRunsOneJobAndLeavesNothing(t *testing.T) {
 	if !strings.Contains(srv.LogText("j1", 0), "started") {
 		t.Errorf("log: %q", srv.LogText("j1", 0))
 	}
-	b, err := os.ReadFile(pids)
-	if err != nil {
-		t.Fatal(err)
+	if g := p.cmd.Process.Pid; groupAlive(g) {
+		t.Errorf("the agent's process group %d still has live processes", g)
 	}
-	f := strings.Fields(string(b))
-	stepGroup, _ := strconv.Atoi(f[0])
-	bgPid, _ := strconv.Atoi(f[1])
-	for _, g := range []int{p.cmd.Process.Pid, stepGroup} {
-		if groupAlive(g) {
-			t.Errorf("process group %d still has live processes", g)
-		}
+	if pid := hostPidOf(mark); pid > 0 {
+		t.Errorf("background step process sleep %s (pid %d) survived", mark, pid)
 	}
-	if pidAlive(bgPid) {
-		t.Errorf("background step process %d survived", bgPid)
-	}
-	// Only the step user's home (its build caches) stays between jobs.
+	// Nothing of the job stays, not even a HOME: each job had its own.
 	ents, _ := os.ReadDir(work)
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".home-") {
-			t.Errorf("work dir left behind: %v", e.Name())
-		}
+		t.Errorf("work dir left behind: %v", e.Name())
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,19 +33,47 @@ func stepDir(t *testing.T, mode os.FileMode) string {
 	return d
 }
 
-// waitPidFile waits for a step to write its pid to path.
-func waitPidFile(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+// sleepMark is a `sleep` duration (300 s and a random fraction) that names
+// one process: a step's pids are those of its own PID namespace, so the
+// test finds the host's pid by the argument instead (hostPidOf).
+func sleepMark() string {
+	return fmt.Sprintf("300.%09d", time.Now().UnixNano()%1e9)
+}
+
+// hostPidOf returns the host pid of a live process whose argv has arg, 0
+// when there is none.
+func hostPidOf(arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg && pidAlive(pid) {
 				return pid
 			}
 		}
+	}
+	return 0
+}
+
+// waitHostPid waits for a step's process with arg in its argv to run and
+// returns its host pid.
+func waitHostPid(t *testing.T, arg string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if pid := hostPidOf(arg); pid > 0 {
+			return pid
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("the step never wrote its pid")
+	t.Fatalf("the step's sleep %s never ran", arg)
 	return 0
 }
 
@@ -61,16 +90,16 @@ func TestKilledAgentTakesItsStepsProcessTreeWithIt(t *testing.T) {
 
 func killedAgentTakesStepsWithIt(t *testing.T, bin string) {
 	srv := agenttest.NewServer(t, agenttest.Options{})
-	marks := stepDir(t, 0o777)
 	p := startBinFrom(t, bin, nil, []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_WORK_DIR=" + stepDir(t, 0o711)})
 	srv.WaitRegistrations(t, 1, 20*time.Second)
+	childMark, escapedMark := sleepMark(), sleepMark()+"1"
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "r1", JobID: "j1"}, lockfile.Job{
 		Name: "j", Checkout: boolPtr(false), Steps: []lockfile.Step{{Name: "deploy", Run: "" +
-			"setsid sh -c 'echo $$ > " + filepath.Join(marks, "escaped") + "; exec sleep 300' &\n" +
-			"sh -c 'echo $$ > " + filepath.Join(marks, "child") + "; exec sleep 300'\n"}},
+			"setsid sh -c 'exec sleep " + escapedMark + "' &\n" +
+			"sh -c 'exec sleep " + childMark + "'\n"}},
 	})
-	child := waitPidFile(t, filepath.Join(marks, "child"))
-	escaped := waitPidFile(t, filepath.Join(marks, "escaped"))
+	child := waitHostPid(t, childMark)
+	escaped := waitHostPid(t, escapedMark)
 	if !pidAlive(child) || !pidAlive(escaped) {
 		t.Fatal("step processes not running before the kill")
 	}

@@ -142,7 +142,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		AgentBinary:        opts.AgentBinary,
 	}
 	if c := opts.Confinement; c != nil {
-		ropts.StepUser, ropts.RefuseUntrusted = c.StepUser, c.RefuseUntrusted
+		ropts.StepUser, ropts.UIDs, ropts.RefuseUntrusted = c.StepUser, c.UIDs, c.RefuseUntrusted
 	}
 	a.runner = runner.New(ropts, emitter{a})
 	return a

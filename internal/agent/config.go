@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/agent/runner"
 	"kici.dev/kici/internal/protocol"
 	"net/url"
 	"os"
@@ -92,8 +93,10 @@ func EnvVars() []EnvVar {
 		{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", "60000", "same, when register.ack announces a pending dispatch"},
 		{"KICI_WORK_DIR", "os temp dir", "parent of the per-job work directories"},
 		{"KICI_LOG_LEVEL", "info", "agent log level: debug, info, warn, error"},
-		{"KICI_AGENT_JOB_HOME", "false", "true ⇒ each job gets a fresh HOME in its work directory (no state shared through the home directory; use caches)"},
-		{EnvStepUser, DefaultStepUser + " (as root)", "account name or uid[:gid] steps run as when the agent runs as root (created on demand); root keeps them as root"},
+		{"KICI_AGENT_JOB_HOME", "false (always on as root)", "true ⇒ each job gets a fresh HOME in its work directory (no state shared through the home directory; use caches)"},
+		{EnvStepUser, "a uid per job (as root)", "account name or uid[:gid] every job's steps run as when the agent runs as root (kici-step is created on demand); root keeps them as root"},
+		{EnvStepUIDRange, runner.DefaultUIDRange, "range each job's own uid is taken from when the agent runs as root and " + EnvStepUser + " is unset"},
+		{EnvSharedPaths, "", "colon-separated host directories every job's sandbox keeps writable"},
 		{EnvAllowUnconfined, "false", "true ⇒ run untrusted (fork pull request) jobs even when steps run as the agent's own user"},
 	}
 }

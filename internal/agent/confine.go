@@ -19,10 +19,15 @@ const (
 	// EnvAllowUnconfined, when true, lets an agent that cannot confine its
 	// steps run untrusted (fork pull request) jobs anyway.
 	EnvAllowUnconfined = "KICI_ALLOW_UNCONFINED_STEPS"
+	// EnvStepUIDRange is the range ("first-last") a root agent takes each
+	// job's own uid from when KICI_STEP_USER is unset
+	// (runner.DefaultUIDRange).
+	EnvStepUIDRange = "KICI_STEP_UID_RANGE"
 )
 
-// DefaultStepUser is the account created on demand for steps when the agent
-// runs as root and KICI_STEP_USER is unset.
+// DefaultStepUser is the account KICI_STEP_USER=kici-step runs every job's
+// steps as, created on demand (without KICI_STEP_USER each job gets a uid
+// of its own instead).
 const DefaultStepUser = "kici-step"
 
 // fallbackStepID is the numeric identity used when no account can be
@@ -32,8 +37,12 @@ const fallbackStepID = 65532
 
 // Confinement is how an agent keeps its steps away from its host.
 type Confinement struct {
-	// StepUser is the identity steps run as (nil: the agent's own user).
+	// StepUser is the identity steps run as (nil: the agent's own user, or
+	// a uid per job from UIDs).
 	StepUser *runner.StepUser
+	// UIDs, set on a root agent without KICI_STEP_USER, gives each job a
+	// uid of its own.
+	UIDs *runner.UIDPool
 	// RefuseUntrusted is the reason untrusted jobs are refused ("" when
 	// they may run).
 	RefuseUntrusted string
@@ -41,12 +50,16 @@ type Confinement struct {
 	Summary string
 	// Loud is true when Summary is a warning (steps are not confined).
 	Loud bool
+
+	allowUnconfined bool // KICI_ALLOW_UNCONFINED_STEPS=true
 }
 
 // ResolveConfinement decides the step identity from environ and the
-// agent's effective uid. As root, steps run as KICI_STEP_USER, by default
-// the account kici-step (created with useradd or adduser when missing,
-// else the unused uid 65532); KICI_STEP_USER=root keeps them as root. As
+// agent's effective uid. As root, each job's steps run as a uid of the
+// job's own from KICI_STEP_UID_RANGE (runner.UIDPool) unless
+// KICI_STEP_USER names one identity for all jobs (an account, created with
+// useradd or adduser when missing, or uid[:gid]); KICI_STEP_USER=root keeps
+// them as root. A malformed range is an error. As
 // any other user, steps run as that user: nothing keeps them from its files,
 // so untrusted jobs are refused unless KICI_ALLOW_UNCONFINED_STEPS=true.
 // An unknown account name is an error.
@@ -66,7 +79,7 @@ func ResolveConfinement(environ []string, euid int) (*Confinement, error) {
 		return nil, fmt.Errorf("%s: want true or false, got %q", EnvAllowUnconfined, v)
 	}
 	spec := strings.TrimSpace(env[EnvStepUser])
-	c := &Confinement{}
+	c := &Confinement{allowUnconfined: allow}
 	unconfined := func(why string) (*Confinement, error) {
 		c.Loud = true
 		c.Summary = why + ": a step can read every file and /proc entry this user can, including an orchestrator data directory it owns"
@@ -87,6 +100,19 @@ func ResolveConfinement(environ []string, euid int) (*Confinement, error) {
 	if spec == "root" || spec == "0" {
 		return unconfined("steps run as root (" + EnvStepUser + "=root)")
 	}
+	if spec == "" {
+		r := strings.TrimSpace(env[EnvStepUIDRange])
+		if r == "" {
+			r = runner.DefaultUIDRange
+		}
+		pool, err := runner.ParseUIDRange(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvStepUIDRange, err)
+		}
+		c.UIDs = pool
+		c.Summary = "each job's steps run as a uid of the job's own (" + EnvStepUIDRange + "=" + pool.String() + "): they cannot read files only root may read (the orchestrator's data directory), root's /proc entries or anything of another job"
+		return c, nil
+	}
 	u, err := stepUser(spec)
 	if err != nil {
 		return nil, err
@@ -96,9 +122,10 @@ func ResolveConfinement(environ []string, euid int) (*Confinement, error) {
 	return c, nil
 }
 
-// stepUser resolves spec ("" = the default account, created on demand).
+// stepUser resolves spec (DefaultStepUser: that account, created on
+// demand, else the unused uid 65532).
 func stepUser(spec string) (*runner.StepUser, error) {
-	if spec == "" {
+	if spec == DefaultStepUser {
 		u, err := lookupAccount(DefaultStepUser)
 		if err == nil {
 			return u, nil

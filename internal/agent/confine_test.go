@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/agent/runner"
 )
 
 func TestResolveConfinement(t *testing.T) {
@@ -37,5 +40,48 @@ func TestResolveConfinement(t *testing.T) {
 	}
 	if _, err := ResolveConfinement([]string{EnvStepUser + "=no-such-account-kici"}, 0); err == nil {
 		t.Fatal("an unknown account was accepted")
+	}
+}
+
+// TestRootAgentGivesEachJobItsOwnUID: as root without KICI_STEP_USER each
+// job gets a uid of its own from KICI_STEP_UID_RANGE (default
+// runner.DefaultUIDRange); a malformed range is refused with the setting's
+// name.
+func TestRootAgentGivesEachJobItsOwnUID(t *testing.T) {
+	c, err := ResolveConfinement(nil, 0)
+	if err != nil || c.UIDs == nil || c.StepUser != nil || c.UIDs.String() != runner.DefaultUIDRange {
+		t.Fatalf("root default: %+v %v", c, err)
+	}
+	c, err = ResolveConfinement([]string{EnvStepUIDRange + "=200000-200099"}, 0)
+	if err != nil || c.UIDs == nil || c.UIDs.First != 200000 || c.UIDs.Last != 200099 {
+		t.Fatalf("range: %+v %v", c, err)
+	}
+	if _, err := ResolveConfinement([]string{EnvStepUIDRange + "=9-1"}, 0); err == nil || !strings.Contains(err.Error(), EnvStepUIDRange) {
+		t.Fatalf("bad range: %v", err)
+	}
+}
+
+// TestTrySandboxRefusesUntrustedWithoutNamespaces: a root agent whose
+// steps cannot get their own namespaces (no supervisor, or a host where
+// the probe fails, as in an unprivileged container) says which piece is
+// missing and refuses untrusted jobs unless the operator opts in. Before,
+// a root agent ran fork jobs with no refusal at all.
+func TestTrySandboxRefusesUntrustedWithoutNamespaces(t *testing.T) {
+	for name, sup := range map[string][]string{"no supervisor": nil, "probe fails": {"/bin/false"}} {
+		c, err := ResolveConfinement(nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.TryNamespaces(sup, nil)
+		if err != nil || !reflect.DeepEqual(got, sup) {
+			t.Errorf("%s: %v %v, want the supervisor unchanged", name, got, err)
+		}
+		if !c.Loud || !strings.Contains(c.RefuseUntrusted, "namespace") || !strings.Contains(c.RefuseUntrusted, EnvAllowUnconfined) {
+			t.Errorf("%s: %+v, want untrusted jobs refused, naming the missing namespaces and %s", name, c, EnvAllowUnconfined)
+		}
+		c, _ = ResolveConfinement([]string{EnvAllowUnconfined + "=true"}, 0)
+		if _, err := c.TryNamespaces(sup, nil); err != nil || c.RefuseUntrusted != "" || !c.Loud {
+			t.Errorf("%s, opted in: %+v %v, want untrusted jobs run, loudly", name, c, err)
+		}
 	}
 }

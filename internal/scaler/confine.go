@@ -9,7 +9,7 @@ import (
 // agents confine their steps (the agent reads them, internal/agent
 // confine.go); they are passed on to each agent although other KICI_*
 // variables are not.
-var ConfinementVars = []string{"KICI_STEP_USER", "KICI_ALLOW_UNCONFINED_STEPS"}
+var ConfinementVars = []string{"KICI_STEP_USER", "KICI_STEP_UID_RANGE", "KICI_STEP_SHARED_PATHS", "KICI_ALLOW_UNCONFINED_STEPS"}
 
 // confinementVars returns the ConfinementVars entries of base (default
 // os.Environ()).

@@ -67,13 +67,18 @@ type cacheState struct {
 // dropped so Go uses the job HOME's defaults.
 func (j *job) setupHome() error {
 	j.hostEnv = j.r.opts.HostEnv
+	j.ident.Tmp = j.tmpDir
 	if !j.ownHome() {
 		return nil
 	}
+	// Made by the agent inside the job's own work directory, which no
+	// other job can enter, and handed to the job's uid with the checkout:
+	// nothing can slip in between creating and handing over.
 	home := filepath.Join(j.workDir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if err := os.Mkdir(home, 0o700); err != nil {
 		return err
 	}
+	j.ident.Home = home
 	env := make([]string, 0, len(j.hostEnv)+1)
 	for _, kv := range j.hostEnv {
 		k, _, _ := strings.Cut(kv, "=")

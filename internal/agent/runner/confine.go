@@ -4,23 +4,33 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
+	"strconv"
 
 	"kici.dev/kici/internal/agent/checkout"
 )
 
 // confine prepares the job's work directory for its steps before anything
 // runs: it refuses an untrusted job on an agent that cannot keep steps away
-// from its host (Options.RefuseUntrusted), and when steps run as a step user
-// it makes the work root traversable, hands the job directory (but not the
-// checkout yet) to that user and prepares the user's home. The checkout and each step script are
-// handed over as they are written (handOver).
+// from its host (Options.RefuseUntrusted), takes the job's uid (a fresh one
+// from Options.UIDs, else Options.StepUser) into j.ident, and when steps run
+// as a step user it makes the work root traversable and hands the job
+// directory (but not the checkout yet) to that user. The checkout, the
+// job's HOME and each step script are handed over as they are written
+// (handOver).
 func (j *job) confine() error {
 	r := j.r
 	if j.d.Untrusted && r.opts.RefuseUntrusted != "" {
 		return errors.New("refusing an untrusted job (fork pull request): " + r.opts.RefuseUntrusted)
 	}
 	u := r.opts.StepUser
+	if r.opts.UIDs != nil {
+		got, release, err := r.opts.UIDs.Acquire()
+		if err != nil {
+			return errors.New("job uid: " + err.Error())
+		}
+		u, j.ident.release = got, release
+	}
+	j.ident.User = u
 	if u == nil {
 		return nil
 	}
@@ -28,41 +38,19 @@ func (j *job) confine() error {
 		return errors.New("work directory: " + err.Error())
 	}
 	// The checkout directory stays root's until the checkout is done: git
-	// refuses to work in a repository another user owns.
+	// refuses to work in a repository another user owns. The job's HOME
+	// (setupHome) is handed over with it, after caches are restored.
 	if err := os.Lchown(j.workDir, int(u.UID), int(u.GID)); err != nil {
 		return fmt.Errorf("hand %s to the step user: %w", j.workDir, err)
 	}
-	if err := u.handOver(j.tmpDir, j.scripts); err != nil {
-		return err
-	}
-	if j.ownHome() {
-		return nil // the job's own home is handed over with the checkout
-	}
-	home, err := u.homeDir(r.opts.WorkRoot)
-	if err != nil {
-		return errors.New("step user home: " + err.Error())
-	}
-	j.home = home
-	// The agent user's HOME and Go cache locations are not the step
-	// user's to write: point them at its own home (Go derives its caches
-	// from HOME).
-	env := make([]string, 0, len(j.hostEnv)+1)
-	for _, kv := range j.hostEnv {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "HOME", "GOPATH", "GOCACHE", "GOMODCACHE", "XDG_CACHE_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	j.hostEnv = append(env, "HOME="+home)
-	return nil
+	return u.handOver(j.tmpDir, j.scripts)
 }
 
 // handOverCheckout gives the checkout (and a per-job home, where caches
 // were restored) to the step user once the agent has finished writing them:
 // git refuses to check out into a directory another user owns.
 func (j *job) handOverCheckout() error {
-	u := j.r.opts.StepUser
+	u := j.ident.User
 	if u == nil {
 		return nil
 	}
@@ -79,7 +67,7 @@ func (j *job) handOverCheckout() error {
 
 // handOver gives paths to the step user (no-op without one).
 func (j *job) handOver(paths ...string) error {
-	if u := j.r.opts.StepUser; u != nil {
+	if u := j.ident.User; u != nil {
 		return u.handOver(paths...)
 	}
 	return nil
@@ -88,8 +76,12 @@ func (j *job) handOver(paths ...string) error {
 // userEnv sets USER to the step user's name in extra (a step's
 // agent-chosen variables); unchanged without a named step user.
 func (j *job) userEnv(extra map[string]string) map[string]string {
-	if u := j.r.opts.StepUser; u != nil && u.Name != "" {
-		extra["USER"] = u.Name
+	if u := j.ident.User; u != nil {
+		name := u.Name
+		if name == "" {
+			name = strconv.Itoa(int(u.UID)) // a job's own uid has no account
+		}
+		extra["USER"] = name
 	}
 	return extra
 }

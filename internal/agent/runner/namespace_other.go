@@ -8,10 +8,14 @@ import (
 )
 
 // NamespacedSupervisor returns prefix unchanged: namespaces are Linux only.
-func NamespacedSupervisor(prefix []string, hide []string) []string { return prefix }
+func NamespacedSupervisor(prefix, hide, shared []string) []string { return prefix }
 
-func namespaced([]string) bool                     { return false }
-func setSupervisorNamespaces(*syscall.SysProcAttr) {}
+// SandboxedSupervisor returns prefix unchanged: namespaces are Linux only.
+func SandboxedSupervisor(prefix, hide, shared []string) []string { return prefix }
+
+func namespaced([]string) bool                         { return false }
+func sandboxed([]string) bool                          { return false }
+func setViewNamespaces([]string, *syscall.SysProcAttr) {}
 
 // ProbeNamespaces reports that namespaces are Linux only.
 func ProbeNamespaces([]string) error { return errors.New("namespaces are Linux only") }

@@ -26,6 +26,9 @@ type procSpec struct {
 	// step supervisor (supervise.go), so the step's processes die with
 	// the agent. Empty: the shell is started directly.
 	Supervisor []string
+	// View are the job's own supervisor view flags (viewFlags): its work
+	// directory bound back, the work root hidden.
+	View []string
 	// User, when set, is the identity the step runs as.
 	User *StepUser
 }
@@ -59,10 +62,9 @@ func runProcess(spec procSpec, stop stopSignal) procResult {
 		if spec.User != nil {
 			cred = spec.User.credential()
 		}
-		argv = supervisor.Argv(spec.Supervisor, cred, spec.Argv)
-		if namespaced(spec.Supervisor) {
-			setSupervisorNamespaces(attr)
-		}
+		prefix := append(append([]string{}, spec.Supervisor...), spec.View...)
+		argv = supervisor.Argv(prefix, cred, spec.Argv)
+		setViewNamespaces(spec.Supervisor, attr)
 	} else {
 		supervisor.SetDeathSignal(attr)
 		if spec.User != nil {

@@ -94,6 +94,9 @@ type Options struct {
 	AgentBinary string
 	// StepUser, when set, is the identity steps run as (stepuser.go).
 	StepUser *StepUser
+	// UIDs, when set, gives each job a uid of its own instead of StepUser
+	// (uidpool.go); the agent must be root.
+	UIDs *UIDPool
 	// RefuseUntrusted, when set, fails every job marked untrusted (a fork
 	// pull request) with this reason before anything runs: the agent
 	// cannot keep such a job's steps away from its host (confine.go).
@@ -186,7 +189,8 @@ type job struct {
 	forced   bool
 	grace    time.Duration
 	workDir  string
-	home     string // the step user's home ("" without one)
+	ident    Identity // identity.go
+	view     []string // supervisor view flags (viewFlags)
 	srcDir   string
 	tmpDir   string
 	scripts  string
@@ -380,6 +384,7 @@ func (j *job) execute() (res *Result) {
 		if err := removeAll(wd); err != nil {
 			r.opts.Logger.Warn("could not remove work directory", "dir", wd, "err", err)
 		}
+		j.ident.free() // only once nothing of the job is left to its uid
 	}()
 	j.srcDir = filepath.Join(wd, "src")
 	j.tmpDir = filepath.Join(wd, "tmp")

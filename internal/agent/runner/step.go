@@ -162,7 +162,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 			Argv: argv, Dir: dir, Env: env,
 			Stdout: out, Stderr: out,
 			Timeout: timeout, TimeoutGrace: r.opts.TimeoutGrace,
-			Supervisor: r.opts.Supervisor, User: r.opts.StepUser,
+			Supervisor: r.opts.Supervisor, View: j.viewFlags(), User: j.ident.User,
 		}, stopSignal{Stop: stopCh, Force: j.forceCh, Grace: func() time.Duration { return j.grace }})
 		exit = pr.ExitCode
 		switch {

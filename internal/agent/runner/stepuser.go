@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,9 +12,9 @@ import (
 )
 
 // StepUser is the unprivileged identity steps run as when the agent runs as
-// root: the job's work directory is handed to it, and HOME (with Go's
-// caches) points at a home directory of its own, so a step can build and
-// test but cannot read what only root may — the orchestrator's data
+// root (a fixed account, or a uid of the job's own from a UIDPool): the
+// job's work directory, HOME included, is handed to it, so a step can
+// build and test but cannot read what only root may — the orchestrator's data
 // directory (admin token, database, master key) and the /proc entries of
 // root's processes (docs/trust-model.md).
 type StepUser struct {
@@ -66,30 +65,6 @@ func (u *StepUser) handOverExcept(keep map[string]bool, paths ...string) error {
 		}
 	}
 	return nil
-}
-
-// homeDir returns the step user's home under root, <root>/.home-<uid>,
-// created with mode 0700 and owned by the user. It persists across jobs so
-// that build caches stay warm. An existing entry that is not a directory
-// owned by the step user (e.g. a symlink planted by a step) is refused.
-func (u *StepUser) homeDir(root string) (string, error) {
-	home := filepath.Join(root, ".home-"+strconv.Itoa(int(u.UID)))
-	if err := os.Mkdir(home, 0o700); err == nil {
-		if err := os.Chown(home, int(u.UID), int(u.GID)); err != nil {
-			return "", err
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(home)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || st.Uid != u.UID {
-		return "", fmt.Errorf("%s is not a directory owned by uid %d; remove it", home, u.UID)
-	}
-	return home, nil
 }
 
 // traversable makes dir searchable (but not listable) by other users, so a

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 )
 
@@ -22,13 +21,6 @@ import (
 // capability: it cannot unmount what hides the paths (mounts inherited from
 // a more privileged namespace are locked anyway).
 
-// NamespacesFlag in the supervisor prefix asks for the namespaces; HideFlag
-// names one path to hide.
-const (
-	NamespacesFlag = "--kici-namespaces"
-	HideFlag       = "--kici-hide="
-)
-
 // HostIDMap maps id (of the creating namespace) to inner.
 func HostIDMap(inner, id int) []syscall.SysProcIDMap {
 	return []syscall.SysProcIDMap{{ContainerID: inner, HostID: id, Size: 1}}
@@ -42,51 +34,6 @@ func setStepUserNamespace(a *syscall.SysProcAttr, hostUID, hostGID int) {
 	a.UidMappings = HostIDMap(hostUID, 0)
 	a.GidMappings = HostIDMap(hostGID, 0)
 	a.GidMappingsEnableSetgroups = false
-}
-
-// parseFlags splits the leading namespace flags off args.
-func parseFlags(args []string) (ns bool, hide []string, rest []string) {
-	for len(args) > 0 {
-		switch {
-		case args[0] == NamespacesFlag:
-			ns = true
-		case strings.HasPrefix(args[0], HideFlag):
-			hide = append(hide, strings.TrimPrefix(args[0], HideFlag))
-		default:
-			return ns, hide, args
-		}
-		args = args[1:]
-	}
-	return ns, hide, args
-}
-
-// enterNamespaces runs in the supervisor (PID 1 of its PID namespace):
-// private mounts, hide covered, a fresh /proc.
-func enterNamespaces(hide []string) error {
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
-	}
-	for _, p := range hide {
-		fi, err := os.Stat(p)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("hide %s: %w", p, err)
-		}
-		if fi.IsDir() {
-			err = syscall.Mount("tmpfs", p, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0555")
-		} else {
-			err = syscall.Mount("/dev/null", p, "", syscall.MS_BIND, "")
-		}
-		if err != nil {
-			return fmt.Errorf("hide %s: %w", p, err)
-		}
-	}
-	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount a fresh /proc: %w", err)
-	}
-	return nil
 }
 
 // hostID returns the id of the creating namespace that 0 maps to in an

@@ -48,7 +48,7 @@ const SignalExitBase = 128
 //   - it ignores nothing: SIGTERM and SIGINT sent to the group reach the
 //     shell directly, the supervisor only survives them to finish the job.
 //
-// Arguments (after the prefix, see Argv): the namespace flags, uid, gid
+// Arguments (after the prefix, see Argv): the view flags (view.go), uid, gid
 // ("-" to keep the supervisor's own), "--", then the step's argv. The
 // lifeline is descriptor 3.
 
@@ -77,7 +77,7 @@ func Main(args []string) int {
 	if len(args) > 0 && args[0] == Arg {
 		args = args[1:]
 	}
-	ns, hide, args := parseFlags(args)
+	v, args := parseFlags(args)
 	if len(args) < 4 || args[2] != "--" {
 		fmt.Fprintln(os.Stderr, "kici step supervisor: usage: uid gid -- argv...")
 		return 127
@@ -108,11 +108,13 @@ func Main(args []string) int {
 	cmd.Env = os.Environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	SetDeathSignal(cmd.SysProcAttr)
-	if ns {
-		if err := enterNamespaces(hide); err != nil {
+	if v.enabled() {
+		if err := enterView(v); err != nil {
 			fmt.Fprintf(os.Stderr, "kici step supervisor: %v\n", err)
 			return 127
 		}
+	}
+	if v.userns {
 		setStepUserNamespace(cmd.SysProcAttr, hostID("/proc/self/uid_map"), hostID("/proc/self/gid_map"))
 	}
 	if err := cmd.Start(); err != nil {
