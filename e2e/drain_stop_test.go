@@ -103,7 +103,7 @@ func nodeRow(st apitypes.ClusterDrainStatus, id string) apitypes.ClusterNodeStat
 // itself says it drains; stopping node 3 then (SIGTERM) waits for its
 // spawned agents' jobs, which end success: nothing is cancelled.
 func TestHADrainThroughAnotherNodeThenStopCancelsNothing(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedWorkflow(marks))
 	c := startClusterHarness(t, 3, "KICI_SHUTDOWN_GRACE_MS=90000")
 	n1, n3 := c.Nodes[0], c.Nodes[2]
@@ -147,7 +147,7 @@ func TestHADrainThroughAnotherNodeThenStopCancelsNothing(t *testing.T) {
 // agents it spawned, and the next node takes new runs meanwhile: every run
 // ends success, none is cancelled ("agent shutting down").
 func TestHARollingSIGTERMRestartUnderLoadCancelsNothing(t *testing.T) {
-	marks := stepDir(t, 0o777)
+	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedWorkflow(marks))
 	c := startClusterHarness(t, 3, "KICI_SHUTDOWN_GRACE_MS=90000")
 	source := addLocalSource(t, c.Nodes[0], repo)
