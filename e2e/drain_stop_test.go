@@ -18,7 +18,9 @@ import (
 var drainRollRounds = 1
 
 // gatedWorkflow's job marks its start, then waits for the gate file of its
-// run (marks/gate-<run id>), so a test decides when each job ends.
+// run (marks/gate-<run id>), so a test decides when each job ends. Each
+// job runs as a uid of its own, so the marks file it may create is left
+// writable for the next job (umask 0).
 func gatedWorkflow(marks string) string {
 	return `name: gated
 on: {push: {branches: [main]}}
@@ -26,6 +28,7 @@ jobs:
   hold:
     steps:
       - run: |
+          umask 0
           echo "start $KICI_RUN_ID" >> ` + marks + `/runs
           while [ ! -f ` + marks + `/gate-$KICI_RUN_ID ]; do sleep 0.1; done
           echo "done $KICI_RUN_ID"

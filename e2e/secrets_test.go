@@ -163,11 +163,12 @@ func TestSecretsMaskedInLogsAndSurviveKeyRotation(t *testing.T) {
 	}
 	o.stop(t)
 
-	// The wrong key: the orchestrator refuses to start and says why.
+	// The wrong key: the orchestrator refuses to start and says why (3 sealed
+	// values: the two secrets and the embedded provenance issuer's signing key).
 	cmd := exec.Command(filepath.Join(binDir, "kici-orchestrator"))
 	cmd.Env = append(cleanEnv(), "KICI_DATA_DIR="+dataDir, "KICI_PORT=0", "KICI_SECRET_KEY="+keyB)
 	out, err := runWithTimeout(cmd, 30*time.Second)
-	if err == nil || !strings.Contains(out, "refusing to start") || !strings.Contains(out, "does not decrypt 2 of 2") || !strings.Contains(out, "KICI_SECRET_KEY_OLD") {
+	if err == nil || !strings.Contains(out, "refusing to start") || !strings.Contains(out, "does not decrypt 3 of 3") || !strings.Contains(out, "KICI_SECRET_KEY_OLD") {
 		t.Fatalf("start with the wrong key: err=%v\n%s", err, out)
 	}
 
