@@ -143,16 +143,18 @@ func withMandatory(labels, mandatory []string) []string {
 // agentFitsLocked reports whether agent a may run entry e (agentFits).
 // Caller holds d.mu.
 func agentFitsLocked(a *agentConn, e *store.QueueEntry) bool {
-	return agentFits(a.labels, a.mandatory, e.RunsOnLabels, e.ExcludeLabels)
+	return agentFits(a.labels, a.mandatory, a.tokenLabels, e.RunsOnLabels, e.ExcludeLabels)
 }
 
-// agentFits reports whether an agent with labels and its token's mandatory
-// labels may run a job asking for runsOn and excluding exclude: its labels
-// match, and the job asks for every mandatory label (KiCI
-// mandatory_labels, a taint: a tainted agent only runs jobs that target
-// it explicitly).
-func agentFits(labels, mandatory, runsOn, exclude []string) bool {
-	if !labelsMatch(labels, runsOn, exclude) {
+// agentFits reports whether an agent with labels, its token's mandatory
+// labels and its token's label scope (tokenLabels, nil when unscoped) may
+// run a job asking for runsOn and excluding exclude: its labels match, the
+// job asks for every mandatory label (KiCI mandatory_labels, a taint: a
+// tainted agent only runs jobs that target it explicitly), and every
+// kici:host:* label the job pins is in the token's scope (UnvouchedHost:
+// an agent merely claiming the host is not sent the job).
+func agentFits(labels, mandatory, tokenLabels, runsOn, exclude []string) bool {
+	if !labelsMatch(labels, runsOn, exclude) || UnvouchedHost(runsOn, tokenLabels) != "" {
 		return false
 	}
 	for _, m := range mandatory {
@@ -173,8 +175,9 @@ func (d *Dispatcher) claimNext(ctx context.Context, a *agentConn, deadline time.
 	d.mu.Lock()
 	labels := slices.Clone(a.labels)
 	mandatory := slices.Clone(a.mandatory)
+	tokenLabels := slices.Clone(a.tokenLabels)
 	d.mu.Unlock()
-	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, runsOn, exclude) }
+	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, tokenLabels, runsOn, exclude) }
 	for {
 		e := d.pending.next(a.id, fits)
 		if e == nil {

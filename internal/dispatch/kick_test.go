@@ -179,7 +179,9 @@ func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
 
 // The resolver learns the agent's token scope, not only the labels the
 // agent reports: an agent whose token is scoped to [gpu] but that
-// registers kici:host:deploybox is seen with TokenLabels [gpu].
+// registers kici:host:deploybox is seen with TokenLabels [gpu]. (The job
+// asks only for gpu: one pinning the host would not be routed to it,
+// TestHostPinnedJobSkipsImpostorAgents.)
 func TestJobDataSeesTheTokenScope(t *testing.T) {
 	var got AgentFacts
 	h := newHarnessWith(t, Config{}, nil, Deps{JobData: func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error) {
@@ -191,7 +193,7 @@ func TestJobDataSeesTheTokenScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.agent("a", scoped, "gpu", "kici:host:deploybox")
-	h.enqueue(h.job("gpu", "kici:host:deploybox"))
+	h.enqueue(h.job("gpu"))
 	c.dispatch()
 	if !slices.Contains(got.Labels, "kici:host:deploybox") || !slices.Equal(got.TokenLabels, []string{"gpu"}) {
 		t.Fatalf("resolver saw %+v", got)

@@ -19,7 +19,7 @@ func entryAt(id string, m int, runsOn ...string) *store.QueueEntry {
 
 // fitsLabels is pendingIndex.next's predicate for an untainted agent.
 func fitsLabels(labels ...string) func(runsOn, exclude []string) bool {
-	return func(runsOn, exclude []string) bool { return agentFits(labels, nil, runsOn, exclude) }
+	return func(runsOn, exclude []string) bool { return agentFits(labels, nil, nil, runsOn, exclude) }
 }
 
 func nextID(x *pendingIndex, agent string, labels ...string) string {

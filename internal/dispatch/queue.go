@@ -187,17 +187,27 @@ func (d *Dispatcher) spawnerExcluded(e *store.QueueEntry) bool {
 	return false
 }
 
-// noAgentReason says why no connected agent took e.
+// noAgentReason says why no connected agent took e; when agents have its
+// labels but none has a token minted for the host it pins, it says so.
 func (d *Dispatcher) noAgentReason(e *store.QueueEntry) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.agents) == 0 {
 		return reasonNoAgent
 	}
+	unvouched := ""
 	for _, a := range d.agents {
 		if agentFitsLocked(a, e) {
 			return reasonAllBusy
 		}
+		// Would fit if its token were minted for the hosts e pins: an
+		// agent claiming the host on a token that does not vouch for it.
+		if agentFits(a.labels, a.mandatory, e.RunsOnLabels, e.RunsOnLabels, e.ExcludeLabels) {
+			unvouched = UnvouchedHost(e.RunsOnLabels, a.tokenLabels)
+		}
+	}
+	if unvouched != "" {
+		return hostTokenReason(unvouched)
 	}
 	labels := append([]string{}, e.RunsOnLabels...)
 	sort.Strings(labels)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 
@@ -29,7 +28,10 @@ import (
 // grants the scope on this agent, and — for a run of trust tier unknown (a
 // fork pull request) — only from a context that allows untrusted runs.
 // A job whose runsOn pins kici:host:X gets no secret at all on an agent
-// whose token's label scope does not list kici:host:X (unvouchedHost).
+// whose token's label scope does not list kici:host:X
+// (dispatch.UnvouchedHost). Routing already sends it only to such an
+// agent; this second check keeps the secrets safe should a dispatch path
+// ever skip that rule.
 // Anything not granted is left out: the agent fails the steps that need it
 // with "secrets not available", and the orchestrator logs why.
 func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) dispatch.JobDataResolver {
@@ -94,7 +96,7 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 		if len(refs) == 0 || svc == nil {
 			return data, nil
 		}
-		if host := unvouchedHost(job.RunsOnLabels, agent.TokenLabels); host != "" {
+		if host := dispatch.UnvouchedHost(job.RunsOnLabels, agent.TokenLabels); host != "" {
 			logger.Warn("secrets withheld: the job pins a host label the agent's token was not minted for "+
 				"(kici-admin agent register --labels "+host+" on that host)",
 				"runId", run.ID, "jobId", job.ID, "agentId", agent.ID, "label", host, "secrets", refs)
@@ -128,21 +130,6 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 		}
 		return data, nil
 	}
-}
-
-// unvouchedHost returns the first kici:host:* label of runsOn that the
-// agent's token scope does not list, "" when there is none. An agent
-// reports its own kici:host:* label and a token's label scope does not
-// restrict platform labels, so only the token's scope shows that the
-// operator (kici-admin agent register --labels kici:host:X) or the
-// bare-metal scaler (which runs on that host) minted it for the host.
-func unvouchedHost(runsOn, tokenLabels []string) string {
-	for _, l := range runsOn {
-		if strings.HasPrefix(l, "kici:host:") && !slices.Contains(tokenLabels, l) {
-			return l
-		}
-	}
-	return ""
 }
 
 // passingContexts matches a job's declared context names and keeps, in
