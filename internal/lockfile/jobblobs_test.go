@@ -1,6 +1,7 @@
 package lockfile
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -125,5 +126,30 @@ func TestCompileCachePathsOutsideTheJobRefused(t *testing.T) {
 		if err != nil || string(base) != want[0] || rel != want[1] {
 			t.Errorf("SplitCachePath(%q) = %s, %q, %v; want %v", p, base, rel, err, want)
 		}
+	}
+}
+
+// The example of docs/caches-and-artifacts.md "Which paths a cache may
+// hold" compiles.
+func TestDocsCachePathsExampleCompiles(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/caches-and-artifacts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### Which paths a cache may hold")
+	if !ok {
+		t.Fatal("section not found")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	if !ok {
+		t.Fatal("example not found")
+	}
+	src, _, _ := strings.Cut(rest, "```\n")
+	lf, err := Compile([]SourceFile{{Path: ".kici/workflows/deps.yaml", Source: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lf.Workflows[0].Jobs[0].Cache[0].Paths; len(got) != 3 || got[0] != ".deps" {
+		t.Fatalf("paths = %q", got)
 	}
 }
