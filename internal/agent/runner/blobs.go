@@ -178,7 +178,7 @@ func hashFiles(root string, globs []string) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
 		fh := sha256.New()
-		r, err := os.Open(filepath.Join(root, filepath.FromSlash(f)))
+		r, err := transfer.OpenNoFollow(filepath.Join(root, filepath.FromSlash(f)))
 		if err != nil {
 			return "", err
 		}

@@ -300,6 +300,13 @@ func mkdir(dir string, created *[]string) error {
 	return nil
 }
 
+// OpenNoFollow opens a file for reading unless it is a symbolic link
+// (O_NOFOLLOW): the agent hashes workspace files for cache keys, and a link
+// swapped in after the listing must not make it read a host file.
+func OpenNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+}
+
 // Undo removes paths created by a failed Unpack, deepest first.
 func Undo(created []string) {
 	for i := len(created) - 1; i >= 0; i-- {
