@@ -135,7 +135,8 @@ say "second run at the same commit: each job restores the caches the first run s
 DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
 RUN_ID="$(run_of "$DELIVERY")"
 echo "    run $RUN_ID"
-"$ADMIN" runs wait "$RUN_ID" --timeout 10m >/dev/null || { "$ADMIN" runs summary "$RUN_ID"; exit 1; }
+# As long as the first run may take (its logs were followed without a limit).
+"$ADMIN" runs wait "$RUN_ID" --timeout 60m >/dev/null || { "$ADMIN" runs summary "$RUN_ID"; exit 1; }
 "$ADMIN" runs summary "$RUN_ID"
 RESTORED="$("$ADMIN" runs logs "$RUN_ID" | grep -E 'Cache [^ ]+ restored' || true)"
 if [ -z "$RESTORED" ]; then
