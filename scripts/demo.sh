@@ -15,6 +15,10 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/bin"
 DEMO_DIR="$(mktemp -d "${TMPDIR:-/tmp}/kici-demo.XXXXXX")"
 export KICI_DATA_DIR="$DEMO_DIR/data"
+# Every job gets a fresh HOME of its own (passed on to the agents the
+# orchestrator spawns): build state carries over only through the caches
+# .kici/workflows/ci.yaml declares, which the second run restores.
+export KICI_AGENT_JOB_HOME=true
 ORCH_PID=""
 
 RUN_ID=""
@@ -37,6 +41,18 @@ leftovers() {
 env_of() { { tr '\0' '\n' <"$1"; } 2>/dev/null || true; }
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# run_of DELIVERY: the id of the run a delivery created.
+run_of() {
+  local id=""
+  for _ in $(seq 1 100); do
+    id="$("$ADMIN" runs list --delivery-id "$1" --quiet | head -n1 || true)"
+    [ -n "$id" ] && break
+    sleep 0.2
+  done
+  [ -n "$id" ] || { echo "no run was created for delivery $1" >&2; exit 1; }
+  echo "$id"
+}
 
 cleanup() {
   local code=$?
@@ -104,12 +120,7 @@ say "triggering a push run at $REF@${SHA:0:12}"
 DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
 echo "    delivery $DELIVERY"
 
-for _ in $(seq 1 100); do
-  RUN_ID="$("$ADMIN" runs list --delivery-id "$DELIVERY" --quiet | head -n1 || true)"
-  [ -n "$RUN_ID" ] && break
-  sleep 0.2
-done
-[ -n "$RUN_ID" ] || { echo "no run was created for delivery $DELIVERY" >&2; exit 1; }
+RUN_ID="$(run_of "$DELIVERY")"
 echo "    run $RUN_ID"
 
 say "streaming logs"
@@ -118,3 +129,20 @@ say "streaming logs"
 say "summary"
 "$ADMIN" runs summary "$RUN_ID"
 "$ADMIN" runs wait "$RUN_ID" --timeout 10m
+
+
+say "second run at the same commit: each job restores the caches the first run saved"
+DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
+RUN_ID="$(run_of "$DELIVERY")"
+echo "    run $RUN_ID"
+# As long as the first run may take (its logs were followed without a limit).
+"$ADMIN" runs wait "$RUN_ID" --timeout 60m >/dev/null || { "$ADMIN" runs summary "$RUN_ID"; exit 1; }
+"$ADMIN" runs summary "$RUN_ID"
+RESTORED="$("$ADMIN" runs logs "$RUN_ID" | grep -E 'Cache [^ ]+ restored' || true)"
+if [ -z "$RESTORED" ]; then
+  echo "kici demo: the second run restored none of the caches .kici/workflows/ci.yaml declares" >&2
+  "$ADMIN" runs logs "$RUN_ID" | grep -E 'Cache ' >&2 || true
+  exit 1
+fi
+say "the second run restored $(printf '%s\n' "$RESTORED" | wc -l) caches declared in .kici/workflows/ci.yaml:"
+printf '%s\n' "$RESTORED" | sed 's/^/    /'

@@ -122,14 +122,15 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 }
 
 // localEngine drives runs through the orchestrator's execution tracker over
-// a throw-away SQLite database, running each released job with the agent's
-// runner, one at a time.
+// the local SQLite run database (localStateDir), running each released job
+// with the agent's runner, one at a time, with the orchestrator's cache and
+// artifact routes served locally (localBlobs).
 type localEngine struct {
-	dir string
-	st  *sqlite.Store
-	tr  *execution.Tracker
-	r   *runner.Runner
-	em  *printEmitter
+	st    *sqlite.Store
+	tr    *execution.Tracker
+	r     *runner.Runner
+	em    *printEmitter
+	blobs *localBlobs
 
 	mu    sync.Mutex
 	ready []string // released job ids, in release order
@@ -144,24 +145,26 @@ func (e *localEngine) EnqueueJob(_ context.Context, job *store.Job) error {
 	return nil
 }
 
-func newLocalEngine(ctx context.Context, r *runner.Runner, em *printEmitter) (*localEngine, error) {
-	dir, err := os.MkdirTemp("", "kici-local-")
-	if err != nil {
-		return nil, err
-	}
+// newLocalEngine opens the run database and blob routes in dir and makes
+// the runner (newRunner, given the routes' base URL).
+func newLocalEngine(ctx context.Context, dir string, em *printEmitter, newRunner func(blobsURL string) *runner.Runner) (*localEngine, error) {
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "runs.db"))
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	e := &localEngine{dir: dir, st: st, r: r, em: em}
+	lb, err := startLocalBlobs(st, dir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	e := &localEngine{st: st, r: newRunner(lb.url), em: em, blobs: lb}
 	e.tr = execution.NewTracker(st, e, nil, execution.TrackerDeps{})
 	return e, nil
 }
 
 func (e *localEngine) close() {
+	e.blobs.close()
 	e.st.Close()
-	os.RemoveAll(e.dir)
 }
 
 func (e *localEngine) next() (string, bool) {
@@ -207,6 +210,9 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 		e.em.mu.Unlock()
 		e.em.printf("[%s] job started\n", job.JobName)
 		if err := e.tr.JobStarted(ctx, id, "local", time.Now()); err != nil {
+			return nil, err
+		}
+		if msg.JobCredential, err = e.blobs.credential(ctx, id); err != nil {
 			return nil, err
 		}
 		res := e.r.Run(ctx, msg)

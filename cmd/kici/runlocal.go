@@ -141,8 +141,16 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, src *localTree
 		repo = "local/" + filepath.Base(root)
 	}
 	em := &printEmitter{w: stdout, names: map[string]string{}}
-	r := runner.New(runner.Options{HostEnv: os.Environ()}, em)
-	eng, err := newLocalEngine(ctx, r, em)
+	state, err := localStateDir(root)
+	if err != nil {
+		return err
+	}
+	// Like a job on the server's default agent: a HOME of its own (state
+	// carries over through declared caches only) and the cache and
+	// artifact routes.
+	eng, err := newLocalEngine(ctx, state, em, func(blobsURL string) *runner.Runner {
+		return runner.New(runner.Options{HostEnv: os.Environ(), Blobs: runner.BlobOptions{BaseURL: blobsURL, JobHome: true}}, em)
+	})
 	if err != nil {
 		return err
 	}

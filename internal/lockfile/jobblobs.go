@@ -199,6 +199,7 @@ func (f *yfile) caches(j *Job, n ast.Node, what string) {
 				}
 			case "paths":
 				c.Paths, _ = f.strList(e.val, what+" paths")
+				f.checkEach(e.val, what, func(p string) error { _, _, err := SplitCachePath(p); return err })
 			case "restoreKeys":
 				c.RestoreKeys, _ = f.strList(e.val, what+" restoreKeys")
 				for _, rk := range c.RestoreKeys {
@@ -213,6 +214,22 @@ func (f *yfile) caches(j *Job, n ast.Node, what string) {
 			continue
 		}
 		j.Cache = append(j.Cache, c)
+	}
+}
+
+// checkEach reports check's error for every string item of the list n (or
+// n itself, a single string), at that item's line.
+func (f *yfile) checkEach(n ast.Node, what string, check func(string) error) {
+	items := []ast.Node{n}
+	if seq, ok := f.resolve(n).(*ast.SequenceNode); ok {
+		items = seq.Values
+	}
+	for _, it := range items {
+		if s, ok := f.scalar(f.resolve(it)); ok {
+			if err := check(s); err != nil {
+				f.errorf(it, "%s: %v", what, err)
+			}
+		}
 	}
 }
 
@@ -247,6 +264,7 @@ func (f *yfile) artifacts(j *Job, n ast.Node, what string) {
 				}
 			case "paths":
 				a.Paths = f.paths(e.val, what+" paths")
+				f.checkEach(e.val, what, CheckArtifactPath)
 			case "when":
 				a.When = f.when(e.val, what+" when")
 			case "attest":

@@ -1,6 +1,7 @@
 package lockfile
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -80,5 +81,75 @@ func TestCompileJobBlobsErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", field, err, want)
 		}
+	}
+}
+
+// The cache-path attack of a workflow author: a cache naming the
+// orchestrator's data directory (read by the agent, restored elsewhere) or
+// a root-owned directory (written on restore) is a compile error naming
+// the path, the file and the line; paths inside the job's workspace, HOME
+// and private /tmp compile.
+func TestCompileCachePathsOutsideTheJobRefused(t *testing.T) {
+	refused := map[string]string{
+		"/var/lib/kici":          "outside the job's workspace, HOME and /tmp",
+		"/etc/cron.d":            "outside the job's workspace, HOME and /tmp",
+		"../../.kici-data":       `".." is not allowed`,
+		"~/../../var/lib/kici":   `".." is not allowed`,
+		"/tmp/../etc":            `".." is not allowed`,
+		"~root/.ssh":             "not another user's",
+		"$HOME/.cache":           "variables are not expanded",
+		"node_modules/../../etc": `".." is not allowed`,
+	}
+	for p, want := range refused {
+		src := "name: w\non: {push: {}}\njobs:\n  j:\n    cache:\n      - key: k\n        paths:\n          - ok\n          - '" + p + "'\n    run: x\n"
+		_, err := Compile([]SourceFile{{Path: ".kici/workflows/w.yaml", Source: []byte(src)}})
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), ".kici/workflows/w.yaml:9") {
+			t.Errorf("cache path %s: err = %v, want %q at w.yaml:9", p, err, want)
+		}
+	}
+	for _, p := range []string{"/data", "../x", "~/y"} {
+		src := "name: w\non: {push: {}}\njobs:\n  j:\n    artifacts: [{name: a, paths: ['" + p + "']}]\n    run: x\n"
+		_, err := Compile([]SourceFile{{Path: ".kici/workflows/w.yaml", Source: []byte(src)}})
+		if err == nil || !strings.Contains(err.Error(), "artifact path") || !strings.Contains(err.Error(), p) {
+			t.Errorf("artifact path %s: err = %v", p, err)
+		}
+	}
+	ok := "name: w\non: {push: {}}\njobs:\n  j:\n    cache:\n      - key: k\n        paths: [.deps, node_modules, vendor, .venv, target, ~/.cache/go-build, ~/go/pkg/mod, '~', /tmp/build, ./sub/dir]\n    run: x\n"
+	if _, err := Compile([]SourceFile{{Path: ".kici/workflows/w.yaml", Source: []byte(ok)}}); err != nil {
+		t.Fatalf("paths inside the job refused: %v", err)
+	}
+	for p, want := range map[string][2]string{
+		".deps": {"workspace", ".deps"}, "./a/b/": {"workspace", "a/b"}, ".": {"workspace", ""},
+		"~": {"home", ""}, "~/.cache/go-build": {"home", ".cache/go-build"}, "/tmp/x": {"tmp", "x"},
+	} {
+		base, rel, err := SplitCachePath(p)
+		if err != nil || string(base) != want[0] || rel != want[1] {
+			t.Errorf("SplitCachePath(%q) = %s, %q, %v; want %v", p, base, rel, err, want)
+		}
+	}
+}
+
+// The example of docs/caches-and-artifacts.md "Which paths a cache may
+// hold" compiles.
+func TestDocsCachePathsExampleCompiles(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/caches-and-artifacts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### Which paths a cache may hold")
+	if !ok {
+		t.Fatal("section not found")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	if !ok {
+		t.Fatal("example not found")
+	}
+	src, _, _ := strings.Cut(rest, "```\n")
+	lf, err := Compile([]SourceFile{{Path: ".kici/workflows/deps.yaml", Source: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lf.Workflows[0].Jobs[0].Cache[0].Paths; len(got) != 3 || got[0] != ".deps" {
+		t.Fatalf("paths = %q", got)
 	}
 }

@@ -135,30 +135,20 @@ func (j *job) transferCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(j.ctx, DefaultTransferTimeout)
 }
 
-// cacheRoots resolves a cache's paths: "~/" is the job's HOME, a relative
-// path is inside the workspace.
-func (j *job) cacheRoots(home string, paths []string) ([]transfer.Root, error) {
+// cacheRoots resolves a cache's paths in the job (jobIdentity.cacheRoot):
+// a relative path is in the workspace, "~/…" in the job's HOME, "/tmp/…"
+// in its private temporary directory; none needs to exist yet (a
+// directory a step creates, like node_modules, is created on restore and
+// saved after the steps).
+func (j *job) cacheRoots(paths []string) ([]transfer.Root, error) {
+	id := j.identity()
 	var out []transfer.Root
 	for _, p := range paths {
-		switch {
-		case p == "~" || strings.HasPrefix(p, "~/"):
-			if home == "" {
-				return nil, fmt.Errorf("cache path %q: the job has no HOME", p)
-			}
-			if !j.ownHome() {
-				// A shared HOME keeps its state anyway; packing it would
-				// upload the host's whole cache.
-				return nil, fmt.Errorf("cache path %q is in the agent's shared HOME (caches under ~ need a per-job HOME: KICI_AGENT_JOB_HOME=true or a job container)", p)
-			}
-			p = filepath.Join(home, strings.TrimPrefix(p, "~"))
-		case !filepath.IsAbs(p):
-			d, err := ResolveWorkingDir(j.srcDir, p)
-			if err != nil {
-				return nil, fmt.Errorf("cache path %q: %w", p, err)
-			}
-			p = d
+		r, err := id.cacheRoot(p)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, transfer.Root{Dir: filepath.Clean(p)})
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -193,7 +183,7 @@ func hashFiles(root string, globs []string) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
 		fh := sha256.New()
-		r, err := os.Open(filepath.Join(root, filepath.FromSlash(f)))
+		r, err := transfer.OpenNoFollow(filepath.Join(root, filepath.FromSlash(f)))
 		if err != nil {
 			return "", err
 		}
@@ -220,11 +210,13 @@ func (j *job) restoreCache(bs *blobState, c lockfile.Cache, log *logstream.Strea
 			restore = append(restore, k)
 		}
 	}
+	shown := c.Key // the template, when it could not be rendered
 	if err == nil {
-		cs.roots, err = j.cacheRoots(bs.home, c.Paths)
+		shown = key
+		cs.roots, err = j.cacheRoots(c.Paths)
 	}
 	if err != nil {
-		log.AddLine("", fmt.Sprintf("Cache %s: %s; not restored or saved", c.Key, err))
+		log.AddLine("", fmt.Sprintf("Cache %s: %s; not restored or saved", shown, err))
 		cs.bad = true
 		return cs
 	}
@@ -242,13 +234,13 @@ func (j *job) restoreCache(bs *blobState, c lockfile.Cache, log *logstream.Strea
 		return cs
 	}
 	defer dl.Body.Close()
-	st, created, err := transfer.Unpack(dl.Body, cs.roots)
+	st, created, err := j.unpackAs(ctx, dl.Body, cs.roots)
 	if err == nil {
 		_, _ = io.Copy(io.Discard, dl.Body)
 		err = dl.Verify()
 	}
 	if err != nil {
-		transfer.Undo(created)
+		j.undoAs(created)
 		log.AddLine("", fmt.Sprintf("Cache %s could not be restored: %s (the job continues without it)", dl.Key, err))
 		return cs
 	}
@@ -270,13 +262,13 @@ func (j *job) downloadArtifact(bs *blobState, name string, log *logstream.Stream
 		return err
 	}
 	defer dl.Body.Close()
-	st, created, err := transfer.Unpack(dl.Body, []transfer.Root{{Dir: j.srcDir}})
+	st, created, err := j.unpackAs(ctx, dl.Body, []transfer.Root{{Dir: j.srcDir, Base: j.srcDir}})
 	if err == nil {
 		_, _ = io.Copy(io.Discard, dl.Body)
 		err = dl.Verify()
 	}
 	if err != nil {
-		transfer.Undo(created)
+		j.undoAs(created)
 		return err
 	}
 	log.AddLine("", fmt.Sprintf("Artifact %s downloaded (sha256 %s): %d files, %s in %s", name, dl.SHA256, st.Files, humanBytes(st.Bytes), time.Since(start).Round(time.Millisecond)))
@@ -338,7 +330,7 @@ func (j *job) uploadArtifact(bs *blobState, a lockfile.Artifact, log *logstream.
 	start := time.Now()
 	up, st, err := j.streamUp(func(ctx context.Context, r io.Reader) (transfer.Uploaded, error) {
 		return bs.client.UploadArtifact(ctx, a.Name, r)
-	}, []transfer.Root{{Dir: j.srcDir, Files: files}})
+	}, []transfer.Root{{Dir: j.srcDir, Files: files, Base: j.srcDir}})
 	if err != nil {
 		return err
 	}
@@ -372,6 +364,12 @@ func (j *job) attestArtifact(name, sha string, log *logstream.Stream) error {
 const ArtifactSubjectPrefix = "artifact:"
 
 func (j *job) saveCache(bs *blobState, cs cacheState, log *logstream.Stream) {
+	if !anyExists(cs.roots) {
+		// An empty entry under the exact key would be restored by every
+		// later run, which then never saves the real content.
+		log.AddLine("", fmt.Sprintf("Cache %s not saved: none of its paths exist (%s)", cs.key, strings.Join(cs.spec.Paths, ", ")))
+		return
+	}
 	start := time.Now()
 	up, st, err := j.streamUp(func(ctx context.Context, r io.Reader) (transfer.Uploaded, error) {
 		return bs.client.SaveCache(ctx, cs.key, r)
@@ -389,15 +387,26 @@ func (j *job) saveCache(bs *blobState, cs cacheState, log *logstream.Stream) {
 	}
 }
 
-// streamUp packs roots into a pipe read by send, so nothing is staged on
-// disk or held whole in memory.
+// anyExists reports whether one of roots is on disk (Lstat: nothing is
+// read or followed).
+func anyExists(roots []transfer.Root) bool {
+	for _, r := range roots {
+		if _, err := os.Lstat(r.Dir); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// streamUp packs roots (with the job's credentials, packAs) into a pipe
+// read by send, so nothing is staged on disk or held whole in memory.
 func (j *job) streamUp(send func(context.Context, io.Reader) (transfer.Uploaded, error), roots []transfer.Root) (transfer.Uploaded, transfer.Stats, error) {
 	ctx, cancel := j.transferCtx()
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan transfer.Stats, 1)
 	go func() {
-		st, err := transfer.Pack(pw, roots)
+		st, err := j.packAs(ctx, pw, roots)
 		pw.CloseWithError(err)
 		done <- st
 	}()

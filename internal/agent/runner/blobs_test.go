@@ -53,7 +53,7 @@ func TestJobHome(t *testing.T) {
 		t.Errorf("work directory (with the job HOME) not removed: %v", ents)
 	}
 	j := &job{r: &Runner{opts: Options{Blobs: BlobOptions{JobHome: false}}}}
-	if _, err := j.cacheRoots("/home/u", []string{"~/.cache/go-build"}); err == nil || !strings.Contains(err.Error(), "shared HOME") {
+	if _, err := j.cacheRoots([]string{"~/.cache/go-build"}); err == nil || !strings.Contains(err.Error(), "shared HOME") {
 		t.Errorf("~ path with a shared HOME: %v", err)
 	}
 }
@@ -70,5 +70,38 @@ func TestContainerJobWithoutEngineNotRunOnHost(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the step ran on the host")
+	}
+}
+
+// A cache path is resolved in the job's own directories and checked again
+// on the agent (a lock can be hand-written): absolute paths elsewhere,
+// ".." and a symbolic link in the checkout pointing out are refused; a
+// directory that does not exist yet is fine (a step creates it).
+func TestCacheRootsStayInsideTheJob(t *testing.T) {
+	ws, tmp, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, ".deps")); err != nil {
+		t.Fatal(err)
+	}
+	id := jobIdentity{Workspace: ws, Tmp: tmp}
+	for p, want := range map[string]string{
+		"/var/lib/kici":  "outside the job's workspace, HOME and /tmp",
+		"../x":           `".." is not allowed`,
+		".deps":          "is a symbolic link",
+		".deps/sub":      "is a symbolic link",
+		"~/.cache/x":     "shared HOME",
+		"/tmp/../etc/x":  `".." is not allowed`,
+		"$HOME/.npm":     "variables are not expanded",
+		"node_modules/x": "",
+		"/tmp/build":     "",
+	} {
+		r, err := id.cacheRoot(p)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", p, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: err = %v, want %q", p, err, want)
+		case want == "" && !strings.HasPrefix(r.Dir, ws) && !strings.HasPrefix(r.Dir, tmp):
+			t.Errorf("%s resolved to %s", p, r.Dir)
+		}
 	}
 }

@@ -46,9 +46,10 @@ func (j *job) confine() error {
 	return u.handOver(j.tmpDir, j.scripts)
 }
 
-// handOverCheckout gives the checkout (and a per-job home, where caches
-// were restored) to the step user once the agent has finished writing them:
-// git refuses to check out into a directory another user owns.
+// handOverCheckout gives the checkout (and a per-job home) to the step
+// user once the agent has finished the checkout — git refuses to check out
+// into a directory another user owns — and before caches and artifacts are
+// unpacked into them as that user.
 func (j *job) handOverCheckout() error {
 	u := j.ident.User
 	if u == nil {
@@ -59,8 +60,8 @@ func (j *job) handOverCheckout() error {
 		return err
 	}
 	paths := []string{j.srcDir}
-	if j.ownHome() || len(j.cfg.Cache) > 0 {
-		paths = append(paths, j.homeDir()) // restored caches may be there
+	if j.ownHome() {
+		paths = append(paths, j.homeDir()) // caches are restored into it
 	}
 	return u.handOverExcept(linked, paths...)
 }

@@ -444,9 +444,12 @@ func (j *job) execute() (res *Result) {
 		j.skipFrom(0, res)
 		return res
 	}
-	blobs, err := j.beforeSteps(jobLog)
+	// The checkout and the job's HOME become the step user's first: caches
+	// and artifacts are unpacked into them as that user (jobfiles.go).
+	var blobs *blobState
+	err = j.handOverCheckout() // confine.go
 	if err == nil {
-		err = j.handOverCheckout() // confine.go
+		blobs, err = j.beforeSteps(jobLog)
 	}
 	if err != nil {
 		jobLog.AddLine("", "Error: "+err.Error())

@@ -11,13 +11,6 @@ import (
 	"kici.dev/kici/internal/agent/supervisor"
 )
 
-// TestMain lets the test binary serve as the step supervisor
-// ([test binary, SupervisorArg]), as kici-agent does.
-func TestMain(m *testing.M) {
-	Supervise(os.Args[1:])
-	os.Exit(m.Run())
-}
-
 // TestUIDPoolGivesEachLiveJobItsOwnUID: uids taken from a pool are all
 // different while held, a full pool says which setting to widen, and a
 // released uid can be taken again. The lock files work across processes

@@ -27,10 +27,47 @@ import (
 
 // Root is one directory tree of an archive. Files, when not nil, limits
 // the archive to those paths (slash-separated, relative to Dir); nil packs
-// the whole tree.
+// the whole tree. Base, when set, is the job directory Dir must lie in
+// (its workspace, HOME or temporary directory): Pack and Unpack refuse a
+// Dir outside it or reached through a symbolic link below it (CheckRoot),
+// so a link a step planted cannot point a cache at the host.
 type Root struct {
-	Dir   string
-	Files []string
+	Dir   string   `json:"dir"`
+	Files []string `json:"files,omitempty"`
+	Base  string   `json:"base,omitempty"`
+}
+
+// CheckRoot refuses r when Base is set and Dir is not inside it, or when a
+// component between Base and Dir (Dir included) exists and is a symbolic
+// link or not a directory. A component that does not exist yet is fine:
+// Unpack creates it, Pack skips it.
+func CheckRoot(r Root) error {
+	if r.Base == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(r.Base, r.Dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return fmt.Errorf("%s is outside %s", r.Dir, r.Base)
+	}
+	cur := r.Base
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		info, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case info.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link; cache and artifact paths are not followed through links", cur)
+		case !info.IsDir():
+			return fmt.Errorf("%s exists and is not a directory", cur)
+		}
+	}
+	return nil
 }
 
 // Stats counts what Pack or Unpack handled.
@@ -50,6 +87,9 @@ func Pack(w io.Writer, roots []Root) (Stats, error) {
 	}
 	tw := tar.NewWriter(zw)
 	for i, r := range roots {
+		if err := CheckRoot(r); err != nil {
+			return st, err
+		}
 		prefix := strconv.Itoa(i)
 		add := func(p string, d fs.DirEntry) error {
 			rel, err := filepath.Rel(r.Dir, p)
@@ -131,6 +171,11 @@ func Unpack(r io.Reader, roots []Root) (Stats, []string, error) {
 		return st, nil, err
 	}
 	defer zr.Close()
+	for _, root := range roots {
+		if err := CheckRoot(root); err != nil {
+			return st, nil, err
+		}
+	}
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
@@ -253,6 +298,13 @@ func mkdir(dir string, created *[]string) error {
 	}
 	*created = append(*created, dir)
 	return nil
+}
+
+// OpenNoFollow opens a file for reading unless it is a symbolic link
+// (O_NOFOLLOW): the agent hashes workspace files for cache keys, and a link
+// swapped in after the listing must not make it read a host file.
+func OpenNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
 }
 
 // Undo removes paths created by a failed Unpack, deepest first.

@@ -3,6 +3,7 @@ package transfer
 import (
 	"archive/tar"
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,33 @@ func TestMatchFiles(t *testing.T) {
 	got, err := MatchFiles(root, []string{"out/**", "!out/*.tmp", "**/config"})
 	if err != nil || strings.Join(got, ",") != "out/a.bin,out/sub/b.bin" {
 		t.Errorf("MatchFiles = %v, %v", got, err)
+	}
+}
+
+// With Base set, neither Pack nor Unpack goes through a symbolic link
+// between the job directory and the root: a link a step planted in the
+// checkout (.deps -> /etc) cannot make a restore write, or a save read,
+// outside the job.
+func TestRootThroughSymlinkRefused(t *testing.T) {
+	base, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(base, ".deps")); err != nil {
+		t.Fatal(err)
+	}
+	root := Root{Dir: filepath.Join(base, ".deps", "pkg"), Base: base}
+	var buf bytes.Buffer
+	if _, err := Pack(&buf, []Root{{Dir: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Unpack(bytes.NewReader(buf.Bytes()), []Root{root}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("unpack through a link: %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("unpack wrote outside the job: %v", ents)
+	}
+	if _, err := Pack(io.Discard, []Root{root}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("pack through a link: %v", err)
+	}
+	if err := CheckRoot(Root{Dir: "/etc", Base: base}); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("root outside base: %v", err)
 	}
 }
