@@ -6,8 +6,10 @@
 // index>": the index says which of the packed roots an entry belongs to, so
 // an unpacked entry can only land inside the root the job declared, never
 // elsewhere on the host. Regular files and directories are kept (with their
-// permission bits); symbolic links and special files are skipped, so an
-// archive cannot plant a link that a later entry writes through.
+// permission bits), and so are symbolic links, as links (a virtualenv's
+// bin/python, node_modules/.bin): Unpack never writes through a link, one
+// in the archive or one already on disk, so an archive cannot plant a link
+// that a later entry writes through. Special files are skipped.
 package transfer
 
 import (
@@ -74,7 +76,7 @@ func CheckRoot(r Root) error {
 type Stats struct {
 	Files   int
 	Bytes   int64
-	Skipped int // symlinks and special files
+	Skipped int // special files (devices, pipes, sockets)
 }
 
 // Pack writes roots as a zstd-compressed tar to w. A root that does not
@@ -120,6 +122,13 @@ func Pack(w io.Writer, roots []Root) (Stats, error) {
 				st.Files++
 				st.Bytes += n
 				return err
+			case info.Mode()&fs.ModeSymlink != 0:
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				st.Files++
+				return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: info.ModTime()})
 			default:
 				st.Skipped++
 				return nil
@@ -221,10 +230,39 @@ func Unpack(r io.Reader, roots []Root) (Stats, []string, error) {
 			_ = os.Chtimes(dst, h.ModTime, h.ModTime)
 			st.Files++
 			st.Bytes += n
+		case tar.TypeSymlink:
+			if rel == "" || h.Linkname == "" || strings.ContainsRune(h.Linkname, 0) {
+				return st, created, fmt.Errorf("archive entry %q: not a usable link", h.Name)
+			}
+			if err := replaceWithLink(dst, h.Linkname, &created); err != nil {
+				return st, created, fmt.Errorf("archive entry %q: %w", h.Name, err)
+			}
+			st.Files++
 		default:
 			st.Skipped++
 		}
 	}
+}
+
+// replaceWithLink makes dst a symbolic link to target. A file or link
+// already at dst is replaced (an older restore's), a directory is an error.
+// The link itself is written, never followed: later entries below it are
+// refused by safePath, and a file entry at its name by O_NOFOLLOW.
+func replaceWithLink(dst, target string, created *[]string) error {
+	info, err := os.Lstat(dst)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		*created = append(*created, dst)
+	case err != nil:
+		return err
+	case info.IsDir():
+		return fmt.Errorf("%s exists and is a directory", dst)
+	default:
+		if err := os.Remove(dst); err != nil {
+			return err
+		}
+	}
+	return os.Symlink(target, dst)
 }
 
 // safePath joins root and rel, creating the missing parent directories and

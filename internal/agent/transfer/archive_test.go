@@ -17,15 +17,15 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	os.MkdirAll(filepath.Join(src, "a/b"), 0o755)
 	os.WriteFile(filepath.Join(src, "a/b/f.txt"), []byte("hello"), 0o644)
 	os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh"), 0o755)
-	os.Symlink("/etc/passwd", filepath.Join(src, "link"))
+	os.Symlink("/usr/bin/python3", filepath.Join(src, "link")) // a virtualenv's bin/python
 	var buf bytes.Buffer
 	st, err := Pack(&buf, []Root{{Dir: src}, {Dir: filepath.Join(src, "missing")}})
-	if err != nil || st.Files != 2 || st.Skipped != 1 {
+	if err != nil || st.Files != 3 || st.Skipped != 0 {
 		t.Fatalf("pack: %+v %v", st, err)
 	}
 	dst := filepath.Join(t.TempDir(), "new", "root")
 	st, created, err := Unpack(&buf, []Root{{Dir: dst}, {Dir: t.TempDir()}})
-	if err != nil || st.Files != 2 {
+	if err != nil || st.Files != 3 {
 		t.Fatalf("unpack: %+v %v", st, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "a/b/f.txt")); string(b) != "hello" {
@@ -34,8 +34,8 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dst, "run.sh")); fi == nil || fi.Mode().Perm()&0o100 == 0 {
 		t.Errorf("executable bit lost: %v", fi)
 	}
-	if _, err := os.Lstat(filepath.Join(dst, "link")); err == nil {
-		t.Error("a symlink was restored")
+	if target, err := os.Readlink(filepath.Join(dst, "link")); err != nil || target != "/usr/bin/python3" {
+		t.Errorf("the link was not restored as a link: %q, %v", target, err)
 	}
 	Undo(created)
 	if _, err := os.Stat(filepath.Dir(dst)); !os.IsNotExist(err) {
@@ -84,6 +84,40 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 	// A root that is itself a symlink is refused.
 	if _, _, err := Unpack(rawArchive(t, "0/x"), []Root{{Dir: filepath.Join(root, "link")}}); err == nil {
 		t.Error("symlinked root accepted")
+	}
+}
+
+// An archive that plants a link and then writes through it (a directory
+// entry, a file entry below it, or a file entry at the link's own name)
+// writes nothing outside the root.
+func TestUnpackNeverWritesThroughAPlantedLink(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		after tar.Header
+	}{
+		{"file below the link", tar.Header{Typeflag: tar.TypeReg, Name: "0/link/pwned", Mode: 0o644, Size: 1}},
+		{"directory below the link", tar.Header{Typeflag: tar.TypeDir, Name: "0/link/sub/", Mode: 0o755}},
+		{"file at the link", tar.Header{Typeflag: tar.TypeReg, Name: "0/flink", Mode: 0o644, Size: 1}},
+	} {
+		var buf bytes.Buffer
+		zw, _ := zstd.NewWriter(&buf)
+		tw := tar.NewWriter(zw)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/link", Linkname: outside, Mode: 0o777})
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/flink", Linkname: filepath.Join(outside, "f"), Mode: 0o777})
+		h := tc.after
+		tw.WriteHeader(&h)
+		if h.Size > 0 {
+			tw.Write([]byte("x"))
+		}
+		tw.Close()
+		zw.Close()
+		if _, _, err := Unpack(&buf, []Root{{Dir: t.TempDir()}}); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Fatalf("%s: written outside the root: %v", tc.name, ents)
+		}
 	}
 }
 
