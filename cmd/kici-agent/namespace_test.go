@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,13 +91,18 @@ func TestNonRootAgentHidesDataDirFromSteps(t *testing.T) {
 	// unmount it from a user namespace of its own.
 	escape := "grep CapEff /proc/self/status\n" +
 		"umount " + data + " 2>/dev/null || true\n" +
-		"unshare -Urm sh -c 'umount -l " + data + " && cat " + data + "/admin-token' >/dev/null 2>&1 && echo ESCAPED || true\n"
+		"unshare -Urm sh -c 'umount -l " + data + " && cat " + data + "/admin-token' >/dev/null 2>&1 && echo ESCAPED || true\n" +
+		"echo \"home=$HOME entries=$(ls -A \"$HOME\" | wc -l)\"\n"
 	log, agentLog := runAsNobodyAgent(t, []string{"KICI_AGENT_HIDE_PATHS=" + data}, true, escape, targets)
 	if strings.Contains(agentLog, "STEPS ARE NOT CONFINED") {
 		t.Errorf("agent did not confine its steps:\n%s", agentLog)
 	}
 	if !strings.Contains(log, "CapEff:\t0000000000000000") || strings.Contains(log, "ESCAPED") {
 		t.Errorf("the confined step holds capabilities or undid the hiding; step log:\n%s", log)
+	}
+	// The job's HOME is its own: inside its job directory, created empty.
+	if !regexp.MustCompile(`home=\S*/kici-job-[0-9]+/home entries=0\n`).MatchString(log) {
+		t.Errorf("the confined step's HOME is not a fresh one of its job; step log:\n%s", log)
 	}
 	for _, f := range targets {
 		if !strings.Contains(log, "read refused: "+f) {

@@ -126,7 +126,7 @@ var Vars = []Var{
 	{"KICI_SCALER_MANAGED", ScopeAgent, "`false`", "`true` ⇒ the agent runs one job then exits (set by the scaler)."},
 	{"KICI_SCALER_IDLE_TIMEOUT", ScopeAgent, "`5000`", "How long a scaler-managed agent waits for follow-up work after its job, in ms."},
 	{"KICI_SCALER_PENDING_DISPATCH_TIMEOUT", ScopeAgent, "`60000`", "How long a scaler-managed agent waits for its bound job when `register.ack` says `pendingDispatch`, in ms."},
-	{"KICI_AGENT_JOB_HOME", ScopeOrchestrator + "," + ScopeAgent, "`false`", "`true` ⇒ each job gets a fresh, empty `HOME` inside its work directory (always so when the agent runs as root: each job has its own uid and `HOME`) and the host's `GOPATH`, `GOCACHE`, `GOMODCACHE` are not passed on, so jobs share nothing through a home directory (carry build state with `cache:`). The orchestrator passes it to the bare-metal agents it spawns."},
+	{"KICI_AGENT_JOB_HOME", ScopeOrchestrator + "," + ScopeAgent, "`false`", "`true` ⇒ each job gets a fresh, empty `HOME` inside its work directory (always so when the agent runs as root, where each job has its own uid, and where a non-root agent confines steps in user namespaces) and the host's `GOPATH`, `GOCACHE`, `GOMODCACHE` are not passed on, so jobs share nothing through a home directory (carry build state with `cache:`). The orchestrator passes it to the bare-metal agents it spawns."},
 	{"KICI_WORK_DIR", ScopeOrchestrator + "," + ScopeAgent, "orchestrator: `<os temp dir>/kici-work-<uid>`; agent: the OS temp dir", "Parent directory of the per-job work directories (orchestrator: of the bare-metal agents it spawns; absolute, created 0700, refused when not owned by this user, group/world-writable or inside the data directory)."},
 
 	// job environment

@@ -138,8 +138,13 @@ func (s *Server) heartbeat(ctx context.Context) {
 	// was stored must not apply the old value after it.
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
+	// The agent URLs are read before the row is written: whoever sees this
+	// beat's time in the registry knows that agents spawned from then on
+	// carry every node that was registered before it.
+	now := time.Now().UTC()
+	s.refreshAgentURLs(ctx)
 	draining, err := s.store.HeartbeatNode(ctx, &store.ClusterNode{ID: s.nodeID, Address: s.advertisedURL(), Version: Version,
-		StartedAt: s.startedAt, HeartbeatAt: time.Now().UTC(), JobsRunning: s.dispatcher.JobsRunning(),
+		StartedAt: s.startedAt, HeartbeatAt: now, JobsRunning: s.dispatcher.JobsRunning(),
 		AgentsConnected: s.dispatcher.AgentCount()})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -151,7 +156,6 @@ func (s *Server) heartbeat(ctx context.Context) {
 	if draining != s.dispatcher.Draining() {
 		s.runctl.SetDraining(draining)
 	}
-	s.refreshAgentURLs(ctx)
 }
 
 // refreshAgentURLs gives agents spawned from now on every live node's URL

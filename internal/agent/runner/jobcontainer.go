@@ -474,8 +474,9 @@ func (j *job) runAttempt(spec procSpec, stop stopSignal) procResult {
 // directory: with the agent's JobHome option; always in a job container,
 // where the host's HOME does not exist (the work directory is mounted, so
 // the home and the caches restored into it are there); and always when
-// steps run as another user than the agent's, so no job finds what an
+// steps run as another user than the agent's or in namespaces of their
+// own (a non-root agent's user namespaces), so no job finds what an
 // earlier one left in a shared home.
 func (j *job) ownHome() bool {
-	return j.r.opts.Blobs.JobHome || j.cfg.Container != nil || j.r.confined()
+	return j.r.opts.Blobs.JobHome || j.cfg.Container != nil || j.r.confined() || namespaced(j.r.opts.Supervisor)
 }
