@@ -20,6 +20,31 @@ jobs:
       - run: echo hello
 `
 
+// A push workflow whose job asks for a label no agent has: it stays
+// queued (in flight) until something ends it.
+const stuckWorkflow = `name: stuck
+on:
+  push:
+    branches: [main]
+jobs:
+  wait:
+    runsOn: [e2e-backup-nowhere]
+    steps:
+      - run: echo never
+`
+
+// A schedule on whole minutes whose job needs no agent to be counted.
+const minuteWorkflow = `name: minutely
+on:
+  schedule:
+    cron: "@every 1m"
+jobs:
+  tick:
+    runsOn: [e2e-backup-nowhere]
+    steps:
+      - run: echo tick
+`
+
 // scheduleFiresSince returns the instants (unix seconds) of the schedule
 // deliveries o received at or after since.
 func scheduleFiresSince(t *testing.T, o *orchestrator, since time.Time) []int64 {
@@ -73,20 +98,21 @@ func runsOf(t *testing.T, o *orchestrator, wf string) []runView {
 func TestBackupRestoreStartsSafely(t *testing.T) {
 	repo := t.TempDir()
 	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/tenner.yaml"), tenSecondWorkflow)
+	write(t, filepath.Join(repo, ".kici/workflows/minutely.yaml"), minuteWorkflow)
 	write(t, filepath.Join(repo, ".kici/workflows/hello.yaml"), helloWorkflow)
+	write(t, filepath.Join(repo, ".kici/workflows/stuck.yaml"), stuckWorkflow)
 	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
 	git(t, repo, "add", "-A")
 	git(t, repo, "commit", "-qm", "workflows")
 
 	o := startIn(t, t.TempDir())
 	src := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "app", "--quiet")
-	delivery := strings.TrimSpace(o.admin(t, "source", "trigger-local", src, "--quiet"))
-	if r := o.waitRun(t, delivery, 120*time.Second); r.Status != "success" {
-		t.Fatalf("hello run %s: %s", r.RunID, r.Status)
-	}
-	waitInstants(t, o, 1)
-	inFlight := runsOf(t, o, "tenner")
+	o.admin(t, "source", "trigger-local", src, "--quiet") // registers the schedule, runs hello and stuck
+	waitFor(t, 120*time.Second, "hello to succeed and stuck to queue", func() bool {
+		h, s := runsOf(t, o, "hello"), runsOf(t, o, "stuck")
+		return len(h) == 1 && h[0].Status == "success" && len(s) == 1 && o.jobsOf(t, s[0].RunID)["wait"].Status == "queued"
+	})
+	stuck := runsOf(t, o, "stuck")[0]
 
 	backup := filepath.Join(t.TempDir(), "kici-backup.db")
 	out := o.admin(t, "backup", "--out", backup, "--with-key")
@@ -101,11 +127,12 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	if again := o.adminFails(t, "backup", "--out", backup); !strings.Contains(again, "already exists") {
 		t.Fatalf("a second backup onto the same file: %s", again)
 	}
-	// An instant falls due after the backup: a start on the copy that
-	// caught up would fire it again.
-	fired, _ := scheduleInstants(t, o)
-	waitInstants(t, o, len(fired)+1)
 	o.stop(t)
+	// A schedule instant falls due while no node runs: a start on the copy
+	// that caught up would fire it (the copy's registration predates it,
+	// well within the catch-up window). @every 1m falls on whole minutes.
+	unfired := time.Unix((time.Now().Unix()/60+1)*60, 0)
+	time.Sleep(time.Until(unfired.Add(time.Second))) // the outage spans an instant
 
 	restored := t.TempDir()
 	for src, dst := range map[string]string{backup: "kici.db", backup + ".secret.key": "secret.key"} {
@@ -120,25 +147,25 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	startedAt := time.Now()
 	r := startIn(t, restored)
 
-	for _, run := range inFlight {
-		r.waitRunStatus(t, run.RunID, 60*time.Second, "failed")
-		if j := r.jobsOf(t, run.RunID)["tick"]; j.Status != "failed" || !strings.Contains(j.ErrorMessage, "ended on restore: in flight when the backup was taken") {
-			t.Fatalf("in-flight job of run %s after restore: %s %q", run.RunID, j.Status, j.ErrorMessage)
-		}
+	r.waitRunStatus(t, stuck.RunID, 60*time.Second, "failed")
+	if j := r.jobsOf(t, stuck.RunID)["wait"]; j.Status != "failed" || !strings.Contains(j.ErrorMessage, "ended on restore: in flight when the backup was taken") {
+		t.Fatalf("in-flight job after restore: %s %q", j.Status, j.ErrorMessage)
 	}
 	if hello := runsOf(t, r, "hello"); len(hello) != 1 || hello[0].Status != "success" {
 		t.Fatalf("hello runs after restore: %+v (want the one finished run)", hello)
 	}
-	// The restored node fires the schedule live (an instant after its
-	// start) and none before it.
-	waitFor(t, 60*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
-	for _, sec := range scheduleFiresSince(t, r, startedAt) {
+	if s := runsOf(t, r, "stuck"); len(s) != 1 {
+		t.Fatalf("stuck runs after restore: %+v (want the backup's one, not re-run)", s)
+	}
+	// The restored node fires the schedule live (the first whole minute
+	// after its start, once it holds the lease) and no instant before it.
+	waitFor(t, 150*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
+	fires := scheduleFiresSince(t, r, startedAt)
+	for _, sec := range fires {
 		if sec < startedAt.Unix() {
 			t.Fatalf("restored node fired instant %s, before its start %s (caught up the backup's past)",
 				time.Unix(sec, 0).UTC().Format(time.RFC3339), startedAt.UTC().Format(time.RFC3339))
 		}
 	}
-	// Its live fires wait for an agent again; those are new runs, not the
-	// backup's, and stay in flight.
-	t.Logf("restore start: %d in-flight runs ended; first live fire %v", len(inFlight), scheduleFiresSince(t, r, startedAt))
+	t.Logf("restore start: instant %s not fired; live fires %v", unfired.UTC().Format(time.RFC3339), fires)
 }
