@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,5 +22,16 @@ func admin(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cli.Version = orchestrator.Version
-	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open, Migrate: migrate})
+	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open, Migrate: migrate, Backup: backup})
+}
+
+// backup serves `kici-admin backup` (orchestrator.Backup) and prints what
+// it wrote and what else to keep.
+func backup(ctx context.Context, req cli.BackupRequest, stdout io.Writer) error {
+	res, err := orchestrator.Backup(ctx, req.DataDir, req.Out, req.WithKey, os.Getenv)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(stdout, cli.BackupSummary(req.DataDir, res.File, res.BackupID, res.KeyFile))
+	return err
 }

@@ -54,6 +54,10 @@ type IO struct {
 	// returns its exit code; nil ⇒ DelegateDirect hands the command line to
 	// kici-orchestrator.
 	Migrate func(args []string, stdout, stderr io.Writer) int
+	// Backup serves `kici-admin backup` (the SQLite copy, printing what it
+	// wrote to stdout); nil ⇒ DelegateDirect hands the command line to
+	// kici-orchestrator.
+	Backup func(ctx context.Context, req BackupRequest, stdout io.Writer) error
 }
 
 func (o IO) withDefaults() IO {
@@ -134,7 +138,7 @@ orchestrator's host no flags are needed.`,
 	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
 	root.AddCommand(a.contextCommand(), a.variableCommand())
 	root.AddCommand(a.heldRunCommand(), a.trustPolicyCommand())
-	root.AddCommand(a.checkRunCommand(), a.migrateCommand())
+	root.AddCommand(a.checkRunCommand(), a.migrateCommand(), a.backupCommand())
 	return root
 }
 

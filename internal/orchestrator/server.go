@@ -58,6 +58,8 @@ type Server struct {
 	metrics    *prometheus.Registry
 	processor  *pipeline.Processor
 	tracker    *execution.Tracker
+	// restored is set when the node starts on a restored backup.
+	restored   *restoreStart
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
 	httpSrv    *http.Server
@@ -85,7 +87,7 @@ func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
 		return postgres.Open(ctx, cfg.DatabaseURL)
 	}
-	return sqlite.Open(ctx, filepath.Join(cfg.DataDir, "kici.db"))
+	return sqlite.Open(ctx, sqlitePath(cfg.DataDir))
 }
 
 // New prepares a server: creates the data directory (0700), opens the store,
@@ -113,6 +115,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.cleanup.push("data directory lock", func(context.Context) error { return dataLock.Close() })
+	if cfg.DatabaseURL == "" {
+		if s.restored, err = detectRestore(ctx, sqlitePath(cfg.DataDir)); err != nil {
+			return nil, err
+		}
+	}
 	raw, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -315,6 +322,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	s.ingress = ingress
+	if s.restored != nil {
+		ingress.sched.NotBefore = s.startedAt
+	}
 	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
 	mux := api.NewRouter(api.Deps{
@@ -382,6 +392,12 @@ func (s *Server) Run(stop context.Context) error {
 	// pipeline keep working while running jobs finish.
 	ctx, endLoops := context.WithCancel(context.WithoutCancel(stop))
 	defer endLoops()
+	if s.restored != nil {
+		if err := s.endInFlight(ctx, s.restored); err != nil {
+			s.cleanup.unwind(context.Background(), s.log)
+			return fmt.Errorf("start on a restored backup: end the jobs in flight at backup time: %w", err)
+		}
+	}
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}

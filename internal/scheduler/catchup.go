@@ -61,6 +61,18 @@ func (s *Scheduler) window() time.Duration {
 // the workflows again, so a push landing between an instant and the
 // takeover would otherwise hide that instant (neither fired nor missed).
 func (s *Scheduler) startFrom(ctx context.Context, k string, created, now time.Time) (from time.Time, known bool, err error) {
+	from, known, err = s.startFromRecord(ctx, k, created, now)
+	// On a restored database the record stops at the backup: instants
+	// since then were handled (or not) by the nodes that ran after it, so
+	// none of them is caught up here.
+	if err == nil && from.Before(s.NotBefore) {
+		from = s.NotBefore
+	}
+	return from, known, err
+}
+
+// startFromRecord is startFrom without the NotBefore bound.
+func (s *Scheduler) startFromRecord(ctx context.Context, k string, created, now time.Time) (from time.Time, known bool, err error) {
 	from = created
 	if s.window() < 0 {
 		if s.since.After(from) {

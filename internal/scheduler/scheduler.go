@@ -83,6 +83,11 @@ type Scheduler struct {
 	// CatchUpWindow bounds the catch-up (DefaultCatchUpWindow when zero;
 	// negative: no catch-up, only instants due after taking the lease).
 	CatchUpWindow time.Duration
+	// NotBefore, when set, is the earliest instant this scheduler
+	// considers: instants before it are neither fired nor caught up. A node
+	// starting on a restored backup sets it to its start (the restore
+	// start), so no instant of the backup's past fires at once.
+	NotBefore time.Time
 
 	stop context.CancelFunc // ends the Start loop (Release)
 	done chan struct{}      // closed when the Start loop has ended
