@@ -41,20 +41,28 @@ func TestDocsExample(t *testing.T) {
 // TestDocsStepScopeExample keeps the step conditions and step env example
 // of docs/workflows.md compiling.
 func TestDocsStepScopeExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/workflows.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "### Step conditions and step env\n")
-	if !ok {
-		t.Fatal("section not found")
-	}
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	if !ok {
-		t.Fatal("example not found")
-	}
-	src, _, _ := strings.Cut(rest, "```\n")
+	src := docExample(t, "workflows.md", "### Step conditions and step env\n")
 	if _, err := Compile([]SourceFile{{Path: ".kici/workflows/release.yaml", Source: []byte(src)}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// docExample is the first yaml block after heading in docs/<page>; the
+// test fails when the section or its example is gone.
+func docExample(t *testing.T, page, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/" + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), heading)
+	if !ok {
+		t.Fatalf("docs/%s: section %q not found", page, heading)
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	if !ok {
+		t.Fatalf("docs/%s: no example after %q", page, heading)
+	}
+	src, _, _ := strings.Cut(rest, "```\n")
+	return src
 }

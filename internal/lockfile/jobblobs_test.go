@@ -1,7 +1,6 @@
 package lockfile
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -132,19 +131,7 @@ func TestCompileCachePathsOutsideTheJobRefused(t *testing.T) {
 // The example of docs/caches-and-artifacts.md "Which paths a cache may
 // hold" compiles.
 func TestDocsCachePathsExampleCompiles(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/caches-and-artifacts.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "### Which paths a cache may hold")
-	if !ok {
-		t.Fatal("section not found")
-	}
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	if !ok {
-		t.Fatal("example not found")
-	}
-	src, _, _ := strings.Cut(rest, "```\n")
+	src := docExample(t, "caches-and-artifacts.md", "### Which paths a cache may hold")
 	lf, err := Compile([]SourceFile{{Path: ".kici/workflows/deps.yaml", Source: []byte(src)}})
 	if err != nil {
 		t.Fatal(err)
