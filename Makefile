@@ -135,8 +135,7 @@ test-ha: build test-deps
 
 # acceptance: every pipeline of the corpus (testdata/pipelines/README.md)
 # end to end on the real orchestrator and agents and through `kici run
-# local`; `make test` runs only the pipelines marked short. Known-blocked
-# cases are reported as skips with the issue item they wait for. About 7
+# local`; `make test` runs only the pipelines marked short. About 7
 # minutes on two shared cores (testdata/pipelines/README.md).
 .PHONY: acceptance
 acceptance: build test-deps

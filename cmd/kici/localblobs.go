@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
 )
 
@@ -69,4 +72,25 @@ func (lb *localBlobs) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = lb.srv.Shutdown(ctx)
+}
+
+// localIssuer names the signer of `kici run local` attestations. It is not
+// a URL anyone serves: local attestations are for trying a workflow out,
+// signed with a key kept in the repository's kici-local directory.
+const localIssuer = "kici-run-local"
+
+// localProvenance is the provenance signer of `kici run local`, over the
+// local run database, with a master key of its own (secret.key in dir,
+// created 0600 on first use; the operator's KICI_SECRET_KEY is not read),
+// so `attest: true` works locally as it does on the embedded default.
+func localProvenance(ctx context.Context, st store.Store, dir string) (*provenance.Service, error) {
+	mk, err := masterkey.Load(dir, func(string) string { return "" })
+	if err != nil {
+		return nil, fmt.Errorf("run local: provenance key: %w", err)
+	}
+	keys := provenance.NewKeys(st, mk)
+	if _, _, err := keys.Active(ctx); err != nil {
+		return nil, fmt.Errorf("run local: provenance key: %w", err)
+	}
+	return provenance.NewService(st, keys, provenance.Config{Issuer: localIssuer, OrchestratorID: "local", Version: version}), nil
 }

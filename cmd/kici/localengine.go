@@ -145,11 +145,17 @@ func (e *localEngine) EnqueueJob(_ context.Context, job *store.Job) error {
 	return nil
 }
 
-// newLocalEngine opens the run database and blob routes in dir and makes
-// the runner (newRunner, given the routes' base URL).
-func newLocalEngine(ctx context.Context, dir string, em *printEmitter, newRunner func(blobsURL string) *runner.Runner) (*localEngine, error) {
+// newLocalEngine opens the run database, blob routes and provenance signer
+// in dir and makes the runner (newRunner, given the routes' base URL and
+// the signer's attest function).
+func newLocalEngine(ctx context.Context, dir string, em *printEmitter, newRunner func(blobsURL string, attest runner.AttestFunc) *runner.Runner) (*localEngine, error) {
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "runs.db"))
 	if err != nil {
+		return nil, err
+	}
+	prov, err := localProvenance(ctx, st, dir)
+	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	lb, err := startLocalBlobs(st, dir)
@@ -157,7 +163,7 @@ func newLocalEngine(ctx context.Context, dir string, em *printEmitter, newRunner
 		st.Close()
 		return nil, err
 	}
-	e := &localEngine{st: st, r: newRunner(lb.url), em: em, blobs: lb}
+	e := &localEngine{st: st, r: newRunner(lb.url, prov.AttestRefs), em: em, blobs: lb}
 	e.tr = execution.NewTracker(st, e, nil, execution.TrackerDeps{})
 	return e, nil
 }

@@ -15,6 +15,10 @@ import (
 	"kici.dev/kici/internal/lockfile"
 )
 
+// version is set at build time with -ldflags "-X main.version=…"; local
+// provenance statements name it as the builder's version.
+var version = "dev"
+
 // exitError carries a process exit code for main.
 type exitError struct {
 	code int

@@ -146,10 +146,10 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, src *localTree
 		return err
 	}
 	// Like a job on the server's default agent: a HOME of its own (state
-	// carries over through declared caches only) and the cache and
-	// artifact routes.
-	eng, err := newLocalEngine(ctx, state, em, func(blobsURL string) *runner.Runner {
-		return runner.New(runner.Options{HostEnv: os.Environ(), Blobs: runner.BlobOptions{BaseURL: blobsURL, JobHome: true}}, em)
+	// carries over through declared caches only), the cache and artifact
+	// routes, and provenance signing for `attest:`.
+	eng, err := newLocalEngine(ctx, state, em, func(blobsURL string, attest runner.AttestFunc) *runner.Runner {
+		return runner.New(runner.Options{HostEnv: os.Environ(), Blobs: runner.BlobOptions{BaseURL: blobsURL, JobHome: true}, Attest: attest}, em)
 	})
 	if err != nil {
 		return err

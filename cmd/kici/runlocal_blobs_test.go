@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// blobsWorkflow uploads an artifact in one job and downloads it in the
-// job that needs it, and caches a directory the build creates (.deps,
-// gitignored) and one under the job's HOME.
+// blobsWorkflow uploads an attested artifact in one job and downloads it
+// in the job that needs it, and caches a directory the build creates
+// (.deps, gitignored) and one under the job's HOME.
 const blobsWorkflow = `name: blobs
 on:
   push: {}
@@ -22,6 +22,7 @@ jobs:
     artifacts:
       - name: bin
         paths: ["out/**"]
+        attest: true
     run: |
       if [ -f .deps/stamp ]; then echo "deps warm: $(cat .deps/stamp) $(cat ~/.cache/tool/stamp)"; else echo "deps cold"; fi
       mkdir -p .deps ~/.cache/tool out && echo fetched > .deps/stamp && echo tooled > ~/.cache/tool/stamp
@@ -33,8 +34,8 @@ jobs:
 `
 
 // `kici run local` serves caches and artifacts like the orchestrator: the
-// artifact of build reaches test, the first run saves the caches and the
-// second restores them (the state lives in the git directory, so the
+// artifact of build is attested (signed locally) and reaches test, the
+// first run saves the caches and the second restores them (the state lives in the git directory, so the
 // working tree stays clean).
 func TestRunLocalArtifactsAndCaches(t *testing.T) {
 	bin := sharedKici(t)
@@ -51,7 +52,7 @@ func TestRunLocalArtifactsAndCaches(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run 1: %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"deps cold", "Cache miss for deps-", "saved: 2 files", "Artifact bin uploaded", "Artifact bin downloaded", "[test] built v1"} {
+	for _, want := range []string{"deps cold", "Cache miss for deps-", "saved: 2 files", "Artifact bin uploaded", "Artifact bin attested: ", "Artifact bin downloaded", "[test] built v1"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("run 1 output lacks %q:\n%s", want, out)
 		}

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,22 +68,7 @@ func embeddedIssuer(cfg *config.Config, ownURL string) string {
 // attester adapts provenance.Service to dispatch.Attester.
 type attester struct{ svc *provenance.Service }
 
-// Attest implements dispatch.Attester: only sha256 digests are accepted.
+// Attest implements dispatch.Attester (provenance.Service.AttestRefs).
 func (a attester) Attest(ctx context.Context, runID, jobID string, subjects []protocol.AttestSubject) ([]protocol.AttestationRef, error) {
-	in := make([]provenance.SubjectInput, 0, len(subjects))
-	for _, s := range subjects {
-		if len(s.Digest) != 1 || s.Digest["sha256"] == "" {
-			return nil, errors.New("each subject needs exactly one digest, sha256")
-		}
-		in = append(in, provenance.SubjectInput{Name: s.Name, SHA256: s.Digest["sha256"]})
-	}
-	atts, err := a.svc.Attest(ctx, runID, jobID, in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]protocol.AttestationRef, 0, len(atts))
-	for _, x := range atts {
-		out = append(out, protocol.AttestationRef{ID: x.ID, SubjectName: x.SubjectName, SubjectDigest: x.SubjectDigest})
-	}
-	return out, nil
+	return a.svc.AttestRefs(ctx, runID, jobID, subjects)
 }
