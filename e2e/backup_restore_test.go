@@ -132,7 +132,7 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	// that caught up would fire it (the copy's registration predates it,
 	// well within the catch-up window). @every 1m falls on whole minutes.
 	unfired := time.Unix((time.Now().Unix()/60+1)*60, 0)
-	time.Sleep(time.Until(unfired.Add(time.Second))) // the outage spans an instant
+	waitFor(t, time.Until(unfired)+10*time.Second, "the outage to span a schedule instant", func() bool { return time.Now().After(unfired.Add(time.Second)) })
 
 	restored := t.TempDir()
 	for src, dst := range map[string]string{backup: "kici.db", backup + ".secret.key": "secret.key"} {

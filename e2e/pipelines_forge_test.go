@@ -107,21 +107,17 @@ func (f *forgeRepo) waitStatuses(t *testing.T, label, sha string, want map[strin
 		prefix, key = "/api/v4/projects/acme%2Fapi/statuses/"+sha, "name"
 	}
 	u := &universalForge{o: f.o, fake: f.fake}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := u.statesOf(t, prefix, key)
-		ok := true
-		for k, last := range want {
-			s := got[k]
-			ok = ok && len(s) > 0 && s[len(s)-1] == last
+	var got map[string][]string
+	last := func() bool {
+		got = u.statesOf(t, prefix, key)
+		for k, state := range want {
+			if s := got[k]; len(s) == 0 || s[len(s)-1] != state {
+				return false
+			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: commit statuses received %v, want last states %v", label, got, want)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return true
+	}
+	if !poll(30*time.Second, last) {
+		t.Errorf("%s: commit statuses received %v, want last states %v", label, got, want)
 	}
 }

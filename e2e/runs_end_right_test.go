@@ -183,13 +183,23 @@ func (o *orchestrator) jobsOf(t *testing.T, runID string) map[string]jobRow {
 // waitFor polls cond every 50 ms until timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(timeout, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// poll checks cond every 50 ms until it holds (true) or timeout has passed
+// (false): the one polling loop of these tests, for callers that report a
+// timeout their own way.
+func poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 // pidsIn reads the pids a step wrote to path.

@@ -146,8 +146,7 @@ func TestTLSServeAgentsAdminAndReload(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	var first string
-	deadline := time.Now().Add(4 * time.Minute)
-	for first == "" && time.Now().Before(deadline) {
+	finished := func() bool {
 		req, _ := http.NewRequest("GET", o.url+"/api/v1/admin/runs?deliveryId="+delivery, nil)
 		req.Header.Set("Authorization", "Bearer "+o.token)
 		resp, err := client.Do(req)
@@ -161,13 +160,10 @@ func TestTLSServeAgentsAdminAndReload(t *testing.T) {
 		resp.Body.Close()
 		if len(list.Runs) == 1 && (list.Runs[0].Status == "success" || list.Runs[0].Status == "failed") {
 			first = list.Runs[0].RunID
-			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		return first != ""
 	}
-	if first == "" {
-		t.Fatal("the run did not finish within 4 min")
-	}
+	waitFor(t, 4*time.Minute, "the run over wss:// to finish", finished)
 	// The spawned agents reached the node over wss://: the job "first" ran
 	// its greeting step.
 	if out := o.admin(t, "runs", "summary", first); !strings.Contains(out, "first") || !strings.Contains(out, "success") {
@@ -200,10 +196,8 @@ func waitServed(t *testing.T, url string, pool *x509.CertPool, want int64, timeo
 	t.Helper()
 	var got int64
 	var err error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if got, err = servedSerial(url, pool); err == nil && got == want {
-			return
-		}
+	if poll(timeout, func() bool { got, err = servedSerial(url, pool); return err == nil && got == want }) {
+		return
 	}
 	t.Fatalf("served certificate serial %d (err %v), want %d within %s", got, err, want, timeout)
 }
