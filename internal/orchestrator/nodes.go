@@ -12,12 +12,17 @@ import (
 // picks up a drain set through another node.
 const HeartbeatInterval = 5 * time.Second
 
+// NodeLiveFor is how long after its last heartbeat a node counts as alive:
+// three heartbeat intervals, so one late beat does not mark it dead.
+const NodeLiveFor = 3 * HeartbeatInterval
+
+// nodeAlive reports whether n heartbeated within NodeLiveFor of now.
+func nodeAlive(n *store.ClusterNode, now time.Time) bool {
+	return now.Sub(n.HeartbeatAt) < NodeLiveFor
+}
+
 // clusterNodes is the node registry as the admin API sees it.
 type clusterNodes struct{ s *Server }
-
-// aliveWithin is how recent a node's heartbeat must be for the node to
-// count as alive: three heartbeats, so one late beat does not mark it dead.
-const aliveWithin = 3 * HeartbeatInterval
 
 // drainApplyWait bounds how long a drain change waits for the nodes
 // concerned to apply it and refresh their rows.
@@ -40,8 +45,8 @@ func (c clusterNodes) Leases(ctx context.Context) ([]*store.Lease, error) {
 // Self is this node's id.
 func (c clusterNodes) Self() string { return c.s.nodeID }
 
-// AliveWithin is aliveWithin.
-func (c clusterNodes) AliveWithin() time.Duration { return aliveWithin }
+// AliveWithin is NodeLiveFor.
+func (c clusterNodes) AliveWithin() time.Duration { return NodeLiveFor }
 
 // RemoveNode deletes a node's registry row.
 func (c clusterNodes) RemoveNode(ctx context.Context, id string) error {
@@ -116,7 +121,7 @@ func (c clusterNodes) applied(ctx context.Context, node string, set time.Time) b
 		return false
 	}
 	for _, n := range nodes {
-		if (node == "" || n.ID == node) && time.Since(n.HeartbeatAt) < aliveWithin && n.HeartbeatAt.Before(set) {
+		if (node == "" || n.ID == node) && nodeAlive(n, time.Now()) && n.HeartbeatAt.Before(set) {
 			return false
 		}
 	}
@@ -172,7 +177,7 @@ func (s *Server) refreshAgentURLs(ctx context.Context) {
 	}
 	urls := []string{wsURLOf(s.advertisedURL())}
 	for _, n := range nodes {
-		if n.ID != s.nodeID && time.Since(n.HeartbeatAt) < aliveWithin && n.Address != "" {
+		if n.ID != s.nodeID && nodeAlive(n, time.Now()) && n.Address != "" {
 			urls = append(urls, wsURLOf(n.Address))
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"kici.dev/kici/internal/store"
 )
 
 // ReadyTimeout bounds the database round trip of one readiness check: a
@@ -108,13 +106,4 @@ func (s *Server) otherNodeTakesWork(ctx context.Context) bool {
 		}
 	}
 	return false
-}
-
-// NodeLiveFor is how long after its last heartbeat a node counts as alive:
-// three heartbeat intervals, so one late beat does not mark it dead.
-const NodeLiveFor = 3 * HeartbeatInterval
-
-// nodeAlive reports whether n heartbeated within NodeLiveFor of now.
-func nodeAlive(n *store.ClusterNode, now time.Time) bool {
-	return now.Sub(n.HeartbeatAt) < NodeLiveFor
 }
