@@ -11,7 +11,6 @@ import (
 	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/fixtures"
 )
 
@@ -117,21 +116,7 @@ func TestUniversalStatusEventNeverRunsTheCommitsLock(t *testing.T) {
 	gitIn(t, work, "checkout", "-q", "-b", "planted")
 	planted := writeLock(lockJSON(wfJSON("planted", on)))
 	gitIn(t, work, "checkout", "-q", "main")
-	if err := os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
-
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gh-repo", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "github-repo",
-		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, src := universalSource(t, root, work, "gh-repo", "github-repo")
 	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{}), nil, ProcessorDeps{})
 	deliver := func(id, context string) []*store.Run {
 		body, err := fixtures.GitHubStatus(fixtures.StatusEvent{Repo: "acme/app", DefaultBranch: "main", SHA: planted, Context: context})

@@ -15,7 +15,6 @@ import (
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 )
 
 // wfTwoJobsJSON is workflow name with jobs build and lint (a later lock).
@@ -216,20 +215,8 @@ func TestRerunUniversalGitSource(t *testing.T) {
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "lock")
 	sha := gitIn(t, work, "rev-parse", "HEAD")
-	forge := filepath.Join(root, "forge", "acme", "app.git")
-	os.MkdirAll(filepath.Dir(forge), 0o755)
-	gitIn(t, root, "clone", "-q", "--bare", work, forge)
-
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea",
-		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, src := universalSource(t, root, work, "gitea", "gitea")
+	forge := filepath.Join(root, "forge", "acme", "app.git") // the bare repository universalSource published
 	tr := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{})
 	proc := NewProcessor(st, tr, nil, ProcessorDeps{})
 	payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,

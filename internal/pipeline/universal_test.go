@@ -29,6 +29,32 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// universalSource publishes work as the bare repository acme/app.git under
+// root/forge, opens a SQLite store in a temp dir and creates the generic
+// source src-u of org acme, named name, whose git URL template points
+// there; preset names the forge's URL layout ("gitea", "github-repo"). The
+// store closes with the test.
+func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Store, *store.Source) {
+	t.Helper()
+	forge := filepath.Join(root, "forge")
+	if err := os.MkdirAll(filepath.Join(forge, "acme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(forge, "acme", "app.git"))
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: preset,
+		GitURLTemplate: "file://" + forge + "/{repo}.git"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return st, src
+}
+
 // A Gitea push to a universal-git source: the lock is fetched with git from
 // the URL built from the template, the push workflow runs at the pushed
 // commit, path filters use the payload's commit file lists, and the
@@ -47,19 +73,7 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "lock")
 	sha := gitIn(t, work, "rev-parse", "HEAD")
-	os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755)
-	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
-
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea",
-		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, src := universalSource(t, root, work, "gitea", "gitea")
 	proc := NewProcessor(st, execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{}), nil, ProcessorDeps{})
 	payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
 		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main", "clone_url": "https://gitea.example/acme/app.git"},
@@ -125,19 +139,7 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-head", pr)), 0o644)
 	gitIn(t, work, "commit", "-qam", "fork")
 	headSHA := gitIn(t, work, "rev-parse", "HEAD")
-	os.MkdirAll(filepath.Join(root, "forge", "acme"), 0o755)
-	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(root, "forge", "acme", "app.git"))
-
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea",
-		GitURLTemplate: "file://" + filepath.Join(root, "forge") + "/{repo}.git"}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, src := universalSource(t, root, work, "gitea", "gitea")
 	tracker := execution.NewTracker(st, &countingEnqueuer{st: st}, nil, execution.TrackerDeps{Gate: approval.NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
 		p, _, err := trustpolicy.Effective(ctx, st, org)
 		return p, err
