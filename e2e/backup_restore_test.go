@@ -96,14 +96,7 @@ func runsOf(t *testing.T, o *orchestrator, wf string) []runView {
 // instant that fell due before the start fires (the instant the original
 // fired after the backup is not caught up).
 func TestBackupRestoreStartsSafely(t *testing.T) {
-	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/minutely.yaml"), minuteWorkflow)
-	write(t, filepath.Join(repo, ".kici/workflows/hello.yaml"), helloWorkflow)
-	write(t, filepath.Join(repo, ".kici/workflows/stuck.yaml"), stuckWorkflow)
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "workflows")
+	repo := repoWithWorkflows(t, map[string]string{"minutely.yaml": minuteWorkflow, "hello.yaml": helloWorkflow, "stuck.yaml": stuckWorkflow})
 
 	o := startIn(t, t.TempDir())
 	src := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "app", "--quiet")

@@ -323,14 +323,7 @@ jobs:
 // workflow_complete, which starts the chained workflow; a payload that does
 // not match starts nothing and the event log says why.
 func TestEmittedEventsAndCompletionChain(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	write(t, filepath.Join(dir, ".kici/workflows/ci.yaml"), pushWorkflow)
-	write(t, filepath.Join(dir, ".kici/workflows/deploy.yaml"), eventsWorkflow)
-	write(t, filepath.Join(dir, ".kici/workflows/after.yaml"), afterWorkflow)
-	run(t, dir, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", "workflows")
+	dir := repoWithWorkflows(t, map[string]string{"ci.yaml": pushWorkflow, "deploy.yaml": eventsWorkflow, "after.yaml": afterWorkflow})
 
 	o := startOrchestrator(t)
 	src := o.admin(t, "-q", "source", "add", "local", "--org", "acme", "--path", dir, "--name", "app")

@@ -245,12 +245,7 @@ func TestProvenanceOrchestratorsShareOneKey(t *testing.T) {
 }
 
 func testProvenance(t *testing.T, extraEnv ...string) {
-	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/release.yaml"), releaseWorkflow(filepath.Join(binDir, "kici-agent")))
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "release workflow")
+	repo := repoWithWorkflows(t, map[string]string{"release.yaml": releaseWorkflow(filepath.Join(binDir, "kici-agent"))})
 	sha := git(t, repo, "rev-parse", "HEAD")
 
 	o := startOrchestrator(t, append(extraEnv, "KICI_ORCHESTRATOR_PROVENANCE_ISSUER="+e2eIssuer)...)

@@ -24,14 +24,24 @@ import (
 	"kici.dev/kici/internal/store/sqlite"
 )
 
-// repoWithWorkflow creates a git repository on main holding one workflow,
-// compiled to the lock, committed.
+// repoWithWorkflow creates a git repository on main holding one workflow
+// (.kici/workflows/w.yaml), compiled to the lock, committed.
 func repoWithWorkflow(t *testing.T, workflow string) string {
+	t.Helper()
+	return repoWithWorkflows(t, map[string]string{"w.yaml": workflow})
+}
+
+// repoWithWorkflows creates a git repository on main holding the workflow
+// files of workflows (file name under .kici/workflows → content) and a
+// README, compiled to the lock, committed.
+func repoWithWorkflows(t *testing.T, workflows map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
 	write(t, filepath.Join(dir, "README.txt"), "fixture\n")
-	write(t, filepath.Join(dir, ".kici/workflows/w.yaml"), workflow)
+	for name, workflow := range workflows {
+		write(t, filepath.Join(dir, ".kici/workflows", name), workflow)
+	}
 	run(t, dir, nil, filepath.Join(binDir, "kici"), "compile")
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-qm", "initial")

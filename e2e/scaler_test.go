@@ -42,16 +42,11 @@ jobs:
 `
 }
 
-// makeWorkflowRepo creates a git repository with one workflow and its lock.
+// makeWorkflowRepo creates a git repository with one workflow
+// (.kici/workflows/many.yaml, which some tests rewrite) and its lock.
 func makeWorkflowRepo(t *testing.T, workflow string) string {
 	t.Helper()
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	write(t, filepath.Join(dir, ".kici/workflows/many.yaml"), workflow)
-	run(t, dir, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", "initial")
-	return dir
+	return repoWithWorkflows(t, map[string]string{"many.yaml": workflow})
 }
 
 type scalerView struct {

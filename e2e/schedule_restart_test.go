@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,12 +75,7 @@ func TestScheduleSurvivesGracefulAndKill9Restarts(t *testing.T) {
 // testScheduleSurvivesRestarts is TestScheduleSurvivesGracefulAndKill9Restarts
 // with env on the orchestrator (the PostgreSQL form sets KICI_DATABASE_URL).
 func testScheduleSurvivesRestarts(t *testing.T, env ...string) {
-	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/tenner.yaml"), tenSecondWorkflow)
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "schedule")
+	repo := repoWithWorkflows(t, map[string]string{"tenner.yaml": tenSecondWorkflow})
 	dataDir := t.TempDir()
 
 	o := startIn(t, dataDir, env...)

@@ -86,12 +86,7 @@ func (o *orchestrator) waitRunID(t *testing.T, runID string, timeout time.Durati
 // orchestrator with spawned agents, and compares the server's job statuses
 // with `kici run local` on the same lock.
 func TestWorkflowOutputsConditionsManualRunsAndDrift(t *testing.T) {
-	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
-	write(t, filepath.Join(repo, ".kici/workflows/flow.yaml"), flowWorkflow)
-	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
-	git(t, repo, "add", "-A")
-	git(t, repo, "commit", "-qm", "flow")
+	repo := repoWithWorkflows(t, map[string]string{"flow.yaml": flowWorkflow})
 
 	o := startOrchestrator(t)
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "flow", "--quiet")
