@@ -133,6 +133,14 @@ type Trigger struct {
 	// lifecycle: source repos ("owner/repo", exact) the event must come from.
 	Sources []string `json:"sources,omitempty"`
 
+	// push, pr: the trigger gates (gates.go). CommitMessage filters the
+	// head commit's message; Requires lists files whose content at the
+	// event's commit must match; SkipCI false turns off the `[skip ci]` /
+	// `[ci skip]` rule, which is on when nil.
+	CommitMessage *CommitMessageFilter `json:"commitMessage,omitempty"`
+	Requires      []Requirement        `json:"requires,omitempty"`
+	SkipCI        *bool                `json:"skipCi,omitempty"`
+
 	// schedule
 	CronExpression string `json:"cronExpression,omitempty"`
 	Timezone       string `json:"timezone,omitempty"`

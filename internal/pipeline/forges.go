@@ -197,6 +197,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		tr.Summary = "the event names no repository; nothing to run"
 		return tr, nil
 	}
+	withForgeCommitMessage(ev, payload)
 	if p.handleKiciComment(ctx, tr, src, ev, jsonStr(payload, "comment", "body")) {
 		return tr, nil
 	}

@@ -375,6 +375,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		tr.ChangedFiles = files[:min(len(files), maxTracedFiles)]
 	}
 	ev := local.PushEvent(push, repoIdent, files)
+	p.withLocalGates(ctx, repo, push.After, ev)
 	p.registerLocal(ctx, src, repoIdent, push.Ref, push.After, lf)
 
 	existing, err := p.existingRuns(ctx, d.ID)
