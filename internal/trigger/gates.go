@@ -169,4 +169,3 @@ func decodeDocument(format lockfile.RequireFormat, data []byte) (any, error) {
 	}
 	return v, nil
 }
-
