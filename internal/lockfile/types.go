@@ -57,6 +57,10 @@ type Workflow struct {
 	// no longer matches ContentHash: "" or "fail" fails the jobs, "warn"
 	// runs the lock and logs a warning (kici, YAML `drift:`).
 	Drift string `json:"drift,omitempty"`
+	// Pieces lists the reusable pieces the workflow's jobs and steps were
+	// expanded from, with the commit or content hash each resolved to
+	// (kici, YAML `uses:`; pieces.go).
+	Pieces []PieceOrigin `json:"pieces,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string
