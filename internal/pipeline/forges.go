@@ -323,6 +323,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		rc.TrustTier = commit.tier
 	}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
+	if err == nil {
+		err = p.matchOrgWide(ctx, d, tr, src, ev, rc, b)
+	}
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
 	}
@@ -379,10 +382,10 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 	}
 	existing := map[string]*store.Run{}
 	for _, r := range runs {
-		existing[r.RepoIdentifier+"\x00"+r.WorkflowName] = r
+		existing[r.RepoIdentifier+"\x00"+r.WorkflowName+"\x00"+r.WorkflowOrigin] = r
 	}
 	for _, nr := range *b {
-		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName] = nr.Run
+		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName+"\x00"+nr.Run.WorkflowOrigin] = nr.Run
 	}
 	matched := 0
 	for i := range wfs {
@@ -394,7 +397,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 		}
 		matched++
 		rc := rcFor(wf).withEvent(ev)
-		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name]; ok {
+		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name+"\x00"+rc.WorkflowOrigin]; ok {
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
 		}
