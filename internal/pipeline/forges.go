@@ -312,6 +312,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 			sha = lref.Ref
 		}
 	}
+	if client != nil && lockfetch.IsSHA(sha) && !ghprov.IsZeroSHA(sha) {
+		ev.Files = githubFiles{ctx: ctx, client: client, inst: inst, repo: repo, sha: sha}
+	}
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
 		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
 			return tr, err

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/trigger"
 )
@@ -28,4 +31,27 @@ func withForgeCommitMessage(ev *trigger.Event, payload map[string]any) {
 	if ev.CommitMessage == "" {
 		ev.CommitMessage = jsonStr(payload, "head_commit", "message")
 	}
+}
+
+// githubFiles reads `requires` files of a GitHub event's commit through the
+// contents API (GET /repos/{repo}/contents/{path}?ref=<sha>), as the
+// installation, at most local.MaxGateFileBytes each.
+type githubFiles struct {
+	ctx    context.Context
+	client *ghapi.Client
+	inst   int64
+	repo   string
+	sha    string
+}
+
+// ReadFile implements trigger.FileReader.
+func (g githubFiles) ReadFile(p string) ([]byte, error) {
+	data, err := g.client.GetFile(g.ctx, g.inst, g.repo, p, g.sha, local.MaxGateFileBytes)
+	switch {
+	case errors.Is(err, ghapi.ErrNotFound):
+		return nil, fmt.Errorf("%s: %w", p, trigger.ErrFileNotFound)
+	case errors.Is(err, ghapi.ErrTooLarge):
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, local.MaxGateFileBytes)
+	}
+	return data, err
 }
