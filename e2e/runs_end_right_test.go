@@ -6,7 +6,6 @@ package e2e
 // are shortened with KICI_* variables so each test takes seconds.
 
 import (
-	"slices"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
