@@ -80,6 +80,10 @@ type Server struct {
 	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
 	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
 	handOver   atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
+
+	// restoreNotBefore: no schedule instant before it fires (the first
+	// start on a restored PostgreSQL database; restore.go).
+	restoreNotBefore time.Time
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -126,6 +130,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.cleanup.push("store", func(context.Context) error { return raw.Close() })
+	if cfg.DatabaseURL != "" {
+		if s.restored, s.restoreNotBefore, err = detectCopiedDatabase(ctx, raw, logger); err != nil {
+			return nil, err
+		}
+	}
 	ring, err := loadRing(cfg)
 	if err != nil {
 		return nil, err
@@ -325,6 +334,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	s.ingress = ingress
 	if s.restored != nil {
 		ingress.sched.NotBefore = s.startedAt
+	}
+	if s.restoreNotBefore.After(ingress.sched.NotBefore) {
+		ingress.sched.NotBefore = s.restoreNotBefore
 	}
 	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
