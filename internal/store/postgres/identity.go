@@ -22,6 +22,12 @@ import (
 // identityTable holds the one row of the database's identity.
 const identityTable = "kici_database_identity"
 
+// SafeStartClaim is how long the node that found a restored copy has to
+// finish the restore start before another node starting on the database
+// takes it over (the first one crashed half-way). Within it, other nodes
+// starting meanwhile leave the in-flight jobs to the first one.
+const SafeStartClaim = 2 * time.Minute
+
 // identityLockKey is the advisory lock serialising identity checks of
 // nodes starting together (distinct from the migration lock's key).
 const identityLockKey = 0x6b696369_1d
@@ -43,9 +49,9 @@ type IdentityCheck struct {
 	// Copied is true when this check found the row naming another
 	// database: this start is the first on a restored (or copied) one.
 	Copied bool
-	// SafeStartPending is true from the check that found a copy until
-	// ClearSafeStart: the restore's safe start is not done yet (a node
-	// that failed half-way, or nodes started together, do it again).
+	// SafeStartPending is true when this node is to apply the restore
+	// start: it found the copy, or the node that found it did not finish
+	// within SafeStartClaim (ClearSafeStart ends the claim).
 	SafeStartPending bool
 	// RestoredAt is when a copy was first detected (zero if never): no
 	// schedule instant due before it is fired.
@@ -101,12 +107,15 @@ func CheckIdentity(ctx context.Context, db *sql.DB) (IdentityCheck, error) {
 		system_identifier TEXT NOT NULL,
 		recorded_at TIMESTAMPTZ NOT NULL,
 		restored_at TIMESTAMPTZ,
-		safe_start_pending BOOLEAN NOT NULL DEFAULT FALSE)`); err != nil {
+		safe_start_pending BOOLEAN NOT NULL DEFAULT FALSE,
+		safe_start_claimed_at TIMESTAMPTZ)`); err != nil {
 		return c, fmt.Errorf("create %s: %w", identityTable, err)
 	}
 	var restoredAt sql.NullTime
-	err = tx.QueryRowContext(ctx, "SELECT database_oid, system_identifier, restored_at, safe_start_pending FROM "+identityTable+" WHERE id = 1").
-		Scan(&c.Recorded.DatabaseOID, &c.Recorded.SystemID, &restoredAt, &c.SafeStartPending)
+	var pending, claimExpired bool
+	err = tx.QueryRowContext(ctx, `SELECT database_oid, system_identifier, restored_at, safe_start_pending,
+		COALESCE(safe_start_claimed_at < now() - make_interval(secs => $1), TRUE) FROM `+identityTable+` WHERE id = 1`, SafeStartClaim.Seconds()).
+		Scan(&c.Recorded.DatabaseOID, &c.Recorded.SystemID, &restoredAt, &pending, &claimExpired)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+identityTable+" (id, database_oid, system_identifier, recorded_at) VALUES (1, $1, $2, now())", cur.DatabaseOID, cur.SystemID)
@@ -125,6 +134,11 @@ func CheckIdentity(ctx context.Context, db *sql.DB) (IdentityCheck, error) {
 			// Readable now (a role granted pg_monitor): keep it.
 			_, err = tx.ExecContext(ctx, "UPDATE "+identityTable+" SET system_identifier = $1 WHERE id = 1", cur.SystemID)
 		}
+		if err == nil && pending && claimExpired {
+			// The node that found the copy did not finish: take over.
+			c.SafeStartPending = true
+			_, err = tx.ExecContext(ctx, "UPDATE "+identityTable+" SET safe_start_claimed_at = now() WHERE id = 1")
+		}
 		if err == nil {
 			err = tx.Commit()
 		}
@@ -132,7 +146,7 @@ func CheckIdentity(ctx context.Context, db *sql.DB) (IdentityCheck, error) {
 	}
 	c.Copied, c.SafeStartPending = true, true
 	if err := tx.QueryRowContext(ctx, `UPDATE `+identityTable+` SET database_oid = $1, system_identifier = $2, recorded_at = now(),
-		restored_at = now(), safe_start_pending = TRUE WHERE id = 1 RETURNING restored_at`, cur.DatabaseOID, cur.SystemID).Scan(&restoredAt); err != nil {
+		restored_at = now(), safe_start_pending = TRUE, safe_start_claimed_at = now() WHERE id = 1 RETURNING restored_at`, cur.DatabaseOID, cur.SystemID).Scan(&restoredAt); err != nil {
 		return c, fmt.Errorf("record the restored database's identity: %w", err)
 	}
 	c.RestoredAt = restoredAt.Time.UTC()
@@ -142,6 +156,6 @@ func CheckIdentity(ctx context.Context, db *sql.DB) (IdentityCheck, error) {
 // ClearSafeStart records that the restore's safe start is done: later
 // starts are ordinary ones.
 func ClearSafeStart(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, "UPDATE "+identityTable+" SET safe_start_pending = FALSE WHERE id = 1")
+	_, err := db.ExecContext(ctx, "UPDATE "+identityTable+" SET safe_start_pending = FALSE, safe_start_claimed_at = NULL WHERE id = 1")
 	return err
 }
