@@ -127,11 +127,12 @@ install: build
 # test-ha: the high-availability acceptance tests (docs/high-availability.md)
 # at full size: 100 webhooks across three orchestrators, the rolling restart
 # and the kill -9 failover, plus the three orchestrators as containers with
-# one cut off its network (build tag ha).
+# one cut off its network, and the rolling upgrade from the previous
+# release's binaries (docs/upgrade.md) under more load (build tag ha).
 HA_WEBHOOKS ?= 100
 .PHONY: test-ha
 test-ha: build test-deps
-	KICI_TEST_HA_WEBHOOKS=$(HA_WEBHOOKS) $(GO) test -tags ha -count=1 -timeout 40m -v -run '^TestHA' ./e2e
+	KICI_TEST_HA_WEBHOOKS=$(HA_WEBHOOKS) $(GO) test -tags ha -count=1 -timeout 40m -v -run '^(TestHA|TestUpgradeRolling)' ./e2e
 
 # acceptance: every pipeline of the corpus (testdata/pipelines/README.md)
 # end to end on the real orchestrator and agents and through `kici run

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,14 @@ func freePort(t *testing.T) int {
 // (so it can be restarted at the same address), stopping it at cleanup.
 func startOrchestratorAt(t *testing.T, dataDir string, port int, extraEnv ...string) *orchestrator {
 	t.Helper()
+	return startOrchestratorFrom(t, binDir, dataDir, port, extraEnv...)
+}
+
+// startOrchestratorFrom is startOrchestratorAt with the kici-orchestrator
+// of bins (and the kici-agent beside it): an older release's binaries in
+// the upgrade tests.
+func startOrchestratorFrom(t *testing.T, bins, dataDir string, port int, extraEnv ...string) *orchestrator {
+	t.Helper()
 	o := &orchestrator{dataDir: dataDir}
 	o.logPath = filepath.Join(dataDir, fmt.Sprintf("orchestrator-%d.log", time.Now().UnixNano()))
 	logFile, err := os.Create(o.logPath)
@@ -71,8 +80,14 @@ func startOrchestratorAt(t *testing.T, dataDir string, port int, extraEnv ...str
 	}
 	os.Remove(filepath.Join(dataDir, "orchestrator.json"))
 	o.env = append([]string{"KICI_DATA_DIR=" + dataDir}, extraEnv...)
-	o.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"))
-	o.cmd.Env = append(cleanEnv(), append(o.env, "KICI_PORT="+strconv.Itoa(port))...)
+	o.cmd = exec.Command(filepath.Join(bins, "kici-orchestrator"))
+	base := cleanEnv()
+	if bins != binDir {
+		// An older release refuses variables it does not know; the
+		// shared marks directory is newer than the previous release.
+		base = slices.DeleteFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "KICI_STEP_SHARED_PATHS=") })
+	}
+	o.cmd.Env = append(base, append(o.env, "KICI_PORT="+strconv.Itoa(port))...)
 	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)

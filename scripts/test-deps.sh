@@ -10,7 +10,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  postgresql-15   # initdb/postgres: the store conformance suite and e2e on a throwaway PostgreSQL
+  postgresql-15   # initdb/postgres: the store conformance suite and e2e on a throwaway PostgreSQL; its client pg_dump/pg_restore: the PostgreSQL restore test
   busybox-static  # the container-scaler tests build an agent image FROM scratch with a static busybox
   git             # tests create repositories and commits
   chromium        # the web UI browser tests (e2e, driven with chromedp) and make screenshots

@@ -23,7 +23,7 @@ type BackupRequest struct {
 const pgBackupProcedure = `this orchestrator stores in PostgreSQL (KICI_DATABASE_URL): back it up with pg_dump, which is consistent while the nodes run:
   pg_dump --format=custom --file kici.dump "$KICI_DATABASE_URL"
 and keep beside it the master key (KICI_SECRET_KEY / KICI_SECRET_KEY_FILE) and the blob store (S3 bucket or <data dir>/blobs).
-Restore with every node stopped (pg_restore --clean --if-exists --dbname …), then set KICI_SCHEDULE_CATCHUP_WINDOW=off for the first start (docs/operations.md, "Backup and restore")`
+Restore with every node stopped into a NEW database (createdb kici_restored; pg_restore --no-owner --dbname …/kici_restored kici.dump), point KICI_DATABASE_URL at it and start one node first: it sees a restored copy and ends the jobs in flight in the dump, firing no schedule instant due before it (docs/operations.md, "Backup and restore")`
 
 // backupCommand is `kici-admin backup --out FILE [--with-key]`. The copy
 // needs the SQLite driver, which kici-admin does not link: like migrate,

@@ -20,7 +20,7 @@ func TestBackupRefusesPostgresWithProcedureAndNeedsOut(t *testing.T) {
 	if code := Run(context.Background(), []string{"backup", "--out", "x.db"}, o); code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, out.String())
 	}
-	for _, want := range []string{"pg_dump --format=custom", "KICI_SECRET_KEY", "blob store", "KICI_SCHEDULE_CATCHUP_WINDOW=off"} {
+	for _, want := range []string{"pg_dump --format=custom", "KICI_SECRET_KEY", "blob store", "into a NEW database"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("answer lacks %q:\n%s", want, out.String())
 		}

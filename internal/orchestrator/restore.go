@@ -2,12 +2,15 @@ package orchestrator
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
 	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
 )
 
@@ -17,9 +20,16 @@ import (
 // ran its in-flight jobs and fired its schedules. So it ends the jobs that
 // were in flight in the copy instead of re-running them, and its scheduler
 // fires no instant before this start (no catch-up of the backup's past).
+//
+// On PostgreSQL there is no marker: the database's recorded identity
+// (postgres.CheckIdentity) tells a restored copy from the database it was
+// dumped from, and every node's scheduler skips the instants due before
+// the copy was first started (restoreNotBefore).
 type restoreStart struct {
-	info   sqlite.BackupInfo
-	dbPath string
+	// what names the backup in the log (key/value pairs).
+	what []any
+	// clear records that the safe start is done.
+	clear func(context.Context) error
 }
 
 // inFlightOnRestoreReason is the error message of a job ended by the
@@ -36,7 +46,38 @@ func detectRestore(ctx context.Context, dbPath string) (*restoreStart, error) {
 	if !ok {
 		return nil, nil
 	}
-	return &restoreStart{info: info, dbPath: dbPath}, nil
+	return &restoreStart{what: []any{"backupId", info.BackupID, "backupTakenAt", info.TakenAt},
+		clear: func(ctx context.Context) error { return sqlite.ClearRestoreMarker(ctx, dbPath) }}, nil
+}
+
+// dbHandle is the PostgreSQL store's database handle (sqlstore.Store).
+type dbHandle interface{ DB() *sql.DB }
+
+// detectCopiedDatabase checks the PostgreSQL database's identity
+// (postgres.CheckIdentity): the safe start to apply when this database is
+// a restored copy whose safe start is not done yet (nil otherwise), and
+// the instant before which no schedule fires (zero when the database was
+// never restored).
+func detectCopiedDatabase(ctx context.Context, st store.Store, log *slog.Logger) (*restoreStart, time.Time, error) {
+	h, ok := st.(dbHandle)
+	if !ok {
+		return nil, time.Time{}, nil
+	}
+	db := h.DB()
+	c, err := postgres.CheckIdentity(ctx, db)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("check the database's identity (restore detection): %w", err)
+	}
+	if c.Copied {
+		log.Warn("this database is a restored copy (or a copy or move of another database): its identity changed; applying the restore's safe start",
+			"databaseOid", c.Current.DatabaseOID, "recordedOid", c.Recorded.DatabaseOID,
+			"systemIdentifier", c.Current.SystemID, "recordedSystemIdentifier", c.Recorded.SystemID)
+	}
+	if !c.SafeStartPending {
+		return nil, c.RestoredAt, nil
+	}
+	return &restoreStart{what: []any{"restoredAt", c.RestoredAt, "databaseOid", c.Current.DatabaseOID},
+		clear: func(ctx context.Context) error { return postgres.ClearSafeStart(ctx, db) }}, c.RestoredAt, nil
 }
 
 // sqlitePath is the embedded database file of a data directory.
@@ -44,7 +85,8 @@ func sqlitePath(dataDir string) string { return filepath.Join(dataDir, "kici.db"
 
 // endInFlight fails every job that was queued, running or recovering in
 // the copy (with inFlightOnRestoreReason; its run completes as failed),
-// then drops the marker so later starts are ordinary. Run calls it
+// then drops the marker (clears the pending safe start on PostgreSQL) so
+// later starts are ordinary. Run calls it
 // before recovery, so none of these jobs is dispatched again.
 func (s *Server) endInFlight(ctx context.Context, r *restoreStart) error {
 	jobs, err := s.store.ListJobsByStatus(ctx, []status.Job{status.JobQueued, status.JobRunning, status.JobRecovering})
@@ -61,6 +103,6 @@ func (s *Server) endInFlight(ctx context.Context, r *restoreStart) error {
 		}
 	}
 	s.log.Warn("started on a restored backup: jobs in flight at backup time ended, schedules fire only instants from now on",
-		"backupId", r.info.BackupID, "backupTakenAt", r.info.TakenAt, "jobsEnded", len(jobs))
-	return sqlite.ClearRestoreMarker(ctx, r.dbPath)
+		append(r.what, "jobsEnded", len(jobs))...)
+	return r.clear(ctx)
 }

@@ -79,6 +79,11 @@ type Server struct {
 	dbHealth   *dbHealth             // database round trips for /ready and /metrics (readiness.go)
 	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
 	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
+	handOver   atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
+
+	// restoreNotBefore: no schedule instant before it fires (the first
+	// start on a restored PostgreSQL database; restore.go).
+	restoreNotBefore time.Time
 }
 
 // OpenStore opens the configured store: PostgreSQL when cfg.DatabaseURL is
@@ -125,6 +130,11 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.cleanup.push("store", func(context.Context) error { return raw.Close() })
+	if cfg.DatabaseURL != "" {
+		if s.restored, s.restoreNotBefore, err = detectCopiedDatabase(ctx, raw, logger); err != nil {
+			return nil, err
+		}
+	}
 	ring, err := loadRing(cfg)
 	if err != nil {
 		return nil, err
@@ -187,7 +197,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	s.stopScaler = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		s.scaler.Shutdown(ctx)
+		s.shutdownScaler(ctx) // shutdown.go: hands spawned agents over when it can
 	})
 	s.cleanup.pushFunc("scaler", s.stopScaler)
 
@@ -327,6 +337,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.restored != nil {
 		ingress.sched.NotBefore = s.startedAt
 	}
+	if s.restoreNotBefore.After(ingress.sched.NotBefore) {
+		ingress.sched.NotBefore = s.restoreNotBefore
+	}
 	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
 
 	mux := api.NewRouter(api.Deps{
@@ -447,7 +460,10 @@ func (s *Server) Run(stop context.Context) error {
 	s.log.Info("shutting down")
 	// Agents this orchestrator spawned are stopped first, while their
 	// sockets are still served: each cancels its running job and reports it,
-	// so no job is left "running" on an agent that no longer exists.
+	// so no job is left "running" on an agent that no longer exists. When
+	// another node lives, those running a job are handed over instead: they
+	// reconnect to it once the sockets close and finish their job there.
+	s.handOver.Store(serveErr == nil && s.otherLiveNode(shutdownCtx) != "")
 	s.stopScaler()
 	// Then everything else, last acquired first: the HTTP server, agent
 	// sockets, pipeline, run control, leases, endpoint file, cluster bus,

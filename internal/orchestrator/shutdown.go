@@ -5,6 +5,45 @@ import (
 	"time"
 )
 
+// otherLiveNode returns the id of another node of the cluster that
+// heartbeated within NodeLiveFor, or "" when this node is alone (single
+// node, the others dead, or the registry unreadable: then nothing is
+// handed over, the safe side).
+func (s *Server) otherLiveNode(ctx context.Context) string {
+	if s.peers == nil {
+		return ""
+	}
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		s.log.Warn("stopping: node registry unreadable; spawned agents are stopped, not handed over", "err", err)
+		return ""
+	}
+	now := time.Now()
+	for _, n := range nodes {
+		if n.ID != s.nodeID && nodeAlive(n, now) {
+			return n.ID
+		}
+	}
+	return ""
+}
+
+// shutdownScaler stops the agents this node spawned. With handOver set
+// (another node lives), those running a job are released instead
+// (scaler.Manager.HandOver): they keep running, reconnect to another node
+// once this node's sockets close, finish their job there with its real
+// status and exit; the rest are destroyed. Otherwise every spawned agent
+// is stopped and cancels its running job ("agent shutting down").
+func (s *Server) shutdownScaler(ctx context.Context) {
+	if !s.handOver.Load() {
+		s.scaler.Shutdown(ctx)
+		return
+	}
+	kept := s.scaler.HandOver(ctx)
+	if len(kept) > 0 {
+		s.log.Info("stopping: spawned agents running a job handed over to the other nodes", "agents", kept)
+	}
+}
+
 // drainPoll is how often the drain before stop looks at the running jobs.
 const drainPoll = 100 * time.Millisecond
 
@@ -16,7 +55,8 @@ const drainPoll = 100 * time.Millisecond
 // loops' context, still live: heartbeats go on during the wait, so the
 // registry shows the node's falling count. A job still running when the
 // grace ends is left to the rest of the stop: a static agent fails over
-// to another node with it; a spawned agent is stopped and cancels it.
+// to another node with it, and so does a spawned agent when another node
+// lives (shutdownScaler); alone, a spawned agent is stopped and cancels it.
 func (s *Server) drainBeforeStop(ctx context.Context) {
 	grace := s.cfg.ShutdownGrace
 	s.stopping.Store(true)
@@ -34,7 +74,7 @@ func (s *Server) drainBeforeStop(ctx context.Context) {
 	for s.dispatcher.JobsRunning() > 0 {
 		select {
 		case <-deadline.C:
-			s.log.Warn("stopping: shutdown grace (KICI_SHUTDOWN_GRACE_MS) over with jobs still running; static agents fail over to other nodes, jobs of agents this node spawned are cancelled",
+			s.log.Warn("stopping: shutdown grace (KICI_SHUTDOWN_GRACE_MS) over with jobs still running; agents fail over to other nodes with their jobs (alone, jobs of agents this node spawned are cancelled)",
 				"jobsRunning", s.dispatcher.JobsRunning(), "grace", grace)
 			return
 		case <-tick.C:

@@ -76,6 +76,9 @@ type BareMetal struct {
 type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	// released: handed over (Release); its exit is not reported and its
+	// pid file stays for the node's next start.
+	released bool
 }
 
 // NewBareMetal returns a bare-metal backend; exited is called once per
@@ -229,8 +232,16 @@ func (b *BareMetal) Spawn(ctx context.Context, req *SpawnRequest) error {
 		// Steps the agent left behind die with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		b.mu.Lock()
-		delete(b.procs, req.AgentID)
+		if b.procs[req.AgentID] == pr {
+			delete(b.procs, req.AgentID)
+		}
+		released := pr.released
 		b.mu.Unlock()
+		if released {
+			b.log.Info("handed-over agent process exited", "agent", req.AgentID, "err", err)
+			close(pr.done)
+			return
+		}
 		b.log.Info("agent process exited", "agent", req.AgentID, "err", err)
 		if b.exited != nil {
 			b.exited(req.AgentID, err)
@@ -276,6 +287,26 @@ func (b *BareMetal) terminate(procs []*proc, ctx context.Context) {
 		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	waitAll(nil)
+}
+
+// Release lets go of a running agent process (HandOver): Shutdown no
+// longer terminates it and its exit is not reported. It reports false for
+// an unknown id.
+func (b *BareMetal) Release(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pr := b.procs[id]
+	if pr == nil {
+		return false
+	}
+	if why := diesWithOrchestrator(pr.cmd.Process.Pid); why != "" {
+		b.log.Warn("agent process not handed over: it would be killed with the orchestrator; it is stopped and cancels its job", "agent", id, "why", why)
+		return false
+	}
+	pr.released = true
+	delete(b.procs, id)
+	b.log.Info("agent process handed over: it keeps running its job and reconnects to another node", "agent", id, "pid", pr.cmd.Process.Pid)
+	return true
 }
 
 // Shutdown refuses further spawns and terminates every agent (SIGTERM,

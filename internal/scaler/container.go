@@ -70,6 +70,8 @@ type Container struct {
 type ctr struct {
 	id   string
 	done chan struct{}
+	// released: handed over (Release); left running, not removed here.
+	released bool
 }
 
 // NewContainer connects to the Docker Engine of entry (socketPath, else
@@ -261,6 +263,14 @@ func (c *Container) watch(agentID string, cr *ctr) {
 	case err := <-wr.Error:
 		exitErr = fmt.Errorf("wait for container: %w", err)
 	}
+	c.mu.Lock()
+	released := cr.released
+	c.mu.Unlock()
+	if released {
+		// Its job goes on elsewhere; whoever reaps exited orphans removes it.
+		close(cr.done)
+		return
+	}
 	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_, err := c.cli.ContainerRemove(rctx, cr.id, client.ContainerRemoveOptions{Force: true})
 	cancel()
@@ -298,11 +308,58 @@ func (c *Container) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
+// Release lets go of a running agent container (HandOver): Shutdown no
+// longer stops it and it is not removed here when it exits. It reports
+// false for an unknown id.
+func (c *Container) Release(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cr := c.ctrs[id]
+	if cr == nil {
+		return false
+	}
+	// Renamed, not relabelled (labels are fixed once created): this
+	// node's next start must not remove it while its job runs elsewhere.
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := c.cli.ContainerRename(rctx, cr.id, client.ContainerRenameOptions{NewName: id + HandedOverSuffix})
+	cancel()
+	if err != nil {
+		c.log.Warn("agent container not handed over: rename failed; it is stopped with the node", "agent", id, "err", err)
+		return false
+	}
+	cr.released = true
+	delete(c.ctrs, id)
+	c.log.Info("agent container handed over: it keeps running its job and reconnects to another node", "agent", id, "container", cr.id[:min(12, len(cr.id))])
+	return true
+}
+
+// HandedOverSuffix ends the name of an agent container handed over by a
+// stopping node (Release): <agent id>-handed-over.
+const HandedOverSuffix = "-handed-over"
+
 // ReapOrphans removes containers labelled with this scaler's name that it
-// does not track (left by a killed orchestrator) and returns how many.
+// does not track (left by a killed orchestrator) and returns how many. A
+// running container that was handed over is left alone: its agent runs
+// its job through another node, then exits, and a later pass removes it
+// (ReapExited).
 func (c *Container) ReapOrphans(ctx context.Context) (int, error) {
-	list, err := c.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", LabelManaged+"=true", LabelScalerName+"="+c.name)})
+	return c.reap(ctx, false)
+}
+
+// ReapExited removes the exited containers of this scaler that it does
+// not track: agents handed over by a stopped node, or orphans of a killed
+// one, that have ended since. The Manager calls it on every warm-pool
+// pass.
+func (c *Container) ReapExited(ctx context.Context) (int, error) {
+	return c.reap(ctx, true)
+}
+
+func (c *Container) reap(ctx context.Context, exitedOnly bool) (int, error) {
+	f := make(client.Filters).Add("label", LabelManaged+"=true", LabelScalerName+"="+c.name)
+	if exitedOnly {
+		f = f.Add("status", "exited")
+	}
+	list, err := c.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return 0, err
 	}
@@ -314,11 +371,14 @@ func (c *Container) ReapOrphans(ctx context.Context) (int, error) {
 		if cr != nil && cr.id == s.ID {
 			continue
 		}
+		if s.State == container.StateRunning && handedOver(s.Names) {
+			continue
+		}
 		if _, err := c.cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return n, fmt.Errorf("remove orphan %.12s: %w", s.ID, err)
 		}
 		c.log.Info("removed orphaned agent container", "container", s.ID[:12], "agent", s.Labels[LabelAgentID])
-		if id := s.Labels[LabelAgentID]; id != "" {
+		if id := s.Labels[LabelAgentID]; id != "" && !exitedOnly {
 			c.mu.Lock()
 			c.reaped = append(c.reaped, id)
 			c.mu.Unlock()
@@ -345,4 +405,15 @@ func (c *Container) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	c.cli.Close()
+}
+
+// handedOver reports whether a container's names (as the engine lists
+// them, "/name") mark it as handed over.
+func handedOver(names []string) bool {
+	for _, n := range names {
+		if strings.HasSuffix(n, HandedOverSuffix) {
+			return true
+		}
+	}
+	return false
 }

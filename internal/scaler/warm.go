@@ -73,6 +73,7 @@ func (m *Manager) warmLoop() {
 		case <-m.ctx.Done():
 			return
 		case <-t.C:
+			m.reapExited()
 		case <-m.warmKick:
 		}
 	}
