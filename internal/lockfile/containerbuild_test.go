@@ -47,3 +47,22 @@ func TestContainerBuildRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGitCredentialsCompile: gitCredentials takes a secret reference and
+// lands in the lock; anything else is refused.
+func TestGitCredentialsCompile(t *testing.T) {
+	src := "name: w\non: {push: {}}\njobs:\n  j:\n    gitCredentials: ci/release:push-token\n    run: x\n"
+	lock, err := Compile([]SourceFile{{Path: ".kici/workflows/w.yaml", Source: []byte(src)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lock.Workflows[0].Jobs[0].GitCredentials; got != "ci/release:push-token" {
+		t.Errorf("gitCredentials = %q", got)
+	}
+	for _, bad := range []string{"token-value", "'../x:y'", "[a]"} {
+		src := "name: w\non: {push: {}}\njobs:\n  j:\n    gitCredentials: " + bad + "\n    run: x\n"
+		if _, err := Compile([]SourceFile{{Path: ".kici/workflows/w.yaml", Source: []byte(src)}}); err == nil {
+			t.Errorf("gitCredentials %s compiled", bad)
+		}
+	}
+}
