@@ -35,6 +35,8 @@ const (
 	// claimTTL bounds one node's hold on a row (a node that dies while
 	// sending frees it after this).
 	claimTTL = 2 * time.Minute
+	// observeBatch is how many finished runs one pass reads.
+	observeBatch = 500
 	// sendTimeout bounds one attempt.
 	sendTimeout = 30 * time.Second
 )
@@ -135,27 +137,43 @@ func (n *Notifier) Tick(ctx context.Context) {
 }
 
 func (n *Notifier) observe(ctx context.Context, subs []*store.NotificationSubscription) {
-	runs, err := n.st.ListRunsCompletedSince(ctx, n.since, 500)
+	runs, err := n.st.ListRunsCompletedSince(ctx, n.since, observeBatch)
 	if err != nil {
 		n.log.Warn("notify: finished runs", "err", err)
 		return
 	}
+	var last time.Time
+	orgs := map[string]bool{}
+	for _, s := range subs {
+		orgs[s.OrgID] = true
+	}
 	for _, r := range runs {
+		if r.CompletedAt != nil && r.CompletedAt.After(last) {
+			last = *r.CompletedAt
+		}
+		if !orgs[r.OrgID] {
+			continue // no subscription can match: skip the predecessor lookup
+		}
 		for _, o := range n.outcomesOf(ctx, r) {
 			n.enqueue(ctx, subs, r, o)
 		}
-		if r.CompletedAt != nil && r.CompletedAt.After(n.since) {
-			// A little overlap: a run committed late with an earlier
-			// completion time is still seen (the unique key dedupes).
-			n.since = r.CompletedAt.Add(-2 * time.Second)
-		}
+	}
+	switch {
+	case len(runs) == observeBatch:
+		n.since = last // a full batch: move on without overlap, or it would be read again
+	case last.Add(-2 * time.Second).After(n.since):
+		// A little overlap: a run committed late with an earlier
+		// completion time is still seen (the unique key dedupes).
+		n.since = last.Add(-2 * time.Second)
 	}
 	held, _, err := n.st.ListRuns(ctx, store.RunFilter{Statuses: []status.Run{status.RunHeld}, Limit: 200})
 	if err != nil {
 		n.log.Warn("notify: held runs", "err", err)
 	}
 	for _, r := range held {
-		n.enqueue(ctx, subs, r, OutcomeHeld)
+		if orgs[r.OrgID] {
+			n.enqueue(ctx, subs, r, OutcomeHeld)
+		}
 	}
 	for k, at := range n.seen {
 		if n.cfg.Now().Sub(at) > 2*lookback {
