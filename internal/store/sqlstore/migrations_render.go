@@ -40,7 +40,8 @@ var migrationVersions = []migrationVersion{
 	{"growing_table_indexes", 18, 19},
 	{"single_node_agent_sessions", 19, 0},
 	{"cluster_node_agents", 20, 20},
-	{"notifications", 21, 21},
+	{"workflow_origin", 21, 21},
+	{"notifications", 22, 22},
 }
 
 // migrationVersion is one template's version in each dialect.
