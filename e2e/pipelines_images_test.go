@@ -69,9 +69,13 @@ func buildScratchImage(t *testing.T, tag string, programs, applets []string) {
 	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", "-f", tag).Run() })
 }
 
-// buildCorpusImages builds the images a pipeline names.
+// buildCorpusImages builds the images a pipeline names. Images that jobs
+// built from a Dockerfile (`container: {build: …}`, tagged by content) are
+// removed before and after, so each test run builds them afresh.
 func buildCorpusImages(t *testing.T, tags []string) {
 	t.Helper()
+	removeJobBuiltImages()
+	t.Cleanup(removeJobBuiltImages)
 	for _, tag := range tags {
 		build, ok := corpusImages[tag]
 		if !ok {
@@ -79,4 +83,14 @@ func buildCorpusImages(t *testing.T, tags []string) {
 		}
 		build(t, tag)
 	}
+}
+
+// removeJobBuiltImages removes the images agents built for job containers
+// (label kici-build-hash).
+func removeJobBuiltImages() {
+	out, err := exec.Command("docker", "image", "ls", "-q", "--filter", "label=kici-build-hash").Output()
+	if err != nil || len(strings.Fields(string(out))) == 0 {
+		return
+	}
+	_ = exec.Command("docker", append([]string{"image", "rm", "-f"}, strings.Fields(string(out))...)...).Run()
 }

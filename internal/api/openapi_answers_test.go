@@ -136,6 +136,7 @@ func TestOpenAPIResponsesMatchRealAnswers(t *testing.T) {
 	e.tokenAnswers(t)
 	e.contextAndSecretAnswers(t)
 	e.trustAnswers(t, run)
+	e.notificationAnswers(t)
 
 	c.checkShapes()
 	if missed := c.unvalidated(); len(missed) > 0 {

@@ -156,6 +156,11 @@ func routeTable() []route {
 
 		adm("GET", "/held-runs", auth.PermCITrustRead, "List held runs", (*server).listHeldRuns).query("runId", "status", "customerId").returns(apitypes.HeldRunList{}),
 		adm("GET", "/check-runs", PermRunRead, "List forge check runs", (*server).listCheckRuns).query("sha", "runId").returns(apitypes.CheckRunList{}),
+		adm("POST", "/notifications", PermSourceUpdate, "Create a notification subscription", (*server).createNotification).bodies(apitypes.NotificationCreate{}, apitypes.NotificationCreated{}),
+		adm("GET", "/notifications", PermSourceRead, "List notification subscriptions", (*server).listNotifications).query("orgId").returns(apitypes.NotificationList{}),
+		adm("DELETE", "/notifications/{id}", PermSourceUpdate, "Delete a notification subscription", (*server).deleteNotification).noBody().returns(apitypes.Deleted{}),
+		adm("POST", "/notifications/{id}/test", PermSourceUpdate, "Send a test notification", (*server).testNotification).noBody().returns(apitypes.NotificationTestQueued{}),
+		adm("GET", "/notification-deliveries", PermRunRead, "List notification deliveries", (*server).listNotificationDeliveries).query("subscriptionId", "runId", "status").returns(apitypes.NotificationDeliveryList{}),
 		adm("POST", "/held-runs/decision", auth.PermCITrustAdmin, "Approve or reject a held run", (*server).decideHeldRun).returns(apitypes.HeldRunDecision{}),
 		adm("GET", "/trust-policy", auth.PermCITrustRead, "Show an org's trust policy", (*server).getTrustPolicy).query("customerId").returns(apitypes.TrustPolicyEnvelope{}),
 		adm("PATCH", "/trust-policy", auth.PermCITrustAdmin, "Change an org's trust policy", (*server).patchTrustPolicy).returns(apitypes.TrustPolicyEnvelope{}),

@@ -138,7 +138,7 @@ orchestrator's host no flags are needed.`,
 	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
 	root.AddCommand(a.contextCommand(), a.variableCommand())
 	root.AddCommand(a.heldRunCommand(), a.trustPolicyCommand())
-	root.AddCommand(a.checkRunCommand(), a.migrateCommand(), a.backupCommand())
+	root.AddCommand(a.checkRunCommand(), a.notificationCommand(), a.migrateCommand(), a.backupCommand())
 	return root
 }
 

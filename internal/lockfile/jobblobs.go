@@ -44,9 +44,12 @@ type Artifact struct {
 // environment after the job env allowlist; Options are extra `docker run`
 // flags from a fixed safe set (see ContainerOptions).
 type Container struct {
-	Image   string            `json:"image"`
+	Image   string            `json:"image,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Options []string          `json:"options,omitempty"`
+	// Build builds the image from the repository instead (containerbuild.go);
+	// exactly one of Image and Build is set.
+	Build *ContainerBuild `json:"build,omitempty"`
 }
 
 // Service is a sidecar container started on the job's private network
@@ -291,10 +294,12 @@ func (f *yfile) container(n ast.Node, what string) *Container {
 	if !ok {
 		return nil
 	}
-	f.strict(entries, what, "image", "env", "options")
+	f.strict(entries, what, "image", "env", "options", "build")
 	c := &Container{}
 	for _, e := range entries {
 		switch e.key {
+		case "build":
+			c.Build = f.containerBuild(e.val, what+" build")
 		case "image":
 			c.Image, _ = f.nonEmptyStr(e.val, what+" image")
 		case "env":
@@ -303,8 +308,8 @@ func (f *yfile) container(n ast.Node, what string) *Container {
 			c.Options = f.containerOptions(e.val, what+" options")
 		}
 	}
-	if c.Image == "" {
-		f.errorf(n, "%s needs an image", what)
+	if (c.Image == "") == (c.Build == nil) {
+		f.errorf(n, "%s needs an image or a build (one of them)", what)
 		return nil
 	}
 	return c

@@ -69,7 +69,7 @@ func TestCompileJobBlobsErrors(t *testing.T) {
 		"artifacts: [{name: '../x', paths: [a]}]":                   "letters, digits",
 		"artifacts: [{name: a, paths: [x]}, {name: a, paths: [y]}]": "declared twice",
 		"container: {image: x, options: ['--privileged']}":          "is not allowed",
-		"container: {options: ['--user=1']}":                        "needs an image",
+		"container: {options: ['--user=1']}":                        "needs an image or a build",
 		"services: {Bad_Name: x}":                                   "DNS label",
 		"services: {db: {env: {A: b}}}":                             "needs an image",
 		"download: [bin]":                                           "no job in needs declares that artifact",

@@ -149,7 +149,7 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 	}
 	what := "job " + name
 	f.strict(entries, what, "description", "runsOn", "needs", "matrix", "env", "timeout", "gracePeriod", "checkout", "steps", "run", "secrets", "contexts",
-		"cache", "artifacts", "download", "container", "services", "if", "outputs")
+		"cache", "artifacts", "download", "container", "services", "if", "outputs", "gitCredentials")
 	f.inJob = true
 	var refs []needRef
 	var stepsNode, runNode, ifNode, outputsNode ast.Node
@@ -180,6 +180,8 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 			j.Secrets = f.secretMap(e.val, what+" secrets")
 		case "contexts":
 			j.Contexts = f.contextList(e.val, what+" contexts")
+		case "gitCredentials":
+			f.gitCredentials(&j, e.val, what+" gitCredentials") // gitcredentials.go
 		case "cache", "artifacts", "download", "container", "services":
 			f.jobBlobs(&j, e.key, e.val, what)
 		case "gracePeriod":

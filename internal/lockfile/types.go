@@ -244,6 +244,9 @@ type Job struct {
 	// "<scope>:<key>" exposed to every step of the job (kici, YAML
 	// `secrets:`); a step's own Secrets win for the same name.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// GitCredentials is the secret reference "<scope>:<key>" the job's git
+	// commands authenticate with (gitcredentials.go); "" = none.
+	GitCredentials string `json:"gitCredentials,omitempty"`
 	// Contexts are the names of the contexts the job binds to, in declared
 	// order (KiCI LockJob.contexts, static entries only). A name may use
 	// the wildcards `*` and `?`; at dispatch each name is matched against

@@ -158,6 +158,9 @@ func declaredSecrets(lj *lockfile.Job) []string {
 	for _, ref := range lj.Secrets {
 		set[ref] = true
 	}
+	if lj.GitCredentials != "" {
+		set[lj.GitCredentials] = true
+	}
 	for _, s := range lj.Steps {
 		for _, ref := range s.Secrets {
 			set[ref] = true

@@ -34,6 +34,7 @@ import (
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/netguard"
+	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
@@ -69,6 +70,7 @@ type Server struct {
 	retention  *retention.Sweeper    // deletes expired history (retention.go)
 	decider    *approval.Decider     // held-run decisions (admin API)
 	reporter   *forgestatus.Reporter // check runs and commit statuses
+	notifier   *notify.Notifier      // notification subscriptions (notify.go)
 	nodeID     string                // this node's id and lease holder (node.go)
 	startedAt  time.Time             // process start, in the node registry
 	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
@@ -282,6 +284,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 	reporter := s.reporter // told of every finished job (its check runs)
+	if s.notifier, err = setupNotifier(cfg, st, forges.HTTP, s.nodeID, logger.With("component", "notify")); err != nil {
+		return nil, err
+	}
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
@@ -442,6 +447,7 @@ func (s *Server) Run(stop context.Context) error {
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)
+	go s.notifier.Run(ctx)
 	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
 
 	errc := make(chan error, 1)

@@ -315,6 +315,8 @@ type Store interface {
 	ScheduleStore
 	// NodeStore: the node registry, heartbeats and drain (nodes.go).
 	NodeStore
+	// NotificationStore: notification subscriptions and outbox (notifications.go).
+	NotificationStore
 
 	// --- sources ---
 

@@ -95,6 +95,15 @@ func (j *job) startContainers(log *logstream.Stream) error {
 	}
 	c.network = net.ID
 	log.AddLine("", "Job network "+name)
+	if b := c.spec.Build; b != nil { // containerbuild.go
+		tag, err := j.buildImage(j.ctx, cli, b, log)
+		if err != nil {
+			return err
+		}
+		spec := *c.spec
+		spec.Image, spec.Build = tag, nil
+		c.spec = &spec
+	}
 	images := []string{c.spec.Image}
 	for _, s := range j.cfg.Services {
 		images = append(images, s.Image)

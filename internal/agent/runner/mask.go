@@ -20,6 +20,7 @@ func (j *job) maskValues() []string {
 	for _, v := range d.Secrets {
 		out = append(out, v)
 	}
+	out = append(out, j.gitCredentialMasks()...)
 	out = append(out, j.r.opts.Credentials...)
 	if d.JobCredential != "" {
 		out = append(out, d.JobCredential)

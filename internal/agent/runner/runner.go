@@ -449,6 +449,9 @@ func (j *job) execute() (res *Result) {
 	var blobs *blobState
 	err = j.handOverCheckout() // confine.go
 	if err == nil {
+		err = j.setupGitCredentials(jobLog) // gitcredentials.go
+	}
+	if err == nil {
 		blobs, err = j.beforeSteps(jobLog)
 	}
 	if err != nil {

@@ -113,7 +113,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		log.AddLine("", "Error: "+err.Error())
 		return finish(status.StepFailed, nil, 1, err.Error())
 	}
-	extra, err := j.outputEnv(i, j.attestEnv(j.userEnv(map[string]string{"TMPDIR": j.tmpDir})))
+	extra, err := j.outputEnv(i, j.attestEnv(j.gitCredentialEnv(j.userEnv(map[string]string{"TMPDIR": j.tmpDir}))))
 	if err == nil && j.outs != nil {
 		err = j.handOver(j.outs.dir)
 	}

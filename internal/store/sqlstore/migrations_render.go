@@ -41,6 +41,7 @@ var migrationVersions = []migrationVersion{
 	{"single_node_agent_sessions", 19, 0},
 	{"cluster_node_agents", 20, 20},
 	{"workflow_origin", 21, 21},
+	{"notifications", 22, 22},
 }
 
 // migrationVersion is one template's version in each dialect.
