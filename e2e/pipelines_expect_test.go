@@ -27,9 +27,10 @@ type pipelineExpect struct {
 	// (and so of the agents it spawns).
 	OrchestratorEnv []string `yaml:"orchestratorEnv"`
 	// Forge, when "gitea" or "gitlab", delivers pushes as that forge's
-	// webhooks through a universal-git source whose API is the recording
-	// fake (internal/testutil/forgefake); empty: a local source and
-	// `kici-admin source trigger-local`.
+	// webhooks through a universal-git source: "gitea" is a real Gitea
+	// (e2e/gitea_harness_test.go) the repository is pushed to, "gitlab"
+	// the recording fake of its API (internal/testutil/forgefake); empty:
+	// a local source and `kici-admin source trigger-local`.
 	Forge string `yaml:"forge"`
 	// DockerImages are built before the pipeline runs, by tag (builders in
 	// e2e/pipelines_images_test.go).
@@ -110,7 +111,8 @@ type runExpect struct {
 	// Attestations are provenance subjects signed in the run.
 	Attestations []string `yaml:"attestations"`
 	// Statuses maps a commit-status context (Gitea) or name (GitLab) to
-	// the last state the recording forge received.
+	// the last state the forge holds (Gitea's API; the GitLab fake's
+	// record).
 	Statuses map[string]string `yaml:"statuses"`
 }
 

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,14 +14,19 @@ import (
 )
 
 // forgeRepo is a pipeline repository served as acme/api by a universal-git
-// source of preset gitea or gitlab-repo: git is read over file://, the API
-// is the recording fake, and pushes arrive as the forge's own webhooks.
+// source of preset gitea or gitlab-repo. With Gitea it is a real Gitea
+// (startGitea): the repository is pushed to it over HTTP, its own webhooks
+// reach kici, and the commit statuses are read back through its API. With
+// GitLab, git is read over file://, the API is the recording fake, and
+// pushes are delivered as GitLab's webhooks by the test.
 type forgeRepo struct {
 	o        *orchestrator
-	kind     string // forgefake.Gitea or forgefake.GitLab
-	fake     *forgefake.Server
+	kind     string            // forgefake.Gitea or forgefake.GitLab
+	fake     *forgefake.Server // GitLab
+	gitea    *giteaServer      // Gitea
 	sourceID string
 	secret   string
+	seen     map[string]bool // Gitea deliveries push has already returned
 }
 
 // forgePreset is the source preset, signature scheme and header of each kind.
@@ -35,6 +37,9 @@ var forgePreset = map[string]struct{ preset, verification, header string }{
 
 func newForgeRepo(t *testing.T, o *orchestrator, kind, repo string) *forgeRepo {
 	t.Helper()
+	if kind == forgefake.Gitea {
+		return newGiteaRepo(t, o)
+	}
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "acme"), 0o755); err != nil {
 		t.Fatal(err)
@@ -60,34 +65,83 @@ func newForgeRepo(t *testing.T, o *orchestrator, kind, repo string) *forgeRepo {
 	}
 	_ = json.Unmarshal([]byte(body), &created)
 	f.sourceID = created.Source.ID
-	var sec struct {
-		WebhookSecret string `json:"webhookSecret"`
-	}
-	o.get(t, "/api/v1/admin/generic-sources/"+f.sourceID+"/webhook-secret", &sec)
-	f.secret = sec.WebhookSecret
+	f.secret = f.webhookSecret(t)
 	return f
 }
 
+// newGiteaRepo starts a real Gitea holding the empty repository acme/api,
+// registers it with kici the way docs/ingress.md tells an operator to
+// (kici-admin source add gitea, then a Gitea webhook with the printed URL
+// and secret), and returns the forge the pipeline pushes to.
+func newGiteaRepo(t *testing.T, o *orchestrator) *forgeRepo {
+	t.Helper()
+	g := startGitea(t)
+	g.createRepo(t, "acme", "api")
+	f := &forgeRepo{o: o, kind: forgefake.Gitea, gitea: g, seen: map[string]bool{}}
+	f.sourceID = o.admin(t, "source", "add", "gitea", "--org", "acme", "--name", "gitea", "--url", g.URL, "--forge-token", g.Token, "--quiet")
+	f.secret = f.webhookSecret(t)
+	var src struct {
+		Source struct {
+			WebhookPath string `json:"webhookPath"`
+		} `json:"source"`
+	}
+	o.get(t, "/api/v1/admin/generic-sources/"+f.sourceID, &src)
+	g.addWebhook(t, "acme/api", o.url+src.Source.WebhookPath, f.secret)
+	return f
+}
+
+// webhookSecret reads the source's generated webhook secret.
+func (f *forgeRepo) webhookSecret(t *testing.T) string {
+	t.Helper()
+	var sec struct {
+		WebhookSecret string `json:"webhookSecret"`
+	}
+	f.o.get(t, "/api/v1/admin/generic-sources/"+f.sourceID+"/webhook-secret", &sec)
+	return sec.WebhookSecret
+}
+
 // push delivers a push of the repository's HEAD to main (before: its
-// parent) the way the forge sends it, and returns the delivery id.
+// parent) and returns the delivery id: to Gitea with git, whose webhook
+// then reaches kici; to GitLab as the forge's webhook.
 func (f *forgeRepo) push(t *testing.T, repo string) string {
 	t.Helper()
+	if f.gitea != nil {
+		f.gitea.push(t, repo, "acme/api", "main")
+		return f.nextDelivery(t)
+	}
 	after := git(t, repo, "rev-parse", "HEAD")
 	before := zeroSHAOr(git(t, repo, "rev-list", "--max-count=1", "--skip=1", "HEAD"))
 	p := forgePreset[f.kind]
-	id := uuid.NewString()
-	if f.kind == forgefake.GitLab {
-		body := fmt.Appendf(nil, `{"object_kind":"push","ref":"refs/heads/main","before":%q,"after":%q,`+
-			`"user_username":"dev","user_id":5,"project":{"path_with_namespace":"acme/api","default_branch":"main"}}`, before, after)
-		return (&universalForge{o: f.o}).post(t, p.preset, map[string]string{"X-Gitlab-Event": "Push Hook", p.header: f.secret,
-			"X-Gitlab-Event-UUID": id, "X-Gitlab-Instance": "https://gitlab.example.com"}, body)
+	body := fmt.Appendf(nil, `{"object_kind":"push","ref":"refs/heads/main","before":%q,"after":%q,`+
+		`"user_username":"dev","user_id":5,"project":{"path_with_namespace":"acme/api","default_branch":"main"}}`, before, after)
+	return (&universalForge{o: f.o}).post(t, p.preset, map[string]string{"X-Gitlab-Event": "Push Hook", p.header: f.secret,
+		"X-Gitlab-Event-UUID": uuid.NewString(), "X-Gitlab-Instance": "https://gitlab.example.com"}, body)
+}
+
+// nextDelivery waits for a push delivery of the Gitea source that push has
+// not returned yet: the one Gitea's webhook just made.
+func (f *forgeRepo) nextDelivery(t *testing.T) string {
+	t.Helper()
+	var id string
+	arrived := func() bool {
+		var page struct {
+			Deliveries []struct {
+				DeliveryID string `json:"deliveryId"`
+				SourceID   string `json:"sourceId"`
+			} `json:"deliveries"`
+		}
+		f.o.get(t, "/api/v1/admin/event-log?orgId=acme&event=push&limit=50", &page)
+		for _, d := range page.Deliveries {
+			if d.SourceID == f.sourceID && !f.seen[d.DeliveryID] {
+				id = d.DeliveryID
+				f.seen[id] = true
+				return true
+			}
+		}
+		return false
 	}
-	body := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":%q,"after":%q,`+
-		`"repository":{"full_name":"acme/api","default_branch":"main"},"pusher":{"login":"dev"},"sender":{"login":"dev","id":3}}`, before, after)
-	mac := hmac.New(sha256.New, []byte(f.secret))
-	mac.Write(body)
-	return (&universalForge{o: f.o}).post(t, p.preset, map[string]string{"X-Gitea-Event": "push", "X-Gitea-Event-Type": "push",
-		"X-Gitea-Delivery": id, p.header: hex.EncodeToString(mac.Sum(nil))}, body)
+	waitFor(t, 30*time.Second, "Gitea's push webhook to reach kici", arrived)
+	return id
 }
 
 // zeroSHAOr is sha, or 40 zeros for a root commit's missing parent.
@@ -98,18 +152,19 @@ func zeroSHAOr(sha string) string {
 	return sha
 }
 
-// waitStatuses waits until the last state the fake received for each
-// context (Gitea) or name (GitLab) on sha is the wanted one.
+// waitStatuses waits until the last state the forge holds for each
+// context (Gitea, read through its API) or name (GitLab, as the fake
+// received it) on sha is the wanted one.
 func (f *forgeRepo) waitStatuses(t *testing.T, label, sha string, want map[string]string) {
 	t.Helper()
-	prefix, key := "/api/v1/repos/acme/api/statuses/"+sha, "context"
-	if f.kind == forgefake.GitLab {
-		prefix, key = "/api/v4/projects/acme%2Fapi/statuses/"+sha, "name"
+	states := func() map[string][]string { return f.gitea.statuses(t, "acme/api", sha) }
+	if f.gitea == nil {
+		u := &universalForge{o: f.o, fake: f.fake}
+		states = func() map[string][]string { return u.statesOf(t, "/api/v4/projects/acme%2Fapi/statuses/"+sha, "name") }
 	}
-	u := &universalForge{o: f.o, fake: f.fake}
 	var got map[string][]string
 	last := func() bool {
-		got = u.statesOf(t, prefix, key)
+		got = states()
 		for k, state := range want {
 			if s := got[k]; len(s) == 0 || s[len(s)-1] != state {
 				return false

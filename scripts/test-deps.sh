@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages `make test` needs, when any is missing.
+# Installs the Debian packages `make test` needs, when any is missing, then
+# builds the Gitea release the forge tests run against (scripts/gitea.sh;
+# cached, so only the first run on a machine pays its few minutes).
 # Idempotent: with everything installed it changes nothing and touches no
 # network. As root it runs `apt-get update` once, then `apt-get install -y`
 # of the missing packages; as another user it stops with the exact command
@@ -31,7 +33,14 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   installed "$p" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# gitea builds (once, cached by version) the real Gitea the corpus's
+# Gitea pipelines push to (e2e/gitea_harness_test.go).
+gitea() { bash "$(dirname "$0")/gitea.sh" >/dev/null; }
+
+if [ ${#missing[@]} -eq 0 ]; then
+  gitea
+  exit 0
+fi
 
 cmd="apt-get update && apt-get install -y ${missing[*]}"
 if [ "$(id -u)" != 0 ]; then
@@ -44,3 +53,4 @@ echo "test-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y "${missing[@]}"
+gitea
