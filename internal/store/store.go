@@ -311,6 +311,8 @@ type Store interface {
 	ScheduleStore
 	// NodeStore: the node registry, heartbeats and drain (nodes.go).
 	NodeStore
+	// WebSessionStore: the web UI's sessions (websessions.go).
+	WebSessionStore
 
 	// --- sources ---
 

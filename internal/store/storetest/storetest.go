@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TrustPolicyConcurrent", testTrustPolicyConcurrent},
 		{"TrustDirectory", testTrustDirectory},
 		{"WorkflowData", testWorkflowData},
+		{"WebSessions", testWebSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
