@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/oauth2-proxy/mockoidc"
+
+	"kici.dev/kici/internal/testutil/pgtest"
+)
+
+// startSignInCluster starts n orchestrators on one PostgreSQL database
+// whose sign-in file offers provider "sso" (the OpenID Connect provider
+// m) and maps group "sre" to auditor; KICI_PUBLIC_URL is node 0.
+func startSignInCluster(t *testing.T, n int, m *mockoidc.MockOIDC) *clusterHarness {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "signin.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`providers:
+  - name: sso
+    kind: oidc
+    label: Company SSO
+    issuer: %s
+    clientId: %s
+    clientSecret: %s
+    scopes: [openid, profile, email, groups]
+roles:
+  - groups: [sre]
+    role: auditor
+`, m.Issuer(), m.ClientID, m.ClientSecret)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &clusterHarness{DatabaseURL: pgtest.URL(t)}
+	for i := 0; i < n; i++ {
+		c.dirs, c.ports, c.Nodes = append(c.dirs, t.TempDir()), append(c.ports, freePort(t)), append(c.Nodes, nil)
+	}
+	c.env = []string{"KICI_DATABASE_URL=" + c.DatabaseURL, "KICI_SECRET_KEY=" + haSecretKey,
+		"KICI_WEB_SIGNIN_CONFIG=" + cfg, fmt.Sprintf("KICI_PUBLIC_URL=http://127.0.0.1:%d", c.ports[0])}
+	for i := range c.Nodes {
+		c.Start(t, i)
+	}
+	return c
+}
+
+// TestSignInOIDCInChromium signs a person in through a real OpenID
+// Connect provider in headless Chromium: the role map makes them an
+// auditor, the header shows their name and identity, the session made on
+// node 1 is valid on node 2 and after node 1 restarts, `kici-admin
+// session revoke` ends it at once, and a person no rule maps gets the
+// refusal page.
+func TestSignInOIDCInChromium(t *testing.T) {
+	chromiumPath(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	c := startSignInCluster(t, 2, m)
+	n1, n2 := c.Nodes[0].url, c.Nodes[1].url
+	id := "oidc:" + strings.TrimPrefix(m.Addr(), "http://") + ":u-1001"
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-1001", PreferredUsername: "jane", Email: "jane@example.com", Groups: []string{"dev", "sre"}})
+	b := newBrowser(t, n1, "signin")
+	b.do("sign in through the provider",
+		chromedp.Navigate(n1+"/ui/runs"),
+		chromedp.WaitVisible(chromedp.ID("signin-sso")),
+		chromedp.Click(chromedp.ID("signin-sso")),
+		chromedp.WaitVisible(chromedp.ID("runs")))
+	if who := b.text("#who"); who != "jane" {
+		t.Fatalf("header shows %q, want jane", who)
+	}
+	if title := js[string](b, `document.getElementById("who").title`); title != id {
+		t.Fatalf("header identity %q, want %q", title, id)
+	}
+	if role := b.text(".who .role"); role != "auditor" {
+		t.Fatalf("role %q, want auditor", role)
+	}
+
+	b.do("node 2 with node 1's session", chromedp.Navigate(n2+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("runs")))
+	if who := b.text("#who"); who != "jane" {
+		t.Fatalf("node 2 shows %q", who)
+	}
+
+	c.Stop(t, 0)
+	c.Start(t, 0)
+	b.do("node 1 after its restart", chromedp.Navigate(n1+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("runs")))
+
+	if out := c.Nodes[1].admin(t, "session", "list", "--user", id); !strings.Contains(out, id) || !strings.Contains(out, "auditor") {
+		t.Fatalf("session list:\n%s", out)
+	}
+	if out := c.Nodes[1].admin(t, "session", "revoke", "--user", id); !strings.Contains(out, "1 session(s)") {
+		t.Fatalf("session revoke: %s", out)
+	}
+	b.do("signed out by the revoke", chromedp.Navigate(n1+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("login-form")))
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-666", PreferredUsername: "mallory", Groups: []string{"sales"}})
+	b.do("an unmapped person", chromedp.Click(chromedp.ID("signin-sso")), chromedp.WaitVisible(chromedp.ID("error-message")))
+	body := b.text("#error-message")
+	for _, want := range []string{"no role is mapped", "mallory", "oidc:" + strings.TrimPrefix(m.Addr(), "http://") + ":u-666", "sales"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("refusal page lacks %q:\n%s", want, body)
+		}
+	}
+	waitFor(t, 5*time.Second, "no session of the refused person", func() bool {
+		return !strings.Contains(c.Nodes[0].admin(t, "session", "list"), "u-666")
+	})
+}
