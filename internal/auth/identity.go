@@ -107,7 +107,7 @@ func LoadRoleMap(path string) (*RoleMap, error) {
 func ParseRoleMap(b []byte) (*RoleMap, error) {
 	var m RoleMap
 	if err := yaml.UnmarshalWithOptions(b, &m, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("role map: %w", err)
+		return nil, fmt.Errorf("role map: %w (quote identities containing \":\", e.g. \"gitea:alice\")", err)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func LoadConfig(path string) (*Config, error) {
 func ParseConfig(b []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("sign-in config: %w", err)
+		return nil, fmt.Errorf("sign-in config: %w (quote identities and other values containing \":\", e.g. \"gitea:alice\")", err)
 	}
 	seen := map[string]bool{}
 	for i := range c.Providers {
