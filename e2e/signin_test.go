@@ -109,3 +109,104 @@ func TestSignInOIDCInChromium(t *testing.T) {
 		return !strings.Contains(c.Nodes[0].admin(t, "session", "list"), "u-666")
 	})
 }
+
+// writeSignInConfig writes a sign-in file offering the OpenID Connect
+// provider m as "sso", with rules, and returns its path.
+func writeSignInConfig(t *testing.T, m *mockoidc.MockOIDC, rules string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "signin.yaml")
+	doc := fmt.Sprintf(`providers:
+  - name: sso
+    kind: oidc
+    label: Company SSO
+    issuer: %s
+    clientId: %s
+    clientSecret: %s
+    scopes: [openid, profile, email, groups]
+roles:
+%s`, m.Issuer(), m.ClientID, m.ClientSecret, rules)
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// signInSSO signs b in through the provider "sso" as the user queued
+// at m.
+func (b *browser) signInSSO(m *mockoidc.MockOIDC, u *mockoidc.MockUser) {
+	b.t.Helper()
+	m.QueueUser(u)
+	b.do("sign in as "+u.PreferredUsername,
+		chromedp.Navigate(b.base+"/ui/runs"),
+		chromedp.WaitVisible(chromedp.ID("signin-sso")),
+		chromedp.Click(chromedp.ID("signin-sso")),
+		chromedp.WaitVisible(chromedp.ID("runs")))
+}
+
+// TestSignInReviewerApprovesInChromium: a job bound to a context whose
+// requiredReviewers names an OpenID Connect identity is held; another
+// signed-in person (an auditor by the role map) is refused, the named
+// reviewer — also an auditor — approves from the held-runs page, and the
+// run proceeds; the hold and the access log record the reviewer's
+// identity.
+func TestSignInReviewerApprovesInChromium(t *testing.T) {
+	chromiumPath(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	reviewer := "oidc:" + strings.TrimPrefix(m.Addr(), "http://") + ":rev-1"
+	cfg := writeSignInConfig(t, m, "  - groups: [dev]\n    role: auditor\n")
+	port := freePort(t)
+	o := startOrchestratorAt(t, t.TempDir(), port, "KICI_WEB_SIGNIN_CONFIG="+cfg, fmt.Sprintf("KICI_PUBLIC_URL=http://127.0.0.1:%d", port))
+	o.admin(t, "context", "create", "--org", "acme", "--name", "release", "--required-reviewers", reviewer)
+	repo := t.TempDir()
+	git(t, repo, "init", "-q", "-b", "main")
+	write(t, filepath.Join(repo, ".kici/workflows/deploy.yaml"), heldWorkflow)
+	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-qm", "deploy")
+	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "web", "--quiet")
+	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
+	var deployRun string
+	var holds []heldRunRow
+	waitFor(t, 60*time.Second, "the deploy job held", func() bool {
+		var list struct {
+			Runs []runView `json:"runs"`
+		}
+		o.get(t, "/api/v1/admin/runs?deliveryId="+delivery, &list)
+		if len(list.Runs) == 1 {
+			deployRun = list.Runs[0].RunID
+			holds = o.heldRuns(t, deployRun)
+		}
+		return len(holds) == 1
+	})
+	holdRow := fmt.Sprintf(`tr[data-hold-id="%s"]`, holds[0].ID)
+
+	other := newBrowser(t, o.url, "other")
+	other.signInSSO(m, &mockoidc.MockUser{Subject: "other-2", PreferredUsername: "olga", Groups: []string{"dev"}})
+	other.do("held page", chromedp.Navigate(o.url+"/ui/held"), chromedp.WaitVisible(chromedp.CSS(holdRow)))
+	if n := js[int](other, `document.querySelectorAll("button.approve, button.reject").length`); n != 0 {
+		t.Errorf("a person the hold does not name sees %d decision buttons", n)
+	}
+	csrf := js[string](other, `document.querySelector('input[name="csrf"]').value`)
+	if st := other.postStatus("/ui/held/"+holds[0].ID+"/decision", map[string]string{"csrf": csrf, "decision": "approve"}); st != 409 {
+		t.Errorf("another person's approval: %d, want 409", st)
+	}
+	if h := o.heldRuns(t, deployRun); len(h) != 1 || h[0].Status != "pending" {
+		t.Fatalf("hold after the refused approval: %+v", h)
+	}
+
+	rev := newBrowser(t, o.url, "reviewer")
+	rev.signInSSO(m, &mockoidc.MockUser{Subject: "rev-1", PreferredUsername: "rita", Groups: []string{"dev"}})
+	rev.do("approve as the reviewer", chromedp.Navigate(o.url+"/ui/held"),
+		chromedp.Click(chromedp.CSS(holdRow+" button.approve")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if r := o.waitRunStatus(t, deployRun, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("deploy run after the reviewer's approval = %s (%s)", r.Status, r.FailureReason)
+	}
+	if out := o.admin(t, "access-log", "list", "--action", "held_run.approve"); !strings.Contains(out, reviewer) {
+		t.Errorf("access log of the approval lacks %s:\n%s", reviewer, out)
+	}
+}
