@@ -152,40 +152,61 @@ func (u *UI) setCookie(w http.ResponseWriter, r *http.Request, name, value, path
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secureCookies(r)})
 }
 
-// currentSession resolves the request's session and its principal. A
-// token session re-checks its token; a session whose token no longer
-// authenticates is ended. A person's session is the principal mapped at
-// sign-in.
+// lookupResult says why a request has or lacks a session.
+type lookupResult int
+
+const (
+	// noSession: no cookie, or one that names no live session.
+	noSession lookupResult = iota
+	// sessionOK: a live session.
+	sessionOK
+	// sessionUnknown: a cookie naming no live session (ended, expired,
+	// revoked or never issued).
+	sessionUnknown
+	// sessionUnavailable: the check could not be made now (the client is
+	// throttled, the database did not answer); the cookie is kept.
+	sessionUnavailable
+)
+
+// currentSession resolves the request's session and its principal.
 func (u *UI) currentSession(r *http.Request) (*session, auth.Principal, bool) {
+	s, p, res := u.lookupSession(r)
+	return s, p, res == sessionOK
+}
+
+// lookupSession resolves the request's session. A token session re-checks
+// its token; a session whose token no longer authenticates is ended. A
+// person's session is the principal mapped at sign-in.
+func (u *UI) lookupSession(r *http.Request) (*session, auth.Principal, lookupResult) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
-		return nil, auth.Principal{}, false
+		return nil, auth.Principal{}, noSession
 	}
 	if d := u.d.Auth.Throttled(r); d > 0 {
 		// A client guessing cookies is throttled like one guessing tokens.
-		return nil, auth.Principal{}, false
+		return nil, auth.Principal{}, sessionUnavailable
 	}
 	ss, err := u.sessions.get(r.Context(), c.Value)
 	if err != nil {
 		u.log.Error("web: session lookup failed", "error", err)
-		return nil, auth.Principal{}, false
+		return nil, auth.Principal{}, sessionUnavailable
 	}
 	if ss == nil {
-		u.d.Auth.Failed(r)
-		return nil, auth.Principal{}, false
+		return nil, auth.Principal{}, sessionUnknown
 	}
 	if ss.row.Kind == store.WebSessionPerson {
 		return ss, auth.Principal{TokenID: ss.row.Subject, Label: ss.row.Name, Role: ss.row.Role,
-			RoutingKey: ss.row.RoutingKey, Person: ss.row.Subject}, true
+			RoutingKey: ss.row.RoutingKey, Person: ss.row.Subject}, sessionOK
 	}
 	p, status, _ := u.d.Auth.AuthenticateHash(r.Context(), ss.row.TokenHash)
-	if status != 0 {
-		if status == http.StatusUnauthorized {
-			_ = u.d.Store.DeleteWebSession(r.Context(), ss.row.ID)
-		}
-		return nil, auth.Principal{}, false
+	switch status {
+	case 0:
+		return ss, p, sessionOK
+	case http.StatusUnauthorized:
+		_ = u.d.Store.DeleteWebSession(r.Context(), ss.row.ID)
+		return nil, auth.Principal{}, sessionUnknown
 	}
-	return ss, p, true
+	return nil, auth.Principal{}, sessionUnavailable
 }
 
 // handler is a page handler of a signed-in caller.
@@ -196,12 +217,24 @@ type handler func(w http.ResponseWriter, r *http.Request, s *session, p auth.Pri
 // must carry the session's CSRF token in the form field "csrf".
 func (u *UI) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, p, ok := u.currentSession(r)
-		if !ok {
-			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-				// The session ended (revoked token, expiry): the browser
-				// drops its cookie too.
+		s, p, res := u.lookupSession(r)
+		if res == sessionUnavailable {
+			if d := u.d.Auth.Throttled(r); d > 0 {
+				auth.SetRetryAfter(w, d)
+				u.errorPage(w, r, http.StatusTooManyRequests, auth.ThrottledMessage(d))
+				return
+			}
+			u.errorPage(w, r, http.StatusServiceUnavailable, "Sessions cannot be checked right now; try again shortly")
+			return
+		}
+		if res != sessionOK {
+			if res == sessionUnknown {
+				// The session ended (revoked, expired) or never existed:
+				// the browser drops its cookie too, and the unknown cookie
+				// counts as one failed check of this client (a guesser is
+				// throttled; a browser sends a stale cookie only once).
 				u.setCookie(w, r, SessionCookie, "", "/", -1)
+				u.d.Auth.Failed(r)
 			}
 			if r.Method == http.MethodGet {
 				next := r.URL.Path
