@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,5 +214,85 @@ func TestSignInReviewerApprovesInChromium(t *testing.T) {
 	}
 	if out := o.admin(t, "access-log", "list", "--action", "held_run.approve"); !strings.Contains(out, reviewer) {
 		t.Errorf("access log of the approval lacks %s:\n%s", reviewer, out)
+	}
+}
+
+// fakeGitHubOAuth is GitHub's OAuth app flow (authorize redirects straight
+// back, as after the person clicked Authorize) and the user, orgs and
+// teams API calls, for login octocat in team acme/release-managers. The
+// token endpoint checks the PKCE verifier against the S256 challenge.
+func fakeGitHubOAuth(t *testing.T) *httptest.Server {
+	var mu sync.Mutex
+	challenges := map[string]string{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login/oauth/authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		challenges["code-1"] = q.Get("code_challenge")
+		mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?code=code-1&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+	})
+	mux.HandleFunc("POST /login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		ch := challenges[r.PostForm.Get("code")]
+		mu.Unlock()
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		w.Header().Set("Content-Type", "application/json")
+		if ch == "" || base64.RawURLEncoding.EncodeToString(sum[:]) != ch {
+			_, _ = w.Write([]byte(`{"error":"bad_verification_code"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"access_token":"gho_e2e","token_type":"bearer"}`))
+	})
+	api := map[string]string{
+		"/api/user":       `{"login":"octocat","name":"The Octocat","id":583231}`,
+		"/api/user/orgs":  `[{"login":"acme"}]`,
+		"/api/user/teams": `[{"slug":"release-managers","organization":{"login":"acme"}}]`,
+	}
+	for path, body := range api {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer gho_e2e" {
+				http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+				return
+			}
+			_, _ = w.Write([]byte(body))
+		})
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestSignInGitHubInChromium signs in through GitHub's OAuth flow (a fake
+// GitHub) in Chromium: the team rule makes octocat an admin scoped to a
+// routing key, and the header names github:octocat.
+func TestSignInGitHubInChromium(t *testing.T) {
+	chromiumPath(t)
+	gh := fakeGitHubOAuth(t)
+	cfg := filepath.Join(t.TempDir(), "signin.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`providers:
+  - {name: github, kind: github, label: GitHub, url: %q, apiUrl: %q, clientId: Iv1.e2e, clientSecret: shh}
+roles:
+  - {provider: github, groups: [acme/release-managers], role: admin, routingKey: "generic:acme:web"}
+`, gh.URL, gh.URL+"/api")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := startOrchestratorAt(t, t.TempDir(), port, "KICI_WEB_SIGNIN_CONFIG="+cfg, fmt.Sprintf("KICI_PUBLIC_URL=http://127.0.0.1:%d", port))
+	b := newBrowser(t, o.url, "github")
+	b.do("sign in with GitHub",
+		chromedp.Navigate(o.url+"/ui/runs"),
+		chromedp.WaitVisible(chromedp.ID("signin-github")),
+		chromedp.Click(chromedp.ID("signin-github")),
+		chromedp.WaitVisible(chromedp.ID("runs")))
+	if who, id := b.text("#who"), js[string](b, `document.getElementById("who").title`); who != "The Octocat" || id != "github:octocat" {
+		t.Fatalf("header: %q (%q)", who, id)
+	}
+	if role, scope := b.text(".who .role"), b.text(".who .scope"); role != "admin" || scope != "generic:acme:web" {
+		t.Fatalf("role %q scope %q", role, scope)
+	}
+	if out := o.admin(t, "access-log", "list", "--action", "web.sign_in"); !strings.Contains(out, "github:octocat") {
+		t.Errorf("access log lacks the sign-in:\n%s", out)
 	}
 }

@@ -138,7 +138,7 @@ func (u *UI) signInCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := u.d.Store.AppendAccessLog(r.Context(), &store.AccessLogEntry{TokenID: row.Subject, TokenLabel: row.Name, Role: role,
-		RoutingKey: rk, Action: "web.sign_in", Resource: "web_session:" + row.ID, Detail: "via " + p.Name()}); err != nil {
+		RoutingKey: rk, Action: "web.sign_in", Resource: "web_session:" + row.ID, Detail: row.Subject + " via " + p.Name()}); err != nil {
 		u.log.Error("web: access log write failed", "action", "web.sign_in", "error", err)
 	}
 	u.setCookie(w, r, SessionCookie, cookie, "/", 0)
