@@ -21,7 +21,7 @@ import (
 // verifier). It lives in the browser, not in a node's memory, so the
 // callback may reach any node. SameSite=Lax: the callback is a top-level
 // navigation from the provider's site, which a Strict cookie would miss.
-const pendingCookie = "kici_signin"
+const pendingCookieBase = "kici_signin"
 
 // pendingMaxAge is how long a sign-in may take at the provider (seconds).
 const pendingMaxAge = 600
@@ -75,8 +75,7 @@ func (u *UI) signInStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, _ := json.Marshal(pend)
-	http.SetCookie(w, &http.Cookie{Name: pendingCookie, Value: base64.RawURLEncoding.EncodeToString(b),
-		Path: "/ui/login/" + p.Name() + "/", MaxAge: pendingMaxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: u.secureCookies(r)})
+	u.setPending(w, r, p.Name(), base64.RawURLEncoding.EncodeToString(b), pendingMaxAge)
 	http.Redirect(w, r, dest, http.StatusSeeOther)
 }
 
@@ -96,10 +95,10 @@ func (u *UI) signInCallback(w http.ResponseWriter, r *http.Request) {
 		u.showLogin(w, r, http.StatusTooManyRequests, auth.ThrottledMessage(d)+".")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: pendingCookie, Value: "", Path: "/ui/login/" + p.Name() + "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: u.secureCookies(r)})
+	u.setPending(w, r, p.Name(), "", -1)
 	var pend idp.Pending
-	c, err := r.Cookie(pendingCookie)
+	name, _ := u.pendingCookie(r, p.Name())
+	c, err := r.Cookie(name)
 	if err == nil {
 		b, derr := base64.RawURLEncoding.DecodeString(c.Value)
 		err = errors.Join(derr, json.Unmarshal(b, &pend))
@@ -155,6 +154,24 @@ func (u *UI) signInCallback(w http.ResponseWriter, r *http.Request) {
 <title>Signed in · kici</title></head>
 <body><p>Signed in. <a id="continue" href="%s">Continue</a></p></body></html>
 `, next, next)
+}
+
+// pendingCookie is the pending sign-in cookie's name and path. Over
+// https it is "__Host-kici_signin" on "/": the browser then refuses it
+// from a sibling subdomain (cookie tossing), so nobody can plant their own
+// state and code in another's browser (login CSRF). Over plain http (a
+// local orchestrator) it is scoped to the provider's sign-in path.
+func (u *UI) pendingCookie(r *http.Request, provider string) (name, path string) {
+	if u.secureCookies(r) {
+		return "__Host-" + pendingCookieBase, "/"
+	}
+	return pendingCookieBase, "/ui/login/" + provider + "/"
+}
+
+func (u *UI) setPending(w http.ResponseWriter, r *http.Request, provider, value string, maxAge int) {
+	name, path := u.pendingCookie(r, provider)
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: u.secureCookies(r)})
 }
 
 // refused answers a person whom no role rule matches: who they are, and
