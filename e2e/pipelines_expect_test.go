@@ -41,6 +41,21 @@ type pipelineExpect struct {
 	Runs []runExpect `yaml:"runs"`
 	// Local is the `kici run local` check; nil when it does not apply.
 	Local *localExpect `yaml:"local"`
+	// Org, instead of runs, makes the pipeline an organization of
+	// repositories driven by e2e/pipelines_org_test.go: a library
+	// repository (library/) and generated service repositories.
+	Org *orgExpect `yaml:"org"`
+}
+
+// orgExpect sizes an organization pipeline.
+type orgExpect struct {
+	// Repos is how many service repositories are generated (svc-01 …);
+	// KICI_ORG_REPOS overrides it. Every fifth is a "-legacy" one that the
+	// organization-wide workflow's filter excludes.
+	Repos int `yaml:"repos"`
+	// Users is how many of them (the first ones) use the library's piece
+	// through users/ci.yaml.
+	Users int `yaml:"users"`
 }
 
 // contextSetup is one context the pipeline's jobs bind to.
@@ -189,6 +204,15 @@ func (p pipelineExpect) check() error {
 	}
 	if p.Forge != "" && p.Forge != "gitea" && p.Forge != "gitlab" {
 		return fmt.Errorf("forge %q: want gitea, gitlab or nothing (a local source)", p.Forge)
+	}
+	if p.Org != nil {
+		if len(p.Runs) > 0 || p.Local != nil || p.Forge != "" {
+			return fmt.Errorf("org takes no runs, local or forge: e2e/pipelines_org_test.go drives it")
+		}
+		if p.Org.Repos < 5 || p.Org.Users < 1 || p.Org.Users > p.Org.Repos {
+			return fmt.Errorf("org: want repos ≥ 5 and 1 ≤ users ≤ repos")
+		}
+		return nil
 	}
 	if len(p.Runs) == 0 {
 		return fmt.Errorf("no runs")

@@ -39,6 +39,10 @@ func TestPipelines(t *testing.T) {
 			if !p.Short && !all {
 				t.Skip("acceptance only: make acceptance (KICI_ACCEPTANCE=1) runs it")
 			}
+			if p.Org != nil {
+				runOrgPipeline(t, *p.Org, name)
+				return
+			}
 			buildCorpusImages(t, p.DockerImages)
 			// Each phase gets its own repository: the server's runs commit
 			// their changes, the local check runs the pipeline as imported.
@@ -64,8 +68,13 @@ func TestPipelineCorpusIsValid(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("the corpus is empty")
 	}
+	corpus, _, _ := loadPipelines()
 	for _, name := range names {
-		run(t, filepath.Join(pipelineCorpus, name), nil, filepath.Join(binDir, "kici"), "compile", "--check", "--dir", ".")
+		dir := filepath.Join(pipelineCorpus, name)
+		if corpus[name].Org != nil {
+			dir = filepath.Join(dir, "library") // the services are generated
+		}
+		run(t, dir, nil, filepath.Join(binDir, "kici"), "compile", "--check", "--dir", ".")
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 type eventFlags struct {
 	branch, targetBranch, sourceBranch, action, tag, repo string
 	files                                                 []string
-	payload, ghEvent, lock, dir                           string
+	payload, ghEvent, lock, dir, message                  string
 	compile                                               bool
 }
 
@@ -40,6 +40,7 @@ func (ef *eventFlags) register(cmd *cobra.Command) {
 	f.StringVar(&ef.ghEvent, "event", "", "X-GitHub-Event of --payload: normalize it like the orchestrator does")
 	f.StringVar(&ef.lock, "lock", "", "lock file to read (default: .kici/kici.lock.json at the repository root); preview uses FILE as it is, run local checks it against the workflow files it runs")
 	f.StringVar(&ef.dir, "dir", ".", "directory inside the repository")
+	f.StringVar(&ef.message, "message", "", "commit message for the commitMessage and [skip ci] gates (default: the payload's head_commit.message, else HEAD's message)")
 	f.BoolVar(&ef.compile, "compile", false, "compile the workflow files in memory instead of reading the lock file (a stale lock is refused otherwise)")
 }
 
@@ -136,6 +137,7 @@ func (ef *eventFlags) buildEvent(args []string) (*trigger.Event, error) {
 	if ev.Type == "pull_request" && ev.BaseBranch == "" {
 		ev.BaseBranch = ev.TargetBranch
 	}
+	ef.withGateFacts(ev)
 	return ev, nil
 }
 

@@ -47,6 +47,7 @@ func NewRunView(r *store.Run) apitypes.RunView {
 		CompletedAt: r.CompletedAt, DurationMs: r.DurationMs,
 		TriggerType: strPtr(r.TriggerType), TargetBranch: strPtr(r.TargetBranch),
 		TrustTier: strPtr(r.TrustTier), LockFileSource: strPtr(r.LockFileSource),
+		WorkflowOrigin: r.WorkflowOrigin,
 	}
 }
 

@@ -97,7 +97,11 @@ func (a *app) runsListCommand() *cobra.Command {
 			}
 			t := newTable(a.out(), "RUN ID", "WORKFLOW", "STATUS", "REPO", "REF", "SHA", "CREATED", "DURATION")
 			for _, r := range resp.Runs {
-				t.row(r.RunID, r.WorkflowName, string(r.Status), r.RepoIdentifier, r.Ref, short(r.SHA, 8), fmtTime(&r.CreatedAt), fmtMs(r.DurationMs))
+				name := r.WorkflowName
+				if r.WorkflowOrigin != "" {
+					name += " (org-wide)"
+				}
+				t.row(r.RunID, name, string(r.Status), r.RepoIdentifier, r.Ref, short(r.SHA, 8), fmtTime(&r.CreatedAt), fmtMs(r.DurationMs))
 			}
 			t.flush()
 			fmt.Fprintf(a.out(), "Showing %d–%d of %d\n", resp.Offset+1, resp.Offset+len(resp.Runs), resp.Total)
@@ -181,6 +185,9 @@ func (a *app) runsShowCommand() *cobra.Command {
 			t := newTable(w, "FIELD", "VALUE")
 			t.row("run", run.RunID)
 			t.row("workflow", run.WorkflowName)
+			if run.WorkflowOrigin != "" {
+				t.row("defined in", run.WorkflowOrigin+" (organization-wide)")
+			}
 			t.row("status", string(run.Status))
 			t.row("repo", run.RepoIdentifier)
 			t.row("ref", run.Ref)

@@ -49,6 +49,9 @@ const (
 	ArtifactTTLMs       = "artifact_ttl_ms"
 	ArtifactMaxBytes    = "artifact_max_bytes"
 	ArtifactMaxPerRun   = "artifact_max_per_run"
+	// GlobalWorkflowsEnabled switches organization-wide workflows on (1)
+	// or off (0, the default): KiCI's global_workflows_enabled.
+	GlobalWorkflowsEnabled = "global_workflows_enabled"
 )
 
 // Knob describes one cluster setting.
@@ -83,6 +86,7 @@ var Knobs = []Knob{
 	{ArtifactTTLMs, "artifactTtlMs", 1000, 365 * day, "", "how long an artifact is kept after its upload"},
 	{ArtifactMaxBytes, "artifactMaxBytes", 1024, 1 << 40, "", "size cap of one artifact (compressed), enforced while it streams"},
 	{ArtifactMaxPerRun, "artifactMaxPerRun", 1, 10000, "", "how many artifacts one run may upload"},
+	{GlobalWorkflowsEnabled, "globalWorkflowsEnabled", 0, 1, "", "1 runs organization-wide workflows (a workflow with `repos` on a trigger) for the other sources of their org; 0 (default) does not, read on every delivery"},
 }
 
 // KnobByName finds a knob by column or wire name.
@@ -109,6 +113,7 @@ func DefaultValues() Defaults {
 		CheckRunTrackingTTLDays: 7,
 		UserCacheQuotaBytes:     5 << 30, UserCacheTTLMs: 7 * day,
 		ArtifactQuotaBytes: 20 << 30, ArtifactTTLMs: 30 * day, ArtifactMaxBytes: 1 << 30, ArtifactMaxPerRun: 50,
+		GlobalWorkflowsEnabled: 0,
 	}
 }
 

@@ -9,9 +9,21 @@ import (
 )
 
 // checkName is a job's check-run name: "<workflow> / <job>", a matrix leg
-// by its leg name ("test (1.22, linux)").
+// by its leg name ("test (1.22, linux)"). An organization-wide workflow's
+// is "<workflow> (from <defining repo>) / <job>", so it shows beside the
+// repository's own checks and never replaces one of the same name.
 func checkName(run *store.Run, job *store.Job) string {
+	if r := originRepo(run); r != "" {
+		return run.WorkflowName + " (from " + r + ") / " + job.JobName
+	}
 	return run.WorkflowName + " / " + job.JobName
+}
+
+// originRepo is the defining repository of an organization-wide run's
+// workflow ("" for the repository's own workflow).
+func originRepo(run *store.Run) string {
+	repo, _, _ := strings.Cut(run.WorkflowOrigin, "@")
+	return repo
 }
 
 // StatusContextPrefix starts the context of every commit status kici
@@ -21,7 +33,11 @@ func checkName(run *store.Run, job *store.Job) string {
 const StatusContextPrefix = "kici/"
 
 // statusContext is a job's commit-status context: "kici/<workflow>/<job>".
+// An organization-wide workflow's is "kici/<workflow>@<defining repo>/<job>".
 func statusContext(run *store.Run, job *store.Job) string {
+	if r := originRepo(run); r != "" {
+		return StatusContextPrefix + run.WorkflowName + "@" + r + "/" + job.JobName
+	}
 	return StatusContextPrefix + run.WorkflowName + "/" + job.JobName
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ErrStale is returned (wrapped) by Check when the committed lock file
@@ -20,7 +21,7 @@ var ErrMissing = errors.New("lock file " + Path + " is missing: run kici compile
 // to date, CompileErrors when a workflow is invalid, an error wrapping
 // ErrMissing or ErrStale otherwise, or an I/O error.
 func Check(root string) error {
-	_, fresh, err := CompileDir(root)
+	freshLF, fresh, err := CompileDir(root)
 	if err != nil {
 		return err
 	}
@@ -32,9 +33,49 @@ func Check(root string) error {
 		return fmt.Errorf("read lock file: %w", err)
 	}
 	if !bytes.Equal(current, fresh) {
+		if old, err := Parse(current); err == nil {
+			if lines := PieceDrift(old, freshLF); len(lines) > 0 {
+				return fmt.Errorf("%w\n%s", ErrStale, strings.Join(lines, "\n"))
+			}
+		}
 		return ErrStale
 	}
 	return nil
+}
+
+// PieceDrift compares the pieces recorded in a committed lock with those of
+// a fresh compile and describes each that changed: a library ref that now
+// resolves to another commit, or a piece file whose content changed. The
+// lines are sorted by workflow, then piece.
+func PieceDrift(old, fresh *LockFile) []string {
+	oldBy := map[string]PieceOrigin{}
+	for _, wf := range old.Workflows {
+		for _, p := range wf.Pieces {
+			oldBy[wf.Name+"\x00"+p.Label()] = p
+		}
+	}
+	var out []string
+	for _, wf := range fresh.Workflows {
+		for _, p := range wf.Pieces {
+			o, ok := oldBy[wf.Name+"\x00"+p.Label()]
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("workflow %q: piece %s is new since the lock was compiled", wf.Name, p.Label()))
+			case p.Library != "" && o.Commit != p.Commit:
+				out = append(out, fmt.Sprintf("workflow %q: library %s ref %s now resolves to %s; the lock has %s (piece %s)", wf.Name, p.Library, p.Ref, short(p.Commit), short(o.Commit), p.Label()))
+			case o.ContentHash != p.ContentHash:
+				out = append(out, fmt.Sprintf("workflow %q: piece %s changed since the lock was compiled", wf.Name, p.Label()))
+			}
+		}
+	}
+	return out
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }
 
 // Write compiles the workflows under root and writes the lock file to

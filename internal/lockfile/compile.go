@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"kici.dev/kici/internal/pieces"
 )
 
 // CompileDir compiles every `<root>/.kici/workflows/*.yaml` (and *.yml)
@@ -48,7 +50,7 @@ func CompileDir(root string) (*LockFile, []byte, error) {
 		}
 		files = append(files, SourceFile{Path: WorkflowDir + "/" + n, Source: src})
 	}
-	lf, err := Compile(files)
+	lf, err := CompileWith(files, dirPieces{pieces.NewResolver(root)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +77,11 @@ type SourceFile struct {
 // Compile compiles workflow files, in the given order, into a lock file with
 // its contentHash set. It returns CompileErrors when any file is invalid,
 // including duplicate workflow names across files.
-func Compile(files []SourceFile) (*LockFile, error) {
+func Compile(files []SourceFile) (*LockFile, error) { return CompileWith(files, nil) }
+
+// CompileWith is Compile with a reader of piece files for `uses:`; with a
+// nil reader a `uses:` is an error.
+func CompileWith(files []SourceFile, reader PieceReader) (*LockFile, error) {
 	lf := &LockFile{
 		SchemaVersion: SchemaVersion,
 		Source:        SourceRef{File: WorkflowDir, Export: "#default"},
@@ -84,7 +90,7 @@ func Compile(files []SourceFile) (*LockFile, error) {
 	var errs CompileErrors
 	seen := map[string]string{}
 	for _, sf := range files {
-		wf, nameNode, ferrs := compileFile(sf)
+		wf, nameNode, ferrs := compileFile(sf, reader)
 		errs = append(errs, ferrs...)
 		if wf == nil {
 			continue
@@ -119,8 +125,8 @@ func Compile(files []SourceFile) (*LockFile, error) {
 // compileFile compiles one workflow file. It returns the workflow (nil when
 // the file has errors), the node of its `name` (for duplicate reports) and
 // the errors.
-func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
-	f := &yfile{path: sf.Path}
+func compileFile(sf SourceFile, reader PieceReader) (*Workflow, ast.Node, CompileErrors) {
+	f := &yfile{path: sf.Path, pieces: &pieceState{reader: reader}, useStack: []string{sf.Path}}
 	body := f.parseYAML(sf.Source)
 	if body == nil {
 		return nil, nil, f.errs
@@ -129,7 +135,7 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 	if !ok {
 		return nil, nil, f.errs
 	}
-	f.strict(entries, "workflow", "name", "description", "on", "timeout", "concurrency", "env", "jobs", "drift")
+	f.strict(entries, "workflow", "name", "description", "on", "timeout", "concurrency", "env", "jobs", "drift", "libraries")
 	base := filepath.Base(sf.Path)
 	wf := &Workflow{
 		Name:                 strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml"),
@@ -166,6 +172,8 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 			jobsNode = e.val
 		case "drift":
 			wf.Drift = f.drift(e.val)
+		case "libraries":
+			f.pieces.libs = f.libraries(e.val)
 		}
 	}
 	if nameNode == nil {
@@ -177,6 +185,7 @@ func compileFile(sf SourceFile) (*Workflow, ast.Node, CompileErrors) {
 		f.inputNames = inputNames(wf.Triggers)
 		f.inputTypes = InputTypes(wf.Triggers)
 		wf.Jobs = f.jobs(jobsNode, env)
+		wf.Pieces = f.pieces.used
 	}
 	if len(f.errs) > 0 {
 		return nil, nameNode, f.errs

@@ -75,7 +75,7 @@ func (f *yfile) endJob(j *Job, ifNode, outputsNode ast.Node) {
 		st := &j.Steps[i]
 		if expr.HasTemplate(st.Run) {
 			loc := st.SourceLocation
-			f.errs = append(f.errs, &CompileError{File: f.path, Line: loc.Line, Column: loc.Column,
+			f.errs = append(f.errs, &CompileError{File: loc.File, Line: loc.Line, Column: loc.Column,
 				Msg: fmt.Sprintf("%s step %q: ${{ … }} is not expanded in `run:` (a value spliced into a script can inject commands); set it in `env:` and use \"$NAME\" in the script", what, st.Name)})
 		}
 	}

@@ -17,7 +17,7 @@ func TestDocsWorkflowExamplesCompile(t *testing.T) {
 				continue
 			}
 			n++
-			if _, err := Compile([]SourceFile{{Path: ".kici/workflows/example.yaml", Source: []byte(src)}}); err != nil {
+			if _, err := compileDoc(t, src); err != nil {
 				t.Errorf("docs/%s: YAML example %d does not compile: %v\n%s", page, i+1, err, src)
 			}
 		}

@@ -1,6 +1,8 @@
 package lockfile
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +23,16 @@ type DriftCheck struct {
 	// Warn downgrades a mismatch to a warning in the job log (YAML
 	// `drift: warn`).
 	Warn bool `json:"warn,omitempty"`
+	// Pieces are the piece files of the workflow's own repository it was
+	// expanded from (Workflow.Pieces without a library): each must still
+	// have its contentHash (sha256 of the bytes, hex) at the run's commit.
+	Pieces []PieceCheck `json:"pieces,omitempty"`
+}
+
+// PieceCheck is one repository piece file a DriftCheck verifies.
+type PieceCheck struct {
+	File        string `json:"file"`
+	ContentHash string `json:"contentHash"`
 }
 
 // NewDriftCheck returns the drift check of wf's jobs, or nil when the lock
@@ -30,7 +42,19 @@ func NewDriftCheck(wf *Workflow) *DriftCheck {
 	if !strings.HasSuffix(f, ".yaml") && !strings.HasSuffix(f, ".yml") {
 		return nil
 	}
-	return &DriftCheck{File: f, ContentHash: wf.ContentHash, Warn: wf.Drift == "warn"}
+	c := &DriftCheck{File: f, ContentHash: wf.ContentHash, Warn: wf.Drift == "warn"}
+	for _, p := range wf.Pieces {
+		if p.Library == "" {
+			c.Pieces = append(c.Pieces, PieceCheck{File: p.File, ContentHash: p.ContentHash})
+		}
+	}
+	return c
+}
+
+// pieceDriftMessage is the error when a piece file a workflow was expanded
+// from changed (or went away) without the lock being recompiled.
+func pieceDriftMessage(piece, file, lockName string) string {
+	return fmt.Sprintf("workflow drift: piece %s, used by %s, does not match the lock file %s (its contentHash differs): run `kici compile` and commit both", piece, file, lockName)
 }
 
 // DriftMessage is the error of a job (and of `kici preview` / `kici run
@@ -66,6 +90,17 @@ func (c *DriftCheck) verify(root, lockName string) string {
 	}
 	if WorkflowContentHash(src) != c.ContentHash {
 		return driftMessage(c.File, lockName)
+	}
+	for _, p := range c.Pieces {
+		clean := filepath.Clean(filepath.FromSlash(p.File))
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+			return pieceDriftMessage(p.File, c.File, lockName)
+		}
+		data, err := os.ReadFile(filepath.Join(root, clean))
+		sum := sha256.Sum256(data)
+		if err != nil || hex.EncodeToString(sum[:]) != p.ContentHash {
+			return pieceDriftMessage(p.File, c.File, lockName)
+		}
 	}
 	return ""
 }

@@ -48,7 +48,13 @@ func (f *yfile) jobs(n ast.Node, wfEnv map[string]string) []Job {
 			f.errorf(e.knode, "job name %q %s", e.key, msg)
 			continue
 		}
-		j, refs := f.job(e.key, e.knode, e.val, wfEnv)
+		var j Job
+		var refs []needRef
+		if f.hasKey(e.val, "uses") {
+			j, refs = f.usedJob(e.key, e.knode, e.val, wfEnv)
+		} else {
+			j, refs = f.job(e.key, e.knode, e.val, wfEnv)
+		}
 		index[e.key] = len(jobs)
 		jobs = append(jobs, j)
 		nodes = append(nodes, jobNode{name: e.key, node: e.knode, needs: refs})
@@ -154,6 +160,10 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 		case "runsOn":
 			f.runsOn(&j, e.val, what+" runsOn")
 		case "needs":
+			if f.hasPreset {
+				f.errorf(e.knode, "a job piece cannot declare `needs`; the job that uses it does")
+				continue
+			}
 			j.Needs, refs = f.needs(e.val, what+" needs")
 		case "matrix":
 			f.matrix(&j, e.val, what+" matrix")
@@ -189,6 +199,9 @@ func (f *yfile) job(name string, knode, n ast.Node, wfEnv map[string]string) (Jo
 		case "outputs":
 			outputsNode = e.val
 		}
+	}
+	if f.hasPreset {
+		j.Needs, refs = f.presetNeeds, f.presetRefs
 	}
 	f.beginJob(&j, refs)
 	switch {

@@ -24,9 +24,68 @@ func docYAMLBlocks(t *testing.T, page string) []string {
 	}
 	var out []string
 	for _, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
-		out = append(out, m[1])
+		if _, ok := docPiecePath(m[1]); !ok {
+			out = append(out, m[1])
+		}
 	}
 	return out
+}
+
+// docPiecePath reports whether a docs block is a piece file, written as
+// "# <path>" on its first line and a top-level `piece:` key, and its path.
+func docPiecePath(src string) (string, bool) {
+	first, _, _ := strings.Cut(src, "\n")
+	p, ok := strings.CutPrefix(first, "# ")
+	if !ok || !strings.Contains("\n"+src, "\npiece:") {
+		return "", false
+	}
+	return strings.TrimSpace(p), true
+}
+
+// docPieces serves the piece files of the docs pages to the compiler, so
+// the examples that use them compile: "./<path>" by path, and a library
+// piece "<library>:<path>" by the "<library>:<path>" it is written under.
+type docPieces map[string]string
+
+func (d docPieces) Local(p string) ([]byte, error) {
+	if s, ok := d[p]; ok {
+		return []byte(s), nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func (d docPieces) Library(git, ref, p string) ([]byte, string, error) {
+	for k, s := range d {
+		if _, rest, ok := strings.Cut(k, ":"); ok && rest == p {
+			return []byte(s), strings.Repeat("0", 40), nil
+		}
+	}
+	return nil, "", os.ErrNotExist
+}
+
+// loadDocPieces collects the piece files of every docs page.
+func loadDocPieces(t *testing.T) docPieces {
+	t.Helper()
+	out := docPieces{}
+	pages, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+			if p, ok := docPiecePath(m[1]); ok {
+				out[p] = m[1]
+			}
+		}
+	}
+	return out
+}
+
+// compileDoc compiles a docs example with the docs' piece files.
+func compileDoc(t *testing.T, src string) (*LockFile, error) {
+	t.Helper()
+	return CompileWith([]SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte(src)}}, loadDocPieces(t))
 }
 
 func loadSchema(t *testing.T) *jsonschema.Schema {
@@ -77,7 +136,7 @@ func TestDocsExamplesCompile(t *testing.T) {
 		t.Fatalf("found %d yaml examples in docs/workflows.md", len(blocks))
 	}
 	for i, src := range blocks {
-		if _, err := Compile([]SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte(src)}}); err != nil {
+		if _, err := compileDoc(t, src); err != nil {
 			t.Errorf("docs/workflows.md example %d does not compile: %v\n%s", i+1, err, src)
 		}
 	}
@@ -93,7 +152,7 @@ func TestWorkflowSchema(t *testing.T) {
 	checked := 0
 	for _, p := range pages {
 		for i, src := range docYAMLBlocks(t, filepath.Base(p)) {
-			if _, err := Compile([]SourceFile{{Path: ".kici/workflows/ci.yaml", Source: []byte(src)}}); err != nil {
+			if _, err := compileDoc(t, src); err != nil {
 				continue // a fragment, not a workflow
 			}
 			checked++

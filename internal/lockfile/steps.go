@@ -22,6 +22,16 @@ func (f *yfile) steps(n ast.Node, what string) []Step {
 	unnamed := 0
 	for i, it := range items {
 		sw := fmt.Sprintf("%s step %d", what, i+1)
+		if f.hasKey(it, "uses") {
+			for _, ps := range f.usedSteps(it, sw) {
+				if _, dup := seen[ps.Name]; dup {
+					f.errorf(it, "%s: the piece's step %q has the name of an earlier step of this job", sw, ps.Name)
+				}
+				seen[ps.Name] = it
+				steps = append(steps, ps)
+			}
+			continue
+		}
 		entries, ok := f.mapping(it, sw)
 		if !ok {
 			continue

@@ -23,8 +23,8 @@ var DefaultPREvents = []string{"opened", "synchronize", "reopened", "closed"}
 
 // triggerKinds lists the YAML trigger kinds and their allowed keys.
 var triggerKinds = map[string][]string{
-	"push":           {"branches", "tags", "paths", "repos"},
-	"pr":             {"events", "targetBranches", "sourceBranches", "paths", "repos"},
+	"push":           {"branches", "tags", "paths", "repos", "commitMessage", "requires", "skipCi"},
+	"pr":             {"events", "targetBranches", "sourceBranches", "paths", "repos", "commitMessage", "requires", "skipCi"},
 	"tag":            {"patterns", "repos"},
 	"comment":        {"actions", "on", "bodyMatch", "repos"},
 	"review":         {"actions", "states", "repos"},
@@ -317,6 +317,10 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 		if !f.checkRegex(it, p.Pattern, p.Flags, what) {
 			continue
 		}
+		if err := checkTriggerRegex(p); err != nil {
+			f.errorf(it, "%s: %v", what, err)
+			continue
+		}
 		out = append(out, p)
 	}
 	return out
@@ -457,6 +461,14 @@ func (f *yfile) triggerField(kind string, t *Trigger, e kv, tagPatterns *[]Patte
 		}
 	case "inputs":
 		t.Inputs = f.inputs(e.val, what)
+	case "commitMessage":
+		t.CommitMessage = f.commitMessage(e.val, what)
+	case "requires":
+		t.Requires = f.requires(e.val, what)
+	case "skipCi":
+		if b, ok := f.boolean(e.val, what); ok && !b {
+			t.SkipCI = &b
+		}
 	}
 	return events
 }

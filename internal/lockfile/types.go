@@ -57,6 +57,10 @@ type Workflow struct {
 	// no longer matches ContentHash: "" or "fail" fails the jobs, "warn"
 	// runs the lock and logs a warning (kici, YAML `drift:`).
 	Drift string `json:"drift,omitempty"`
+	// Pieces lists the reusable pieces the workflow's jobs and steps were
+	// expanded from, with the commit or content hash each resolved to
+	// (kici, YAML `uses:`; pieces.go).
+	Pieces []PieceOrigin `json:"pieces,omitempty"`
 
 	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
 	includeKeys [][]string
@@ -132,6 +136,14 @@ type Trigger struct {
 	Status    []string        `json:"status,omitempty"`
 	// lifecycle: source repos ("owner/repo", exact) the event must come from.
 	Sources []string `json:"sources,omitempty"`
+
+	// push, pr: the trigger gates (gates.go). CommitMessage filters the
+	// head commit's message; Requires lists files whose content at the
+	// event's commit must match; SkipCI false turns off the `[skip ci]` /
+	// `[ci skip]` rule, which is on when nil.
+	CommitMessage *CommitMessageFilter `json:"commitMessage,omitempty"`
+	Requires      []Requirement        `json:"requires,omitempty"`
+	SkipCI        *bool                `json:"skipCi,omitempty"`
 
 	// schedule
 	CronExpression string `json:"cronExpression,omitempty"`

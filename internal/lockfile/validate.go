@@ -39,6 +39,9 @@ func validateSemantics(lf *LockFile) error {
 		if err := checkMs(fmt.Sprintf("workflow %q timeout", wf.Name), wf.Timeout); err != nil {
 			return err
 		}
+		if err := validateGates(&wf); err != nil {
+			return err
+		}
 		index := map[string]int{}
 		var nodes []jobNode
 		for _, j := range wf.Jobs {

@@ -33,6 +33,19 @@ type yfile struct {
 	inJob        bool
 	pendingEnv   map[string]pendingEnvVal
 	mergeDepth   int
+
+	// Reusable pieces (pieces.go): the state shared with every piece the
+	// workflow expands, the library this file belongs to (nil = the
+	// repository), the chain of files that led here, the `${{ with.X }}`
+	// values of this piece's use, and the needs the using job gave a job
+	// piece (hasPreset).
+	pieces      *pieceState
+	lib         *Library
+	useStack    []string
+	with        map[string]string
+	presetNeeds []Need
+	presetRefs  []needRef
+	hasPreset   bool
 }
 
 // kv is one mapping entry.
@@ -208,10 +221,10 @@ func (f *yfile) scalar(n ast.Node) (string, bool) {
 	n = f.resolve(n)
 	switch t := n.(type) {
 	case *ast.StringNode:
-		return t.Value, true
+		return f.substituteWith(t.Value), true
 	case *ast.LiteralNode:
 		if t.Value != nil {
-			return t.Value.Value, true
+			return f.substituteWith(t.Value.Value), true
 		}
 		return "", true
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:

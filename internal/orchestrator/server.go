@@ -310,6 +310,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// Delivery claims are held under the node id: one node at a time
 		// processes a delivery.
 		NodeID: s.nodeID,
+		// The switch of organization-wide workflows.
+		Settings: settings,
 	})
 	// The one late binding of the wiring (cycles.go): every component the
 	// forwarders handed out above reach now exists; warm pools may fill

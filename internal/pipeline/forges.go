@@ -197,6 +197,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		tr.Summary = "the event names no repository; nothing to run"
 		return tr, nil
 	}
+	withForgeCommitMessage(ev, payload)
 	if p.handleKiciComment(ctx, tr, src, ev, jsonStr(payload, "comment", "body")) {
 		return tr, nil
 	}
@@ -311,6 +312,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 			sha = lref.Ref
 		}
 	}
+	if client != nil && lockfetch.IsSHA(sha) && !ghprov.IsZeroSHA(sha) {
+		ev.Files = githubFiles{ctx: ctx, client: client, inst: inst, repo: repo, sha: sha}
+	}
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
 		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
 			return tr, err
@@ -322,6 +326,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		rc.TrustTier = commit.tier
 	}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
+	if err == nil {
+		err = p.matchOrgWide(ctx, d, tr, src, ev, rc, b)
+	}
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
 	}
@@ -378,10 +385,10 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 	}
 	existing := map[string]*store.Run{}
 	for _, r := range runs {
-		existing[r.RepoIdentifier+"\x00"+r.WorkflowName] = r
+		existing[r.RepoIdentifier+"\x00"+r.WorkflowName+"\x00"+r.WorkflowOrigin] = r
 	}
 	for _, nr := range *b {
-		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName] = nr.Run
+		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName+"\x00"+nr.Run.WorkflowOrigin] = nr.Run
 	}
 	matched := 0
 	for i := range wfs {
@@ -393,7 +400,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 		}
 		matched++
 		rc := rcFor(wf).withEvent(ev)
-		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name]; ok {
+		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name+"\x00"+rc.WorkflowOrigin]; ok {
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
 		}

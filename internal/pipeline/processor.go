@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kici.dev/kici/internal/cluster"
 	"log/slog"
 	"slices"
 	"strings"
@@ -86,9 +87,10 @@ type RunRef struct {
 // Processor turns persisted deliveries into runs. Create it with
 // NewProcessor; it is safe for concurrent use.
 type Processor struct {
-	st      store.Store
-	tracker *execution.Tracker
-	log     *slog.Logger
+	st       store.Store
+	tracker  *execution.Tracker
+	log      *slog.Logger
+	settings *cluster.Reader
 
 	// RescanInterval is the period of the unprocessed-delivery re-scan
 	// (DefaultRescanInterval when zero). Set before Start.
@@ -153,6 +155,9 @@ type ProcessorDeps struct {
 	// NodeID holds this processor's delivery claims (claim.go): the node's
 	// id, kept across restarts; "" = an id of the processor's own.
 	NodeID string
+	// Settings reads the live cluster settings; organization-wide
+	// workflows (cluster.GlobalWorkflowsEnabled) stay off without it.
+	Settings *cluster.Reader
 }
 
 // NewProcessor returns a processor that reads deliveries from st and creates
@@ -164,7 +169,7 @@ func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logge
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
 		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
-		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID}
+		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings}
 }
 
 // Start launches the workers: they first process every delivery still
@@ -358,8 +363,16 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		return tr, err
 	}
 	lf, err := p.localLock(ctx, src, repo, push.After, tr)
-	if err != nil || lf == nil {
+	if err != nil {
 		return tr, err
+	}
+	if lf == nil {
+		// A repository without a lock still gets its org's
+		// organization-wide workflows.
+		if !p.orgWideEnabled(ctx) {
+			return tr, nil
+		}
+		lf = &lockfile.LockFile{}
 	}
 
 	repoIdent := push.Repository.FullName
@@ -375,6 +388,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		tr.ChangedFiles = files[:min(len(files), maxTracedFiles)]
 	}
 	ev := local.PushEvent(push, repoIdent, files)
+	p.withLocalGates(ctx, repo, push.After, ev)
 	p.registerLocal(ctx, src, repoIdent, push.Ref, push.After, lf)
 
 	existing, err := p.existingRuns(ctx, d.ID)
@@ -390,7 +404,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 			continue
 		}
 		matched++
-		if r, ok := existing[wf.Name]; ok {
+		if r, ok := existing[wf.Name]; ok && r.WorkflowOrigin == "" {
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
 		}
@@ -410,9 +424,18 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		}
 		tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: run.ID, Jobs: len(jobs)})
 	}
+	if err := p.matchOrgWide(ctx, d, tr, src, ev, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
+		RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}, b); err != nil && len(tr.Errors) == 0 {
+		tr.Errors = append(tr.Errors, err.Error())
+	}
 	tr.Summary = fmt.Sprintf("%d of %d workflows matched; %d runs created", matched, len(lf.Workflows), len(tr.Runs))
-	if len(lf.Workflows) == 0 {
+	if len(lf.Workflows) == 0 && len(tr.Workflows) == 0 {
 		tr.Summary = "lock file has no workflows"
+		if tr.LockStatus == LockMissing {
+			tr.Summary = "no lock file at " + push.After
+		}
+	} else if len(tr.Workflows) > len(lf.Workflows) {
+		tr.Summary += fmt.Sprintf(" (%d organization-wide workflows of other sources considered)", len(tr.Workflows)-len(lf.Workflows))
 	}
 	if len(tr.Errors) > 0 {
 		return tr, errors.New(strings.Join(tr.Errors, "; "))
@@ -428,7 +451,9 @@ func (p *Processor) existingRuns(ctx context.Context, deliveryID string) (map[st
 		return nil, fmt.Errorf("runs of delivery %s: %w", deliveryID, err)
 	}
 	for _, r := range runs {
-		out[r.WorkflowName] = r
+		if r.WorkflowOrigin == "" {
+			out[r.WorkflowName] = r
+		}
 	}
 	return out, nil
 }
@@ -449,6 +474,10 @@ type RunContext struct {
 	TrustTier    string
 	// LockFileSource is "base" when the lock came from the base branch.
 	LockFileSource string
+	// WorkflowOrigin is set for an organization-wide workflow defined in
+	// another source (store.Run.WorkflowOrigin); its jobs then carry no
+	// drift check, since the checkout is the triggering repository's.
+	WorkflowOrigin string
 }
 
 // hasForkModel reports whether events of provider can come from forks:
@@ -514,6 +543,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
 		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
 		TriggerType: rc.TriggerType, TargetBranch: rc.TargetBranch, TrustTier: rc.TrustTier, LockFileSource: rc.LockFileSource,
+		WorkflowOrigin: rc.WorkflowOrigin,
 	}
 	if rc.Source != nil {
 		run.SourceID, run.OrgID, run.Provider = rc.Source.ID, rc.Source.OrgID, rc.Source.Provider
@@ -574,7 +604,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		// A fork pull request runs the base branch's lock on the fork's code
 		// on purpose (the trust policy): its workflow files may differ from
 		// that lock, and that is not drift.
-		if rc.LockFileSource != "base" {
+		if rc.LockFileSource != "base" && rc.WorkflowOrigin == "" {
 			withDrift.DriftCheck = lockfile.NewDriftCheck(wf)
 		}
 		cfg, err := json.Marshal(withDrift)

@@ -125,12 +125,16 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 			return tr, err
 		}
 	}
+	withForgeCommitMessage(ev, payload)
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
 		LockFileSource: lockSource}
 	if commit != nil {
 		rc.TrustTier = commit.tier
 	}
 	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
+	if err == nil {
+		err = p.matchOrgWide(ctx, d, tr, src, ev, rc, b)
+	}
 	if len(notes) > 0 {
 		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
 	}

@@ -97,7 +97,11 @@ type Run struct {
 	TrustTier string `json:"trustTier,omitempty"`
 	// LockFileSource is "base" when the lock file was read from the base
 	// branch rather than the triggering ref, else "".
-	LockFileSource string     `json:"lockFileSource,omitempty"`
+	LockFileSource string `json:"lockFileSource,omitempty"`
+	// WorkflowOrigin says where an organization-wide workflow that made
+	// this run in another source was defined: "<repo>@<sha>:<file>" (the
+	// defining source's registered lock); "" for the repository's own.
+	WorkflowOrigin string     `json:"workflowOrigin,omitempty"`
 	CreatedAt      time.Time  `json:"createdAt"`
 	StartedAt      *time.Time `json:"startedAt,omitempty"`
 	CompletedAt    *time.Time `json:"completedAt,omitempty"`

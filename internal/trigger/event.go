@@ -36,6 +36,12 @@ type Event struct {
 	SenderUsername string `json:"senderUsername,omitempty"`
 	// SenderUserID is the forge's numeric id of that user; 0 when unknown.
 	SenderUserID int64 `json:"senderUserId,omitempty"`
+	// CommitMessage is the full message of the event's head commit, for
+	// the commitMessage and `[skip ci]` gates; "" when unknown.
+	CommitMessage string `json:"commitMessage,omitempty"`
+	// Files reads files at the event's commit for the `requires` gate; nil
+	// when the caller cannot (the gate then fails).
+	Files FileReader `json:"-"`
 	// BaseBranch is a pull request's base branch (the same as TargetBranch
 	// for pull_request, review and review_comment events); "" otherwise.
 	BaseBranch string `json:"baseBranch,omitempty"`

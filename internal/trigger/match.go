@@ -314,7 +314,8 @@ func checkRepos(repos []lockfile.Pattern, ev *Event, tr *tracer) bool {
 func matchPush(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	return checkPatterns(tr, "branch", t.Branches, ev.TargetBranch, true) &&
 		checkPaths(t.Paths, ev.ChangedFiles, tr) &&
-		checkRepos(t.Repos, ev, tr)
+		checkRepos(t.Repos, ev, tr) &&
+		checkGates(t, ev, tr)
 }
 
 func matchPR(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
@@ -322,7 +323,8 @@ func matchPR(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 		checkPatterns(tr, "target branch", t.TargetBranches, ev.TargetBranch, true) &&
 		checkPatterns(tr, "source branch", t.SourceBranches, ev.SourceBranch, ev.SourceBranch != "") &&
 		checkPaths(t.Paths, ev.ChangedFiles, tr) &&
-		checkRepos(t.Repos, ev, tr)
+		checkRepos(t.Repos, ev, tr) &&
+		checkGates(t, ev, tr)
 }
 
 func matchTag(t *lockfile.Trigger, ev *Event, tr *tracer) bool {

@@ -42,6 +42,10 @@ type RunView struct {
 	TargetBranch   *string `json:"targetBranch"`
 	TrustTier      *string `json:"trustTier"`
 	LockFileSource *string `json:"lockFileSource"`
+	// WorkflowOrigin is where an organization-wide workflow that made
+	// this run was defined ("<repo>@<sha>:<file>"); absent for a run of the
+	// repository's own workflow (kici).
+	WorkflowOrigin string `json:"workflowOrigin,omitempty"`
 	// ParentRunID is the run a rerun repeats (GET /runs/{runId} and the
 	// rerun answer only).
 	ParentRunID *string `json:"parentRunId,omitempty"`

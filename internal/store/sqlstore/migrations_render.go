@@ -40,7 +40,8 @@ var migrationVersions = []migrationVersion{
 	{"growing_table_indexes", 18, 19},
 	{"single_node_agent_sessions", 19, 0},
 	{"cluster_node_agents", 20, 20},
-	{"web_sessions", 21, 21},
+	{"workflow_origin", 21, 21},
+	{"web_sessions", 22, 22},
 }
 
 // migrationVersion is one template's version in each dialect.

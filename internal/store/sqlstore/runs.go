@@ -10,14 +10,14 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms, trigger_type, target_branch, trust_tier, lock_file_source`
+const runCols = `id, workflow_name, status, provider, repo_identifier, repo_url, ref, sha, delivery_id, source_id, org_id, triggered_by, failure_reason, timeout_ms, created_at, started_at, completed_at, duration_ms, trigger_type, target_branch, trust_tier, lock_file_source, workflow_origin`
 
 func scanRun(r scanner) (*store.Run, error) {
 	var run store.Run
 	if err := r.Scan(&run.ID, &run.WorkflowName, &run.Status, &run.Provider, &run.RepoIdentifier, &run.RepoURL,
 		&run.Ref, &run.SHA, &run.DeliveryID, &run.SourceID, &run.OrgID, &run.TriggeredBy, &run.FailureReason,
 		&run.TimeoutMs, tcol(&run.CreatedAt), ntcol(&run.StartedAt), ntcol(&run.CompletedAt), ni64col(&run.DurationMs),
-		&run.TriggerType, &run.TargetBranch, &run.TrustTier, &run.LockFileSource); err != nil {
+		&run.TriggerType, &run.TargetBranch, &run.TrustTier, &run.LockFileSource, &run.WorkflowOrigin); err != nil {
 		return nil, mapErr(err)
 	}
 	return &run, nil
@@ -77,11 +77,11 @@ const jobsPerInsert = 200
 // jobsPerInsert rows each) on q, normally a transaction; the defaults of
 // CreateRun must already be applied.
 func insertRun(ctx context.Context, q conn, run *store.Run, jobs []*store.Job) error {
-	if _, err := q.exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	if _, err := q.exec(ctx, `INSERT INTO execution_runs (`+runCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		run.ID, run.WorkflowName, run.Status, run.Provider, run.RepoIdentifier, run.RepoURL, run.Ref, run.SHA,
 		run.DeliveryID, run.SourceID, run.OrgID, run.TriggeredBy, run.FailureReason, run.TimeoutMs,
 		q.d.ts(run.CreatedAt), q.d.tsPtr(run.StartedAt), q.d.tsPtr(run.CompletedAt), int64Arg(run.DurationMs),
-		run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource); err != nil {
+		run.TriggerType, run.TargetBranch, run.TrustTier, run.LockFileSource, run.WorkflowOrigin); err != nil {
 		return err
 	}
 	const rowPlaceholders = `(?,?,?,?,?,?::jsonb,?,?,?,?::jsonb,?::jsonb,?,?,?,?,?,?,?,?)`

@@ -17,7 +17,7 @@ func testRunTrustFields(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	full := fullRun("r-full", at(1))
 	plain := fullRun("r-plain", at(0))
-	plain.TriggerType, plain.TargetBranch, plain.TrustTier, plain.LockFileSource = "", "", "", ""
+	plain.TriggerType, plain.TargetBranch, plain.TrustTier, plain.LockFileSource, plain.WorkflowOrigin = "", "", "", "", ""
 	must(t, s.CreateRun(ctx, full, nil))
 	must(t, s.CreateRun(ctx, plain, nil))
 	got, err := s.GetRun(ctx, "r-full")

@@ -18,7 +18,7 @@ func fullRun(id string, created time.Time) *store.Run {
 		RepoURL: "file:///srv/repo", Ref: "refs/heads/main", SHA: "0123456789abcdef0123456789abcdef01234567",
 		DeliveryID: "generic:o:s:1", SourceID: "src", OrgID: "org", TriggeredBy: "alice", TimeoutMs: 3_600_000,
 		TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, LockFileSource: "base",
-		CreatedAt: created}
+		WorkflowOrigin: "org/policies@0123456789ab:.kici/workflows/lint.yaml", CreatedAt: created}
 }
 
 func testRunRoundTrip(t *testing.T, s store.Store) {
