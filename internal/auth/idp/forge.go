@@ -57,20 +57,22 @@ func (p *Provider) forgeIdentity(ctx context.Context, token string) (auth.Identi
 			return id, err
 		}
 		id.Subject, id.Login, id.Name, id.Email = u.Login, u.Login, u.FullName, u.Email
-		var orgs []struct{ Username string }
+		// Gitea's Organization carries the name as "username" (and, in
+		// newer versions, "name" too).
+		var orgs []giteaOrg
 		if p.getJSON(ctx, token, p.cfg.URL+"/api/v1/user/orgs?limit=50", &orgs) == nil {
 			for _, o := range orgs {
-				id.Groups = append(id.Groups, o.Username)
+				id.Groups = append(id.Groups, o.login())
 			}
 		}
 		var teams []struct {
 			Name         string
-			Organization *struct{ Username string }
+			Organization *giteaOrg
 		}
 		if p.getJSON(ctx, token, p.cfg.URL+"/api/v1/user/teams?limit=50", &teams) == nil {
 			for _, t := range teams {
-				if t.Organization != nil {
-					id.Groups = append(id.Groups, t.Organization.Username+"/"+t.Name)
+				if t.Organization != nil && t.Organization.login() != "" {
+					id.Groups = append(id.Groups, t.Organization.login()+"/"+t.Name)
 				}
 			}
 		}
@@ -118,4 +120,14 @@ func (p *Provider) getJSON(ctx context.Context, token, url string, into any) err
 		return fmt.Errorf("%s API %s: %w", p.cfg.Name, req.URL.Path, err)
 	}
 	return nil
+}
+
+// giteaOrg is an organisation in Gitea's API answers.
+type giteaOrg struct{ Username, Name string }
+
+func (o giteaOrg) login() string {
+	if o.Username != "" {
+		return o.Username
+	}
+	return o.Name
 }
