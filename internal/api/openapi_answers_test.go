@@ -299,6 +299,21 @@ func (e *answersEnv) tokenAnswers(t *testing.T) {
 	agent := c.call("POST", apitypes.AgentTokenPath, `{"labels":["linux"],"mandatoryLabels":["secure"],"expiresAt":"2999-01-01T00:00:00Z"}`)
 	c.call("GET", apitypes.AgentTokenPath, "")
 	c.call("DELETE", apitypes.AgentTokenPath+"/"+fmt.Sprint(agent["id"]), "")
+
+	now := time.Now().UTC()
+	for i, id := range []string{"ws-1", "ws-2"} {
+		if err := e.st.CreateWebSession(context.Background(), &store.WebSession{ID: id, CookieHash: fmt.Sprint("h", i), Kind: store.WebSessionPerson,
+			Subject: "gitea:alice", Name: "Alice", Role: auth.RoleAdmin, CreatedAt: now, LastSeenAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := c.call("GET", p+"/web-sessions?subject=gitea:alice", ""); len(m["sessions"].([]any)) != 2 {
+		t.Errorf("alice's web sessions: %v", m)
+	}
+	c.call("DELETE", p+"/web-sessions/ws-1", "")
+	if m := c.call("DELETE", p+"/web-sessions?subject=gitea:alice", ""); m["revoked"] != 1.0 {
+		t.Errorf("revoke of alice's sessions: %v, want 1", m)
+	}
 }
 
 func (e *answersEnv) contextAndSecretAnswers(t *testing.T) {

@@ -95,6 +95,7 @@ var auditorHiddenReads = map[string]string{
 	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secret":  auth.PermSourceSecretRead,
 	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets": auth.PermSourceSecretRead,
 	"GET " + apitypes.AdminPrefix + "/tokens":                               auth.PermTokenManage,
+	"GET " + apitypes.AdminPrefix + "/web-sessions":                         auth.PermTokenManage,
 	"GET " + apitypes.AgentTokenPath:                                        auth.PermAgentTokenManage,
 }
 

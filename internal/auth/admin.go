@@ -27,6 +27,21 @@ type Principal struct {
 	// RoutingKey is the token's routing-key scope ("" = unscoped): a scoped
 	// token only reaches resources carrying that key.
 	RoutingKey string
+	// Person is set for a person signed in to the web UI through an
+	// identity provider: their identity (Identity.ID, e.g.
+	// "gitea:alice"). TokenID then holds the same identity and Label
+	// their display name, so the access log names the person.
+	Person string
+}
+
+// Approver is the subject recorded on a held-run decision made by p: the
+// person's identity, or "service:<token id>" for an admin token (KiCI's
+// form for operator decisions).
+func (p Principal) Approver() string {
+	if p.Person != "" {
+		return p.Person
+	}
+	return "service:" + p.TokenID
 }
 
 type principalKey struct{}

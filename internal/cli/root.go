@@ -135,7 +135,7 @@ orchestrator's host no flags are needed.`,
 	root.AddCommand(a.eventLogCommand(), a.eventCommand(), a.registrationCommand())
 	root.AddCommand(a.attestationsCommand(), a.signingKeyCommand())
 	root.AddCommand(a.clusterSettingsCommand(), a.scalerCommand())
-	root.AddCommand(a.tokenCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
+	root.AddCommand(a.tokenCommand(), a.sessionCommand(), a.signInCommand(), a.agentCommand(), a.secretCommand(), a.accessLogCommand())
 	root.AddCommand(a.contextCommand(), a.variableCommand())
 	root.AddCommand(a.heldRunCommand(), a.trustPolicyCommand())
 	root.AddCommand(a.checkRunCommand(), a.notificationCommand(), a.migrateCommand(), a.backupCommand())

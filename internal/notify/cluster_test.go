@@ -63,13 +63,24 @@ func TestNotifyTwoNodesOnPostgresSendEachMessageOnce(t *testing.T) {
 	if len(rc.events()) != runs || len(seen) != runs {
 		t.Errorf("received %d messages for %d runs, want each of %d runs once: %v", len(rc.events()), len(seen), runs, seen)
 	}
-	rows, err := nodes[1].ListNotificationDeliveries(ctx, store.NotificationDeliveryFilter{SubscriptionID: "n-pg"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The receiver answers before the sender records the attempt: wait for
+	// the rows to say delivered, then check each took exactly one attempt.
+	var rows []*store.NotificationDelivery
+	waitUntil(t, "every delivery row recorded", func() bool {
+		var err error
+		if rows, err = nodes[1].ListNotificationDeliveries(ctx, store.NotificationDeliveryFilter{SubscriptionID: "n-pg"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Status != string(notify.DeliveryDelivered) {
+				return false
+			}
+		}
+		return len(rows) == runs
+	})
 	for _, r := range rows {
-		if r.Status != string(notify.DeliveryDelivered) || r.Attempts != 1 {
-			t.Errorf("row %s: %s after %d attempts", r.RunID, r.Status, r.Attempts)
+		if r.Attempts != 1 {
+			t.Errorf("row %s: %s after %d attempts, want delivered after 1", r.RunID, r.Status, r.Attempts)
 		}
 	}
 }

@@ -23,6 +23,10 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 	if err != nil {
 		return nil, err
 	}
+	signIn, err := webSignIn(fc.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	return web.New(web.Deps{
 		Store: st, Auth: adminAuth, Logs: logs,
 		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
@@ -30,7 +34,7 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 		Scalers:  func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
 		Drain:    func() runctl.DrainStatus { return s.runctl.Drain() },
 		Settings: settings, Version: Version, Mode: cfg.Mode,
-		PublicURL: fc.PublicURL,
-		Logger:    logger.With("component", "web"),
+		PublicURL: fc.PublicURL, SignIn: signIn,
+		Logger: logger.With("component", "web"),
 	})
 }

@@ -317,6 +317,8 @@ type Store interface {
 	NodeStore
 	// NotificationStore: notification subscriptions and outbox (notifications.go).
 	NotificationStore
+	// WebSessionStore: the web UI's sessions (websessions.go).
+	WebSessionStore
 
 	// --- sources ---
 

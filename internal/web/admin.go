@@ -48,7 +48,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		u.internalError(w, r, err)
 		return
 	}
-	d := heldData{CanDecide: can(p, auth.PermCITrustAdmin) && u.d.Approval != nil && !platformConnected(u.d.Mode)}
+	d := heldData{CanDecide: (can(p, auth.PermCITrustAdmin) || namesReviewer(holds, p.Person)) && u.d.Approval != nil && !platformConnected(u.d.Mode)}
 	if platformConnected(u.d.Mode) {
 		d.Platform = u.d.Mode
 	}
@@ -73,9 +73,16 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 }
 
 // decideHold approves or rejects a hold through the same decider as POST
-// /held-runs/decision, as the calling token (an operator decision).
+// /held-runs/decision. A caller holding ci_trust.admin (unscoped) decides
+// as an operator, recorded as the person's identity or
+// "service:<token id>". A signed-in person without it decides as
+// themselves: the decider lets them approve only a hold whose clauses
+// name their identity (a context's requiredReviewers), or a security hold
+// when the approval directory gives them CI trust write.
 func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
-	if !u.require(w, r, p, auth.PermCITrustAdmin, true) {
+	operator := can(p, auth.PermCITrustAdmin) && p.RoutingKey == ""
+	if !operator && (p.Person == "" || !can(p, auth.PermCITrustRead)) {
+		u.require(w, r, p, auth.PermCITrustAdmin, true)
 		return
 	}
 	if platformConnected(u.d.Mode) {
@@ -104,8 +111,17 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 		u.internalError(w, r, err)
 		return
 	}
+	if p.RoutingKey != "" {
+		if ok, err := auth.RunInScope(r.Context(), u.d.Store, h.RunID, p.RoutingKey); err != nil {
+			u.internalError(w, r, err)
+			return
+		} else if !ok {
+			u.errorPage(w, r, http.StatusNotFound, "Held run not found")
+			return
+		}
+	}
 	_, err = u.d.Approval.Decide(r.Context(), approval.Decision{OrgID: h.OrgID, HeldRunID: h.ID, Decision: decision,
-		Reason: comment, Approver: approval.ServicePrefix + p.TokenID, Operator: true,
+		Reason: comment, Approver: p.Approver(), Operator: operator,
 		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role})
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
@@ -282,4 +298,21 @@ func (u *UI) settingsPage(w http.ResponseWriter, r *http.Request, s *session, p 
 		}
 	}
 	u.render(w, r, http.StatusOK, "settings", view{Title: "Settings", Nav: "settings", Who: p, CSRF: s.csrf, Data: d})
+}
+
+// namesReviewer reports whether person (an identity, "" = none) is named
+// by a clause of one of holds: such a reviewer may decide it even
+// without ci_trust.admin.
+func namesReviewer(holds []*store.HeldRun, person string) bool {
+	if person == "" {
+		return false
+	}
+	for _, h := range holds {
+		for _, c := range h.Clauses {
+			if c.Value == person {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -259,6 +259,9 @@ func commitFromPayload(body json.RawMessage) commitInfo {
 // actor names the caller in run records, as the admin API does: the
 // token's label, else "admin".
 func actor(p auth.Principal) string {
+	if p.Person != "" {
+		return p.Person
+	}
 	if p.Label == "" {
 		return "admin"
 	}

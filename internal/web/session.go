@@ -1,11 +1,13 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/url"
 	"path"
@@ -13,7 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/store"
 )
 
 // Cookie names. The session cookie's path is "/" so that the live pages
@@ -25,27 +30,38 @@ const (
 	csrfField     = "csrf"
 )
 
-// session is one signed-in browser. The admin token itself is never kept:
-// only its hash, which is resolved against the token table on every
-// request, so revoking or expiring the token ends the session at once.
+// session is one signed-in browser: its row in the database
+// (store.WebSession), shared by every node and kept across restarts. An
+// admin-token session keeps only the token's hash, which is resolved
+// against the token table on every request, so revoking or expiring the
+// token ends the session at once; a person's session carries the role
+// mapped at sign-in, and `kici-admin session revoke` ends it at once.
 type session struct {
-	tokenHash string
-	csrf      string
-	created   time.Time
-	lastSeen  time.Time
+	row  *store.WebSession
+	csrf string
 }
 
-// sessions is the server-side session table, keyed by the SHA-256 of the
-// cookie value (a copy of the table alone lets no one sign in).
+// touchEvery is how stale a session's last-seen time may get before a
+// request writes it again (one write a minute per active browser, not
+// one per request); idle expiry is exact to within it.
+const touchEvery = time.Minute
+
+// sweepEvery is how often a node deletes expired sessions.
+const sweepEvery = 5 * time.Minute
+
+// sessions is the session table, keyed by the SHA-256 of the cookie value
+// (a copy of the table alone lets no one sign in).
 type sessions struct {
-	mu        sync.Mutex
-	byID      map[string]*session
+	st        store.WebSessionStore
 	idle, max time.Duration
 	now       func() time.Time
+
+	mu        sync.Mutex
+	lastSweep time.Time
 }
 
-func newSessions(idle, max time.Duration, now func() time.Time) *sessions {
-	return &sessions{byID: map[string]*session{}, idle: idle, max: max, now: now}
+func newSessions(st store.WebSessionStore, idle, max time.Duration, now func() time.Time) *sessions {
+	return &sessions{st: st, idle: idle, max: max, now: now}
 }
 
 // randomToken returns 32 random bytes, URL-safe base64.
@@ -62,54 +78,66 @@ func cookieKey(v string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// create starts a session for tokenHash and returns the cookie value.
-func (s *sessions) create(tokenHash string) (string, *session) {
+// create stores a session for row (kind, subject, token hash or role
+// filled in by the caller) and returns the cookie value.
+func (s *sessions) create(ctx context.Context, row *store.WebSession) (string, *session, error) {
 	id := randomToken()
-	now := s.now()
-	ss := &session{tokenHash: tokenHash, csrf: randomToken(), created: now, lastSeen: now}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked(now)
-	s.byID[cookieKey(id)] = ss
-	return id, ss
+	now := s.now().UTC()
+	row.ID, row.CookieHash, row.CSRF, row.CreatedAt, row.LastSeenAt = uuid.NewString(), cookieKey(id), randomToken(), now, now
+	s.sweep(ctx, now)
+	if err := s.st.CreateWebSession(ctx, row); err != nil {
+		return "", nil, err
+	}
+	return id, &session{row: row, csrf: row.CSRF}, nil
 }
 
 // get returns the live session of cookie value id, touching it; an idle
-// or too old session is removed.
-func (s *sessions) get(id string) (*session, bool) {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := cookieKey(id)
-	ss, ok := s.byID[k]
-	if !ok {
-		return nil, false
+// or too old session is deleted. A store failure is an error (the caller
+// answers 503 rather than signing the browser out).
+func (s *sessions) get(ctx context.Context, id string) (*session, error) {
+	row, err := s.st.GetWebSessionByCookie(ctx, cookieKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
 	}
-	if s.expired(ss, now) {
-		delete(s.byID, k)
-		return nil, false
+	now := s.now().UTC()
+	if s.expired(row, now) {
+		_ = s.st.DeleteWebSession(ctx, row.ID)
+		return nil, nil
 	}
-	ss.lastSeen = now
-	return ss, true
-}
-
-func (s *sessions) expired(ss *session, now time.Time) bool {
-	return now.Sub(ss.lastSeen) >= s.idle || now.Sub(ss.created) >= s.max
-}
-
-func (s *sessions) remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, cookieKey(id))
-}
-
-// sweepLocked drops expired sessions, so the table stays bounded by the
-// sign-ins of the last SessionMax.
-func (s *sessions) sweepLocked(now time.Time) {
-	for k, ss := range s.byID {
-		if s.expired(ss, now) {
-			delete(s.byID, k)
+	if now.Sub(row.LastSeenAt) >= touchEvery {
+		if err := s.st.TouchWebSession(ctx, row.ID, now); errors.Is(err, store.ErrNotFound) {
+			return nil, nil // revoked meanwhile
+		} else if err != nil {
+			return nil, err
 		}
+		row.LastSeenAt = now
+	}
+	return &session{row: row, csrf: row.CSRF}, nil
+}
+
+func (s *sessions) expired(row *store.WebSession, now time.Time) bool {
+	return now.Sub(row.LastSeenAt) >= s.idle || now.Sub(row.CreatedAt) >= s.max
+}
+
+func (s *sessions) remove(ctx context.Context, id string) {
+	if row, err := s.st.GetWebSessionByCookie(ctx, cookieKey(id)); err == nil {
+		_ = s.st.DeleteWebSession(ctx, row.ID)
+	}
+}
+
+// sweep drops expired sessions at most every sweepEvery, so the table
+// stays bounded by the sign-ins of the last SessionMax.
+func (s *sessions) sweep(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	due := now.Sub(s.lastSweep) >= sweepEvery
+	if due {
+		s.lastSweep = now
+	}
+	s.mu.Unlock()
+	if due {
+		_, _ = s.st.DeleteExpiredWebSessions(ctx, now.Add(-s.idle), now.Add(-s.max))
 	}
 }
 
@@ -124,26 +152,61 @@ func (u *UI) setCookie(w http.ResponseWriter, r *http.Request, name, value, path
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secureCookies(r)})
 }
 
-// currentSession resolves the request's session and its principal,
-// re-checking the token; a session whose token no longer authenticates is
-// ended.
+// lookupResult says why a request has or lacks a session.
+type lookupResult int
+
+const (
+	// noSession: no cookie, or one that names no live session.
+	noSession lookupResult = iota
+	// sessionOK: a live session.
+	sessionOK
+	// sessionUnknown: a cookie naming no live session (ended, expired,
+	// revoked or never issued).
+	sessionUnknown
+	// sessionUnavailable: the check could not be made now (the client is
+	// throttled, the database did not answer); the cookie is kept.
+	sessionUnavailable
+)
+
+// currentSession resolves the request's session and its principal.
 func (u *UI) currentSession(r *http.Request) (*session, auth.Principal, bool) {
+	s, p, res := u.lookupSession(r)
+	return s, p, res == sessionOK
+}
+
+// lookupSession resolves the request's session. A token session re-checks
+// its token; a session whose token no longer authenticates is ended. A
+// person's session is the principal mapped at sign-in.
+func (u *UI) lookupSession(r *http.Request) (*session, auth.Principal, lookupResult) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
-		return nil, auth.Principal{}, false
+		return nil, auth.Principal{}, noSession
 	}
-	ss, ok := u.sessions.get(c.Value)
-	if !ok {
-		return nil, auth.Principal{}, false
+	if d := u.d.Auth.Throttled(r); d > 0 {
+		// A client guessing cookies is throttled like one guessing tokens.
+		return nil, auth.Principal{}, sessionUnavailable
 	}
-	p, status, _ := u.d.Auth.AuthenticateHash(r.Context(), ss.tokenHash)
-	if status != 0 {
-		if status == http.StatusUnauthorized {
-			u.sessions.remove(c.Value)
-		}
-		return nil, auth.Principal{}, false
+	ss, err := u.sessions.get(r.Context(), c.Value)
+	if err != nil {
+		u.log.Error("web: session lookup failed", "error", err)
+		return nil, auth.Principal{}, sessionUnavailable
 	}
-	return ss, p, true
+	if ss == nil {
+		return nil, auth.Principal{}, sessionUnknown
+	}
+	if ss.row.Kind == store.WebSessionPerson {
+		return ss, auth.Principal{TokenID: ss.row.Subject, Label: ss.row.Name, Role: ss.row.Role,
+			RoutingKey: ss.row.RoutingKey, Person: ss.row.Subject}, sessionOK
+	}
+	p, status, _ := u.d.Auth.AuthenticateHash(r.Context(), ss.row.TokenHash)
+	switch status {
+	case 0:
+		return ss, p, sessionOK
+	case http.StatusUnauthorized:
+		_ = u.d.Store.DeleteWebSession(r.Context(), ss.row.ID)
+		return nil, auth.Principal{}, sessionUnknown
+	}
+	return nil, auth.Principal{}, sessionUnavailable
 }
 
 // handler is a page handler of a signed-in caller.
@@ -154,12 +217,24 @@ type handler func(w http.ResponseWriter, r *http.Request, s *session, p auth.Pri
 // must carry the session's CSRF token in the form field "csrf".
 func (u *UI) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, p, ok := u.currentSession(r)
-		if !ok {
-			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-				// The session ended (revoked token, expiry): the browser
-				// drops its cookie too.
+		s, p, res := u.lookupSession(r)
+		if res == sessionUnavailable {
+			if d := u.d.Auth.Throttled(r); d > 0 {
+				auth.SetRetryAfter(w, d)
+				u.errorPage(w, r, http.StatusTooManyRequests, auth.ThrottledMessage(d))
+				return
+			}
+			u.errorPage(w, r, http.StatusServiceUnavailable, "Sessions cannot be checked right now; try again shortly")
+			return
+		}
+		if res != sessionOK {
+			if res == sessionUnknown {
+				// The session ended (revoked, expired) or never existed:
+				// the browser drops its cookie too, and the unknown cookie
+				// counts as one failed check of this client (a guesser is
+				// throttled; a browser sends a stale cookie only once).
 				u.setCookie(w, r, SessionCookie, "", "/", -1)
+				u.d.Auth.Failed(r)
 			}
 			if r.Method == http.MethodGet {
 				next := r.URL.Path
@@ -219,6 +294,8 @@ func isStreamPath(path string) bool {
 type loginData struct {
 	Next  string
 	Error string
+	// Providers are the identity providers offered besides the token.
+	Providers []providerButton
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -229,7 +306,7 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, msg s
 	tok := randomToken()
 	u.setCookie(w, r, loginCookie, tok, "/ui/login", 600)
 	u.render(w, r, status, "login", view{Title: "Sign in", CSRF: tok,
-		Data: loginData{Next: safeNext(r.FormValue("next")), Error: msg}})
+		Data: loginData{Next: safeNext(r.FormValue("next")), Error: msg, Providers: u.providerButtons()}})
 }
 
 // safeNext keeps a post-sign-in destination only when it is a UI path on
@@ -271,7 +348,13 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		u.showLogin(w, r, status, msg+".")
 		return
 	}
-	id, _ := u.sessions.create(hash)
+	p, _, _ := u.d.Auth.AuthenticateHash(r.Context(), hash)
+	id, _, err := u.sessions.create(r.Context(), &store.WebSession{Kind: store.WebSessionToken, TokenHash: hash,
+		Subject: p.Approver(), Name: p.Label, Client: auth.ClientAddr(r)})
+	if err != nil {
+		u.internalError(w, r, err)
+		return
+	}
 	u.setCookie(w, r, loginCookie, "", "/ui/login", -1)
 	u.setCookie(w, r, SessionCookie, id, "/", 0)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
@@ -279,7 +362,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
 	if c, err := r.Cookie(SessionCookie); err == nil {
-		u.sessions.remove(c.Value)
+		u.sessions.remove(r.Context(), c.Value)
 	}
 	u.setCookie(w, r, SessionCookie, "", "/", -1)
 	http.Redirect(w, r, "/ui/login?flash=signed-out", http.StatusSeeOther)

@@ -89,6 +89,10 @@ type Deps struct {
 	// SessionMax ends any session this long after sign-in (default 12 h).
 	SessionIdle, SessionMax time.Duration
 
+	// SignIn offers sign-in through identity providers (nil = admin
+	// tokens only).
+	SignIn *SignIn
+
 	Logger *slog.Logger
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
@@ -121,7 +125,7 @@ func New(d Deps) (*UI, error) {
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
-	u.sessions = newSessions(d.SessionIdle, d.SessionMax, d.Now)
+	u.sessions = newSessions(d.Store, d.SessionIdle, d.SessionMax, d.Now)
 	names, err := fs.Glob(assets, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -158,6 +162,8 @@ func (u *UI) Mount(mux *http.ServeMux) {
 	})
 	h("GET /ui/login", u.loginPage)
 	h("POST /ui/login", u.login)
+	h("GET /ui/login/{provider}", u.signInStart)
+	h("GET /ui/login/{provider}/callback", u.signInCallback)
 	h("POST /ui/logout", u.authed(u.logout))
 	h("GET /ui/runs", u.authed(u.runsPage))
 	h("GET /ui/runs/{runId}", u.authed(u.runPage))

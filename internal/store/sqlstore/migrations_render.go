@@ -42,6 +42,7 @@ var migrationVersions = []migrationVersion{
 	{"cluster_node_agents", 20, 20},
 	{"workflow_origin", 21, 21},
 	{"notifications", 22, 22},
+	{"web_sessions", 23, 23},
 }
 
 // migrationVersion is one template's version in each dialect.

@@ -79,6 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TrustDirectory", testTrustDirectory},
 		{"WorkflowData", testWorkflowData},
 		{"Notifications", testNotifications},
+		{"WebSessions", testWebSessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
