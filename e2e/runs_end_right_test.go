@@ -23,6 +23,7 @@ import (
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // repoWithWorkflow creates a git repository on main holding one workflow
@@ -205,27 +206,15 @@ func (o *orchestrator) jobsOf(t *testing.T, runID string) map[string]jobRow {
 	return out
 }
 
-// waitFor polls cond every 50 ms until timeout.
+// waitFor polls cond until timeout (wait.For), failing the test then.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !poll(timeout, cond) {
-		t.Fatalf("timed out after %s waiting for %s", timeout, what)
-	}
+	wait.For(t, timeout, what, cond)
 }
 
-// poll checks cond every 50 ms until it holds (true) or timeout has passed
-// (false): the one polling loop of these tests, for callers that report a
-// timeout their own way.
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
-}
+// poll checks cond until it holds (true) or timeout has passed (false)
+// (wait.Until), for callers that report a timeout their own way.
+func poll(timeout time.Duration, cond func() bool) bool { return wait.Until(timeout, cond) }
 
 // pidsIn reads the pids a step wrote to path.
 func pidsIn(t *testing.T, path string) []int {

@@ -21,6 +21,7 @@ import (
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const secret = "s3cret-signing-key-0123"
@@ -49,13 +50,7 @@ func finishRun(t *testing.T, s store.Store, id string, st status.Run, created ti
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, what, cond)
 }
 
 func deliveries(t *testing.T, s store.Store, sub string) []*store.NotificationDelivery {
