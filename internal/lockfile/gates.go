@@ -97,15 +97,7 @@ func (f *yfile) gatePattern(n ast.Node, what string) (Pattern, bool) {
 		if !ok {
 			return p, false
 		}
-		f.strict(entries, what, "regex", "flags")
-		for _, e := range entries {
-			switch e.key {
-			case "regex":
-				p.Pattern, _ = f.nonEmptyStr(e.val, what+".regex")
-			case "flags":
-				p.Flags, _ = f.str(e.val, what+".flags")
-			}
-		}
+		p.Pattern, p.Flags = f.regexEntry(entries, what, what+".")
 	}
 	if p.Pattern == "" {
 		f.errorf(n, "%s: empty regex", what)

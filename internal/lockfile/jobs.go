@@ -298,16 +298,8 @@ func (f *yfile) labelList(n ast.Node, what string) []LabelMatcher {
 		if !ok {
 			continue
 		}
-		f.strict(entries, what+" entry", "regex", "flags")
 		m := LabelMatcher{Kind: "regex"}
-		for _, e := range entries {
-			switch e.key {
-			case "regex":
-				m.Source, _ = f.nonEmptyStr(e.val, what+" regex")
-			case "flags":
-				m.Flags, _ = f.str(e.val, what+" flags")
-			}
-		}
+		m.Source, m.Flags = f.regexEntry(entries, what+" entry", what+" ")
 		if m.Source == "" {
 			f.errorf(it, "%s: a regex label entry needs `regex`", what)
 			continue

@@ -300,16 +300,8 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 		if !ok {
 			continue
 		}
-		f.strict(entries, what+" entry", "regex", "flags")
 		p := Pattern{Type: "regex"}
-		for _, e := range entries {
-			switch e.key {
-			case "regex":
-				p.Pattern, _ = f.nonEmptyStr(e.val, what+" regex")
-			case "flags":
-				p.Flags, _ = f.str(e.val, what+" flags")
-			}
-		}
+		p.Pattern, p.Flags = f.regexEntry(entries, what+" entry", what+" ")
 		if p.Pattern == "" {
 			f.errorf(it, "%s: a regex entry needs `regex`", what)
 			continue

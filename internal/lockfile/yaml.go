@@ -200,6 +200,23 @@ func (f *yfile) mapping(n ast.Node, what string) ([]kv, bool) {
 }
 
 // strict reports unknown keys of a mapping.
+// regexEntry decodes a {regex, flags} mapping (its entries; what names
+// it when other keys are refused, valuePrefix is put before "regex" or
+// "flags" in errors about a value): the pattern ("" when missing or
+// empty, reported) and its flags.
+func (f *yfile) regexEntry(entries []kv, what, valuePrefix string) (src, flags string) {
+	f.strict(entries, what, "regex", "flags")
+	for _, e := range entries {
+		switch e.key {
+		case "regex":
+			src, _ = f.nonEmptyStr(e.val, valuePrefix+"regex")
+		case "flags":
+			flags, _ = f.str(e.val, valuePrefix+"flags")
+		}
+	}
+	return src, flags
+}
+
 func (f *yfile) strict(entries []kv, what string, allowed ...string) {
 	for _, e := range entries {
 		found := false
