@@ -25,21 +25,7 @@ import (
 // m) and maps group "sre" to auditor; KICI_PUBLIC_URL is node 0.
 func startSignInCluster(t *testing.T, n int, m *mockoidc.MockOIDC) *clusterHarness {
 	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "signin.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`providers:
-  - name: sso
-    kind: oidc
-    label: Company SSO
-    issuer: %s
-    clientId: %s
-    clientSecret: %s
-    scopes: [openid, profile, email, groups]
-roles:
-  - groups: [sre]
-    role: auditor
-`, m.Issuer(), m.ClientID, m.ClientSecret)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeSignInConfig(t, m, "  - groups: [sre]\n    role: auditor\n")
 	c := &clusterHarness{DatabaseURL: pgtest.URL(t)}
 	for i := 0; i < n; i++ {
 		c.dirs, c.ports, c.Nodes = append(c.dirs, t.TempDir()), append(c.ports, freePort(t)), append(c.Nodes, nil)
