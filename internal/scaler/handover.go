@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -46,18 +45,9 @@ type releaser interface {
 // ids of the agents handed over. Backends that cannot release (none
 // today) destroy theirs.
 func (m *Manager) HandOver(ctx context.Context) []string {
-	m.mu.Lock()
-	m.closed = true
-	m.mu.Unlock()
 	// Spawns in flight end first: an agent whose spawn is cancelled is not
 	// running a job and is destroyed with the rest.
-	m.cancel()
-	done := make(chan struct{})
-	go func() { m.spawnsWG.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	m.stopSpawning(ctx)
 	// Busy is what the dispatcher sees: connected and running a job. An
 	// agent started but not yet given its job is destroyed; its job stays
 	// queued for the other nodes.
@@ -76,14 +66,8 @@ func (m *Manager) HandOver(ctx context.Context) []string {
 			delete(m.agents, id)
 		}
 	}
-	scalers := append([]*scalerState(nil), m.scalers...)
 	m.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, sc := range scalers {
-		wg.Add(1)
-		go func() { defer wg.Done(); sc.backend.Shutdown(ctx) }()
-	}
-	wg.Wait()
+	m.shutdownBackends(ctx)
 	return kept
 }
 

@@ -223,9 +223,15 @@ func (m *Manager) SpawnFor(_ context.Context, req dispatch.ScaleRequest) (string
 // Shutdown refuses further spawns, cancels spawns in flight and shuts down
 // every backend (their agents are destroyed), bounded by ctx.
 func (m *Manager) Shutdown(ctx context.Context) {
+	m.stopSpawning(ctx)
+	m.shutdownBackends(ctx)
+}
+
+// stopSpawning refuses further spawns, cancels those in flight and waits
+// for them to end, bounded by ctx.
+func (m *Manager) stopSpawning(ctx context.Context) {
 	m.mu.Lock()
 	m.closed = true
-	scalers := append([]*scalerState(nil), m.scalers...)
 	m.mu.Unlock()
 	m.cancel()
 	done := make(chan struct{})
@@ -234,6 +240,14 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// shutdownBackends shuts every backend down in parallel (the agents they
+// still hold are destroyed), bounded by ctx.
+func (m *Manager) shutdownBackends(ctx context.Context) {
+	m.mu.Lock()
+	scalers := append([]*scalerState(nil), m.scalers...)
+	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sc := range scalers {
 		wg.Add(1)
