@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +164,17 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 }
 
+// otherLiveNodes lists the nodes of the registry other than this one that
+// heartbeated within NodeLiveFor.
+func (s *Server) otherLiveNodes(ctx context.Context) ([]*store.ClusterNode, error) {
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	return slices.DeleteFunc(nodes, func(n *store.ClusterNode) bool { return n.ID == s.nodeID || !nodeAlive(n, now) }), nil
+}
+
 // refreshAgentURLs gives agents spawned from now on every live node's URL
 // (this node's first), so they fail over to another node if this one dies.
 // An explicit KICI_ORCHESTRATOR_URL (one URL, a load balancer, or a list)
@@ -171,13 +183,13 @@ func (s *Server) refreshAgentURLs(ctx context.Context) {
 	if s.cfg.OrchestratorURL != "" || s.peers == nil {
 		return
 	}
-	nodes, err := s.store.ListNodes(ctx)
+	others, err := s.otherLiveNodes(ctx)
 	if err != nil {
 		return
 	}
 	urls := []string{wsURLOf(s.advertisedURL())}
-	for _, n := range nodes {
-		if n.ID != s.nodeID && nodeAlive(n, time.Now()) && n.Address != "" {
+	for _, n := range others {
+		if n.Address != "" {
 			urls = append(urls, wsURLOf(n.Address))
 		}
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"kici.dev/kici/internal/store"
 )
 
 // ReadyTimeout bounds the database round trip of one readiness check: a
@@ -96,14 +99,9 @@ func (s *Server) readyFunc() func(context.Context) error {
 func (s *Server) otherNodeTakesWork(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	nodes, err := s.store.ListNodes(ctx)
+	others, err := s.otherLiveNodes(ctx)
 	if err != nil {
 		return false
 	}
-	for _, n := range nodes {
-		if n.ID != s.nodeID && nodeAlive(n, time.Now()) && !n.Draining {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(others, func(n *store.ClusterNode) bool { return !n.Draining })
 }

@@ -13,18 +13,15 @@ func (s *Server) otherLiveNode(ctx context.Context) string {
 	if s.peers == nil {
 		return ""
 	}
-	nodes, err := s.store.ListNodes(ctx)
+	others, err := s.otherLiveNodes(ctx)
 	if err != nil {
 		s.log.Warn("stopping: node registry unreadable; spawned agents are stopped, not handed over", "err", err)
 		return ""
 	}
-	now := time.Now()
-	for _, n := range nodes {
-		if n.ID != s.nodeID && nodeAlive(n, now) {
-			return n.ID
-		}
+	if len(others) == 0 {
+		return ""
 	}
-	return ""
+	return others[0].ID
 }
 
 // shutdownScaler stops the agents this node spawned. With handOver set
