@@ -51,11 +51,21 @@ test-deps:
 test: test-deps
 	@$(MAKE) --no-print-directory test-run
 
-.PHONY: test-run
-# The timeout is per package binary: ./e2e, the longest, takes about 10 min
-# on 2 idle cores and more on a loaded machine; the bound only stops a hung test.
+.PHONY: test-run e2e-durations
+# The timeout is per test binary; it only stops a hung test. Every package but
+# ./e2e runs first; then ./e2e, by far the longest (about 15 min serially on 2
+# idle cores, mostly waiting on the processes it starts), runs as E2E_SHARDS
+# concurrent processes of one test binary, split by the durations in
+# e2e/testdata/durations.txt (scripts/e2eshard).
+E2E_SHARDS ?= 2
 test-run: build fmt-check vet lock-check
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) run ./scripts/e2eshard -shards $(E2E_SHARDS) -timeout 20m
+
+# e2e-durations: run ./e2e sharded and rewrite e2e/testdata/durations.txt
+# with what each test took, so the shards stay balanced as tests change.
+e2e-durations: build
+	$(GO) run ./scripts/e2eshard -shards $(E2E_SHARDS) -timeout 20m -record
 
 # fuzz: explore each fuzz target for FUZZTIME (make test runs their seed corpora).
 # FUZZMINIMIZE bounds the minimization of each new interesting input: go

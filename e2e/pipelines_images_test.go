@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -71,9 +72,13 @@ func buildScratchImage(t *testing.T, tag string, programs, applets []string) {
 
 // buildCorpusImages builds the images a pipeline names. Images that jobs
 // built from a Dockerfile (`container: {build: …}`, tagged by content) are
-// removed before and after, so each test run builds them afresh.
+// removed before and after, so each test run builds them afresh. Those
+// tags and that removal are shared by every process on the host, so the
+// test holds the host's corpus-image lock until its end (make test runs
+// the e2e package as several processes: scripts/e2eshard).
 func buildCorpusImages(t *testing.T, tags []string) {
 	t.Helper()
+	lockCorpusImages(t)
 	removeJobBuiltImages()
 	t.Cleanup(removeJobBuiltImages)
 	for _, tag := range tags {
@@ -83,6 +88,21 @@ func buildCorpusImages(t *testing.T, tags []string) {
 		}
 		build(t, tag)
 	}
+}
+
+// lockCorpusImages takes an exclusive flock on a file in the host's temp
+// directory, released when the test and its cleanups end (it is registered
+// first, so it runs last).
+func lockCorpusImages(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kici-e2e-corpus-images.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
 }
 
 // removeJobBuiltImages removes the images agents built for job containers
