@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -100,6 +101,9 @@ func writeWeights(path string, old, measured map[string]time.Duration) error {
 	b.WriteString("# shards of equal length (scripts/e2eshard). Rewrite with `make e2e-durations`.\n")
 	for _, k := range names {
 		fmt.Fprintf(&b, "%.1f %s\n", merged[k].Seconds(), k)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
