@@ -9,7 +9,7 @@
 
 GO      ?= go
 BIN     := bin
-BINARIES := kici-orchestrator kici-agent kici-step-supervisor kici-admin kici
+BINARIES := kici-orchestrator kici-agent kici-step-supervisor kici-admin kici kici-vm-init
 VERSION ?= 0.2.0-dev
 LDFLAGS := -s -w -X main.version=$(VERSION) $(foreach p,orchestrator agent,-X kici.dev/kici/internal/$(p).Version=$(VERSION))
 
@@ -61,6 +61,17 @@ E2E_SHARDS ?= 2
 test-run: build fmt-check vet lock-check
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
 	$(GO) run ./scripts/e2eshard -shards $(E2E_SHARDS) -timeout 20m
+
+# test-vm: jobs in real QEMU virtual machines (the qemu scaler), with the guest
+# image scripts/vm-image.sh builds from Debian's kernel; needs root and QEMU.
+.PHONY: test-vm vm-image
+test-vm: build
+	@command -v qemu-system-x86_64 >/dev/null || apt-get install -y --no-install-recommends qemu-system-x86
+	KICI_TEST_VM=1 $(GO) test -count=1 -timeout 20m -run 'TestVM' -v ./e2e
+
+# vm-image: the qemu scaler's guest kernel and initramfs into /var/cache/kici-vm.
+vm-image: build
+	bash scripts/vm-image.sh
 
 # e2e-durations: run ./e2e sharded and rewrite e2e/testdata/durations.txt
 # with what each test took, so the shards stay balanced as tests change.

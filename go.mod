@@ -54,6 +54,8 @@ require (
 	golang.org/x/time v0.11.0
 )
 
+require github.com/cavaliergopher/cpio v1.0.1
+
 require (
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

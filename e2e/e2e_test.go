@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/kici-orchestrator", "./cmd/kici-agent", "./cmd/kici-step-supervisor", "./cmd/kici-admin", "./cmd/kici")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/kici-orchestrator", "./cmd/kici-agent", "./cmd/kici-step-supervisor", "./cmd/kici-admin", "./cmd/kici", "./cmd/kici-vm-init")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

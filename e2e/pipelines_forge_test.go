@@ -40,6 +40,13 @@ func newForgeRepo(t *testing.T, o *orchestrator, kind, repo string) *forgeRepo {
 	if kind == forgefake.Gitea {
 		return newGiteaRepo(t, o)
 	}
+	return newFakeForgeRepo(t, o, kind, "file://"+forgeGitRoot(t, repo)+"/{repo}")
+}
+
+// forgeGitRoot is a directory holding repo as acme/api, the way a forge
+// lays out its repositories.
+func forgeGitRoot(t *testing.T, repo string) string {
+	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "acme"), 0o755); err != nil {
 		t.Fatal(err)
@@ -47,12 +54,19 @@ func newForgeRepo(t *testing.T, o *orchestrator, kind, repo string) *forgeRepo {
 	if err := os.Symlink(repo, filepath.Join(root, "acme", "api")); err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+// newFakeForgeRepo registers a source of kind whose API is the recording
+// fake and whose git is read at gitURLTemplate ({repo} is acme/api).
+func newFakeForgeRepo(t *testing.T, o *orchestrator, kind, gitURLTemplate string) *forgeRepo {
+	t.Helper()
 	f := &forgeRepo{o: o, kind: kind, fake: forgefake.New(kind, "corpus-forge-token")}
 	t.Cleanup(f.fake.Close)
 	p := forgePreset[kind]
 	req, _ := json.Marshal(map[string]any{"orgId": "acme", "name": p.preset, "verificationMethod": p.verification,
 		"verificationConfig": map[string]any{"header": p.header},
-		"gitConfig": map[string]any{"preset": p.preset, "gitUrlTemplate": "file://" + root + "/{repo}", "apiBaseUrl": f.fake.URL,
+		"gitConfig": map[string]any{"preset": p.preset, "gitUrlTemplate": gitURLTemplate, "apiBaseUrl": f.fake.URL,
 			"credentialType": "pat", "credential": "corpus-forge-token"}})
 	code, body := o.do(t, "POST", "/api/v1/admin/generic-sources", string(req))
 	if code != 201 {

@@ -188,6 +188,7 @@ type jobRow struct {
 	Status        string     `json:"status"`
 	ErrorMessage  string     `json:"errorMessage"`
 	RoutingReason string     `json:"routingReason"`
+	AgentID       string     `json:"agentId"`
 	Steps         []stepView `json:"steps"`
 	// Outputs are the job's exported outputs.
 	Outputs map[string]string `json:"outputs"`

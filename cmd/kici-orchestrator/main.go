@@ -25,6 +25,7 @@ import (
 	"kici.dev/kici/internal/hardening"
 	"kici.dev/kici/internal/healthcheck"
 	"kici.dev/kici/internal/orchestrator"
+	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/tlsconf"
 )
 
@@ -43,6 +44,8 @@ func main() {
 			os.Exit(admin(os.Args[2:]))
 		case "migrate":
 			os.Exit(migrate(os.Args[2:], os.Stdout, os.Stderr))
+		case scaler.RelayArg:
+			os.Exit(scaler.Relay(os.Args[2:]))
 		default:
 			fmt.Fprintf(os.Stderr, "kici-orchestrator: unknown argument %q\n\n%s", os.Args[1], usage)
 			os.Exit(2)

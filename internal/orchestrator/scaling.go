@@ -31,7 +31,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 	return scaler.NewManager(scfg, scaler.Options{
 		Tokens:   agentAuth,
 		Settings: settings,
-		Backends: scaler.WithFirecracker(scaler.Backends(scaler.BackendOptions{
+		Backends: scaler.WithQEMU(scaler.WithFirecracker(scaler.Backends(scaler.BackendOptions{
 			BareMetal: scaler.BareMetalOptions{
 				AgentBinary: agentBinary,
 				WorkDir:     workDir(cfg),
@@ -41,7 +41,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 				Logger:      logger,
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
-		}), scaler.FirecrackerOptions{Logger: logger}),
+		}), scaler.FirecrackerOptions{Logger: logger}), scaler.QEMUOptions{Logger: logger}),
 		Events:     logs,
 		Metrics:    metrics,
 		Logger:     logger,

@@ -27,4 +27,5 @@ const (
 	TypeBareMetal   = scalerconfig.TypeBareMetal
 	TypeContainer   = scalerconfig.TypeContainer
 	TypeFirecracker = scalerconfig.TypeFirecracker
+	TypeQEMU        = scalerconfig.TypeQEMU
 )

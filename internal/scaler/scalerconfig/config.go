@@ -91,6 +91,8 @@ type Entry struct {
 	WarmPool *WarmPool `yaml:"warmPool" json:"warmPool,omitempty"`
 	// FirecrackerEntry holds the firecracker-only fields.
 	FirecrackerEntry `yaml:",inline"`
+	// QEMUEntry holds the qemu-only fields.
+	QEMUEntry `yaml:",inline"`
 
 	file string // the file the entry came from, for errors
 }

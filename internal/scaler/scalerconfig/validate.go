@@ -62,11 +62,11 @@ func (e *Entry) validate(i int) error {
 		return bad(".name", "invalid scaler name %q: want 1–63 characters of a-z, 0-9 and -, starting and ending with a letter or digit", e.Name)
 	}
 	switch e.Type {
-	case TypeBareMetal, TypeContainer, TypeFirecracker:
+	case TypeBareMetal, TypeContainer, TypeFirecracker, TypeQEMU:
 	case "":
-		return bad(".type", "required (bare-metal, container or firecracker)")
+		return bad(".type", "required (bare-metal, container, firecracker or qemu)")
 	default:
-		return bad(".type", "unsupported type %q (this build has bare-metal, container and firecracker)", e.Type)
+		return bad(".type", "unsupported type %q (this build has bare-metal, container, firecracker and qemu)", e.Type)
 	}
 	if e.MaxAgents <= 0 {
 		return bad(".maxAgents", "required: a positive integer")
@@ -136,8 +136,17 @@ func (e *Entry) validate(i int) error {
 	if len(e.LabelSets) == 0 {
 		return bad(".labelSets", "at least one label set is required")
 	}
-	if err := e.validateFirecracker(p); err != nil {
-		return err
+	if e.Type == TypeQEMU {
+		if err := e.validateQEMU(p); err != nil {
+			return err
+		}
+	} else {
+		if err := e.refuseQEMUFields(p); err != nil {
+			return err
+		}
+		if err := e.validateFirecracker(p); err != nil {
+			return err
+		}
 	}
 	for j, ls := range e.LabelSets {
 		lp := fmt.Sprintf(".labelSets[%d]", j)

@@ -1,0 +1,338 @@
+package scaler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// QEMUOptions configure qemu backends.
+type QEMUOptions struct {
+	// RelayCommand is the host program QEMU runs for each guest connection
+	// to a forwarded port, with "<host>:<port>" appended: it must copy its
+	// stdin to that address and the answers to its stdout. Default: this
+	// binary with RelayArg (kici-orchestrator serves it).
+	RelayCommand []string
+	// StopGrace is how long Destroy waits after SIGTERM before SIGKILL
+	// (default 5 s).
+	StopGrace time.Duration
+	// ProbeTimeout bounds each boot of the start-up probe (default 60 s: a
+	// TCG boot takes about 5 s on two cores).
+	ProbeTimeout time.Duration
+	// Environ is the environment whose KICI_AGENT_ENV_* values are
+	// forwarded to agents (default os.Environ()).
+	Environ []string
+	// Logger logs spawns, exits, probes and sweeps.
+	Logger *slog.Logger
+}
+
+// WithQEMU wraps next so that qemu entries get a QEMU backend; other types
+// go to next.
+func WithQEMU(next BackendFactory, o QEMUOptions) BackendFactory {
+	return func(e *Entry, exited func(agentID string, err error)) (Backend, error) {
+		if e.Type != TypeQEMU {
+			return next(e, exited)
+		}
+		return NewQEMU(e, o, exited)
+	}
+}
+
+// QEMU runs each agent in a virtual machine of its own started through
+// QEMU: Debian's kernel, the guest image's initramfs held in guest memory
+// (nothing of one job's VM survives it), user-mode networking restricted
+// so the guest reaches only the orchestrator's port and the entry's
+// hostPorts, and the agent's one-session token in a per-VM initramfs
+// segment the guest's init deletes before the agent starts. The
+// acceleration is KVM when a probe boot with it reaches the guest's init,
+// else TCG (software emulation, loudly logged); until the probe ends,
+// spawns wait for it. A host where no probe boot succeeds makes the
+// backend degraded with the reason.
+type QEMU struct {
+	name   string
+	entry  *Entry
+	opts   QEMUOptions
+	exited func(agentID string, err error)
+	log    *slog.Logger
+
+	probeDone chan struct{}
+	probe     ProbeResult
+
+	mu     sync.Mutex
+	vms    map[string]*qemuVM
+	closed bool
+}
+
+// ProbeResult is what the start-up boot probe found.
+type ProbeResult struct {
+	// Accel is the acceleration spawns use: kvm or tcg.
+	Accel string `json:"accel"`
+	// BootTime is how long the probe's boot took from QEMU's start to the
+	// guest's init.
+	BootTime time.Duration `json:"bootTimeNs"`
+	// KVMError says why KVM was not used (auto), empty when it was.
+	KVMError string `json:"kvmError,omitempty"`
+	// Err is set when no boot succeeded: the backend is degraded.
+	Err error `json:"-"`
+}
+
+type qemuVM struct {
+	id, dir    string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	destroying bool
+}
+
+// NewQEMU builds the backend of entry e, removes what a previous
+// orchestrator left of this scaler's VMs and starts the boot probe.
+func NewQEMU(e *Entry, o QEMUOptions, exited func(string, error)) (*QEMU, error) {
+	if o.StopGrace <= 0 {
+		o.StopGrace = 5 * time.Second
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(o.RelayCommand) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("qemu scaler: finding this binary for the port relay: %w", err)
+		}
+		o.RelayCommand = []string{self, RelayArg}
+	}
+	q := &QEMU{name: e.Name, entry: e, opts: o, exited: exited, log: o.Logger.With("scaler", e.Name),
+		probeDone: make(chan struct{}), vms: map[string]*qemuVM{}}
+	if err := os.MkdirAll(e.VMDir, 0o711); err != nil {
+		return nil, fmt.Errorf("qemu scaler %s: vmDir: %w", e.Name, err)
+	}
+	if n := q.ReapOrphans(); n > 0 {
+		q.log.Info("removed VMs a previous orchestrator left", "count", n)
+	}
+	go q.runProbe()
+	return q, nil
+}
+
+// HostError is why the backend cannot spawn (no boot succeeded), nil when
+// it can or while the probe runs.
+func (q *QEMU) HostError() error {
+	select {
+	case <-q.probeDone:
+		return q.probe.Err
+	default:
+		return nil
+	}
+}
+
+// Probe waits for the start-up probe (bounded by ctx) and returns it.
+func (q *QEMU) Probe(ctx context.Context) (ProbeResult, error) {
+	select {
+	case <-q.probeDone:
+		return q.probe, nil
+	case <-ctx.Done():
+		return ProbeResult{}, ctx.Err()
+	}
+}
+
+// Spawn writes the VM's directory and initramfs and starts QEMU; it
+// returns once QEMU runs (the guest boots and its agent dials in on its
+// own). On failure nothing of the VM remains.
+func (q *QEMU) Spawn(ctx context.Context, req *SpawnRequest) error {
+	probe, err := q.Probe(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for the VM boot probe: %w", err)
+	}
+	if probe.Err != nil {
+		return fmt.Errorf("qemu host not ready: %w", probe.Err)
+	}
+	v := &qemuVM{id: req.AgentID, dir: filepath.Join(q.entry.VMDir, req.AgentID), done: make(chan struct{})}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return errors.New("backend is shutting down")
+	}
+	if _, dup := q.vms[v.id]; dup {
+		q.mu.Unlock()
+		return fmt.Errorf("VM %s already exists", v.id)
+	}
+	q.vms[v.id] = v
+	q.mu.Unlock()
+	if err := q.start(ctx, req, v, probe.Accel); err != nil {
+		if v.cmd != nil && v.cmd.Process != nil {
+			_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
+			_ = v.cmd.Wait()
+		}
+		_ = os.RemoveAll(v.dir)
+		q.mu.Lock()
+		delete(q.vms, v.id)
+		q.mu.Unlock()
+		close(v.done)
+		return err
+	}
+	go q.watch(v)
+	return nil
+}
+
+func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel string) error {
+	e := req.Entry
+	boot, fwds, err := q.bootConfig(req)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(v.dir, 0o700); err != nil {
+		return fmt.Errorf("VM directory: %w", err)
+	}
+	if err := os.Chown(v.dir, *e.UID, *e.GID); err != nil {
+		return fmt.Errorf("VM directory: %w", err)
+	}
+	initrd := filepath.Join(v.dir, "initramfs.cpio")
+	if err := writeVMInitramfs(e.InitrdPath, initrd, boot, *e.UID, *e.GID); err != nil {
+		return fmt.Errorf("VM initramfs: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	kernel := e.KernelPath
+	if req.LabelSet.FirecrackerLabelSet.KernelPath != "" {
+		kernel = req.LabelSet.FirecrackerLabelSet.KernelPath
+	}
+	vcpus, mem := vmSize(e, req.Limits)
+	args := qemuArgs(qemuSpec{id: v.id, machine: e.Machine, accel: accel, vcpus: vcpus, memMib: mem, kernel: kernel,
+		initrd: initrd, console: filepath.Join(v.dir, "console.log"), relay: q.opts.RelayCommand, forwards: fwds})
+	v.cmd = exec.Command(e.QEMUPath, args...)
+	v.cmd.Dir = v.dir
+	v.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if os.Geteuid() == 0 {
+		v.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(*e.UID), Gid: uint32(*e.GID), Groups: []uint32{}}
+	}
+	if err := v.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", e.QEMUPath, err)
+	}
+	rec, _ := json.Marshal(vmRecord{Scaler: q.name, AgentID: v.id, Pid: v.cmd.Process.Pid})
+	if err := os.WriteFile(filepath.Join(v.dir, vmRecordFile), rec, 0o600); err != nil {
+		return fmt.Errorf("VM record: %w", err)
+	}
+	q.log.Info("VM started", "agent", v.id, "job", req.JobID, "pid", v.cmd.Process.Pid, "accel", accel)
+	req.Emit(EventProvisioning, fmt.Sprintf("VM %s booting (QEMU %s, %s, %d vCPU, %d MiB)", v.id, e.Machine, accel, vcpus, mem))
+	return nil
+}
+
+// watch waits for QEMU to end (the guest powered off when its agent ended,
+// Destroy, or a kill), removes the VM's directory and reports the end.
+func (q *QEMU) watch(v *qemuVM) {
+	err := v.cmd.Wait()
+	console := consoleTail(filepath.Join(v.dir, "console.log"), 5)
+	if rmErr := os.RemoveAll(v.dir); rmErr != nil {
+		q.log.Warn("remove VM directory", "agent", v.id, "err", rmErr)
+	}
+	q.mu.Lock()
+	delete(q.vms, v.id)
+	destroying := v.destroying
+	q.mu.Unlock()
+	if destroying {
+		err = nil
+	} else if err != nil {
+		err = fmt.Errorf("VM ended: QEMU %w; the guest's console ended with: %s", err, console)
+	}
+	q.log.Info("VM ended", "agent", v.id, "err", err, "console", console)
+	if q.exited != nil {
+		q.exited(v.id, err)
+	}
+	close(v.done)
+}
+
+// Destroy stops VM id: SIGTERM to QEMU (and the port relays it started),
+// SIGKILL after StopGrace; it waits (bounded by ctx) until the VM is gone
+// and its directory removed. Unknown ids are ignored.
+func (q *QEMU) Destroy(ctx context.Context, id string) error {
+	q.mu.Lock()
+	v := q.vms[id]
+	if v == nil {
+		q.mu.Unlock()
+		return nil
+	}
+	v.destroying = true
+	q.mu.Unlock()
+	if v.cmd == nil || v.cmd.Process == nil {
+		select { // a spawn in flight: its unwinding removes it
+		case <-v.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	pgid := v.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-v.done:
+		return nil
+	case <-time.After(q.opts.StopGrace):
+	case <-ctx.Done():
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-v.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown refuses further spawns and destroys every VM (bounded by ctx).
+func (q *QEMU) Shutdown(ctx context.Context) {
+	q.mu.Lock()
+	q.closed = true
+	ids := make([]string, 0, len(q.vms))
+	for id := range q.vms {
+		ids = append(ids, id)
+	}
+	q.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = q.Destroy(ctx, id) }()
+	}
+	wg.Wait()
+}
+
+// ReapOrphans kills the QEMU processes of this scaler's VMs it does not
+// track (left by an orchestrator that was killed) and removes their
+// directories. It returns how many it removed.
+func (q *QEMU) ReapOrphans() int {
+	ents, err := os.ReadDir(q.entry.VMDir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, d := range ents {
+		dir := filepath.Join(q.entry.VMDir, d.Name())
+		b, err := os.ReadFile(filepath.Join(dir, vmRecordFile))
+		var r vmRecord
+		if err != nil || json.Unmarshal(b, &r) != nil || r.Scaler != q.name || r.AgentID != d.Name() {
+			continue
+		}
+		q.mu.Lock()
+		_, tracked := q.vms[r.AgentID]
+		q.mu.Unlock()
+		if tracked {
+			continue
+		}
+		if pidAlive(r.Pid, r.AgentID) {
+			_ = syscall.Kill(-r.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			n++
+		}
+	}
+	return n
+}
