@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -68,5 +69,17 @@ func TestRenderANSI(t *testing.T) {
 		if got := string(renderANSI(in)); got != want {
 			t.Errorf("renderANSI(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestJobDurSkipped checks that a skipped job reads "skipped" rather than
+// the 0ms it was recorded with, and that other jobs keep their duration.
+func TestJobDurSkipped(t *testing.T) {
+	zero, ms := int64(0), int64(1500)
+	if got := jobDur(status.JobSkipped, &zero); got != "skipped" {
+		t.Fatalf("skipped job shows %q, want skipped", got)
+	}
+	if got := jobDur(status.JobSuccess, &ms); got != "1.5s" {
+		t.Fatalf("successful job shows %q, want 1.5s", got)
 	}
 }
