@@ -14,6 +14,7 @@ var funcs = template.FuncMap{
 	"dur":    fmtDur,
 	"durp":   func(ms *int64) string { return fmtDurPtr(ms) },
 	"jobdur": jobDur,
+	"ago":    func(t time.Time) string { return fmtAgo(t, time.Now()) },
 	"bytes":  func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	"ts":     fmtTime,
 	"tsp":    func(t *time.Time) string { return fmtTimePtr(t) },
@@ -48,6 +49,14 @@ func jobDur(st status.Job, ms *int64) string {
 		return "skipped"
 	}
 	return fmtDurPtr(ms)
+}
+
+// fmtAgo formats t relative to now, as "3 minutes ago"; the zero time is "".
+func fmtAgo(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return humanize.RelTime(t, now, "ago", "from now")
 }
 
 func fmtDurPtr(ms *int64) string {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/execution/status"
@@ -81,5 +82,16 @@ func TestJobDurSkipped(t *testing.T) {
 	}
 	if got := jobDur(status.JobSuccess, &ms); got != "1.5s" {
 		t.Fatalf("successful job shows %q, want 1.5s", got)
+	}
+}
+
+// TestFmtAgo checks the runs list's relative times.
+func TestFmtAgo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if got := fmtAgo(now.Add(-3*time.Minute), now); got != "3 minutes ago" {
+		t.Fatalf("3 minutes before shows %q", got)
+	}
+	if got := fmtAgo(time.Time{}, now); got != "" {
+		t.Fatalf("zero time shows %q, want empty", got)
 	}
 }
