@@ -2,7 +2,10 @@ package web
 
 import (
 	"fmt"
+
+	"github.com/dustin/go-humanize"
 	"html/template"
+	"kici.dev/kici/internal/execution/status"
 	"strings"
 	"time"
 )
@@ -10,6 +13,9 @@ import (
 var funcs = template.FuncMap{
 	"dur":    fmtDur,
 	"durp":   func(ms *int64) string { return fmtDurPtr(ms) },
+	"jobdur": jobDur,
+	"ago":    func(t time.Time) string { return fmtAgo(t, time.Now()) },
+	"bytes":  func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	"ts":     fmtTime,
 	"tsp":    func(t *time.Time) string { return fmtTimePtr(t) },
 	"short":  shortSHA,
@@ -34,6 +40,23 @@ func fmtDur(ms int64) string {
 		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// jobDur is the duration shown for a job: "skipped" for a skipped job
+// (which never ran, so its recorded 0ms would mislead), else fmtDurPtr.
+func jobDur(st status.Job, ms *int64) string {
+	if st == status.JobSkipped {
+		return "skipped"
+	}
+	return fmtDurPtr(ms)
+}
+
+// fmtAgo formats t relative to now, as "3 minutes ago"; the zero time is "".
+func fmtAgo(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return humanize.RelTime(t, now, "ago", "from now")
 }
 
 func fmtDurPtr(ms *int64) string {

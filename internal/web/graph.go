@@ -89,9 +89,7 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 			n := graphNode{X: x, Y: y, W: nodeW, H: nodeH, TX: x + 10, TY: y + 22, DX: x + nodeW - 8,
 				Label: truncate(20, j.JobName), Name: j.JobName, Status: string(j.Status), JobID: j.ID,
 				Href: "/ui/runs/" + runID + "/jobs/" + j.ID}
-			if j.DurationMs != nil {
-				n.Dur = fmtDur(*j.DurationMs)
-			}
+			n.Dur = jobDur(j.Status, j.DurationMs)
 			g.Nodes[i] = n
 		}
 	}

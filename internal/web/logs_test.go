@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -68,5 +70,28 @@ func TestRenderANSI(t *testing.T) {
 		if got := string(renderANSI(in)); got != want {
 			t.Errorf("renderANSI(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestJobDurSkipped checks that a skipped job reads "skipped" rather than
+// the 0ms it was recorded with, and that other jobs keep their duration.
+func TestJobDurSkipped(t *testing.T) {
+	zero, ms := int64(0), int64(1500)
+	if got := jobDur(status.JobSkipped, &zero); got != "skipped" {
+		t.Fatalf("skipped job shows %q, want skipped", got)
+	}
+	if got := jobDur(status.JobSuccess, &ms); got != "1.5s" {
+		t.Fatalf("successful job shows %q, want 1.5s", got)
+	}
+}
+
+// TestFmtAgo checks the runs list's relative times.
+func TestFmtAgo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if got := fmtAgo(now.Add(-3*time.Minute), now); got != "3 minutes ago" {
+		t.Fatalf("3 minutes before shows %q", got)
+	}
+	if got := fmtAgo(time.Time{}, now); got != "" {
+		t.Fatalf("zero time shows %q, want empty", got)
 	}
 }

@@ -24,6 +24,7 @@ func TestOrgWideRunShowsWhereItWasDefined(t *testing.T) {
 	c.signIn(h.tokens[auth.RoleAuditor])
 	_, body, _ := c.get("/ui/runs")
 	mustContain(t, "runs list", body, `from demo/policies@0123456789ab:.kici/workflows/lint.yaml`)
+	mustContain(t, "runs list relative time", body, ">now</time>", `title="`+fmtTime(r.CreatedAt)+`"`)
 	_, body, _ = c.get("/ui/runs/" + r.ID)
 	mustContain(t, "run page", body, `id="workflow-origin"`, "Organization-wide workflow defined in <code>demo/policies@0123456789ab:.kici/workflows/lint.yaml</code>")
 	_, body, _ = c.get(h.runURL())

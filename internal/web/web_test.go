@@ -342,6 +342,6 @@ func TestRunPageListsArtifacts(t *testing.T) {
 	c := h.client()
 	c.signIn(h.tokens[auth.RoleOwner])
 	_, body, _ := c.get("/ui/runs/" + h.runID)
-	mustContain(t, "run page", body, "kici-bin", strings.Repeat("ab", 32), "1234", "kici-admin runs artifacts download "+h.runID)
+	mustContain(t, "run page", body, "kici-bin", strings.Repeat("ab", 32), "1234", "1.2 KiB", "kici-admin runs artifacts download "+h.runID)
 	mustNotContain(t, "run page", body, "stale-docs")
 }
