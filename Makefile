@@ -62,12 +62,12 @@ test-run: build fmt-check vet lock-check
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
 	$(GO) run ./scripts/e2eshard -shards $(E2E_SHARDS) -timeout 20m
 
-# test-vm: jobs in real QEMU virtual machines (the qemu scaler), with the guest
-# image scripts/vm-image.sh builds from Debian's kernel; needs root and QEMU.
+# test-vm: only the test of jobs in real QEMU virtual machines (the qemu
+# scaler; make test runs it too), with the guest image scripts/vm-image.sh
+# builds from Debian's kernel; needs root.
 .PHONY: test-vm vm-image
-test-vm: build
-	@command -v qemu-system-x86_64 >/dev/null || apt-get install -y --no-install-recommends qemu-system-x86
-	KICI_TEST_VM=1 $(GO) test -count=1 -timeout 20m -run 'TestVM' -v ./e2e
+test-vm: build test-deps
+	$(GO) test -count=1 -timeout 20m -run 'TestVM' -v ./e2e
 
 # vm-image: the qemu scaler's guest kernel and initramfs into /var/cache/kici-vm.
 vm-image: build

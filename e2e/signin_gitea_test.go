@@ -86,12 +86,7 @@ roles:
 		chromedp.Click(chromedp.ID("authorize-app")),
 		chromedp.WaitVisible(chromedp.ID("runs")))
 
-	if who, id := b.text("#who"), js[string](b, `document.getElementById("who").title`); who != "alice" || id != "gitea:alice" {
-		t.Fatalf("header: %q (%q), want alice (gitea:alice)", who, id)
-	}
-	if role, scope := b.text(".who .role"), b.text(".who .scope"); role != "admin" || scope != "gitea:acme" {
-		t.Fatalf("role %q scope %q, want admin scoped to gitea:acme (from team acme/release)", role, scope)
-	}
+	b.wantHeader("alice", "gitea:alice", "admin", "gitea:acme")
 	if out := o.admin(t, "session", "list", "--user", "gitea:alice"); !strings.Contains(out, "gitea:alice") {
 		t.Errorf("session list lacks gitea:alice:\n%s", out)
 	}

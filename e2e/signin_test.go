@@ -203,6 +203,18 @@ func TestSignInReviewerApprovesInChromium(t *testing.T) {
 	}
 }
 
+// wantHeader fails the test unless the page header shows the signed-in
+// person's name, identity (on hover), role and routing-key scope.
+func (b *browser) wantHeader(name, identity, role, scope string) {
+	b.t.Helper()
+	if who, id := b.text("#who"), js[string](b, `document.getElementById("who").title`); who != name || id != identity {
+		b.t.Fatalf("header: %q (%q), want %q (%q)", who, id, name, identity)
+	}
+	if r, sc := b.text(".who .role"), b.text(".who .scope"); r != role || sc != scope {
+		b.t.Fatalf("role %q scope %q, want %q scoped to %q", r, sc, role, scope)
+	}
+}
+
 // fakeGitHubOAuth is GitHub's OAuth app flow (authorize redirects straight
 // back, as after the person clicked Authorize) and the user, orgs and
 // teams API calls, for login octocat in team acme/release-managers. The
@@ -272,12 +284,7 @@ roles:
 		chromedp.WaitVisible(chromedp.ID("signin-github")),
 		chromedp.Click(chromedp.ID("signin-github")),
 		chromedp.WaitVisible(chromedp.ID("runs")))
-	if who, id := b.text("#who"), js[string](b, `document.getElementById("who").title`); who != "The Octocat" || id != "github:octocat" {
-		t.Fatalf("header: %q (%q)", who, id)
-	}
-	if role, scope := b.text(".who .role"), b.text(".who .scope"); role != "admin" || scope != "generic:acme:web" {
-		t.Fatalf("role %q scope %q", role, scope)
-	}
+	b.wantHeader("The Octocat", "github:octocat", "admin", "generic:acme:web")
 	if out := o.admin(t, "access-log", "list", "--action", "web.sign_in"); !strings.Contains(out, "github:octocat") {
 		t.Errorf("access log lacks the sign-in:\n%s", out)
 	}

@@ -85,11 +85,8 @@ func vmRecordPid(t *testing.T, vmDir, agent string) int {
 // loses its VM within the grace; a VM whose QEMU is killed fails its job
 // with the reason. Nothing of any VM is left behind.
 func TestVMJobsRunInQEMUGuests(t *testing.T) {
-	if os.Getenv("KICI_TEST_VM") != "1" {
-		t.Skip("boots real VMs under QEMU: run with `make test-vm` (KICI_TEST_VM=1)")
-	}
 	if os.Geteuid() != 0 {
-		t.Fatal("the qemu scaler's VMs run as another user: make test-vm needs root")
+		t.Skip("the qemu scaler runs QEMU as another user: needs root (as in CI here)")
 	}
 	kernel, initrd := vmImage(t)
 	const secret = "vm-secret-7d1e0c"

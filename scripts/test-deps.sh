@@ -18,6 +18,7 @@ PACKAGES=(
   chromium        # the web UI browser tests (e2e, driven with chromedp) and make screenshots
   python3-venv    # the pipeline corpus's Python project (testdata/pipelines/python-venv) creates a virtualenv with Debian's python3
   redis-server    # the pipeline corpus's service container image (testdata/pipelines/redis-service), built FROM scratch
+  qemu-system-x86 # the qemu scaler's e2e test boots real job VMs (e2e/vm_test.go; its kernel comes from scripts/vm-image.sh)
 )
 
 installed() {

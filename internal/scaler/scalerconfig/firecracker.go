@@ -211,17 +211,8 @@ func (e *Entry) validateFirecracker(p string) error {
 	if l := len(filepath.Join(f.ChrootBaseDir, filepath.Base(f.FirecrackerPath), "scaler-firecracker-00000000", "root", JailAPISock)); l > 107 {
 		return bad(".chrootBaseDir", "too long: the VMs' API socket paths would be %d bytes, over the 107 a unix socket allows", l)
 	}
-	if f.VcpuCount == 0 {
-		f.VcpuCount = DefaultVcpuCount
-	}
-	if f.VcpuCount < 1 || f.VcpuCount > 32 {
-		return bad(".vcpuCount", "must be between 1 and 32")
-	}
-	if f.MemSizeMib == 0 {
-		f.MemSizeMib = DefaultMemSizeMib
-	}
-	if f.MemSizeMib < 128 {
-		return bad(".memSizeMib", "must be at least 128")
+	if err := f.validateVMSize(); err != nil {
+		return bad(err.field, "%s", err.msg)
 	}
 	for j, ls := range e.LabelSets {
 		if ls == nil {
@@ -279,4 +270,25 @@ func LastAddr(p netip.Prefix) netip.Addr {
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	v |= (1 << (32 - p.Bits())) - 1
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// sizeError is a VM size field that is out of range.
+type sizeError struct{ field, msg string }
+
+// validateVMSize defaults and checks vcpuCount and memSizeMib, shared by
+// firecracker and qemu scalers; nil when both hold.
+func (f *FirecrackerEntry) validateVMSize() *sizeError {
+	if f.VcpuCount == 0 {
+		f.VcpuCount = DefaultVcpuCount
+	}
+	if f.VcpuCount < 1 || f.VcpuCount > 32 {
+		return &sizeError{".vcpuCount", "must be between 1 and 32"}
+	}
+	if f.MemSizeMib == 0 {
+		f.MemSizeMib = DefaultMemSizeMib
+	}
+	if f.MemSizeMib < 128 {
+		return &sizeError{".memSizeMib", "must be at least 128"}
+	}
+	return nil
 }

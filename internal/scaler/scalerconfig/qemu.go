@@ -103,17 +103,8 @@ func (e *Entry) validateQEMU(p string) error {
 	if *f.UID < 0 || *f.GID < 0 {
 		return bad(".uid", "uid and gid must be non-negative")
 	}
-	if f.VcpuCount == 0 {
-		f.VcpuCount = DefaultVcpuCount
-	}
-	if f.VcpuCount < 1 || f.VcpuCount > 32 {
-		return bad(".vcpuCount", "must be between 1 and 32")
-	}
-	if f.MemSizeMib == 0 {
-		f.MemSizeMib = DefaultMemSizeMib
-	}
-	if f.MemSizeMib < 128 {
-		return bad(".memSizeMib", "must be at least 128")
+	if err := f.validateVMSize(); err != nil {
+		return bad(err.field, "%s", err.msg)
 	}
 	for j, ls := range e.LabelSets {
 		if ls == nil {
