@@ -2,15 +2,11 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/google/uuid"
-
-	"kici.dev/kici/internal/protocol"
 )
 
 // protoAgent is a lightweight protocol client: it authenticates and
@@ -18,40 +14,8 @@ import (
 type protoAgent struct{ ws *websocket.Conn }
 
 func dialAgent(ctx context.Context, url, token, id string) (*protoAgent, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	ws, err := handshake(ctx, url, token, id, []string{"bench-idle"})
 	if err != nil {
-		return nil, err
-	}
-	send := func(v any) error {
-		b, _ := json.Marshal(v)
-		return ws.Write(ctx, websocket.MessageText, b)
-	}
-	recv := func(want string) error {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			return err
-		}
-		var env protocol.Envelope
-		_ = json.Unmarshal(b, &env)
-		if env.Type != want {
-			return fmt.Errorf("got %s, want %s: %s", env.Type, want, b)
-		}
-		return nil
-	}
-	if err := send(&protocol.AuthRequest{Type: protocol.TypeAuthRequest, Token: token, ProtocolVersion: protocol.Version}); err != nil {
-		return nil, err
-	}
-	if err := recv(protocol.TypeAuthSuccess); err != nil {
-		ws.CloseNow()
-		return nil, err
-	}
-	if err := send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: id,
-		Labels: []string{"bench-idle"}, Version: "bench", Hostname: "bench"}); err != nil {
-		ws.CloseNow()
-		return nil, err
-	}
-	if err := recv(protocol.TypeRegisterAck); err != nil {
-		ws.CloseNow()
 		return nil, err
 	}
 	// Keep reading (pings, heartbeats) so the socket stays healthy.
@@ -74,18 +38,9 @@ type rssResult struct {
 // disconnects them and measures it again.
 func agentMemory(ctx context.Context, o *orch, n int) (rssResult, error) {
 	res := rssResult{idleKB: o.rssKB(), agents: n}
-	out, err := o.admin("agent", "register", "--labels", "bench-idle")
+	token, err := o.mintToken("bench-idle")
 	if err != nil {
 		return res, err
-	}
-	var token string
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "token:"); ok {
-			token = strings.TrimSpace(v)
-		}
-	}
-	if token == "" {
-		return res, fmt.Errorf("no token in %q", out)
 	}
 	wsURL := "ws" + strings.TrimPrefix(o.url, "http") + "/ws"
 	var agents []*protoAgent

@@ -11,10 +11,6 @@ import (
 // benchWorkflows are the workflows of the benchmark repository, one per
 // scenario, each triggered by pushes to its own branches.
 func benchWorkflows(logLines, fanLegs int) map[string]string {
-	legs := make([]string, fanLegs)
-	for i := range legs {
-		legs[i] = fmt.Sprintf("%q", fmt.Sprint(i))
-	}
 	return map[string]string{
 		// park: jobs no agent can take, to fill the queue.
 		"park.yaml": `name: park
@@ -24,6 +20,29 @@ on:
 jobs:
   parked:
     runsOn: bench-nobody
+    steps:
+      - run: "true"
+`,
+		// parkfan: parkLegs parked jobs per delivery, for the queue curve.
+		"parkfan.yaml": fmt.Sprintf(`name: parkfan
+on:
+  push:
+    branches: ["parkfan-*"]
+jobs:
+  parked:
+    runsOn: bench-nobody
+    matrix: [%s]
+    steps:
+      - run: "true"
+`, matrixLegs(parkLegs)),
+		// curve: one job for the protocol client that takes jobs.
+		"curve.yaml": `name: curve
+on:
+  push:
+    branches: [curve]
+jobs:
+  take:
+    runsOn: bench-worker
     steps:
       - run: "true"
 `,
@@ -43,7 +62,7 @@ on:
     branches: [fan]
 jobs:
   leg:
-    matrix: [` + strings.Join(legs, ", ") + `]
+    matrix: [` + matrixLegs(fanLegs) + `]
     steps:
       - run: "true"
 `,
@@ -91,4 +110,13 @@ func makeRepo(bin, dir string, logLines, fanLegs int) (string, error) {
 		return "", err
 	}
 	return gitRun(dir, "rev-parse", "HEAD")
+}
+
+// matrixLegs is a flow-style list of n quoted leg names.
+func matrixLegs(n int) string {
+	legs := make([]string, n)
+	for i := range legs {
+		legs[i] = fmt.Sprintf("%q", fmt.Sprint(i))
+	}
+	return strings.Join(legs, ", ")
 }

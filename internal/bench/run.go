@@ -27,6 +27,9 @@ type Config struct {
 	// Keep leaves the data directories (orchestrator and agent logs, the
 	// databases) in place and names them, for finding where time goes.
 	Keep bool
+	// Curves also measures the cost curves (curves.go): agents, queued
+	// jobs and, on PostgreSQL, nodes.
+	Curves bool
 	// Out receives the table and progress notes.
 	Out io.Writer
 }
@@ -99,7 +102,18 @@ func Run(ctx context.Context, cfg Config) error {
 	type scenario func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error
 	for _, engine := range engines {
 		// Each scenario gets an empty database of its own.
-		for _, run := range []scenario{ingestScenarios, warmPoolScenario} {
+		runs := []scenario{ingestScenarios, warmPoolScenario}
+		if cfg.Curves {
+			cs := cfg.curveSizes()
+			runs = append(runs,
+				func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
+					return agentCurve(ctx, cfg, cs.agents, sz.latRuns, root, engine, repo, sha, extra, set, note)
+				},
+				func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
+					return queueCurve(ctx, cfg, cs.queued, sz.latRuns, root, engine, repo, sha, extra, set, note)
+				})
+		}
+		for _, run := range runs {
 			var extra []string
 			if engine == "postgres" {
 				url, err := pgtest.NewDatabase(ctx)
@@ -115,6 +129,12 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	if cfg.Curves && cfg.Postgres {
+		newDB := func() (string, error) { return pgtest.NewDatabase(ctx) }
+		if err := nodesCurve(ctx, cfg, cfg.curveSizes(), root, repoDir, sha, newDB, set, note); err != nil {
+			return fmt.Errorf("nodes curve: %w", err)
+		}
+	}
 	if !cfg.IngestOnly {
 		if err := agentScenarios(ctx, cfg, sz, root, repoDir, sha, set, note); err != nil {
 			return err
@@ -128,7 +148,16 @@ func Run(ctx context.Context, cfg Config) error {
 		r := rows[f]
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.figure, r.sqlite, r.postgres, r.target)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if cfg.Curves {
+		fmt.Fprintln(cfg.Out, "# agents N: connects/s · orchestrator CPU per connect · RSS (per agent) · idle CPU · trigger → job.dispatch p50/p99")
+		fmt.Fprintln(cfg.Out, "# queued N: jobs parked/s · store size (per job) · RSS · trigger → job.dispatch p50/p99")
+		fmt.Fprintln(cfg.Out, "# nodes N: trivial runs/s · the orchestrators' CPU per run")
+		fmt.Fprintln(cfg.Out, "# growth: per-unit cost at the last level ÷ at the first; under 1.5 reads as linear")
+	}
+	return nil
 }
 
 type setter func(figure, target, engine, value string)

@@ -33,6 +33,7 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/pipeline"
@@ -449,6 +450,9 @@ func (s *Server) Run(stop context.Context) error {
 	go s.reporter.Run(ctx)
 	go s.notifier.Run(ctx)
 	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
+	// Memory a wave of departed agents leaves behind goes back to the
+	// operating system within seconds, not over the runtime's minutes.
+	go (&memtrim.Trimmer{Interval: 2 * time.Second, Log: s.log}).Run(ctx)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()
