@@ -25,6 +25,7 @@ import (
 
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
@@ -33,6 +34,7 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/pipeline"
@@ -63,6 +65,7 @@ type Server struct {
 	restored   *restoreStart
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
+	logArchive *logstore.Archived // finished step logs to the blob store; nil when off
 	httpSrv    *http.Server
 	listener   net.Listener
 	ingress    *ingressWiring
@@ -156,10 +159,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 
-	logs, closeLogs, err := openStepLogs(ctx, cfg, logger.With("component", "logstore"))
+	bs, err := blobstore.FromEnv(os.Getenv, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	logs, archive, closeLogs, err := openStepLogs(ctx, cfg, bs, logger.With("component", "logstore"))
+	if err != nil {
+		return nil, err
+	}
+	s.logArchive = archive
 	s.cleanup.pushFunc("step-log store", closeLogs)
 	agentAuth := auth.NewAgentAuth(st)
 	agentBinary, err := config.FindAgentBinary(cfg)
@@ -236,10 +244,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, err
 	}
-	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
-	if err != nil {
-		return nil, err
-	}
+	s.blobs = setupBlobs(bs, st, settings, logger.With("component", "blobs"))
 	// A listener on every interface signs under this host's reachable
 	// address, as the node registry does (advertise.go).
 	prov, provAttester, err := setupProvenance(ctx, cfg, st, reachableURL(baseURL, interfaceIPs()), logger.With("component", "provenance"))
@@ -449,6 +454,9 @@ func (s *Server) Run(stop context.Context) error {
 	go s.reporter.Run(ctx)
 	go s.notifier.Run(ctx)
 	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
+	if s.logArchive != nil {
+		go runLogArchive(ctx, s.logArchive, s.store, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), s.log.With("component", "logarchive"))
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()
