@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"kici.dev/kici/internal/blobstore/blobtest"
+	"kici.dev/kici/internal/testutil/pgtest"
+)
+
+// A finished job's step logs move from PostgreSQL to the S3 blob store:
+// the orchestrator archives them once the job is done, its
+// step_log_chunks rows are deleted, and the log reads back with every
+// line, in order, through the API (page by page) and through `kici-admin
+// runs logs`, while the step that is still running is followed live.
+func TestLogArchiveMovesFinishedLogsToS3AndReadsThemBack(t *testing.T) {
+	const n = 30000
+	db := pgtest.URL(t)
+	s3 := blobtest.Server(t)
+	o := startOrchestrator(t, "KICI_DATABASE_URL="+db,
+		"KICI_STORAGE_TYPE=s3", "KICI_STORAGE_BUCKET="+blobtest.Bucket, "KICI_STORAGE_ENDPOINT="+s3,
+		"KICI_STORAGE_FORCE_PATH_STYLE=true", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"KICI_LOG_ARCHIVE_AFTER_MS=0")
+	repo := repoWithWorkflow(t, fmt.Sprintf(`name: archived
+on: {push: {branches: [main]}}
+jobs:
+  print:
+    steps:
+      - run: seq 1 %d | sed 's/^/line /'
+      - run: echo second step
+`, n))
+	_, delivery := o.push(t, repo, "")
+	runID := o.runOf(t, delivery)
+	if r := o.waitRunStatus(t, runID, 3*time.Minute, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Fatalf("run = %s (%s)", r.Status, r.FailureReason)
+	}
+	jobID := o.jobsOf(t, runID)["print"].JobID
+
+	conn, err := pgx.Connect(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var archived, rows int
+	waitFor(t, 60*time.Second, "the job's step logs to be archived and their rows deleted", func() bool {
+		err := conn.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM step_log_heads WHERE job_id = $1 AND archive IS NOT NULL),
+			(SELECT count(*) FROM step_log_chunks WHERE job_id = $1)`, jobID).Scan(&archived, &rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return archived >= 2 && rows == 0
+	})
+
+	got := o.readLog(t, runID, jobID, 0)
+	if err := checkSequence(got, n, func(i int) string { return "line " + strconv.Itoa(i+1) }); err != nil {
+		t.Fatalf("archived log through the API: %v", err)
+	}
+	out := o.admin(t, "runs", "logs", runID, "--job", "print", "--step", "0", "--raw")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if err := checkSequence(lines, n, func(i int) string { return "line " + strconv.Itoa(i+1) }); err != nil {
+		t.Fatalf("archived log through kici-admin runs logs: %v", err)
+	}
+	if s := o.readLog(t, runID, jobID, 1); len(s) != 1 || s[0] != "second step" {
+		t.Fatalf("second step's archived log = %q", s)
+	}
+	if b, err := os.ReadFile(o.logPath); err != nil || !strings.Contains(string(b), "archived step logs") {
+		t.Errorf("the orchestrator did not log its archive pass (%v)", err)
+	}
+}
