@@ -15,7 +15,7 @@ DROP INDEX CONCURRENTLY IF EXISTS step_log_heads_unarchived;
 CREATE INDEX CONCURRENTLY step_log_heads_unarchived ON step_log_heads (updated_at) WHERE archive IS NULL;
 
 -- +goose Down
-DROP INDEX IF EXISTS step_log_heads_unarchived;
+DROP INDEX CONCURRENTLY IF EXISTS step_log_heads_unarchived;
 ALTER TABLE step_log_heads DROP COLUMN archive;
 ALTER TABLE step_log_heads DROP COLUMN capped;
 ALTER TABLE step_log_heads DROP COLUMN bytes;
