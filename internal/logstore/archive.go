@@ -85,6 +85,10 @@ type Archived struct {
 
 var _ Store = (*Archived)(nil)
 
+// archiveBeforeCommitHook, when set (tests), runs between writing an
+// archive and recording it.
+var archiveBeforeCommitHook func()
+
 // maxCachedIndexes bounds the archive indexes kept in memory.
 const maxCachedIndexes = 256
 
@@ -395,6 +399,9 @@ func (a *Archived) ArchiveStep(ctx context.Context, ref StepRef) (bool, error) {
 		})
 	if err != nil {
 		return false, err
+	}
+	if archiveBeforeCommitHook != nil {
+		archiveBeforeCommitHook()
 	}
 	ok, err := a.live.commitArchive(ref.RunID, ref.JobID, ref.Step, mk)
 	if ok && err == nil {

@@ -253,3 +253,34 @@ func mustDir(t *testing.T) blobstore.Store {
 	}
 	return d
 }
+
+// Lines that arrive while a log is being archived keep the log live: the
+// pass records nothing and removes nothing, and the next pass archives
+// every line.
+func TestArchiveOfAGrowingLogIsNotRecorded(t *testing.T) {
+	forEachArchive(t, func(t *testing.T, open func() *Archived, liveLines func(int) int) {
+		a := open()
+		if _, err := a.AppendFrom(archRun, jobID, 2, 0, lines(0, 100)); err != nil {
+			t.Fatal(err)
+		}
+		archiveBeforeCommitHook = func() {
+			if _, err := a.AppendFrom(archRun, jobID, 2, 100, lines(100, 5)); err != nil {
+				t.Error(err)
+			}
+		}
+		ok, err := a.ArchiveStep(context.Background(), StepRef{archRun, jobID, 2})
+		archiveBeforeCommitHook = nil
+		if err != nil || ok {
+			t.Fatalf("ArchiveStep of a growing log = %v, %v; want not archived", ok, err)
+		}
+		if liveLines(2) != 105 {
+			t.Fatalf("live lines = %d, want 105", liveLines(2))
+		}
+		if ok, err := a.ArchiveStep(context.Background(), StepRef{archRun, jobID, 2}); err != nil || !ok {
+			t.Fatalf("second pass = %v, %v", ok, err)
+		}
+		if got := readAll(t, a, 2, 50); strings.Join(got, "|") != want(105) || liveLines(2) != 0 {
+			t.Fatalf("archived %d lines, %d live", len(got), liveLines(2))
+		}
+	})
+}
