@@ -44,6 +44,8 @@ type archiveBackend interface {
 	pendingArchive(cutoff time.Time, limit int) ([]StepRef, error)
 	// archivedInRun lists a run's archived steps.
 	archivedInRun(runID string) ([]StepRef, error)
+	// archiving tells the backend an archiver uses it.
+	archiving()
 	// sweepOlderThan is SweepOlderThan calling before with each run it
 	// is about to clear.
 	sweepOlderThan(cutoff time.Time, limit int, before func(runID string) error) ([]string, error)
@@ -105,6 +107,7 @@ func NewArchived(live Store, blobs blobstore.Store, logger *slog.Logger) (*Archi
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	b.archiving()
 	return &Archived{live: b, blobs: blobs, log: logger, idx: map[StepRef]*archiveIndex{}}, nil
 }
 

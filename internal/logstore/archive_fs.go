@@ -167,18 +167,96 @@ func writeFileSync(path string, v any) error {
 	return nil
 }
 
+// touched notes that the live log at path was appended to, so the
+// archiver looks at it (a log this process never wrote is found by the
+// one walk of the root after a start).
+func (f *FS) touched(path string, ref StepRef) {
+	f.pendMu.Lock()
+	if f.track {
+		if f.pend == nil {
+			f.pend = map[string]StepRef{}
+		}
+		f.pend[path] = ref
+	}
+	f.pendMu.Unlock()
+}
+
+// archiving implements archiveBackend: from now on appended logs are
+// noted for pendingArchive.
+func (f *FS) archiving() {
+	f.pendMu.Lock()
+	f.track = true
+	f.pendMu.Unlock()
+}
+
 // pendingArchive implements archiveBackend: live logs last written before
 // cutoff, including ones whose marker is written but whose removal was
-// cut short, at most limit of them.
+// cut short, at most limit of them. The first call walks the whole root
+// (logs written before this process started); later calls only look at
+// the logs appended to since, so a pass costs what was written, not what
+// is kept. One process owns a root, so nothing else adds logs to it.
 func (f *FS) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {
+	f.pendMu.Lock()
+	walk := !f.walked
+	f.pendMu.Unlock()
+	if walk {
+		found, err := f.walkLive()
+		if err != nil {
+			return nil, err
+		}
+		f.pendMu.Lock()
+		if f.pend == nil {
+			f.pend = map[string]StepRef{}
+		}
+		for p, ref := range found {
+			f.pend[p] = ref
+		}
+		f.walked = true
+		f.pendMu.Unlock()
+	}
+	f.pendMu.Lock()
+	paths := make([]string, 0, len(f.pend))
+	for p := range f.pend {
+		paths = append(paths, p)
+	}
+	f.pendMu.Unlock()
+	var out []StepRef
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) { // archived or removed: nothing to do
+			f.pendMu.Lock()
+			if _, e := os.Stat(p); errors.Is(e, os.ErrNotExist) {
+				delete(f.pend, p)
+			}
+			f.pendMu.Unlock()
+			continue
+		}
+		if err != nil || fi.ModTime().After(cutoff) {
+			continue
+		}
+		f.pendMu.Lock()
+		ref, ok := f.pend[p]
+		f.pendMu.Unlock()
+		if ok {
+			out = append(out, ref)
+		}
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// walkLive finds every live log file under the root.
+func (f *FS) walkLive() (map[string]StepRef, error) {
+	found := map[string]StepRef{}
 	runs, err := os.ReadDir(f.root)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return found, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
-	var out []StepRef
 	for _, r := range runs {
 		if !r.IsDir() || !idPattern.MatchString(r.Name()) {
 			continue
@@ -188,23 +266,16 @@ func (f *FS) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {
 			if !j.IsDir() || !idPattern.MatchString(j.Name()) {
 				continue
 			}
-			files, _ := os.ReadDir(filepath.Join(f.root, r.Name(), j.Name()))
+			dir := filepath.Join(f.root, r.Name(), j.Name())
+			files, _ := os.ReadDir(dir)
 			for _, e := range files {
-				step, ok := stepOfFile(e.Name(), ".log")
-				if !ok {
-					continue
-				}
-				if fi, err := e.Info(); err != nil || fi.ModTime().After(cutoff) {
-					continue
-				}
-				out = append(out, StepRef{RunID: r.Name(), JobID: j.Name(), Step: step})
-				if len(out) >= limit {
-					return out, nil
+				if step, ok := stepOfFile(e.Name(), ".log"); ok {
+					found[filepath.Join(dir, e.Name())] = StepRef{RunID: r.Name(), JobID: j.Name(), Step: step}
 				}
 			}
 		}
 	}
-	return out, nil
+	return found, nil
 }
 
 // archivedInRun implements archiveBackend: the steps of a run with a

@@ -98,6 +98,10 @@ func (p *PG) commitArchive(runID, jobID string, step int, m archiveMarker) (bool
 	return ok, nil
 }
 
+// archiving implements archiveBackend (the database finds pending logs
+// itself).
+func (p *PG) archiving() {}
+
 // pendingArchive implements archiveBackend: live heads untouched since
 // cutoff, oldest first.
 func (p *PG) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {

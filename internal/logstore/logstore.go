@@ -133,6 +133,11 @@ type FS struct {
 
 	maxBytes atomic.Int64 // per-step cap on agent output; 0: none
 
+	pendMu sync.Mutex
+	track  bool               // an archiver uses this store: note appended logs
+	walked bool               // the root was walked for live logs once
+	pend   map[string]StepRef // live logs appended to since, by path (archive_fs.go)
+
 	linesStored, bytesStored, linesDuplicate, linesDropped, linesCapped atomic.Int64
 }
 
@@ -212,7 +217,7 @@ func (f *FS) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine
 	if len(lines) == 0 {
 		return nil
 	}
-	_, err = f.append(path, -1, lines)
+	_, err = f.append(path, StepRef{runID, jobID, stepIndex}, -1, lines)
 	return err
 }
 
@@ -227,10 +232,10 @@ func (f *FS) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines 
 	if err := checkOffset(offset, len(lines)); err != nil {
 		return AppendResult{}, err
 	}
-	return f.append(path, offset, lines)
+	return f.append(path, StepRef{runID, jobID, stepIndex}, offset, lines)
 }
 
-func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+func (f *FS) append(path string, ref StepRef, offset int64, lines []protocol.LogLine) (AppendResult, error) {
 	for {
 		lf, err := f.open(path, true)
 		if err != nil {
@@ -250,6 +255,7 @@ func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (Append
 		f.linesDropped.Add(res.Missing)
 		if res.Stored > 0 {
 			f.appended.wake(path)
+			f.touched(path, ref)
 		}
 		return res, err
 	}
