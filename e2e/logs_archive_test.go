@@ -19,7 +19,8 @@ import (
 // the orchestrator archives them once the job is done, its
 // step_log_chunks rows are deleted, and the log reads back with every
 // line, in order, through the API (page by page) and through `kici-admin
-// runs logs`, while the step that is still running is followed live.
+// runs logs`. A step printing past KICI_STEP_LOG_MAX_BYTES ends with the
+// cap's marker line and its job still succeeds.
 func TestLogArchiveMovesFinishedLogsToS3AndReadsThemBack(t *testing.T) {
 	const n = 30000
 	db := pgtest.URL(t)
@@ -27,7 +28,7 @@ func TestLogArchiveMovesFinishedLogsToS3AndReadsThemBack(t *testing.T) {
 	o := startOrchestrator(t, "KICI_DATABASE_URL="+db,
 		"KICI_STORAGE_TYPE=s3", "KICI_STORAGE_BUCKET="+blobtest.Bucket, "KICI_STORAGE_ENDPOINT="+s3,
 		"KICI_STORAGE_FORCE_PATH_STYLE=true", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"KICI_LOG_ARCHIVE_AFTER_MS=0")
+		"KICI_LOG_ARCHIVE_AFTER_MS=0", "KICI_STEP_LOG_MAX_BYTES=3145728")
 	repo := repoWithWorkflow(t, fmt.Sprintf(`name: archived
 on: {push: {branches: [main]}}
 jobs:
@@ -35,6 +36,10 @@ jobs:
     steps:
       - run: seq 1 %d | sed 's/^/line /'
       - run: echo second step
+  runaway:
+    steps:
+      - run: seq 1 200000 | sed 's/^/runaway output line /'
+      - run: echo after the runaway step
 `, n))
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
@@ -58,6 +63,20 @@ jobs:
 		}
 		return archived >= 2 && rows == 0
 	})
+	// The runaway step passed KICI_STEP_LOG_MAX_BYTES: its log ends with the
+	// cap's marker, the job still succeeded, and the next step was logged.
+	runaway := o.jobsOf(t, runID)["runaway"]
+	if runaway.Status != "success" {
+		t.Fatalf("the runaway job = %s, want success", runaway.Status)
+	}
+	capped := o.readLog(t, runID, runaway.JobID, 0)
+	if len(capped) < 10000 || len(capped) > 60000 || !strings.HasPrefix(capped[len(capped)-1], "[kici] log truncated:") ||
+		capped[0] != "runaway output line 1" {
+		t.Fatalf("capped log: %d lines, last %q", len(capped), capped[len(capped)-1])
+	}
+	if next := o.readLog(t, runID, runaway.JobID, 1); len(next) != 1 || next[0] != "after the runaway step" {
+		t.Fatalf("step after the runaway one = %q", next)
+	}
 
 	got := o.readLog(t, runID, jobID, 0)
 	if err := checkSequence(got, n, func(i int) string { return "line " + strconv.Itoa(i+1) }); err != nil {
