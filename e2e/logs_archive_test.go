@@ -90,6 +90,9 @@ jobs:
 	if s := o.readLog(t, runID, jobID, 1); len(s) != 1 || s[0] != "second step" {
 		t.Fatalf("second step's archived log = %q", s)
 	}
+	if v := sample(scrape(t, o), "kici_orch_log_archived_steps_total"); v < 2 {
+		t.Errorf("kici_orch_log_archived_steps_total = %v, want at least 2", v)
+	}
 	if b, err := os.ReadFile(o.logPath); err != nil || !strings.Contains(string(b), "archived step logs") {
 		t.Errorf("the orchestrator did not log its archive pass (%v)", err)
 	}

@@ -194,6 +194,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
+	if archive != nil {
+		registerLogArchiveMetrics(s.metrics, archive)
+	}
 	if s.retention, err = newRetention(st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
