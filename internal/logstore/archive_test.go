@@ -284,3 +284,33 @@ func TestArchiveOfAGrowingLogIsNotRecorded(t *testing.T) {
 		}
 	})
 }
+
+// Retention's sweep clears a run's archived logs with its live ones.
+func TestArchiveSweptByRetention(t *testing.T) {
+	forEachArchive(t, func(t *testing.T, open func() *Archived, liveLines func(int) int) {
+		a := open()
+		for step := 0; step < 2; step++ {
+			if _, err := a.AppendFrom(archRun, jobID, step, 0, lines(0, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := a.ArchiveStep(context.Background(), StepRef{archRun, jobID, 0}); err != nil || !ok {
+			t.Fatalf("ArchiveStep = %v, %v", ok, err)
+		}
+		swept, err := a.SweepOlderThan(time.Now().Add(time.Hour), 10)
+		if err != nil || len(swept) != 1 || swept[0] != archRun {
+			t.Fatalf("SweepOlderThan = %v, %v", swept, err)
+		}
+		data, index := archiveKeys(archRun, jobID, 0)
+		for _, k := range []string{data, index} {
+			if _, err := a.blobs.Open(context.Background(), k, ""); !errors.Is(err, blobstore.ErrNotFound) {
+				t.Fatalf("%s after the sweep: %v", k, err)
+			}
+		}
+		for step := 0; step < 2; step++ {
+			if got := readAll(t, open(), step, 100); len(got) != 0 || liveLines(step) != 0 {
+				t.Fatalf("step %d after the sweep: %d lines, %d live", step, len(got), liveLines(step))
+			}
+		}
+	})
+}
