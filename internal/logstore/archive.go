@@ -40,8 +40,10 @@ type archiveBackend interface {
 	// still holds exactly m.Lines of them (false: it grew; archive again
 	// later). Committing an already recorded archive removes leftovers.
 	commitArchive(runID, jobID string, step int, m archiveMarker) (bool, error)
-	// pendingArchive lists live logs last written before cutoff.
-	pendingArchive(cutoff time.Time, limit int) ([]StepRef, error)
+	// pendingArchive lists live logs last written before cutoff, at most
+	// limit of them after skipping offset (a pass that found only
+	// unfinished jobs' logs looks further the next time).
+	pendingArchive(cutoff time.Time, offset, limit int) ([]StepRef, error)
 	// archivedInRun lists a run's archived steps.
 	archivedInRun(runID string) ([]StepRef, error)
 	// archiving tells the backend an archiver uses it.
@@ -79,8 +81,9 @@ type Archived struct {
 	blobs blobstore.Store
 	log   *slog.Logger
 
-	mu  sync.Mutex
-	idx map[StepRef]*archiveIndex // loaded indexes; bounded by maxCachedIndexes
+	mu          sync.Mutex
+	idx         map[StepRef]*archiveIndex // loaded indexes; bounded by maxCachedIndexes
+	sweepOffset int                       // pending logs Sweep skips (see Sweep)
 
 	stepsArchived, linesArchived, bytesArchived, linesLate atomic.Int64
 }
@@ -419,14 +422,27 @@ func (a *Archived) ArchiveStep(ctx context.Context, ref StepRef) (bool, error) {
 // finished (finished reports that; nil treats every job as finished), at
 // most limit steps, and returns how many it archived. A step whose pass
 // failed is logged and left live for the next sweep.
-func (a *Archived) Sweep(ctx context.Context, quiet time.Duration, limit int, finished func(ctx context.Context, runID, jobID string) (bool, error)) (int, error) {
-	refs, err := a.live.pendingArchive(time.Now().Add(-quiet), limit)
+func (a *Archived) Sweep(ctx context.Context, quiet time.Duration, limit int, finished func(ctx context.Context, runID, jobID string) (bool, error)) (n int, err error) {
+	a.mu.Lock()
+	offset := a.sweepOffset
+	a.mu.Unlock()
+	refs, err := a.live.pendingArchive(time.Now().Add(-quiet), offset, limit)
 	if err != nil {
 		return 0, err
 	}
+	defer func() {
+		// A full batch of which nothing could be archived (logs of jobs
+		// still running, or held): look past it next time, else start over.
+		a.mu.Lock()
+		if len(refs) == limit && n == 0 {
+			a.sweepOffset += limit
+		} else {
+			a.sweepOffset = 0
+		}
+		a.mu.Unlock()
+	}()
 	sort.Slice(refs, func(i, j int) bool { return refs[i].JobID < refs[j].JobID })
 	done := map[string]bool{}
-	n := 0
 	for _, ref := range refs {
 		if ctx.Err() != nil {
 			return n, ctx.Err()

@@ -195,7 +195,7 @@ func (f *FS) archiving() {
 // (logs written before this process started); later calls only look at
 // the logs appended to since, so a pass costs what was written, not what
 // is kept. One process owns a root, so nothing else adds logs to it.
-func (f *FS) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {
+func (f *FS) pendingArchive(cutoff time.Time, offset, limit int) ([]StepRef, error) {
 	f.pendMu.Lock()
 	walk := !f.walked
 	f.pendMu.Unlock()
@@ -237,9 +237,14 @@ func (f *FS) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {
 		f.pendMu.Lock()
 		ref, ok := f.pend[p]
 		f.pendMu.Unlock()
-		if ok {
-			out = append(out, ref)
+		if !ok {
+			continue
 		}
+		if offset > 0 {
+			offset--
+			continue
+		}
+		out = append(out, ref)
 		if len(out) >= limit {
 			break
 		}

@@ -104,9 +104,9 @@ func (p *PG) archiving() {}
 
 // pendingArchive implements archiveBackend: live heads untouched since
 // cutoff, oldest first.
-func (p *PG) pendingArchive(cutoff time.Time, limit int) ([]StepRef, error) {
+func (p *PG) pendingArchive(cutoff time.Time, offset, limit int) ([]StepRef, error) {
 	return p.stepRefs(`SELECT run_id, job_id, step_index FROM step_log_heads
-		WHERE archive IS NULL AND updated_at < $1 AND lines > 0 ORDER BY updated_at LIMIT $2`, cutoff.UTC(), limit)
+		WHERE archive IS NULL AND updated_at < $1 AND lines > 0 ORDER BY updated_at OFFSET $2 LIMIT $3`, cutoff.UTC(), offset, limit)
 }
 
 // archivedInRun implements archiveBackend.

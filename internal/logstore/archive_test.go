@@ -314,3 +314,35 @@ func TestArchiveSweptByRetention(t *testing.T) {
 		}
 	})
 }
+
+// Quiet logs of jobs that are still running (or held) do not keep the
+// sweep from reaching a finished job's log behind them.
+func TestArchiveSweepLooksPastUnfinishedJobs(t *testing.T) {
+	url := migratedDatabase(t)
+	a, err := NewArchived(openPG(t, url), mustDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []string{"job-running-1", "job-running-2", "job-running-3", "job-finished"}
+	for _, j := range jobs { // oldest first: the running ones come first
+		if _, err := a.AppendFrom(archRun, j, 0, 0, lines(0, 3)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	finished := func(_ context.Context, _, j string) (bool, error) { return j == "job-finished", nil }
+	archived := 0
+	for pass := 0; pass < len(jobs) && archived == 0; pass++ {
+		n, err := a.Sweep(context.Background(), 0, 1, finished)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archived += n
+	}
+	if archived != 1 {
+		t.Fatalf("after %d one-log passes the finished job's log is not archived", len(jobs))
+	}
+	if m, _ := a.live.archived(archRun, "job-finished", 0); m == nil {
+		t.Fatal("the finished job's log has no archive")
+	}
+}
