@@ -34,7 +34,6 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/jobblobs"
-	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/pipeline"
@@ -65,7 +64,7 @@ type Server struct {
 	restored   *restoreStart
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
-	logArchive *logstore.Archived // finished step logs to the blob store; nil when off
+	logArchive *logArchive // finished step logs to the blob store; nil when off
 	httpSrv    *http.Server
 	listener   net.Listener
 	ingress    *ingressWiring
@@ -452,14 +451,14 @@ func (s *Server) Run(stop context.Context) error {
 	s.cleanup.pushFunc("pipeline", s.processor.Stop)
 	s.cleanup.push("agent sockets", func(ctx context.Context) error { s.dispatcher.Shutdown(ctx); return nil })
 	s.cleanup.push("HTTP server", s.httpSrv.Shutdown)
+	if s.logArchive != nil {
+		go runLogArchive(ctx, s.logArchive, s.store, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), s.log.With("component", "logarchive"))
+	}
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)
 	go s.notifier.Run(ctx)
 	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
-	if s.logArchive != nil {
-		go runLogArchive(ctx, s.logArchive, s.store, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), s.log.With("component", "logarchive"))
-	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()

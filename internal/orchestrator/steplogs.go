@@ -50,6 +50,10 @@ func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store
 	return archive, archive, close, nil
 }
 
+// logArchive is the archiving step-log store the node runs
+// runLogArchive over.
+type logArchive = logstore.Archived
+
 // logArchiveInterval is how often the node looks for finished logs to
 // archive; logArchiveBatch bounds the steps one pass looks at.
 const (
