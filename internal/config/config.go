@@ -57,6 +57,16 @@ type Config struct {
 	// StepLogStore is KICI_STEP_LOG_STORE: StepLogsPostgres (the default
 	// with a DatabaseURL) or StepLogsFiles (the default without).
 	StepLogStore string
+	// StepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES: the per-step cap on
+	// stored agent output, default DefaultStepLogMaxBytes; 0 = no cap.
+	StepLogMaxBytes int64
+	// LogArchive is KICI_LOG_ARCHIVE (default true): finished step logs
+	// move to the blob store (KICI_STORAGE_TYPE).
+	LogArchive bool
+	// LogArchiveAfter is KICI_LOG_ARCHIVE_AFTER_MS (default
+	// DefaultLogArchiveAfter): how long a finished job's logs stay quiet
+	// before they are archived.
+	LogArchiveAfter time.Duration
 	// BootstrapAdminToken is KICI_BOOTSTRAP_ADMIN_TOKEN (owner role), or "".
 	BootstrapAdminToken string
 	// Mode is KICI_MODE: independent (default), observed, hybrid or platform.
@@ -120,6 +130,12 @@ type Config struct {
 	// Ingress holds the webhook-ingress limits (ingress.go).
 	Ingress Ingress
 }
+
+// DefaultStepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES's default: 256 MiB.
+const DefaultStepLogMaxBytes = 256 << 20
+
+// DefaultLogArchiveAfter is KICI_LOG_ARCHIVE_AFTER_MS's default.
+const DefaultLogArchiveAfter = time.Minute
 
 // DefaultShutdownGrace is KICI_SHUTDOWN_GRACE_MS's default: KiCI's agent
 // gives its graceful stop 10 s, and Docker's stop timeout is 10 s too.
@@ -243,6 +259,24 @@ func Load(environ []string) (*Config, error) {
 	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
 	parseMs("KICI_SHUTDOWN_GRACE_MS", 0, &c.ShutdownGrace)
+	c.StepLogMaxBytes, c.LogArchive, c.LogArchiveAfter = DefaultStepLogMaxBytes, true, DefaultLogArchiveAfter
+	if v := get("KICI_STEP_LOG_MAX_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || (n > 0 && n < 64<<10) {
+			errs = append(errs, fmt.Errorf("KICI_STEP_LOG_MAX_BYTES=%q: must be a number of bytes ≥ 65536, or 0 for no cap", v))
+		} else {
+			c.StepLogMaxBytes = n
+		}
+	}
+	if v := get("KICI_LOG_ARCHIVE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_LOG_ARCHIVE=%q: must be true or false", v))
+		} else {
+			c.LogArchive = b
+		}
+	}
+	parseMs("KICI_LOG_ARCHIVE_AFTER_MS", 0, &c.LogArchiveAfter)
 	if u := c.DatabaseURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		errs = append(errs, fmt.Errorf("KICI_DATABASE_URL: must be a postgres:// or postgresql:// URL (leave it empty for the embedded SQLite database)"))
 	}

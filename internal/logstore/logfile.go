@@ -28,6 +28,7 @@ type logFile struct {
 	lines  int64
 	size   int64
 	hwm    int64 // agent lines stored; -1 until computed
+	capped int8  // the size cap's marker is stored: 1 yes, 0 no, -1 unknown
 	closed bool
 	buf    []byte // encoding scratch
 	ibuf   []byte // index scratch
@@ -57,7 +58,7 @@ func openLogFile(path string, create bool) (*logFile, error) {
 		data.Close()
 		return nil, err
 	}
-	lf := &logFile{data: data, idx: idx, hwm: -1}
+	lf := &logFile{data: data, idx: idx, hwm: -1, capped: -1}
 	if err := lf.reconcile(); err != nil {
 		lf.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -179,9 +180,29 @@ func (lf *logFile) agentOffset() (int64, error) {
 	return 0, nil
 }
 
+// lastIsCapMarker reports whether the log's last line is the size cap's
+// marker (only agent lines are cut, and other writers' lines after the
+// marker are rare, so the last line tells after a restart).
+func (lf *logFile) lastIsCapMarker() (bool, error) {
+	if lf.lines == 0 {
+		return false, nil
+	}
+	raw, err := lf.page(lf.lines-1, 1)
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Contains(raw, []byte(CapMarkerPrefix)) {
+		return false, nil
+	}
+	ls, err := decodeLines(raw)
+	return err == nil && len(ls) == 1 && isCapMarker(&ls[0]), nil
+}
+
 // append writes lines (offset < 0: untagged) and returns the result and the
-// text bytes written. Caller holds mu.
-func (lf *logFile) append(offset int64, lines []protocol.LogLine) (AppendResult, int64, error) {
+// text bytes written. Agent lines (offset >= 0) past maxBytes (> 0) are
+// dropped and acknowledged, the first time after the cap's marker line.
+// Caller holds mu.
+func (lf *logFile) append(offset int64, lines []protocol.LogLine, maxBytes int64) (AppendResult, int64, error) {
 	var res AppendResult
 	if offset >= 0 {
 		if lf.hwm < 0 {
@@ -202,7 +223,26 @@ func (lf *logFile) append(offset int64, lines []protocol.LogLine) (AppendResult,
 		}
 		res.Acked = lf.hwm
 	}
-	if len(lines) == 0 {
+	agentEnd := offset + int64(len(lines))
+	var marker bool
+	if offset >= 0 && maxBytes > 0 && len(lines) > 0 {
+		if lf.capped < 0 {
+			c, err := lf.lastIsCapMarker()
+			if err != nil {
+				return res, 0, err
+			}
+			lf.capped = 0
+			if c {
+				lf.capped = 1
+			}
+		}
+		lines, res.Capped, marker = applyCap(maxBytes, lf.size, lf.capped == 1, lines)
+		if res.Capped > 0 && len(lines) == 0 && !marker {
+			lf.hwm, res.Acked = agentEnd, agentEnd
+			return res, 0, nil
+		}
+	}
+	if len(lines) == 0 && !marker {
 		return res, 0, nil
 	}
 	buf, ibuf := lf.buf[:0], lf.ibuf[:0]
@@ -221,6 +261,13 @@ func (lf *logFile) append(offset int64, lines []protocol.LogLine) (AppendResult,
 		text += int64(len(lines[i].Text))
 		ibuf = binary.LittleEndian.AppendUint64(ibuf, uint64(pos+int64(len(buf))))
 	}
+	stored := len(lines)
+	if marker {
+		m := capMarker(maxBytes)
+		buf = appendLine(buf, &m, -1)
+		ibuf = binary.LittleEndian.AppendUint64(ibuf, uint64(pos+int64(len(buf))))
+		stored++
+	}
 	lf.buf, lf.ibuf = buf, ibuf
 	if _, err := lf.data.WriteAt(buf, lf.size); err != nil {
 		return res, 0, fmt.Errorf("logstore: append: %w", err)
@@ -229,10 +276,13 @@ func (lf *logFile) append(offset int64, lines []protocol.LogLine) (AppendResult,
 		return res, 0, fmt.Errorf("logstore: append index: %w", err)
 	}
 	lf.size += int64(len(buf))
-	lf.lines += int64(len(lines))
-	res.Stored = len(lines)
+	lf.lines += int64(stored)
+	res.Stored = stored
+	if marker {
+		lf.capped = 1
+	}
 	if offset >= 0 {
-		lf.hwm = offset + int64(len(lines))
+		lf.hwm = agentEnd
 		res.Acked = lf.hwm
 	}
 	if cap(lf.buf) > 4<<20 { // do not keep a huge scratch per open file

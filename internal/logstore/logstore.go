@@ -89,8 +89,16 @@ type AppendResult struct {
 	// something upstream lost them).
 	Missing int64
 	// Acked is the agent offset the store now holds: every line numbered
-	// below it is stored (a LogAck's offset).
+	// below it is stored, or was dropped by the size cap or as a late
+	// line of an archived log (a LogAck's offset).
 	Acked int64
+	// Capped is the number of lines not stored because the step's log
+	// passed its size cap (KICI_STEP_LOG_MAX_BYTES); Stored counts the
+	// cap's marker line when this call wrote it.
+	Capped int
+	// Late is the number of lines refused because the step's log was
+	// already archived (see Archived).
+	Late int
 }
 
 // Stats counts log traffic since the process started.
@@ -104,6 +112,12 @@ type Stats struct {
 	// LinesDropped counts lines an agent numbered that never reached the
 	// store (AppendResult.Missing); it must stay 0.
 	LinesDropped int64
+	// LinesCapped counts agent lines not stored because their step's log
+	// passed KICI_STEP_LOG_MAX_BYTES.
+	LinesCapped int64
+	// LinesLate counts lines refused because their step's log was
+	// already archived.
+	LinesLate int64
 }
 
 // FS stores step logs under a root directory. It is safe for concurrent use
@@ -117,7 +131,14 @@ type FS struct {
 
 	appended wakeups // readers waiting for a log path's next append
 
-	linesStored, bytesStored, linesDuplicate, linesDropped atomic.Int64
+	maxBytes atomic.Int64 // per-step cap on agent output; 0: none
+
+	pendMu sync.Mutex
+	track  bool               // an archiver uses this store: note appended logs
+	walked bool               // the root was walked for live logs once
+	pend   map[string]StepRef // live logs appended to since, by path (archive_fs.go)
+
+	linesStored, bytesStored, linesDuplicate, linesDropped, linesCapped atomic.Int64
 }
 
 var _ Store = (*FS)(nil)
@@ -125,8 +146,15 @@ var _ Store = (*FS)(nil)
 // NewFS returns a log store rooted at root. The directory is created on the
 // first Append.
 func NewFS(root string) *FS {
-	return &FS{root: root, files: map[string]*logFile{}}
+	f := &FS{root: root, files: map[string]*logFile{}}
+	f.maxBytes.Store(DefaultStepLogMaxBytes)
+	return f
 }
+
+// SetStepMaxBytes sets the per-step size cap on agent output in bytes
+// (KICI_STEP_LOG_MAX_BYTES; <= 0: no cap). Past it a step's lines are
+// dropped and acknowledged after one marker line; the job is not failed.
+func (f *FS) SetStepMaxBytes(n int64) { f.maxBytes.Store(max(n, 0)) }
 
 // Root returns the directory the store writes under.
 func (f *FS) Root() string { return f.root }
@@ -174,7 +202,8 @@ func checkOffset(offset int64, n int) error {
 // Stats implements Store.
 func (f *FS) Stats() Stats {
 	return Stats{LinesStored: f.linesStored.Load(), BytesStored: f.bytesStored.Load(),
-		LinesDuplicate: f.linesDuplicate.Load(), LinesDropped: f.linesDropped.Load()}
+		LinesDuplicate: f.linesDuplicate.Load(), LinesDropped: f.linesDropped.Load(),
+		LinesCapped: f.linesCapped.Load()}
 }
 
 // Append writes lines to the end of a step's log, creating directories
@@ -188,7 +217,7 @@ func (f *FS) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine
 	if len(lines) == 0 {
 		return nil
 	}
-	_, err = f.append(path, -1, lines)
+	_, err = f.append(path, StepRef{runID, jobID, stepIndex}, -1, lines)
 	return err
 }
 
@@ -203,10 +232,10 @@ func (f *FS) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines 
 	if err := checkOffset(offset, len(lines)); err != nil {
 		return AppendResult{}, err
 	}
-	return f.append(path, offset, lines)
+	return f.append(path, StepRef{runID, jobID, stepIndex}, offset, lines)
 }
 
-func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (AppendResult, error) {
+func (f *FS) append(path string, ref StepRef, offset int64, lines []protocol.LogLine) (AppendResult, error) {
 	for {
 		lf, err := f.open(path, true)
 		if err != nil {
@@ -217,14 +246,16 @@ func (f *FS) append(path string, offset int64, lines []protocol.LogLine) (Append
 			lf.mu.Unlock()
 			continue
 		}
-		res, n, err := lf.append(offset, lines)
+		res, n, err := lf.append(offset, lines, f.maxBytes.Load())
 		lf.mu.Unlock()
+		f.linesCapped.Add(int64(res.Capped))
 		f.linesStored.Add(int64(res.Stored))
 		f.bytesStored.Add(n)
 		f.linesDuplicate.Add(int64(res.Duplicate))
 		f.linesDropped.Add(res.Missing)
 		if res.Stored > 0 {
 			f.appended.wake(path)
+			f.touched(path, ref)
 		}
 		return res, err
 	}
@@ -246,6 +277,8 @@ func (f *FS) open(path string, create bool) (*logFile, error) {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
+	} else if _, err := os.Stat(markerPath(path)); err == nil {
+		return nil, ErrArchived // no new live log beside an archive
 	}
 	nf, err := openLogFile(path, create)
 	if err != nil || nf == nil {

@@ -37,11 +37,13 @@ type PG struct {
 
 	appended wakeups // readers waiting for a step's next append, by "<jobId>:<step>"
 
+	maxBytes atomic.Int64 // per-step cap on agent output; 0: none
+
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	linesStored, bytesStored, linesDuplicate, linesDropped atomic.Int64
-	notified                                               atomic.Int64 // notifications received
+	linesStored, bytesStored, linesDuplicate, linesDropped, linesCapped atomic.Int64
+	notified                                                            atomic.Int64 // notifications received
 }
 
 var _ Store = (*PG)(nil)
@@ -87,6 +89,7 @@ func OpenPG(ctx context.Context, url string, logger *slog.Logger) (*PG, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	p := &PG{pool: pool, log: logger, cancel: cancel, done: make(chan struct{})}
+	p.maxBytes.Store(DefaultStepLogMaxBytes)
 	go p.listen(lctx)
 	return p, nil
 }
@@ -98,10 +101,15 @@ func (p *PG) Close() {
 	p.pool.Close()
 }
 
+// SetStepMaxBytes sets the per-step size cap on agent output (see
+// FS.SetStepMaxBytes).
+func (p *PG) SetStepMaxBytes(n int64) { p.maxBytes.Store(max(n, 0)) }
+
 // Stats implements Store.
 func (p *PG) Stats() Stats {
 	return Stats{LinesStored: p.linesStored.Load(), BytesStored: p.bytesStored.Load(),
-		LinesDuplicate: p.linesDuplicate.Load(), LinesDropped: p.linesDropped.Load()}
+		LinesDuplicate: p.linesDuplicate.Load(), LinesDropped: p.linesDropped.Load(),
+		LinesCapped: p.linesCapped.Load()}
 }
 
 // Append implements Store.
@@ -136,12 +144,16 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		res, text = AppendResult{}, 0
 		// The upsert locks the head row until the transaction ends.
-		var stored, held int64
+		var stored, held, size int64
+		var capped, archived bool
 		err := tx.QueryRow(ctx, `INSERT INTO step_log_heads (job_id, step_index, run_id, updated_at) VALUES ($1, $2, $3, now())
 			ON CONFLICT (job_id, step_index) DO UPDATE SET run_id = step_log_heads.run_id
-			RETURNING lines, agent_offset`, jobID, stepIndex, runID).Scan(&stored, &held)
+			RETURNING lines, agent_offset, bytes, capped, archive IS NOT NULL`, jobID, stepIndex, runID).Scan(&stored, &held, &size, &capped, &archived)
 		if err != nil {
 			return err
+		}
+		if archived {
+			return ErrArchived
 		}
 		todo := lines
 		if offset >= 0 {
@@ -160,11 +172,28 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 				res.Acked = from + int64(len(todo))
 			}
 		}
+		var marker bool
+		if offset >= 0 {
+			end := res.Acked
+			todo, res.Capped, marker = applyCap(p.maxBytes.Load(), size, capped, todo)
+			if marker {
+				todo = append(todo[:len(todo):len(todo)], capMarker(p.maxBytes.Load()))
+			}
+			if len(todo) == 0 && res.Capped > 0 {
+				_, err := tx.Exec(ctx, `UPDATE step_log_heads SET agent_offset = $3, updated_at = now()
+					WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, end)
+				return err
+			}
+		}
 		if len(todo) == 0 {
 			return nil
 		}
 		firsts, counts, bodies, n := encodeChunks(stored, todo)
 		text = n
+		var body int64
+		for _, b := range bodies {
+			body += int64(len(b))
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO step_log_chunks (job_id, step_index, first_line, line_count, run_id, body)
 			SELECT $1, $2, f, c, $3, b FROM unnest($4::bigint[], $5::int[], $6::bytea[]) AS t(f, c, b)`,
 			jobID, stepIndex, runID, firsts, counts, bodies); err != nil {
@@ -174,8 +203,9 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 		if offset >= 0 {
 			newHeld = res.Acked
 		}
-		if _, err := tx.Exec(ctx, `UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now()
-			WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, len(todo), newHeld); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now(),
+			bytes = bytes + $5, capped = capped OR $6
+			WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, len(todo), newHeld, body, marker); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, pgNotifyChannel, waitKey(jobID, stepIndex)); err != nil {
@@ -187,6 +217,7 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("logstore: append: %w", err)
 	}
+	p.linesCapped.Add(int64(res.Capped))
 	p.linesStored.Add(int64(res.Stored))
 	p.bytesStored.Add(text)
 	p.linesDuplicate.Add(int64(res.Duplicate))

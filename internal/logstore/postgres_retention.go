@@ -26,6 +26,12 @@ func (p *PG) RemoveRun(runID string) error {
 // appended to before cutoff, at most limit of them. A run still being
 // written to is never cleared: its heads keep moving.
 func (p *PG) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
+	return p.sweepOlderThan(cutoff, limit, nil)
+}
+
+// sweepOlderThan is SweepOlderThan calling before (when set) with each run
+// about to be cleared; an error from it leaves the run in place.
+func (p *PG) sweepOlderThan(cutoff time.Time, limit int, before func(runID string) error) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgTimeout)
 	defer cancel()
 	rows, err := p.pool.Query(ctx, `SELECT run_id FROM step_log_heads GROUP BY run_id
@@ -48,6 +54,11 @@ func (p *PG) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
 	}
 	var swept []string
 	for _, id := range ids {
+		if before != nil {
+			if err := before(id); err != nil {
+				return swept, err
+			}
+		}
 		if err := p.RemoveRun(id); err != nil {
 			return swept, err
 		}

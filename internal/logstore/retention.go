@@ -26,6 +26,12 @@ func (f *FS) RemoveRun(runID string) error {
 // call, and returns the ids of the runs it cleared. A run still being
 // written to is never cleared: its files keep being modified.
 func (f *FS) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
+	return f.sweepOlderThan(cutoff, limit, nil)
+}
+
+// sweepOlderThan is SweepOlderThan calling before (when set) with each run
+// about to be cleared; an error from it leaves the run in place.
+func (f *FS) sweepOlderThan(cutoff time.Time, limit int, before func(runID string) error) ([]string, error) {
 	entries, err := os.ReadDir(f.root)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -44,6 +50,11 @@ func (f *FS) SweepOlderThan(cutoff time.Time, limit int) ([]string, error) {
 		dir := filepath.Join(f.root, e.Name())
 		if newest(dir).After(cutoff) {
 			continue
+		}
+		if before != nil {
+			if err := before(e.Name()); err != nil {
+				return swept, err
+			}
 		}
 		f.forgetRun(e.Name())
 		if err := os.RemoveAll(dir); err != nil {
@@ -72,14 +83,15 @@ func (f *FS) forgetRun(runID string) {
 }
 
 // newest returns the latest modification time of the log files under dir
-// (the directory's own when it holds none). Only *.log files count: a line
+// (the directory's own when it holds none). Only *.log files and archive
+// markers (*.archived, written once the log was archived) count: a line
 // index (*.idx) is derived from its log and rewritten when a process first
 // opens the log, so its time says nothing about when lines were written.
 func newest(dir string) time.Time {
 	var t time.Time
 	found := false
 	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(d.Name()) != ".log" {
+		if ext := filepath.Ext(d.Name()); err != nil || d.IsDir() || (ext != ".log" && ext != ".archived") {
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {

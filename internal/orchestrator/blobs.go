@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"kici.dev/kici/internal/blobstore"
@@ -16,15 +15,11 @@ import (
 // BlobSweepInterval is how often expired artifacts and caches are deleted.
 const BlobSweepInterval = time.Minute
 
-// setupBlobs opens the configured blob store (KICI_STORAGE_TYPE,
-// blobstore.FromEnv) and the cache and artifact service over it.
-func setupBlobs(dataDir string, st store.Store, settings *cluster.Reader, logger *slog.Logger) (*jobblobs.Service, error) {
-	bs, err := blobstore.FromEnv(os.Getenv, dataDir)
-	if err != nil {
-		return nil, err
-	}
+// setupBlobs returns the cache and artifact service over the configured
+// blob store bs (KICI_STORAGE_TYPE, blobstore.FromEnv).
+func setupBlobs(bs blobstore.Store, st store.Store, settings *cluster.Reader, logger *slog.Logger) *jobblobs.Service {
 	logger.Info("blob store", "kind", bs.Kind())
-	return jobblobs.New(st, bs, settings, logger), nil
+	return jobblobs.New(st, bs, settings, logger)
 }
 
 // withJobCredential adds a fresh job credential to every dispatch resolved

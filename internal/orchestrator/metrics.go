@@ -69,7 +69,7 @@ func newServerMetrics(reg *prometheus.Registry) *serverMetrics {
 		dispatchLat: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kici_orch_dispatch_latency_seconds",
 			Help: "Time from a job entering the dispatch queue (ready) to its agent's acknowledgement.", Buckets: latencyBuckets}),
 		logLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_log_lines_total",
-			Help: "Step log lines received from agents, by result: stored, or dropped because the log store refused them (must stay 0)."}, []string{"result"}),
+			Help: "Step log lines received from agents, by result: stored; dropped because the log store refused them (must stay 0); capped (past KICI_STEP_LOG_MAX_BYTES); late (the step's log was already archived)."}, []string{"result"}),
 		logBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_log_bytes_total",
 			Help: "Bytes of step log text received from agents, by result: stored or dropped."}, []string{"result"}),
 	}
@@ -204,6 +204,8 @@ func (c countedLogs) AppendFrom(runID, jobID string, stepIndex int, offset int64
 	c.m.logLines.WithLabelValues("stored").Add(float64(res.Stored))
 	c.m.logBytes.WithLabelValues("stored").Add(float64(n))
 	c.m.logLines.WithLabelValues("dropped").Add(float64(res.Missing))
+	c.m.logLines.WithLabelValues("capped").Add(float64(res.Capped))
+	c.m.logLines.WithLabelValues("late").Add(float64(res.Late))
 	return res, err
 }
 

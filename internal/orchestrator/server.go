@@ -25,6 +25,7 @@ import (
 
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
@@ -64,6 +65,7 @@ type Server struct {
 	restored   *restoreStart
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
+	logArchive *logArchive // finished step logs to the blob store; nil when off
 	httpSrv    *http.Server
 	listener   net.Listener
 	ingress    *ingressWiring
@@ -157,10 +159,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		return nil, err
 	}
 
-	logs, closeLogs, err := openStepLogs(ctx, cfg, logger.With("component", "logstore"))
+	bs, err := blobstore.FromEnv(os.Getenv, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	logs, archive, closeLogs, err := openStepLogs(ctx, cfg, bs, logger.With("component", "logstore"))
+	if err != nil {
+		return nil, err
+	}
+	s.logArchive = archive
 	s.cleanup.pushFunc("step-log store", closeLogs)
 	agentAuth := auth.NewAgentAuth(st)
 	agentBinary, err := config.FindAgentBinary(cfg)
@@ -187,6 +194,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	sm := newServerMetrics(s.metrics)
+	if archive != nil {
+		registerLogArchiveMetrics(s.metrics, archive)
+	}
 	if s.retention, err = newRetention(st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
@@ -237,10 +247,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, err
 	}
-	s.blobs, err = setupBlobs(cfg.DataDir, st, settings, logger.With("component", "blobs"))
-	if err != nil {
-		return nil, err
-	}
+	s.blobs = setupBlobs(bs, st, settings, logger.With("component", "blobs"))
 	// A listener on every interface signs under this host's reachable
 	// address, as the node registry does (advertise.go).
 	prov, provAttester, err := setupProvenance(ctx, cfg, st, reachableURL(baseURL, interfaceIPs()), logger.With("component", "provenance"))
@@ -445,6 +452,9 @@ func (s *Server) Run(stop context.Context) error {
 	s.cleanup.pushFunc("pipeline", s.processor.Stop)
 	s.cleanup.push("agent sockets", func(ctx context.Context) error { s.dispatcher.Shutdown(ctx); return nil })
 	s.cleanup.push("HTTP server", s.httpSrv.Shutdown)
+	if s.logArchive != nil {
+		go runLogArchive(ctx, s.logArchive, s.store, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), s.log.With("component", "logarchive"))
+	}
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
 	go s.reporter.Run(ctx)

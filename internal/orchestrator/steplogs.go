@@ -2,24 +2,112 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/store"
 )
 
 // openStepLogs opens the step-log store KICI_STEP_LOG_STORE names: in the
 // PostgreSQL database (shared by every node, the default with
-// KICI_DATABASE_URL) or files under <data dir>/logs. The store's migrations
-// have created the tables by now. close releases it at shutdown.
-func openStepLogs(ctx context.Context, cfg *config.Config, logger *slog.Logger) (logs logstore.Store, close func(), err error) {
+// KICI_DATABASE_URL) or files under <data dir>/logs, with the per-step
+// size cap KICI_STEP_LOG_MAX_BYTES. With KICI_LOG_ARCHIVE (the default)
+// finished logs move to the blob store blobs and the store returned reads
+// both (archive is then non-nil, for runLogArchive). The store's
+// migrations have created the tables by now. close releases it at
+// shutdown.
+func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store, logger *slog.Logger) (logs logstore.Store, archive *logstore.Archived, close func(), err error) {
+	var live logstore.Store
+	close = func() {}
 	if cfg.StepLogStore == config.StepLogsPostgres {
 		pg, err := logstore.OpenPG(ctx, cfg.DatabaseURL, logger)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return pg, pg.Close, nil
+		pg.SetStepMaxBytes(cfg.StepLogMaxBytes)
+		live, close = pg, pg.Close
+	} else {
+		fs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
+		fs.SetStepMaxBytes(cfg.StepLogMaxBytes)
+		live = fs
 	}
-	return logstore.NewFS(filepath.Join(cfg.DataDir, "logs")), func() {}, nil
+	if !cfg.LogArchive || blobs == nil {
+		return live, nil, close, nil
+	}
+	archive, err = logstore.NewArchived(live, blobs, logger)
+	if err != nil {
+		close()
+		return nil, nil, nil, err
+	}
+	logger.Info("finished step logs are archived to the blob store", "kind", blobs.Kind(), "after", cfg.LogArchiveAfter)
+	return archive, archive, close, nil
+}
+
+// logArchive is the archiving step-log store the node runs
+// runLogArchive over.
+type logArchive = logstore.Archived
+
+// logArchiveInterval is how often the node looks for finished logs to
+// archive; logArchiveBatch bounds the steps one pass looks at.
+const (
+	logArchiveInterval = 15 * time.Second
+	logArchiveBatch    = 500
+)
+
+// runLogArchive archives the step logs of finished jobs that have been
+// quiet for quiet, every interval until ctx ends. Every node runs it: an
+// archive written twice is the same objects, and only one commit removes
+// the live lines.
+func runLogArchive(ctx context.Context, a *logstore.Archived, st store.Store, quiet, interval time.Duration, logger *slog.Logger) {
+	finished := func(ctx context.Context, _, jobID string) (bool, error) {
+		job, err := st.GetJob(ctx, jobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil // its run was deleted: nothing will write again
+		}
+		if err != nil {
+			return false, err
+		}
+		return job.Status.IsTerminal(), nil
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := a.Sweep(ctx, quiet, logArchiveBatch, finished)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("log archive pass failed; the next pass tries again", "err", err)
+		}
+		if n > 0 {
+			logger.Info("archived step logs", "steps", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// registerLogArchiveMetrics exports what this node archived:
+// kici_orch_log_archived_steps_total, …_lines_total and …_bytes_total
+// (uncompressed JSON Lines bytes).
+func registerLogArchiveMetrics(reg prometheus.Registerer, a *logstore.Archived) {
+	for _, c := range []struct {
+		name, help string
+		get        func(logstore.ArchiveStats) int64
+	}{
+		{"kici_orch_log_archived_steps_total", "Step logs this node archived to the blob store.", func(s logstore.ArchiveStats) int64 { return s.Steps }},
+		{"kici_orch_log_archived_lines_total", "Lines of the step logs this node archived.", func(s logstore.ArchiveStats) int64 { return s.Lines }},
+		{"kici_orch_log_archived_bytes_total", "Uncompressed bytes (JSON Lines) of the step logs this node archived.", func(s logstore.ArchiveStats) int64 { return s.Bytes }},
+	} {
+		get := c.get
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(get(a.ArchiveStats())) }))
+	}
 }

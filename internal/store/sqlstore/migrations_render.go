@@ -43,6 +43,7 @@ var migrationVersions = []migrationVersion{
 	{"workflow_origin", 21, 21},
 	{"notifications", 22, 22},
 	{"web_sessions", 23, 23},
+	{"step_log_archive", 0, 24},
 }
 
 // migrationVersion is one template's version in each dialect.
