@@ -22,8 +22,12 @@ var funcs = template.FuncMap{
 	"ansi":   renderANSI,
 	"trunc":  truncate,
 	"add":    func(a, b int) int { return a + b },
+	"comma":  func(n int) string { return humanize.Comma(int64(n)) },
 	"branch": branchOf,
 	"join":   strings.Join,
+	// decideForm is the data of the "decide" template: a hold's approve
+	// and reject form, back = "run" to return to the run page.
+	"decideForm": func(id, csrf, back string) decideFormData { return decideFormData{ID: id, CSRF: csrf, Back: back} },
 	// statusCls takes any status type (run, job, step) or a plain word.
 	"statusCls": func(s any) string { return "st-" + cssWord(fmt.Sprint(s)) },
 }
@@ -110,4 +114,10 @@ func cssWord(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// decideFormData is one hold's decision form: the hold, the session's
+// CSRF token and where the decision returns to ("" = held runs page).
+type decideFormData struct {
+	ID, CSRF, Back string
 }
