@@ -1,5 +1,6 @@
-// Command screenshots writes PNG screenshots of the web UI's main pages
-// (make screenshots, into docs/img/). It starts kici-orchestrator from
+// Command screenshots writes PNG screenshots of every page of the web UI
+// (make screenshots, into docs/img/), each at 1400 px wide (a desktop,
+// web-ui-<page>.png) and at 390 px (a phone, web-ui-<page>-phone.png). It starts kici-orchestrator from
 // -bin on a throwaway data directory, registers a throwaway repository as
 // a local source, pushes a demo workflow (a needs graph with a matrix, a
 // coloured log, a failing job and a job held for approval), waits for the
@@ -181,32 +182,63 @@ func run(bin, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	var flakyJob string
+	for _, j := range jobs(url, token, ciRun) {
+		if j.JobName == "flaky" {
+			flakyJob = j.JobID
+		}
+	}
 	shots := []struct{ name, path, wait string }{
 		{"runs", "/ui/runs", "runs"},
 		{"run", "/ui/runs/" + ciRun, "graph"},
 		{"job", "/ui/runs/" + ciRun + "/jobs/" + testJob + "?step=0", "log"},
+		{"job-failed", "/ui/runs/" + ciRun + "/jobs/" + flakyJob + "?ts=1", "log"},
+		{"search", "/ui/runs/" + ciRun + "/jobs/" + testJob + "?step=0&q=PASS", "hits"},
 		{"held", "/ui/held", "held"},
 		{"sources", "/ui/sources", "main"},
 		{"agents", "/ui/agents", "agents"},
 		{"settings", "/ui/settings", "settings"},
 	}
-	for _, s := range shots {
-		png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
-			if err := chromedp.Do(ctx, chromedp.Navigate(url+s.path), chromedp.WaitVisible(chromedp.ID(s.wait))); err != nil {
-				return nil, err
+	widths := []struct {
+		suffix        string
+		width, height int64
+	}{{"", 1400, 900}, {"-phone", 390, 844}}
+	for _, w := range widths {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w.width, w.height)); err != nil {
+			return fmt.Errorf("viewport %d: %w", w.width, err)
+		}
+		for _, s := range shots {
+			png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
+				if err := chromedp.Do(ctx, chromedp.Navigate(url+s.path), chromedp.WaitVisible(chromedp.ID(s.wait))); err != nil {
+					return nil, err
+				}
+				time.Sleep(300 * time.Millisecond)
+				return chromedp.CaptureScreenshot()(ctx, t)
+			})
+			if err != nil {
+				return fmt.Errorf("%s at %d px: %w", s.name, w.width, err)
 			}
-			time.Sleep(300 * time.Millisecond)
-			return chromedp.CaptureScreenshot()(ctx, t)
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			path := filepath.Join(out, "web-ui-"+s.name+w.suffix+".png")
+			if err := os.WriteFile(path, png, 0o644); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s (%d KiB)\n", path, len(png)/1024)
 		}
-		path := filepath.Join(out, "web-ui-"+s.name+".png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("wrote %s (%d KiB)\n", path, len(png)/1024)
 	}
+	// The status badge of the demo workflow, as a README shows it (read
+	// with the browser's session: badges are private by default).
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("runs"))); err != nil {
+		return fmt.Errorf("badge: %w", err)
+	}
+	badge, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch("/ui/badge/app/ci.svg?branch=main").then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		return fmt.Errorf("badge: %w", err)
+	}
+	path := filepath.Join(out, "web-ui-badge.svg")
+	if err := os.WriteFile(path, []byte(badge+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", path)
 	return nil
 }
 

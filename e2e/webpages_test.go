@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// pagesWorkflow's job finishes a first step, then runs a second that
+// prints a line and waits for a gate file: the job page of the running job
+// must open on that second step.
+func pagesWorkflow(marks string) string {
+	return `name: pages
+on: {push: {branches: [main]}}
+jobs:
+  build:
+    steps:
+      - name: prepare
+        run: echo prepared
+      - name: long work
+        run: |
+          echo "working on a line long enough to need the whole width of a phone screen to be read without scrolling"
+          while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
+`
+}
+
+// TestWebPagesAtPhoneAndDesktopWidth opens the web UI of a real
+// orchestrator in headless Chromium at 390 px (a phone) and 1400 px: the
+// job page of a running job opens on its running step with the set-up
+// finished and an elapsed time that counts on; its log keeps the width of
+// the screen at 390 px; the runs table scrolls inside its box so its last
+// column can be reached; and a status badge of the workflow is served as
+// SVG to the signed-in browser and refused to an anonymous request (badges
+// are private by default).
+func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
+	chromiumPath(t)
+	marks := marksDir(t)
+	o := startOrchestrator(t)
+	repo := t.TempDir()
+	git(t, repo, "init", "-q", "-b", "main")
+	write(t, filepath.Join(repo, ".kici/workflows/pages.yaml"), pagesWorkflow(marks))
+	run(t, repo, nil, filepath.Join(binDir, "kici"), "compile")
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-qm", "Pages: a phone-width layout\n\nThe body of the message.")
+	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "pagesrc", "--quiet")
+	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
+	var runID string
+	waitFor(t, 30*time.Second, "the run", func() bool {
+		var list struct {
+			Runs []runView `json:"runs"`
+		}
+		o.get(t, "/api/v1/admin/runs?deliveryId="+delivery, &list)
+		if len(list.Runs) > 0 {
+			runID = list.Runs[0].RunID
+		}
+		return runID != ""
+	})
+	var jobID string
+	waitFor(t, 60*time.Second, "the second step to run", func() bool {
+		j := o.jobsOf(t, runID)["build"]
+		jobID = j.JobID
+		return len(j.Steps) > 1 && j.Steps[1].Status == "running"
+	})
+	defer write(t, filepath.Join(marks, "gate"), "")
+
+	b := newBrowser(t, o.url, "pages")
+	b.signIn(o.token)
+	jobPage := fmt.Sprintf("%s/ui/runs/%s/jobs/%s", o.url, runID, jobID)
+	for _, width := range []int64{390, 1400} {
+		b.do(fmt.Sprintf("viewport %d", width), chromedp.EmulateViewport(width, 844))
+
+		// The job page opens on the running step, the set-up is done and
+		// the elapsed time counts on.
+		b.do("job page", chromedp.Navigate(jobPage), chromedp.WaitVisible(`//td[contains(., "working on a line")]`))
+		if step := js[string](b, `document.querySelector("#steps li.on").dataset.step`); step != "1" {
+			t.Errorf("%d px: the running job opened on step %s, want 1 (the running step)", width, step)
+		}
+		if setup := b.text(`#steps li[data-step="-1"] .badge`); setup != "success" {
+			t.Errorf("%d px: the finished set-up reads %q", width, setup)
+		}
+		first := b.text(`#steps li.on .elapsed`)
+		time.Sleep(2100 * time.Millisecond)
+		if later := b.text(`#steps li.on .elapsed`); later == first || later == "" {
+			t.Errorf("%d px: the running step's elapsed time did not count on (%q then %q)", width, first, later)
+		}
+		logW := js[float64](b, `document.getElementById("log").getBoundingClientRect().width`)
+		want := 300.0
+		if width == 1400 {
+			want = 800
+		}
+		if logW < want {
+			t.Errorf("%d px: the log is %.0f px wide, want at least %.0f", width, logW, want)
+		}
+		if over := js[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
+			t.Errorf("%d px: the job page is wider than the screen (%v px)", width, js[float64](b, `document.documentElement.scrollWidth`))
+		}
+
+		// The runs table: its last column can be reached, by scrolling its
+		// box at phone width; the page itself is no wider than the screen.
+		b.do("runs page", chromedp.Navigate(o.url+"/ui/runs"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run-id="`+runID+`"]`)))
+		reach := js[string](b, `(() => {
+			const box = document.getElementById("runs-scroll");
+			box.scrollLeft = box.scrollWidth;
+			const last = document.querySelector("#runs thead th:last-child").getBoundingClientRect();
+			return [Math.round(last.left), Math.round(last.right), window.innerWidth, box.scrollWidth > box.clientWidth].join(" ");
+		})()`)
+		var left, right, inner int
+		var scrolls bool
+		fmt.Sscanf(reach, "%d %d %d %t", &left, &right, &inner, &scrolls)
+		if left < 0 || right > inner+1 {
+			t.Errorf("%d px: the runs table's last column cannot be reached (left %d, right %d, screen %d)", width, left, right, inner)
+		}
+		if width == 390 && !scrolls {
+			t.Errorf("390 px: the runs table does not scroll in its box (%s)", reach)
+		}
+		if over := js[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
+			t.Errorf("%d px: the runs page is wider than the screen", width)
+		}
+		if title := b.text(`tr[data-run-id="` + runID + `"] .commit-title`); title != "Pages: a phone-width layout" {
+			t.Errorf("%d px: the run's commit title reads %q", width, title)
+		}
+	}
+
+	// The badge: SVG for the signed-in browser, 401 without the session.
+	badge := js[string](b, `fetch("/ui/badge/pagesrc/pages.svg?branch=main").then(async r => r.status + " " + r.headers.get("Content-Type") + " " + r.headers.get("Cache-Control") + " " + await r.text())`)
+	if !strings.HasPrefix(badge, "200 image/svg+xml") || !strings.Contains(badge, "no-cache") || !strings.Contains(badge, ">running<") {
+		t.Errorf("badge for the signed-in browser: %.300s", badge)
+	}
+	anon := js[string](b, `fetch("/ui/badge/pagesrc/pages.svg?branch=main", {credentials: "omit"}).then(r => r.status + " " + r.headers.get("Content-Type"))`)
+	if anon != "401 image/svg+xml; charset=utf-8" {
+		t.Errorf("badge without a session: %s", anon)
+	}
+}
