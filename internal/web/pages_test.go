@@ -338,3 +338,18 @@ func TestGraphFitsLastColumnAndFullLegNames(t *testing.T) {
 		}
 	}
 }
+
+// A skipped job's page reads "skipped" for its duration, not 0ms.
+func TestSkippedJobPageReadsSkipped(t *testing.T) {
+	h := newHarness(t)
+	zero := int64(0)
+	now := time.Now().UTC()
+	if _, err := h.st.UpdateJobStatus(context.Background(), h.jobIDs[2], nil, status.JobSkipped, store.JobUpdate{CompletedAt: &now, DurationMs: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	_, body, _ := c.get(h.jobURL(2))
+	mustContain(t, "skipped job", body, "<dt>Duration</dt><dd>skipped</dd>")
+	mustNotContain(t, "skipped job", body, "<dd>0ms</dd>")
+}

@@ -92,6 +92,11 @@ func run(bin, out string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// The agent runs steps as an unprivileged user, who must reach the job
+	// work directory below TMPDIR: searchable, not listable.
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		return err
+	}
 	data := filepath.Join(tmp, "data")
 	env := append(os.Environ(), "KICI_DATA_DIR="+data, "KICI_PORT=0", "TMPDIR="+tmp)
 	orch := exec.Command(filepath.Join(bin, "kici-orchestrator"))
