@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"kici.dev/kici/internal/testutil/ghfake"
 )
 
 // pagesWorkflow's job finishes a first step, then runs a second that
@@ -133,5 +137,85 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	anon := js[string](b, `fetch("/ui/badge/pagesrc/pages.svg?branch=main", {credentials: "omit"}).then(r => r.status + " " + r.headers.get("Content-Type"))`)
 	if anon != "401 image/svg+xml; charset=utf-8" {
 		t.Errorf("badge without a session: %s", anon)
+	}
+}
+
+// forkPagesWorkflow runs on pull requests; a fork's are held by the
+// default trust policy.
+const forkPagesWorkflow = `name: pr
+on:
+  pull_request:
+    events: [opened]
+jobs:
+  check:
+    steps:
+      - run: echo checked
+`
+
+// TestWebPagesForkPullRequestInChromium: a fork pull request held by the
+// trust policy shows, on the held runs page and the run page, who opened
+// it, from which fork, its title and links to it and its changed files;
+// the owner approves it on the run page and the run proceeds.
+func TestWebPagesForkPullRequestInChromium(t *testing.T) {
+	chromiumPath(t)
+	repo := repoWithWorkflow(t, forkPagesWorkflow)
+	baseSHA := git(t, repo, "rev-parse", "HEAD")
+	lock, err := os.ReadFile(filepath.Join(repo, ".kici/kici.lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "checkout", "-q", "-b", "fork")
+	write(t, filepath.Join(repo, "change.txt"), "a change\n")
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-qm", "a change from a fork")
+	headSHA := git(t, repo, "rev-parse", "HEAD")
+	git(t, repo, "checkout", "-q", "main")
+
+	fake := ghfake.New(ingressApp)
+	defer fake.Close()
+	for _, ref := range []string{"main", baseSHA, headSHA} {
+		fake.SetFile(ingressRepo, ref, ".kici/kici.lock.json", lock)
+	}
+	fake.SetBranch(ingressRepo, "main", baseSHA)
+	fake.SetPermission(ingressRepo, "outsider", "read")
+	o := startOrchestrator(t, loopbackSourcesEnv)
+	srcID := o.addGitHubAppSource(t, fake)
+	pr, _ := json.Marshal(map[string]any{"action": "opened", "number": 7, "installation": map[string]any{"id": 9},
+		"pull_request": map[string]any{"number": 7, "title": "Faster <b>parser</b>", "html_url": "https://github.com/acme/api/pull/7",
+			"user": map[string]any{"login": "outsider"},
+			"head": map[string]any{"ref": "fork", "sha": headSHA, "repo": map[string]any{"full_name": "outsider/api", "html_url": "https://github.com/outsider/api"}},
+			"base": map[string]any{"ref": "main", "sha": baseSHA, "repo": map[string]any{"full_name": ingressRepo}}},
+		"repository": map[string]any{"full_name": ingressRepo, "default_branch": "main", "clone_url": "file://" + repo},
+		"sender":     map[string]any{"login": "outsider", "id": 31337}})
+	postGitHubEvent(t, o.url+"/webhook/acme/github/"+srcID, "pull_request", "pages-pr-7", pr)
+	runID := o.runOf(t, fmt.Sprintf("github:%d:pages-pr-7", ingressApp))
+	o.waitRunStatus(t, runID, 30*time.Second, "held")
+
+	b := newBrowser(t, o.url, "fork")
+	b.signIn(o.token)
+	b.do("held page", chromedp.Navigate(o.url+"/ui/held"), chromedp.WaitVisible(chromedp.CSS("#held .pull")))
+	want := "#7 Faster <b>parser</b> by outsider from outsider/api · Files changed"
+	if got := strings.Join(strings.Fields(b.text("#held .pull")), " "); got != want {
+		t.Errorf("held page change = %q, want %q", got, want)
+	}
+	if diff := js[string](b, `document.querySelector("#held a.pr-diff").href`); diff != "https://github.com/acme/api/pull/7/files" {
+		t.Errorf("held page diff link = %q", diff)
+	}
+	b.do("run page", chromedp.Navigate(o.url+"/ui/runs/"+runID), chromedp.WaitVisible(chromedp.ID("holds")))
+	if got := strings.Join(strings.Fields(b.text("#pull .pull")), " "); got != want {
+		t.Errorf("run page pull request = %q, want %q", got, want)
+	}
+	b.do("approve on the run page",
+		chromedp.SendKeys(chromedp.CSS(`#holds input[name="comment"]`), "read the diff"),
+		chromedp.Click(chromedp.CSS("#holds button.approve")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if flash := b.text(".flash"); !strings.Contains(flash, "approved") {
+		t.Errorf("flash after approving on the run page: %q", flash)
+	}
+	if loc := js[string](b, `location.pathname`); loc != "/ui/runs/"+runID {
+		t.Errorf("the decision returned to %s, not the run page", loc)
+	}
+	if r := o.waitRunStatus(t, runID, 3*time.Minute, "success", "failed", "cancelled"); r.Status != "success" {
+		t.Errorf("fork run after approval = %s (%s)", r.Status, r.FailureReason)
 	}
 }
