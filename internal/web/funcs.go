@@ -28,6 +28,7 @@ var funcs = template.FuncMap{
 	// decideForm is the data of the "decide" template: a hold's approve
 	// and reject form, back = "run" to return to the run page.
 	"decideForm": func(id, csrf, back string) decideFormData { return decideFormData{ID: id, CSRF: csrf, Back: back} },
+	"holdReason": holdReason,
 	// statusCls takes any status type (run, job, step) or a plain word.
 	"statusCls": func(s any) string { return "st-" + cssWord(fmt.Sprint(s)) },
 }
@@ -120,4 +121,20 @@ func cssWord(s string) string {
 // CSRF token and where the decision returns to ("" = held runs page).
 type decideFormData struct {
 	ID, CSRF, Back string
+}
+
+// holdReasons say what a security hold's stored reason code means.
+var holdReasons = map[string]string{
+	"fork_pr":       "pull request from a fork",
+	"context_trust": "the context requires a trusted change",
+}
+
+// holdReason is a hold's reason for a reader: a stored code is explained
+// and kept in parentheses ("pull request from a fork (fork_pr)"); a
+// sentence is shown as it is.
+func holdReason(r string) string {
+	if t, ok := holdReasons[r]; ok {
+		return t + " (" + r + ")"
+	}
+	return r
 }

@@ -61,7 +61,7 @@ func TestHeldForkRunShowsPullRequestAndDecidesOnRunPage(t *testing.T) {
 	csrf := c.signIn(h.tokens[auth.RoleAdmin])
 	want := []string{`#42 Speed up &lt;b&gt;parser&lt;/b&gt;`, `href="https://github.com/demo/app/pull/42"`,
 		`<strong class="pr-author">forker</strong>`, `<a href="https://github.com/forker/app" rel="noreferrer noopener">forker/app</a>`,
-		`href="https://github.com/demo/app/pull/42/files"`, "Files changed"}
+		`href="https://github.com/demo/app/pull/42/files"`, "Files changed", "pull request from a fork (fork_pr)"}
 	_, body, _ := c.get("/ui/held")
 	mustContain(t, "held page", body, want...)
 	_, body, _ = c.get("/ui/runs/" + run.ID)

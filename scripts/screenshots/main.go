@@ -98,7 +98,8 @@ func run(bin, out string) error {
 		return err
 	}
 	data := filepath.Join(tmp, "data")
-	env := append(os.Environ(), "KICI_DATA_DIR="+data, "KICI_PORT=0", "TMPDIR="+tmp)
+	// Loopback source URLs: the fork pull request's GitHub API is a local fake.
+	env := append(os.Environ(), "KICI_DATA_DIR="+data, "KICI_PORT=0", "TMPDIR="+tmp, "KICI_ALLOW_LOCAL_SOURCE_URLS=true")
 	orch := exec.Command(filepath.Join(bin, "kici-orchestrator"))
 	orch.Env = env
 	logf, _ := os.Create(filepath.Join(tmp, "orchestrator.log"))
@@ -124,7 +125,8 @@ func run(bin, out string) error {
 		return strings.TrimSpace(string(b)), nil
 	}
 	repo := filepath.Join(tmp, "app")
-	files := map[string]string{".kici/workflows/ci.yaml": workflow, ".kici/workflows/release.yaml": heldWorkflow, "README.md": "demo\n"}
+	files := map[string]string{".kici/workflows/ci.yaml": workflow, ".kici/workflows/release.yaml": heldWorkflow,
+		".kici/workflows/pr.yaml": prWorkflow, "README.md": "demo\n"}
 	for name, body := range files {
 		p := filepath.Join(repo, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -163,6 +165,15 @@ func run(bin, out string) error {
 	if err != nil {
 		return err
 	}
+	sha, err := gitOut(repo, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	prRun, stopFake, err := forkPullRequest(url, token, tmp, repo, sha, admin)
+	if err != nil {
+		return err
+	}
+	defer stopFake()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(tmp, "profile")), chromedp.WindowSize(1200, 820))
@@ -200,6 +211,7 @@ func run(bin, out string) error {
 		{"job-failed", "/ui/runs/" + ciRun + "/jobs/" + flakyJob + "?ts=1", "log"},
 		{"search", "/ui/runs/" + ciRun + "/jobs/" + testJob + "?step=0&q=PASS", "hits"},
 		{"held", "/ui/held", "held"},
+		{"run-held", "/ui/runs/" + prRun, "holds"},
 		{"sources", "/ui/sources", "main"},
 		{"agents", "/ui/agents", "agents"},
 		{"settings", "/ui/settings", "settings"},
@@ -245,6 +257,13 @@ func run(bin, out string) error {
 	}
 	fmt.Printf("wrote %s\n", path)
 	return nil
+}
+
+func gitOut(dir string, args ...string) (string, error) {
+	c := exec.Command("git", args...)
+	c.Dir = dir
+	b, err := c.Output()
+	return strings.TrimSpace(string(b)), err
 }
 
 func cmdIn(dir string, env []string, name string, args ...string) error {
