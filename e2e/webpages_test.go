@@ -37,7 +37,7 @@ jobs:
 // job page of a running job opens on its running step with the set-up
 // finished and an elapsed time that counts on; its log keeps the width of
 // the screen at 390 px; the runs table scrolls inside its box so its last
-// column can be reached; and a status badge of the workflow is served as
+// column can be reached, and stays scrolled when the list refreshes; and a status badge of the workflow is served as
 // SVG to the signed-in browser and refused to an anonymous request (badges
 // are private by default).
 func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
@@ -120,6 +120,22 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 		}
 		if width == 390 && !scrolls {
 			t.Errorf("390 px: the runs table does not scroll in its box (%s)", reach)
+		}
+		if width == 390 {
+			// The list refreshes itself every few seconds: the table stays
+			// scrolled where the reader left it.
+			kept := js[string](b, `new Promise(res => {
+				document.getElementById("runs").dataset.mark = "old";
+				const t0 = Date.now();
+				(function wait() {
+					const fresh = !document.getElementById("runs").dataset.mark;
+					if (fresh || Date.now() - t0 > 10000) { return res(fresh + " " + document.getElementById("runs-scroll").scrollLeft); }
+					setTimeout(wait, 100);
+				})();
+			})`)
+			if !strings.HasPrefix(kept, "true ") || strings.HasSuffix(kept, " 0") {
+				t.Errorf("390 px: after the list refreshed (refreshed, scrollLeft) = %q, want the scroll kept", kept)
+			}
 		}
 		if over := js[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
 			t.Errorf("%d px: the runs page is wider than the screen", width)

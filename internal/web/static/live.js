@@ -34,7 +34,12 @@
         var main = document.getElementById("main");
         var active = document.activeElement;
         if (active && main.contains(active) && active.tagName !== "BODY") { return; } // do not disturb typing
+        // Tables scrolled sideways (phone width) keep their position.
+        var boxes = main.querySelectorAll(".scroll"), lefts = [];
+        for (var i = 0; i < boxes.length; i++) { lefts.push(boxes[i].scrollLeft); }
         main.innerHTML = html;
+        boxes = main.querySelectorAll(".scroll");
+        for (var k = 0; k < boxes.length && k < lefts.length; k++) { boxes[k].scrollLeft = lefts[k]; }
       })
       .catch(function () {})
       .then(function () { refreshing = false; });
