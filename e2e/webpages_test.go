@@ -15,8 +15,8 @@ import (
 )
 
 // pagesWorkflow's job finishes a first step, then runs a second that
-// prints a line and waits for a gate file: the job page of the running job
-// must open on that second step.
+// prints a line and waits for a gate file (the job page of the running job
+// must open on that second step), then a short third.
 func pagesWorkflow(marks string) string {
 	return `name: pages
 on: {push: {branches: [main]}}
@@ -29,6 +29,10 @@ jobs:
         run: |
           echo "working on a line long enough to need the whole width of a phone screen to be read without scrolling"
           while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
+      - name: after the gate
+        run: |
+          echo "the last step"
+          sleep 2
 `
 }
 
@@ -37,9 +41,10 @@ jobs:
 // job page of a running job opens on its running step with the set-up
 // finished and an elapsed time that counts on; its log keeps the width of
 // the screen at 390 px; the runs table scrolls inside its box so its last
-// column can be reached, and stays scrolled when the list refreshes; and a status badge of the workflow is served as
-// SVG to the signed-in browser and refused to an anonymous request (badges
-// are private by default).
+// column can be reached, and stays scrolled when the list refreshes; a
+// status badge of the workflow is served as SVG to the signed-in browser
+// and refused to an anonymous request (badges are private by default);
+// and a job page opened without a step follows the job to its next step.
 func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	chromiumPath(t)
 	marks := marksDir(t)
@@ -153,6 +158,17 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	anon := js[string](b, `fetch("/ui/badge/pagesrc/pages.svg?branch=main", {credentials: "omit"}).then(r => r.status + " " + r.headers.get("Content-Type"))`)
 	if anon != "401 image/svg+xml; charset=utf-8" {
 		t.Errorf("badge without a session: %s", anon)
+	}
+
+	// A job page opened without a step follows the job: when the running
+	// step ends it opens on the next one.
+	b.do("follow the job", chromedp.Navigate(jobPage), chromedp.WaitVisible(chromedp.ID("tail-state")))
+	write(t, filepath.Join(marks, "gate"), "")
+	b.do("the next step is opened", chromedp.WaitVisible(`//li[@aria-current="step" and @data-step="2"]`))
+	// Opened anew, not redrawn in place: the page follows the new step's
+	// log stream.
+	if stream := js[string](b, `document.body.dataset.liveUrl`); !strings.Contains(stream, "/steps/2/logs/stream") {
+		t.Errorf("after the step ended the page follows %q, not step 2's log", stream)
 	}
 }
 

@@ -237,9 +237,15 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 			}
 		}
 	}
+	// A page opened without ?step follows the job: live.js opens it again
+	// when the tailed step ends, and while the job runs with no step
+	// running (between two steps) it looks again shortly ("await-step").
 	live := ""
-	if d.Tail {
+	switch {
+	case d.Tail:
 		live = "tail"
+	case !q.Has("step") && job.Status == status.JobRunning:
+		live = "await-step"
 	}
 	u.render(w, r, http.StatusOK, "job", view{Title: job.JobName + " · job", Nav: "runs", Who: p, CSRF: s.csrf,
 		Live: live, LiveURL: d.StreamURL, Data: d})

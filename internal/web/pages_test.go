@@ -353,3 +353,26 @@ func TestSkippedJobPageReadsSkipped(t *testing.T) {
 	mustContain(t, "skipped job", body, "<dt>Duration</dt><dd>skipped</dd>")
 	mustNotContain(t, "skipped job", body, "<dd>0ms</dd>")
 }
+
+// A job page opened without ?step follows the job: tailing its running
+// step, or, between two steps, looking again for the next ("await-step");
+// a page opened on a chosen finished step stays put.
+func TestJobPageWithoutStepFollowsTheJob(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	_, body, _ := c.get(h.jobURL(0))
+	mustContain(t, "running step", body, `data-live="tail"`)
+	now := time.Now().UTC()
+	if err := h.st.UpsertStep(context.Background(), &store.Step{RunID: h.runID, JobID: h.jobIDs[0], StepIndex: 0, StepName: "compile",
+		Status: status.StepSuccess, StartedAt: &now, CompletedAt: &now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.UpdateJobStatus(context.Background(), h.jobIDs[0], nil, status.JobRunning, store.JobUpdate{StartedAt: &now}); err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ = c.get(h.jobURL(0))
+	mustContain(t, "between steps", body, `data-live="await-step"`)
+	_, body, _ = c.get(h.jobURL(0) + "?step=0")
+	mustContain(t, "chosen finished step", body, `data-live=""`)
+}

@@ -63,6 +63,11 @@
     }
   }, 1000);
 
+  // A running job between two steps: look again shortly for the next.
+  if (mode === "await-step") {
+    setTimeout(function () { location.reload(); }, 1500);
+  }
+
   if (mode === "refresh") {
     setInterval(refreshMain, 3000);
   }
@@ -130,6 +135,12 @@
     tail.addEventListener("end", function () {
       tail.close();
       if (state) { state.textContent = "finished"; }
+      // A page opened without ?step follows the job: it opens again on
+      // the step that runs next (or the failing one, or the last).
+      if (!new URLSearchParams(location.search).has("step")) {
+        setTimeout(function () { location.reload(); }, 300);
+        return;
+      }
       // The step list and statuses are redrawn in place; the lines already
       // shown stay (the server renders the same page of the log).
       setTimeout(refreshMain, 300);
