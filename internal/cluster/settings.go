@@ -52,6 +52,11 @@ const (
 	// GlobalWorkflowsEnabled switches organization-wide workflows on (1)
 	// or off (0, the default): KiCI's global_workflows_enabled.
 	GlobalWorkflowsEnabled = "global_workflows_enabled"
+	// PublicBadges makes the web UI's status badges
+	// (/ui/badge/{source}/{workflow}.svg) readable without signing in (1)
+	// or only by a signed-in caller allowed to read the runs (0, the
+	// default).
+	PublicBadges = "public_badges"
 )
 
 // Knob describes one cluster setting.
@@ -87,6 +92,7 @@ var Knobs = []Knob{
 	{ArtifactMaxBytes, "artifactMaxBytes", 1024, 1 << 40, "", "size cap of one artifact (compressed), enforced while it streams"},
 	{ArtifactMaxPerRun, "artifactMaxPerRun", 1, 10000, "", "how many artifacts one run may upload"},
 	{GlobalWorkflowsEnabled, "globalWorkflowsEnabled", 0, 1, "", "1 runs organization-wide workflows (a workflow with `repos` on a trigger) for the other sources of their org; 0 (default) does not, read on every delivery"},
+	{PublicBadges, "publicBadges", 0, 1, "", "1 serves the web UI's status badges (/ui/badge/{source}/{workflow}.svg) to anyone; 0 (default) only to a signed-in caller who may read the runs"},
 }
 
 // KnobByName finds a knob by column or wire name.
@@ -113,7 +119,7 @@ func DefaultValues() Defaults {
 		CheckRunTrackingTTLDays: 7,
 		UserCacheQuotaBytes:     5 << 30, UserCacheTTLMs: 7 * day,
 		ArtifactQuotaBytes: 20 << 30, ArtifactTTLMs: 30 * day, ArtifactMaxBytes: 1 << 30, ArtifactMaxPerRun: 50,
-		GlobalWorkflowsEnabled: 0,
+		GlobalWorkflowsEnabled: 0, PublicBadges: 0,
 	}
 }
 

@@ -50,6 +50,10 @@ type RunControlStore interface {
 	// GetRunLink returns the link of a rerun, or ErrNotFound for a run that
 	// is not a rerun.
 	GetRunLink(ctx context.Context, runID string) (*RunLink, error)
+	// ListRerunsOf returns the links of the reruns of parentRunID (the
+	// runs that repeat it directly), oldest first, at most limit (≤ 0:
+	// 100); none for a run never rerun.
+	ListRerunsOf(ctx context.Context, parentRunID string, limit int) ([]*RunLink, error)
 	// InsertConcurrencyEntry inserts e (CreatedAt defaulted to now);
 	// ErrConflict when the run already has an entry.
 	InsertConcurrencyEntry(ctx context.Context, e *ConcurrencyEntry) error

@@ -28,6 +28,12 @@ type heldRow struct {
 	Hold    *store.HeldRun
 	JobName string
 	Run     *store.Run
+	// Pull is the pull request the run was made for (zero for a push):
+	// its author, the fork it comes from and links to it and its diff.
+	Pull pullInfo
+	// Actor is who triggered the run (the delivery's sender, else the
+	// run's triggeredBy).
+	Actor string
 }
 
 type heldData struct {
@@ -52,6 +58,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 	if platformConnected(u.d.Mode) {
 		d.Platform = u.d.Mode
 	}
+	facts := u.newDeliveryFacts()
 	for _, h := range holds {
 		row := heldRow{Hold: h}
 		if h.JobID != "" {
@@ -61,6 +68,11 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		}
 		if run, err := u.d.Store.GetRun(ctx, h.RunID); err == nil {
 			row.Run = run
+			f := facts.get(ctx, run.DeliveryID)
+			row.Pull, row.Actor = f.Pull, f.Commit.Actor
+			if row.Actor == "" {
+				row.Actor = run.TriggeredBy
+			}
 		}
 		d.Rows = append(d.Rows, row)
 	}

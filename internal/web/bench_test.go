@@ -115,3 +115,49 @@ func BenchmarkJobPageLastPageOfMillionLineLog(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
 }
+
+// BenchmarkRunsPage25Deliveries measures the runs list of 25 runs that
+// each come from their own push (a GitHub-sized payload of about 25 KB
+// with 20 commits): each row's commit title and actor are read from its
+// delivery.
+func BenchmarkRunsPage25Deliveries(b *testing.B) {
+	h := newBenchHarness(b)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	commits := make([]map[string]any, 20)
+	for i := range commits {
+		commits[i] = map[string]any{"id": strings.Repeat("c", 40), "message": strings.Repeat("a commit message line ", 40),
+			"added": []string{"internal/web/a.go", "internal/web/b.go"}, "modified": []string{"docs/web-ui.md"}}
+	}
+	for i := 0; i < 25; i++ {
+		payload, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "commits": commits, "sender": map[string]any{"login": fmt.Sprintf("dev%d", i)},
+			"head_commit": map[string]any{"message": fmt.Sprintf("change %d\n\nbody", i), "url": "https://github.com/demo/app/commit/x"}})
+		del := &store.Delivery{ID: fmt.Sprintf("bench-d%d", i), SourceID: "src-1", OrgID: "demo", Event: "push", Payload: payload,
+			Status: store.DeliveryReceived, ReceivedAt: now}
+		if err := h.st.InsertDelivery(ctx, del); err != nil {
+			b.Fatal(err)
+		}
+		if err := h.st.CreateRun(ctx, &store.Run{ID: fmt.Sprintf("77777777-0000-0000-0000-%012d", i), WorkflowName: "ci", Status: status.RunSuccess,
+			Provider: "github", RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("e", 40), DeliveryID: del.ID,
+			SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now.Add(time.Duration(i+1) * time.Second)}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleOwner])
+	url := h.srv.URL + "/ui/runs"
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		resp, err := c.hc.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Count(string(body), `<td class="actor">dev`) != 25 {
+			b.Fatalf("runs page: %d, %d actors", resp.StatusCode, strings.Count(string(body), `<td class="actor">dev`))
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/page")
+}

@@ -22,8 +22,13 @@ var funcs = template.FuncMap{
 	"ansi":   renderANSI,
 	"trunc":  truncate,
 	"add":    func(a, b int) int { return a + b },
+	"comma":  func(n int) string { return humanize.Comma(int64(n)) },
 	"branch": branchOf,
 	"join":   strings.Join,
+	// decideForm is the data of the "decide" template: a hold's approve
+	// and reject form, back = "run" to return to the run page.
+	"decideForm": func(id, csrf, back string) decideFormData { return decideFormData{ID: id, CSRF: csrf, Back: back} },
+	"holdReason": holdReason,
 	// statusCls takes any status type (run, job, step) or a plain word.
 	"statusCls": func(s any) string { return "st-" + cssWord(fmt.Sprint(s)) },
 }
@@ -110,4 +115,26 @@ func cssWord(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// decideFormData is one hold's decision form: the hold, the session's
+// CSRF token and where the decision returns to ("" = held runs page).
+type decideFormData struct {
+	ID, CSRF, Back string
+}
+
+// holdReasons say what a security hold's stored reason code means.
+var holdReasons = map[string]string{
+	"fork_pr":       "pull request from a fork",
+	"context_trust": "the context requires a trusted change",
+}
+
+// holdReason is a hold's reason for a reader: a stored code is explained
+// and kept in parentheses ("pull request from a fork (fork_pr)"); a
+// sentence is shown as it is.
+func holdReason(r string) string {
+	if t, ok := holdReasons[r]; ok {
+		return t + " (" + r + ")"
+	}
+	return r
 }

@@ -7,9 +7,16 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Graph geometry, in SVG user units.
+// Graph geometry, in SVG user units. A box is wide enough for the
+// longest job name of the run (a matrix leg's full name, e.g. "test
+// (1.22, linux, amd64)"), at labelCharW units a character plus room for
+// the duration, between nodeW and maxNodeW; longer names are shortened
+// in the box and given whole in its tooltip.
 const (
 	nodeW, nodeH = 190, 34
+	maxNodeW     = 460
+	labelCharW   = 7
+	durRoom      = 74
 	colGap       = 60
 	rowGap       = 14
 	pad          = 10
@@ -77,6 +84,12 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 		maxCol = max(maxCol, depth[i])
 	}
 	g := needsGraph{Nodes: make([]graphNode, len(jobs))}
+	longest := 0
+	for _, j := range jobs {
+		longest = max(longest, len([]rune(j.JobName)))
+	}
+	w := min(max(nodeW, longest*labelCharW+durRoom), maxNodeW)
+	labelMax := (w - durRoom) / labelCharW
 	maxRows := 0
 	for c := 0; c <= maxCol; c++ {
 		idx := cols[c]
@@ -84,10 +97,10 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 		maxRows = max(maxRows, len(idx))
 		for row, i := range idx {
 			j := jobs[i]
-			x := pad + c*(nodeW+colGap)
+			x := pad + c*(w+colGap)
 			y := pad + row*(nodeH+rowGap)
-			n := graphNode{X: x, Y: y, W: nodeW, H: nodeH, TX: x + 10, TY: y + 22, DX: x + nodeW - 8,
-				Label: truncate(20, j.JobName), Name: j.JobName, Status: string(j.Status), JobID: j.ID,
+			n := graphNode{X: x, Y: y, W: w, H: nodeH, TX: x + 10, TY: y + 22, DX: x + w - 8,
+				Label: truncate(labelMax, j.JobName), Name: j.JobName, Status: string(j.Status), JobID: j.ID,
 				Href: "/ui/runs/" + runID + "/jobs/" + j.ID}
 			n.Dur = jobDur(j.Status, j.DurationMs)
 			g.Nodes[i] = n
@@ -107,7 +120,7 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 			}
 		}
 	}
-	g.W = 2*pad + (maxCol+1)*nodeW + maxCol*colGap
+	g.W = 2*pad + (maxCol+1)*w + maxCol*colGap
 	g.H = 2*pad + max(maxRows, 1)*(nodeH+rowGap) - rowGap
 	return g
 }

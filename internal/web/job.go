@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"kici.dev/kici/internal/execution/status"
 
@@ -35,17 +36,27 @@ type stepRow struct {
 	Error    string
 	Href     string
 	Selected bool
+	// Since is when a running step started (RFC 3339, UTC) and Elapsed
+	// how long ago that was when the page was made; live.js counts on
+	// from Since. Both "" unless the step is running.
+	Since, Elapsed string
 }
 
 type logLine struct {
 	N      int // 1-based line number
 	Stream string
 	HTML   any
+	// TS is when the line was logged (UTC, "15:04:05.000"), set only
+	// when the page shows timestamps; Stamp is the full time (tooltip).
+	TS, Stamp string
 }
 
+// searchHit is one matching line: its number, its text rendered as the
+// log renders it (colours as classes, other escapes dropped) and a link to
+// it on its page.
 type searchHit struct {
 	N    int
-	Text string
+	HTML any
 	Href string
 }
 
@@ -58,13 +69,25 @@ type jobData struct {
 	Lines            []logLine
 	From             int
 	PrevURL, NextURL string
-	RawURL           string
-	StreamURL        string
-	Tail             bool
-	Query            string
-	Hits             []searchHit
-	HitsCapped       bool
-	Hold             string
+	// FirstURL and LastURL open the first and the last page of a log
+	// longer than a page ("" when the page shown is that page).
+	FirstURL, LastURL string
+	// Total is the number of lines of the step's log (-1 when the log
+	// store cannot count them).
+	Total int
+	// Stamps shows each line's time (?ts=1); StampsURL toggles it.
+	Stamps    bool
+	StampsURL string
+	// JobSince and JobElapsed are the running job's start (RFC 3339) and
+	// elapsed time, "" unless the job is running.
+	JobSince, JobElapsed string
+	RawURL               string
+	StreamURL            string
+	Tail                 bool
+	Query                string
+	Hits                 []searchHit
+	HitsCapped           bool
+	Hold                 string
 	// Outputs are the values the job exported; Artifacts what it uploaded.
 	Outputs   map[string]string
 	Artifacts []artifactRow
@@ -90,7 +113,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 		return
 	}
 	base := "/ui/runs/" + url.PathEscape(run.ID) + "/jobs/" + url.PathEscape(job.ID)
-	rows := stepRows(job, steps, base)
+	rows := stepRows(job, steps, base, u.d.Now())
 	sel := defaultStep(rows)
 	if v := q.Get("step"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n >= -1 {
@@ -105,7 +128,10 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 		rows[i].Selected = rows[i].Index == sel
 	}
 	d := jobData{Run: run, Job: job, Steps: rows, Step: sel, Query: q.Get("q"),
-		RawURL: fmt.Sprintf("%s/steps/%d/raw", base, sel)}
+		RawURL: fmt.Sprintf("%s/steps/%d/raw", base, sel), Stamps: q.Get("ts") == "1", Total: -1}
+	if job.Status == status.JobRunning && job.StartedAt != nil {
+		d.JobSince, d.JobElapsed = job.StartedAt.UTC().Format(time.RFC3339), fmtElapsed(u.d.Now().Sub(*job.StartedAt))
+	}
 	if holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{JobID: job.ID, Statuses: []string{store.HoldPending}, Limit: 10}); err == nil && len(holds) > 0 {
 		d.Hold = holds[0].Reason
 	}
@@ -113,6 +139,9 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 		v := url.Values{"step": {strconv.Itoa(sel)}}
 		if from > 0 {
 			v.Set("from", strconv.Itoa(from))
+		}
+		if d.Stamps {
+			v.Set("ts", "1")
 		}
 		return base + "?" + v.Encode()
 	}
@@ -132,7 +161,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 				d.HitsCapped = true
 				return false
 			}
-			d.Hits = append(d.Hits, searchHit{N: n + 1, Text: truncate(200, l.Text),
+			d.Hits = append(d.Hits, searchHit{N: n + 1, HTML: renderANSI(truncate(300, l.Text)),
 				Href: stepURL(n/logPageSize*logPageSize) + "#L" + strconv.Itoa(n+1)})
 			return true
 		})
@@ -154,13 +183,37 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 		lines = lines[:logPageSize]
 	}
 	for i, l := range lines {
-		d.Lines = append(d.Lines, logLine{N: d.From + i + 1, Stream: l.Stream, HTML: renderANSI(l.Text)})
+		ll := logLine{N: d.From + i + 1, Stream: l.Stream, HTML: renderANSI(l.Text)}
+		if d.Stamps && l.Timestamp > 0 {
+			t := time.UnixMilli(l.Timestamp).UTC()
+			ll.TS, ll.Stamp = t.Format("15:04:05.000"), t.Format(time.RFC3339Nano)
+		}
+		d.Lines = append(d.Lines, ll)
+	}
+	if lc, ok := u.d.Logs.(lineCounter); ok {
+		if n, err := lc.Lines(run.ID, job.ID, sel); err == nil {
+			d.Total = n
+		}
 	}
 	if d.From > 0 {
 		d.PrevURL = stepURL(max(d.From-logPageSize, 0))
+		d.FirstURL = stepURL(0)
 	}
 	if more {
 		d.NextURL = stepURL(d.From + logPageSize)
+		if d.Total > 0 {
+			d.LastURL = stepURL((d.Total - 1) / logPageSize * logPageSize)
+		}
+	}
+	{
+		v := url.Values{"step": {strconv.Itoa(sel)}}
+		if d.From > 0 {
+			v.Set("from", strconv.Itoa(d.From))
+		}
+		if !d.Stamps {
+			v.Set("ts", "1")
+		}
+		d.StampsURL = base + "?" + v.Encode()
 	}
 	finished := job.Status.IsTerminal()
 	for _, row := range rows {
@@ -184,12 +237,37 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 			}
 		}
 	}
+	// A page opened without ?step follows the job: live.js opens it again
+	// when the tailed step ends, and while the job runs with no step
+	// running (between two steps) it looks again shortly ("await-step").
 	live := ""
-	if d.Tail {
+	switch {
+	case d.Tail:
 		live = "tail"
+	case !q.Has("step") && job.Status == status.JobRunning:
+		live = "await-step"
 	}
 	u.render(w, r, http.StatusOK, "job", view{Title: job.JobName + " · job", Nav: "runs", Who: p, CSRF: s.csrf,
 		Live: live, LiveURL: d.StreamURL, Data: d})
+}
+
+// lineCounter is the log stores' line count (logstore.FS and PG): the
+// pages use it for "of N lines" and the last page's link when present.
+type lineCounter interface {
+	Lines(runID, jobID string, stepIndex int) (int, error)
+}
+
+// fmtElapsed formats a running time to the second: "42s", "3m 05s",
+// "1h 02m" (what live.js counts on from).
+func fmtElapsed(d time.Duration) string {
+	d = max(d, 0).Truncate(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
 func isMissingLog(err error) bool {
@@ -200,7 +278,7 @@ func isTerminalStep(s string) bool { return status.Step(s).IsTerminal() }
 
 // stepRows lists the setup bucket and every step of the job's lock
 // config, with the state the agent reported.
-func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
+func stepRows(job *store.Job, steps []*store.Step, base string, now time.Time) []stepRow {
 	var cfg struct {
 		Steps []struct {
 			Name string `json:"name"`
@@ -215,7 +293,7 @@ func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
 	for _, s := range steps {
 		n = max(n, s.StepIndex+1)
 	}
-	rows := []stepRow{{Index: -1, Name: "Set up job", Status: setupStatus(job)}}
+	rows := []stepRow{{Index: -1, Name: "Set up job", Status: setupStatus(job, steps)}}
 	for i := 0; i < n; i++ {
 		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: string(status.StepPending)}
 		if i < len(cfg.Steps) && cfg.Steps[i].Name != "" {
@@ -227,6 +305,9 @@ func stepRows(job *store.Job, steps []*store.Step, base string) []stepRow {
 			}
 			row.Status, row.Exit, row.Error = string(s.Status), s.ExitCode, s.ErrorMessage
 			row.Dur = fmtDurPtr(s.DurationMs)
+			if s.Status == status.StepRunning && s.StartedAt != nil {
+				row.Since, row.Elapsed = s.StartedAt.UTC().Format(time.RFC3339), fmtElapsed(now.Sub(*s.StartedAt))
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -247,11 +328,25 @@ func hasStep(rows []stepRow, idx int) bool {
 	return false
 }
 
-func setupStatus(job *store.Job) string {
+// setupStatus is the state of the job's setup bucket: pending before the
+// job starts, running until its first step reports, then finished (the
+// agent sets up before it runs any step).
+func setupStatus(job *store.Job, steps []*store.Step) string {
 	switch {
 	case job.StartedAt == nil && !job.Status.IsTerminal():
 		return string(status.StepPending)
-	case job.Status.IsTerminal():
+	}
+	for _, s := range steps {
+		if s.Status != status.StepPending {
+			return string(status.StepSuccess)
+		}
+	}
+	switch job.Status {
+	case status.JobFailed, status.JobTimedOutStale:
+		// Ended before any step started: the setup is what failed.
+		return string(status.StepFailed)
+	}
+	if job.Status.IsTerminal() {
 		return string(status.StepSuccess)
 	}
 	return string(status.StepRunning)
@@ -289,7 +384,7 @@ func (u *UI) rawLog(w http.ResponseWriter, r *http.Request, s *session, p auth.P
 		u.internalError(w, r, err)
 		return
 	}
-	if !hasStep(stepRows(job, steps, ""), idx) {
+	if !hasStep(stepRows(job, steps, "", u.d.Now()), idx) {
 		u.errorPage(w, r, http.StatusNotFound, "Step not found")
 		return
 	}

@@ -36,6 +36,14 @@ type runsData struct {
 	Sources                          []*store.Source
 	SourceNames                      map[string]string
 	First, Last                      int
+	// Info is what each run's delivery says, by run id: the commit's
+	// title (or the pull request's) and who triggered it.
+	Info map[string]runListInfo
+}
+
+// runListInfo is one row's commit title and actor.
+type runListInfo struct {
+	Title, Actor string
 }
 
 func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
@@ -60,6 +68,19 @@ func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		return
 	}
 	d.Runs, d.Total = runs, total
+	d.Info = map[string]runListInfo{}
+	facts := u.newDeliveryFacts()
+	for _, run := range runs {
+		f := facts.get(r.Context(), run.DeliveryID)
+		in := runListInfo{Title: commitTitle(f.Commit.Message), Actor: f.Commit.Actor}
+		if f.Pull.Title != "" {
+			in.Title = truncate(90, f.Pull.Title)
+		}
+		if in.Actor == "" {
+			in.Actor = run.TriggeredBy
+		}
+		d.Info[run.ID] = in
+	}
 	if srcs, err := u.visibleSources(r, p); err == nil {
 		d.Sources = srcs
 		for _, src := range srcs {
@@ -114,11 +135,25 @@ type runData struct {
 	Trace     *pipeline.Trace
 	Decision  any
 	Commit    commitInfo
-	Source    string
+	// Pull is the pull request the run was made for (zero for a push).
+	Pull   pullInfo
+	Source string
+	// ParentRun is the run this rerun repeats ("" for a first run);
+	// Reruns are the runs that repeat this one, oldest first.
 	ParentRun string
+	Reruns    []string
 	CanCancel bool
 	CanRerun  bool
-	Terminal  bool
+	// CanRerunFailed offers "Re-run failed jobs" on a failed run.
+	CanRerunFailed bool
+	// CanDecide shows approve and reject on the run's pending holds: the
+	// caller may decide them (ci_trust.admin, or a reviewer a hold names)
+	// and decisions are made here, not on the KiCI Platform.
+	CanDecide bool
+	// Platform is the mode when held runs are decided on the KiCI
+	// Platform ("" otherwise).
+	Platform string
+	Terminal bool
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
 }
@@ -158,11 +193,30 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 		Terminal: run.Status.IsTerminal()}
 	d.CanCancel = !d.Terminal && u.d.Cancel != nil && can(p, auth.PermRunCancel)
 	d.CanRerun = d.Terminal && u.d.Rerun != nil && can(p, auth.PermRunRerun)
+	d.CanRerunFailed = d.CanRerun && run.Status == status.RunFailed
 	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 200})
 	if err != nil {
 		return nil, err
 	}
 	d.Holds = holds
+	operator := can(p, auth.PermCITrustAdmin) && p.RoutingKey == ""
+	d.CanDecide = len(holds) > 0 && u.d.Approval != nil && !platformConnected(u.d.Mode) &&
+		(operator || (can(p, auth.PermCITrustRead) && namesReviewer(holds, p.Person)))
+	if platformConnected(u.d.Mode) {
+		d.Platform = u.d.Mode
+	}
+	if l, err := u.d.Store.GetRunLink(ctx, run.ID); err == nil {
+		d.ParentRun = l.ParentRunID
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	kids, err := u.d.Store.ListRerunsOf(ctx, run.ID, 50)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kids {
+		d.Reruns = append(d.Reruns, k.RunID)
+	}
 	arts, err := u.d.Store.ListArtifacts(ctx, run.ID)
 	if err != nil {
 		return nil, err
@@ -189,6 +243,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 		}
 		if del != nil {
 			d.Commit = commitFromPayload(del.Payload)
+			d.Pull = pullFromPayload(del.Payload)
 			var tr pipeline.Trace
 			if len(del.Decisions) > 0 && json.Unmarshal(del.Decisions, &tr) == nil {
 				d.Trace = &tr
@@ -302,7 +357,13 @@ func (u *UI) rerunRun(w http.ResponseWriter, r *http.Request, s *session, p auth
 		u.errorPage(w, r, http.StatusServiceUnavailable, "Reruns are not available")
 		return
 	}
-	nr, err := u.d.Rerun.Rerun(r.Context(), run.ID, actor(p))
+	rerun := u.d.Rerun.Rerun
+	if r.PostFormValue("failed") == "true" {
+		// Like POST /runs/{runId}/rerun?failed=true: the jobs that did not
+		// succeed and their dependents run again, the others are carried.
+		rerun = u.d.Rerun.RerunFailed
+	}
+	nr, err := rerun(r.Context(), run.ID, actor(p))
 	switch {
 	case errors.Is(err, pipeline.ErrRunNotFound):
 		u.errorPage(w, r, http.StatusNotFound, "Run not found")

@@ -45,9 +45,12 @@ type RunCanceller interface {
 	CancelRun(ctx context.Context, runID string, force bool, by string) (string, error)
 }
 
-// Rerunner creates a rerun of a finished run (pipeline.Processor.Rerun).
+// Rerunner creates a rerun of a finished run: all of its jobs
+// (pipeline.Processor.Rerun) or only those that did not succeed and their
+// dependents (pipeline.Processor.RerunFailed).
 type Rerunner interface {
 	Rerun(ctx context.Context, runID, by string) (*store.Run, error)
+	RerunFailed(ctx context.Context, runID, by string) (*store.Run, error)
 }
 
 // HoldDecider decides a held run (approval.Decider.Decide).
@@ -176,6 +179,9 @@ func (u *UI) Mount(mux *http.ServeMux) {
 	h("GET /ui/sources", u.authed(u.sourcesPage))
 	h("GET /ui/agents", u.authed(u.agentsPage))
 	h("GET /ui/settings", u.authed(u.settingsPage))
+	// Status badges check the session themselves: public when the
+	// operator says so (cluster setting publicBadges).
+	h("GET /ui/badge/{source}/{workflow...}", u.badge)
 	h("/ui/", func(w http.ResponseWriter, r *http.Request) { u.errorPage(w, r, http.StatusNotFound, "Page not found") })
 }
 

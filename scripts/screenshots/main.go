@@ -1,5 +1,6 @@
-// Command screenshots writes PNG screenshots of the web UI's main pages
-// (make screenshots, into docs/img/). It starts kici-orchestrator from
+// Command screenshots writes PNG screenshots of every page of the web UI
+// (make screenshots, into docs/img/), each at 1400 px wide (a desktop,
+// web-ui-<page>.png) and at 390 px (a phone, web-ui-<page>-phone.png). It starts kici-orchestrator from
 // -bin on a throwaway data directory, registers a throwaway repository as
 // a local source, pushes a demo workflow (a needs graph with a matrix, a
 // coloured log, a failing job and a job held for approval), waits for the
@@ -91,8 +92,14 @@ func run(bin, out string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// The agent runs steps as an unprivileged user, who must reach the job
+	// work directory below TMPDIR: searchable, not listable.
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		return err
+	}
 	data := filepath.Join(tmp, "data")
-	env := append(os.Environ(), "KICI_DATA_DIR="+data, "KICI_PORT=0", "TMPDIR="+tmp)
+	// Loopback source URLs: the fork pull request's GitHub API is a local fake.
+	env := append(os.Environ(), "KICI_DATA_DIR="+data, "KICI_PORT=0", "TMPDIR="+tmp, "KICI_ALLOW_LOCAL_SOURCE_URLS=true")
 	orch := exec.Command(filepath.Join(bin, "kici-orchestrator"))
 	orch.Env = env
 	logf, _ := os.Create(filepath.Join(tmp, "orchestrator.log"))
@@ -118,7 +125,8 @@ func run(bin, out string) error {
 		return strings.TrimSpace(string(b)), nil
 	}
 	repo := filepath.Join(tmp, "app")
-	files := map[string]string{".kici/workflows/ci.yaml": workflow, ".kici/workflows/release.yaml": heldWorkflow, "README.md": "demo\n"}
+	files := map[string]string{".kici/workflows/ci.yaml": workflow, ".kici/workflows/release.yaml": heldWorkflow,
+		".kici/workflows/pr.yaml": prWorkflow, "README.md": "demo\n"}
 	for name, body := range files {
 		p := filepath.Join(repo, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -157,6 +165,15 @@ func run(bin, out string) error {
 	if err != nil {
 		return err
 	}
+	sha, err := gitOut(repo, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	prRun, stopFake, err := forkPullRequest(url, token, tmp, repo, sha, admin)
+	if err != nil {
+		return err
+	}
+	defer stopFake()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.UserDataDir(filepath.Join(tmp, "profile")), chromedp.WindowSize(1200, 820))
@@ -181,33 +198,72 @@ func run(bin, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	var flakyJob string
+	for _, j := range jobs(url, token, ciRun) {
+		if j.JobName == "flaky" {
+			flakyJob = j.JobID
+		}
+	}
 	shots := []struct{ name, path, wait string }{
 		{"runs", "/ui/runs", "runs"},
 		{"run", "/ui/runs/" + ciRun, "graph"},
 		{"job", "/ui/runs/" + ciRun + "/jobs/" + testJob + "?step=0", "log"},
+		{"job-failed", "/ui/runs/" + ciRun + "/jobs/" + flakyJob + "?ts=1", "log"},
+		{"search", "/ui/runs/" + ciRun + "/jobs/" + testJob + "?step=0&q=PASS", "hits"},
 		{"held", "/ui/held", "held"},
+		{"run-held", "/ui/runs/" + prRun, "holds"},
 		{"sources", "/ui/sources", "main"},
 		{"agents", "/ui/agents", "agents"},
 		{"settings", "/ui/settings", "settings"},
 	}
-	for _, s := range shots {
-		png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
-			if err := chromedp.Do(ctx, chromedp.Navigate(url+s.path), chromedp.WaitVisible(chromedp.ID(s.wait))); err != nil {
-				return nil, err
+	widths := []struct {
+		suffix        string
+		width, height int64
+	}{{"", 1400, 900}, {"-phone", 390, 844}}
+	for _, w := range widths {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w.width, w.height)); err != nil {
+			return fmt.Errorf("viewport %d: %w", w.width, err)
+		}
+		for _, s := range shots {
+			png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
+				if err := chromedp.Do(ctx, chromedp.Navigate(url+s.path), chromedp.WaitVisible(chromedp.ID(s.wait))); err != nil {
+					return nil, err
+				}
+				time.Sleep(300 * time.Millisecond)
+				return chromedp.CaptureScreenshot()(ctx, t)
+			})
+			if err != nil {
+				return fmt.Errorf("%s at %d px: %w", s.name, w.width, err)
 			}
-			time.Sleep(300 * time.Millisecond)
-			return chromedp.CaptureScreenshot()(ctx, t)
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			path := filepath.Join(out, "web-ui-"+s.name+w.suffix+".png")
+			if err := os.WriteFile(path, png, 0o644); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s (%d KiB)\n", path, len(png)/1024)
 		}
-		path := filepath.Join(out, "web-ui-"+s.name+".png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("wrote %s (%d KiB)\n", path, len(png)/1024)
 	}
+	// The status badge of the demo workflow, as a README shows it (read
+	// with the browser's session: badges are private by default).
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/ui/runs"), chromedp.WaitVisible(chromedp.ID("runs"))); err != nil {
+		return fmt.Errorf("badge: %w", err)
+	}
+	badge, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch("/ui/badge/app/ci.svg?branch=main").then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		return fmt.Errorf("badge: %w", err)
+	}
+	path := filepath.Join(out, "web-ui-badge.svg")
+	if err := os.WriteFile(path, []byte(badge+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", path)
 	return nil
+}
+
+func gitOut(dir string, args ...string) (string, error) {
+	c := exec.Command("git", args...)
+	c.Dir = dir
+	b, err := c.Output()
+	return strings.TrimSpace(string(b)), err
 }
 
 func cmdIn(dir string, env []string, name string, args ...string) error {

@@ -95,3 +95,26 @@ func (s *Store) GetRunLink(ctx context.Context, runID string) (*store.RunLink, e
 	}
 	return &l, nil
 }
+
+// ListRerunsOf returns the links of parentRunID's direct reruns, oldest
+// first (index run_links_parent).
+func (s *Store) ListRerunsOf(ctx context.Context, parentRunID string, limit int) ([]*store.RunLink, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.query(ctx, `SELECT run_id, parent_run_id, original_run_id, created_at FROM run_links
+		WHERE parent_run_id = ? ORDER BY created_at, run_id LIMIT ?`, parentRunID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*store.RunLink
+	for rows.Next() {
+		var l store.RunLink
+		if err := rows.Scan(&l.RunID, &l.ParentRunID, &l.OriginalRunID, tcol(&l.CreatedAt)); err != nil {
+			return nil, err
+		}
+		out = append(out, &l)
+	}
+	return out, rows.Err()
+}

@@ -86,6 +86,16 @@ func testRunLinks(t *testing.T, s store.Store) {
 	if _, err := s.GetRunLink(ctx, "orig"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run without link: %v", err)
 	}
+	must(t, s.CreateRun(ctx, fullRun("rerun2", at(2)), nil))
+	must(t, s.InsertRunLink(ctx, &store.RunLink{RunID: "rerun2", ParentRunID: "orig", OriginalRunID: "orig", CreatedAt: at(2)}))
+	kids, err := s.ListRerunsOf(ctx, "orig", 0)
+	must(t, err)
+	if len(kids) != 2 || kids[0].RunID != "rerun" || kids[1].RunID != "rerun2" {
+		t.Errorf("reruns of orig = %+v, want rerun then rerun2", kids)
+	}
+	if kids, err := s.ListRerunsOf(ctx, "rerun", 0); err != nil || len(kids) != 0 {
+		t.Errorf("reruns of a run never rerun = %+v, %v", kids, err)
+	}
 	if err := s.InsertRunLink(ctx, &store.RunLink{RunID: "rerun", ParentRunID: "x", OriginalRunID: "x"}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("second link: %v, want ErrConflict", err)
 	}

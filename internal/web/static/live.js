@@ -34,10 +34,38 @@
         var main = document.getElementById("main");
         var active = document.activeElement;
         if (active && main.contains(active) && active.tagName !== "BODY") { return; } // do not disturb typing
+        // Tables scrolled sideways (phone width) keep their position.
+        var boxes = main.querySelectorAll(".scroll"), lefts = [];
+        for (var i = 0; i < boxes.length; i++) { lefts.push(boxes[i].scrollLeft); }
         main.innerHTML = html;
+        boxes = main.querySelectorAll(".scroll");
+        for (var k = 0; k < boxes.length && k < lefts.length; k++) { boxes[k].scrollLeft = lefts[k]; }
       })
       .catch(function () {})
       .then(function () { refreshing = false; });
+  }
+
+  // Running steps and jobs show how long they have been running: the
+  // server renders the time when the page was made and data-since the
+  // start (RFC 3339); this counts on every second (also in refreshed
+  // fragments, found again on each tick).
+  function fmtElapsed(sec) {
+    var p2 = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (sec < 60) { return sec + "s"; }
+    if (sec < 3600) { return Math.floor(sec / 60) + "m " + p2(sec % 60) + "s"; }
+    return Math.floor(sec / 3600) + "h " + p2(Math.floor(sec / 60) % 60) + "m";
+  }
+  setInterval(function () {
+    var els = document.querySelectorAll(".elapsed[data-since]");
+    for (var i = 0; i < els.length; i++) {
+      var t = Date.parse(els[i].getAttribute("data-since"));
+      if (!isNaN(t)) { els[i].textContent = fmtElapsed(Math.max(0, Math.floor((Date.now() - t) / 1000))); }
+    }
+  }, 1000);
+
+  // A running job between two steps: look again shortly for the next.
+  if (mode === "await-step") {
+    setTimeout(function () { location.reload(); }, 1500);
   }
 
   if (mode === "refresh") {
@@ -67,6 +95,7 @@
 
   if (mode === "tail" && url && window.EventSource && log) {
     var tbody = log.tBodies[0];
+    var stamps = log.getAttribute("data-ts") === "1";
     var state = document.getElementById("tail-state");
     var tail = new EventSource(url);
     tail.addEventListener("line", function (ev) {
@@ -84,10 +113,20 @@
       a.href = "#L" + n;
       a.textContent = String(n);
       ln.appendChild(a);
+      tr.appendChild(ln);
+      if (stamps) {
+        var ts = document.createElement("td");
+        ts.className = "ts";
+        var at = new Date(l.ts);
+        if (l.ts > 0 && !isNaN(at.getTime())) {
+          ts.title = at.toISOString();
+          ts.textContent = at.toISOString().slice(11, 23);
+        }
+        tr.appendChild(ts);
+      }
       var msg = document.createElement("td");
       msg.className = "msg";
       renderANSI(msg, l.msg);
-      tr.appendChild(ln);
       tr.appendChild(msg);
       var atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
       tbody.appendChild(tr);
@@ -96,6 +135,12 @@
     tail.addEventListener("end", function () {
       tail.close();
       if (state) { state.textContent = "finished"; }
+      // A page opened without ?step follows the job: it opens again on
+      // the step that runs next (or the failing one, or the last).
+      if (!new URLSearchParams(location.search).has("step")) {
+        setTimeout(function () { location.reload(); }, 300);
+        return;
+      }
       // The step list and statuses are redrawn in place; the lines already
       // shown stay (the server renders the same page of the log).
       setTimeout(refreshMain, 300);
