@@ -74,11 +74,3 @@ func (p *Processor) keepClaim(ctx context.Context, id string, lost func()) (stop
 		wg.Wait()
 	}
 }
-
-// releaseClaim drops this node's claim on a delivery it leaves unfinished
-// (a store error before processing began), so any node may retry it.
-func (p *Processor) releaseClaim(ctx context.Context, id string) {
-	if err := p.st.ReleaseDeliveryClaim(context.WithoutCancel(ctx), id, p.holder()); err != nil {
-		p.log.Warn("pipeline: release delivery claim", "deliveryId", id, "error", err)
-	}
-}

@@ -250,23 +250,14 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 
 	// Every node re-scans the deliveries still "received": the store claim
 	// decides which one processes this delivery.
-	held, err := p.claimInStore(ctx, deliveryID)
-	if err != nil || !held {
+	// The claim returns the delivery as it wrote it: still "received",
+	// and now this node's.
+	d, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
+	if err != nil || d == nil {
 		p.unclaim(deliveryID)
 		if err != nil {
 			return fmt.Errorf("pipeline: claim delivery %s: %w", deliveryID, err)
 		}
-		return nil
-	}
-	d, err := p.st.GetDelivery(ctx, deliveryID)
-	if err != nil {
-		p.releaseClaim(ctx, deliveryID)
-		p.unclaim(deliveryID)
-		return fmt.Errorf("pipeline: delivery %s: %w", deliveryID, err)
-	}
-	if d.Status != store.DeliveryReceived {
-		p.releaseClaim(ctx, deliveryID)
-		p.unclaim(deliveryID)
 		return nil
 	}
 	var staged stagedRuns

@@ -19,6 +19,11 @@ type DeliveryClaimStore interface {
 	// false, changing nothing, when another holder's lease is live or the
 	// delivery is finished or unknown.
 	ClaimDelivery(ctx context.Context, id, holder string, ttl time.Duration) (bool, error)
+	// TakeDelivery claims like ClaimDelivery and returns the claimed
+	// delivery as the same write left it (UPDATE … RETURNING: one round
+	// trip where a claim and a read took two); nil, with no error, when
+	// the claim was not given.
+	TakeDelivery(ctx context.Context, id, holder string, ttl time.Duration) (*Delivery, error)
 	// ReleaseDeliveryClaim drops holder's claim on a delivery it did not
 	// finish, so another node may take it at once. A claim held by someone
 	// else, or none, is left as it is.

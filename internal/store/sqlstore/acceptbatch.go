@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,8 +59,7 @@ func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.
 	}
 	c := &acceptCall{d: d, e: e, done: make(chan struct{}), lead: make(chan struct{})}
 	if s.d.Postgres {
-		s.writeAcceptGroup(ctx, []*acceptCall{c})
-		return c.err
+		return s.acceptOne(ctx, c)
 	}
 	q := &s.accepts
 	q.mu.Lock()
@@ -160,4 +160,24 @@ func deliveryArgs(dl *Dialect, d *store.Delivery) []any {
 func insertAcceptEntry(ctx context.Context, tx conn, c *acceptCall) error {
 	c.e.DeliveryID, c.e.Status, c.e.ReceivedAt = c.d.ID, store.EventLogReceived, c.d.ReceivedAt
 	return insertEventLog(ctx, tx, c.e, true)
+}
+
+// acceptOne stores a call's delivery and its primary event-log entry on
+// PostgreSQL in one statement (a data-modifying WITH), which the server
+// runs atomically: one round trip where a transaction took four (BEGIN,
+// two INSERTs, COMMIT). A taken delivery id fails the whole statement on
+// the primary key: ErrConflict, and no entry is written.
+func (s *Store) acceptOne(ctx context.Context, c *acceptCall) error {
+	e := c.e
+	e.DeliveryID, e.Status, e.ReceivedAt = c.d.ID, store.EventLogReceived, c.d.ReceivedAt
+	entryArgs := eventLogArgs(s.d, e, true)
+	_, err := s.exec(ctx, `WITH d AS (INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id)
+		INSERT INTO event_log (is_primary, `+eventLogCols+`) SELECT `+placeholders(len(entryArgs))+` FROM d`,
+		append(deliveryArgs(s.d, c.d), entryArgs...)...)
+	return mapErr(err)
+}
+
+// placeholders is n comma-separated ? placeholders.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

@@ -169,6 +169,14 @@ const eventLogCols = `id, delivery_id, org_id, source_id, routing_key, event, ac
 	matched_count, run_ids, error_message, payload_gz, payload_size_bytes, payload_hash, payload_omitted_reason, received_at, processed_at`
 
 func insertEventLog(ctx context.Context, q conn, e *store.EventLogEntry, primary bool) error {
+	_, err := q.exec(ctx, `INSERT INTO event_log (is_primary, `+eventLogCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		eventLogArgs(q.d, e, primary)...)
+	return mapErr(err)
+}
+
+// eventLogArgs are is_primary and e's values in eventLogCols order; it
+// gives e an id and a receive time when it has none.
+func eventLogArgs(d *Dialect, e *store.EventLogEntry, primary bool) []any {
 	if e.ID == "" {
 		e.ID = uuid.NewString()
 	}
@@ -179,11 +187,9 @@ func insertEventLog(ctx context.Context, q conn, e *store.EventLogEntry, primary
 	if e.RunIDs != nil {
 		runIDs, _ = jsonArg(e.RunIDs, false)
 	}
-	_, err := q.exec(ctx, `INSERT INTO event_log (is_primary, `+eventLogCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		primary, e.ID, e.DeliveryID, e.OrgID, e.SourceID, e.RoutingKey, e.Event, e.Action, e.Source, e.Provider,
+	return []any{primary, e.ID, e.DeliveryID, e.OrgID, e.SourceID, e.RoutingKey, e.Event, e.Action, e.Source, e.Provider,
 		e.RepoIdentifier, e.Ref, e.Status, e.MatchedCount, runIDs, e.ErrorMessage, e.PayloadGz, e.PayloadSizeBytes,
-		e.PayloadHash, e.PayloadOmittedReason, q.d.ts(e.ReceivedAt), q.d.tsPtr(e.ProcessedAt))
-	return mapErr(err)
+		e.PayloadHash, e.PayloadOmittedReason, d.ts(e.ReceivedAt), d.tsPtr(e.ProcessedAt)}
 }
 
 func scanEventLog(r scanner) (*store.EventLogEntry, error) {

@@ -13,7 +13,8 @@ import (
 // testDeliveryClaims covers store.DeliveryClaimStore: of eight nodes
 // claiming one delivery at once exactly one wins; the winner renews; a
 // live claim keeps the others out; an expired one can be taken; a release
-// or a finished delivery lets nobody (finished) or anybody (released) in,
+// or a finished delivery lets nobody (finished) or anybody (released) in;
+// TakeDelivery returns the row it claimed,
 // and a delivery is finished with its runs once.
 func testDeliveryClaims(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
@@ -26,6 +27,24 @@ func testDeliveryClaims(t *testing.T, s store.Store) {
 		ok, err := s.ClaimDelivery(ctx, id, holder, ttl)
 		must(t, err)
 		return ok
+	}
+
+	// TakeDelivery: the claim and the row in one write; nothing for a
+	// delivery another holder has.
+	insert("t1")
+	took, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute)
+	must(t, err)
+	if took == nil || took.ID != "t1" || took.Status != store.DeliveryReceived || string(took.Payload) != `{}` || took.SourceID != "s" {
+		t.Fatalf("TakeDelivery(t1) by node-a = %+v; want the received delivery with its payload", took)
+	}
+	if d, err := s.TakeDelivery(ctx, "t1", "node-b", time.Minute); err != nil || d != nil {
+		t.Fatalf("TakeDelivery(t1) by node-b under node-a's live claim = %+v, %v; want nil, nil", d, err)
+	}
+	if d, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute); err != nil || d == nil {
+		t.Fatalf("node-a taking its own t1 again = %+v, %v; want the delivery (a restarted node)", d, err)
+	}
+	if d, err := s.TakeDelivery(ctx, "missing", "node-a", time.Minute); err != nil || d != nil {
+		t.Fatalf("TakeDelivery(missing) = %+v, %v; want nil, nil", d, err)
 	}
 
 	insert("d1")
@@ -101,7 +120,7 @@ func testDeliveryClaims(t *testing.T, s store.Store) {
 	// A node whose claim ran out finishing the delivery again, with its
 	// runs, writes nothing: the runs exist once.
 	late := store.NewRun{Run: &store.Run{ID: "run-late", WorkflowName: "ci", DeliveryID: "d2"}}
-	err := s.FinishDeliveryWithRuns(ctx, "d2", store.DeliveryProcessed, "", nil, store.EventOutcome{Status: store.EventLogProcessed}, []store.NewRun{late})
+	err = s.FinishDeliveryWithRuns(ctx, "d2", store.DeliveryProcessed, "", nil, store.EventOutcome{Status: store.EventLogProcessed}, []store.NewRun{late})
 	wantErr(t, "finishing a finished delivery", err, store.ErrConflict)
 	_, err = s.GetRun(ctx, "run-late")
 	wantErr(t, "run of a refused finish", err, store.ErrNotFound)
