@@ -142,6 +142,26 @@ func (q *QEMU) Probe(ctx context.Context) (ProbeResult, error) {
 	}
 }
 
+// AccelStatus is the boot probe's outcome as `kici-admin scaler list`
+// shows it: probing until it ends, then the acceleration the VMs use
+// (forced-tcg when the configuration asks for TCG) with the probe boot's
+// duration, or none when no boot succeeded.
+func (q *QEMU) AccelStatus() AccelStatus {
+	select {
+	case <-q.probeDone:
+	default:
+		return AccelStatus{Accel: AccelProbing}
+	}
+	p := q.probe
+	switch {
+	case p.Err != nil:
+		return AccelStatus{Accel: AccelNone, Note: p.Err.Error()}
+	case p.Accel == AccelTCG && q.entry.Accel == AccelTCG:
+		return AccelStatus{Accel: AccelForcedTCG, BootTime: p.BootTime}
+	}
+	return AccelStatus{Accel: p.Accel, BootTime: p.BootTime, Note: p.KVMError}
+}
+
 // Spawn writes the VM's directory and initramfs and starts QEMU; it
 // returns once QEMU runs (the guest boots and its agent dials in on its
 // own). On failure nothing of the VM remains.
