@@ -160,9 +160,11 @@ scalers:
 	if strings.Contains(warmSetup, "booting (QEMU") {
 		t.Errorf("the warm job's setup log shows a VM booting for it:\n%s", warmSetup)
 	}
-	// A cold start includes a boot; a warm one none.
-	if warm*2 > cold || warm >= time.Duration(st.BootMs)*time.Millisecond {
-		t.Errorf("warm start %s is not much faster than the cold one (%s, boot alone %d ms)", warm, cold, st.BootMs)
+	// A cold start includes a boot and the agent's registration; a warm
+	// one neither: it saves at least half a probe boot (both starts also
+	// include the checkout inside the guest, seconds under TCG).
+	if boot := time.Duration(st.BootMs) * time.Millisecond; warm+boot/2 > cold {
+		t.Errorf("warm start %s is not much faster than the cold one (%s; one boot alone takes %s)", warm, cold, boot)
 	}
 	waitFor(t, 30*time.Second, "the warm VM's QEMU to end with its job", func() bool { return syscall.Kill(w1Pid, 0) != nil })
 	w2, w2Pid := warmRegistered(w1)
