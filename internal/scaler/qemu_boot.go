@@ -131,6 +131,7 @@ type qemuSpec struct {
 	vcpus, memMib           int
 	kernel, initrd, console string
 	probe                   bool
+	tap                     string // the TAP on the bridge (network: tap), else QEMU's user network
 	relay                   []string
 	forwards                []vmForward
 }
@@ -163,6 +164,9 @@ func qemuArgs(s qemuSpec) []string {
 	for _, f := range s.forwards {
 		cmd := strings.Join(append(append([]string(nil), s.relay...), f.Target), " ")
 		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s", vmguest.ForwardAddr, f.GuestPort, strings.ReplaceAll(cmd, ",", ",,"))
+	}
+	if s.tap != "" {
+		netdev = "tap,id=n0,ifname=" + s.tap + ",script=no,downscript=no"
 	}
 	nic := "virtio-net-device"
 	if s.machine == "pc" {
