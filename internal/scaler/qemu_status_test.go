@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,13 @@ func fakeQEMU(t *testing.T, dir, gate string, kvmFails, allFail bool) string {
 // qemuPath, and a bare-metal one served by a fake backend.
 func qemuManager(t *testing.T, dir, qemuPath, accel string) *Manager {
 	t.Helper()
+	return qemuManagerOn(t, dir, qemuPath, accel, "", nil)
+}
+
+// qemuManagerOn is qemuManager with extra qemu fields and a tail (a
+// firecracker: block), host commands running through run.
+func qemuManagerOn(t *testing.T, dir, qemuPath, accel, fields string, run HostRunner, tail ...string) *Manager {
+	t.Helper()
 	doc := fmt.Sprintf(`version: 1
 scalers:
   - name: vm
@@ -51,7 +59,7 @@ scalers:
     initrdPath: %s/initramfs.cpio
     vmDir: %s/vms
     accel: %s
-    uid: %d
+%s    uid: %d
     gid: %d
     labelSets:
       - labels: [vm]
@@ -60,7 +68,7 @@ scalers:
     maxAgents: 1
     labelSets:
       - labels: [plain]
-`, qemuPath, dir, dir, dir, accel, os.Getuid(), os.Getgid())
+%s`, qemuPath, dir, dir, dir, accel, fields, os.Getuid(), os.Getgid(), strings.Join(tail, ""))
 	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(doc))
 	must(t, err)
 	settings := &liveSettings{}
@@ -71,7 +79,7 @@ scalers:
 	}
 	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
 		Events: &memLog{lines: map[string][]string{}}, FailureBackoff: time.Minute, OrchestratorURL: "ws://127.0.0.1:1/ws",
-		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second})})
+		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second, Runner: run})})
 	must(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -135,4 +143,54 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 			t.Fatalf("accel %q state %q reason %q bootMs %d, want none, degraded with QEMU's error", s.Accel, s.State, s.StateReason, s.BootMs)
 		}
 	})
+}
+
+// A qemu scaler on the bridge network (network: tap) whose bridge is
+// missing while autoProvisionHost is false is degraded with the missing
+// piece, like a firecracker scaler, even though its guests boot; it
+// creates nothing on the host, and a reload once the operator fixed the
+// host makes it active.
+func TestQEMUTapScalerDegradedWithoutBridge(t *testing.T) {
+	dir := t.TempDir()
+	host := newFakeHost("kici-brq")
+	tail := "firecracker: { cidr: 10.0.0.0/28, bridgeName: kici-brq, table: kici_q, autoProvisionHost: false }\n"
+	m := qemuManagerOn(t, dir, fakeQEMU(t, dir, "", false, false), "tcg", "    network: tap\n", host, tail)
+	waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+	s := scalerNamed(m, "vm")
+	if s.State != ScalerDegraded || !strings.Contains(s.StateReason, "bridge network not ready: bridge kici-brq is missing and autoProvisionHost is false") ||
+		s.Accel != AccelForcedTCG {
+		t.Fatalf("state %q reason %q accel %q, want degraded naming the missing bridge (the boot probe itself succeeded)", s.State, s.StateReason, s.Accel)
+	}
+	if calls, taps, _ := host.snapshot(); len(taps) != 0 || slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "ip link add") }) {
+		t.Fatalf("a verify-only scaler changed the host: %q", calls)
+	}
+	host.mu.Lock()
+	host.brExists, host.brAddr, host.brUp, host.table = true, "10.0.0.1/28", true, true
+	host.mu.Unlock()
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(fmt.Sprintf(`version: 1
+scalers:
+  - name: vm
+    type: qemu
+    maxAgents: 1
+    qemuPath: %s/qemu-system-x86_64
+    kernelPath: %s/vmlinuz
+    initrdPath: %s/initramfs.cpio
+    vmDir: %s/vms
+    accel: tcg
+    network: tap
+    uid: %d
+    gid: %d
+    labelSets:
+      - labels: [vm]
+  - name: metal
+    type: bare-metal
+    maxAgents: 1
+    labelSets:
+      - labels: [plain]
+%s`, dir, dir, dir, dir, os.Getuid(), os.Getgid(), tail)))
+	must(t, err)
+	must(t, m.Reload(cfg))
+	if s := scalerNamed(m, "vm"); s.State != ScalerActive {
+		t.Fatalf("after the operator fixed the host and reloaded: %s %q, want active", s.State, s.StateReason)
+	}
 }
