@@ -157,8 +157,9 @@ func NewQEMU(e *Entry, o QEMUOptions, exited func(string, error)) (*QEMU, error)
 	return q, nil
 }
 
-// HostError is why the backend cannot spawn (no boot succeeded), nil when
-// it can or while the probe runs.
+// HostError is why the backend cannot spawn (no boot succeeded, or the
+// bridge of a network: tap scaler is not ready), nil when it can or while
+// the probe runs.
 func (q *QEMU) HostError() error {
 	if err := q.bridgeError(); err != nil {
 		return err
@@ -276,10 +277,7 @@ func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel st
 	}
 	vcpus, mem := vmSize(e, req.Limits)
 	args := qemuArgs(qemuSpec{id: v.id, machine: e.Machine, accel: accel, vcpus: vcpus, memMib: mem, kernel: kernel,
-		initrd: initrd, console: filepath.Join(v.dir, "console.log"), relay: q.opts.RelayCommand, forwards: fwds, tap: v.tap})
-	if v.tap != "" {
-		args = append(args[:len(args)-1], args[len(args)-1]+",mac="+guestMAC(v.ip))
-	}
+		initrd: initrd, console: filepath.Join(v.dir, "console.log"), relay: q.opts.RelayCommand, forwards: fwds, tap: v.tap, mac: macOf(v)})
 	v.cmd = exec.Command(e.QEMUPath, args...)
 	v.cmd.Dir = v.dir
 	v.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}

@@ -84,3 +84,12 @@ func (q *QEMU) teardownTap(v *qemuVM) {
 	}
 	q.host.alloc.Release(v.id)
 }
+
+// macOf is VM v's MAC on the bridge (derived from its address, as for
+// Firecracker VMs), "" on QEMU's user network.
+func macOf(v *qemuVM) string {
+	if v.tap == "" {
+		return ""
+	}
+	return guestMAC(v.ip)
+}
