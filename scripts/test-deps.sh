@@ -19,6 +19,8 @@ PACKAGES=(
   python3-venv    # the pipeline corpus's Python project (testdata/pipelines/python-venv) creates a virtualenv with Debian's python3
   redis-server    # the pipeline corpus's service container image (testdata/pipelines/redis-service), built FROM scratch
   qemu-system-x86 # the qemu scaler's e2e test boots real job VMs (e2e/vm_test.go; its kernel comes from scripts/vm-image.sh)
+  iproute2        # ip: the firecracker host tests create a real bridge and TAPs (internal/scaler/firecracker_realhost_test.go)
+  nftables        # nft: the same tests apply and read the VMs' nftables table
 )
 
 installed() {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -148,7 +149,7 @@ func (a *app) scalerCommand() *cobra.Command {
 	var agents bool
 	list := &cobra.Command{
 		Use:     "list",
-		Short:   "List the scalers: caps, agents alive/spawning/queued, counters",
+		Short:   "List the scalers: state, VM acceleration and boot time, caps, agents alive/spawning/queued, counters",
 		Example: "  kici-admin scaler list\n  kici-admin scaler list --agents\n  kici-admin scaler list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -157,7 +158,8 @@ func (a *app) scalerCommand() *cobra.Command {
 				return err
 			}
 			var degraded []string
-			t := newTable(a.out(), "NAME", "TYPE", "STATE", "AGENTS", "SPAWNING", "QUEUED", "MAX AGENTS", "MAX SPAWNING", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
+			var notes []string
+			t := newTable(a.out(), "NAME", "TYPE", "STATE", "ACCEL", "BOOT", "AGENTS", "SPAWNING", "QUEUED", "MAX AGENTS", "MAX SPAWNING", "SPAWNED", "FAILED", "REFUSED", "LABEL SETS")
 			for _, s := range v.Scalers {
 				state := s.State
 				if state == "" { // an orchestrator older than the state field
@@ -169,16 +171,26 @@ func (a *app) scalerCommand() *cobra.Command {
 				if s.StateReason != "" {
 					degraded = append(degraded, fmt.Sprintf("%s %s: %s", s.Name, state, s.StateReason))
 				}
+				accel, boot := "-", "-"
+				if s.Accel != "" {
+					accel = s.Accel
+				}
+				if s.BootMs > 0 {
+					boot = (time.Duration(s.BootMs) * time.Millisecond).String()
+				}
+				if s.Accel == "tcg" {
+					notes = append(notes, fmt.Sprintf("%s: VMs run under software emulation (TCG), boot %s: KVM is not usable: %s", s.Name, boot, s.AccelNote))
+				}
 				var sets []string
 				for _, ls := range s.LabelSets {
 					sets = append(sets, "["+strings.Join(ls, ",")+"]")
 				}
-				t.row(s.Name, s.Type, state, strconv.Itoa(s.Active), strconv.Itoa(s.Spawning), strconv.Itoa(s.Queued),
+				t.row(s.Name, s.Type, state, accel, boot, strconv.Itoa(s.Active), strconv.Itoa(s.Spawning), strconv.Itoa(s.Queued),
 					strconv.Itoa(s.MaxAgents), strconv.Itoa(s.MaxConcurrentSpawns), strconv.FormatInt(s.SpawnedTotal, 10),
 					strconv.FormatInt(s.FailedTotal, 10), strconv.FormatInt(s.RefusedTotal, 10), strings.Join(sets, " "))
 			}
 			t.flush()
-			for _, d := range degraded {
+			for _, d := range append(degraded, notes...) {
 				fmt.Fprintln(a.out(), d)
 			}
 			fmt.Fprintf(a.out(), "global: %d/%d agents, %d reloads\n", v.Active, v.GlobalMaxAgents, v.Reloads)

@@ -73,6 +73,9 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 		}
 		d.finishJob(ctx, l.id, status.JobFailed, "agent lost: scaler-managed agent "+c.id+" disconnected mid-execution")
 	}
+	if o, ok := d.spawner.(DisconnectObserver); ok && c.scalerManaged {
+		o.AgentDisconnected(c.id)
+	}
 }
 
 // releaseShared marks agentID's shared session not live on this node.

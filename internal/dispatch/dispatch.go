@@ -85,6 +85,15 @@ type RegistrationObserver interface {
 	AgentRegistered(agentID string)
 }
 
+// DisconnectObserver is optionally implemented by a Spawner: it hears that
+// a scaler-managed agent's connection has ended (after the disconnect
+// triage), so a backend whose agent runs inside a machine of its own (a
+// VM) can make sure that machine ends too: such an agent cannot come back,
+// its token dies with the socket. It must return promptly.
+type DisconnectObserver interface {
+	AgentDisconnected(agentID string)
+}
+
 // ScaleRequest describes a job a LabelSpawner is asked to start an agent
 // for (KiCI requestScale arguments).
 type ScaleRequest struct {

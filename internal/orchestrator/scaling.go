@@ -28,6 +28,9 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 		return nil, err
 	}
 	metrics := scaler.NewMetrics(reg)
+	// Firecracker and qemu (network: tap) scalers share each bridge's
+	// nftables table and address allocator.
+	nets := scaler.NewVMNetworks(nil)
 	return scaler.NewManager(scfg, scaler.Options{
 		Tokens:   agentAuth,
 		Settings: settings,
@@ -41,7 +44,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 				Logger:      logger,
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
-		}), scaler.FirecrackerOptions{Logger: logger}), scaler.QEMUOptions{Logger: logger}),
+		}), scaler.FirecrackerOptions{Logger: logger, Networks: nets}), scaler.QEMUOptions{Logger: logger, Networks: nets}),
 		Events:     logs,
 		Metrics:    metrics,
 		Logger:     logger,

@@ -32,8 +32,12 @@ const (
 
 // FirecrackerOptions configure firecracker backends.
 type FirecrackerOptions struct {
-	// Runner runs ip/nft/sysctl (default ExecRunner).
+	// Runner runs ip/nft/sysctl (default ExecRunner); unused when
+	// Networks is set (its runner applies).
 	Runner HostRunner
+	// Networks is the bridges' host side shared with qemu scalers on the
+	// bridge network (default: one of this factory's own).
+	Networks *VMNetworks
 	// Launcher starts the jailer (default ExecLauncher).
 	Launcher VMMLauncher
 	// StopGrace is how long Destroy waits after SendCtrlAltDel before it
@@ -56,32 +60,18 @@ type FirecrackerOptions struct {
 // IP allocator), and a later entry whose firecracker: block differs for
 // that bridge is refused. Other types go to next.
 func WithFirecracker(next BackendFactory, o FirecrackerOptions) BackendFactory {
-	var mu sync.Mutex
-	hosts := map[string]*fcHost{}
+	nets := o.Networks
+	if nets == nil {
+		nets = NewVMNetworks(o.Runner)
+	}
 	return func(e *Entry, exited func(agentID string, err error)) (Backend, error) {
 		if e.Type != TypeFirecracker {
 			return next(e, exited)
 		}
-		n := e.Network
-		if n == nil {
-			return nil, errors.New("firecracker scaler without a validated firecracker: block")
+		h, err := nets.host(e.Network)
+		if err != nil {
+			return nil, err
 		}
-		mu.Lock()
-		h := hosts[n.BridgeName]
-		if h != nil && (h.net.CIDR != n.CIDR || h.net.Gateway != n.Gateway || h.net.Table != n.Table ||
-			*h.net.AutoProvisionHost != *n.AutoProvisionHost) {
-			mu.Unlock()
-			return nil, fmt.Errorf("the firecracker: block of bridge %s cannot change while the orchestrator runs (restart to apply it)", n.BridgeName)
-		}
-		if h == nil {
-			run := o.Runner
-			if run == nil {
-				run = ExecRunner{}
-			}
-			h = &fcHost{net: n, run: run, alloc: NewIPAllocator(n.Prefix(), n.GatewayAddr())}
-			hosts[n.BridgeName] = h
-		}
-		mu.Unlock()
 		return newFirecracker(e, h, o, exited), nil
 	}
 }

@@ -98,7 +98,6 @@ func (f *Firecracker) ReapOrphans(ctx context.Context) (int, error) {
 		_, ok := f.vms[id]
 		return ok
 	}
-	prefix := "kici-fc:" + f.name + ":"
 	n := 0
 	for _, r := range f.records() {
 		if r.Scaler != f.name || tracked(r.AgentID) {
@@ -114,38 +113,13 @@ func (f *Firecracker) ReapOrphans(ctx context.Context) (int, error) {
 		f.log.Info("removed orphaned microVM jail", "agent", r.AgentID)
 		n++
 	}
-	taps, err := f.host.taggedTaps(ctx)
+	m, err := f.host.reapTagged(ctx, f.name, tracked)
+	if m > 0 {
+		f.log.Info("removed orphaned TAPs and nftables rules", "count", m)
+	}
+	n += m
 	if err != nil {
 		return n, err
-	}
-	for name, tag := range taps {
-		id, ok := strings.CutPrefix(tag, prefix)
-		if !ok || tracked(id) {
-			continue
-		}
-		if _, err := f.host.run.Run(ctx, "", "ip", "link", "del", "dev", name); err != nil {
-			return n, err
-		}
-		f.host.alloc.Release(id)
-		f.log.Info("removed orphaned TAP", "tap", name, "agent", id)
-		n++
-	}
-	rules, err := f.host.vmRules(ctx)
-	if err != nil {
-		return n, err
-	}
-	for tag, handles := range rules {
-		id, ok := strings.CutPrefix(tag, prefix)
-		if !ok || tracked(id) {
-			continue
-		}
-		for _, h := range handles {
-			if _, err := f.host.run.Run(ctx, "", "nft", "delete", "rule", "inet", f.host.net.Table, vmsInChain, "handle", h); err != nil {
-				return n, err
-			}
-			n++
-		}
-		f.host.alloc.Release(id)
 	}
 	return n, nil
 }

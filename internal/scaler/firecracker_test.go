@@ -280,11 +280,14 @@ type fcFixture struct {
 	fc    *Firecracker
 }
 
-func newFCFixture(t *testing.T, env *fcEnv, doc string, host *fakeHost, timeout time.Duration) *fcFixture {
+// newFCFixture runs a Manager over doc whose firecracker scalers run host
+// commands through host: a *fakeHost, or ExecRunner on a real host.
+func newFCFixture(t *testing.T, env *fcEnv, doc string, host HostRunner, timeout time.Duration) *fcFixture {
 	t.Helper()
 	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(doc))
 	must(t, err)
-	f := &fcFixture{host: host, env: env}
+	fake, _ := host.(*fakeHost)
+	f := &fcFixture{host: fake, env: env}
 	mf := &mgrFixture{backends: map[string]*fakeBackend{}, tokens: &fakeTokens{ttls: map[string]time.Duration{}},
 		settings: &liveSettings{}, log: &memLog{lines: map[string][]string{}}, exits: map[string]error{}}
 	mf.settings.ttl.Store(int64(time.Hour))

@@ -57,13 +57,17 @@ type Options struct {
 	// next spawn attempt; its pending reason shows the failure meanwhile
 	// (default 30 s, KiCI's provisioning backoff base).
 	FailureBackoff time.Duration
+	// DisconnectGrace is how long after a VM agent's disconnect its VM may
+	// take to end on its own before the Manager destroys it (default 10 s;
+	// AgentDisconnected).
+	DisconnectGrace time.Duration
 	// Logger logs spawns and failures.
 	Logger *slog.Logger
 }
 
 // Manager is the auto-scaler (KiCI ScalerManager). It
-// implements dispatch.Spawner, dispatch.LabelSpawner and
-// dispatch.SpawnStopper. Safe for concurrent use.
+// implements dispatch.Spawner, dispatch.LabelSpawner,
+// dispatch.SpawnStopper and dispatch.DisconnectObserver. Safe for concurrent use.
 type Manager struct {
 	opts Options
 	log  *slog.Logger
@@ -135,6 +139,9 @@ func NewManager(cfg *Config, opts Options) (*Manager, error) {
 	}
 	if opts.WarmPoolInterval <= 0 {
 		opts.WarmPoolInterval = 30 * time.Second
+	}
+	if opts.DisconnectGrace <= 0 {
+		opts.DisconnectGrace = 10 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, log: opts.Logger, cfg: cfg, agents: map[string]*agentRec{},

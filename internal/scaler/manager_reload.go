@@ -39,6 +39,11 @@ func (m *Manager) Reload(cfg *Config) error {
 				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
 					Msg: "socketPath and enforceCgroups cannot change on reload (restart, or add the scaler under a new name)"}
 			}
+			if scalerconfig.QEMUImmutableChanged(sc.entry, e) {
+				m.mu.Unlock()
+				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
+					Msg: "network (with tap, the firecracker: block too), vmDir, uid and gid of a qemu scaler cannot change on reload (restart, or add the scaler under a new name)"}
+			}
 			if scalerconfig.FirecrackerImmutableChanged(sc.entry, e) {
 				m.mu.Unlock()
 				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/vmguest"
 )
 
 // QEMUOptions configure qemu backends.
@@ -30,6 +34,13 @@ type QEMUOptions struct {
 	// Environ is the environment whose KICI_AGENT_ENV_* values are
 	// forwarded to agents (default os.Environ()).
 	Environ []string
+	// Networks is the bridges' host side, shared with the firecracker
+	// scalers, for qemu scalers with network: tap (default: one of this
+	// factory's own over Runner).
+	Networks *VMNetworks
+	// Runner runs ip/nft/sysctl when Networks is not set (default
+	// ExecRunner).
+	Runner HostRunner
 	// Logger logs spawns, exits, probes and sweeps.
 	Logger *slog.Logger
 }
@@ -37,6 +48,9 @@ type QEMUOptions struct {
 // WithQEMU wraps next so that qemu entries get a QEMU backend; other types
 // go to next.
 func WithQEMU(next BackendFactory, o QEMUOptions) BackendFactory {
+	if o.Networks == nil {
+		o.Networks = NewVMNetworks(o.Runner)
+	}
 	return func(e *Entry, exited func(agentID string, err error)) (Backend, error) {
 		if e.Type != TypeQEMU {
 			return next(e, exited)
@@ -64,6 +78,7 @@ type QEMU struct {
 
 	probeDone chan struct{}
 	probe     ProbeResult
+	host      *fcHost // the bridge's host side (network: tap), else nil
 
 	mu     sync.Mutex
 	vms    map[string]*qemuVM
@@ -85,6 +100,8 @@ type ProbeResult struct {
 
 type qemuVM struct {
 	id, dir    string
+	tap, tag   string     // network: tap only
+	ip         netip.Addr // network: tap only
 	cmd        *exec.Cmd
 	done       chan struct{}
 	destroying bool
@@ -114,16 +131,39 @@ func NewQEMU(e *Entry, o QEMUOptions, exited func(string, error)) (*QEMU, error)
 	if err := os.MkdirAll(e.VMDir, 0o711); err != nil {
 		return nil, fmt.Errorf("qemu scaler %s: vmDir: %w", e.Name, err)
 	}
-	if n := q.ReapOrphans(); n > 0 {
+	if e.GuestNetwork == scalerconfig.NetworkTap {
+		nets := o.Networks
+		if nets == nil {
+			nets = NewVMNetworks(o.Runner)
+		}
+		h, err := nets.host(e.Network)
+		if err != nil {
+			return nil, fmt.Errorf("qemu scaler %s: %w", e.Name, err)
+		}
+		q.host = h
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err = h.EnsureHostReady(ctx)
+		cancel()
+		if err != nil {
+			q.log.Error("bridge network not ready; this scaler is degraded until a reload succeeds", "err", err)
+		}
+	}
+	if n, err := q.ReapOrphans(context.Background()); err != nil {
+		q.log.Warn("removing what a previous orchestrator left", "err", err)
+	} else if n > 0 {
 		q.log.Info("removed VMs a previous orchestrator left", "count", n)
 	}
 	go q.runProbe()
 	return q, nil
 }
 
-// HostError is why the backend cannot spawn (no boot succeeded), nil when
-// it can or while the probe runs.
+// HostError is why the backend cannot spawn (no boot succeeded, or the
+// bridge of a network: tap scaler is not ready), nil when it can or while
+// the probe runs.
 func (q *QEMU) HostError() error {
+	if err := q.bridgeError(); err != nil {
+		return err
+	}
 	select {
 	case <-q.probeDone:
 		return q.probe.Err
@@ -142,6 +182,26 @@ func (q *QEMU) Probe(ctx context.Context) (ProbeResult, error) {
 	}
 }
 
+// AccelStatus is the boot probe's outcome as `kici-admin scaler list`
+// shows it: probing until it ends, then the acceleration the VMs use
+// (forced-tcg when the configuration asks for TCG) with the probe boot's
+// duration, or none when no boot succeeded.
+func (q *QEMU) AccelStatus() AccelStatus {
+	select {
+	case <-q.probeDone:
+	default:
+		return AccelStatus{Accel: AccelProbing}
+	}
+	p := q.probe
+	switch {
+	case p.Err != nil:
+		return AccelStatus{Accel: AccelNone, Note: p.Err.Error()}
+	case p.Accel == AccelTCG && q.entry.Accel == AccelTCG:
+		return AccelStatus{Accel: AccelForcedTCG, BootTime: p.BootTime}
+	}
+	return AccelStatus{Accel: p.Accel, BootTime: p.BootTime, Note: p.KVMError}
+}
+
 // Spawn writes the VM's directory and initramfs and starts QEMU; it
 // returns once QEMU runs (the guest boots and its agent dials in on its
 // own). On failure nothing of the VM remains.
@@ -152,6 +212,9 @@ func (q *QEMU) Spawn(ctx context.Context, req *SpawnRequest) error {
 	}
 	if probe.Err != nil {
 		return fmt.Errorf("qemu host not ready: %w", probe.Err)
+	}
+	if err := q.bridgeError(); err != nil {
+		return err
 	}
 	v := &qemuVM{id: req.AgentID, dir: filepath.Join(q.entry.VMDir, req.AgentID), done: make(chan struct{})}
 	q.mu.Lock()
@@ -171,6 +234,7 @@ func (q *QEMU) Spawn(ctx context.Context, req *SpawnRequest) error {
 			_ = v.cmd.Wait()
 		}
 		_ = os.RemoveAll(v.dir)
+		q.teardownTap(v)
 		q.mu.Lock()
 		delete(q.vms, v.id)
 		q.mu.Unlock()
@@ -183,7 +247,14 @@ func (q *QEMU) Spawn(ctx context.Context, req *SpawnRequest) error {
 
 func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel string) error {
 	e := req.Entry
-	boot, fwds, err := q.bootConfig(req)
+	var boot *vmguest.Config
+	var fwds []vmForward
+	var err error
+	if q.host != nil {
+		boot, err = q.tapBootConfig(ctx, req, v)
+	} else {
+		boot, fwds, err = q.bootConfig(req)
+	}
 	if err != nil {
 		return err
 	}
@@ -206,7 +277,7 @@ func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel st
 	}
 	vcpus, mem := vmSize(e, req.Limits)
 	args := qemuArgs(qemuSpec{id: v.id, machine: e.Machine, accel: accel, vcpus: vcpus, memMib: mem, kernel: kernel,
-		initrd: initrd, console: filepath.Join(v.dir, "console.log"), relay: q.opts.RelayCommand, forwards: fwds})
+		initrd: initrd, console: filepath.Join(v.dir, "console.log"), relay: q.opts.RelayCommand, forwards: fwds, tap: v.tap, mac: macOf(v)})
 	v.cmd = exec.Command(e.QEMUPath, args...)
 	v.cmd.Dir = v.dir
 	v.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -217,7 +288,11 @@ func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel st
 	if err := v.cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", e.QEMUPath, err)
 	}
-	rec, _ := json.Marshal(vmRecord{Scaler: q.name, AgentID: v.id, Pid: v.cmd.Process.Pid})
+	ipText := ""
+	if v.ip.IsValid() {
+		ipText = v.ip.String()
+	}
+	rec, _ := json.Marshal(vmRecord{Scaler: q.name, AgentID: v.id, Pid: v.cmd.Process.Pid, IP: ipText, Tap: v.tap})
 	if err := os.WriteFile(filepath.Join(v.dir, vmRecordFile), rec, 0o600); err != nil {
 		return fmt.Errorf("VM record: %w", err)
 	}
@@ -234,6 +309,7 @@ func (q *QEMU) watch(v *qemuVM) {
 	if rmErr := os.RemoveAll(v.dir); rmErr != nil {
 		q.log.Warn("remove VM directory", "agent", v.id, "err", rmErr)
 	}
+	q.teardownTap(v)
 	q.mu.Lock()
 	delete(q.vms, v.id)
 	destroying := v.destroying
@@ -306,11 +382,14 @@ func (q *QEMU) Shutdown(ctx context.Context) {
 
 // ReapOrphans kills the QEMU processes of this scaler's VMs it does not
 // track (left by an orchestrator that was killed) and removes their
-// directories. It returns how many it removed.
-func (q *QEMU) ReapOrphans() int {
+// directories and, on the bridge network, their TAPs and nftables rules
+// (after retrying the bridge's readiness check when it failed: the
+// Manager calls ReapOrphans on reload). It returns how many leftovers it
+// removed.
+func (q *QEMU) ReapOrphans(ctx context.Context) (int, error) {
 	ents, err := os.ReadDir(q.entry.VMDir)
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("vmDir: %w", err)
 	}
 	n := 0
 	for _, d := range ents {
@@ -334,5 +413,34 @@ func (q *QEMU) ReapOrphans() int {
 			n++
 		}
 	}
-	return n
+	if q.host == nil {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := q.host.EnsureHostReady(ctx); err != nil {
+		return n, fmt.Errorf("bridge network not ready: %w", err)
+	}
+	m, err := q.host.reapTagged(ctx, q.name, func(id string) bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		_, ok := q.vms[id]
+		return ok
+	})
+	return n + m, err
+}
+
+// bridgeError is why the bridge network of a network: tap scaler is not
+// ready (nil when it is, or on QEMU's user network). A reload retries it
+// (ReapOrphans).
+func (q *QEMU) bridgeError() error {
+	if q.host == nil {
+		return nil
+	}
+	q.host.mu.Lock()
+	defer q.host.mu.Unlock()
+	if q.host.ready {
+		return nil
+	}
+	return fmt.Errorf("bridge network not ready: %w", q.host.readyE)
 }

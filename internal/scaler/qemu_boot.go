@@ -131,6 +131,7 @@ type qemuSpec struct {
 	vcpus, memMib           int
 	kernel, initrd, console string
 	probe                   bool
+	tap, mac                string // the TAP on the bridge and the guest's MAC (network: tap), else QEMU's user network
 	relay                   []string
 	forwards                []vmForward
 }
@@ -164,11 +165,16 @@ func qemuArgs(s qemuSpec) []string {
 		cmd := strings.Join(append(append([]string(nil), s.relay...), f.Target), " ")
 		netdev += fmt.Sprintf(",guestfwd=tcp:%s:%d-cmd:%s", vmguest.ForwardAddr, f.GuestPort, strings.ReplaceAll(cmd, ",", ",,"))
 	}
+	dev := ",netdev=n0"
+	if s.tap != "" {
+		netdev = "tap,id=n0,ifname=" + s.tap + ",script=no,downscript=no"
+		dev += ",mac=" + s.mac
+	}
 	nic := "virtio-net-device"
 	if s.machine == "pc" {
 		nic = "virtio-net-pci"
 	}
-	return append(args, "-netdev", netdev, "-device", nic+",netdev=n0")
+	return append(args, "-netdev", netdev, "-device", nic+dev)
 }
 
 // runProbe decides the acceleration: KVM when configured or (auto) when a

@@ -7,11 +7,22 @@ import (
 
 // ScalerStatus is one scaler in the admin view (GET /api/v1/admin/scalers).
 type ScalerStatus struct {
-	Name                string        `json:"name"`
-	Type                string        `json:"type"`
-	Retiring            bool          `json:"retiring"`
-	State               string        `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
-	StateReason         string        `json:"stateReason,omitempty"`
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Retiring    bool   `json:"retiring"`
+	State       string `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
+	StateReason string `json:"stateReason,omitempty"`
+	// Accel is how a VM scaler's guests run (qemu scalers; empty for
+	// other types): AccelKVM, AccelTCG (KVM was tried and failed),
+	// AccelForcedTCG (accel: tcg in the configuration), AccelProbing
+	// while the start-up boot probe runs, AccelNone when no probe boot
+	// succeeded (the scaler is then degraded with the reason).
+	Accel string `json:"accel,omitempty"`
+	// BootMs is the probe boot's duration in milliseconds, from QEMU's
+	// start to the guest's init (0 until measured).
+	BootMs int64 `json:"bootMs,omitempty"`
+	// AccelNote says why KVM was not used when Accel is AccelTCG.
+	AccelNote           string        `json:"accelNote,omitempty"`
 	MaxAgents           int           `json:"maxAgents"`
 	MaxConcurrentSpawns int           `json:"maxConcurrentSpawns"`
 	LabelSets           [][]string    `json:"labelSets"`
@@ -56,6 +67,10 @@ func (m *Manager) Status() Status {
 			MaxConcurrentSpawns: sc.entry.MaxConcurrentSpawns, Active: sc.active, Spawning: sc.spawning,
 			SpawnedTotal: sc.spawned, FailedTotal: sc.failed, RefusedTotal: sc.refused, Agents: byScaler[sc]}
 		s.State, s.StateReason = stateOf(sc)
+		if vr, ok := sc.backend.(vmReporter); ok {
+			a := vr.AccelStatus()
+			s.Accel, s.BootMs, s.AccelNote = a.Accel, a.BootTime.Milliseconds(), a.Note
+		}
 		if s.Agents == nil {
 			s.Agents = []AgentStatus{}
 		}
@@ -73,3 +88,32 @@ func (m *Manager) Status() Status {
 	}
 	return st
 }
+
+// Accelerations a VM scaler reports in ScalerStatus.Accel (besides
+// AccelKVM and AccelTCG).
+const (
+	// AccelForcedTCG: software emulation because the configuration says
+	// accel: tcg (no KVM probe ran).
+	AccelForcedTCG = "forced-tcg"
+	// AccelProbing: the start-up boot probe has not ended yet.
+	AccelProbing = "probing"
+	// AccelNone: no probe boot succeeded; the scaler is degraded.
+	AccelNone = "none"
+)
+
+// AccelStatus is how a VM backend's guests run, for Status.
+type AccelStatus struct {
+	// Accel is one of AccelKVM, AccelTCG, AccelForcedTCG, AccelProbing,
+	// AccelNone.
+	Accel string
+	// BootTime is the probe boot's duration (0 until measured or when it
+	// failed).
+	BootTime time.Duration
+	// Note says why KVM was not used (AccelTCG) or why no boot succeeded
+	// (AccelNone).
+	Note string
+}
+
+// vmReporter is a backend whose guests' acceleration is decided at start
+// (QEMU.AccelStatus).
+type vmReporter interface{ AccelStatus() AccelStatus }

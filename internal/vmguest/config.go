@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,6 +56,12 @@ type Config struct {
 	Hosts []string `json:"hosts,omitempty"`
 	// Hostname is the guest's host name (the agent id).
 	Hostname string `json:"hostname,omitempty"`
+	// Address and Gateway configure eth0 on a bridge network (a qemu
+	// scaler with network: tap): Address is the guest's IPv4 address with
+	// its prefix length (10.0.0.2/24), Gateway the bridge's address, the
+	// default route. Empty: QEMU's user network (GuestAddr, no route).
+	Address string `json:"address,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // ParseConfig decodes and checks a boot configuration.
@@ -76,6 +83,13 @@ func ParseConfig(b []byte) (*Config, error) {
 	for _, f := range c.Forwards {
 		if _, err := ForwardPort(f); err != nil {
 			return nil, err
+		}
+	}
+	if c.Address != "" || c.Gateway != "" {
+		p, err := netip.ParsePrefix(c.Address)
+		gw, gerr := netip.ParseAddr(c.Gateway)
+		if err != nil || !p.Addr().Is4() || gerr != nil || !p.Contains(gw) {
+			return nil, fmt.Errorf("boot configuration: address %q and gateway %q: want an IPv4 address/prefix and a gateway inside it", c.Address, c.Gateway)
 		}
 	}
 	return &c, nil

@@ -48,7 +48,7 @@ func Main() int {
 			fail("/etc/hosts: %v", err)
 		}
 	}
-	if err := configureNetwork(); err != nil {
+	if err := configureNetwork(cfg.Address, cfg.Gateway); err != nil {
 		fail("network: %v", err)
 	}
 	for _, f := range cfg.Forwards {
@@ -142,10 +142,12 @@ func addHosts(names []string) error {
 	return err
 }
 
-// configureNetwork brings up lo and eth0 with QEMU's user-network address.
-// There is no default route: the guest reaches only ForwardAddr (the host
-// ports the scaler forwards) and QEMU's gateway.
-func configureNetwork() error {
+// configureNetwork brings up lo and eth0: with QEMU's user-network
+// address and no default route (the guest reaches only ForwardAddr, the
+// host ports the scaler forwards, and QEMU's gateway) when addr is empty,
+// else with addr and a default route via gw (a bridge network, where the
+// host's nftables decide what the guest reaches).
+func configureNetwork(addr, gw string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := os.Stat("/sys/class/net/" + GuestIfName); err == nil {
@@ -156,11 +158,16 @@ func configureNetwork() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, args := range [][]string{
+	steps := [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "set", GuestIfName, "up"},
 		{"addr", "add", GuestAddr, "dev", GuestIfName},
-	} {
+	}
+	if addr != "" {
+		steps[2][2] = addr
+		steps = append(steps, []string{"route", "add", "default", "via", gw})
+	}
+	for _, args := range steps {
 		if out, err := exec.Command("/bin/ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}

@@ -28,6 +28,18 @@ type ScalerView struct {
 	// retiring; StateReason says why it is not active.
 	State       string `json:"state"`
 	StateReason string `json:"stateReason,omitempty"`
+	// Accel is how a VM scaler's guests run, decided by a boot probe at
+	// start (qemu scalers only, absent for other types): kvm, tcg (KVM
+	// failed: software emulation, AccelNote says why), forced-tcg (the
+	// configuration asks for tcg), probing (the probe runs) or none (no
+	// boot succeeded: the scaler is degraded, StateReason says why).
+	Accel string `json:"accel,omitempty"`
+	// BootMs is the probe boot's duration in milliseconds, from the VMM's
+	// start to the guest's init (absent until measured).
+	BootMs int64 `json:"bootMs,omitempty"`
+	// AccelNote says why KVM was not used (Accel tcg) or why no boot
+	// succeeded (Accel none).
+	AccelNote string `json:"accelNote,omitempty"`
 	// MaxAgents and MaxConcurrentSpawns are the configured caps.
 	MaxAgents           int `json:"maxAgents"`
 	MaxConcurrentSpawns int `json:"maxConcurrentSpawns"`

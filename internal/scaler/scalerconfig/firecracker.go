@@ -99,10 +99,10 @@ func (c *Config) validateFirecrackerNetwork() error {
 	}
 	used := false
 	for _, e := range c.Scalers {
-		used = used || e.Type == TypeFirecracker
+		used = used || e.usesBridge()
 	}
 	if c.Firecracker != nil && !used {
-		return &ConfigError{File: c.mainFile, Field: "firecracker", Msg: "no scaler has type firecracker"}
+		return &ConfigError{File: c.mainFile, Field: "firecracker", Msg: "no scaler has type firecracker (or type qemu with network: tap)"}
 	}
 	if !used {
 		return nil
@@ -145,7 +145,7 @@ func (c *Config) validateFirecrackerNetwork() error {
 		n.AutoProvisionHost = &t
 	}
 	for _, e := range c.Scalers {
-		if e.Type == TypeFirecracker {
+		if e.usesBridge() {
 			e.Network = n
 		}
 	}

@@ -28,6 +28,17 @@ const (
 	AccelTCG  = "tcg"
 )
 
+// Networks of a qemu scaler's guests (network).
+const (
+	// NetworkUser is QEMU's user-mode network, restricted to forwarded
+	// ports (the orchestrator's and hostPorts).
+	NetworkUser = "user"
+	// NetworkTap puts each guest on the bridge of the file's firecracker:
+	// block through a TAP of its own, with an address from its subnet and
+	// the same nftables contract as Firecracker VMs.
+	NetworkTap = "tap"
+)
+
 // QEMUEntry are the qemu-only fields of a scaler entry. kernelPath,
 // uid, gid, vcpuCount and memSizeMib are shared with firecracker scalers
 // (FirecrackerEntry).
@@ -47,6 +58,10 @@ type QEMUEntry struct {
 	// besides the orchestrator's (a git server, a registry). Nothing else
 	// of the host or its networks is reachable from a guest.
 	HostPorts []int `yaml:"hostPorts" json:"hostPorts,omitempty"`
+	// GuestNetwork (network) is user (default) or tap (NetworkUser,
+	// NetworkTap). With tap, hostPorts are ports of the bridge's gateway
+	// address.
+	GuestNetwork string `yaml:"network" json:"network,omitempty"`
 }
 
 // validateQEMU checks and defaults a qemu entry (path p).
@@ -82,6 +97,13 @@ func (e *Entry) validateQEMU(p string) error {
 	case "microvm", "pc":
 	default:
 		return bad(".machine", "must be microvm or pc (got %q)", q.Machine)
+	}
+	switch q.GuestNetwork {
+	case "":
+		q.GuestNetwork = NetworkUser
+	case NetworkUser, NetworkTap:
+	default:
+		return bad(".network", "must be user or tap (got %q)", q.GuestNetwork)
 	}
 	if q.VMDir == "" {
 		q.VMDir = DefaultVMDir
@@ -132,7 +154,8 @@ func (e *Entry) refuseQEMUFields(p string) error {
 		field string
 		set   bool
 	}{{"qemuPath", q.QEMUPath != ""}, {"initrdPath", q.InitrdPath != ""}, {"accel", q.Accel != ""},
-		{"machine", q.Machine != ""}, {"vmDir", q.VMDir != ""}, {"hostPorts", len(q.HostPorts) > 0}} {
+		{"machine", q.Machine != ""}, {"vmDir", q.VMDir != ""}, {"hostPorts", len(q.HostPorts) > 0},
+		{"network", q.GuestNetwork != ""}} {
 		if c.set {
 			return &ConfigError{File: e.file, Field: p + "." + c.field, Msg: "applies to qemu scalers only"}
 		}
@@ -141,3 +164,27 @@ func (e *Entry) refuseQEMUFields(p string) error {
 }
 
 func intPtr(v int) *int { return &v }
+
+// usesBridge reports whether e's VMs join the firecracker: block's bridge
+// (a firecracker scaler, or a qemu scaler with network: tap).
+func (e *Entry) usesBridge() bool {
+	return e.Type == TypeFirecracker || (e.Type == TypeQEMU && e.GuestNetwork == NetworkTap)
+}
+
+// QEMUImmutableChanged reports whether a reload changes a qemu scaler's
+// fields its running backend keeps (network and, with tap, the
+// firecracker: block; vmDir, uid, gid).
+func QEMUImmutableChanged(a, b *Entry) bool {
+	if a.Type != TypeQEMU || b.Type != TypeQEMU {
+		return false
+	}
+	if a.GuestNetwork != b.GuestNetwork || a.VMDir != b.VMDir || *a.UID != *b.UID || *a.GID != *b.GID {
+		return true
+	}
+	na, nb := a.Network, b.Network
+	if na == nil || nb == nil {
+		return na != nb
+	}
+	return na.CIDR != nb.CIDR || na.Gateway != nb.Gateway || na.BridgeName != nb.BridgeName || na.Table != nb.Table ||
+		*na.AutoProvisionHost != *nb.AutoProvisionHost
+}

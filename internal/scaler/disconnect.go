@@ -1,0 +1,47 @@
+package scaler
+
+import "time"
+
+// vmBackend is a backend whose agents run inside a machine of their own
+// (QEMU, Firecracker): the machine normally ends when its agent does (the
+// guest powers off), but a guest that fails to (seen under software
+// emulation: a restart that boots the guest again instead of ending QEMU)
+// would otherwise hold its slot, memory and CPU until the orchestrator
+// stops.
+type vmBackend interface{ endsWithAgent() }
+
+func (*QEMU) endsWithAgent()        {}
+func (*Firecracker) endsWithAgent() {}
+
+// AgentDisconnected hears that agentID's connection ended
+// (dispatch.DisconnectObserver). A scaler-managed agent never comes back
+// (its token dies with the socket), so when it runs in a VM that is still
+// there Options.DisconnectGrace later, the VM is destroyed: one job per
+// VM holds even when the guest does not power off. Agents of other
+// backends end with their process; unknown ids are ignored.
+func (m *Manager) AgentDisconnected(agentID string) {
+	m.mu.Lock()
+	rec := m.agents[agentID]
+	m.mu.Unlock()
+	if rec == nil {
+		return
+	}
+	if _, ok := rec.sc.backend.(vmBackend); !ok {
+		return
+	}
+	go func() {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(m.opts.DisconnectGrace):
+		}
+		m.mu.Lock()
+		still := m.agents[agentID] == rec && rec.state == stateRunning
+		m.mu.Unlock()
+		if still {
+			m.log.Warn("the VM of a disconnected agent did not end on its own; destroying it", "scaler", rec.sc.entry.Name,
+				"agent", agentID, "grace", m.opts.DisconnectGrace)
+			m.Stop(agentID)
+		}
+	}()
+}
