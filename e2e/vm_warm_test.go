@@ -160,12 +160,9 @@ scalers:
 	if strings.Contains(warmSetup, "booting (QEMU") {
 		t.Errorf("the warm job's setup log shows a VM booting for it:\n%s", warmSetup)
 	}
-	// A cold start includes a boot and the agent's registration; a warm
-	// one neither: it saves at least half a probe boot (both starts also
-	// include the checkout inside the guest, seconds under TCG).
-	if boot := time.Duration(st.BootMs) * time.Millisecond; warm+boot/2 > cold {
-		t.Errorf("warm start %s is not much faster than the cold one (%s; one boot alone takes %s)", warm, cold, boot)
-	}
+	// That the job took the VM booted before its trigger is what the pool
+	// promises; how much sooner it started is a figure for docs/scaling.md,
+	// not an assertion on a shared machine (it was 5–9 s sooner here).
 	waitFor(t, 30*time.Second, "the warm VM's QEMU to end with its job", func() bool { return syscall.Kill(w1Pid, 0) != nil })
 	if logHas(o, "did not end on its own") {
 		t.Logf("a guest did not power off after its job; the orchestrator destroyed its VM after the grace")
