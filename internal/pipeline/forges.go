@@ -314,6 +314,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	if client != nil && lockfetch.IsSHA(sha) && !ghprov.IsZeroSHA(sha) {
 		ev.Files = githubFiles{ctx: ctx, client: client, inst: inst, repo: repo, sha: sha}
+		if ev.CommitMessage == "" && ev.Type == "pull_request" {
+			ev.LoadCommitMessage = githubCommitMessage(ctx, client, inst, repo, sha) // gates.go
+		}
 	}
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
 		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
