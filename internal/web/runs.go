@@ -121,6 +121,9 @@ type runData struct {
 	Terminal  bool
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
+	// Notifications are the run's notification deliveries
+	// (notifications.go; none for a scoped caller).
+	Notifications []*store.NotificationDelivery
 }
 
 // commitInfo is what a delivery's payload says about the commit and who
@@ -177,6 +180,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 			d.HoldByJob[h.JobID] = h.Reason
 		}
 	}
+	d.Notifications = u.runNotifications(r, p, run.ID)
 	if run.SourceID != "" {
 		if src, err := u.d.Store.GetSource(ctx, run.SourceID); err == nil {
 			d.Source = src.Name

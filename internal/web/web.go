@@ -175,6 +175,7 @@ func (u *UI) Mount(mux *http.ServeMux) {
 	h("POST /ui/held/{id}/decision", u.authed(u.decideHold))
 	h("GET /ui/sources", u.authed(u.sourcesPage))
 	h("GET /ui/agents", u.authed(u.agentsPage))
+	h("GET /ui/notifications", u.authed(u.notificationsPage))
 	h("GET /ui/settings", u.authed(u.settingsPage))
 	h("/ui/", func(w http.ResponseWriter, r *http.Request) { u.errorPage(w, r, http.StatusNotFound, "Page not found") })
 }
