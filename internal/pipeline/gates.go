@@ -27,12 +27,29 @@ func (p *Processor) withLocalGates(ctx context.Context, repo *local.Repo, sha st
 }
 
 // withForgeCommitMessage fills ev.CommitMessage from a push payload's
-// head_commit.message (GitHub, Gitea, Forgejo); pull request payloads carry
+// head_commit.message (GitHub, Gitea, Forgejo) or, without one, from the
+// entry of its commits list that is the pushed head (GitLab's
+// checkout_sha); pull request payloads carry
 // no commit message, so their gates read it through ev.LoadCommitMessage
 // (githubCommitMessage, gitGates).
 func withForgeCommitMessage(ev *trigger.Event, payload map[string]any) {
 	if ev.CommitMessage == "" {
 		ev.CommitMessage = jsonStr(payload, "head_commit", "message")
+	}
+	if ev.CommitMessage != "" {
+		return
+	}
+	// GitLab pushes have no head_commit: the pushed head is the entry of
+	// commits whose id is checkout_sha (or after).
+	head := jsonStr(payload, "checkout_sha")
+	if head == "" {
+		head = jsonStr(payload, "after")
+	}
+	commits, _ := payload["commits"].([]any)
+	for _, c := range commits {
+		if m, _ := c.(map[string]any); m != nil && head != "" && m["id"] == head {
+			ev.CommitMessage, _ = m["message"].(string)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // TestGitHubPushGates: on a GitHub push the requires gate reads the file
@@ -72,5 +73,25 @@ func TestGitHubPullRequestCommitMessageGates(t *testing.T) {
 	}
 	if n := h.fake.Calls("GET /repos/" + ghRepo + "/git/commits/" + shaHead); n != 2 {
 		t.Errorf("commit message read %d times, want once per event", n)
+	}
+}
+
+// TestForgeCommitMessageFromCommitsList: a push payload without
+// head_commit (GitLab's) gives the message of the commits entry that is
+// the pushed head, so `[skip ci]` needs no git fetch there.
+func TestForgeCommitMessageFromCommitsList(t *testing.T) {
+	var payload map[string]any
+	_ = json.Unmarshal([]byte(`{"after":"bbb","checkout_sha":"bbb","commits":[
+		{"id":"aaa","message":"feat: older"},{"id":"bbb","message":"docs: typo [skip ci]\n"}]}`), &payload)
+	ev := &trigger.Event{Type: "push"}
+	withForgeCommitMessage(ev, payload)
+	if ev.CommitMessage != "docs: typo [skip ci]\n" {
+		t.Fatalf("message %q, want the head commit's", ev.CommitMessage)
+	}
+	gh := &trigger.Event{Type: "push"}
+	_ = json.Unmarshal([]byte(`{"after":"bbb","head_commit":{"id":"bbb","message":"fix: x"},"commits":[{"id":"bbb","message":"other"}]}`), &payload)
+	withForgeCommitMessage(gh, payload)
+	if gh.CommitMessage != "fix: x" {
+		t.Fatalf("head_commit wins: %q", gh.CommitMessage)
 	}
 }
