@@ -41,6 +41,10 @@ type RefResolver struct {
 	Protocols string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// CheckURL, when set, vets a library URL before it is asked (the
+	// orchestrator refuses https hosts on its own machine or network
+	// unless local source URLs are allowed: internal/netguard).
+	CheckURL func(ctx context.Context, url string) error
 
 	mu    sync.Mutex
 	cache map[string]refAnswer
@@ -91,6 +95,11 @@ func (r *RefResolver) lsRemote(ctx context.Context, url, ref string) (string, er
 	}
 	if ref == "" || strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, " \n\r\x00:^~?*[\\") || strings.Contains(ref, "..") {
 		return "", fmt.Errorf("%q is not a valid ref", ref)
+	}
+	if r.CheckURL != nil {
+		if err := r.CheckURL(ctx, url); err != nil {
+			return "", err
+		}
 	}
 	timeout, protocols := r.Timeout, r.Protocols
 	if timeout <= 0 {
