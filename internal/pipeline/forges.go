@@ -407,7 +407,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
 		}
-		rc.LibraryDrift = p.libraryDrift(ctx, wf) // librarydrift.go
+		rc.LibraryDrift = p.libraryDrift(ctx, tr, wf) // librarydrift.go
 		run, jobs, err := BuildRun(wf, rc)
 		if err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/pieces"
@@ -16,9 +17,10 @@ type LibraryResolver interface {
 // libraryDrift returns wf's library drift warnings for a run about to be
 // created (lockfile.LibraryDrift): a pinned tag or branch of a library
 // that moved since the lock was compiled, or a library that could not be
-// asked. Warnings never stop the run; an unreachable library costs at
-// most the resolver's timeout, once per cache period.
-func (p *Processor) libraryDrift(ctx context.Context, wf *lockfile.Workflow) []string {
+// asked. They also join tr.Warnings (the run page shows them). Warnings
+// never stop the run; an unreachable library costs at most the
+// resolver's timeout, once per cache period.
+func (p *Processor) libraryDrift(ctx context.Context, tr *Trace, wf *lockfile.Workflow) []string {
 	has := false
 	for _, pc := range wf.Pieces {
 		if pc.Library != "" && !pieces.IsCommit(pc.Ref) {
@@ -39,6 +41,7 @@ func (p *Processor) libraryDrift(ctx context.Context, wf *lockfile.Workflow) []s
 	})
 	for _, w := range out {
 		p.log.Warn("pipeline: "+w, "workflow", wf.Name)
+		tr.Warnings = append(tr.Warnings, fmt.Sprintf("workflow %q: %s", wf.Name, w))
 	}
 	return out
 }

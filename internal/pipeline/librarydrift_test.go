@@ -44,7 +44,7 @@ func TestRunShowsLibraryDrift(t *testing.T) {
 	)))
 	c := h.repo.Commit("lock")
 	id := h.deliver("refs/heads/main", strings.Repeat("0", 40), c)
-	d, _ := h.process(id)
+	d, tr := h.process(id)
 	runs := h.runsOf(id)
 	if d.Status != "processed" || len(runs) != 3 {
 		t.Fatalf("delivery %s (%s), runs %v: want all three runs (drift never stops a run)", d.Status, d.Error, runs)
@@ -71,5 +71,10 @@ func TestRunShowsLibraryDrift(t *testing.T) {
 	}
 	if got := driftOf("pinned"); len(got) != 0 {
 		t.Errorf("pinned at a commit: %q, want no check", got)
+	}
+	// The delivery trace carries them for the run page, by workflow.
+	if len(tr.Warnings) != 2 || !strings.HasPrefix(tr.Warnings[0], `workflow "moved": `+want) ||
+		!strings.HasPrefix(tr.Warnings[1], `workflow "unreachable": library drift not checked`) {
+		t.Errorf("trace warnings = %q", tr.Warnings)
 	}
 }

@@ -111,5 +111,6 @@ func (p *Processor) matchOrgWide(ctx context.Context, d *store.Delivery, tr *Tra
 	tr.Workflows = append(tr.Workflows, sub.Workflows...)
 	tr.Runs = append(tr.Runs, sub.Runs...)
 	tr.Errors = append(tr.Errors, sub.Errors...)
+	tr.Warnings = append(tr.Warnings, sub.Warnings...)
 	return err
 }

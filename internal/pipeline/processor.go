@@ -67,6 +67,9 @@ type Trace struct {
 	Runs []RunRef `json:"runs,omitempty"`
 	// Errors lists per-workflow failures (the delivery is then "failed").
 	Errors []string `json:"errors,omitempty"`
+	// Warnings are what the runs created should show without failing,
+	// each `workflow "<name>": <text>` (library drift, librarydrift.go).
+	Warnings []string `json:"warnings,omitempty"`
 	// LockStatus is set when the lock could not be used: lockfile_missing,
 	// lockfile_corrupt or lockfile_too_large.
 	LockStatus string `json:"lockStatus,omitempty"`
@@ -412,7 +415,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		}
 		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
 			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login,
-			LibraryDrift: p.libraryDrift(ctx, wf)}.withEvent(ev))
+			LibraryDrift: p.libraryDrift(ctx, tr, wf)}.withEvent(ev))
 		if err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue

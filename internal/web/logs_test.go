@@ -154,3 +154,23 @@ func TestContainerBuildIsItsOwnStep(t *testing.T) {
 		t.Errorf("?step=-2 of a job without a build: %d, want 404", code)
 	}
 }
+
+// TestRunPageShowsLibraryDrift: the library drift the pipeline found for
+// the run's workflow (the delivery trace's warnings) is shown on the run
+// page; another workflow's is not.
+func TestRunPageShowsLibraryDrift(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	tr := `{"summary":"1 of 1 workflows matched; 1 runs created","warnings":[` +
+		`"workflow \"ci\": library drift: library shared ref v1 now resolves to 7d2e01ab93c4; the lock has 4f0c9b2a1d7e (piece shared:p.yaml)",` +
+		`"workflow \"other\": library drift not checked: library x (https://x.example/x.git) ref main: unreachable"]}`
+	if err := h.st.FinishDelivery(ctx, "generic:demo:src-1:d1", store.DeliveryProcessed, "", json.RawMessage(tr)); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	_, body, _ := c.get(h.runURL())
+	mustContain(t, "run page", body, "<h2>Warnings</h2>",
+		`<p class="warning">library drift: library shared ref v1 now resolves to 7d2e01ab93c4; the lock has 4f0c9b2a1d7e (piece shared:p.yaml)</p>`)
+	mustNotContain(t, "run page", body, "x.example")
+}
