@@ -157,4 +157,28 @@ func TestOrgWorkflowOffUntilEnabled(t *testing.T) {
 	if out := o.admin(t, "runs", "show", id); !strings.Contains(out, "acme/policies@") || !strings.Contains(out, ":.kici/workflows/audit.yaml (organization-wide)") {
 		t.Errorf("runs show does not say where the workflow was defined:\n%s", out)
 	}
+
+	// The operator denies organization-wide workflows for the app source:
+	// its pushes run none, and the trace says why; allowing them again
+	// brings the audit back.
+	if out := o.admin(t, "source", "org-wide-workflows", appSrc, "deny"); !strings.Contains(out, "Organization-wide workflows: deny for source "+appSrc) {
+		t.Fatalf("deny: %q", out)
+	}
+	tr = o.commitAndPush(t, app, appSrc, "third", nil)
+	if len(tr.Runs) != 0 {
+		t.Fatalf("denied for the source, yet runs %v", tr.runNames())
+	}
+	denied := false
+	for _, w := range tr.Workflows {
+		for _, c := range w.Checks {
+			denied = denied || c.Check == "org-wide workflows" && strings.Contains(c.Reason, "operator denies")
+		}
+	}
+	if !denied {
+		t.Errorf("the delivery trace does not say the operator denied them: %+v", tr.Workflows)
+	}
+	o.admin(t, "source", "org-wide-workflows", appSrc, "allow")
+	if tr = o.commitAndPush(t, app, appSrc, "fourth", nil); len(tr.Runs) != 1 || tr.Runs[0].WorkflowName != "audit" {
+		t.Fatalf("allowed again: runs %v (%s)", tr.runNames(), tr.Summary)
+	}
 }

@@ -116,7 +116,9 @@ func runOrgPipeline(t *testing.T, want orgExpect, name string) {
 	git(t, lib, "commit", "-qm", "ci library v1")
 	git(t, lib, "tag", "v1")
 
-	o := startOrchestrator(t)
+	// Local source URLs let the run-time library drift check read the
+	// library on this host; its answers are kept one second.
+	o := startOrchestrator(t, loopbackSourcesEnv, "KICI_LIBRARY_REF_TTL_MS=1000")
 	o.admin(t, "cluster-settings", "set", "globalWorkflowsEnabled", "1")
 	libSrc := o.admin(t, "source", "add", "local", "--org", "acme", "--path", lib, "--name", "ci-library", "--quiet")
 	// Its push registers the library's workflows; the lint's filter does
@@ -216,6 +218,9 @@ func runOrgPipeline(t *testing.T, want orgExpect, name string) {
 			} else if l := o.logText(t, c.id, j.JobID, 2); !strings.Contains(l, "published "+c.svc.name+" (piece v1)") {
 				t.Errorf("%s publish log: %q", c.svc.name, l)
 			}
+			if l := o.logText(t, c.id, j.JobID, -1); strings.Contains(l, "library drift") {
+				t.Errorf("%s: drift shown while the library ref has not moved:\n%s", c.svc.name, l)
+			}
 		}
 	}
 	if out := o.admin(t, "runs", "list", "--workflow", "org-lint"); !strings.Contains(out, "org-lint (org-wide)") {
@@ -286,5 +291,13 @@ func runOrgPipeline(t *testing.T, want orgExpect, name string) {
 	}
 	for _, r := range tr.Runs {
 		o.waitRunStatus(t, r.RunID, runTimeout, "success")
+		// The run shows the moved library ref as drift in its setup log;
+		// it still ran the locked piece.
+		if r.WorkflowName == "ci" {
+			setup := o.logText(t, r.RunID, o.jobsOf(t, r.RunID)["release"].JobID, -1)
+			if !strings.Contains(setup, "Warning: library drift: library shared ref v1 now resolves to "+moved) {
+				t.Errorf("%s: the run after the tag moved shows no library drift; setup log:\n%s", second.name, setup)
+			}
+		}
 	}
 }

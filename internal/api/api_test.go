@@ -376,7 +376,7 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	}
 	for path, want := range map[string]int{
 		logs + "x/logs":           400,
-		logs + "-2/logs":          400,
+		logs + "-3/logs":          400,
 		logs + "1/logs?cursor=-1": 400,
 		"/api/v1/admin/runs/" + run.ID + "/jobs/" + uuid.NewString() + "/steps/0/logs":     404,
 		"/api/v1/admin/runs/" + run.ID + "/jobs/" + jobs[1].ID + "/steps/0/logs":           200,

@@ -186,6 +186,7 @@ func (e *answersEnv) sourceAnswers(t *testing.T) {
 	c.call("DELETE", p+"/generic-sources/"+id+"/webhook-secrets/"+fmt.Sprint(secret["id"]), "")
 	c.call("POST", p+"/generic-sources/"+id+"/disable", "")
 	c.call("POST", p+"/generic-sources/"+id+"/enable", "")
+	c.call("PUT", p+"/generic-sources/"+id+"/org-wide-workflows", `{"orgWideWorkflows":"deny"}`)
 	gh := c.call("POST", p+"/sources", `{"provider":"github","orgId":"acme","name":"gh","token":"ghp_test"}`)
 	c.call("DELETE", p+"/generic-sources/"+fmt.Sprint(gh["id"]), "")
 

@@ -83,6 +83,7 @@ func routeTable() []route {
 		adm("DELETE", "/generic-sources/{id}", auth.PermSourceDelete, "Delete an event source", (*server).deleteSource).noBody().returns(apitypes.Deleted{}),
 		adm("POST", "/generic-sources/{id}/enable", PermSourceUpdate, "Enable an event source", (*server).enableSource).noBody().returns(apitypes.SourceEnabled{}),
 		adm("POST", "/generic-sources/{id}/disable", PermSourceUpdate, "Disable an event source", (*server).disableSource).noBody().returns(apitypes.SourceEnabled{}),
+		adm("PUT", "/generic-sources/{id}/org-wide-workflows", PermSourceUpdate, "Allow or deny organization-wide workflows for a source", (*server).putSourceOrgWide).bodies(apitypes.SourceOrgWideWorkflows{}, apitypes.SourceOrgWideWorkflows{}),
 		adm("GET", "/generic-sources/{id}/webhook-secret", PermSourceSecretRead, "Read a source's routing key and webhook secret", (*server).getSourceSecret).returns(apitypes.SourceWebhookSecret{}),
 		adm("POST", "/sources", PermSourceCreate, "Create a GitHub App source", (*server).createGitHubSource).bodies(apitypes.CreateGitHubSourceRequest{}, apitypes.GitHubSourceCreated{}),
 		adm("GET", "/generic-sources/{id}/webhook-secrets", PermSourceSecretRead, "List a source's webhook secrets", (*server).listSecrets).returns(apitypes.SecretList{}),

@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/execution/status"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runstream"
 	"kici.dev/kici/internal/store"
 )
@@ -221,8 +222,8 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 	idx, err := strconv.Atoi(r.PathValue("i"))
-	if err != nil || idx < -1 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid step index %q: must be an integer ≥ -1 (-1 = job setup)", r.PathValue("i")))
+	if err != nil || idx < protocol.ContainerBuildStepIndex {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid step index %q: must be an integer ≥ -2 (-1 = job setup, -2 = container image build)", r.PathValue("i")))
 		return
 	}
 	cursor, err := parseIntParam(r, "cursor", 0, 0)
@@ -249,7 +250,7 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n, ok := stepCount(job.Config); ok && idx >= n {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("Step %d not found: job %q has %d steps (0..%d, -1 = job setup)", idx, job.JobName, n, n-1))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("Step %d not found: job %q has %d steps (0..%d, -1 = job setup, -2 = container image build)", idx, job.JobName, n, n-1))
 		return
 	}
 	if s.d.Logs == nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"kici.dev/kici/internal/api/apitypes"
@@ -60,4 +61,45 @@ func (s *server) setSourceEnabled(w http.ResponseWriter, r *http.Request, enable
 		return
 	}
 	writeJSON(w, http.StatusOK, apitypes.SourceEnabled{Enabled: enabled})
+}
+
+// putSourceOrgWide is PUT /generic-sources/{id}/org-wide-workflows
+// {"orgWideWorkflows":"allow"|"deny"}: the operator's choice whether the
+// organization-wide workflows of the org's other sources run for the {id}
+// source's events (docs/workflows.md, Organization-wide workflows). Not
+// open to routing-key-scoped tokens: a source's owner cannot opt its
+// repository out of the org's checks. 200 with the stored value; 400 for
+// another value; 404 unknown source.
+func (s *server) putSourceOrgWide(w http.ResponseWriter, r *http.Request) {
+	var req apitypes.SourceOrgWideWorkflows
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.OrgWideWorkflows != store.OrgWideAllow && req.OrgWideWorkflows != store.OrgWideDeny {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("orgWideWorkflows %q: must be %q or %q", req.OrgWideWorkflows, store.OrgWideAllow, store.OrgWideDeny))
+		return
+	}
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if _, err := s.d.Store.GetSource(ctx, id); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "Source not found")
+		return
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	set, err := s.d.Store.GetSourceSettings(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		set, err = &store.SourceSettings{SourceID: id}, nil
+	}
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	set.OrgWideWorkflows = req.OrgWideWorkflows
+	if err := s.d.Store.PutSourceSettings(ctx, set); err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitypes.SourceOrgWideWorkflows{OrgWideWorkflows: set.OrgWideWorkflows})
 }

@@ -9,6 +9,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/protocol"
 )
 
 // failedStepTail is how many of a failed step's last log lines the summary
@@ -28,7 +29,7 @@ func (a *app) printFailedSteps(ctx context.Context, w io.Writer, runID string, j
 		}
 		shown := false
 		for _, s := range j.Steps {
-			if s.StepIndex < 0 || s.Status != status.StepFailed {
+			if s.StepIndex == protocol.JobLogStepIndex || s.Status != status.StepFailed {
 				continue
 			}
 			title := fmt.Sprintf("%s / step %d %s", j.JobName, s.StepIndex, s.StepName)

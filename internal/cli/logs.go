@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/protocol"
 )
 
 // logStream is one step log (or the job-level setup bucket, index -1).
@@ -90,7 +91,7 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 	for _, j := range selected {
 		idxs := []int{-1}
 		for _, s := range j.Steps {
-			if s.StepIndex >= 0 {
+			if s.StepIndex != protocol.JobLogStepIndex { // the setup is first
 				idxs = append(idxs, s.StepIndex)
 			}
 		}
@@ -99,7 +100,7 @@ func (a *app) streamLogs(ctx context.Context, runID, jobSel string, step int, st
 		}
 		for _, i := range idxs {
 			name := "setup"
-			if i >= 0 {
+			if i != protocol.JobLogStepIndex {
 				name = strconv.Itoa(i)
 				for _, s := range j.Steps {
 					if s.StepIndex == i && s.StepName != "" {

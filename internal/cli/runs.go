@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/protocol"
 )
 
 func (a *app) runsCommand() *cobra.Command {
@@ -253,7 +254,7 @@ func printSummary(w io.Writer, jobs []apitypes.JobView) {
 		}
 		t.row(j.JobName, "", string(j.Status), fmtMs(j.DurationMs), detail)
 		for _, s := range j.Steps {
-			if s.StepIndex < 0 {
+			if s.StepIndex == protocol.JobLogStepIndex {
 				continue
 			}
 			d := deref(s.ErrorMessage)

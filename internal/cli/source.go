@@ -36,7 +36,8 @@ func (a *app) sourceCommand() *cobra.Command {
 		a.sourceAddForgeCommand("gitea"), a.sourceAddForgeCommand("gitlab"))
 	cmd.AddCommand(add, a.sourceListCommand(), a.sourceGetCommand(), a.sourceSecretCommand(), a.triggerLocalCommand())
 	cmd.AddCommand(a.sourceSecretsCommand())
-	cmd.AddCommand(a.sourceDeleteCommand(), a.sourceToggleCommand(true), a.sourceToggleCommand(false))
+	cmd.AddCommand(a.sourceDeleteCommand(), a.sourceToggleCommand(true), a.sourceToggleCommand(false),
+		a.sourceOrgWideCommand())
 	return cmd
 }
 

@@ -129,3 +129,36 @@ schedules that fell due meanwhile. Both are idempotent.`,
 		},
 	}
 }
+
+// sourceOrgWideCommand is `source org-wide-workflows <id> allow|deny`.
+func (a *app) sourceOrgWideCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "org-wide-workflows <id> allow|deny",
+		Short: "Allow or deny the org's organization-wide workflows for one source",
+		Long: `Choose whether the organization-wide workflows of the other sources of the
+source's org (workflows with ` + "`repos`" + ` on a trigger, run when the cluster setting
+globalWorkflowsEnabled is 1) run for this source's pushes and pull requests.
+allow is the default; deny keeps every one of them away from the source, and
+its delivery traces say so. Only an org-wide admin token may change it, not a
+token scoped to the source.`,
+		Example: `  kici-admin source org-wide-workflows 1b4e28ba-2fa1-11d2-883f-0016d3cca427 deny`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mode := args[1]
+			if mode != "allow" && mode != "deny" {
+				return fmt.Errorf("%q: say allow or deny", mode)
+			}
+			var resp apitypes.SourceOrgWideWorkflows
+			path := apitypes.AdminPrefix + "/generic-sources/" + url.PathEscape(args[0]) + "/org-wide-workflows"
+			if printed, err := a.callJSON(cmd, http.MethodPut, path, nil, apitypes.SourceOrgWideWorkflows{OrgWideWorkflows: mode}, &resp); printed || err != nil {
+				return err
+			}
+			if a.quiet {
+				fmt.Fprintln(a.out(), resp.OrgWideWorkflows)
+				return nil
+			}
+			fmt.Fprintf(a.out(), "Organization-wide workflows: %s for source %s\n", resp.OrgWideWorkflows, args[0])
+			return nil
+		},
+	}
+}

@@ -17,6 +17,8 @@ const (
 	DefaultEventLogMaxPayloadBytes = 5242880
 	// DefaultWebhookDedupTTL is KICI_WEBHOOK_DEDUP_TTL_MS's default (24 h).
 	DefaultWebhookDedupTTL = 24 * time.Hour
+	// DefaultLibraryRefTTL is KICI_LIBRARY_REF_TTL_MS's default (5 min).
+	DefaultLibraryRefTTL = 5 * time.Minute
 )
 
 // Ingress are the webhook-ingress and lock-fetching limits.
@@ -36,13 +38,17 @@ type Ingress struct {
 	// sources may reach loopback, link-local and this host's own
 	// addresses (internal/netguard); false by default.
 	AllowLocalSourceURLs bool
+	// LibraryRefTTL is KICI_LIBRARY_REF_TTL_MS: how long the run-time
+	// library drift check reuses a library ref's answer
+	// (pieces.RefResolver); 1 s to 24 h, default 5 minutes.
+	LibraryRefTTL time.Duration
 }
 
 // loadIngress parses the ingress variables into in, returning one error per
 // malformed value.
 func loadIngress(get func(string) string, in *Ingress) []error {
 	*in = Ingress{MaxGitHubPayloadBytes: DefaultMaxGitHubPayloadBytes, LockFileMaxBytes: DefaultLockFileMaxBytes,
-		EventLogMaxPayloadBytes: DefaultEventLogMaxPayloadBytes, WebhookDedupTTL: DefaultWebhookDedupTTL}
+		EventLogMaxPayloadBytes: DefaultEventLogMaxPayloadBytes, WebhookDedupTTL: DefaultWebhookDedupTTL, LibraryRefTTL: DefaultLibraryRefTTL}
 	var errs []error
 	parse := func(name string, dst *int64) {
 		v := get(name)
@@ -65,6 +71,14 @@ func loadIngress(get func(string) string, in *Ingress) []error {
 			errs = append(errs, fmt.Errorf("KICI_ALLOW_LOCAL_SOURCE_URLS=%q: must be true or false", v))
 		}
 		in.AllowLocalSourceURLs = b
+	}
+	if v := get("KICI_LIBRARY_REF_TTL_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1000 || n > int64(24*time.Hour/time.Millisecond) {
+			errs = append(errs, fmt.Errorf("KICI_LIBRARY_REF_TTL_MS=%q: must be an integer number of milliseconds between 1000 and 86400000 (24 h)", v))
+		} else {
+			in.LibraryRefTTL = time.Duration(n) * time.Millisecond
+		}
 	}
 	if v := get("KICI_WEBHOOK_DEDUP_TTL_MS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -118,6 +118,7 @@ var Vars = []Var{
 	{"KICI_SECRET_KEY_OLD", ScopeOrchestrator, "empty", "Previous master key during a rotation: values it sealed still open until `POST /api/v1/admin/rotate-key` re-encrypts them with `KICI_SECRET_KEY`. Must differ from the current key."},
 	{"KICI_SECRET_KEY_FILE_OLD", ScopeOrchestrator, "empty", "File holding the previous master key, in the `KICI_SECRET_KEY` format (alternative to `KICI_SECRET_KEY_OLD`)."},
 	{"KICI_ALLOW_LOCAL_SOURCE_URLS", ScopeOrchestrator, "`false`", "`true` ⇒ a source's `apiBaseUrl` (and a universal-git source's http(s) `gitUrlTemplate`) may resolve to a loopback, link-local (`169.254.169.254`) or this host's own address; otherwise such a source is refused at creation and every forge connection to such an address is refused (a forge on the orchestrator's own host, a test's fake forge)."},
+	{"KICI_LIBRARY_REF_TTL_MS", ScopeOrchestrator, "`300000`", "How long the run-time library drift check (docs/workflows.md, Libraries) reuses what a library's remote said its ref names, 1000–86400000 ms. `KICI_ALLOW_LOCAL_SOURCE_URLS=true` also lets that check read `file://` and local-path libraries."},
 
 	// agent
 	{"KICI_AGENT_ID", ScopeAgent, "`<hostname>-<8 hex>`", "Agent identity (set by the scaler for spawned agents)."},

@@ -64,3 +64,24 @@ func (c *Client) CommitSHA(ctx context.Context, installation int64, repo, ref st
 	}
 	return sha, nil
 }
+
+// CommitMessage returns the full message of commit sha (GET
+// /repos/{owner}/{repo}/git/commits/{sha}; GitHub REST "Get a commit
+// object"), for the commitMessage and `[skip ci]` gates of events whose
+// payload carries none (pull requests). An unknown commit is ErrNotFound.
+func (c *Client) CommitMessage(ctx context.Context, installation int64, repo, sha string) (string, error) {
+	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("github: invalid commit SHA %q", sha)
+	}
+	rp, auth, err := c.repoCall(ctx, installation, repo)
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Message string `json:"message"`
+	}
+	if err := c.do(ctx, "GET", rp+"/git/commits/"+sha, auth, "", &out, 1<<20); err != nil {
+		return "", err
+	}
+	return out.Message, nil
+}

@@ -35,19 +35,39 @@ const AllowedGitProtocols = "file:git:http:https:ssh"
 // file does not exist and ErrTooLarge when the blob exceeds maxBytes
 // (checked from the tree before the blob is read).
 func FetchGitLock(ctx context.Context, repoURL, ref string, maxBytes int64, auth *GitAuth) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, GitBudget)
+	defer cancel()
+	c, err := OpenGitCommit(ctx, repoURL, ref, auth)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.ReadFile(ctx, LockPath, maxBytes)
+}
+
+// GitCommit is one commit of a remote repository fetched shallow (depth
+// 1) and blob-less into a temporary bare repository: its message and
+// tree are local, and a file's blob is fetched when ReadFile asks for it.
+// Every git command runs within GitBudget. Close removes the directory.
+type GitCommit struct {
+	dir string
+	env []string
+}
+
+// OpenGitCommit fetches ref ("HEAD", a branch, a tag or a commit SHA) of
+// the repository at repoURL. ErrMissing (wrapped) means the ref does not
+// exist.
+func OpenGitCommit(ctx context.Context, repoURL, ref string, auth *GitAuth) (*GitCommit, error) {
 	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, " \t\n\\") || ref == "" {
 		return nil, fmt.Errorf("git lock fetch: invalid ref %q", ref)
 	}
 	if strings.HasPrefix(repoURL, "-") {
 		return nil, fmt.Errorf("git lock fetch: invalid repository URL %q", repoURL)
 	}
-	ctx, cancel := context.WithTimeout(ctx, GitBudget)
-	defer cancel()
 	dir, err := os.MkdirTemp("", "kici-lockfetch-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	env := append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull,
 		"GIT_ALLOW_PROTOCOL="+AllowedGitProtocols, "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false")
 	if auth != nil && auth.Secret != "" {
@@ -58,29 +78,19 @@ func FetchGitLock(ctx context.Context, repoURL, ref string, maxBytes int64, auth
 		hdr := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+auth.Secret))
 		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0="+hdr)
 	}
-	git := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("git %s: exceeded the %s budget", args[0], GitBudget)
-			}
-			return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
-		}
-		return out, nil
-	}
-	if _, err := git("init", "-q", "--bare"); err != nil {
+	c := &GitCommit{dir: dir, env: env}
+	if _, err := c.git(ctx, "init", "-q", "--bare"); err != nil {
+		c.Close()
 		return nil, err
 	}
 	for _, kv := range [][2]string{{"remote.origin.url", repoURL}, {"remote.origin.promisor", "true"}, {"remote.origin.partialclonefilter", "blob:none"}} {
-		if _, err := git("config", kv[0], kv[1]); err != nil {
+		if _, err := c.git(ctx, "config", kv[0], kv[1]); err != nil {
+			c.Close()
 			return nil, err
 		}
 	}
-	if _, err := git("fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "origin", ref); err != nil {
+	if _, err := c.git(ctx, "fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "origin", ref); err != nil {
+		c.Close()
 		msg := err.Error()
 		if strings.Contains(msg, "couldn't find remote ref") || strings.Contains(msg, "not our ref") ||
 			strings.Contains(msg, "no such remote ref") || strings.Contains(msg, "unadvertised object") {
@@ -88,12 +98,41 @@ func FetchGitLock(ctx context.Context, repoURL, ref string, maxBytes int64, auth
 		}
 		return nil, err
 	}
-	out, err := git("ls-tree", "-l", "FETCH_HEAD", "--", LockPath)
+	return c, nil
+}
+
+// git runs one git command in the commit's repository within GitBudget.
+func (c *GitCommit) git(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, GitBudget)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", c.dir}, args...)...)
+	cmd.Env = c.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("git %s: exceeded the %s budget", args[0], GitBudget)
+		}
+		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// ReadFile returns the content of the regular file at path (slash
+// separated, relative to the repository root) in the commit. It returns
+// ErrMissing when the commit has no such file and ErrTooLarge when it
+// exceeds maxBytes (checked from the tree before the blob is fetched).
+func (c *GitCommit) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
+	if path == "" || strings.HasPrefix(path, "-") || strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("git: invalid path %q", path)
+	}
+	out, err := c.git(ctx, "ls-tree", "-l", "FETCH_HEAD", "--", path)
 	if err != nil {
 		return nil, err
 	}
 	fields := strings.Fields(string(out))
-	if len(fields) < 4 || fields[1] != "blob" {
+	if len(fields) < 4 || fields[1] != "blob" || !strings.HasPrefix(fields[0], "100") {
 		return nil, ErrMissing
 	}
 	size, err := strconv.ParseInt(fields[3], 10, 64)
@@ -103,7 +142,7 @@ func FetchGitLock(ctx context.Context, repoURL, ref string, maxBytes int64, auth
 	if size > maxBytes {
 		return nil, ErrTooLarge
 	}
-	blob, err := git("cat-file", "blob", fields[2])
+	blob, err := c.git(ctx, "cat-file", "blob", fields[2])
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +151,19 @@ func FetchGitLock(ctx context.Context, repoURL, ref string, maxBytes int64, auth
 	}
 	return blob, nil
 }
+
+// Message returns the commit's full message (subject and body, trailing
+// newlines trimmed).
+func (c *GitCommit) Message(ctx context.Context) (string, error) {
+	out, err := c.git(ctx, "log", "-1", "--format=%B", "FETCH_HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(out), "\n"), nil
+}
+
+// Close removes the temporary repository.
+func (c *GitCommit) Close() error { return os.RemoveAll(c.dir) }
 
 // ErrBadRepo is returned by RepoURL for repository names that cannot be
 // put into a clone URL safely.

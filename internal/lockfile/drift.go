@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"kici.dev/kici/internal/pieces"
 )
 
 // DriftCheck is what the agent needs to detect drift between a job's
@@ -27,6 +29,40 @@ type DriftCheck struct {
 	// expanded from (Workflow.Pieces without a library): each must still
 	// have its contentHash (sha256 of the bytes, hex) at the run's commit.
 	Pieces []PieceCheck `json:"pieces,omitempty"`
+	// LibraryDrift are the warnings the orchestrator found about the
+	// workflow's library pieces when it created the run (LibraryDrift): a
+	// pinned tag or branch that now names another commit, or a library it
+	// could not ask. The agent writes them into the job's setup log; they
+	// never fail the job (the lock's copy of the piece is what runs).
+	LibraryDrift []string `json:"libraryDrift,omitempty"`
+}
+
+// LibraryDrift checks wf's library pieces against their remotes: resolve
+// returns the commit a library's ref names now (pieces.RefResolver). Each
+// library (git URL and ref) is asked once. The result has one line per
+// library whose ref moved ("library drift: library ci ref v3 now resolves
+// to <12 hex>; the lock has <12 hex> (piece ci:p.yaml) …") or that could
+// not be asked ("library drift not checked: …"); nil when all match or
+// the workflow uses no library, or pins full commit ids.
+func LibraryDrift(wf *Workflow, resolve func(git, ref string) (string, error)) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range wf.Pieces {
+		key := p.Git + "\x00" + p.Ref
+		if p.Library == "" || p.Commit == "" || seen[key] || pieces.IsCommit(p.Ref) {
+			continue
+		}
+		seen[key] = true
+		now, err := resolve(p.Git, p.Ref)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("library drift not checked: library %s (%s) ref %s: %v", p.Library, p.Git, p.Ref, err))
+		case now != p.Commit:
+			out = append(out, fmt.Sprintf("library drift: library %s ref %s now resolves to %s; the lock has %s (piece %s): this run uses the locked piece; run `kici compile` and commit the lock to take the new commit",
+				p.Library, p.Ref, short(now), short(p.Commit), p.Label()))
+		}
+	}
+	return out
 }
 
 // PieceCheck is one repository piece file a DriftCheck verifies.

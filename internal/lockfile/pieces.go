@@ -420,7 +420,10 @@ func (f *yfile) absorb(pf *yfile, usesNode ast.Node) {
 }
 
 // usedJob decodes a job written as `uses:` a job piece: the using entry
-// gives `with` and `needs`; the piece gives everything else.
+// gives `with` and `needs`, and may override the piece job's `runsOn` and
+// `if` (replaced) and `env` (merged, the using job's values win); the
+// piece gives everything else. The overridden keys are recorded in
+// Job.PieceOverrides.
 func (f *yfile) usedJob(name string, knode, n ast.Node, wfEnv map[string]string) (Job, []needRef) {
 	j := Job{Type: "static", Name: name, RunsOn: []LabelMatcher{}, Needs: []Need{}, Steps: []Step{}}
 	what := "job " + name
@@ -428,8 +431,8 @@ func (f *yfile) usedJob(name string, knode, n ast.Node, wfEnv map[string]string)
 	if !ok {
 		return j, nil
 	}
-	f.strict(entries, what+" (a job that uses a piece)", "uses", "with", "needs")
-	var usesNode, withNode ast.Node
+	f.strict(entries, what+" (a job that uses a piece)", "uses", "with", "needs", "runsOn", "if", "env")
+	var usesNode, withNode, runsOnNode, ifNode, envNode ast.Node
 	needs, refs := []Need{}, []needRef(nil)
 	for _, e := range entries {
 		switch e.key {
@@ -439,6 +442,12 @@ func (f *yfile) usedJob(name string, knode, n ast.Node, wfEnv map[string]string)
 			withNode = e.val
 		case "needs":
 			needs, refs = f.needs(e.val, what+" needs")
+		case "runsOn":
+			runsOnNode = e.val
+		case "if":
+			ifNode = e.val
+		case "env":
+			envNode = e.val
 		}
 	}
 	j.Needs = needs
@@ -449,7 +458,48 @@ func (f *yfile) usedJob(name string, knode, n ast.Node, wfEnv map[string]string)
 	pf.presetNeeds, pf.presetRefs, pf.hasPreset = needs, refs, true
 	pj, _ := pf.job(name, body, body, wfEnv)
 	f.absorb(pf, usesNode)
+	f.overridePieceJob(&pj, refs, runsOnNode, ifNode, envNode)
 	return pj, refs
+}
+
+// overridePieceJob applies the using job's runsOn, if and env to the job
+// a piece defined, decoded in the using file (so errors name it) with the
+// job's needs and matrix in scope.
+func (f *yfile) overridePieceJob(j *Job, refs []needRef, runsOnNode, ifNode, envNode ast.Node) {
+	if runsOnNode == nil && ifNode == nil && envNode == nil {
+		return
+	}
+	what := "job " + j.Name
+	f.inJob = true
+	var env map[string]string
+	if envNode != nil {
+		env = f.envMap(envNode, what+" env") // templates checked by beginJob
+	}
+	f.beginJob(j, refs)
+	defer func() { f.scope, f.inJob = nil, false }()
+	if runsOnNode != nil {
+		o := Job{RunsOn: []LabelMatcher{}, RunsOnPick: "deterministic"}
+		f.runsOn(&o, runsOnNode, what+" runsOn")
+		j.RunsOn, j.ExcludeLabels, j.RunsOnPick = o.RunsOn, o.ExcludeLabels, o.RunsOnPick
+		j.PieceOverrides = append(j.PieceOverrides, "runsOn")
+	}
+	if ifNode != nil {
+		if s, ok := f.nonEmptyStr(ifNode, what+" if"); ok {
+			f.checkCondition(ifNode, s, f.scope.sc)
+			j.If = s
+		}
+		j.PieceOverrides = append(j.PieceOverrides, "if")
+	}
+	if envNode != nil {
+		if j.Env == nil && len(env) > 0 {
+			j.Env = make(map[string]string, len(env))
+		}
+		for k, v := range env {
+			j.Env[k] = v
+		}
+		j.PieceOverrides = append(j.PieceOverrides, "env")
+	}
+	slices.Sort(j.PieceOverrides)
 }
 
 // usedSteps decodes a steps entry written as `uses:` a step piece.

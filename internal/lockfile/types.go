@@ -268,6 +268,11 @@ type Job struct {
 	// step wrote as key to $KICI_OUTPUT. Dependent jobs read it as
 	// needs.<job>.outputs.<name>. kici, YAML `outputs:`.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// PieceOverrides names the keys ("env", "if", "runsOn", sorted) a job
+	// written as `uses:` a job piece set over the piece's job: their
+	// values above are the using job's (env merged over the piece's),
+	// so a reader of the lock sees what was changed. kici (pieces.go).
+	PieceOverrides []string `json:"pieceOverrides,omitempty"`
 	// DriftCheck is added by the orchestrator when it creates a run, never
 	// by the compiler (drift.go).
 	DriftCheck *DriftCheck `json:"driftCheck,omitempty"`

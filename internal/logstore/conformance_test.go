@@ -172,7 +172,7 @@ func TestConformanceReadByOffset(t *testing.T) {
 		if _, _, err := s.Read(runID, jobID, 0, -1, 10); err == nil {
 			t.Fatal("negative cursor accepted")
 		}
-		if err := s.Append(runID, jobID, -2, lines(0, 1)); !errors.Is(err, ErrInvalidPath) {
+		if err := s.Append(runID, jobID, BuildStepIndex-1, lines(0, 1)); !errors.Is(err, ErrInvalidPath) {
 			t.Fatalf("bad step index: %v", err)
 		}
 		// Text that needs escaping comes back as it went in.

@@ -31,7 +31,11 @@ import (
 
 // JobStepIndex is the step index of the job-level bucket (checkout and
 // setup output, protocol.LogChunk StepIndex -1). Its file is job.log.
-const JobStepIndex = -1
+const JobStepIndex = protocol.JobLogStepIndex
+
+// BuildStepIndex is the step index of a job container's image build
+// (protocol.ContainerBuildStepIndex). Its file is build.log.
+const BuildStepIndex = protocol.ContainerBuildStepIndex
 
 // DefaultReadLimit is the page size Read uses when limit <= 0.
 const DefaultReadLimit = 1000
@@ -41,7 +45,7 @@ const MaxReadLimit = 10000
 
 // ErrInvalidPath is returned (wrapped) when a run id, job id or step index
 // cannot name a log file: ids must be 1–128 characters of [A-Za-z0-9-] and
-// the step index must be >= JobStepIndex.
+// the step index must be >= BuildStepIndex.
 var ErrInvalidPath = errors.New("logstore: invalid log path component")
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,128}$`)
@@ -165,9 +169,12 @@ func (f *FS) Path(runID, jobID string, stepIndex int) (string, error) {
 	if err := checkKey(runID, jobID, stepIndex); err != nil {
 		return "", err
 	}
-	name := "job.log"
-	if stepIndex != JobStepIndex {
-		name = "step-" + strconv.Itoa(stepIndex) + ".log"
+	name := "step-" + strconv.Itoa(stepIndex) + ".log"
+	switch stepIndex {
+	case JobStepIndex:
+		name = "job.log"
+	case BuildStepIndex:
+		name = "build.log"
 	}
 	return filepath.Join(f.root, runID, jobID, name), nil
 }
@@ -180,7 +187,7 @@ func checkKey(runID, jobID string, stepIndex int) error {
 	if !idPattern.MatchString(jobID) {
 		return fmt.Errorf("%w: job id %q", ErrInvalidPath, jobID)
 	}
-	if stepIndex < JobStepIndex {
+	if stepIndex < BuildStepIndex {
 		return fmt.Errorf("%w: step index %d", ErrInvalidPath, stepIndex)
 	}
 	return nil

@@ -133,7 +133,7 @@ func TestTraversalRejected(t *testing.T) {
 		{runID, "", 0},
 		{runID, "x.y", 0},
 		{runID, "id%2F..", 0},
-		{runID, jobID, -2},
+		{runID, jobID, -3},
 		{strings.Repeat("a", 129), jobID, 0},
 	}
 	for _, b := range bad {
@@ -150,6 +150,26 @@ func TestTraversalRejected(t *testing.T) {
 	}
 	if _, _, err := fs.Read(runID, jobID, 0, -1, 1); err == nil {
 		t.Fatal("negative cursor accepted")
+	}
+}
+
+// TestBuildStepLogIsItsOwnFile: the container image build (step -2) has
+// a log of its own, build.log, apart from the setup log job.log.
+func TestBuildStepLogIsItsOwnFile(t *testing.T) {
+	fs := NewFS(t.TempDir())
+	if err := fs.Append(runID, jobID, BuildStepIndex, lines(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := fs.Path(runID, jobID, BuildStepIndex)
+	if err != nil || filepath.Base(p) != "build.log" {
+		t.Fatalf("build log path %q, %v", p, err)
+	}
+	got, _, err := fs.Read(runID, jobID, BuildStepIndex, 0, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("build log: %d lines, %v", len(got), err)
+	}
+	if setup, _, _ := fs.Read(runID, jobID, JobStepIndex, 0, 10); len(setup) != 0 {
+		t.Errorf("the build's lines reached the setup log: %v", setup)
 	}
 }
 

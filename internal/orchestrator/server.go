@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
+	"kici.dev/kici/internal/pieces"
 	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
@@ -316,8 +318,21 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
+	// Run-time library drift: library refs are listed over https, from
+	// hosts the source URL guard allows; file libraries only where local
+	// source URLs are allowed (a test, or a forge on this host).
+	libraries := &pieces.RefResolver{TTL: cfg.Ingress.LibraryRefTTL, CheckURL: func(ctx context.Context, u string) error {
+		if strings.HasPrefix(u, "https://") {
+			return sourceURLs.CheckURL(ctx, "library git URL", u)
+		}
+		return nil
+	}}
+	if cfg.Ingress.AllowLocalSourceURLs {
+		libraries.Protocols = "file:https"
+	}
 	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"), pipeline.ProcessorDeps{
-		Forges: forges,
+		Libraries: libraries,
+		Forges:    forges,
 		// Workflow concurrency groups: recorded at run creation, admitted
 		// by the tracker before any job is released, released when a run
 		// ends.

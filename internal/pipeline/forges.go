@@ -314,6 +314,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	if client != nil && lockfetch.IsSHA(sha) && !ghprov.IsZeroSHA(sha) {
 		ev.Files = githubFiles{ctx: ctx, client: client, inst: inst, repo: repo, sha: sha}
+		if ev.CommitMessage == "" && ev.Type == "pull_request" {
+			ev.LoadCommitMessage = githubCommitMessage(ctx, client, inst, repo, sha) // gates.go
+		}
 	}
 	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
 		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
@@ -404,6 +407,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
 			continue
 		}
+		rc.LibraryDrift = p.libraryDrift(ctx, tr, wf) // librarydrift.go
 		run, jobs, err := BuildRun(wf, rc)
 		if err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))

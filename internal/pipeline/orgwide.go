@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"kici.dev/kici/internal/cluster"
@@ -22,6 +23,21 @@ type orgWorkflow struct {
 // without a settings reader organization-wide workflows are off.
 func (p *Processor) orgWideEnabled(ctx context.Context) bool {
 	return p.settings != nil && p.settings.Int(ctx, cluster.GlobalWorkflowsEnabled) == 1
+}
+
+// orgWideDenied reports whether the operator denied organization-wide
+// workflows for src (SourceSettings.OrgWideWorkflows); unreadable
+// settings deny, so a database hiccup never runs what may be refused.
+func (p *Processor) orgWideDenied(ctx context.Context, src *store.Source) bool {
+	set, err := p.st.GetSourceSettings(ctx, src.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		p.log.Warn("pipeline: source settings unreadable; organization-wide workflows not run", "source", src.ID, "err", err)
+		return true
+	}
+	return set.OrgWideWorkflows == store.OrgWideDeny
 }
 
 // orgWorkflows returns the organization-wide workflows other sources of
@@ -60,7 +76,8 @@ func (p *Processor) orgWorkflows(ctx context.Context, src *store.Source) ([]orgW
 // of src's org against ev and stages their runs in b, each built from its
 // own lock entry but checking out the triggering commit (base). The
 // decisions and runs join tr; a decision is named "<workflow> (from
-// <origin>)". Nothing happens unless the cluster setting is on.
+// <origin>)". Nothing happens unless the cluster setting is on, nor for a
+// source the operator denied them (orgWideDenied; the trace says so).
 func (p *Processor) matchOrgWide(ctx context.Context, d *store.Delivery, tr *Trace, src *store.Source, ev *trigger.Event, base RunContext, b *stagedRuns) error {
 	if !p.orgWideEnabled(ctx) {
 		return nil
@@ -68,6 +85,13 @@ func (p *Processor) matchOrgWide(ctx context.Context, d *store.Delivery, tr *Tra
 	ows, err := p.orgWorkflows(ctx, src)
 	if err != nil || len(ows) == 0 {
 		return err
+	}
+	if p.orgWideDenied(ctx, src) {
+		tr.Workflows = append(tr.Workflows, trigger.Decision{Name: "organization-wide workflows", Checks: []trigger.Check{{
+			Check: "org-wide workflows", Pattern: store.OrgWideDeny, Value: src.ID, Passed: false,
+			Reason: fmt.Sprintf("the operator denies the org's %d organization-wide workflow(s) for this source (kici-admin source org-wide-workflows %s allow)", len(ows), src.ID)}},
+			Summary: "Denied for this source"})
+		return nil
 	}
 	wfs := make([]lockfile.Workflow, len(ows))
 	origins := map[*lockfile.Workflow]string{}
@@ -87,5 +111,6 @@ func (p *Processor) matchOrgWide(ctx context.Context, d *store.Delivery, tr *Tra
 	tr.Workflows = append(tr.Workflows, sub.Workflows...)
 	tr.Runs = append(tr.Runs, sub.Runs...)
 	tr.Errors = append(tr.Errors, sub.Errors...)
+	tr.Warnings = append(tr.Warnings, sub.Warnings...)
 	return err
 }

@@ -67,6 +67,9 @@ type Trace struct {
 	Runs []RunRef `json:"runs,omitempty"`
 	// Errors lists per-workflow failures (the delivery is then "failed").
 	Errors []string `json:"errors,omitempty"`
+	// Warnings are what the runs created should show without failing,
+	// each `workflow "<name>": <text>` (library drift, librarydrift.go).
+	Warnings []string `json:"warnings,omitempty"`
 	// LockStatus is set when the lock could not be used: lockfile_missing,
 	// lockfile_corrupt or lockfile_too_large.
 	LockStatus string `json:"lockStatus,omitempty"`
@@ -82,10 +85,12 @@ type RunRef struct {
 // Processor turns persisted deliveries into runs. Create it with
 // NewProcessor; it is safe for concurrent use.
 type Processor struct {
-	st       store.Store
-	tracker  *execution.Tracker
-	log      *slog.Logger
-	settings *cluster.Reader
+	st        store.Store
+	tracker   *execution.Tracker
+	log       *slog.Logger
+	settings  *cluster.Reader
+	libraries LibraryResolver // librarydrift.go
+	libOnce   sync.Once
 
 	// RescanInterval is the period of the unprocessed-delivery re-scan
 	// (DefaultRescanInterval when zero). Set before Start.
@@ -153,6 +158,10 @@ type ProcessorDeps struct {
 	// Settings reads the live cluster settings; organization-wide
 	// workflows (cluster.GlobalWorkflowsEnabled) stay off without it.
 	Settings *cluster.Reader
+	// Libraries resolves library refs for the run-time library drift
+	// check (librarydrift.go); nil = a pieces.RefResolver with its
+	// defaults (https only, 5 s per remote, answers kept 5 minutes).
+	Libraries LibraryResolver
 }
 
 // NewProcessor returns a processor that reads deliveries from st and creates
@@ -164,7 +173,8 @@ func NewProcessor(st store.Store, tracker *execution.Tracker, logger *slog.Logge
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
 		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
-		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings}
+		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
+		libraries: deps.Libraries}
 }
 
 // Start launches the workers: they first process every delivery still
@@ -395,7 +405,8 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 			continue
 		}
 		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
-			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}.withEvent(ev))
+			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login,
+			LibraryDrift: p.libraryDrift(ctx, tr, wf)}.withEvent(ev))
 		if err != nil {
 			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
 			continue

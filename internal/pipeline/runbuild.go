@@ -39,6 +39,9 @@ type RunContext struct {
 	// another source (store.Run.WorkflowOrigin); its jobs then carry no
 	// drift check, since the checkout is the triggering repository's.
 	WorkflowOrigin string
+	// LibraryDrift are the workflow's library drift warnings
+	// (lockfile.LibraryDrift), given to its jobs' drift check.
+	LibraryDrift []string
 }
 
 // hasForkModel reports whether events of provider can come from forks:
@@ -167,6 +170,9 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		// that lock, and that is not drift.
 		if rc.LockFileSource != "base" && rc.WorkflowOrigin == "" {
 			withDrift.DriftCheck = lockfile.NewDriftCheck(wf)
+			if withDrift.DriftCheck != nil {
+				withDrift.DriftCheck.LibraryDrift = rc.LibraryDrift
+			}
 		}
 		cfg, err := json.Marshal(withDrift)
 		if err != nil {

@@ -126,6 +126,15 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 		}
 	}
 	withForgeCommitMessage(ev, payload)
+	if (ev.Type == "push" || ev.Type == "pull_request") && sha != "" && strings.Trim(sha, "0") != "" {
+		// The gates read the commit through git, like the lock (gates.go).
+		gg := &gitGates{ctx: ctx, url: repoURL, sha: sha, auth: auth}
+		defer gg.close()
+		ev.Files = gg
+		if ev.CommitMessage == "" {
+			ev.LoadCommitMessage = gg.message
+		}
+	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
 		LockFileSource: lockSource}
 	if commit != nil {

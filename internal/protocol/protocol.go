@@ -318,8 +318,23 @@ type StepStatusData struct {
 	Attempt    int    `json:"attempt,omitempty"`
 }
 
+// JobLogStepIndex is the StepIndex of the job-level log bucket: checkout
+// and setup output ("Set up job").
+const JobLogStepIndex = -1
+
+// ContainerBuildStepIndex is the StepIndex of the build of a job container
+// image from a Dockerfile of the repository (`container: {build: …}`):
+// its StepStatus (named ContainerBuildStepName) and its log are a step of
+// their own, shown before the job's steps, so the build output is not
+// mixed into the setup log. Agents send it only for such jobs.
+const ContainerBuildStepIndex = -2
+
+// ContainerBuildStepName is the StepName of ContainerBuildStepIndex.
+const ContainerBuildStepName = "Build container image"
+
 // StepStatus reports a step state: running, success, failed, skipped,
-// cancelled. StepIndex is the flat 0-based index in the job's steps.
+// cancelled. StepIndex is the flat 0-based index in the job's steps, or
+// one of the reserved negative indexes (ContainerBuildStepIndex).
 type StepStatus struct {
 	Type             string          `json:"type"`
 	RunID            string          `json:"runId"`
@@ -340,7 +355,8 @@ type LogLine struct {
 }
 
 // LogChunk carries a batch of log lines for one step (StepIndex -1 is the
-// job-level bucket: checkout and setup). Seq numbers chunks per job from 0 so
+// job-level bucket: checkout and setup; -2 the container image build,
+// ContainerBuildStepIndex). Seq numbers chunks per job from 0 so
 // the orchestrator can drop replays after a reconnect.
 type LogChunk struct {
 	Type      string    `json:"type"`

@@ -127,13 +127,14 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // StepFinished reports whether a step's log can grow no more: its job is
-// terminal, or (idx ≥ 0) the step itself is. Read it before reading lines,
-// so "finished" never hides lines appended between the two reads.
+// terminal, or (idx ≠ -1, the setup log) the step itself is. Read it
+// before reading lines, so "finished" never hides lines appended between
+// the two reads.
 func StepFinished(ctx context.Context, st store.Store, job *store.Job, idx int) (bool, error) {
 	if job.Status.IsTerminal() {
 		return true, nil
 	}
-	if idx < 0 {
+	if idx == protocol.JobLogStepIndex {
 		return false, nil
 	}
 	steps, err := st.ListSteps(ctx, job.ID)
@@ -171,8 +172,8 @@ type EndEvent struct {
 // without a log store. The caller has checked permission and scope.
 func (s *Streamer) StepLogs(w http.ResponseWriter, r *http.Request) {
 	idx, err := strconv.Atoi(r.PathValue("i"))
-	if err != nil || idx < -1 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid step index %q: must be an integer ≥ -1 (-1 = job setup)", r.PathValue("i")))
+	if err != nil || idx < protocol.ContainerBuildStepIndex {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid step index %q: must be an integer ≥ -2 (-1 = job setup, -2 = container image build)", r.PathValue("i")))
 		return
 	}
 	raw := r.Header.Get("Last-Event-ID")

@@ -137,7 +137,7 @@ func TestStepLogsRefusesBadInput(t *testing.T) {
 	for url, want := range map[string]int{
 		f.stream + "?cursor=-1":                               400,
 		f.stream + "?cursor=x":                                400,
-		f.srv.URL + "/runs/r-1/jobs/j-1/steps/-2/logs/stream": 400,
+		f.srv.URL + "/runs/r-1/jobs/j-1/steps/-3/logs/stream": 400,
 		f.srv.URL + "/runs/nope/jobs/j-1/steps/0/logs/stream": 404,
 		f.srv.URL + "/runs/r-1/jobs/nope/steps/0/logs/stream": 404,
 		f.srv.URL + "/runs/nope/events":                       404,

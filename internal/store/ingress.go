@@ -51,9 +51,23 @@ type SourceSettings struct {
 	// Git configures a universal-git source (a generic source whose
 	// deliveries come from a git forge; its lock is fetched with git).
 	Git *GitConfig `json:"git,omitempty"`
+	// OrgWideWorkflows is the operator's choice whether the
+	// organization-wide workflows of the org's other sources run for this
+	// source's events: OrgWideAllow ("" reads as allow) or OrgWideDeny.
+	OrgWideWorkflows string `json:"orgWideWorkflows,omitempty"`
 	// UpdatedAt is set by the store.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
+
+// Values of SourceSettings.OrgWideWorkflows.
+const (
+	// OrgWideAllow lets organization-wide workflows run for the source
+	// (the default).
+	OrgWideAllow = "allow"
+	// OrgWideDeny keeps every organization-wide workflow of another
+	// source from running for the source.
+	OrgWideDeny = "deny"
+)
 
 // GitHubConfig is the provider configuration of a github source: a GitHub
 // App (AppID + PrivateKeyPEM; installation tokens are minted per event from

@@ -39,6 +39,12 @@ type Event struct {
 	// CommitMessage is the full message of the event's head commit, for
 	// the commitMessage and `[skip ci]` gates; "" when unknown.
 	CommitMessage string `json:"commitMessage,omitempty"`
+	// LoadCommitMessage, when set and CommitMessage is empty, reads the
+	// head commit's message the first time a gate needs it (a pull
+	// request's payload carries none: the forge API or a git fetch does);
+	// nil when the caller cannot. An error leaves the message empty and is
+	// shown in the gate's trace.
+	LoadCommitMessage func() (string, error) `json:"-"`
 	// Files reads files at the event's commit for the `requires` gate; nil
 	// when the caller cannot (the gate then fails).
 	Files FileReader `json:"-"`

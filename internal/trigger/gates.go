@@ -40,6 +40,15 @@ func SkipCIMarker(msg string) string {
 // checkGates evaluates a push/pr trigger's gates after its own checks:
 // the `[skip ci]` rule (unless skipCi: false), commitMessage, then requires.
 func checkGates(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
+	if (t.SkipCI == nil || *t.SkipCI || t.CommitMessage != nil) && ev.CommitMessage == "" && ev.LoadCommitMessage != nil {
+		load := ev.LoadCommitMessage
+		ev.LoadCommitMessage = nil // once per event, whatever the outcome
+		if msg, err := load(); err == nil {
+			ev.CommitMessage = msg
+		} else {
+			tr.add("commit message", "", missing, true, "head commit message unreadable: "+err.Error())
+		}
+	}
 	if t.SkipCI == nil || *t.SkipCI {
 		if m := SkipCIMarker(ev.CommitMessage); m != "" {
 			return tr.add("skip ci", strings.Join(skipCIMarkers, "|"), firstLine(ev.CommitMessage), false, "commit message carries "+m)

@@ -163,9 +163,12 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 type sourceRow struct {
 	Source *store.Source
 	// Forge names what sends the source's deliveries (providerLabel).
-	Forge    string
-	Events   []*store.EventLogEntry
-	Rejected []*store.RejectedDelivery
+	Forge string
+	// OrgWideDenied: the operator keeps the org's organization-wide
+	// workflows from running for this source (SourceSettings).
+	OrgWideDenied bool
+	Events        []*store.EventLogEntry
+	Rejected      []*store.RejectedDelivery
 }
 
 // presetForges names the forge of each universal-git preset: a generic
@@ -217,7 +220,7 @@ func (u *UI) sourcesPage(w http.ResponseWriter, r *http.Request, s *session, p a
 			u.internalError(w, r, err)
 			return
 		}
-		row := sourceRow{Source: src, Forge: providerLabel(src, set)}
+		row := sourceRow{Source: src, Forge: providerLabel(src, set), OrgWideDenied: set != nil && set.OrgWideWorkflows == store.OrgWideDeny}
 		if withLog {
 			if row.Events, _, err = u.d.Store.ListEventLog(r.Context(), store.EventLogFilter{RoutingKey: src.RoutingKey, Limit: 5}); err != nil {
 				u.internalError(w, r, err)

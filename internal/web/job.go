@@ -116,7 +116,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 	rows := stepRows(job, steps, base, u.d.Now())
 	sel := defaultStep(rows)
 	if v := q.Get("step"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= -1 {
+		if n, err := strconv.Atoi(v); err == nil && n >= protocol.ContainerBuildStepIndex {
 			sel = n
 		}
 	}
@@ -276,13 +276,17 @@ func isMissingLog(err error) bool {
 
 func isTerminalStep(s string) bool { return status.Step(s).IsTerminal() }
 
-// stepRows lists the setup bucket and every step of the job's lock
+// stepRows lists the setup bucket, the container image build (a job whose
+// container is built from a Dockerfile) and every step of the job's lock
 // config, with the state the agent reported.
 func stepRows(job *store.Job, steps []*store.Step, base string, now time.Time) []stepRow {
 	var cfg struct {
 		Steps []struct {
 			Name string `json:"name"`
 		} `json:"steps"`
+		Container *struct {
+			Build json.RawMessage `json:"build"`
+		} `json:"container"`
 	}
 	_ = json.Unmarshal(job.Config, &cfg)
 	byIdx := map[int]*store.Step{}
@@ -294,6 +298,17 @@ func stepRows(job *store.Job, steps []*store.Step, base string, now time.Time) [
 		n = max(n, s.StepIndex+1)
 	}
 	rows := []stepRow{{Index: -1, Name: "Set up job", Status: setupStatus(job, steps)}}
+	// An image built from the repository's Dockerfile is a step of its
+	// own, after the setup and before the job's steps.
+	if b := byIdx[protocol.ContainerBuildStepIndex]; b != nil || cfg.Container != nil && len(cfg.Container.Build) > 0 && string(cfg.Container.Build) != "null" {
+		row := stepRow{Index: protocol.ContainerBuildStepIndex, Name: protocol.ContainerBuildStepName, Status: string(status.StepPending)}
+		if b != nil {
+			row.Status, row.Error, row.Dur = string(b.Status), b.ErrorMessage, fmtDurPtr(b.DurationMs)
+		} else if job.Status.IsTerminal() {
+			row.Status = string(status.StepSkipped)
+		}
+		rows = append(rows, row)
+	}
 	for i := 0; i < n; i++ {
 		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: string(status.StepPending)}
 		if i < len(cfg.Steps) && cfg.Steps[i].Name != "" {
@@ -375,7 +390,7 @@ func (u *UI) rawLog(w http.ResponseWriter, r *http.Request, s *session, p auth.P
 		return
 	}
 	idx, err := strconv.Atoi(r.PathValue("i"))
-	if err != nil || idx < -1 {
+	if err != nil || idx < protocol.ContainerBuildStepIndex {
 		u.errorPage(w, r, http.StatusBadRequest, "Invalid step index")
 		return
 	}

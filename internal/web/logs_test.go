@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/store"
 )
 
 func TestLogPagesAnchorsSearchAndRaw(t *testing.T) {
@@ -94,4 +97,80 @@ func TestFmtAgo(t *testing.T) {
 	if got := fmtAgo(time.Time{}, now); got != "" {
 		t.Fatalf("zero time shows %q, want empty", got)
 	}
+}
+
+// TestContainerBuildIsItsOwnStep: a job whose container is built from a
+// Dockerfile lists "Build container image" as a step of its own, after
+// the setup and before the job's steps, with its status, duration and
+// log (page and raw download), apart from the setup log.
+func TestContainerBuildIsItsOwnStep(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	run, err := h.st.GetRun(ctx, h.runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.ID = "11111111-1111-1111-1111-111111111119"
+	job := &store.Job{ID: "22222222-0000-0000-0000-000000000009", RunID: run.ID, JobName: "image", BaseJobName: "image",
+		Status: "running", CreatedAt: now, StartedAt: &now,
+		Config: json.RawMessage(`{"container":{"build":{"context":"ci","dockerfile":"Dockerfile"}},"steps":[{"name":"test"}]}`)}
+	if err := h.st.CreateRun(ctx, run, []*store.Job{job}); err != nil {
+		t.Fatal(err)
+	}
+	dur := int64(4200)
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: job.ID, StepIndex: protocol.ContainerBuildStepIndex,
+		StepName: protocol.ContainerBuildStepName, Status: status.StepSuccess, DurationMs: &dur, CompletedAt: &now}); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(h.logs.Append(run.ID, job.ID, protocol.ContainerBuildStepIndex, []protocol.LogLine{{Timestamp: 1, Text: "build: Step 1/3 : FROM base"}}))
+	must(h.logs.Append(run.ID, job.ID, protocol.JobLogStepIndex, []protocol.LogLine{{Timestamp: 1, Text: "Checked out abc"}}))
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	base := "/ui/runs/" + run.ID + "/jobs/" + job.ID
+	code, body, _ := c.get(base + "?step=-2")
+	if code != http.StatusOK {
+		t.Fatalf("GET ?step=-2: %d", code)
+	}
+	mustContain(t, "build step", body, "Build container image", "build: Step 1/3 : FROM base", "?step=-2")
+	if i, j, k := strings.Index(body, "Set up job"), strings.Index(body, "Build container image"), strings.Index(body, "</span> test</a>"); !(i >= 0 && i < j && j < k) {
+		t.Errorf("step list order: setup %d, build %d, test %d", i, j, k)
+	}
+	mustNotContain(t, "build step", body, "Checked out abc")
+	_, setup, _ := c.get(base + "?step=-1")
+	mustNotContain(t, "setup log", setup, "build: Step 1/3")
+	code, raw, _ := c.get(base + "/steps/-2/raw")
+	if code != http.StatusOK || raw != "build: Step 1/3 : FROM base\n" {
+		t.Errorf("raw build log: %d %q", code, raw)
+	}
+	// A job without a built container has no such step.
+	if code, _, _ := c.get(h.jobURL(0) + "?step=-2"); code != http.StatusNotFound {
+		t.Errorf("?step=-2 of a job without a build: %d, want 404", code)
+	}
+}
+
+// TestRunPageShowsLibraryDrift: the library drift the pipeline found for
+// the run's workflow (the delivery trace's warnings) is shown on the run
+// page; another workflow's is not.
+func TestRunPageShowsLibraryDrift(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	tr := `{"summary":"1 of 1 workflows matched; 1 runs created","warnings":[` +
+		`"workflow \"ci\": library drift: library shared ref v1 now resolves to 7d2e01ab93c4; the lock has 4f0c9b2a1d7e (piece shared:p.yaml)",` +
+		`"workflow \"other\": library drift not checked: library x (https://x.example/x.git) ref main: unreachable"]}`
+	if err := h.st.FinishDelivery(ctx, "generic:demo:src-1:d1", store.DeliveryProcessed, "", json.RawMessage(tr)); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens[auth.RoleAuditor])
+	_, body, _ := c.get(h.runURL())
+	mustContain(t, "run page", body, "<h2>Warnings</h2>",
+		`<p class="warning">library drift: library shared ref v1 now resolves to 7d2e01ab93c4; the lock has 4f0c9b2a1d7e (piece shared:p.yaml)</p>`)
+	mustNotContain(t, "run page", body, "x.example")
 }

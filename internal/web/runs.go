@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -156,6 +157,12 @@ type runData struct {
 	Terminal bool
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
+	// Warnings are what the pipeline noted for this run's workflow when
+	// it created the run (library drift: pipeline.Trace.Warnings).
+	Warnings []string
+	// Notifications are the run's notification deliveries
+	// (notifications.go; none for a scoped caller).
+	Notifications []*store.NotificationDelivery
 }
 
 // commitInfo is what a delivery's payload says about the commit and who
@@ -231,6 +238,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 			d.HoldByJob[h.JobID] = h.Reason
 		}
 	}
+	d.Notifications = u.runNotifications(r, p, run.ID)
 	if run.SourceID != "" {
 		if src, err := u.d.Store.GetSource(ctx, run.SourceID); err == nil {
 			d.Source = src.Name
@@ -250,6 +258,12 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 				for i := range tr.Workflows {
 					if tr.Workflows[i].Name == run.WorkflowName {
 						d.Decision = tr.Workflows[i]
+					}
+				}
+				prefix := fmt.Sprintf("workflow %q: ", run.WorkflowName)
+				for _, w := range tr.Warnings {
+					if rest, ok := strings.CutPrefix(w, prefix); ok {
+						d.Warnings = append(d.Warnings, rest)
 					}
 				}
 			}

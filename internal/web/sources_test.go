@@ -48,3 +48,17 @@ func TestSourcesPageNamesForges(t *testing.T) {
 		}
 	}
 }
+
+// The Sources page says when the operator denied the org's
+// organization-wide workflows for a source.
+func TestSourcesPageShowsOrgWideDenial(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if err := h.st.PutSourceSettings(ctx, &store.SourceSettings{SourceID: "src-1", OrgWideWorkflows: store.OrgWideDeny}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	c.signIn(h.tokens["owner"])
+	_, body, _ := c.get("/ui/sources")
+	mustContain(t, "sources", body, "<dt>Org-wide workflows</dt><dd>denied by the operator</dd>")
+}

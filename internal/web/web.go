@@ -178,6 +178,7 @@ func (u *UI) Mount(mux *http.ServeMux) {
 	h("POST /ui/held/{id}/decision", u.authed(u.decideHold))
 	h("GET /ui/sources", u.authed(u.sourcesPage))
 	h("GET /ui/agents", u.authed(u.agentsPage))
+	h("GET /ui/notifications", u.authed(u.notificationsPage))
 	h("GET /ui/settings", u.authed(u.settingsPage))
 	// Status badges check the session themselves: public when the
 	// operator says so (cluster setting publicBadges).

@@ -15,25 +15,58 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 
 	"kici.dev/kici/internal/agent/logstream"
+	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/protocol"
 )
 
 // Images built from a Dockerfile of the repository (`container: {build:
 // …}`). The image is tagged BuildImageRepo:<content hash>, the hash
 // covering every file of the context (path, mode, content; .git left
-// out), the Dockerfile's path and the build arguments: a job whose
-// Dockerfile and context did not change finds its image on the Engine
-// and is not built again.
+// out), the Dockerfile's path, the build arguments and the image ID of
+// every base (FROM) image on the Engine (buildbase.go): a job whose
+// Dockerfile, context and base images did not change finds its image on
+// the Engine and is not built again.
 
 // BuildImageRepo is the repository name of images built for jobs.
 const BuildImageRepo = "kici-build"
 
 // LabelBuildHash is the image label holding the content hash.
 const LabelBuildHash = "kici-build-hash"
+
+// buildStep runs buildImage as the job's step "Build container image"
+// (protocol.ContainerBuildStepIndex): its own log and its own running,
+// then success or failed, status with the build's duration, so the build
+// output is a step of the job and not part of the setup log.
+func (j *job) buildStep(cli *client.Client, b *lockfile.ContainerBuild) (string, error) {
+	start := time.Now()
+	log := j.newStream(protocol.ContainerBuildStepIndex)
+	defer log.Close()
+	send := func(state status.Step, data *protocol.StepStatusData) {
+		msg := &protocol.StepStatus{Type: protocol.TypeStepStatus, RunID: j.d.RunID, JobID: j.d.JobID,
+			StepIndex: protocol.ContainerBuildStepIndex, StepName: protocol.ContainerBuildStepName,
+			State: state, Timestamp: now(), Data: data}
+		if state != status.StepRunning {
+			msg.LogBytesStreamed = log.BytesStreamed()
+		}
+		j.r.out.Send(msg)
+	}
+	send(status.StepRunning, nil)
+	tag, err := j.buildImage(j.ctx, cli, b, log)
+	state, errMsg := status.StepSuccess, ""
+	if err != nil {
+		state, errMsg = status.StepFailed, j.masker.Mask(err.Error())
+		log.AddLine("", "Error: "+errMsg)
+	}
+	log.Close()
+	send(state, &protocol.StepStatusData{DurationMs: time.Since(start).Milliseconds(), Error: errMsg})
+	return tag, err
+}
 
 // buildImage builds (or finds) the image of b from the job's checkout and
 // returns its tag. The build's output goes to log line by line.
@@ -42,13 +75,31 @@ func (j *job) buildImage(ctx context.Context, cli *client.Client, b *lockfile.Co
 	if err != nil {
 		return "", err
 	}
-	sum, err := contextHash(ctxDir, b)
+	pull := func(ctx context.Context, ref string) error {
+		log.AddLine("", "Pulling base image "+ref)
+		rc, err := cli.ImagePull(ctx, ref, client.ImagePullOptions{})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, rc)
+		return err
+	}
+	bases, err := baseImageIDs(ctx, filepath.Join(ctxDir, filepath.FromSlash(dockerfile)), b.Args, engineImageID(cli), pull) // buildbase.go
+	if err != nil {
+		return "", fmt.Errorf("container build: %w", err)
+	}
+	for _, base := range bases {
+		ref, id, _ := strings.Cut(base, "=")
+		log.AddLine("", fmt.Sprintf("Base image %s is %s", ref, id))
+	}
+	sum, err := contextHash(ctxDir, b, bases)
 	if err != nil {
 		return "", fmt.Errorf("container build: %w", err)
 	}
 	tag := BuildImageRepo + ":" + sum[:32]
 	if _, err := cli.ImageInspect(ctx, tag); err == nil {
-		log.AddLine("", fmt.Sprintf("Container image %s is up to date (context %s, %s unchanged): not rebuilt", tag, b.Context, dockerfile))
+		log.AddLine("", fmt.Sprintf("Container image %s is up to date (context %s, %s and base images unchanged): not rebuilt", tag, b.Context, dockerfile))
 		return tag, nil
 	}
 	log.AddLine("", fmt.Sprintf("Building container image %s from %s (context %s)", tag, dockerfile, b.Context))
@@ -145,10 +196,14 @@ func walkContext(dir string, fn func(rel string, d fs.DirEntry, full string) err
 }
 
 // contextHash is the hex SHA-256 of the context's entries, the
-// Dockerfile path and the sorted build arguments.
-func contextHash(dir string, b *lockfile.ContainerBuild) (string, error) {
+// Dockerfile path, the sorted build arguments and the base images
+// ("ref=image ID" lines of baseImageIDs, sorted).
+func contextHash(dir string, b *lockfile.ContainerBuild, bases []string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "kici-build v1\ndockerfile %q\n", b.Dockerfile)
+	fmt.Fprintf(h, "kici-build v2\ndockerfile %q\n", b.Dockerfile)
+	for _, base := range bases {
+		fmt.Fprintf(h, "base %q\n", base)
+	}
 	keys := make([]string, 0, len(b.Args))
 	for k := range b.Args {
 		keys = append(keys, k)

@@ -29,7 +29,7 @@ func TestContainerBuildContextHash(t *testing.T) {
 		t.Helper()
 		dir, _, err := buildPaths(repo, b)
 		must(err)
-		h, err := contextHash(dir, b)
+		h, err := contextHash(dir, b, nil)
 		must(err)
 		return h
 	}

@@ -78,6 +78,24 @@ func TestDriftCheck(t *testing.T) {
 	if res.State != status.JobSuccess {
 		t.Fatalf("matching: %s %q", res.State, res.Error)
 	}
+	// Library drift the orchestrator found is a warning of the setup log,
+	// never a failure.
+	lib := "library drift: library ci ref v3 now resolves to 7d2e01ab93c4; the lock has 4f0c9b2a1d7e (piece ci:p.yaml)"
+	res, rec = run(&lockfile.DriftCheck{File: ".kici/workflows/ci.yaml", ContentHash: lockfile.WorkflowContentHash(edited), LibraryDrift: []string{lib}})
+	if res.State != status.JobSuccess {
+		t.Fatalf("library drift: %s %q, want success", res.State, res.Error)
+	}
+	logged = false
+	for _, m := range rec.msgs {
+		if lc, ok := m.(*protocol.LogChunk); ok && lc.StepIndex == protocol.JobLogStepIndex {
+			for _, l := range lc.Lines {
+				logged = logged || l.Text == "Warning: "+lib
+			}
+		}
+	}
+	if !logged {
+		t.Fatal("library drift: no warning in the setup log")
+	}
 	res, _ = run(&lockfile.DriftCheck{File: "../../etc/passwd", ContentHash: "x"})
 	if res.State != status.JobFailed || !strings.Contains(res.Error, "does not exist") {
 		t.Fatalf("escaping path: %s %q", res.State, res.Error)

@@ -17,6 +17,7 @@ import (
 
 	"kici.dev/kici/internal/agent/logstream"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/protocol"
 )
 
 // Job containers and services (kici; KiCI LockJob.container). Each step of a
@@ -96,7 +97,8 @@ func (j *job) startContainers(log *logstream.Stream) error {
 	c.network = net.ID
 	log.AddLine("", "Job network "+name)
 	if b := c.spec.Build; b != nil { // containerbuild.go
-		tag, err := j.buildImage(j.ctx, cli, b, log)
+		log.AddLine("", "Container image: built in the step "+protocol.ContainerBuildStepName)
+		tag, err := j.buildStep(cli, b)
 		if err != nil {
 			return err
 		}

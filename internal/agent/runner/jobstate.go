@@ -101,13 +101,19 @@ func lookupEnv(env []string, key string) string {
 
 func newID() string { return uuid.NewString() }
 
-// checkDrift compares the job's workflow file in the checkout with the
-// lock the run was built from (lockfile.DriftCheck). It returns the job's
+// checkDrift writes the library drift the orchestrator found as warnings,
+// then compares the job's workflow file in the checkout with the lock the
+// run was built from (lockfile.DriftCheck). It returns the job's
 // error when they differ, or "" (also after logging a warning when the
 // workflow downgrades drift to a warning). A job without a checkout has
 // nothing to compare.
 func (j *job) checkDrift(log *logstream.Stream) string {
 	c := j.cfg.DriftCheck
+	if c != nil {
+		for _, w := range c.LibraryDrift { // found by the orchestrator; never fatal
+			log.AddLine("", "Warning: "+w)
+		}
+	}
 	if c == nil || (j.cfg.Checkout != nil && !*j.cfg.Checkout) {
 		return ""
 	}

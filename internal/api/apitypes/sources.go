@@ -79,6 +79,14 @@ type SourceWebhookSecret struct {
 	WebhookSecret string `json:"webhookSecret"`
 }
 
+// SourceOrgWideWorkflows is the body and the answer of PUT
+// /generic-sources/{id}/org-wide-workflows: whether the organization-wide
+// workflows of the org's other sources run for this source's events,
+// "allow" (the default) or "deny".
+type SourceOrgWideWorkflows struct {
+	OrgWideWorkflows string `json:"orgWideWorkflows"`
+}
+
 // SourceEnabled is the body of POST /generic-sources/{id}/enable and
 // /disable: the source's state after the call.
 type SourceEnabled struct {

@@ -2,7 +2,8 @@
 // kici calls (GET /app, POST /app/installations/{id}/access_tokens, GET
 // /repos/{o}/{r}/contents/{path}?ref=, GET /repos/{o}/{r}/compare/{b}...{h},
 // GET /repos/{o}/{r}/pulls/{n}/files, GET /repos/{o}/{r}, GET
-// /repos/{o}/{r}/commits/{ref} (refs.go), GET
+// /repos/{o}/{r}/commits/{ref} and /repos/{o}/{r}/git/commits/{sha}
+// (refs.go), GET
 // /repos/{o}/{r}/collaborators/{u}/permission) and the write side of
 // checks.go (check runs, commit statuses, issue comments, the repository's
 // installation), recording every write and able to fail or go down, for tests: GitHub itself
@@ -46,6 +47,7 @@ type Server struct {
 	// file stored at a SHA is also served for that branch.
 	refs        map[string]string
 	defaults    map[string]string // repo → default branch
+	messages    map[string]string // "owner/repo@sha" → commit message
 	compares    map[string][]string
 	pulls       map[string][]string
 	permissions map[string]string
@@ -79,7 +81,7 @@ func New(appID int64) *Server {
 	}
 	s := &Server{AppID: appID, key: key, files: map[string][]byte{}, refs: map[string]string{}, compares: map[string][]string{},
 		pulls: map[string][]string{}, permissions: map[string]string{}, tokens: map[string]int64{}, calls: map[string]int{},
-		installations: map[string]int64{}, defaults: map[string]string{}}
+		installations: map[string]int64{}, defaults: map[string]string{}, messages: map[string]string{}}
 	s.PrivateKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s

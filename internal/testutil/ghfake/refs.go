@@ -21,10 +21,19 @@ func (s *Server) SetTag(repo, tag, sha string) {
 	s.refs[repo+"@refs/tags/"+tag] = sha
 }
 
-// serveRepoRead answers GET /repos/{o}/{r} and GET
-// /repos/{o}/{r}/commits/{ref} (ref "heads/<b>", "tags/<t>", a bare branch
-// name or a 40-hex SHA, which is echoed); called with s.mu held. It
-// reports whether it handled the request.
+// SetCommitMessage makes GET /repos/{repo}/git/commits/{sha} answer msg
+// (unset commits are 404).
+func (s *Server) SetCommitMessage(repo, sha, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages[repo+"@"+sha] = msg
+}
+
+// serveRepoRead answers GET /repos/{o}/{r}, GET
+// /repos/{o}/{r}/git/commits/{sha} and GET /repos/{o}/{r}/commits/{ref}
+// (ref "heads/<b>", "tags/<t>", a bare branch name or a 40-hex SHA, which
+// is echoed); called with s.mu held. It reports whether it handled the
+// request.
 func (s *Server) serveRepoRead(w http.ResponseWriter, r *http.Request, repo string, parts []string) bool {
 	if r.Method != "GET" {
 		return false
@@ -35,6 +44,15 @@ func (s *Server) serveRepoRead(w http.ResponseWriter, r *http.Request, repo stri
 			def = "main"
 		}
 		writeJSON(w, 200, map[string]any{"full_name": repo, "default_branch": def, "clone_url": "https://github.com/" + repo + ".git"})
+		return true
+	}
+	if len(parts) == 6 && parts[3] == "git" && parts[4] == "commits" {
+		msg, ok := s.messages[repo+"@"+parts[5]]
+		if !ok {
+			notFound(w)
+			return true
+		}
+		writeJSON(w, 200, map[string]any{"sha": parts[5], "message": msg})
 		return true
 	}
 	if parts[3] != "commits" || len(parts) < 5 || parts[len(parts)-1] == "check-runs" {
