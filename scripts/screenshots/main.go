@@ -153,6 +153,12 @@ func run(bin, out string) error {
 	if _, err := admin("context", "create", "--org", "demo", "--name", "production", "--required-reviewers", "alice"); err != nil {
 		return err
 	}
+	// A webhook for the demo's failures: its host does not resolve, so the
+	// Notifications page shows a failed attempt and the next retry.
+	if _, err := admin("notification", "add", "--org", "demo", "--channel", "webhook",
+		"--target", "https://hooks.demo.invalid/kici", "--outcomes", "failed,fixed"); err != nil {
+		return err
+	}
 	src, err := admin("source", "add", "local", "--org", "demo", "--path", repo, "--name", "app", "--quiet")
 	if err != nil {
 		return err
@@ -181,6 +187,19 @@ func run(bin, out string) error {
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
+	widths := []struct {
+		suffix        string
+		width, height int64
+	}{{"", 1400, 900}, {"-phone", 390, 844}}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	// The sign-in page, before signing in.
+	for _, w := range widths {
+		if err := shoot(ctx, url, out, "login", "/ui/login", "token", w.suffix, w.width, w.height); err != nil {
+			return err
+		}
+	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(url+"/ui/login"),
 		chromedp.WaitVisible(chromedp.ID("token")),
@@ -194,9 +213,6 @@ func run(bin, out string) error {
 		if j.JobName == "test" {
 			testJob = j.JobID
 		}
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
 	}
 	var flakyJob string
 	for _, j := range jobs(url, token, ciRun) {
@@ -214,32 +230,14 @@ func run(bin, out string) error {
 		{"run-held", "/ui/runs/" + prRun, "holds"},
 		{"sources", "/ui/sources", "main"},
 		{"agents", "/ui/agents", "agents"},
+		{"notifications", "/ui/notifications", "subscriptions"},
 		{"settings", "/ui/settings", "settings"},
 	}
-	widths := []struct {
-		suffix        string
-		width, height int64
-	}{{"", 1400, 900}, {"-phone", 390, 844}}
 	for _, w := range widths {
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(w.width, w.height)); err != nil {
-			return fmt.Errorf("viewport %d: %w", w.width, err)
-		}
 		for _, s := range shots {
-			png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
-				if err := chromedp.Do(ctx, chromedp.Navigate(url+s.path), chromedp.WaitVisible(chromedp.ID(s.wait))); err != nil {
-					return nil, err
-				}
-				time.Sleep(300 * time.Millisecond)
-				return chromedp.CaptureScreenshot()(ctx, t)
-			})
-			if err != nil {
-				return fmt.Errorf("%s at %d px: %w", s.name, w.width, err)
-			}
-			path := filepath.Join(out, "web-ui-"+s.name+w.suffix+".png")
-			if err := os.WriteFile(path, png, 0o644); err != nil {
+			if err := shoot(ctx, url, out, s.name, s.path, s.wait, w.suffix, w.width, w.height); err != nil {
 				return err
 			}
-			fmt.Printf("wrote %s (%d KiB)\n", path, len(png)/1024)
 		}
 	}
 	// The status badge of the demo workflow, as a README shows it (read
@@ -340,4 +338,26 @@ func jobs(url, token, runID string) []jobView {
 	}
 	_ = getJSON(url+"/api/v1/admin/runs/"+runID+"/jobs", token, &resp)
 	return resp.Jobs
+}
+
+// shoot opens path at width × height, waits for the element with id wait
+// and writes docs/img's web-ui-<name><suffix>.png into out.
+func shoot(ctx context.Context, url, out, name, path, wait, suffix string, width, height int64) error {
+	png, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height), chromedp.Navigate(url+path),
+			chromedp.WaitVisible(chromedp.ID(wait))); err != nil {
+			return nil, err
+		}
+		time.Sleep(300 * time.Millisecond)
+		return chromedp.CaptureScreenshot()(ctx, t)
+	})
+	if err != nil {
+		return fmt.Errorf("%s at %d px: %w", name, width, err)
+	}
+	file := filepath.Join(out, "web-ui-"+name+suffix+".png")
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%d KiB)\n", file, len(png)/1024)
+	return nil
 }
