@@ -78,6 +78,15 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, limit int64) (In
 
 // Open implements Store.
 func (d *Dir) Open(ctx context.Context, key, wantSHA256 string) (io.ReadCloser, error) {
+	f, err := d.openFile(key)
+	if err != nil {
+		return nil, err
+	}
+	return verify(f, key, wantSHA256), nil
+}
+
+// openFile opens key's file; ErrNotFound when there is none.
+func (d *Dir) openFile(key string) (*os.File, error) {
 	p, err := d.path(key)
 	if err != nil {
 		return nil, err
@@ -86,10 +95,7 @@ func (d *Dir) Open(ctx context.Context, key, wantSHA256 string) (io.ReadCloser, 
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return verify(f, key, wantSHA256), nil
+	return f, err
 }
 
 // Delete implements Store.

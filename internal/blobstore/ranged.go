@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -49,14 +47,7 @@ func OpenRange(ctx context.Context, st Store, key string, off, n int64) (io.Read
 
 // OpenRange implements RangeOpener with a positioned read of the file.
 func (d *Dir) OpenRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	p, err := d.path(key)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
-	}
+	f, err := d.openFile(key)
 	if err != nil {
 		return nil, err
 	}
