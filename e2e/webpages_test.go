@@ -172,25 +172,13 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	}
 }
 
-// forkPagesWorkflow runs on pull requests; a fork's are held by the
-// default trust policy.
-const forkPagesWorkflow = `name: pr
-on:
-  pull_request:
-    events: [opened]
-jobs:
-  check:
-    steps:
-      - run: echo checked
-`
-
 // TestWebPagesForkPullRequestInChromium: a fork pull request held by the
 // trust policy shows, on the held runs page and the run page, who opened
 // it, from which fork, its title and links to it and its changed files;
 // the owner approves it on the run page and the run proceeds.
 func TestWebPagesForkPullRequestInChromium(t *testing.T) {
 	chromiumPath(t)
-	repo := repoWithWorkflow(t, forkPagesWorkflow)
+	repo := repoWithWorkflow(t, quickWorkflowPR) // a fork's pull requests are held by the default trust policy
 	baseSHA := git(t, repo, "rev-parse", "HEAD")
 	lock, err := os.ReadFile(filepath.Join(repo, ".kici/kici.lock.json"))
 	if err != nil {
