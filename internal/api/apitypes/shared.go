@@ -203,6 +203,10 @@ type Trace struct {
 	Runs []RunRef `json:"runs,omitempty"`
 	// Errors lists per-workflow failures (the delivery is then "failed").
 	Errors []string `json:"errors,omitempty"`
+	// Warnings are what the runs created show without failing, each
+	// `workflow "<name>": <text>` (a library ref that moved since the
+	// lock was compiled, or one that could not be checked).
+	Warnings []string `json:"warnings,omitempty"`
 	// LockStatus is set when the lock could not be used: lockfile_missing,
 	// lockfile_corrupt or lockfile_too_large.
 	LockStatus string `json:"lockStatus,omitempty"`
