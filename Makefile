@@ -20,7 +20,7 @@ all: build
 # bench: start the real binaries and print the figures of docs/performance.md (and the hot-path Go benchmarks)
 .PHONY: bench
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/provider/github ./internal/pipeline ./internal/dispatch ./internal/agent/logstream ./internal/logstore
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/provider/github ./internal/ingest ./internal/dispatch ./internal/agent/logstream ./internal/logstore
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./internal/web
 	$(GO) run ./cmd/kici-bench -bin $(BIN) $(BENCHFLAGS)
 

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/agent/runner"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/trigger"
@@ -127,7 +127,7 @@ func manualInputs(wf *lockfile.Workflow, d trigger.Decision, ev *trigger.Event, 
 // artifact routes served locally (localBlobs).
 type localEngine struct {
 	st    *sqlite.Store
-	tr    *execution.Tracker
+	tr    *runs.Tracker
 	r     *runner.Runner
 	em    *printEmitter
 	blobs *localBlobs
@@ -164,7 +164,7 @@ func newLocalEngine(ctx context.Context, dir string, em *printEmitter, newRunner
 		return nil, err
 	}
 	e := &localEngine{st: st, r: newRunner(lb.url, prov.AttestRefs), em: em, blobs: lb}
-	e.tr = execution.NewTracker(st, e, nil, execution.TrackerDeps{})
+	e.tr = runs.NewTracker(st, e, nil, runs.TrackerDeps{})
 	return e, nil
 }
 
@@ -206,7 +206,7 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 			}
 			continue
 		}
-		msg, err := execution.LoadJobDispatch(ctx, e.st, run, job)
+		msg, err := runs.LoadJobDispatch(ctx, e.st, run, job)
 		if err != nil {
 			return nil, err
 		}

@@ -12,13 +12,13 @@ import (
 	"sync"
 	"syscall"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/agent/runner"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/trigger"
 )
@@ -169,7 +169,7 @@ func runLocal(ctx context.Context, stdout io.Writer, root string, src *localTree
 		if err != nil {
 			return err
 		}
-		run, jobs, err := pipeline.BuildRun(wf, pipeline.RunContext{
+		run, jobs, err := ingest.BuildRun(wf, ingest.RunContext{
 			RepoIdentifier: repo, RepoURL: "file://" + root, Ref: src.ref, SHA: src.sha, TriggeredBy: "kici run local",
 			TriggerType: ev.Type, TargetBranch: ev.TargetBranch,
 		})

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/agent/agenttest"
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // isTerminalStatusOn matches the terminal job.status of jobID received on

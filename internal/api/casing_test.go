@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/ctxgate"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/contexts"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runstream"
 	"kici.dev/kici/internal/store"
@@ -80,8 +80,8 @@ func TestAPITypeConstantsMatchTheDomain(t *testing.T) {
 		apitypes.ForkIgnore != store.ForkIgnore {
 		t.Error("hold or fork-policy values differ between apitypes and store")
 	}
-	if apitypes.DefaultConcurrencyTimeoutMs != ctxgate.DefaultConcurrencyTimeoutMs {
-		t.Errorf("default concurrency timeout: api %d, gate %d", apitypes.DefaultConcurrencyTimeoutMs, ctxgate.DefaultConcurrencyTimeoutMs)
+	if apitypes.DefaultConcurrencyTimeoutMs != contexts.DefaultConcurrencyTimeoutMs {
+		t.Errorf("default concurrency timeout: api %d, gate %d", apitypes.DefaultConcurrencyTimeoutMs, contexts.DefaultConcurrencyTimeoutMs)
 	}
 }
 
@@ -99,8 +99,8 @@ func TestSharedShapesKeepTheRowsJSON(t *testing.T) {
 		{apitypes.Registration{}, store.Registration{}},
 		{apitypes.AccessLogEntry{}, store.AccessLogEntry{}},
 		{apitypes.DrainStatus{}, runctl.DrainStatus{}},
-		{apitypes.Trace{}, pipeline.Trace{}},
-		{apitypes.RunRef{}, pipeline.RunRef{}},
+		{apitypes.Trace{}, ingest.Trace{}},
+		{apitypes.RunRef{}, ingest.RunRef{}},
 		{apitypes.Decision{}, trigger.Decision{}},
 		{apitypes.Check{}, trigger.Check{}},
 		{apitypes.LineEvent{}, runstream.LineEvent{}},

@@ -8,7 +8,7 @@ import (
 	"unicode"
 
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/ctxgate"
+	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/trigger/pattern"
 )
 
@@ -56,7 +56,7 @@ const maxBindingPatternLen = 255
 
 var (
 	// scopePlaceholderRe matches the agent placeholders a scope pattern may
-	// hold (ctxgate.ScopeGranted substitutes them at dispatch).
+	// hold (contexts.ScopeGranted substitutes them at dispatch).
 	scopePlaceholderRe = regexp.MustCompile(`\$\{(?:agentId|host|label:[A-Za-z0-9._-]{1,128})\}`)
 	// scopeSegmentRe is one "/"-separated segment of a scope pattern once
 	// placeholders are substituted: scope characters plus glob syntax.
@@ -100,7 +100,7 @@ func scopePatternProblem(p string) string {
 }
 
 // hostPatternProblem returns why p is not a valid binding host pattern
-// ("" when it is), following ctxgate.HostMatches: "*" or "**" (any
+// ("" when it is), following contexts.HostMatches: "*" or "**" (any
 // agent), "/source/" or "/source/i" holding a Go regular expression that
 // compiles, or an exact name or glob without blanks that compiles with
 // paired brackets and braces. An invalid pattern would never match, so
@@ -114,7 +114,7 @@ func hostPatternProblem(p string) string {
 	case strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return fmt.Sprintf("%q must not contain whitespace or control characters", p)
 	case strings.HasPrefix(p, "/"):
-		_, isRegex, err := ctxgate.HostRegex(p)
+		_, isRegex, err := contexts.HostRegex(p)
 		if !isRegex {
 			return fmt.Sprintf("%q: a regular expression is written /source/ or /source/i", p)
 		}

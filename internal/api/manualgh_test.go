@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/lockfetch"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/ghfake"
 )
@@ -38,7 +38,7 @@ func TestManualRunRouteGitHubBranch(t *testing.T) {
 		[]*store.SourceSecret{{Secret: "s"}}); err != nil {
 		t.Fatal(err)
 	}
-	proc := pipeline.NewProcessor(e.st, execution.NewTracker(e.st, nopEnqueuer{}, nil, execution.TrackerDeps{}), nil, pipeline.ProcessorDeps{})
+	proc := ingest.NewProcessor(e.st, runs.NewTracker(e.st, nopEnqueuer{}, nil, runs.TrackerDeps{}), nil, ingest.ProcessorDeps{})
 	e.srv.Config.Handler = NewRouter(Deps{Store: e.st, Auth: authOf(t, e), ManualRuns: proc})
 
 	code, m, _ := e.do("POST", "/api/v1/admin/runs", e.owner,

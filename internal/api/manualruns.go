@@ -8,13 +8,13 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/store"
 )
 
-// ManualRunner starts manual runs (pipeline.Processor.StartManualRun).
+// ManualRunner starts manual runs (ingest.Processor.StartManualRun).
 type ManualRunner interface {
-	StartManualRun(ctx context.Context, req pipeline.ManualRun) (*store.Run, error)
+	StartManualRun(ctx context.Context, req ingest.ManualRun) (*store.Run, error)
 }
 
 // startManualRun answers 201 {run} for a started run; 400 for a bad body or
@@ -42,18 +42,18 @@ func (s *server) startManualRun(w http.ResponseWriter, r *http.Request) {
 	if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Label != "" {
 		by = p.Label
 	}
-	run, err := s.d.ManualRuns.StartManualRun(r.Context(), pipeline.ManualRun{
+	run, err := s.d.ManualRuns.StartManualRun(r.Context(), ingest.ManualRun{
 		SourceID: req.SourceID, Workflow: req.Workflow, Ref: req.Ref, Repo: req.Repo, Inputs: req.Inputs, By: by,
 	})
 	switch {
-	case errors.Is(err, pipeline.ErrSourceNotFound):
+	case errors.Is(err, ingest.ErrSourceNotFound):
 		writeError(w, http.StatusNotFound, "Source not found")
-	case errors.Is(err, pipeline.ErrRefNotFound):
-		writeError(w, http.StatusNotFound, "Ref not found: "+strings.TrimPrefix(err.Error(), pipeline.ErrRefNotFound.Error()+": "))
-	case errors.Is(err, pipeline.ErrInvalidInputs):
-		writeError(w, http.StatusBadRequest, "Invalid inputs: "+strings.TrimPrefix(err.Error(), pipeline.ErrInvalidInputs.Error()+": "))
-	case errors.Is(err, pipeline.ErrManualRunUnavailable):
-		writeError(w, http.StatusUnprocessableEntity, "Run cannot be started: "+strings.TrimPrefix(err.Error(), pipeline.ErrManualRunUnavailable.Error()+": "))
+	case errors.Is(err, ingest.ErrRefNotFound):
+		writeError(w, http.StatusNotFound, "Ref not found: "+strings.TrimPrefix(err.Error(), ingest.ErrRefNotFound.Error()+": "))
+	case errors.Is(err, ingest.ErrInvalidInputs):
+		writeError(w, http.StatusBadRequest, "Invalid inputs: "+strings.TrimPrefix(err.Error(), ingest.ErrInvalidInputs.Error()+": "))
+	case errors.Is(err, ingest.ErrManualRunUnavailable):
+		writeError(w, http.StatusUnprocessableEntity, "Run cannot be started: "+strings.TrimPrefix(err.Error(), ingest.ErrManualRunUnavailable.Error()+": "))
 	case err != nil:
 		s.internalError(w, r, err)
 	default:

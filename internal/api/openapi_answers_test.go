@@ -14,10 +14,10 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/logstore"
-	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
@@ -67,7 +67,7 @@ func (fakeArtifacts) OpenArtifact(context.Context, string, string) (*store.Artif
 // fakeManualRuns starts every manual run as a pending run.
 type fakeManualRuns struct{}
 
-func (fakeManualRuns) StartManualRun(_ context.Context, req pipeline.ManualRun) (*store.Run, error) {
+func (fakeManualRuns) StartManualRun(_ context.Context, req ingest.ManualRun) (*store.Run, error) {
 	return &store.Run{ID: "manual-1", WorkflowName: req.Workflow, Status: "pending", Provider: "local", OrgID: "acme",
 		SHA: strings.Repeat("b", 40), CreatedAt: time.Now().UTC()}, nil
 }

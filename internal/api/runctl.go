@@ -8,7 +8,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/store"
 )
@@ -107,16 +107,16 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 // KiCI offers reruns only through its platform).
 const PermRunRerun = auth.PermRunRerun
 
-// Rerunner creates reruns (implemented by pipeline.Processor).
+// Rerunner creates reruns (implemented by ingest.Processor).
 type Rerunner interface {
 	// Rerun creates a new run of runID's workflow at its commit;
-	// pipeline.ErrRunNotFound, pipeline.ErrRunNotFinished,
-	// pipeline.ErrRerunUnavailable.
+	// ingest.ErrRunNotFound, ingest.ErrRunNotFinished,
+	// ingest.ErrRerunUnavailable.
 	Rerun(ctx context.Context, runID, by string) (*store.Run, error)
 }
 
 // FailedRerunner reruns only the jobs that did not succeed and their
-// dependents (pipeline.Processor.RerunFailed); a Rerunner that implements
+// dependents (ingest.Processor.RerunFailed); a Rerunner that implements
 // it serves POST …/rerun?failed=true.
 type FailedRerunner interface {
 	RerunFailed(ctx context.Context, runID, by string) (*store.Run, error)
@@ -143,12 +143,12 @@ func (s *server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := rerun(r.Context(), parent, by)
 	switch {
-	case errors.Is(err, pipeline.ErrRunNotFound):
+	case errors.Is(err, ingest.ErrRunNotFound):
 		writeError(w, http.StatusNotFound, "Run not found")
-	case errors.Is(err, pipeline.ErrRunNotFinished):
+	case errors.Is(err, ingest.ErrRunNotFinished):
 		writeError(w, http.StatusConflict, "Run has not finished: cancel it or wait for it first")
-	case errors.Is(err, pipeline.ErrRerunUnavailable):
-		writeError(w, http.StatusUnprocessableEntity, "Run cannot be rerun: "+strings.TrimPrefix(err.Error(), pipeline.ErrRerunUnavailable.Error()+": "))
+	case errors.Is(err, ingest.ErrRerunUnavailable):
+		writeError(w, http.StatusUnprocessableEntity, "Run cannot be rerun: "+strings.TrimPrefix(err.Error(), ingest.ErrRerunUnavailable.Error()+": "))
 	case err != nil:
 		s.internalError(w, r, err)
 	default:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/auth"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/store"
 )
@@ -109,11 +109,11 @@ func (stubRerunner) Rerun(_ context.Context, runID, by string) (*store.Run, erro
 	case "done":
 		return &store.Run{ID: "new-" + by, WorkflowName: "ci", Status: "pending", SHA: "abc"}, nil
 	case "live":
-		return nil, pipeline.ErrRunNotFinished
+		return nil, ingest.ErrRunNotFinished
 	case "gone":
-		return nil, fmt.Errorf("%w: its source was removed", pipeline.ErrRerunUnavailable)
+		return nil, fmt.Errorf("%w: its source was removed", ingest.ErrRerunUnavailable)
 	}
-	return nil, pipeline.ErrRunNotFound
+	return nil, ingest.ErrRunNotFound
 }
 
 func TestRerunRoute(t *testing.T) {

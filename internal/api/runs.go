@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/protocol"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/trustpolicy"
@@ -43,7 +43,7 @@ type harness struct {
 	t    *testing.T
 	ctx  context.Context
 	st   store.Store
-	tr   *execution.Tracker
+	tr   *runs.Tracker
 	enq  *recorder
 	gate *Gate
 	res  *Resumer
@@ -66,7 +66,7 @@ func newHarness(t *testing.T) *harness {
 	}, nil)
 	h.gate.now = func() time.Time { return h.now }
 	// The resumer, built next, hears of finished runs.
-	h.tr = execution.NewTracker(st, h.enq, nil, execution.TrackerDeps{Gate: h.gate,
+	h.tr = runs.NewTracker(st, h.enq, nil, runs.TrackerDeps{Gate: h.gate,
 		RunFinished: []func(*store.Run){func(r *store.Run) { h.res.RunFinished(r) }}})
 	h.res = NewResumer(st, h.tr, h.gate.TrySlot, nil)
 	h.res.now = func() time.Time { return h.now }

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/ctxgate"
-	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
@@ -24,7 +24,7 @@ import (
 // or kici's defaults).
 type PolicyFunc func(ctx context.Context, orgID string) (store.TrustPolicy, error)
 
-// Gate is the dispatch gate (execution.Gate) of every job whose needs are
+// Gate is the dispatch gate (runs.Gate) of every job whose needs are
 // met: first the fork-trust gate of its run, then the dispatch-time context
 // flow (KiCI): match the job's contexts, hard gates (reject), then trust
 // floor, required reviewers and wait timer (hold), and last a slot of the
@@ -53,16 +53,16 @@ func forkHoldReason(runID string) string {
 	return "held: fork pull request awaits approval (kici-admin held-run approve " + runID + ", or a comment /kici approve " + runID + ")"
 }
 
-// Check implements execution.Gate.
-func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execution.GateResult, error) {
+// Check implements runs.Gate.
+func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (runs.GateResult, error) {
 	names, cfgErr := jobContexts(job)
 	if run.TrustTier != store.TrustUnknown && cfgErr == nil && len(names) == 0 {
 		// Most jobs: no fork, no contexts — nothing to read.
-		return execution.GateResult{Verdict: execution.GatePass}, nil
+		return runs.GateResult{Verdict: runs.GatePass}, nil
 	}
 	holds, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Limit: 1000})
 	if err != nil {
-		return execution.GateResult{}, err
+		return runs.GateResult{}, err
 	}
 	if run.TrustTier == store.TrustUnknown {
 		res, decided, err := g.forkGate(ctx, run, job, holds)
@@ -71,29 +71,29 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 		}
 	}
 	if cfgErr != nil {
-		return execution.GateResult{Verdict: execution.GateReject, Message: cfgErr.Error()}, nil
+		return runs.GateResult{Verdict: runs.GateReject, Message: cfgErr.Error()}, nil
 	}
 	if len(names) == 0 {
-		return execution.GateResult{Verdict: execution.GatePass}, nil
+		return runs.GateResult{Verdict: runs.GatePass}, nil
 	}
-	bound, skipped, err := ctxgate.Resolve(ctx, g.st, run.OrgID, names)
+	bound, skipped, err := contexts.Resolve(ctx, g.st, run.OrgID, names)
 	if err != nil {
-		return execution.GateResult{}, err
+		return runs.GateResult{}, err
 	}
 	if len(skipped) > 0 {
 		g.log.Warn("job names contexts that do not exist; skipped", "runId", run.ID, "jobId", job.ID, "contexts", skipped)
 	}
 	facts := Facts(run, "")
-	if rej := ctxgate.CheckGates(facts, bound); rej != nil {
-		return execution.GateResult{Verdict: execution.GateReject, Message: rej.Message()}, nil
+	if rej := contexts.CheckGates(facts, bound); rej != nil {
+		return runs.GateResult{Verdict: runs.GateReject, Message: rej.Message()}, nil
 	}
-	policy := ctxgate.Aggregate(bound)
-	dec := ctxgate.Evaluate(policy, facts, doneFor(job.ID, holds))
+	policy := contexts.Aggregate(bound)
+	dec := contexts.Evaluate(policy, facts, doneFor(job.ID, holds))
 	now := g.now()
 	var h *store.HeldRun
-	if dec.Verdict == ctxgate.Pass {
+	if dec.Verdict == contexts.Pass {
 		if policy.ConcurrencyLimit <= 0 {
-			return execution.GateResult{Verdict: execution.GatePass}, nil
+			return runs.GateResult{Verdict: runs.GatePass}, nil
 		}
 		// The concurrency slots are taken last, once approvals and timers
 		// passed, so a job waiting for a reviewer never blocks a slot. A
@@ -101,11 +101,11 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 		// queues behind them instead of taking a slot that just freed.
 		ok, behind, err := g.takeSlots(ctx, run.OrgID, job.ID, policy, holds, now)
 		if err != nil || ok {
-			return execution.GateResult{Verdict: execution.GatePass}, err
+			return runs.GateResult{Verdict: runs.GatePass}, err
 		}
 		reason, err := g.slotReason(ctx, run.OrgID, run.ID, policy, behind)
 		if err != nil {
-			return execution.GateResult{}, err
+			return runs.GateResult{}, err
 		}
 		h = &store.HeldRun{
 			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
@@ -120,20 +120,20 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (execu
 	}
 	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = holdID(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
 	if _, err := g.st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil {
-		return execution.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
+		return runs.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
 	}
 	if h.HoldType == store.HoldConcurrency && policy.ConcurrencyStrategy == store.ConcurrencyCancelPending {
 		if err := g.supersede(ctx, h, now); err != nil {
-			return execution.GateResult{}, err
+			return runs.GateResult{}, err
 		}
 	}
 	g.log.Info("job held", "runId", run.ID, "jobId", job.ID, "heldRunId", h.ID, "holdType", h.HoldType, "reason", h.Reason, "expiresAt", h.ExpiresAt)
-	return execution.GateResult{Verdict: execution.GateHeld}, nil
+	return runs.GateResult{Verdict: runs.GateHeld}, nil
 }
 
 // forkGate applies the fork policy to a job of a run from a fork. decided
 // is false when the job may go on to its context checks.
-func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, holds []*store.HeldRun) (execution.GateResult, bool, error) {
+func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, holds []*store.HeldRun) (runs.GateResult, bool, error) {
 	var wf *store.HeldRun
 	for _, h := range holds {
 		if h.JobID == "" && h.Reason == store.HoldReasonForkPR {
@@ -149,9 +149,9 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 		}
 		switch p.ForkPolicy {
 		case store.ForkAllow:
-			return execution.GateResult{}, false, nil
+			return runs.GateResult{}, false, nil
 		case store.ForkIgnore:
-			return execution.GateResult{Verdict: execution.GateReject, Message: "fork pull requests are ignored by the trust policy (fork policy \"ignore\")"}, true, nil
+			return runs.GateResult{Verdict: runs.GateReject, Message: "fork pull requests are ignored by the trust policy (fork policy \"ignore\")"}, true, nil
 		}
 		now := g.now()
 		wf = &store.HeldRun{
@@ -160,27 +160,27 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 			Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Duration(p.ApprovalExpirySeconds) * time.Second),
 		}
 		if _, err := g.st.CreateHeldRun(ctx, wf, nil); err != nil {
-			return execution.GateResult{}, true, fmt.Errorf("hold fork run %s: %w", run.ID, err)
+			return runs.GateResult{}, true, fmt.Errorf("hold fork run %s: %w", run.ID, err)
 		}
 		g.log.Info("fork pull request run held", "runId", run.ID, "heldRunId", wf.ID, "expiresAt", wf.ExpiresAt)
 	}
 	switch wf.Status {
 	case store.HoldApproved:
-		return execution.GateResult{}, false, nil
+		return runs.GateResult{}, false, nil
 	case store.HoldPending:
 		reason := forkHoldReason(run.ID)
 		if _, err := g.st.UpdateJobStatus(ctx, job.ID, []status.Job{status.JobPending}, status.JobHeld, store.JobUpdate{PendingReason: &reason}); err != nil {
-			return execution.GateResult{}, true, err
+			return runs.GateResult{}, true, err
 		}
-		return execution.GateResult{Verdict: execution.GateHeld}, true, nil
+		return runs.GateResult{Verdict: runs.GateHeld}, true, nil
 	}
-	return execution.GateResult{Verdict: execution.GateReject, Message: endMessage(wf)}, true, nil
+	return runs.GateResult{Verdict: runs.GateReject, Message: endMessage(wf)}, true, nil
 }
 
 // doneFor says which of a job's holds were already approved (or elapsed),
 // so the re-gating after a decision moves on to the next check.
-func doneFor(jobID string, holds []*store.HeldRun) ctxgate.Done {
-	var d ctxgate.Done
+func doneFor(jobID string, holds []*store.HeldRun) contexts.Done {
+	var d contexts.Done
 	for _, h := range holds {
 		if h.JobID != jobID || (h.Status != store.HoldApproved && h.Status != store.HoldReleased) {
 			continue
@@ -211,8 +211,8 @@ func jobContexts(job *store.Job) ([]string, error) {
 
 // Facts returns the gate facts of a run; routingKey selects source
 // overrides ("" when not needed).
-func Facts(run *store.Run, routingKey string) ctxgate.RunFacts {
-	return ctxgate.RunFacts{
+func Facts(run *store.Run, routingKey string) contexts.RunFacts {
+	return contexts.RunFacts{
 		OrgID: run.OrgID, Repo: run.RepoIdentifier, RoutingKey: routingKey,
 		TriggerType: run.TriggerType, TargetBranch: run.TargetBranch, TrustTier: run.TrustTier,
 	}
@@ -231,11 +231,11 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 	if err != nil {
 		return true, nil // the re-gating rejects it with the reason
 	}
-	bound, _, err := ctxgate.Resolve(ctx, g.st, h.OrgID, names)
+	bound, _, err := contexts.Resolve(ctx, g.st, h.OrgID, names)
 	if err != nil {
 		return false, err
 	}
-	p := ctxgate.Aggregate(bound)
+	p := contexts.Aggregate(bound)
 	if len(p.ConcurrencyGroups) == 0 {
 		return true, nil
 	}
@@ -249,7 +249,7 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 // refreshSlotReason keeps a waiting job's reason true as the slots change
 // hands: it names the runs holding them now and the older job's run it
 // still queues behind (the resumer retries holds oldest first).
-func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *store.Job, p ctxgate.Policy) error {
+func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *store.Job, p contexts.Policy) error {
 	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: h.OrgID, HoldType: store.HoldConcurrency,
 		Statuses: []string{store.HoldPending}, Limit: 1000})
 	if err != nil {
@@ -311,7 +311,7 @@ func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Ti
 // hold) just confirms them; any other job first checks that no other job
 // waits for one of its groups, so that freed slots go to the waiting jobs
 // in their order; behind is then the run of the first such job.
-func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Policy, holds []*store.HeldRun, now time.Time) (ok bool, behind string, err error) {
+func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p contexts.Policy, holds []*store.HeldRun, now time.Time) (ok bool, behind string, err error) {
 	given := false
 	for _, h := range holds {
 		given = given || (h.JobID == jobID && h.HoldType == store.HoldConcurrency && h.Status == store.HoldReleased)
@@ -342,7 +342,7 @@ func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p ctxgate.Pol
 // run included, e.g. another matrix leg), and the run it queues behind
 // when another job waits first. E.g. "waiting for a free slot of context
 // group 'deploy' (at most 1 running), held by run r1".
-func (g *Gate) slotReason(ctx context.Context, orgID, runID string, p ctxgate.Policy, behind string) (string, error) {
+func (g *Gate) slotReason(ctx context.Context, orgID, runID string, p contexts.Policy, behind string) (string, error) {
 	names := slices.Sorted(maps.Keys(p.ConcurrencyGroups))
 	var held []string
 	for _, n := range names {
@@ -374,7 +374,7 @@ func (g *Gate) slotReason(ctx context.Context, orgID, runID string, p ctxgate.Po
 
 // groupsPhrase describes a job's concurrency groups for its hold reason,
 // e.g. "context group 'deploy' (at most 1 running)".
-func groupsPhrase(p ctxgate.Policy) string {
+func groupsPhrase(p contexts.Policy) string {
 	names := slices.Sorted(maps.Keys(p.ConcurrencyGroups))
 	parts := make([]string, len(names))
 	for i, n := range names {

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )
 
-// Tracker is the part of execution.Tracker the Resumer drives.
+// Tracker is the part of runs.Tracker the Resumer drives.
 type Tracker interface {
 	// ReleaseHeld moves held jobs back to pending and re-gates them.
 	ReleaseHeld(ctx context.Context, runID string, jobIDs []string) error
@@ -223,7 +223,7 @@ func endMessage(h *store.HeldRun) string {
 
 // RunFinished cancels the pending holds of a run that ended (e.g. it was
 // cancelled while held), so they no longer block deleting their contexts.
-// Pass it in execution.TrackerDeps.RunFinished.
+// Pass it in runs.TrackerDeps.RunFinished.
 func (r *Resumer) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 type jobView struct {

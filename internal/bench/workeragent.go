@@ -11,8 +11,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // workerAgent is a protocol client that takes jobs: it acknowledges each

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
 

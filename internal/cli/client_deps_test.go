@@ -12,11 +12,11 @@ import (
 // serverPackages are what a client must not link: the admin router, the
 // store implementations and database drivers, and the orchestrator's
 // engine packages. An entry ending in "/" stands for every package under
-// it; the others are single packages (internal/execution/status, the leaf
+// it; the others are single packages (internal/runs/status, the leaf
 // package of status words, is allowed).
 var serverPackages = []string{
 	"kici.dev/kici/internal/api", "kici.dev/kici/internal/store/", "kici.dev/kici/internal/orchestrator",
-	"kici.dev/kici/internal/pipeline", "kici.dev/kici/internal/dispatch", "kici.dev/kici/internal/execution",
+	"kici.dev/kici/internal/ingest", "kici.dev/kici/internal/dispatch", "kici.dev/kici/internal/runs",
 	"kici.dev/kici/internal/logstore", "kici.dev/kici/internal/approval", "github.com/jackc/pgx/", "modernc.org/sqlite",
 }
 

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // failedStepTail is how many of a failed step's last log lines the summary

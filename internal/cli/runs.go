@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/spf13/cobra"
 

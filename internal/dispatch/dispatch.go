@@ -34,7 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
@@ -42,7 +42,7 @@ import (
 )
 
 // JobEvents receives the job lifecycle the agents report (implemented by
-// execution.Tracker).
+// runs.Tracker).
 type JobEvents interface {
 	// JobStarted marks a job running on agentID at `at`.
 	JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error
@@ -296,7 +296,7 @@ type spawnRec struct {
 // Deps are a dispatcher's collaborators beyond the store; only Events is
 // required.
 type Deps struct {
-	// Events receives job lifecycle events (execution.Tracker).
+	// Events receives job lifecycle events (runs.Tracker).
 	Events JobEvents
 	// JobData resolves a job's secrets and context variables for every
 	// job.dispatch; nil sends no secret values and no context variables.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
@@ -357,7 +357,7 @@ func (d *Dispatcher) buildDispatch(ctx context.Context, a *agentConn, e *store.Q
 	if err != nil {
 		return nil, false, err
 	}
-	msg, err := execution.LoadJobDispatch(ctx, d.st, run, job)
+	msg, err := runs.LoadJobDispatch(ctx, d.st, run, job)
 	if err != nil {
 		return nil, false, err
 	}

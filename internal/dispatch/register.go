@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

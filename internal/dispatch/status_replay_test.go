@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

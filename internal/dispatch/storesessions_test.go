@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // runningThenRestarted runs a job on a static agent under a dispatcher

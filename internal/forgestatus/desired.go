@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution"
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )
@@ -131,7 +131,7 @@ func skippedState(j *store.Job, all []*store.Job) string {
 // is missing, following skipped upstreams through all. depth bounds the
 // walk (needs form a DAG; the bound only guards bad rows).
 func upstreamBroke(j *store.Job, all []*store.Job, depth int) bool {
-	rest, ok := strings.CutPrefix(j.ErrorMessage, execution.UpstreamUnmetPrefix)
+	rest, ok := strings.CutPrefix(j.ErrorMessage, runs.UpstreamUnmetPrefix)
 	if !ok || depth <= 0 {
 		return false
 	}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/provider/universal"

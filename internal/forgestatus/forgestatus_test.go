@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/store"

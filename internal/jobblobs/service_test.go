@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/blobstore/blobtest"

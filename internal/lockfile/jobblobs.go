@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/goccy/go-yaml/ast"
 

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // marshalNoEscape marshals v like json.Marshal but without HTML escaping

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // exampleLock is the §1.8 example lock of the KiCI reference digest, copied

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/goccy/go-yaml/ast"
 )

@@ -9,7 +9,7 @@ import (
 
 	"kici.dev/kici/internal/cronspec"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"

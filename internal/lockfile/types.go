@@ -7,7 +7,7 @@ package lockfile
 import (
 	"encoding/json"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // SchemaVersion is the lock schema version this reader and writer speak.

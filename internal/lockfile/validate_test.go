@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 const validateBase = `name: v

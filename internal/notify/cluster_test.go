@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/notify"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/testutil/pgtest"

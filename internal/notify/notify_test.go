@@ -17,8 +17,8 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/notify"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/wait"

@@ -8,10 +8,10 @@ import (
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/dispatch"
-	"kici.dev/kici/internal/execution"
-	"kici.dev/kici/internal/execution/status"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -37,15 +37,15 @@ import (
 // spawned only once the server runs; until then the forwarders answer as
 // if the other side were absent.
 type cycles struct {
-	tracker    atomic.Pointer[execution.Tracker]
+	tracker    atomic.Pointer[runs.Tracker]
 	dispatcher atomic.Pointer[dispatch.Dispatcher]
 	runctl     atomic.Pointer[runctl.Controller]
 	resumer    atomic.Pointer[approval.Resumer]
-	processor  atomic.Pointer[pipeline.Processor]
+	processor  atomic.Pointer[ingest.Processor]
 }
 
 // bind points the forwarders at the real components; New calls it once.
-func (c *cycles) bind(t *execution.Tracker, d *dispatch.Dispatcher, rc *runctl.Controller, res *approval.Resumer, p *pipeline.Processor) {
+func (c *cycles) bind(t *runs.Tracker, d *dispatch.Dispatcher, rc *runctl.Controller, res *approval.Resumer, p *ingest.Processor) {
 	c.tracker.Store(t)
 	c.dispatcher.Store(d)
 	c.runctl.Store(rc)
@@ -106,11 +106,11 @@ func (c *cycles) agentExited(agentID string, err error) {
 	}
 }
 
-// admitter forwards the tracker's execution.Admitter to run control; every
+// admitter forwards the tracker's runs.Admitter to run control; every
 // run is admitted before bind, as without concurrency groups.
 type admitter struct{ c *cycles }
 
-// Admit implements execution.Admitter.
+// Admit implements runs.Admitter.
 func (f admitter) Admit(ctx context.Context, runID string) bool {
 	if rc := f.c.runctl.Load(); rc != nil {
 		return rc.Admit(ctx, runID)

@@ -10,17 +10,17 @@ import (
 
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/forgestatus"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/logstore"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
 // setupForgeStatus builds the forge reporter: check runs and commit
 // statuses for every run of a GitHub or universal-git source, sharing the
 // pipeline's GitHub clients (and so their installation tokens).
-func setupForgeStatus(st store.Store, forges *pipeline.Forges, logs logstore.Store, settings *cluster.Reader, logger *slog.Logger) (*forgestatus.Reporter, error) {
+func setupForgeStatus(st store.Store, forges *ingest.Forges, logs logstore.Store, settings *cluster.Reader, logger *slog.Logger) (*forgestatus.Reporter, error) {
 	fc, err := config.LoadForgeStatus(os.Environ())
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func forgeTTLDays() int64 {
 // check is created "queued" before an agent picks it up, then hands the
 // job to dispatch and wakes the cluster's other nodes.
 type kickOnEnqueue struct {
-	execution.Enqueuer
+	runs.Enqueuer
 	reporter *forgestatus.Reporter
 	peers    *peers // nil on a single node
 }

@@ -16,7 +16,7 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/scheduler"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/webhook"
@@ -33,7 +33,7 @@ type ingressWiring struct {
 	sched   *scheduler.Scheduler
 	mode    string
 	in      *webhook.Ingress
-	proc    *pipeline.Processor
+	proc    *ingest.Processor
 	webhook *slog.Logger
 }
 
@@ -41,7 +41,7 @@ type ingressWiring struct {
 // and event emission. In observed mode it refuses to start while a
 // GitHub-App source exists (KiCI: those are Platform-relayed, which an
 // observed orchestrator never accepts).
-func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc *pipeline.Processor,
+func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc *ingest.Processor,
 	settings *cluster.Reader, holder string, logger *slog.Logger) (*ingressWiring, error) {
 	window, err := catchUpWindow(os.Environ())
 	if err != nil {
@@ -88,8 +88,8 @@ func (w *ingressWiring) mount(mux *http.ServeMux) {
 
 // emit persists an operator-emitted kici_event as an internal delivery.
 func (w *ingressWiring) emit(ctx context.Context, req apitypes.EmitRequest) (string, error) {
-	id := pipeline.KindKiciEvent + ":" + uuid.NewString()
-	_, err := w.proc.Emit(ctx, id, req.OrgID, &pipeline.InternalEvent{Kind: pipeline.KindKiciEvent, EventName: req.EventName,
+	id := ingest.KindKiciEvent + ":" + uuid.NewString()
+	_, err := w.proc.Emit(ctx, id, req.OrgID, &ingest.InternalEvent{Kind: ingest.KindKiciEvent, EventName: req.EventName,
 		Payload: json.RawMessage(req.Payload), SourceRepo: req.SourceRepo, SourceRoutingKey: req.SourceRoutingKey})
 	return id, err
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/approval"
-	"kici.dev/kici/internal/ctxgate"
+	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/secrets"
@@ -62,7 +62,7 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 		}
 		var data dispatch.JobData
 		var bindings []*store.ContextBinding
-		layers := make([]ctxgate.VarLayer, 0, len(granted))
+		layers := make([]contexts.VarLayer, 0, len(granted))
 		for _, c := range granted {
 			vars, err := st.ListContextVariables(ctx, c.OrgID, c.Name)
 			if err != nil {
@@ -75,8 +75,8 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 			if routingKey == "" {
 				overrides = nil
 			}
-			layers = append(layers, ctxgate.VarLayer{Variables: vars, Overrides: overrides})
-			if !ctxgate.SecretsAllowed(c, facts) {
+			layers = append(layers, contexts.VarLayer{Variables: vars, Overrides: overrides})
+			if !contexts.SecretsAllowed(c, facts) {
 				continue
 			}
 			bs, err := st.ListContextBindings(ctx, c.OrgID, c.Name)
@@ -90,7 +90,7 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 			}
 		}
 		if len(layers) > 0 {
-			data.ContextVars = ctxgate.MergeVariables(layers)
+			data.ContextVars = contexts.MergeVariables(layers)
 		}
 		refs := declaredSecrets(&lj)
 		if len(refs) == 0 || svc == nil {
@@ -108,7 +108,7 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 			if err != nil {
 				continue // the agent reports the unresolved reference
 			}
-			if !ctxgate.ScopeGranted(bindings, scope, ctxgate.AgentFacts{ID: agent.ID, Hostname: agent.Hostname, Labels: agent.Labels}) {
+			if !contexts.ScopeGranted(bindings, scope, contexts.AgentFacts{ID: agent.ID, Hostname: agent.Hostname, Labels: agent.Labels}) {
 				denied = append(denied, ref)
 				continue
 			}
@@ -134,17 +134,17 @@ func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) 
 
 // passingContexts matches a job's declared context names and keeps, in
 // bound order, those that pass every hard gate for the run.
-func passingContexts(ctx context.Context, st store.Store, facts ctxgate.RunFacts, names []string) ([]*store.Context, error) {
+func passingContexts(ctx context.Context, st store.Store, facts contexts.RunFacts, names []string) ([]*store.Context, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	bound, _, err := ctxgate.Resolve(ctx, st, facts.OrgID, names)
+	bound, _, err := contexts.Resolve(ctx, st, facts.OrgID, names)
 	if err != nil {
 		return nil, err
 	}
 	var out []*store.Context
 	for _, b := range bound {
-		if ctxgate.CheckGates(facts, []ctxgate.Bound{b}) == nil {
+		if contexts.CheckGates(facts, []contexts.Bound{b}) == nil {
 			out = append(out, b.Context)
 		}
 	}

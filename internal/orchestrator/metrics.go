@@ -85,7 +85,7 @@ func newServerMetrics(reg *prometheus.Registry) *serverMetrics {
 }
 
 // deliveryFinished counts one finished delivery by status ("processed" or
-// "failed") and the runs it created (pipeline.ProcessorDeps.Outcome).
+// "failed") and the runs it created (ingest.ProcessorDeps.Outcome).
 func (m *serverMetrics) deliveryFinished(status string, runs int) {
 	m.deliveries.WithLabelValues(status).Inc()
 	m.runsCreated.Add(float64(runs))
@@ -98,7 +98,7 @@ func (m *serverMetrics) dispatchAcked(_ []string, wait time.Duration) {
 }
 
 // runFinished counts a finished run and its duration by status
-// (execution.TrackerDeps.RunFinished).
+// (runs.TrackerDeps.RunFinished).
 func (m *serverMetrics) runFinished(r *store.Run) {
 	m.executions.WithLabelValues(string(r.Status)).Inc()
 	if r.CompletedAt != nil {
@@ -107,7 +107,7 @@ func (m *serverMetrics) runFinished(r *store.Run) {
 }
 
 // jobFinished counts a finished job and its duration from its start by
-// status (execution.TrackerDeps.JobFinished).
+// status (runs.TrackerDeps.JobFinished).
 func (m *serverMetrics) jobFinished(j *store.Job) {
 	m.jobs.WithLabelValues(string(j.Status)).Inc()
 	if j.StartedAt != nil {

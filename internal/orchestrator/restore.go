@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"

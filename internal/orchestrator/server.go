@@ -31,17 +31,17 @@ import (
 	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
-	"kici.dev/kici/internal/execution"
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/httpguard"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/pieces"
-	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
@@ -61,8 +61,8 @@ type Server struct {
 	dispatcher *dispatch.Dispatcher
 	scaler     *scaler.Manager
 	metrics    *prometheus.Registry
-	processor  *pipeline.Processor
-	tracker    *execution.Tracker
+	processor  *ingest.Processor
+	tracker    *runs.Tracker
 	// restored is set when the node starts on a restored backup.
 	restored   *restoreStart
 	runctl     *runctl.Controller
@@ -285,7 +285,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		s.peers.serve(s.dispatcher)
 		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
 	}
-	forges := pipeline.NewForges(cfg.Ingress.LockFileMaxBytes)
+	forges := ingest.NewForges(cfg.Ingress.LockFileMaxBytes)
 	// Forge clients never reach this host unless the operator allows it.
 	sourceURLs := &netguard.Guard{AllowLocal: cfg.Ingress.AllowLocalSourceURLs}
 	forges.HTTP = sourceURLs.HTTPClient(30 * time.Second)
@@ -300,8 +300,8 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	// Dispatch-time context flow and fork trust: every ready job passes
 	// the gate; held work is resumed by the resumer.
 	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
-	s.tracker = execution.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, reporter: s.reporter, peers: s.peers},
-		logger.With("component", "execution"), execution.TrackerDeps{Gate: gate, Admitter: admitter{cyc},
+	s.tracker = runs.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, reporter: s.reporter, peers: s.peers},
+		logger.With("component", "execution"), runs.TrackerDeps{Gate: gate, Admitter: admitter{cyc},
 			RunFinished: cyc.runFinished(sm),
 			JobFinished: []func(*store.Job){sm.jobFinished, cyc.jobFinished, func(*store.Job) { reporter.Kick() }}})
 	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
@@ -330,7 +330,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if cfg.Ingress.AllowLocalSourceURLs {
 		libraries.Protocols = "file:https"
 	}
-	s.processor = pipeline.NewProcessor(st, s.tracker, logger.With("component", "pipeline"), pipeline.ProcessorDeps{
+	s.processor = ingest.NewProcessor(st, s.tracker, logger.With("component", "pipeline"), ingest.ProcessorDeps{
 		Libraries: libraries,
 		Forges:    forges,
 		// Workflow concurrency groups: recorded at run creation, admitted

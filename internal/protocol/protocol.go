@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	fastjson "github.com/segmentio/encoding/json"
 )

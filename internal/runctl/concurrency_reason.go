@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )

@@ -31,9 +31,9 @@ import (
 	"sync"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
-	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
@@ -63,10 +63,10 @@ type Dispatcher interface {
 	JobsRunning() int
 }
 
-// Tracker is the part of execution.Tracker the controller drives.
+// Tracker is the part of runs.Tracker the controller drives.
 type Tracker interface {
 	// CancelJobs cancels a run's unstarted jobs and returns its running ones.
-	CancelJobs(ctx context.Context, runID, reason string) (*execution.CancelResult, error)
+	CancelJobs(ctx context.Context, runID, reason string) (*runs.CancelResult, error)
 	// JobFinished moves a job to a terminal status.
 	JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error
 	// Reevaluate releases the ready jobs of a run admitted to its group.

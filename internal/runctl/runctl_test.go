@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
-	"kici.dev/kici/internal/execution"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 )
@@ -66,7 +66,7 @@ func (e enqueuer) EnqueueJob(ctx context.Context, j *store.Job) error {
 
 type fixture struct {
 	st  store.Store
-	tr  *execution.Tracker
+	tr  *runs.Tracker
 	dsp *fakeDispatcher
 	c   *Controller
 	now time.Time
@@ -95,12 +95,12 @@ func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, dsp: &fakeDispatcher{st: st, connected: map[string]bool{}}, now: time.Now().UTC().Truncate(time.Millisecond)}
-	var deps execution.TrackerDeps
+	var deps runs.TrackerDeps
 	if groups {
 		deps.Admitter = fixtureAdmitter{f}
 		deps.RunFinished = []func(*store.Run){func(r *store.Run) { f.c.RunFinished(r) }}
 	}
-	f.tr = execution.NewTracker(st, enqueuer{st}, nil, deps)
+	f.tr = runs.NewTracker(st, enqueuer{st}, nil, deps)
 	f.c = New(cfg, st, f.dsp, f.tr, nil)
 	f.c.now = func() time.Time { return f.now }
 	return f

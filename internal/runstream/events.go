@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // RunEvent is the data of a "run" event.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 )
 
 // A graceful stop releases the lease: another scheduler leads at its very
@@ -17,7 +17,7 @@ func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
 	st := openStore(t)
 	register(t, st, "tenner", "@every 10s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:01Z")}
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
 	a.Now, b.Now = c.now, c.now
 	a.LeaseTTL, b.LeaseTTL = time.Hour, time.Hour
@@ -58,7 +58,7 @@ func TestCatchUpWindowBoundsTakeover(t *testing.T) {
 	st := openStore(t)
 	register(t, st, "hourly", "@hourly", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
 	a.Now, b.Now = c.now, c.now
 	b.CatchUpWindow = 30 * time.Minute
@@ -95,7 +95,7 @@ func TestTakeoverAfterReRegistrationFiresTheInstantBetween(t *testing.T) {
 	st := openStore(t)
 	register(t, st, "fiver", "@every 5s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:11Z")}
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
 	a.Now, b.Now = c.now, c.now
 	ctx := context.Background()

@@ -46,8 +46,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/robfig/cron/v3"
 
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/lockfile"
-	"kici.dev/kici/internal/pipeline"
 	"kici.dev/kici/internal/store"
 )
 
@@ -65,8 +65,8 @@ const (
 	maxSteps = 100000
 )
 
-// Emitter persists and submits an internal event (pipeline.Processor.Emit).
-type Emitter func(ctx context.Context, id, orgID string, ie *pipeline.InternalEvent) (duplicate bool, err error)
+// Emitter persists and submits an internal event (ingest.Processor.Emit).
+type Emitter func(ctx context.Context, id, orgID string, ie *ingest.InternalEvent) (duplicate bool, err error)
 
 // Scheduler fires schedule triggers. Create it with New; Start runs it.
 type Scheduler struct {
@@ -326,9 +326,9 @@ func (s *Scheduler) TickOnce(ctx context.Context) error {
 		if due.IsZero() {
 			continue
 		}
-		ie := &pipeline.InternalEvent{Kind: pipeline.KindSchedule, CronExpression: sc.Cron, Timezone: sc.Timezone, RegistrationID: g.ID,
+		ie := &ingest.InternalEvent{Kind: ingest.KindSchedule, CronExpression: sc.Cron, Timezone: sc.Timezone, RegistrationID: g.ID,
 			ScheduledAt: due.Format(time.RFC3339), TargetSourceID: g.SourceID, TargetRepo: g.RepoIdentifier, TargetWorkflow: g.WorkflowName}
-		id := fmt.Sprintf("%s:%s:%d", pipeline.KindSchedule, k, due.Unix())
+		id := fmt.Sprintf("%s:%s:%d", ingest.KindSchedule, k, due.Unix())
 		dup, err := s.emit(ctx, id, g.OrgID, ie)
 		if err != nil {
 			delete(s.cursor, k) // retried next tick

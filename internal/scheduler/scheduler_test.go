@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 )
@@ -55,11 +55,11 @@ func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time)
 
 type recorder struct {
 	mu    sync.Mutex
-	fired map[string]*pipeline.InternalEvent
+	fired map[string]*ingest.InternalEvent
 	st    store.Store
 }
 
-func (r *recorder) emit(ctx context.Context, id, org string, ie *pipeline.InternalEvent) (bool, error) {
+func (r *recorder) emit(ctx context.Context, id, org string, ie *ingest.InternalEvent) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.fired[id]; dup {
@@ -96,7 +96,7 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 	c := &clock{t: utc("2026-01-05T07:58:30Z")}
 	register(t, st, "nightly", "0 9 * * *", "Europe/Paris", utc("2026-01-01T00:00:00Z")) // 09:00 Paris = 08:00 UTC in winter
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	s := New(st, rec.emit, nil)
 	s.Now = c.now
 	ctx := context.Background()
@@ -130,7 +130,7 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 		t.Fatalf("missed entries %q, want one for quarter's 08:15 and 08:30", m)
 	}
 	for id, ie := range rec.fired {
-		if ie.Kind != pipeline.KindSchedule || ie.TargetRepo == "" || ie.TargetWorkflow == "" || ie.RegistrationID == "" {
+		if ie.Kind != ingest.KindSchedule || ie.TargetRepo == "" || ie.TargetWorkflow == "" || ie.RegistrationID == "" {
 			t.Fatalf("event %s = %+v", id, ie)
 		}
 		if ie.TargetWorkflow == "nightly" && (ie.Timezone != "Europe/Paris" || ie.CronExpression != "0 9 * * *") {
@@ -146,7 +146,7 @@ func TestSingleSchedulerAcrossInstances(t *testing.T) {
 	st := openStore(t)
 	register(t, st, "minutely", "* * * * *", "UTC", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	a, b := New(st, rec.emit, nil), New(st, rec.emit, nil)
 	a.Now, b.Now = c.now, c.now
 	a.LeaseTTL, b.LeaseTTL = 200*time.Millisecond, 200*time.Millisecond
@@ -223,10 +223,10 @@ func TestScheduleFireCreatesRun(t *testing.T) {
 	}
 	register(t, st, "nightly", "0 3 * * *", "UTC", utc("2026-01-01T00:00:00Z"))
 	register(t, st, "other", "0 3 * * *", "UTC", utc("2026-01-01T00:00:00Z"))
-	proc := pipeline.NewProcessor(st, execution.NewTracker(st, nopEnqueuer{}, nil, execution.TrackerDeps{}), nil, pipeline.ProcessorDeps{})
+	proc := ingest.NewProcessor(st, runs.NewTracker(st, nopEnqueuer{}, nil, runs.TrackerDeps{}), nil, ingest.ProcessorDeps{})
 	c := &clock{t: utc("2026-01-05T02:59:00Z")}
 	var ids []string
-	emit := func(ctx context.Context, id, org string, ie *pipeline.InternalEvent) (bool, error) {
+	emit := func(ctx context.Context, id, org string, ie *ingest.InternalEvent) (bool, error) {
 		ids = append(ids, id)
 		return proc.Emit(ctx, id, org, ie)
 	}
@@ -244,7 +244,7 @@ func TestScheduleFireCreatesRun(t *testing.T) {
 	}
 	// A second scheduler firing the same instant (e.g. across a lease
 	// handover) is a duplicate.
-	if dup, err := proc.Emit(ctx, ids[0], "acme", &pipeline.InternalEvent{Kind: pipeline.KindSchedule}); err != nil || !dup {
+	if dup, err := proc.Emit(ctx, ids[0], "acme", &ingest.InternalEvent{Kind: ingest.KindSchedule}); err != nil || !dup {
 		t.Fatalf("re-fire: dup %v err %v", dup, err)
 	}
 	for _, id := range ids {
@@ -272,7 +272,7 @@ func TestPausedAndDeletedSourcesDoNotFire(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	c := &clock{}
 	s := New(st, rec.emit, nil)
 	s.Now = c.now

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/store"
 )
 
@@ -30,7 +30,7 @@ func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
 		}
 	}
 	c := &clock{t: utc("2026-01-05T10:01:00Z")}
-	rec := &recorder{fired: map[string]*pipeline.InternalEvent{}}
+	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
 	s := New(st, rec.emit, nil)
 	s.Now = c.now
 	tick := func(at string) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Hold types (KiCI held_runs.hold_type).

@@ -15,7 +15,7 @@ import (
 	"errors"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Errors returned by every implementation.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"

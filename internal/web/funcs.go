@@ -5,7 +5,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"html/template"
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 	"strings"
 	"time"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/logstore"

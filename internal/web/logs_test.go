@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/auth"
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
-	"kici.dev/kici/internal/pipeline"
+	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/store"
 )
@@ -133,7 +133,7 @@ type runData struct {
 	Graph     needsGraph
 	Holds     []*store.HeldRun
 	HoldByJob map[string]string
-	Trace     *pipeline.Trace
+	Trace     *ingest.Trace
 	Decision  any
 	Commit    commitInfo
 	// Pull is the pull request the run was made for (zero for a push).
@@ -158,7 +158,7 @@ type runData struct {
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
 	// Warnings are what the pipeline noted for this run's workflow when
-	// it created the run (library drift: pipeline.Trace.Warnings).
+	// it created the run (library drift: ingest.Trace.Warnings).
 	Warnings []string
 	// Notifications are the run's notification deliveries
 	// (notifications.go; none for a scoped caller).
@@ -252,7 +252,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 		if del != nil {
 			d.Commit = commitFromPayload(del.Payload)
 			d.Pull = pullFromPayload(del.Payload)
-			var tr pipeline.Trace
+			var tr ingest.Trace
 			if len(del.Decisions) > 0 && json.Unmarshal(del.Decisions, &tr) == nil {
 				d.Trace = &tr
 				for i := range tr.Workflows {
@@ -379,13 +379,13 @@ func (u *UI) rerunRun(w http.ResponseWriter, r *http.Request, s *session, p auth
 	}
 	nr, err := rerun(r.Context(), run.ID, actor(p))
 	switch {
-	case errors.Is(err, pipeline.ErrRunNotFound):
+	case errors.Is(err, ingest.ErrRunNotFound):
 		u.errorPage(w, r, http.StatusNotFound, "Run not found")
 		return
-	case errors.Is(err, pipeline.ErrRunNotFinished):
+	case errors.Is(err, ingest.ErrRunNotFinished):
 		u.errorPage(w, r, http.StatusConflict, "Run is not finished yet")
 		return
-	case errors.Is(err, pipeline.ErrRerunUnavailable):
+	case errors.Is(err, ingest.ErrRerunUnavailable):
 		u.errorPage(w, r, http.StatusConflict, err.Error())
 		return
 	case err != nil:

@@ -46,8 +46,8 @@ type RunCanceller interface {
 }
 
 // Rerunner creates a rerun of a finished run: all of its jobs
-// (pipeline.Processor.Rerun) or only those that did not succeed and their
-// dependents (pipeline.Processor.RerunFailed).
+// (ingest.Processor.Rerun) or only those that did not succeed and their
+// dependents (ingest.Processor.RerunFailed).
 type Rerunner interface {
 	Rerun(ctx context.Context, runID, by string) (*store.Run, error)
 	RerunFailed(ctx context.Context, runID, by string) (*store.Run, error)

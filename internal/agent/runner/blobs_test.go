@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"

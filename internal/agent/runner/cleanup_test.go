@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"

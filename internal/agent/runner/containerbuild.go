@@ -20,9 +20,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"kici.dev/kici/internal/agent/logstream"
-	"kici.dev/kici/internal/execution/status"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Images built from a Dockerfile of the repository (`container: {build:

@@ -3,7 +3,7 @@ package runner
 import (
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
 	"kici.dev/kici/internal/agent/logstream"

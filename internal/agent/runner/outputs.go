@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"strings"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/expr"
 	"kici.dev/kici/internal/protocol"

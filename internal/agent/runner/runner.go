@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/agent/checkout"
 	"kici.dev/kici/internal/agent/logstream"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/agent/envbuild"
 	"kici.dev/kici/internal/agent/logstream"

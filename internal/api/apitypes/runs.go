@@ -3,7 +3,7 @@ package apitypes
 import (
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Page sizes.

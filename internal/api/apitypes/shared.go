@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Shapes the server also keeps as rows (store, runctl). They are repeated

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // Reading times back: SQLite returns INTEGER Unix milliseconds, pgx's

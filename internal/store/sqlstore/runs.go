@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )

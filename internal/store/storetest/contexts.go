@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

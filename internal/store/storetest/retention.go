@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/execution/status"
+	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
 )

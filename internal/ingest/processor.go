@@ -1,0 +1,456 @@
+// Package ingest turns persisted deliveries into runs: for a local-source
+// push it reads the lock file at the pushed commit, normalizes the event,
+// matches every workflow's triggers (first passing trigger wins, KiCI
+// matcher), records the decision trace on the delivery and creates one run
+// per matched workflow, with one job per matrix leg and needs expanded per
+// leg (KiCI: Trigger matching; Matrix; needs, DAG, skip propagation).
+//
+// Deliveries are processed by a bounded pool of workers (Workers), at most
+// one at a time per source and ref, in arrival order (pool.go), so a push's
+// runs are created in delivery order while unrelated deliveries proceed in
+// parallel. Submit is non-blocking; a delivery that does not fit in the
+// buffer is still in the store with status "received" and is picked up by
+// the re-scan of store.ListUnprocessedDeliveries, so nothing accepted is
+// lost. A delivery
+// is processed by one node at a time (a claim with a lease in the store,
+// claim.go), and a re-processing after a crash does not create a second
+// run for a workflow that already has one for the same delivery.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider/local"
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
+)
+
+// Defaults of a Processor.
+const (
+	// DefaultQueueSize is the Submit buffer.
+	DefaultQueueSize = 4096
+	// DefaultRescanInterval is how often unprocessed deliveries are re-listed.
+	DefaultRescanInterval = 5 * time.Second
+	// DefaultProcessTimeout bounds the processing of one delivery.
+	DefaultProcessTimeout = 2 * time.Minute
+	// rescanBatch is how many unprocessed deliveries one re-scan takes.
+	rescanBatch = 100
+	// maxTracedFiles caps the changed files recorded in a Trace.
+	maxTracedFiles = 300
+)
+
+// Trace is the decision record stored as JSON in a delivery's Decisions.
+type Trace struct {
+	// Summary is a one-line outcome, e.g. "no lock file at <sha>" or
+	// "2 of 3 workflows matched; 2 runs created".
+	Summary string `json:"summary"`
+	// Event is the delivery's event name; Ref and SHA the pushed ref/commit.
+	Event string `json:"event,omitempty"`
+	Ref   string `json:"ref,omitempty"`
+	SHA   string `json:"sha,omitempty"`
+	// ChangedFiles is set when some trigger filters on paths (first 300).
+	ChangedFiles []string `json:"changedFiles,omitempty"`
+	// Workflows holds one trigger decision per lock workflow, in lock order.
+	Workflows []trigger.Decision `json:"workflows,omitempty"`
+	// Runs lists the runs created for matched workflows.
+	Runs []RunRef `json:"runs,omitempty"`
+	// Errors lists per-workflow failures (the delivery is then "failed").
+	Errors []string `json:"errors,omitempty"`
+	// Warnings are what the runs created should show without failing,
+	// each `workflow "<name>": <text>` (library drift, librarydrift.go).
+	Warnings []string `json:"warnings,omitempty"`
+	// LockStatus is set when the lock could not be used: lockfile_missing,
+	// lockfile_corrupt or lockfile_too_large.
+	LockStatus string `json:"lockStatus,omitempty"`
+}
+
+// RunRef names a run created for a delivery.
+type RunRef struct {
+	WorkflowName string `json:"workflowName"`
+	RunID        string `json:"runId"`
+	Jobs         int    `json:"jobs"`
+}
+
+// Processor turns persisted deliveries into runs. Create it with
+// NewProcessor; it is safe for concurrent use.
+type Processor struct {
+	st        store.Store
+	tracker   *runs.Tracker
+	log       *slog.Logger
+	settings  *cluster.Reader
+	libraries LibraryResolver // librarydrift.go
+	libOnce   sync.Once
+
+	// RescanInterval is the period of the unprocessed-delivery re-scan
+	// (DefaultRescanInterval when zero). Set before Start.
+	RescanInterval time.Duration
+	// ProcessTimeout bounds one delivery (DefaultProcessTimeout when zero).
+	ProcessTimeout time.Duration
+	// Workers is how many deliveries are processed at once
+	// (DefaultWorkers when zero). Set before Start.
+	Workers int
+	// ClaimTTL is the lease of a delivery claim (DefaultClaimTTL when
+	// zero; claim.go). Set before Start.
+	ClaimTTL time.Duration
+	// Forges reads locks from forges (GitHub); nil = NewForges(0) on first use.
+	Forges *Forges
+	// groups records runs in their concurrency group (concurrency.go).
+	groups GroupEnterer
+
+	ch chan string
+
+	mu      sync.Mutex
+	claimed map[string]bool
+	// nodeID holds this processor's store claims (claim.go); guarded by mu.
+	nodeID string
+	// repos are the local repositories read so far, by path (pool.go).
+	repos map[string]*local.Repo
+	// heads caches each local repository's HEAD ref (pool.go).
+	heads map[string]headRefEntry
+	// The optional collaborators of ProcessorDeps, fixed at construction.
+	outcome      func(status string, runs int) // finished deliveries (pool.go)
+	decider      Decider                       // `/kici approve` comments (trust.go)
+	replier      Replier                       // answers to those comments (forgeevents.go)
+	rerunRefused RerunRefuser                  // refused re-run requests shown on the forge (forgeevents.go)
+	forkIgnored  func()                        // fork pull requests dropped by policy (trust.go)
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// ProcessorDeps are a processor's optional collaborators; every nil field
+// turns its feature off.
+type ProcessorDeps struct {
+	// Forges reads locks from forges (GitHub); nil = NewForges(0).
+	Forges *Forges
+	// Concurrency records runs in their workflow concurrency group
+	// (runctl.Controller); nil ignores workflow concurrency settings.
+	Concurrency GroupEnterer
+	// Decider enables `/kici approve|reject <runId>` pull-request comments;
+	// nil matches such comments against workflows like any other.
+	Decider Decider
+	// Replier answers those comments on the forge, refusals included.
+	Replier Replier
+	// RerunRefused shows a refused GitHub re-run request on its commit;
+	// nil leaves the refusal in the event log only.
+	RerunRefused RerunRefuser
+	// ForkIgnored is called once for every fork pull request dropped under
+	// fork policy ignore (KiCI's kici_orch_fork_events_ignored_total).
+	ForkIgnored func()
+	// Outcome is called once per delivery finished, with its status
+	// ("processed" or "failed") and how many runs it created (metrics).
+	Outcome func(status string, runs int)
+	// NodeID holds this processor's delivery claims (claim.go): the node's
+	// id, kept across restarts; "" = an id of the processor's own.
+	NodeID string
+	// Settings reads the live cluster settings; organization-wide
+	// workflows (cluster.GlobalWorkflowsEnabled) stay off without it.
+	Settings *cluster.Reader
+	// Libraries resolves library refs for the run-time library drift
+	// check (librarydrift.go); nil = a pieces.RefResolver with its
+	// defaults (https only, 5 s per remote, answers kept 5 minutes).
+	Libraries LibraryResolver
+}
+
+// NewProcessor returns a processor that reads deliveries from st and creates
+// runs through tracker, with the optional collaborators of deps. A nil
+// logger discards logs.
+func NewProcessor(st store.Store, tracker *runs.Tracker, logger *slog.Logger, deps ProcessorDeps) *Processor {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
+		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
+		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
+		libraries: deps.Libraries}
+}
+
+// Start launches the workers: they first process every delivery still
+// "received" (left over from a previous process), then ids sent to Submit,
+// and re-scan for unprocessed deliveries every RescanInterval. They stop when ctx is cancelled or Stop is called. Calling Start again is a
+// no-op.
+func (p *Processor) Start(ctx context.Context) {
+	p.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(ctx)
+		p.cancel = cancel
+		p.done = make(chan struct{})
+		go p.loop(ctx)
+	})
+}
+
+// Stop stops the workers and waits for the deliveries being processed, if
+// any, to finish (its processing is not interrupted). Safe to call without Start
+// and more than once.
+func (p *Processor) Stop() {
+	p.startOnce.Do(func() {}) // a later Start becomes a no-op
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	p.closeRepos()
+}
+
+// Submit queues a persisted delivery id for processing without blocking. If
+// the buffer is full the id is dropped here and the re-scan picks the
+// delivery up from the store.
+func (p *Processor) Submit(deliveryID string) {
+	select {
+	case p.ch <- deliveryID:
+	default:
+		p.log.Warn("pipeline: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
+	}
+}
+
+// processLogged processes one delivery to completion even if ctx is
+// cancelled meanwhile (Stop waits for it), bounded by ProcessTimeout.
+func (p *Processor) processLogged(ctx context.Context, id string) {
+	if err := p.Process(context.WithoutCancel(ctx), id); err != nil {
+		p.log.Error("pipeline: process delivery", "deliveryId", id, "error", err)
+	}
+}
+
+// claim marks id as being processed by this process; false if it already is
+// (or was, without its outcome being stored).
+func (p *Processor) claim(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimed[id] {
+		return false
+	}
+	p.claimed[id] = true
+	return true
+}
+
+func (p *Processor) unclaim(id string) {
+	p.mu.Lock()
+	delete(p.claimed, id)
+	p.mu.Unlock()
+}
+
+// Process handles one delivery: if it is still "received", it is matched,
+// its runs are created and it is finished as "processed" (possibly with no
+// runs; the reason is in the trace summary) or "failed" (Error says why).
+// A delivery already processed, or being processed by this process, is left
+// alone (nil), and so is one claimed by another node (claim.go). The returned error reports store failures; a delivery that
+// cannot be turned into runs is not an error of Process, it is recorded on
+// the delivery.
+func (p *Processor) Process(ctx context.Context, deliveryID string) error {
+	if !p.claim(deliveryID) {
+		return nil
+	}
+	timeout := p.ProcessTimeout
+	if timeout <= 0 {
+		timeout = DefaultProcessTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	// Every node re-scans the deliveries still "received": the store claim
+	// decides which one processes this delivery.
+	// The claim returns the delivery as it wrote it: still "received",
+	// and now this node's.
+	d, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
+	if err != nil || d == nil {
+		p.unclaim(deliveryID)
+		if err != nil {
+			return fmt.Errorf("pipeline: claim delivery %s: %w", deliveryID, err)
+		}
+		return nil
+	}
+	var staged stagedRuns
+	var lost atomic.Bool
+	stopRenewing := p.keepClaim(ctx, deliveryID, func() { lost.Store(true); cancel() })
+	tr, procErr := p.handle(ctx, d, &staged)
+	stopRenewing()
+	if lost.Load() {
+		// The node that took the claim over finishes the delivery.
+		p.unclaim(deliveryID)
+		return fmt.Errorf("pipeline: delivery %s: claim lost to another node", deliveryID)
+	}
+	status, errText := store.DeliveryProcessed, ""
+	if procErr != nil {
+		status, errText = store.DeliveryFailed, procErr.Error()
+		if tr.Summary == "" {
+			tr.Summary = "failed: " + errText
+		}
+	}
+	raw, err := json.Marshal(tr)
+	if err != nil {
+		return fmt.Errorf("pipeline: encode trace: %w", err)
+	}
+	// The staged runs are stored with the outcome, all or nothing. If that
+	// fails, nothing was written and the re-scan may retry; only when the
+	// trace also names runs stored earlier (a re-processing) is the claim
+	// kept, as before, until the process restarts.
+	err = p.st.FinishDeliveryWithRuns(context.WithoutCancel(ctx), deliveryID, status, errText, raw, outcomeOf(tr, status), staged)
+	if errors.Is(err, store.ErrConflict) {
+		// Another node finished it first (this node's claim ran out
+		// meanwhile): its runs stand, the staged ones were not written.
+		p.unclaim(deliveryID)
+		p.log.Warn("pipeline: delivery already finished by another node; its runs stand", "deliveryId", deliveryID)
+		return nil
+	}
+	if err != nil {
+		if len(staged) == len(tr.Runs) {
+			p.unclaim(deliveryID)
+		}
+		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
+	}
+	p.unclaim(deliveryID)
+	p.release(context.WithoutCancel(ctx), deliveryID, staged)
+	p.observeOutcome(status, len(tr.Runs))
+	p.log.Info("pipeline: delivery processed", "deliveryId", deliveryID, "status", status,
+		"summary", tr.Summary, "runs", len(tr.Runs))
+	return nil
+}
+
+// handle computes the trace and creates runs. A non-nil error makes the
+// delivery "failed".
+//
+// Runs are staged in b, not created: Process stores them with the
+// delivery's outcome.
+func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
+	if xtr, err, ok := p.handleExtension(ctx, d, b); ok {
+		return xtr, err
+	}
+	tr := &Trace{Event: d.Event}
+	src, err := p.st.GetSource(ctx, d.SourceID)
+	if err != nil {
+		return tr, fmt.Errorf("source %s: %w", d.SourceID, err)
+	}
+	if src.Provider != "local" {
+		tr.Summary = fmt.Sprintf("provider %q: deliveries of this provider trigger no workflows", src.Provider)
+		return tr, nil
+	}
+	if d.Event != "push" {
+		tr.Summary = fmt.Sprintf("event %q is not handled for local sources", d.Event)
+		return tr, nil
+	}
+	push, err := local.ParsePushPayload(d.Payload)
+	if err != nil {
+		return tr, err
+	}
+	tr.Ref, tr.SHA = push.Ref, push.After
+	if push.Deleted() {
+		tr.Summary = "ref " + push.Ref + " deleted; nothing to run"
+		return tr, nil
+	}
+	// The registered path is authoritative; the payload's path is only
+	// informational.
+	if push.Repository.Path != "" && push.Repository.Path != src.LocalPath {
+		p.log.Warn("pipeline: payload repository path differs from the source's; using the source's",
+			"deliveryId", d.ID, "sourceId", src.ID)
+	}
+	repo, err := p.localRepo(src.LocalPath)
+	if err != nil {
+		return tr, err
+	}
+	lf, err := p.localLock(ctx, src, repo, push.After, tr)
+	if err != nil {
+		return tr, err
+	}
+	if lf == nil {
+		// A repository without a lock still gets its org's
+		// organization-wide workflows.
+		if !p.orgWideEnabled(ctx) {
+			return tr, nil
+		}
+		lf = &lockfile.LockFile{}
+	}
+
+	repoIdent := push.Repository.FullName
+	if repoIdent == "" {
+		repoIdent = src.OrgID + "/" + src.Name
+	}
+	var files []string
+	if trigger.NeedsChangedFiles(lf) {
+		files, err = repo.ChangedFiles(ctx, push.Before, push.After)
+		if err != nil {
+			return tr, err
+		}
+		tr.ChangedFiles = files[:min(len(files), maxTracedFiles)]
+	}
+	ev := local.PushEvent(push, repoIdent, files)
+	p.withLocalGates(ctx, repo, push.After, ev)
+	p.registerLocal(ctx, src, repoIdent, push.Ref, push.After, lf)
+
+	existing, err := p.existingRuns(ctx, d.ID)
+	if err != nil {
+		return tr, err
+	}
+	matched := 0
+	for i := range lf.Workflows {
+		wf := &lf.Workflows[i]
+		dec := trigger.MatchWorkflow(wf, ev)
+		tr.Workflows = append(tr.Workflows, dec)
+		if !dec.Matched {
+			continue
+		}
+		matched++
+		if r, ok := existing[wf.Name]; ok && r.WorkflowOrigin == "" {
+			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
+			continue
+		}
+		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
+			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login,
+			LibraryDrift: p.libraryDrift(ctx, tr, wf)}.withEvent(ev))
+		if err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		if err := p.enterGroup(ctx, wf, run, d.Event); err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		if err := p.stage(b, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
+			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
+			continue
+		}
+		tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: run.ID, Jobs: len(jobs)})
+	}
+	if err := p.matchOrgWide(ctx, d, tr, src, ev, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
+		RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}, b); err != nil && len(tr.Errors) == 0 {
+		tr.Errors = append(tr.Errors, err.Error())
+	}
+	tr.Summary = fmt.Sprintf("%d of %d workflows matched; %d runs created", matched, len(lf.Workflows), len(tr.Runs))
+	if len(lf.Workflows) == 0 && len(tr.Workflows) == 0 {
+		tr.Summary = "lock file has no workflows"
+		if tr.LockStatus == LockMissing {
+			tr.Summary = "no lock file at " + push.After
+		}
+	} else if len(tr.Workflows) > len(lf.Workflows) {
+		tr.Summary += fmt.Sprintf(" (%d organization-wide workflows of other sources considered)", len(tr.Workflows)-len(lf.Workflows))
+	}
+	if len(tr.Errors) > 0 {
+		return tr, errors.New(strings.Join(tr.Errors, "; "))
+	}
+	return tr, nil
+}
+
+// existingRuns returns the runs already created for a delivery, by workflow.
+func (p *Processor) existingRuns(ctx context.Context, deliveryID string) (map[string]*store.Run, error) {
+	out := map[string]*store.Run{}
+	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: deliveryID, Limit: 100})
+	if err != nil {
+		return nil, fmt.Errorf("runs of delivery %s: %w", deliveryID, err)
+	}
+	for _, r := range runs {
+		if r.WorkflowOrigin == "" {
+			out[r.WorkflowName] = r
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,43 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+)
+
+// Admitter decides whether the jobs of a run may be released at all
+// (workflow concurrency groups, implemented by runctl.Controller). A run
+// that is not admitted keeps its ready jobs pending until Reevaluate is
+// called after it was admitted.
+type Admitter interface {
+	// Admit reports whether runID may start releasing jobs. It is called
+	// under the run's lock and must not call back into the tracker.
+	Admit(ctx context.Context, runID string) bool
+}
+
+// admission returns a memoised admission check for one evaluation pass.
+func (t *Tracker) admission(ctx context.Context, runID string) func() bool {
+	a := t.admitter
+	if a == nil {
+		return func() bool { return true }
+	}
+	decided, ok := false, false
+	return func() bool {
+		if !decided {
+			decided, ok = true, a.Admit(ctx, runID)
+		}
+		return ok
+	}
+}
+
+// Reevaluate releases the ready jobs of a run (e.g. once it was admitted
+// to its concurrency group) and completes it if every job is terminal.
+func (t *Tracker) Reevaluate(ctx context.Context, runID string) error {
+	mu := t.runLock(runID)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := t.evaluateLocked(ctx, runID, t.now()); err != nil {
+		return fmt.Errorf("execution: reevaluate run %s: %w", runID, err)
+	}
+	return nil
+}
