@@ -145,7 +145,11 @@ func qemuArgs(s qemuSpec) []string {
 	// boot in six with three VMs booting at once); fixed calibration
 	// values skip it. A guest clock that runs off is harmless: jobs take
 	// their times from the orchestrator.
-	cmdline := "console=ttyS0 quiet panic=-1 tsc_early_khz=2000000 lpj=4000000 no_timer_check"
+	// reboot=t makes the guest's restart a triple fault, which QEMU with
+	// -no-reboot turns into its exit on every machine type; the kernel's
+	// default restart methods (ACPI, keyboard controller, BIOS) were seen
+	// to leave a software-emulated guest spinning after "Restarting system".
+	cmdline := "console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2000000 lpj=4000000 no_timer_check"
 	if s.probe {
 		cmdline += " " + vmguest.ProbeArg
 	}
