@@ -1,7 +1,7 @@
 // Package agent is the kici-agent runtime: configuration from the
 // environment, the connection to the orchestrator, dispatch handling
 // (ack/reject), the job runner and the scaler-managed one-job lifecycle
-// (KiCI: Scaler-managed agent lifecycle; Agent side).
+// (see docs/kici-compatibility.md#agent).
 //
 // Subpackages each do one job: conn (WebSocket client and outbox), runner
 // (job execution), checkout (git), logstream (log batching and masking),

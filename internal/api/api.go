@@ -49,9 +49,9 @@ const (
 	PermEventLogRead = auth.PermEventLogRead
 	// PermEventLogReadPayload additionally gates event-log payloads (owner, admin).
 	PermEventLogReadPayload = auth.PermEventLogReadPayload
-	// PermContextCreate gates emitting events (KiCI: owner, admin).
+	// PermContextCreate gates emitting events (owner, admin).
 	PermContextCreate = auth.PermContextCreate
-	// PermContextRead gates the registration index (KiCI: all roles).
+	// PermContextRead gates the registration index (every role).
 	PermContextRead = auth.PermContextRead
 )
 

@@ -12,8 +12,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Provenance routes (KiCI: OIDC discovery + JWKS,
-// KiCI: Public, ops and ingress endpoints): the public OIDC discovery
+// Provenance routes (see docs/kici-compatibility.md#provenance):
+// the public OIDC discovery
 // document, JWKS and verify endpoint, and the admin attestation and signing
 // key routes. Deps.Provenance nil ⇒ all of them answer 503.
 

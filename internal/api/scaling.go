@@ -11,7 +11,7 @@ import (
 
 // getClusterSettings answers GET /api/v1/admin/cluster-settings:
 // {settings:{<knob>: value|null}, effective:{…}, defaults:{…}, version,
-// updatedAt} (KiCI: Settings, cluster name, drain, maintenance, DB; Cluster settings and org settings).
+// updatedAt} (see docs/kici-compatibility.md#clustering).
 func (s *server) getClusterSettings(w http.ResponseWriter, r *http.Request) {
 	if s.d.ClusterSettings == nil {
 		writeError(w, http.StatusServiceUnavailable, "Cluster settings not available")

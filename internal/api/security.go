@@ -11,7 +11,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Bodies of the two routing-key scope refusals (KiCI S:27254).
+// Bodies of the two routing-key scope refusals, word for word KiCI's
+// (see docs/kici-compatibility.md#admin-api).
 const (
 	msgScopeMismatch    = "Token is scoped to another routing key and cannot access this resource"
 	msgUnscopedRequired = "This route requires an unscoped token"

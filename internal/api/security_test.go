@@ -177,7 +177,7 @@ func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
 
 func TestTokenLifecycleAndRevocation(t *testing.T) {
 	e := newSecEnv(t)
-	// No header / garbage: the §0 bodies.
+	// No header / garbage: the admin middleware's error bodies.
 	if code, m, _ := e.do("GET", "/api/v1/admin/runs", "", ""); code != 401 || m["error"] != "Missing authorization" {
 		t.Fatalf("no header: %d %v", code, m)
 	}

@@ -21,8 +21,8 @@ import (
 	"kici.dev/kici/internal/trigger"
 )
 
-// Verification methods of generic sources (KiCI,
-// KiCI: Generic webhooks: POST /webhook/:orgId/generic/:sourceId).
+// Verification methods of generic sources, as in KiCI
+// (see docs/kici-compatibility.md#ingress).
 const (
 	// VerificationHMAC: an HMAC-SHA256 of the raw body in
 	// X-Kici-Signature-256 / X-Hub-Signature-256 (or verificationConfig.header).

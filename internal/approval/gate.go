@@ -143,7 +143,7 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 	if wf == nil {
 		p, err := g.policy(ctx, run.OrgID)
 		if err != nil {
-			// KiCI: a policy read error applies hold.
+			// An unreadable policy holds the run, as in KiCI.
 			g.log.Error("trust policy unreadable; holding the fork run", "runId", run.ID, "error", err)
 			p = store.TrustPolicy{ForkPolicy: store.ForkHold, ApprovalExpirySeconds: 72 * 3600}
 		}

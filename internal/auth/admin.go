@@ -54,7 +54,7 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 }
 
 // AdminAuth authenticates admin API requests by bearer token and enforces
-// the role × permission matrix (KiCI: Cross-cutting HTTP conventions; RBAC and tokens).
+// the role × permission matrix (see docs/kici-compatibility.md#admin-api).
 type AdminAuth struct {
 	st        store.Store
 	bootstrap [][]byte
@@ -92,7 +92,8 @@ func InProcessOwner(st store.Store, token, id, label string) *AdminAuth {
 	return a
 }
 
-// Error bodies of the admin middleware (KiCI S:41359, S:27206).
+// Error bodies of the admin middleware, word for word KiCI's
+// (see docs/kici-compatibility.md#admin-api).
 const (
 	msgMissingAuth  = "Missing authorization"
 	msgInvalidToken = "Invalid or expired token"

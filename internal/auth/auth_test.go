@@ -101,7 +101,7 @@ func TestAgentTokenValidate(t *testing.T) {
 }
 
 func TestMatrixCounts(t *testing.T) {
-	// KiCI S:26825: 23 permissions; owner 23, admin 21, auditor 6 — plus
+	// KiCI's 23 permissions; owner 23, admin 21, auditor 6 — plus
 	// kici's departure granting ci_trust.read to the auditor (7).
 	kici := []string{PermContextCreate, PermContextUpdate, PermContextDelete, PermContextRead,
 		PermSecretRead, PermSecretWrite, PermSecretDelete, PermSecretReveal, PermAuditRead,

@@ -10,8 +10,8 @@ const (
 )
 
 // Permissions checked by admin routes. The first 23 are KiCI's exact set
-// (orchestrator 0.9.1 dist/server.js S:26825,
-// KiCI: Roles × permissions). The source.*, agent.* and agent_token.*
+// (@kici-dev/orchestrator 0.9.1; see docs/kici-compatibility.md#admin-api).
+// The source.*, agent.* and agent_token.*
 // permissions are kici's own: KiCI gates generic sources with context.* and
 // leaves GitHub sources, fleet listings and several other families ungated
 // ; kici gates every route, so those families get explicit names here.
@@ -63,7 +63,7 @@ var (
 )
 
 // rolePermissions is the single role × permission matrix. Rows marked KiCI are
-// the sets of KiCI: Roles × permissions (owner 23, admin 21, auditor 6),
+// KiCI's role sets (owner 23, admin 21, auditor 6),
 // with one departure: ci_trust.read is held by every role (auditor 7).
 // Rows marked kici are additions for families KiCI leaves ungated; their
 // role sets mirror the closest KiCI permission (writes like context.create;
@@ -71,7 +71,7 @@ var (
 // credential values (source.secret.read, secret.reveal) and token listings
 // (token.manage, agent_token.manage).
 var rolePermissions = map[string][]string{
-	// KiCI (S:26825)
+	// KiCI
 	PermContextCreate:       ownerAdmin,
 	PermContextUpdate:       ownerAdmin,
 	PermContextDelete:       ownerAdmin,

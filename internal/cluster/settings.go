@@ -1,5 +1,5 @@
-// Package cluster holds the live cluster settings (KiCI cluster_settings,
-// KiCI: Cluster settings and org settings): integer knobs that an operator
+// Package cluster holds the live cluster settings (KiCI's cluster_settings;
+// see docs/kici-compatibility.md#clustering): integer knobs that an operator
 // changes at run time through PATCH /api/v1/admin/cluster-settings, stored
 // in the database (store.ClusterSettingsStore) and read by every component
 // through a Reader that caches them for a short TTL.

@@ -48,7 +48,8 @@ const (
 type Config struct {
 	// DataDir is KICI_DATA_DIR, else DefaultDataDir's choice. Always absolute.
 	DataDir string
-	// Host is KICI_HOST, default 127.0.0.1 (KiCI: 0.0.0.0).
+	// Host is KICI_HOST, default 127.0.0.1 (KiCI's is 0.0.0.0; see
+	// docs/kici-compatibility.md#environment-variables).
 	Host string
 	// Port is KICI_PORT, default 4000; 0 = pick a free port.
 	Port int

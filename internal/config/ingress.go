@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Ingress defaults (KiCI cluster-settings defaults,
-// KiCI: Orchestrator configuration; Limits).
+// Ingress defaults, KiCI's cluster-settings defaults
+// (see docs/kici-compatibility.md#ingress).
 const (
 	// DefaultMaxGitHubPayloadBytes is KICI_MAX_GITHUB_PAYLOAD_BYTES's default (25 MiB).
 	DefaultMaxGitHubPayloadBytes = 26214400

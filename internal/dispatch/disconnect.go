@@ -1,6 +1,6 @@
 package dispatch
 
-// Disconnect triage (KiCI: Agent disconnect triage).
+// Disconnect triage (see docs/kici-compatibility.md#runs-and-statuses).
 
 import (
 	"time"

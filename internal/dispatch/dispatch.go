@@ -1,5 +1,5 @@
 // Package dispatch hands queued jobs to agents over the agent WebSocket
-// channel (KiCI: Orchestrator ↔ agent WebSocket protocol; Dispatch; Agent disconnect triage).
+// channel (see docs/kici-compatibility.md#agent-protocol).
 //
 // The Dispatcher owns the in-memory agent registry (one entry per
 // registered agent id), the job→agent tracking, the dispatch ack deadlines
@@ -177,7 +177,7 @@ func (c Config) withDefaults() Config {
 }
 
 // ownershipGrace keeps a finished job owned by its agent for late messages
-// (KiCI: completed < 30 s ago).
+// (30 s, as in KiCI).
 const ownershipGrace = 30 * time.Second
 
 // AgentInfo describes one registered agent for admin listings.

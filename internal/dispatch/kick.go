@@ -10,7 +10,7 @@ import (
 )
 
 // Close reasons sent with auth.failure when a live token stops being valid
-// (KiCI agent registry kick path, KiCI: Agent tokens).
+// (KiCI's agent registry kick path; see docs/kici-compatibility.md#agent-protocol).
 // The agent does not reconnect after close code 4010.
 const (
 	ReasonTokenRevoked = "Token revoked"

@@ -111,7 +111,7 @@ func TestDeclaredSecretsTravelInTheDispatch(t *testing.T) {
 	}
 }
 
-// A token's label scope is enforced at register (§2.3 gate 1): a label
+// A token's label scope is enforced at register (its first gate): a label
 // outside it closes the socket with 4010; platform labels are always
 // allowed.
 func TestLabelScopeEnforcedAtRegister(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Static agent recovery (KiCI: Agent disconnect triage).
+// Static agent recovery (see docs/kici-compatibility.md#runs-and-statuses).
 // When a static agent's socket ends while it runs jobs, each started job
 // becomes "recovering" with a deadline of now + RecoveryWindow. If the
 // agent re-registers in time and lists the job in inFlightJobs, the job is

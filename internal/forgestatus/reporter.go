@@ -8,8 +8,8 @@
 // source of truth, so a restarted reporter resumes where it was) and keeps
 // an outbox, check_run_tracking: for each job the state to show and what
 // the forge last accepted. Delivery is polite and durable:
-//   - at most one call per check every Interval (5 s, KiCI: "≤ 1 GitHub
-//     API call per 5 s per job check run"); intermediate states coalesce,
+//   - at most one call per check every Interval (5 s, KiCI's rate for
+//     GitHub check runs); intermediate states coalesce,
 //     the terminal state is always delivered;
 //   - 5xx, 429 and rate limits are retried with backoff, honouring
 //     Retry-After and X-RateLimit-Reset; other 4xx are recorded and not
@@ -41,7 +41,7 @@ const (
 	DefaultInterval = 5 * time.Second
 	// DefaultPoll is how often runs are looked at.
 	DefaultPoll = time.Second
-	// sweepEvery is how often the TTL sweep runs (KiCI: hourly).
+	// sweepEvery is how often the TTL sweep runs (hourly, as in KiCI).
 	sweepEvery = time.Hour
 	// callTimeout bounds one forge call.
 	callTimeout = 15 * time.Second

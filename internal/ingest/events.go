@@ -24,7 +24,7 @@ const (
 
 // MaxChainDepth bounds chains of internal events (a run started by an
 // internal event whose completion starts another…): KiCI's event router
-// limit of 10 (KiCI: Which path evaluates which trigger).
+// limit of 10 (see docs/kici-compatibility.md#triggers).
 const MaxChainDepth = 10
 
 // InternalEvent is the payload of an internal delivery: an event kici
@@ -245,8 +245,8 @@ func (p *Processor) matchRegistrations(ctx context.Context, d *store.Delivery, t
 // handleGeneric matches a plain generic-source delivery against the
 // registration index: generic_webhook triggers (type generic_webhook,
 // payload.source = the source's name) and, by raw event name, the org's
-// webhook triggers (KiCI cross-source fan-out,
-// KiCI: Normalized event).
+// webhook triggers (KiCI's cross-source fan-out; see
+// docs/kici-compatibility.md#matching).
 func (p *Processor) handleGeneric(ctx context.Context, d *store.Delivery, src *store.Source, b *stagedRuns) (*Trace, error) {
 	tr := &Trace{Event: d.Event}
 	ev, err := trigger.GenericEvent(src.Name, d.Event, d.Payload)

@@ -244,7 +244,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		lockRef, lockSource = defaultBranch, "base"
 	case fork:
 		// A fork's lock file is the contributor's to write: read the base
-		// branch's, whatever the policy (KiCI: allow runs with the base
+		// branch's, whatever the policy (as KiCI does: allow runs with the base
 		// lock; hold runs it once approved).
 		base := lref.BaseRef
 		if base == "" {
@@ -435,7 +435,7 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 
 // RegisterableTriggers are the trigger kinds matched against the
 // registration index rather than per delivery (KiCI
-// RegisterableTriggerType, KiCI: Which path evaluates which trigger).
+// RegisterableTriggerType; see docs/kici-compatibility.md#triggers).
 var RegisterableTriggers = []string{"kici_event", "workflow_complete", "job_complete", "generic_webhook", "schedule", "lifecycle", "webhook"}
 
 // register replaces the registrations of (source, repo) with the lock's

@@ -3,7 +3,7 @@
 // matches every workflow's triggers (first passing trigger wins, KiCI
 // matcher), records the decision trace on the delivery and creates one run
 // per matched workflow, with one job per matrix leg and needs expanded per
-// leg (KiCI: Trigger matching; Matrix; needs, DAG, skip propagation).
+// leg (see docs/kici-compatibility.md#matching and #runs-and-statuses).
 //
 // Deliveries are processed by a bounded pool of workers (Workers), at most
 // one at a time per source and ref, in arrival order (pool.go), so a push's

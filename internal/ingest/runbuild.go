@@ -60,7 +60,7 @@ func hasForkModel(provider string) bool {
 // else the pushed branch, else the branch of rc.Ref; "" for tags and
 // internal events); and the trust tier of forge pull requests (unknown
 // for a fork, trusted otherwise) and pushes (trusted). Providers without a
-// fork model leave the tier empty (KiCI: the fork switch is skipped).
+// fork model leave the tier empty (KiCI skips the fork switch there too).
 func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 	if ev == nil {
 		return rc

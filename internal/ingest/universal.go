@@ -18,8 +18,8 @@ import (
 // handleUniversal processes a delivery of a universal-git source: the
 // preset (or custom mapping) normalizes it, the lock is fetched with a
 // shallow, blob-less git fetch of the event's lock ref from the clone URL
-// built from the source's template (KiCI universal-git,
-// KiCI: Universal-git sources), the workflows are
+// built from the source's template (KiCI's universal-git; see
+// docs/kici-compatibility.md#ingress), the workflows are
 // matched and runs created. Universal-git has no permission API: a pull
 // request from a fork uses the base branch's lock, and the org's fork
 // policy applies to it as to GitHub's.

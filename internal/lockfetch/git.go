@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// GitBudget bounds one git lock fetch (KiCI: 30 s per fetch).
+// GitBudget bounds one git lock fetch (30 s, as in KiCI).
 const GitBudget = 30 * time.Second
 
 // GitAuth is an HTTP credential for a git fetch. It is passed to git as an

@@ -51,7 +51,8 @@ const (
 // at the event's commit must exist and, for json/yaml, its document must
 // satisfy Match (JSONPath → expected value, the semantics of kici_event's
 // `match`); for text, contain Contains and match Matches. A missing or
-// unparsable file fails the gate (KiCI: indeterminate ⇒ drop).
+// unparsable file fails the gate (KiCI drops the trigger instead; see
+// docs/kici-compatibility.md#lock-file).
 type Requirement struct {
 	File     string          `json:"file"`
 	Format   RequireFormat   `json:"format"`

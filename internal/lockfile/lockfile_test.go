@@ -12,8 +12,8 @@ import (
 	"kici.dev/kici/internal/runs/status"
 )
 
-// exampleLock is the §1.8 example lock of the KiCI reference digest, copied
-// verbatim into testdata.
+// exampleLock is the two-workflow schema 29 example lock in testdata,
+// shaped as KiCI's TypeScript compiler writes it.
 func exampleLock(t *testing.T) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/kici-example-lock.json")
@@ -78,7 +78,7 @@ func TestWorkflowContentHash(t *testing.T) {
 	}
 }
 
-// TestTopLevelHashVector checks the §1.8 vector with the order-preserving
+// TestTopLevelHashVector checks that example's vector with the order-preserving
 // hasher. Our LockFile struct cannot reproduce that document byte for byte
 // (it does not model cache, maxParallel, failFast, rules, parallel steps,
 // dynamic jobs, runsOnAll, environments, … which KiCI's TypeScript compiler

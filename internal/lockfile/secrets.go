@@ -9,8 +9,8 @@ import (
 
 // secretRefRe is a secret reference "<scope>:<key>": the scope is path
 // segments of [A-Za-z0-9._-] separated by "/", optionally qualified "pg:";
-// the key is 1–255 of [A-Za-z0-9._-] (KiCI key rule,
-// KiCI: Secrets storage and backends).
+// the key is 1–255 of [A-Za-z0-9._-] (KiCI's key rule; see
+// docs/kici-compatibility.md#contexts-and-secrets).
 var secretRefRe = regexp.MustCompile(`^(pg:)?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*:[A-Za-z0-9._-]{1,255}$`)
 
 // ValidSecretRef reports whether ref is a well-formed "<scope>:<key>"

@@ -94,7 +94,7 @@ type LabelMatcher struct {
 
 // Trigger is one trigger entry, discriminated by Type (`_type`). It carries the
 // union of every trigger kind's fields; each kind uses its own subset
-// (KiCI: Trigger entries).
+// (see docs/kici-compatibility.md#triggers).
 type Trigger struct {
 	Type string `json:"_type"`
 

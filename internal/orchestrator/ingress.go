@@ -24,8 +24,8 @@ import (
 
 // ServesGitHubIngress reports whether the direct GitHub route is served in
 // mode: in hybrid, independent and observed, not in platform (relay only)
-// — KiCI shouldServeGithubIngress
-// (KiCI: Modes and gating).
+// — KiCI's shouldServeGithubIngress
+// (see docs/kici-compatibility.md#ingress).
 func ServesGitHubIngress(mode string) bool { return mode != "platform" }
 
 // ingressWiring is the webhook ingress and event emission of one server.
@@ -39,8 +39,8 @@ type ingressWiring struct {
 
 // setupIngress wires the webhook routes, the schedule-trigger scheduler
 // and event emission. In observed mode it refuses to start while a
-// GitHub-App source exists (KiCI: those are Platform-relayed, which an
-// observed orchestrator never accepts).
+// GitHub-App source exists (those are relayed by KiCI's platform, which
+// an observed orchestrator never accepts).
 func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc *ingest.Processor,
 	settings *cluster.Reader, holder string, logger *slog.Logger) (*ingressWiring, error) {
 	window, err := catchUpWindow(os.Environ())

@@ -1,7 +1,7 @@
 // Package protocol defines the orchestrator↔agent WebSocket messages. Both
 // sides import it, so the wire shape lives in one place.
 //
-// Transport (KiCI: Orchestrator ↔ agent WebSocket protocol): one WebSocket per
+// Transport (see docs/kici-compatibility.md#agent-protocol): one WebSocket per
 // agent at GET /ws, JSON text frames, each an object discriminated by "type".
 // Field names follow KiCI's protocol (camelCase). Evolution is by adding
 // optional fields; a receiver ignores unknown fields and logs unknown types.

@@ -1,5 +1,5 @@
 // Package provenance implements kici's signed build provenance
-// (KiCI: Provenance / attestation): orchestrator signing keys
+// (see docs/kici-compatibility.md#provenance): orchestrator signing keys
 // (ES256, P-256; private halves sealed under the master key; statuses
 // active, retiring, retired, revoked), in-toto Statement v1 statements with
 // the SLSA provenance v1 predicate built from the orchestrator's own run and

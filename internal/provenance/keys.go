@@ -20,7 +20,7 @@ import (
 )
 
 // SigningKeyAAD is the additional authenticated data prefix of a sealed
-// private signing JWK (KiCI: "orchestrator-signing-key"); kici appends
+// private signing JWK (KiCI's "orchestrator-signing-key"); kici appends
 // ":<kid>" so a sealed key cannot be moved to another row.
 const SigningKeyAAD = "orchestrator-signing-key"
 

@@ -10,7 +10,7 @@ import (
 )
 
 // In-toto and SLSA identifiers (in-toto Statement v1, SLSA provenance v1;
-// KiCI: Statement).
+// see docs/kici-compatibility.md#provenance).
 const (
 	// StatementType is the in-toto Statement v1 _type.
 	StatementType = "https://in-toto.io/Statement/v1"

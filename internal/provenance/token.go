@@ -15,7 +15,7 @@ const TokenTTL = 600 * time.Second
 const DefaultAudience = "kici-provenance"
 
 // Claims are the identity token claims
-// (KiCI: Identity-token claims). Every identity claim is
+// (see docs/kici-compatibility.md#provenance). Every identity claim is
 // read from the orchestrator's own run and job rows, never from the agent.
 type Claims struct {
 	Issuer    string           `json:"iss"`

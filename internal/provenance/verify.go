@@ -14,7 +14,7 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
-// Verdict failure codes (KiCI: Verify endpoint).
+// Verdict failure codes, KiCI's (see docs/kici-compatibility.md#provenance).
 // Each Failure also carries a Reason naming the exact rule that
 // failed, so that every kind of tampering is told apart.
 const (

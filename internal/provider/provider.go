@@ -16,7 +16,7 @@ import (
 const HEAD = "HEAD"
 
 // LockRef says at which revision the lock file for an event must be read
-// (KiCI: Normalized event; Lock ref).
+// (see docs/kici-compatibility.md#matching).
 type LockRef struct {
 	// Ref is a commit SHA (push → after, pull request / review / review
 	// comment → head SHA, status → sha), a release's target_commitish (branch

@@ -3,7 +3,7 @@
 // steps and queue entries), processed deliveries and the event log, the
 // access log, provenance attestations, decided holds, terminal dispatch
 // queue entries and step logs, each after its KiCI retention variable
-// (KiCI: Retention). One node sweeps at a time (the "retention" lease),
+// (see docs/kici-compatibility.md#retention-and-observability). One node sweeps at a time (the "retention" lease),
 // in bounded batches with a pause between them, so ingest and dispatch
 // never wait behind a sweep; what was swept is counted in
 // kici_orch_retention_swept_total{kind}.

@@ -12,10 +12,10 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Workflow concurrency groups (KiCI: Concurrency groups,
-// peer row 21). A run of a workflow with `concurrency` joins the group
+// Workflow concurrency groups (see docs/kici-compatibility.md#runs-and-statuses).
+// A run of a workflow with `concurrency` joins the group
 // named by rendering the group template over the event (scope: the
-// repository). Defaults per KiCI: max 1, cancelInProgress true.
+// repository). Defaults, as in KiCI, are max 1 and cancelInProgress true.
 //
 //   - cancelInProgress: the newest run takes the group; every older run of
 //     the group still active or waiting is cancelled ("superseded by run X

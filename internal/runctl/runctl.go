@@ -1,5 +1,5 @@
 // Package runctl makes runs always end right
-// (KiCI: Cancel, timeouts, stale detection, recovery, retries, reruns): it cancels runs (graceful or forced,
+// (see docs/kici-compatibility.md#runs-and-statuses): it cancels runs (graceful or forced,
 // KiCI cancelRunWithReason), holds orchestrator drain mode (
 // admin-orchestrator-drain), and runs the orchestrator-side sweeper that
 // ends what no agent will end any more:
@@ -75,7 +75,7 @@ type Tracker interface {
 
 // Defaults of Config.
 const (
-	// DefaultQueueTimeout is KICI_QUEUE_TIMEOUT_MS's default (KiCI: 1 h).
+	// DefaultQueueTimeout is KICI_QUEUE_TIMEOUT_MS's default (1 h, as in KiCI).
 	DefaultQueueTimeout = time.Hour
 	// DefaultQueueSweepInterval is how often expired queue entries are
 	// looked for (KiCI sweeps hourly; kici every minute).

@@ -21,8 +21,8 @@ type CancelResult struct {
 	Running []*store.Job
 }
 
-// CancelJobs is the tracker half of a run cancel (KiCI cancelRunWithReason,
-// KiCI: Run cancel): under the run's lock,
+// CancelJobs is the tracker half of a run cancel (KiCI's cancelRunWithReason;
+// see docs/kici-compatibility.md#runs-and-statuses): under the run's lock,
 // every pending, held or queued job becomes cancelled with reason as its error
 // (so nothing downstream is released any more), and the run completes at
 // once when no job is left running. Jobs already running are returned for

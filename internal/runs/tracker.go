@@ -4,7 +4,7 @@
 // run status once every job is terminal.
 //
 // Semantics follow KiCI's needs scheduler and execution tracker
-// (KiCI: needs, DAG, skip propagation, KiCI: Persisted status vocabularies):
+// (see docs/kici-compatibility.md#runs-and-statuses):
 //   - each need edge has a runOn set of upstream terminal statuses (default
 //     ["success"]);
 //   - an upstream terminal status outside its edge's set skips the downstream

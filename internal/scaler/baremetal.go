@@ -1,5 +1,5 @@
-// Package scaler is kici's auto-scaler (KiCI ScalerManager and backends,
-// KiCI: Auto-scaler): scalers.yaml,
+// Package scaler is kici's auto-scaler (KiCI's ScalerManager and backends;
+// see docs/kici-compatibility.md#scaling): scalers.yaml,
 // the Manager that matches queued jobs to scalers and reserves capacity,
 // and the backends that start single-use agents: BareMetal (processes on
 // this host) and Container (Docker Engine).

@@ -28,7 +28,7 @@ const (
 )
 
 // AgentNetwork is the bridge network agent containers join, with its
-// subnet and gateway (KiCI: kici-agent-net, 172.30.0.0/16, 172.30.0.1).
+// subnet and gateway (KiCI's values).
 const (
 	AgentNetwork        = "kici-agent-net"
 	AgentNetworkSubnet  = "172.30.0.0/16"

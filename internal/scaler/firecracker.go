@@ -26,7 +26,7 @@ const (
 	vmRecordFile = "kici-vm.json"
 	// MMDSAddress is where the guest reads its metadata (KiCI).
 	MMDSAddress = "169.254.169.254"
-	// mmdsEnvBudget caps the summed size of kici-env (KiCI: 32 768 bytes).
+	// mmdsEnvBudget caps the summed size of kici-env (32 768 bytes, as in KiCI).
 	mmdsEnvBudget = 32768
 )
 

@@ -6,9 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the scaler's Prometheus series (names from KiCI 0.9.1,
-// KiCI: Important metrics, where one
-// exists). A nil *Metrics records nothing.
+// Metrics are the scaler's Prometheus series (KiCI 0.9.1's names where one
+// exists; see docs/kici-compatibility.md#scaling). A nil *Metrics records nothing.
 type Metrics struct {
 	failures *prometheus.CounterVec
 	refusals prometheus.Counter

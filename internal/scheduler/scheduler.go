@@ -1,5 +1,5 @@
 // Package scheduler fires the schedule triggers of registered workflows
-// (KiCI cron-scheduler, KiCI: Which path evaluates which trigger): for
+// (see docs/kici-compatibility.md#triggers): for
 // each default-branch registration it takes the workflow's first schedule
 // trigger, a five-field cron expression (or a descriptor such as @hourly)
 // evaluated in the trigger's IANA timezone (default UTC), and fires each

@@ -1,5 +1,5 @@
 // Package secrets stores operator secrets encrypted under the master key and
-// resolves them for jobs (KiCI: Secrets, backends, key rotation, audit; Secrets storage and backends).
+// resolves them for jobs (see docs/kici-compatibility.md#contexts-and-secrets).
 //
 // Values are sealed with AES-256-GCM (package masterkey) with the AAD
 // "<orgId>:<scope>:<key>", so a ciphertext copied to another row never

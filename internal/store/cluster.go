@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// ClusterSettingsStore holds the live cluster settings (KiCI
-// cluster_settings, KiCI: Cluster settings and org settings): one row per knob
+// ClusterSettingsStore holds the live cluster settings (KiCI's
+// cluster_settings; see docs/kici-compatibility.md#clustering): one row per knob
 // that has an override; a knob without a row takes its configured default.
 // Values are integers (milliseconds or bytes, per knob).
 type ClusterSettingsStore interface {

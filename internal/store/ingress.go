@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Event-log statuses (KiCI event_log.status,
-// KiCI: Logs, DLQ, scheduled jobs, attestations).
+// Event-log statuses (KiCI's event_log.status; see
+// docs/kici-compatibility.md#ingress).
 const (
 	EventLogReceived        = "received"         // persisted, not processed yet
 	EventLogProcessed       = "processed"        // matched (possibly no workflow)
@@ -84,7 +84,7 @@ type GitHubConfig struct {
 }
 
 // GitConfig is the configuration of a universal-git source (KiCI
-// git_config, KiCI: Universal-git sources).
+// git_config; see docs/kici-compatibility.md#ingress).
 type GitConfig struct {
 	// Preset is forgejo, gitea, gogs, gitlab-repo, github-repo or custom.
 	Preset string `json:"preset"`
@@ -197,8 +197,8 @@ type RejectedDelivery struct {
 const MaxRejectedPerSource = 1000
 
 // Registration is one default-branch workflow that event, schedule and
-// lifecycle triggers are matched against (KiCI registration index,
-// KiCI: Which path evaluates which trigger).
+// lifecycle triggers are matched against (KiCI's registration index;
+// see docs/kici-compatibility.md#triggers).
 type Registration struct {
 	ID             string `json:"id"`
 	OrgID          string `json:"customerId"`

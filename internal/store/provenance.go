@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Signing key statuses (KiCI: Signing keys, rotation, revocation).
+// Signing key statuses (see docs/kici-compatibility.md#provenance).
 // Exactly one key is active; rotation demotes the active key to
 // retiring and any retiring key to retired in the same transaction. The
 // trusted (published) set is active + retiring + retired; a revoked key is

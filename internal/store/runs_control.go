@@ -18,7 +18,7 @@ const (
 )
 
 // ConcurrencyEntry is one run's membership of a workflow concurrency group
-// (KiCI concurrency_groups, KiCI: Concurrency groups).
+// (KiCI's concurrency_groups; see docs/kici-compatibility.md#runs-and-statuses).
 // A group is identified by (Scope, Group): Scope is the repository
 // identifier, Group the rendered group template.
 type ConcurrencyEntry struct {

@@ -7,8 +7,8 @@ import (
 
 // SecurityStore holds the operator's security state: routing-key scopes of
 // admin tokens, audited token creation and revocation, encrypted secrets
-// and the access log (KiCI: admin tokens, agent tokens, secrets, key
-// rotation and audit). Every *Audited method writes its AccessLogEntry in the same
+// and the access log (see docs/kici-compatibility.md#admin-api).
+// Every *Audited method writes its AccessLogEntry in the same
 // transaction as the change, so a change never exists without its audit row.
 type SecurityStore interface {
 	// CreateAdminTokenAudited inserts t with its routing-key scope ("" =

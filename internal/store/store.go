@@ -451,7 +451,7 @@ var TerminalRunStatuses = status.Strings(status.TerminalRuns())
 var TerminalStepStatuses = status.Strings(status.TerminalSteps())
 
 // TerminalQueueStatuses are the dispatch_queue statuses that never change
-// again (KiCI: completed, failed, expired).
+// again (KiCI's terminal queue statuses).
 var TerminalQueueStatuses = []string{QueueCompleted, QueueFailed, QueueExpired}
 
 // PageLimit is the row limit of a list query: def when requested <= 0,

@@ -1,7 +1,6 @@
 // Package trigger matches normalized forge events against lock-file
-// workflow triggers and explains each decision with a trace (KiCI
-// packages/engine/src/trigger/matcher.ts and decision-trace.ts;
-// KiCI: Trigger matching).
+// workflow triggers and explains each decision with a trace, with the
+// semantics of KiCI's matcher (see docs/kici-compatibility.md#matching).
 package trigger
 
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).

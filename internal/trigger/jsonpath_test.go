@@ -31,7 +31,7 @@ func gev(t *testing.T, source, event, body string) Event {
 	return *ev
 }
 
-// TestKiciEventSection38 is §3.8's kici_event rows.
+// TestKiciEventSection38 is the kici_event rows of KiCI's matcher tests.
 func TestKiciEventSection38(t *testing.T) {
 	ke := func(match, not, source string) lockfile.Trigger {
 		tr := lockfile.Trigger{Type: "kici_event", EventName: "deploy-complete", CommentOn: source}
@@ -57,7 +57,7 @@ func TestKiciEventSection38(t *testing.T) {
 	})
 }
 
-// TestJSONPathSection38 is §3.7/§3.8's JSONPath rows, run through a
+// TestJSONPathSection38 is the JSONPath rows of KiCI's matcher tests, run through a
 // kici_event trigger (match/not apply to payload.payload).
 func TestJSONPathSection38(t *testing.T) {
 	m := func(match string) lockfile.Trigger {
@@ -102,7 +102,7 @@ func TestJSONPathSection38(t *testing.T) {
 	})
 }
 
-// TestGenericWebhookSection38 is §3.8's generic_webhook rows.
+// TestGenericWebhookSection38 is the generic_webhook rows of KiCI's matcher tests.
 func TestGenericWebhookSection38(t *testing.T) {
 	gw := func(events []string, match, not string) lockfile.Trigger {
 		tr := lockfile.Trigger{Type: "generic_webhook", CommentOn: "my-service", Events: events}
@@ -190,7 +190,7 @@ func TestCompileJSONPathFilterErrors(t *testing.T) {
 	}
 }
 
-// TestMissingSourceBranchTrace: §3.8 — a pr trigger with sourceBranches
+// TestMissingSourceBranchTrace: a pr trigger with sourceBranches
 // fails on an event without a source branch, with trace value (missing).
 func TestMissingSourceBranchTrace(t *testing.T) {
 	d := MatchWorkflow(wf(lockfile.Trigger{Type: "pr", SourceBranches: glob("feature/*")}), &Event{Type: "pull_request", Action: "opened", TargetBranch: "main"})

@@ -5,7 +5,7 @@
 //
 // The GitHub route (POST /webhook/{orgId}/github/{sourceId}) serves GitHub
 // sources the same way. Status codes follow KiCI's routes
-// (KiCI: Public, ops and ingress endpoints); see Ingress.Generic and Ingress.GitHub.
+// (see docs/kici-compatibility.md#ingress); see Ingress.Generic and Ingress.GitHub.
 package webhook
 
 import (
@@ -104,8 +104,8 @@ func pathParams(r *http.Request) (org, name string) {
 // Generic returns the handler of POST /webhook/{orgId}/generic/{name}. The
 // org id and source name come from the request's path values "orgId" and
 // "name" (when mounted with that pattern on an http.ServeMux) or else from
-// the URL path itself. In order (KiCI generic route,
-// KiCI: Public, ops and ingress endpoints and KiCI: Generic webhooks: POST /webhook/:orgId/generic/:sourceId):
+// the URL path itself. In order (KiCI's generic route; see
+// docs/kici-compatibility.md#ingress):
 // the source is found by (org, name) (404 "source not found") and must
 // be enabled (404 MsgSourceDisabled, with a rejected-delivery record); the
 // body is capped at MaxBodyBytes and at the source's own cap, default

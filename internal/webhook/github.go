@@ -27,8 +27,7 @@ const ProviderGitHub = "github"
 const GitHubRoutingKeyPrefix = "github:"
 
 // GitHub returns the handler of POST /webhook/{orgId}/github/{sourceId}
-// (KiCI's direct GitHub route,
-// KiCI: GitHub direct route: POST /webhook/:orgId/github/:sourceId and KiCI: Public, ops and ingress endpoints).
+// (KiCI's direct GitHub route; see docs/kici-compatibility.md#ingress).
 // In order: the source is looked up by id (404 "source not found" when
 // unknown, not github or in another org; 404 MsgSourceDisabled, with a
 // rejected-delivery record, when disabled); the body is capped (413); App target

@@ -227,7 +227,7 @@ func TestGitHubSecretRotation(t *testing.T) {
 	}
 }
 
-// TestGitHubStatusCodes walks the §5.2 answers one by one.
+// TestGitHubStatusCodes walks the GitHub route's answers one by one.
 func TestGitHubStatusCodes(t *testing.T) {
 	e := newGHEnv(t, Options{MaxGitHubPayloadBytes: 64}, &store.SourceSettings{RateLimitRPM: 3}, "k")
 	small := []byte(`{"action":"x"}`)

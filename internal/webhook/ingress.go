@@ -20,8 +20,7 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Defaults of the ingress (KiCI values,
-// KiCI: GitHub direct route: POST /webhook/:orgId/github/:sourceId; Generic webhooks: POST /webhook/:orgId/generic/:sourceId).
+// Defaults of the ingress, KiCI's values (see docs/kici-compatibility.md#ingress).
 const (
 	// DefaultMaxGitHubPayloadBytes is the GitHub route's body cap (25 MiB,
 	// KICI_MAX_GITHUB_PAYLOAD_BYTES).

@@ -1,5 +1,5 @@
 // Package checkout fetches one exact commit of a repository into an empty
-// directory with the git CLI (KiCI: Checkout),
+// directory with the git CLI (see docs/kici-compatibility.md#agent),
 // using an isolated git configuration and keeping credentials out of URLs,
 // argv and every message it produces.
 package checkout

@@ -1,5 +1,5 @@
 // Package conn is the agent's WebSocket client for the orchestrator channel
-// (KiCI: Orchestrator ↔ agent WebSocket protocol): token handshake,
+// (see docs/kici-compatibility.md#agent-protocol): token handshake,
 // registration, heartbeats, reconnection with backoff, and an ordered outbox
 // that keeps every status across disconnects and replays it after
 // re-registration.

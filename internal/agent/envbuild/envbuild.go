@@ -1,5 +1,5 @@
 // Package envbuild builds a step's environment from scratch
-// (KiCI: Environment allowlist): nothing from the agent's own
+// (see docs/kici-compatibility.md#agent): nothing from the agent's own
 // environment reaches a step unless it is on the allowlist.
 package envbuild
 

@@ -1,7 +1,7 @@
 // Package logstream turns a step's output into protocol.LogLine batches:
 // stream-level secret redaction, line splitting, UTF-8 repair, a per-step
-// size cap and time/size-based flushing (KiCI LogStreamer, KiCI: Secret
-// masking).
+// size cap and time/size-based flushing (see
+// docs/kici-compatibility.md#agent).
 package logstream
 
 import (

@@ -1,7 +1,7 @@
 // Package runner executes one dispatched job on the agent host: a fresh work
 // directory, checkout, shell steps in their own process groups, log
 // streaming, heartbeats and status reporting
-// (KiCI: JobRunner pipeline; Agent cancel mechanics; Timeout matrix).
+// (see docs/kici-compatibility.md#agent and #runs-and-statuses).
 package runner
 
 import (

@@ -39,8 +39,8 @@ type SecretView struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
 
-// EventLogView is one event-log entry in API answers (KiCI event-log
-// fields, KiCI: Logs, DLQ, scheduled jobs, attestations).
+// EventLogView is one event-log entry in API answers (KiCI's event-log
+// fields; see docs/kici-compatibility.md#ingress).
 type EventLogView struct {
 	EventLogEntry
 	// RunID is the first run started by the delivery ("" = none).

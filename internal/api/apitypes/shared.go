@@ -91,7 +91,7 @@ type Need struct {
 }
 
 // GitConfig is the configuration of a universal-git source (KiCI
-// git_config, KiCI: Universal-git sources).
+// git_config; see docs/kici-compatibility.md#ingress).
 type GitConfig struct {
 	// Preset is forgejo, gitea, gogs, gitlab-repo, github-repo or custom.
 	Preset string `json:"preset"`
@@ -143,8 +143,8 @@ type RejectedDelivery struct {
 }
 
 // Registration is one default-branch workflow that event, schedule and
-// lifecycle triggers are matched against (KiCI registration index,
-// KiCI: Which path evaluates which trigger).
+// lifecycle triggers are matched against (KiCI's registration index;
+// see docs/kici-compatibility.md#triggers).
 type Registration struct {
 	ID             string `json:"id"`
 	OrgID          string `json:"customerId"`

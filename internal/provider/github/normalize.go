@@ -1,6 +1,6 @@
 // Package github normalizes GitHub webhook deliveries into trigger events
-// (KiCI packages/orchestrator/src/providers/github/normalizer.ts;
-// KiCI: Normalized event) and says at which revision each
+// (KiCI's GitHub normalizer; see docs/kici-compatibility.md#matching)
+// and says at which revision each
 // event's lock file is read.
 package github
 

@@ -29,7 +29,7 @@ func fixturesDir(t testing.TB) string {
 	return d
 }
 
-// expectation is one line of testdata/expected.jsonl: the §3.1 mapping of
+// expectation is one line of testdata/expected.jsonl: the normalized event of
 // one fixture, derived independently of this package (with jq) from the
 // fixture's fields.
 type expectation struct {
@@ -76,7 +76,7 @@ func loadExpectations(t *testing.T) map[string]expectation {
 
 // TestNormalizeEveryFixture normalizes every real GitHub payload and checks
 // each normalized field against the independently derived expectation:
-// supported events get the §3.1 type, branches, repo, sender and lock ref;
+// supported events get the normalized type, branches, repo, sender and lock ref;
 // every other event is a typed "unsupported event", never another error.
 func TestNormalizeEveryFixture(t *testing.T) {
 	dir := fixturesDir(t)

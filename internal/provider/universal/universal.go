@@ -1,8 +1,8 @@
 // Package universal normalizes deliveries of universal-git sources: generic
 // sources with a git configuration whose payloads come from a known forge
 // preset (forgejo, gitea, gogs, gitlab-repo, github-repo) or from a custom
-// JSONPath mapping (KiCI: Universal-git sources,
-// KiCI "Universal-git presets").
+// JSONPath mapping (KiCI's universal-git presets; see
+// docs/kici-compatibility.md#ingress).
 //
 // Every preset yields the same trigger.Event shape as the GitHub
 // normalizer, so the same triggers match whichever forge sent the event:

@@ -6,8 +6,8 @@
 // It is a leaf package: it imports nothing of kici, so the agent and the
 // lock-file compiler can use it without linking server code.
 //
-// The words are KiCI's persisted and wire vocabulary (KiCI: Persisted status
-// vocabularies); their JSON and SQL values are the plain strings.
+// The words are KiCI's persisted and wire vocabulary (see
+// docs/kici-compatibility.md#runs-and-statuses); their JSON and SQL values are the plain strings.
 package status
 
 import "slices"

@@ -27,8 +27,8 @@ const DefaultGlobalMaxAgents = 50
 // (KiCI DEFAULT_MAX_CONCURRENT_SPAWNS).
 const DefaultMaxConcurrentSpawns = 8
 
-// Config is a validated scalers.yaml (plus scalers.d/*.yaml),
-// KiCI: Top-level schema Load and Parse return
+// Config is a validated scalers.yaml (plus scalers.d/*.yaml; see
+// docs/kici-compatibility.md#scaling). Load and Parse return
 // it fully defaulted; never build one by hand without Validate.
 type Config struct {
 	// Version is the format version; only 1 exists.
@@ -109,8 +109,8 @@ type WarmPool struct {
 	IdleTimeoutSeconds int  `yaml:"idleTimeoutSeconds" json:"idleTimeoutSeconds"`
 }
 
-// Platform is a scaler's os/arch (KiCI: os linux|macos|windows, arch
-// x64|arm64).
+// Platform is a scaler's os/arch, KiCI's values: os linux|macos|windows,
+// arch x64|arm64.
 type Platform struct {
 	OS   string `yaml:"os" json:"os"`
 	Arch string `yaml:"arch" json:"arch"`

@@ -1,8 +1,8 @@
 // Package masterkey loads kici's master key and seals small values under it
 // with AES-256-GCM.
 //
-// The key is 32 bytes, taken from the first of (KiCI's variable names,
-// KiCI: Signing keys, rotation, revocation):
+// The key is 32 bytes, taken from the first of (KiCI's variable names;
+// see docs/kici-compatibility.md#contexts-and-secrets):
 //
 //  1. KICI_SECRET_KEY: the key itself, 64 hex characters or standard/URL
 //     base64 of 32 bytes;

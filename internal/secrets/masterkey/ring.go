@@ -8,8 +8,8 @@ import (
 )
 
 // Ring is the current master key plus, during a rotation window, the
-// previous one (KiCI KICI_SECRET_KEY_OLD / KICI_SECRET_KEY_FILE_OLD,
-// KiCI: Secrets storage and backends). Values are always sealed with
+// previous one (KICI_SECRET_KEY_OLD / KICI_SECRET_KEY_FILE_OLD; see
+// docs/kici-compatibility.md#contexts-and-secrets). Values are always sealed with
 // Current; Open tries Current, then Old.
 type Ring struct {
 	// Current seals new values and opens values already rotated.
