@@ -14,6 +14,7 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
@@ -25,6 +26,8 @@ import (
 // Prometheus conventions otherwise: counters end in _total, durations are
 // seconds, sizes bytes.
 type serverMetrics struct {
+	runs.NopSubscriber // counts finished runs and jobs (RunFinished, JobFinished)
+
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	webhookAccept *prometheus.HistogramVec
@@ -97,9 +100,9 @@ func (m *serverMetrics) dispatchAcked(_ []string, wait time.Duration) {
 	m.dispatchLat.Observe(wait.Seconds())
 }
 
-// runFinished counts a finished run and its duration by status
-// (runs.TrackerDeps.RunFinished).
-func (m *serverMetrics) runFinished(r *store.Run) {
+// RunFinished counts a finished run and its duration by status
+// (runs.Subscriber).
+func (m *serverMetrics) RunFinished(r *store.Run) {
 	m.executions.WithLabelValues(string(r.Status)).Inc()
 	if r.CompletedAt != nil {
 		m.execDuration.WithLabelValues(string(r.Status)).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
@@ -107,8 +110,8 @@ func (m *serverMetrics) runFinished(r *store.Run) {
 }
 
 // jobFinished counts a finished job and its duration from its start by
-// status (runs.TrackerDeps.JobFinished).
-func (m *serverMetrics) jobFinished(j *store.Job) {
+// status (runs.Subscriber).
+func (m *serverMetrics) JobFinished(j *store.Job) {
 	m.jobs.WithLabelValues(string(j.Status)).Inc()
 	if j.StartedAt != nil {
 		m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())

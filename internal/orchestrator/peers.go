@@ -13,6 +13,8 @@ import (
 	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/store"
 )
 
 // Bus message kinds between the nodes of a cluster.
@@ -43,6 +45,8 @@ type cancelRequest struct {
 // jobs whose agent is connected elsewhere; and to the agent sessions they
 // share.
 type peers struct {
+	runs.NopSubscriber // wakes the other nodes for released jobs (JobReady)
+
 	bus      *clusterbus.Bus
 	sessions *agentsessions.Store // agent sessions every node verifies
 	log      *slog.Logger
@@ -87,6 +91,14 @@ func (p *peers) Enqueued(ctx context.Context, jobID string) {
 	if err := p.bus.Publish(ctx, msgJobEnqueued, jobID); err != nil {
 		p.log.Warn("enqueue wake-up not sent; other nodes see the job at their next queue resync", "job", jobID, "err", err)
 	}
+}
+
+// JobReady implements runs.Subscriber: once dispatch queued a released
+// job, the other nodes are woken (Enqueued); one with an idle fitting
+// agent dispatches it now.
+func (p *peers) JobReady(ctx context.Context, job *store.Job) error {
+	p.Enqueued(ctx, job.ID)
+	return nil
 }
 
 // CancelJob implements dispatch.Peers.

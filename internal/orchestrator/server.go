@@ -202,8 +202,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.retention, err = newRetention(st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention")); err != nil {
 		return nil, err
 	}
-	cyc := &cycles{} // forwarders between components that need each other (cycles.go)
-	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, cyc, logger.With("component", "scaler")); err != nil {
+	if s.scaler, err = newScaler(cfg, agentBinary, agentAuth, settings, logs, s.metrics, logger.With("component", "scaler")); err != nil {
 		return nil, err
 	}
 	// The scaler may hold spawned agents and a warm-pool loop from here on;
@@ -256,8 +255,15 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if err != nil {
 		return nil, err
 	}
+	// The tracker comes first: dispatch reports the agents' frames to it
+	// (runs.JobReports), and every component built on it subscribes to
+	// its run and job lifecycle below (runs.Subscriber). Dispatch-time
+	// context flow and fork trust: every ready job passes the gate; held
+	// work is resumed by the resumer.
+	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
+	s.tracker = runs.NewTracker(st, nil, logger.With("component", "execution"), runs.TrackerDeps{Gate: gate})
 	deps := dispatch.Deps{
-		Events:   jobEvents{cyc},
+		Events:   s.tracker,
 		JobData:  withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
 		Attester: provAttester,
 		AckObserver: func(runsOn []string, readyToAck time.Duration) {
@@ -293,17 +299,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	if s.reporter, err = setupForgeStatus(st, forges, logs, settings, logger.With("component", "forgestatus")); err != nil {
 		return nil, err
 	}
-	reporter := s.reporter // told of every finished job (its check runs)
 	if s.notifier, err = setupNotifier(cfg, st, forges.HTTP, s.nodeID, logger.With("component", "notify")); err != nil {
 		return nil, err
 	}
-	// Dispatch-time context flow and fork trust: every ready job passes
-	// the gate; held work is resumed by the resumer.
-	gate := approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
-	s.tracker = runs.NewTracker(st, &kickOnEnqueue{Enqueuer: s.dispatcher, reporter: s.reporter, peers: s.peers},
-		logger.With("component", "execution"), runs.TrackerDeps{Gate: gate, Admitter: admitter{cyc},
-			RunFinished: cyc.runFinished(sm),
-			JobFinished: []func(*store.Job){sm.jobFinished, cyc.jobFinished, func(*store.Job) { reporter.Kick() }}})
 	s.resumer = approval.NewResumer(st, s.tracker, gate.TrySlot, logger.With("component", "approval"))
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	queueTimeout := rc.QueueTimeout
@@ -351,11 +349,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// The switch of organization-wide workflows.
 		Settings: settings,
 	})
-	// The one late binding of the wiring (cycles.go): every component the
-	// forwarders handed out above reach now exists; warm pools may fill
-	// from here on.
-	cyc.bind(s.tracker, s.dispatcher, s.runctl, s.resumer, s.processor)
-	s.scaler.RefillWarmPools()
+	s.subscribe(sm)
+	// The scaler learns which agents are idle and reports their ends to
+	// the dispatcher; warm pools may fill from here on.
+	s.scaler.Serve(s.dispatcher)
 	sm.wire(s.metrics, st, s.dispatcher)
 	ingress, err := setupIngress(ctx, cfg, st, s.processor, settings, s.nodeID, logger)
 	if err != nil {

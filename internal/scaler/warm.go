@@ -89,7 +89,7 @@ func (m *Manager) warmLoop() {
 //     disabled or the scaler retiring) idle longer than idleTimeoutSeconds
 //     are destroyed, oldest first; a retiring scaler's are destroyed at once.
 func (m *Manager) warmPass() {
-	idleFn := m.opts.IdleAgents
+	idleFn := m.idleAgents()
 	if idleFn == nil {
 		return
 	}
