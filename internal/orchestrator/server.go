@@ -35,6 +35,7 @@ import (
 	"kici.dev/kici/internal/httpguard"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/jobblobs"
+	"kici.dev/kici/internal/jobdata"
 	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
@@ -264,7 +265,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	s.tracker = runs.NewTracker(st, nil, logger.With("component", "execution"), runs.TrackerDeps{Gate: gate})
 	deps := dispatch.Deps{
 		Events:   s.tracker,
-		JobData:  withJobCredential(jobDataResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
+		JobData:  jobdata.WithJobCredential(jobdata.NewResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
 		Attester: provAttester,
 		AckObserver: func(runsOn []string, readyToAck time.Duration) {
 			sm.dispatchAcked(runsOn, readyToAck)
