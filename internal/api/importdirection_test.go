@@ -32,7 +32,7 @@ var serverLayers = []struct {
 	{"foundation", []string{"internal/runs/status", "internal/spawn", "internal/scaler/scalerconfig", "internal/scaler/fcapi"}},
 	{"runs", []string{"internal/runs"}},
 	{"components on runs", []string{"internal/dispatch", "internal/scaler", "internal/approval", "internal/forgestatus"}},
-	{"run control and ingest", []string{"internal/runctl", "internal/ingest", "internal/jobdata"}},
+	{"run control and ingest", []string{"internal/runctl", "internal/ingest", "internal/jobdata", "internal/servermetrics"}},
 	{"schedules", []string{"internal/scheduler"}},
 	{"api and web", []string{"internal/api", "internal/web"}},
 	{"clients", []string{"internal/cli"}},

@@ -8,7 +8,7 @@ import (
 )
 
 // opsCollector reports, at scrape time, what an operator alerts on beyond
-// the work counters of serverMetrics: whether this node leads, which nodes
+// the work counters of internal/servermetrics: whether this node leads, which nodes
 // are alive by heartbeat, whether the database answers and how fast, and
 // the deliveries accepted but not processed yet. Alert rules for them are
 // in docs/operations.md.

@@ -45,6 +45,7 @@ import (
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
+	"kici.dev/kici/internal/servermetrics"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
@@ -196,7 +197,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		cluster.CheckRunTrackingTTLDays: forgeTTLDays(),
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
-	sm := newServerMetrics(s.metrics)
+	sm := servermetrics.New(s.metrics)
 	if archive != nil {
 		registerLogArchiveMetrics(s.metrics, archive)
 	}
@@ -268,7 +269,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		JobData:  jobdata.WithJobCredential(jobdata.NewResolver(st, secretSvc, logger.With("component", "secrets")), s.blobs),
 		Attester: provAttester,
 		AckObserver: func(runsOn []string, readyToAck time.Duration) {
-			sm.dispatchAcked(runsOn, readyToAck)
+			sm.DispatchAcked(runsOn, readyToAck)
 			s.scaler.AgentTookJob() // a warm agent leaves its pool
 		},
 	}
@@ -287,7 +288,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// A spawned agent may take the spawn deadline to start, then has a
 		// minute to register.
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
-	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
+	}, st, agentAuth, sm.CountLogs(logs), s.scaler, logger.With("component", "dispatch"), deps)
 	if s.peers != nil {
 		s.peers.serve(s.dispatcher)
 		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
@@ -343,7 +344,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// A refused GitHub "Re-run" shows as a neutral check on its commit.
 		RerunRefused: s.reporter.RerunRefused,
 		ForkIgnored:  forkIgnored.Inc,
-		Outcome:      sm.deliveryFinished,
+		Outcome:      sm.DeliveryFinished,
 		// Delivery claims are held under the node id: one node at a time
 		// processes a delivery.
 		NodeID: s.nodeID,
@@ -354,7 +355,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	// The scaler learns which agents are idle and reports their ends to
 	// the dispatcher; warm pools may fill from here on.
 	s.scaler.Serve(s.dispatcher)
-	sm.wire(s.metrics, st, s.dispatcher)
+	sm.Wire(s.metrics, st, s.dispatcher)
 	ingress, err := setupIngress(ctx, cfg, st, s.processor, settings, s.nodeID, logger)
 	if err != nil {
 		return nil, err
@@ -407,7 +408,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	// requests capped (internal/httpguard); idle keep-alive connections
 	// closed after 2 min.
 	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
-	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(sm.instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(sm.Instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	s.catchSIGHUP()
 	if err := config.WriteLocalEndpoint(cfg.DataDir, baseURL, os.Getpid()); err != nil {

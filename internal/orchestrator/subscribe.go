@@ -1,6 +1,6 @@
 package orchestrator
 
-import "kici.dev/kici/internal/runs"
+import "kici.dev/kici/internal/servermetrics"
 
 // subscribe registers the components built on the tracker for its run and
 // job lifecycle (runs.Subscriber), once all of them exist and before the
@@ -16,11 +16,9 @@ import "kici.dev/kici/internal/runs"
 //     idle fitting agent dispatches it now); a failed enqueue wakes nobody;
 //   - admission: run control (workflow concurrency groups); the others
 //     admit every run.
-func (s *Server) subscribe(sm *serverMetrics) {
+func (s *Server) subscribe(sm *servermetrics.Metrics) {
 	s.tracker.Subscribe(s.resumer, sm, s.runctl, s.processor, s.reporter, s.dispatcher)
 	if s.peers != nil {
 		s.tracker.Subscribe(s.peers)
 	}
 }
-
-var _ runs.Subscriber = (*serverMetrics)(nil)
