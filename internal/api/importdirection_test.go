@@ -33,6 +33,7 @@ var serverLayers = []struct {
 	{"runs", []string{"internal/runs"}},
 	{"components on runs", []string{"internal/dispatch", "internal/scaler", "internal/approval", "internal/forgestatus"}},
 	{"run control and ingest", []string{"internal/runctl", "internal/ingest", "internal/jobdata", "internal/servermetrics"}},
+	{"membership", []string{"internal/membership"}},
 	{"schedules", []string{"internal/scheduler"}},
 	{"api and web", []string{"internal/api", "internal/web"}},
 	{"clients", []string{"internal/cli"}},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kici.dev/kici/internal/membership"
 )
 
 // opsCollector reports, at scrape time, what an operator alerts on beyond
@@ -70,7 +72,7 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 	if nodes, err := s.store.ListNodes(ctx); err == nil {
 		alive, dead := 0, 0
 		for _, n := range nodes {
-			if nodeAlive(n, now) {
+			if membership.Alive(n, now) {
 				alive++
 			} else {
 				dead++

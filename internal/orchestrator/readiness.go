@@ -99,7 +99,7 @@ func (s *Server) readyFunc() func(context.Context) error {
 func (s *Server) otherNodeTakesWork(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	others, err := s.otherLiveNodes(ctx)
+	others, err := s.node.OtherLiveNodes(ctx)
 	if err != nil {
 		return false
 	}

@@ -28,7 +28,6 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/cluster"
-	"kici.dev/kici/internal/clusterbus"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/forgestatus"
@@ -36,6 +35,7 @@ import (
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/jobdata"
+	"kici.dev/kici/internal/membership"
 	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/notify"
@@ -80,10 +80,10 @@ type Server struct {
 	notifier   *notify.Notifier      // notification subscriptions (notify.go)
 	nodeID     string                // this node's id and lease holder (node.go)
 	startedAt  time.Time             // process start, in the node registry
-	drainMu    sync.Mutex            // drain changes vs heartbeats (nodes.go)
 	cleanup    cleanupStack          // every acquired resource, released last first (cleanup.go)
 	stopScaler func()                // stops spawned agents once (Run calls it first)
-	peers      *peers                // the other nodes of a cluster; nil on SQLite (peers.go)
+	peers      *membership.Peers     // the other nodes of a cluster; nil on SQLite
+	node       *membership.Node      // this node's registry row, heartbeats and drain
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
 	dbHealth   *dbHealth             // database round trips for /ready and /metrics (readiness.go)
 	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
@@ -229,18 +229,18 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 	}
 	s.listener = ln
 	baseURL := s.URL()
-	wsURL := wsURLOf(baseURL)
+	wsURL := membership.WSURL(baseURL)
 
 	if cfg.OrchestratorURL != "" {
 		wsURL = cfg.OrchestratorURL
 	}
 	// The scaler exists before the listener, so it learns the agents' URL
-	// here; nodes.go updates it at run time as cluster nodes come and go.
+	// here; membership.Node updates it at run time as cluster nodes come and go.
 	s.scaler.SetOrchestratorURL(wsURL)
 	if err := s.scaler.CheckContainerReach(); err != nil {
 		return nil, err
 	}
-	if s.peers, err = setupPeers(ctx, cfg, s.nodeID, logger.With("component", "cluster")); err != nil {
+	if s.peers, err = membership.OpenPeers(ctx, cfg.DatabaseURL, s.nodeID, logger.With("component", "cluster")); err != nil {
 		return nil, err
 	}
 	if s.peers != nil {
@@ -274,7 +274,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		},
 	}
 	if s.peers != nil {
-		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.sessions, s.nodeID
+		deps.Peers, deps.Sessions, deps.NodeID = s.peers, s.peers.Sessions(), s.nodeID
 	} else {
 		// One node: agent sessions live in its store, so that a restart
 		// does not hand an agent id's jobs to whoever registers it first.
@@ -290,8 +290,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
 	}, st, agentAuth, sm.CountLogs(logs), s.scaler, logger.With("component", "dispatch"), deps)
 	if s.peers != nil {
-		s.peers.serve(s.dispatcher)
-		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
+		s.peers.Serve(s.dispatcher)
 	}
 	forges := ingest.NewForges(cfg.Ingress.LockFileMaxBytes)
 	// Forge clients never reach this host unless the operator allows it.
@@ -315,6 +314,9 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// The live cluster setting queue_timeout_ms, read on every sweep.
 		QueueTimeoutFunc: func(ctx context.Context) time.Duration { return settings.Duration(ctx, cluster.QueueTimeoutMs) }},
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
+	s.node = membership.NewNode(membership.NodeConfig{Store: st, ID: s.nodeID, Version: Version, StartedAt: s.startedAt,
+		Address: s.advertisedURL, FixedAgentURL: cfg.OrchestratorURL, Dispatch: s.dispatcher, Drain: s.runctl, AgentURLs: s.scaler,
+		Peers: s.peers, Stopping: s.stopping.Load, Logger: logger.With("component", "cluster")})
 	forkIgnored := prometheus.NewCounter(prometheus.CounterOpts{Name: "kici_orch_fork_events_ignored_total",
 		Help: "Pull requests from forks dropped because the org's fork policy is ignore."})
 	s.metrics.MustRegister(forkIgnored)
@@ -388,7 +390,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		Provenance: prov,
 		Secrets:    secretSvc,
 		Agents:     s.dispatcher,
-		Cluster:    clusterNodes{s},
+		Cluster:    s.node,
 
 		Mode:      cfg.Mode,
 		Approvals: s.decider,
@@ -443,8 +445,8 @@ func (s *Server) Run(stop context.Context) error {
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}
-	s.heartbeat(ctx) // registered, and drained if the cluster is, before dispatching
-	go s.runHeartbeat(ctx)
+	s.node.Beat(ctx) // registered, and drained if the cluster is, before dispatching
+	go s.node.Run(ctx)
 	s.cleanup.push("node leases", func(ctx context.Context) error { s.releaseLeases(ctx); return nil })
 	s.processor.Start(ctx)
 	// The dispatcher outlives the signal: agents stopped during shutdown must
