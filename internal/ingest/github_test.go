@@ -88,7 +88,7 @@ func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (runs.TrackerDeps, P
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	in := webhook.NewIngress(st, h.proc.Submit, webhook.Options{})
+	in := webhook.NewIngress(st, h.proc, webhook.Options{})
 	mux.Handle("POST /webhook/{orgId}/github/{sourceId}", in.GitHub())
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
