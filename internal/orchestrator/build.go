@@ -228,7 +228,7 @@ func (s *Server) buildCore(ctx context.Context, p *parts) error {
 	cfg, logger, st := s.cfg, s.log, p.st
 	// A listener on every interface signs under this host's reachable
 	// address, as the node registry does (advertise.go).
-	prov, attester, err := setupProvenance(ctx, cfg, st, reachableURL(p.baseURL, interfaceIPs()), logger.With("component", "provenance"))
+	prov, attester, err := setupProvenance(ctx, cfg, st, membership.ReachableURL(p.baseURL, membership.InterfaceIPs()), logger.With("component", "provenance"))
 	if err != nil {
 		return err
 	}
