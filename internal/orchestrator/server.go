@@ -192,7 +192,7 @@ func (s *Server) Run(stop context.Context) error {
 	s.cleanup.push("agent sockets", func(ctx context.Context) error { s.dispatcher.Shutdown(ctx); return nil })
 	s.cleanup.push("HTTP server", s.httpSrv.Shutdown)
 	if s.logArchive != nil {
-		go runLogArchive(ctx, s.logArchive, s.store, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), s.log.With("component", "logarchive"))
+		go s.logArchive.Run(ctx, s.cfg.LogArchiveAfter, min(logArchiveInterval, max(s.cfg.LogArchiveAfter, time.Second)), jobFinished(s.store), s.log.With("component", "logarchive"))
 	}
 	go s.resumer.Run(ctx)
 	go s.retention.Run(ctx)
