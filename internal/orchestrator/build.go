@@ -351,7 +351,13 @@ func (s *Server) connect(p *parts) {
 	s.subscribe(p.sm)
 	s.scaler.Serve(s.dispatcher)
 	p.sm.Wire(s.metrics, p.st, s.dispatcher)
-	s.metrics.MustRegister(opsCollector{s}) // leader, nodes, database, pending deliveries (opsmetrics.go)
+	// Leader, nodes, database, pending deliveries.
+	ops := servermetrics.Ops{Store: p.st, AliveWithin: membership.NodeLiveFor, Timeout: ReadyTimeout,
+		Leading: func() bool { return s.ingress != nil && s.ingress.sched.Leading() }}
+	if s.dbHealth != nil {
+		ops.Database = s.dbHealth.answer
+	}
+	servermetrics.RegisterOps(s.metrics, ops)
 }
 
 // buildIngress builds the webhook ingress and the schedules; on a
