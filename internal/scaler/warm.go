@@ -17,11 +17,6 @@ func newAgentID(e *Entry) string {
 	return "scaler-" + e.Type + "-" + hex.EncodeToString(b[:])
 }
 
-// RefillWarmPools runs a warm-pool pass now rather than at the next tick;
-// the orchestrator calls it once Options.IdleAgents answers (the
-// dispatcher exists).
-func (m *Manager) RefillWarmPools() { m.kickWarm() }
-
 // AgentRegistered runs a warm-pool pass when agentID, now registered, is a
 // warm-pool agent (dispatch.RegistrationObserver): the pool and its
 // kici_orch_scaler_warm_pool_ready gauge count it ready at once, not at
@@ -96,8 +91,7 @@ func (m *Manager) warmPass() {
 	idle := idleFn()
 	if idle == nil {
 		// Without the registry view readiness is unknown (and the
-		// orchestrator is not serving yet): pools wait for
-		// RefillWarmPools.
+		// orchestrator is not serving yet): pools wait for Serve.
 		return
 	}
 	now := time.Now()
