@@ -65,10 +65,10 @@ func newHarness(t *testing.T) *harness {
 		return p, err
 	}, nil)
 	h.gate.now = func() time.Time { return h.now }
-	// The resumer, built next, hears of finished runs.
-	h.tr = runs.NewTracker(st, h.enq, nil, runs.TrackerDeps{Gate: h.gate,
-		RunFinished: []func(*store.Run){func(r *store.Run) { h.res.RunFinished(r) }}})
+	// The resumer, built on the tracker, hears of finished runs.
+	h.tr = runs.NewTracker(st, h.enq, nil, runs.TrackerDeps{Gate: h.gate})
 	h.res = NewResumer(st, h.tr, h.gate.TrySlot, nil)
+	h.tr.Subscribe(h.res)
 	h.res.now = func() time.Time { return h.now }
 	h.dec = NewDecider(st, nil)
 	h.dec.now = func() time.Time { return h.now }

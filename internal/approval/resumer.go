@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -33,6 +34,8 @@ const SweepInterval = time.Second
 // the stored holds, a decision written by another process or just before a
 // crash is acted on at the next sweep.
 type Resumer struct {
+	runs.NopSubscriber // told of finished runs (RunFinished)
+
 	st   store.Store
 	tr   Tracker
 	log  *slog.Logger
@@ -223,7 +226,7 @@ func endMessage(h *store.HeldRun) string {
 
 // RunFinished cancels the pending holds of a run that ended (e.g. it was
 // cancelled while held), so they no longer block deleting their contexts.
-// Pass it in runs.TrackerDeps.RunFinished.
+// It implements runs.Subscriber.
 func (r *Resumer) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

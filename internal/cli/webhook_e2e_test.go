@@ -33,7 +33,7 @@ func TestTriggerLocalRealWebhook(t *testing.T) {
 	}
 	var submitted []string
 	mux := api.NewRouter(api.Deps{Store: st, Auth: a, Logs: logstore.NewFS(filepath.Join(dir, "logs"))})
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, func(id string) { submitted = append(submitted, id) }, nil))
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, webhook.SubmitFunc(func(id string) { submitted = append(submitted, id) }), nil))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	h := &harness{t: t, st: st, srv: srv, token: tok}

@@ -27,30 +27,23 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"kici.dev/kici/internal/runs/status"
+	"kici.dev/kici/internal/runs"
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/spawn"
 	"kici.dev/kici/internal/store"
 )
 
-// JobEvents receives the job lifecycle the agents report (implemented by
-// runs.Tracker).
-type JobEvents interface {
-	// JobStarted marks a job running on agentID at `at`.
-	JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error
-	// JobFinished moves a job to a terminal status with an error message.
-	JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error
-	// StepStatus records a step row.
-	StepStatus(ctx context.Context, s *store.Step) error
-}
+// JobEvents receives the job lifecycle the agents report: the runs
+// package's interface, implemented by runs.Tracker.
+type JobEvents = runs.JobReports
 
 // LogSink stores step log lines (implemented by logstore.FS).
 type LogSink interface {
@@ -95,13 +88,8 @@ type DisconnectObserver interface {
 }
 
 // ScaleRequest describes a job a LabelSpawner is asked to start an agent
-// for (KiCI requestScale arguments).
-type ScaleRequest struct {
-	// JobID and RunID identify the job the agent is bound to.
-	JobID, RunID string
-	// RunsOn and Exclude are the job's routing labels.
-	RunsOn, Exclude []string
-}
+// for; it is the spawn package's, shared with the scaler.
+type ScaleRequest = spawn.Request
 
 // LabelSpawner is optionally implemented by a Spawner that chooses among
 // several backends by the job's labels (scaler.Manager). When present it
@@ -115,13 +103,13 @@ type LabelSpawner interface {
 }
 
 // ErrNoBackend is returned by LabelSpawner.SpawnFor when no backend serves
-// the job's labels.
-var ErrNoBackend = errors.New("no scaler serves these labels")
+// the job's labels (spawn.ErrNoBackend).
+var ErrNoBackend = spawn.ErrNoBackend
 
 // ErrAtCapacity is wrapped by Spawner.Spawn errors when no further agent may
-// be started. It lives here, not in the scaler package, so that scaler
-// implementations import dispatch and never the other way round.
-var ErrAtCapacity = errors.New("scaler at capacity")
+// be started (spawn.ErrAtCapacity). It lives below both dispatch and the
+// scaler, so that neither imports the other.
+var ErrAtCapacity = spawn.ErrAtCapacity
 
 // Config tunes the dispatcher. Zero fields take the defaults shown.
 type Config struct {

@@ -26,7 +26,7 @@ func TestDedupWindowReplayCreatesSecondRun(t *testing.T) {
 	}
 	var mu sync.Mutex
 	now := time.Now().UTC()
-	in := webhook.NewIngress(h.st, h.proc.Submit, webhook.Options{
+	in := webhook.NewIngress(h.st, h.proc, webhook.Options{
 		Now:      func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
 		DedupTTL: func(ctx context.Context) time.Duration { return reader.Duration(ctx, cluster.WebhookDedupTTLMs) },
 	})

@@ -103,8 +103,7 @@ func (p *Processor) chainDepthOf(ctx context.Context, run *store.Run) int {
 }
 
 // RunFinished emits the workflow_complete event of a finished run (delivery
-// id "workflow_complete:<runId>"). Pass it in
-// runs.TrackerDeps.RunFinished.
+// id "workflow_complete:<runId>"); it implements runs.Subscriber.
 func (p *Processor) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -121,7 +120,7 @@ func (p *Processor) RunFinished(run *store.Run) {
 }
 
 // JobFinished emits the job_complete event of a finished job (delivery id
-// "job_complete:<jobId>"). Pass it in runs.TrackerDeps.JobFinished.
+// "job_complete:<jobId>"); it implements runs.Subscriber.
 func (p *Processor) JobFinished(job *store.Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

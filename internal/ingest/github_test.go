@@ -88,7 +88,7 @@ func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (runs.TrackerDeps, P
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	in := webhook.NewIngress(st, h.proc.Submit, webhook.Options{})
+	in := webhook.NewIngress(st, h.proc, webhook.Options{})
 	mux.Handle("POST /webhook/{orgId}/github/{sourceId}", in.GitHub())
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(h.srv.Close)
@@ -337,14 +337,9 @@ func TestGitHubConcurrentReplaysOneSetOfRuns(t *testing.T) {
 // kici_event, workflow_complete and job_complete events emitted by kici
 // start the registered workflows they match, once per event id.
 func TestInternalEventsMatchRegistrations(t *testing.T) {
-	h := newGHHarnessWith(t, func(h *ghHarness) (runs.TrackerDeps, ProcessorDeps) {
-		// The processor, built after the tracker, hears of finished runs
-		// and jobs.
-		return runs.TrackerDeps{
-			RunFinished: []func(*store.Run){func(r *store.Run) { h.proc.RunFinished(r) }},
-			JobFinished: []func(*store.Job){func(j *store.Job) { h.proc.JobFinished(j) }},
-		}, ProcessorDeps{}
-	})
+	h := newGHHarness(t)
+	// The processor, built on the tracker, hears of finished runs and jobs.
+	h.tr.Subscribe(h.proc)
 	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lockJSON(
 		wfJSON("ci", `[{"_type":"push"}]`),
 		wfJSON("deploy", `[{"_type":"kici_event","eventName":"deploy","match":{"$.env":"prod"}}]`),

@@ -59,7 +59,7 @@ func TestWebhookToRun(t *testing.T) {
 	_, c1 := h.startWithLock(t)
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, h.proc.Submit, nil))
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, h.proc, nil))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -2,7 +2,8 @@ package orchestrator
 
 import (
 	"net"
-	"net/url"
+
+	"kici.dev/kici/internal/membership"
 )
 
 // advertisedURL is this node's base URL as other nodes' agents reach it,
@@ -16,54 +17,7 @@ func (s *Server) advertisedURL() string {
 	if s.cfg.ClusterAddress != "" {
 		return s.cfg.ClusterAddress
 	}
-	return reachableURL(s.URL(), interfaceIPs())
-}
-
-// reachableURL replaces an unspecified host in base (http://0.0.0.0:4000)
-// with the first of ips that is not loopback, preferring IPv4; base is
-// returned unchanged when its host is specific or no such IP exists.
-func reachableURL(base string, ips []net.IP) string {
-	u, err := url.Parse(base)
-	if err != nil {
-		return base
-	}
-	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() {
-		return base
-	}
-	var pick net.IP
-	for _, ip := range ips {
-		if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
-			continue
-		}
-		if ip.To4() != nil {
-			pick = ip
-			break
-		}
-		if pick == nil {
-			pick = ip
-		}
-	}
-	if pick == nil {
-		return base
-	}
-	u.Host = net.JoinHostPort(pick.String(), u.Port())
-	return u.String()
-}
-
-// interfaceIPs lists this host's interface addresses, nil when they cannot
-// be read.
-func interfaceIPs() []net.IP {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var ips []net.IP
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			ips = append(ips, n.IP)
-		}
-	}
-	return ips
+	return membership.ReachableURL(s.URL(), membership.InterfaceIPs())
 }
 
 // listenNetwork is the network to listen on for KICI_HOST: "tcp4" for an

@@ -1,13 +1,11 @@
 package orchestrator
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/cluster"
-	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/store"
 )
@@ -20,17 +18,4 @@ const BlobSweepInterval = time.Minute
 func setupBlobs(bs blobstore.Store, st store.Store, settings *cluster.Reader, logger *slog.Logger) *jobblobs.Service {
 	logger.Info("blob store", "kind", bs.Kind())
 	return jobblobs.New(st, bs, settings, logger)
-}
-
-// withJobCredential adds a fresh job credential to every dispatch resolved
-// by next.
-func withJobCredential(next dispatch.JobDataResolver, svc *jobblobs.Service) dispatch.JobDataResolver {
-	return func(ctx context.Context, run *store.Run, job *store.Job, agent dispatch.AgentFacts) (dispatch.JobData, error) {
-		data, err := next(ctx, run, job, agent)
-		if err != nil {
-			return data, err
-		}
-		data.JobCredential, err = svc.IssueCredential(ctx, job.ID)
-		return data, err
-	}
 }

@@ -13,7 +13,6 @@ import (
 	"kici.dev/kici/internal/forgestatus"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/logstore"
-	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
@@ -48,27 +47,4 @@ func forgeTTLDays() int64 {
 		return 7
 	}
 	return fc.TTLDays
-}
-
-// kickOnEnqueue wakes the forge reporter whenever a job is released, so its
-// check is created "queued" before an agent picks it up, then hands the
-// job to dispatch and wakes the cluster's other nodes.
-type kickOnEnqueue struct {
-	runs.Enqueuer
-	reporter *forgestatus.Reporter
-	peers    *peers // nil on a single node
-}
-
-// EnqueueJob kicks the reporter (never blocking) and enqueues job.
-func (k *kickOnEnqueue) EnqueueJob(ctx context.Context, job *store.Job) error {
-	k.reporter.Kick()
-	if err := k.Enqueuer.EnqueueJob(ctx, job); err != nil {
-		return err
-	}
-	// In a cluster, wake the other nodes: one with an idle fitting agent
-	// dispatches the job now (peers.go).
-	if k.peers != nil {
-		k.peers.Enqueued(ctx, job.ID)
-	}
-	return nil
 }

@@ -60,7 +60,7 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc 
 		}
 	}
 	wl := logger.With("component", "webhook")
-	in := webhook.NewIngress(st, proc.Submit, webhook.Options{
+	in := webhook.NewIngress(st, proc, webhook.Options{
 		MaxGitHubPayloadBytes:   cfg.Ingress.MaxGitHubPayloadBytes,
 		GitHubPayloadCap:        func(ctx context.Context) int64 { return settings.Int(ctx, cluster.MaxGithubPayloadBytes) },
 		EventLogMaxPayloadBytes: cfg.Ingress.EventLogMaxPayloadBytes,

@@ -62,6 +62,14 @@ func (h *dbHealth) probe(ctx context.Context) dbProbe {
 	return h.got
 }
 
+// answer probes the database (servermetrics.Ops.Database): the round
+// trip's latency, whether the schema is at least this binary's, and an
+// error when it did not answer.
+func (h *dbHealth) answer(ctx context.Context) (time.Duration, bool, error) {
+	p := h.probe(ctx)
+	return p.latency, p.err == nil && p.version >= h.db.ExpectedSchemaVersion(), p.err
+}
+
 // ready is GET /ready: nil when this node can serve, else the first reason
 // it cannot, in the order an operator fixes them: the database answers
 // within ReadyTimeout; its schema is at least this binary's version (a
@@ -99,7 +107,7 @@ func (s *Server) readyFunc() func(context.Context) error {
 func (s *Server) otherNodeTakesWork(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	others, err := s.otherLiveNodes(ctx)
+	others, err := s.node.OtherLiveNodes(ctx)
 	if err != nil {
 		return false
 	}

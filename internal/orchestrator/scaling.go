@@ -20,9 +20,9 @@ import (
 
 // newScaler loads scalers.yaml (or the embedded default) and builds the
 // scaler Manager with its backends and metrics; it sees the dispatcher's
-// agents through cyc.
+// agents once the dispatcher exists (scaler.Manager.Serve).
 func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth, settings *cluster.Reader,
-	logs logstore.Store, reg *prometheus.Registry, cyc *cycles, logger *slog.Logger) (*scaler.Manager, error) {
+	logs logstore.Store, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
 	scfg, err := scalerconfig.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
 	if err != nil {
 		return nil, err
@@ -45,11 +45,9 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
 		}), scaler.FirecrackerOptions{Logger: logger, Networks: nets}), scaler.QEMUOptions{Logger: logger, Networks: nets}),
-		Events:     logs,
-		Metrics:    metrics,
-		Logger:     logger,
-		IdleAgents: cyc.idleAgents,
-		Exited:     cyc.agentExited,
+		Events:  logs,
+		Metrics: metrics,
+		Logger:  logger,
 	})
 }
 

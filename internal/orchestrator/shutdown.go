@@ -6,14 +6,14 @@ import (
 )
 
 // otherLiveNode returns the id of another node of the cluster that
-// heartbeated within NodeLiveFor, or "" when this node is alone (single
+// heartbeated within membership.NodeLiveFor, or "" when this node is alone (single
 // node, the others dead, or the registry unreadable: then nothing is
 // handed over, the safe side).
 func (s *Server) otherLiveNode(ctx context.Context) string {
 	if s.peers == nil {
 		return ""
 	}
-	others, err := s.otherLiveNodes(ctx)
+	others, err := s.node.OtherLiveNodes(ctx)
 	if err != nil {
 		s.log.Warn("stopping: node registry unreadable; spawned agents are stopped, not handed over", "err", err)
 		return ""
@@ -58,7 +58,7 @@ func (s *Server) drainBeforeStop(ctx context.Context) {
 	grace := s.cfg.ShutdownGrace
 	s.stopping.Store(true)
 	s.runctl.SetDraining(true)
-	s.heartbeat(ctx)
+	s.node.Beat(ctx)
 	running := s.dispatcher.JobsRunning()
 	if grace <= 0 || running == 0 {
 		return

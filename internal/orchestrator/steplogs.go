@@ -20,7 +20,7 @@ import (
 // KICI_DATABASE_URL) or files under <data dir>/logs, with the per-step
 // size cap KICI_STEP_LOG_MAX_BYTES. With KICI_LOG_ARCHIVE (the default)
 // finished logs move to the blob store blobs and the store returned reads
-// both (archive is then non-nil, for runLogArchive). The store's
+// both (archive is then non-nil, for its Run). The store's
 // migrations have created the tables by now. close releases it at
 // shutdown.
 func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store, logger *slog.Logger) (logs logstore.Store, archive *logstore.Archived, close func(), err error) {
@@ -50,47 +50,25 @@ func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store
 	return archive, archive, close, nil
 }
 
-// logArchive is the archiving step-log store the node runs
-// runLogArchive over.
+// logArchive is the archiving step-log store whose Run the node runs.
 type logArchive = logstore.Archived
 
 // logArchiveInterval is how often the node looks for finished logs to
-// archive; logArchiveBatch bounds the steps one pass looks at.
-const (
-	logArchiveInterval = 15 * time.Second
-	logArchiveBatch    = 500
-)
+// archive (logstore.Archived.Run).
+const logArchiveInterval = 15 * time.Second
 
-// runLogArchive archives the step logs of finished jobs that have been
-// quiet for quiet, every interval until ctx ends. Every node runs it: an
-// archive written twice is the same objects, and only one commit removes
-// the live lines.
-func runLogArchive(ctx context.Context, a *logstore.Archived, st store.Store, quiet, interval time.Duration, logger *slog.Logger) {
-	finished := func(ctx context.Context, _, jobID string) (bool, error) {
+// jobFinished reports, for the log archive, whether a step's job is
+// finished: terminal, or deleted with its run (nothing will write again).
+func jobFinished(st store.Store) func(ctx context.Context, runID, jobID string) (bool, error) {
+	return func(ctx context.Context, _, jobID string) (bool, error) {
 		job, err := st.GetJob(ctx, jobID)
 		if errors.Is(err, store.ErrNotFound) {
-			return true, nil // its run was deleted: nothing will write again
+			return true, nil
 		}
 		if err != nil {
 			return false, err
 		}
 		return job.Status.IsTerminal(), nil
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := a.Sweep(ctx, quiet, logArchiveBatch, finished)
-		if err != nil && ctx.Err() == nil {
-			logger.Warn("log archive pass failed; the next pass tries again", "err", err)
-		}
-		if n > 0 {
-			logger.Info("archived step logs", "steps", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
 }
 

@@ -77,7 +77,7 @@ func (c *Controller) EnterGroup(ctx context.Context, run *store.Run, cfg *lockfi
 	return c.st.InsertConcurrencyEntry(ctx, e)
 }
 
-// Admit implements runs.Admitter: a run outside any group is always
+// Admit implements runs.Subscriber: a run outside any group is always
 // admitted; a run in a group is admitted per the rules above. Store errors
 // admit nothing (the sweeper retries).
 func (c *Controller) Admit(ctx context.Context, runID string) bool {
@@ -174,7 +174,7 @@ func (c *Controller) supersede(e *store.ConcurrencyEntry, by string) {
 }
 
 // RunFinished releases a finished run's slot and admits the next waiting
-// runs of its group (pass it in runs.TrackerDeps.RunFinished).
+// runs of its group (runs.Subscriber).
 func (c *Controller) RunFinished(run *store.Run) {
 	ctx := context.Background()
 	ok, err := c.st.SetConcurrencyStatus(ctx, run.ID, []string{store.ConcurrencyActive, store.ConcurrencyQueued}, store.ConcurrencyCompleted)
@@ -248,4 +248,4 @@ func (c *Controller) reconcileGroups(ctx context.Context) {
 	}
 }
 
-var _ runs.Admitter = (*Controller)(nil)
+var _ runs.Subscriber = (*Controller)(nil)

@@ -131,6 +131,8 @@ func (c Config) withDefaults() Config {
 // Controller cancels runs, holds drain mode and sweeps; see the package
 // documentation. It is safe for concurrent use.
 type Controller struct {
+	runs.NopSubscriber // admits runs and is told of finished ones (concurrency.go)
+
 	cfg Config
 	st  store.Store
 	dsp Dispatcher

@@ -77,14 +77,6 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	return newFixtureWith(t, cfg, false)
 }
 
-// fixtureAdmitter admits runs through the fixture's controller, which is
-// built after the tracker that asks it.
-type fixtureAdmitter struct{ f *fixture }
-
-func (a fixtureAdmitter) Admit(ctx context.Context, runID string) bool {
-	return a.f.c.Admit(ctx, runID)
-}
-
 // newFixtureWith is newFixture whose tracker, with groups, admits runs
 // through the controller (workflow concurrency groups).
 func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
@@ -95,13 +87,13 @@ func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, dsp: &fakeDispatcher{st: st, connected: map[string]bool{}}, now: time.Now().UTC().Truncate(time.Millisecond)}
-	var deps runs.TrackerDeps
-	if groups {
-		deps.Admitter = fixtureAdmitter{f}
-		deps.RunFinished = []func(*store.Run){func(r *store.Run) { f.c.RunFinished(r) }}
-	}
-	f.tr = runs.NewTracker(st, enqueuer{st}, nil, deps)
+	f.tr = runs.NewTracker(st, enqueuer{st}, nil, runs.TrackerDeps{})
 	f.c = New(cfg, st, f.dsp, f.tr, nil)
+	if groups {
+		// The controller, built on the tracker, admits its runs and hears
+		// of finished ones.
+		f.tr.Subscribe(f.c)
+	}
 	f.c.now = func() time.Time { return f.now }
 	return f
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Admitter decides whether the jobs of a run may be released at all
-// (workflow concurrency groups, implemented by runctl.Controller). A run
+// (workflow concurrency groups, implemented by runctl.Controller; every
+// Subscriber is one). A run
 // that is not admitted keeps its ready jobs pending until Reevaluate is
 // called after it was admitted.
 type Admitter interface {
@@ -15,16 +16,19 @@ type Admitter interface {
 	Admit(ctx context.Context, runID string) bool
 }
 
-// admission returns a memoised admission check for one evaluation pass.
+// admission returns a memoised admission check for one evaluation pass:
+// the run is admitted when every subscriber admits it.
 func (t *Tracker) admission(ctx context.Context, runID string) func() bool {
-	a := t.admitter
-	if a == nil {
-		return func() bool { return true }
-	}
 	decided, ok := false, false
 	return func() bool {
 		if !decided {
-			decided, ok = true, a.Admit(ctx, runID)
+			decided, ok = true, true
+			for _, s := range t.subs {
+				if !s.Admit(ctx, runID) {
+					ok = false
+					break
+				}
+			}
 		}
 		return ok
 	}

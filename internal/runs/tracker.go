@@ -61,17 +61,13 @@ const lockStripes = 64
 // Tracker owns run/job state transitions. It is safe for concurrent use.
 type Tracker struct {
 	st  store.Store
-	enq Enqueuer
 	log *slog.Logger
 	now func() time.Time
 
 	stripes [lockStripes]sync.Mutex
 
-	admitter Admitter  // concurrency admission (admit.go); nil admits every run
-	gates    gateState // dispatch gate (gate.go)
-
-	finished []func(run *store.Run) // TrackerDeps.RunFinished
-	jobDone  []func(job *store.Job) // TrackerDeps.JobFinished
+	gates gateState    // dispatch gate (gate.go)
+	subs  []Subscriber // enq, TrackerDeps.Subscribers, then Subscribe (subscriber.go)
 }
 
 // TrackerDeps are a tracker's optional collaborators.
@@ -79,39 +75,31 @@ type TrackerDeps struct {
 	// Gate decides whether a job whose needs are met may be queued (package
 	// approval); nil lets every ready job pass.
 	Gate Gate
-	// Admitter decides whether a run may release jobs at all (workflow
-	// concurrency groups, runctl.Controller); nil admits every run.
-	Admitter Admitter
-	// RunFinished are called in order, once each time a run reaches a
-	// terminal status through this tracker, with the run as stored after
-	// the change. They run synchronously on the goroutine that completed
-	// the run and must not block for long.
-	RunFinished []func(run *store.Run)
-	// JobFinished are called in order when a job reaches a terminal status
-	// through this tracker (reported by its agent, or skipped because an
-	// upstream did not satisfy its needs), each with its own copy of the
-	// job as known at that moment (Status set to the terminal status).
-	// They run synchronously under the run's lock and must not block for
-	// long.
-	JobFinished []func(job *store.Job)
+	// Subscribers are told of the run and job lifecycle, in order, after
+	// the enqueuer; more may subscribe later (Tracker.Subscribe).
+	Subscribers []Subscriber
 }
 
-// NewTracker returns a tracker over st that hands released jobs to enq,
-// with the optional collaborators of deps. A nil logger discards logs.
+// NewTracker returns a tracker over st that hands released jobs to enq
+// (nil: only to the subscribers), with the optional collaborators of deps.
+// A nil logger discards logs.
 func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger, deps TrackerDeps) *Tracker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Tracker{st: st, enq: enq, log: logger, now: func() time.Time { return time.Now().UTC() },
-		gates: gateState{gate: deps.Gate}, admitter: deps.Admitter,
-		finished: deps.RunFinished, jobDone: deps.JobFinished}
+	var subs []Subscriber
+	if enq != nil {
+		subs = append(subs, enqueuer{enq: enq})
+	}
+	return &Tracker{st: st, log: logger, now: func() time.Time { return time.Now().UTC() },
+		gates: gateState{gate: deps.Gate}, subs: append(subs, deps.Subscribers...)}
 }
 
 func (t *Tracker) fireJobFinished(j *store.Job, final status.Job) {
-	for _, fn := range t.jobDone {
+	for _, s := range t.subs {
 		c := *j
 		c.Status = final
-		fn(&c)
+		s.JobFinished(&c)
 	}
 }
 
@@ -278,7 +266,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 				continue
 			}
 			t.log.Info("re-enqueueing queued job without queue entry", "runId", j.RunID, "jobId", j.ID)
-			if err := t.enq.EnqueueJob(ctx, j); err != nil {
+			if err := t.release(ctx, j); err != nil {
 				errs = append(errs, fmt.Errorf("enqueue job %s: %w", j.ID, err))
 			}
 		}
@@ -405,7 +393,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				}
 				if ok {
 					t.log.Info("job released", "runId", runID, "jobId", j.ID, "job", j.JobName)
-					if err := t.enq.EnqueueJob(ctx, j); err != nil {
+					if err := t.release(ctx, j); err != nil {
 						// The job is queued in the store; Recover re-drives it.
 						t.log.Error("enqueue failed; job stays queued for recovery", "runId", runID, "jobId", j.ID, "error", err)
 					}
@@ -517,16 +505,15 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 		return nil
 	}
 	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", final, "durationMs", dur)
-	hooks := t.finished
-	if len(hooks) == 0 {
+	if len(t.subs) == 0 {
 		return nil
 	}
 	done, err := t.st.GetRun(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("execution: run %s: %w", runID, err)
 	}
-	for _, fn := range hooks {
-		fn(done)
+	for _, s := range t.subs {
+		s.RunFinished(done)
 	}
 	return nil
 }

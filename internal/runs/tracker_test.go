@@ -57,13 +57,21 @@ func newFixture(t *testing.T) *fixture {
 	st := newStore(t)
 	enq := &recEnqueuer{st: st, calls: map[string]int{}}
 	f := &fixture{t: t, st: st, enq: enq, ctx: context.Background()}
-	f.tr = NewTracker(st, enq, nil, TrackerDeps{RunFinished: []func(*store.Run){func(r *store.Run) {
+	f.tr = NewTracker(st, enq, nil, TrackerDeps{Subscribers: []Subscriber{runsDone(func(r *store.Run) {
 		f.mu.Lock()
 		f.finished = append(f.finished, r)
 		f.mu.Unlock()
-	}}})
+	})}})
 	return f
 }
+
+// runsDone is a subscriber told only of finished runs.
+type runsDone func(*store.Run)
+
+func (runsDone) Admit(context.Context, string) bool         { return true }
+func (runsDone) JobReady(context.Context, *store.Job) error { return nil }
+func (runsDone) JobFinished(*store.Job)                     {}
+func (f runsDone) RunFinished(r *store.Run)                 { f(r) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -456,7 +464,7 @@ func TestEnqueueFailureAndRecover(t *testing.T) {
 
 	var done []string
 	tr2 := NewTracker(f.st, f.enq, nil, TrackerDeps{ // a fresh process
-		RunFinished: []func(*store.Run){func(r *store.Run) { done = append(done, r.ID) }}})
+		Subscribers: []Subscriber{runsDone(func(r *store.Run) { done = append(done, r.ID) })}})
 	if err := tr2.Recover(f.ctx); err != nil {
 		t.Fatal(err)
 	}

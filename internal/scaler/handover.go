@@ -52,8 +52,8 @@ func (m *Manager) HandOver(ctx context.Context) []string {
 	// agent started but not yet given its job is destroyed; its job stays
 	// queued for the other nodes.
 	var idle map[string]bool
-	if m.opts.IdleAgents != nil {
-		idle = m.opts.IdleAgents()
+	if fn := m.idleAgents(); fn != nil {
+		idle = fn()
 	}
 	m.mu.Lock()
 	var kept []string

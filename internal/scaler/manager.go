@@ -9,12 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/spawn"
 )
 
-// ErrAtCapacity is dispatch.ErrAtCapacity: SpawnFor wraps it when the
+// ErrAtCapacity is spawn.ErrAtCapacity: SpawnFor wraps it when the
 // global or the scaler's agent cap is reached.
-var ErrAtCapacity = dispatch.ErrAtCapacity
+var ErrAtCapacity = spawn.ErrAtCapacity
 
 // Scaler lifecycle event types (KiCI ScalerEventType).
 const (
@@ -41,14 +41,14 @@ type Options struct {
 	// Metrics, if set, is updated on spawns, failures and refusals.
 	Metrics *Metrics
 	// IdleAgents reports the registered agents that are connected and
-	// idle (dispatch.Dispatcher.Agents), agent id → idle; warm pools fill
-	// only while it is set and answers non-nil (nil: no registry yet, the
-	// orchestrator is not serving). Call RefillWarmPools once it answers.
+	// idle, agent id → idle; warm pools fill only while it is set and
+	// answers non-nil (nil: no registry yet, the orchestrator is not
+	// serving). Serve sets it (and Exited) from the dispatcher.
 	IdleAgents func() map[string]bool
 	// Exited, if set, is called after an agent the Manager started has
-	// ended or its spawn failed (err says why); the orchestrator passes
-	// Dispatcher.AgentExited, which forgets the spawn and re-drives the
-	// queue (debounced) now that capacity is free.
+	// ended or its spawn failed (err says why); Serve points it at the
+	// dispatcher, which forgets the spawn and re-drives the queue
+	// (debounced) now that capacity is free.
 	Exited func(agentID string, err error)
 	// WarmPoolInterval is the warm-pool tick (default 30 s, KiCI); exits
 	// and reloads also trigger a pass.
@@ -177,18 +177,18 @@ func (m *Manager) CanServe(labels []string) bool {
 // Spawn is SpawnFor with the job's id only (no labels: the first label set
 // without a gate).
 func (m *Manager) Spawn(ctx context.Context, jobID string) (string, error) {
-	return m.SpawnFor(ctx, dispatch.ScaleRequest{JobID: jobID})
+	return m.SpawnFor(ctx, spawn.Request{JobID: jobID})
 }
 
 // SpawnFor picks the label set for the job (findBackend), reserves one
 // agent against globalMaxAgents and the scaler's maxAgents (all or
 // nothing), mints the agent id and returns it at once; the backend spawn
 // runs in the background behind the scaler's FIFO semaphore and the spawn
-// deadline. Errors: dispatch.ErrNoBackend (no label set matches), an error
+// deadline. Errors: spawn.ErrNoBackend (no label set matches), an error
 // wrapping ErrAtCapacity (a cap is reached; counted as a refusal), the
 // job's last spawn failure while its retry backoff runs, or "shutting
 // down".
-func (m *Manager) SpawnFor(_ context.Context, req dispatch.ScaleRequest) (string, error) {
+func (m *Manager) SpawnFor(_ context.Context, req spawn.Request) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -196,7 +196,7 @@ func (m *Manager) SpawnFor(_ context.Context, req dispatch.ScaleRequest) (string
 	}
 	c, ok := findBackend(m.scalers, req.RunsOn, req.Exclude)
 	if !ok {
-		return "", dispatch.ErrNoBackend
+		return "", spawn.ErrNoBackend
 	}
 	if f, ok := m.fails[req.JobID]; ok {
 		if time.Now().Before(f.until) {

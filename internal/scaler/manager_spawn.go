@@ -232,7 +232,7 @@ func (m *Manager) emit(rec *agentRec, eventType, detail string) {
 // of ls: the set's labels and, for a bare-metal agent (it runs on this
 // host), kici:host:<this host>, so that a job pinned to this host may
 // receive its secrets there (jobs pinning kici:host:X get secrets only on
-// an agent whose token lists the label; internal/orchestrator/jobdata.go).
+// an agent whose token lists the label; internal/jobdata).
 func tokenScope(entry *Entry, ls *LabelSet) []string {
 	if entry.Type != TypeBareMetal || ls.Labels == nil {
 		return ls.Labels // nil stays unscoped

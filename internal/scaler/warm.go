@@ -17,11 +17,6 @@ func newAgentID(e *Entry) string {
 	return "scaler-" + e.Type + "-" + hex.EncodeToString(b[:])
 }
 
-// RefillWarmPools runs a warm-pool pass now rather than at the next tick;
-// the orchestrator calls it once Options.IdleAgents answers (the
-// dispatcher exists).
-func (m *Manager) RefillWarmPools() { m.kickWarm() }
-
 // AgentRegistered runs a warm-pool pass when agentID, now registered, is a
 // warm-pool agent (dispatch.RegistrationObserver): the pool and its
 // kici_orch_scaler_warm_pool_ready gauge count it ready at once, not at
@@ -89,15 +84,14 @@ func (m *Manager) warmLoop() {
 //     disabled or the scaler retiring) idle longer than idleTimeoutSeconds
 //     are destroyed, oldest first; a retiring scaler's are destroyed at once.
 func (m *Manager) warmPass() {
-	idleFn := m.opts.IdleAgents
+	idleFn := m.idleAgents()
 	if idleFn == nil {
 		return
 	}
 	idle := idleFn()
 	if idle == nil {
 		// Without the registry view readiness is unknown (and the
-		// orchestrator is not serving yet): pools wait for
-		// RefillWarmPools.
+		// orchestrator is not serving yet): pools wait for Serve.
 		return
 	}
 	now := time.Now()

@@ -26,11 +26,11 @@ func newWindowEnv(t *testing.T) *windowEnv {
 	t.Helper()
 	w := &windowEnv{env: newEnv(t), now: time.Now().UTC().Truncate(time.Millisecond)}
 	w.reader = cluster.NewReader(w.st, nil, time.Hour, nil)
-	in := NewIngress(w.st, func(id string) {
+	in := NewIngress(w.st, SubmitFunc(func(id string) {
 		w.env.mu.Lock()
 		w.submitted = append(w.submitted, id)
 		w.env.mu.Unlock()
-	}, Options{
+	}), Options{
 		Now: func() time.Time {
 			w.mu.Lock()
 			defer w.mu.Unlock()

@@ -45,7 +45,7 @@ func FuzzGenericWebhook(f *testing.F) {
 		return clock
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewIngress(st, func(string) {}, Options{Now: now}).Generic())
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewIngress(st, nil, Options{Now: now}).Generic())
 
 	f.Add(pushBody, "push", "d-1", uint8(0))
 	f.Add(pushBody, "push", "d-1", uint8(2))

@@ -70,7 +70,7 @@ type Response struct {
 
 // NewGenericHandler serves POST /webhook/{orgId}/generic/{name} with the
 // default Options; see Ingress.Generic.
-func NewGenericHandler(st store.Store, submit func(deliveryID string), logger *slog.Logger) http.Handler {
+func NewGenericHandler(st store.Store, submit Submitter, logger *slog.Logger) http.Handler {
 	return NewIngress(st, submit, Options{Logger: logger}).Generic()
 }
 

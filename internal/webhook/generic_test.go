@@ -48,11 +48,11 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewGenericHandler(e.st, func(id string) {
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewGenericHandler(e.st, SubmitFunc(func(id string) {
 		e.mu.Lock()
 		e.submitted = append(e.submitted, id)
 		e.mu.Unlock()
-	}, nil))
+	}), nil))
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -211,7 +211,7 @@ func (failingStore) AcceptDelivery(context.Context, *store.Delivery, *store.Even
 func TestPersistFailureIs500AndNotSubmitted(t *testing.T) {
 	e := newEnv(t)
 	var submitted []string
-	h := NewGenericHandler(failingStore{e.st}, func(id string) { submitted = append(submitted, id) }, nil)
+	h := NewGenericHandler(failingStore{e.st}, SubmitFunc(func(id string) { submitted = append(submitted, id) }), nil)
 	req := httptest.NewRequest(http.MethodPost, "/webhook/acme/generic/app", bytes.NewReader(pushBody))
 	req.Header.Set(HeaderSignature, sign(pushBody))
 	req.Header.Set(HeaderEventType, "push")

@@ -53,11 +53,11 @@ func newGHEnv(t *testing.T, opts Options, set *store.SourceSettings, secrets ...
 		defer e.mu.Unlock()
 		return e.clock
 	}
-	in := NewIngress(e.st, func(id string) {
+	in := NewIngress(e.st, SubmitFunc(func(id string) {
 		e.mu.Lock()
 		e.submitted = append(e.submitted, id)
 		e.mu.Unlock()
-	}, opts)
+	}), opts)
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhook/{orgId}/github/{sourceId}", in.GitHub())
 	mux.Handle("POST /webhook/{orgId}/generic/{name}", in.Generic())

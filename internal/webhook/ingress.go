@@ -60,24 +60,37 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Submitter takes each newly accepted delivery for asynchronous
+// processing (ingest.Processor); Submit must not block.
+type Submitter interface {
+	// Submit queues the persisted delivery deliveryID.
+	Submit(deliveryID string)
+}
+
+// SubmitFunc is a function as a Submitter.
+type SubmitFunc func(deliveryID string)
+
+// Submit calls f.
+func (f SubmitFunc) Submit(deliveryID string) { f(deliveryID) }
+
 // Ingress serves the webhook routes. Every accepted delivery is persisted,
 // with its event-log entry, in one transaction before the 2xx answer, then
-// its id is handed to submit (the pipeline) for asynchronous processing.
+// its id is handed to its Submitter (the pipeline) for asynchronous processing.
 // A replay of a delivery id within the dedup window (Options.DedupTTL)
 // answers 200 duplicate and creates nothing but a duplicate event-log
 // entry; after the window it is accepted as a new delivery (dedup.go). A refused request after its source is known
 // leaves only a rejected-delivery record.
 type Ingress struct {
 	st      store.Store
-	submit  func(deliveryID string)
+	submit  Submitter
 	log     *slog.Logger
 	opts    Options
 	limiter *RateLimiter
 }
 
-// NewIngress returns the ingress over st; submit is called with each newly
-// accepted delivery id and must not block.
-func NewIngress(st store.Store, submit func(deliveryID string), opts Options) *Ingress {
+// NewIngress returns the ingress over st; submit takes each newly accepted
+// delivery id (nil: none is submitted).
+func NewIngress(st store.Store, submit Submitter, opts Options) *Ingress {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -91,7 +104,7 @@ func NewIngress(st store.Store, submit func(deliveryID string), opts Options) *I
 		opts.EventLogMaxPayloadBytes = DefaultEventLogMaxPayloadBytes
 	}
 	if submit == nil {
-		submit = func(string) {}
+		submit = SubmitFunc(func(string) {})
 	}
 	return &Ingress{st: st, submit: submit, log: opts.Logger, opts: opts, limiter: NewRateLimiter(opts.Now)}
 }
@@ -324,7 +337,7 @@ func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Deliv
 		return
 	}
 	in.log.Info("webhook: delivery accepted", "deliveryId", d.ID, "sourceId", d.SourceID, "event", d.Event, "bytes", len(d.Payload))
-	in.submit(d.ID)
+	in.submit.Submit(d.ID)
 	writeJSON(w, http.StatusAccepted, Response{Accepted: true, DeliveryID: d.ID})
 }
 

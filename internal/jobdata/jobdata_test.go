@@ -1,4 +1,4 @@
-package orchestrator
+package jobdata
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func jobWith(t *testing.T, contexts []string, secretsDecl map[string]string) *st
 
 func TestJobDataGrantsSecretsOnlyThroughPassingContexts(t *testing.T) {
 	st, svc := jobDataFixture(t)
-	resolve := jobDataResolver(st, svc, nil)
+	resolve := NewResolver(st, svc, nil)
 	decl := map[string]string{"NPM": "release:npm_token", "OTHER": "other:token"}
 	deployAgent := dispatch.AgentFacts{ID: "a1", Labels: []string{"linux", "deploy"}}
 	trusted := &store.Run{ID: "run-1", OrgID: "acme", SourceID: "src-1", TargetBranch: "main", TrustTier: store.TrustTrusted}
@@ -127,7 +127,7 @@ func TestJobDataGrantsSecretsOnlyThroughPassingContexts(t *testing.T) {
 // unlocked variable but never a locked one.
 func TestJobDataMergesContextVariables(t *testing.T) {
 	st, svc := jobDataFixture(t)
-	resolve := jobDataResolver(st, svc, nil)
+	resolve := NewResolver(st, svc, nil)
 	run := &store.Run{ID: "run-1", OrgID: "acme", SourceID: "src-1", TargetBranch: "main"}
 	data, err := resolve(context.Background(), run, jobWith(t, []string{"ci", "release"}, nil), dispatch.AgentFacts{ID: "a"})
 	if err != nil {
@@ -150,7 +150,7 @@ func TestJobDataMergesContextVariables(t *testing.T) {
 // kici:host:deploybox,deploy) gets them, and an unscoped token does not.
 func TestHostPinnedSecretsOnlyForATokenMintedForTheHost(t *testing.T) {
 	st, svc := jobDataFixture(t)
-	resolve := jobDataResolver(st, svc, nil)
+	resolve := NewResolver(st, svc, nil)
 	run := &store.Run{ID: "run-1", OrgID: "acme", SourceID: "src-1", TargetBranch: "main", TrustTier: store.TrustTrusted}
 	job := jobWith(t, []string{"release"}, map[string]string{"NPM": "release:npm_token"})
 	job.RunsOnLabels = []string{"deploy", "kici:host:deploybox"}

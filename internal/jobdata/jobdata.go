@@ -1,4 +1,10 @@
-package orchestrator
+// Package jobdata resolves, when a job is dispatched, what its agent gets
+// besides the job itself: the context variables (merged last-wins, locked
+// ones kept), the secrets a passing context grants on that agent, and the
+// job credential for caches and artifacts. Dispatch calls it through
+// dispatch.JobDataResolver; it sits above dispatch, approval, contexts and
+// secrets, which it combines.
+package jobdata
 
 import (
 	"context"
@@ -12,12 +18,13 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/store"
 )
 
-// jobDataResolver resolves, at dispatch, a job's context variables and the
+// NewResolver resolves, at dispatch, a job's context variables and the
 // secrets its steps declare (KiCI dispatch-time resolution, on pass).
 //
 // The job's contexts are matched again and each must still pass its hard
@@ -33,8 +40,9 @@ import (
 // agent; this second check keeps the secrets safe should a dispatch path
 // ever skip that rule.
 // Anything not granted is left out: the agent fails the steps that need it
-// with "secrets not available", and the orchestrator logs why.
-func jobDataResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) dispatch.JobDataResolver {
+// with "secrets not available", and the resolver logs why. A nil logger
+// discards logs.
+func NewResolver(st store.Store, svc *secrets.Service, logger *slog.Logger) dispatch.JobDataResolver {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -172,4 +180,17 @@ func declaredSecrets(lj *lockfile.Job) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// WithJobCredential adds a fresh job credential (caches and artifacts,
+// package jobblobs) to every dispatch resolved by next.
+func WithJobCredential(next dispatch.JobDataResolver, svc *jobblobs.Service) dispatch.JobDataResolver {
+	return func(ctx context.Context, run *store.Run, job *store.Job, agent dispatch.AgentFacts) (dispatch.JobData, error) {
+		data, err := next(ctx, run, job, agent)
+		if err != nil {
+			return data, err
+		}
+		data.JobCredential, err = svc.IssueCredential(ctx, job.ID)
+		return data, err
+	}
 }

@@ -1,19 +1,45 @@
-package orchestrator
+package servermetrics
 
 import (
 	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kici.dev/kici/internal/store"
 )
 
-// opsCollector reports, at scrape time, what an operator alerts on beyond
-// the work counters of serverMetrics: whether this node leads, which nodes
+// Ops are the sources of the figures an operator alerts on beyond the work
+// counters of Metrics (RegisterOps): whether this node leads, which nodes
 // are alive by heartbeat, whether the database answers and how fast, and
 // the deliveries accepted but not processed yet. Alert rules for them are
 // in docs/operations.md.
+type Ops struct {
+	// Leading reports whether this node holds the scheduler lease.
+	Leading func() bool
+	// Database probes the database within ctx: how long the round trip
+	// took, whether the schema is at least this binary's, and an error
+	// when it did not answer. Nil reports no database, node or delivery
+	// figure.
+	Database func(ctx context.Context) (latency time.Duration, schemaOK bool, err error)
+	// Store holds the node registry and the deliveries.
+	Store store.Store
+	// AliveWithin is how recent a node's heartbeat must be for it to count
+	// as alive (membership.NodeLiveFor).
+	AliveWithin time.Duration
+	// Timeout bounds one scrape's database reads.
+	Timeout time.Duration
+}
+
+// RegisterOps registers on reg the collector of ops's figures, read at
+// scrape time.
+func RegisterOps(reg prometheus.Registerer, ops Ops) {
+	reg.MustRegister(opsCollector{ops})
+}
+
+// opsCollector reports Ops's figures at scrape time.
 type opsCollector struct {
-	s *Server
+	o Ops
 }
 
 var (
@@ -44,33 +70,33 @@ func (c opsCollector) Describe(ch chan<- *prometheus.Desc) {
 // only kici_orch_database_up 0 and the leader gauge are reported, rather
 // than store-derived zeros that would look like an idle cluster.
 func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
+	o := c.o
 	leading := 0.0
-	if s.ingress != nil && s.ingress.sched.Leading() {
+	if o.Leading() {
 		leading = 1
 	}
 	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, leading, "scheduler")
-	if s.dbHealth == nil {
+	if o.Database == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
-	p := s.dbHealth.probe(ctx)
+	latency, schemaOK, err := o.Database(ctx)
 	up := 0.0
-	if p.err == nil && p.version >= s.dbHealth.db.ExpectedSchemaVersion() {
+	if err == nil && schemaOK {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(dbUpDesc, prometheus.GaugeValue, up)
-	if p.err != nil {
+	if err != nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(dbPingDesc, prometheus.GaugeValue, p.latency.Seconds())
+	ch <- prometheus.MustNewConstMetric(dbPingDesc, prometheus.GaugeValue, latency.Seconds())
 
 	now := time.Now()
-	if nodes, err := s.store.ListNodes(ctx); err == nil {
+	if nodes, err := o.Store.ListNodes(ctx); err == nil {
 		alive, dead := 0, 0
 		for _, n := range nodes {
-			if nodeAlive(n, now) {
+			if now.Sub(n.HeartbeatAt) < o.AliveWithin {
 				alive++
 			} else {
 				dead++
@@ -80,7 +106,7 @@ func (c opsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive), "alive")
 		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(dead), "dead")
 	}
-	if n, oldest, err := s.store.CountUnprocessedDeliveries(ctx); err == nil {
+	if n, oldest, err := o.Store.CountUnprocessedDeliveries(ctx); err == nil {
 		age := 0.0
 		if oldest != nil {
 			age = max(now.Sub(*oldest).Seconds(), 0)

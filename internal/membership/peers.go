@@ -1,4 +1,4 @@
-package orchestrator
+package membership
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 
 	"kici.dev/kici/internal/agentsessions"
 	"kici.dev/kici/internal/clusterbus"
-	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/store"
 )
 
 // Bus message kinds between the nodes of a cluster.
@@ -24,6 +25,9 @@ const (
 	// msgJobCancelSent: body is the id of the cancelRequest whose frame
 	// the answering node wrote to the job's agent.
 	msgJobCancelSent = "job.cancel.sent"
+	// msgDrainChanged: body is the node id whose drain flag changed, ""
+	// for every node; the nodes concerned beat at once, applying it.
+	msgDrainChanged = "node.drain"
 )
 
 // peerCancelWait bounds how long a cancel waits for the node holding the
@@ -38,11 +42,13 @@ type cancelRequest struct {
 	Force  bool   `json:"force"`
 }
 
-// peers connects this node's dispatcher to the other nodes of the cluster
-// (dispatch.Peers) over the cluster bus: enqueue wake-ups and cancels of
-// jobs whose agent is connected elsewhere; and to the agent sessions they
-// share.
-type peers struct {
+// Peers connects this node's dispatcher to the other nodes of the cluster
+// (dispatch.Peers) over the cluster bus: enqueue wake-ups, cancels of jobs
+// whose agent is connected elsewhere and drain changes; and to the agent
+// sessions they share.
+type Peers struct {
+	runs.NopSubscriber // wakes the other nodes for released jobs (JobReady)
+
 	bus      *clusterbus.Bus
 	sessions *agentsessions.Store // agent sessions every node verifies
 	log      *slog.Logger
@@ -52,30 +58,33 @@ type peers struct {
 	waiting map[string]chan struct{} // cancel requests awaiting an answer, by id
 }
 
-// setupPeers opens the cluster bus and the shared agent sessions on a
-// PostgreSQL database (nil, nil on the embedded SQLite default: one node,
-// nobody to talk to). The dispatcher takes both (dispatch.Deps); serve then
-// answers the other nodes with it.
-func setupPeers(ctx context.Context, cfg *config.Config, nodeID string, logger *slog.Logger) (*peers, error) {
-	if cfg.DatabaseURL == "" {
+// OpenPeers opens the cluster bus and the shared agent sessions on the
+// PostgreSQL database at databaseURL (nil, nil without one, on the embedded
+// SQLite default: one node, nobody to talk to). The dispatcher takes both
+// (dispatch.Deps, Sessions); Serve then answers the other nodes with it.
+func OpenPeers(ctx context.Context, databaseURL, nodeID string, logger *slog.Logger) (*Peers, error) {
+	if databaseURL == "" {
 		return nil, nil
 	}
-	bus, err := clusterbus.Open(ctx, cfg.DatabaseURL, nodeID, logger)
+	bus, err := clusterbus.Open(ctx, databaseURL, nodeID, logger)
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := agentsessions.Open(ctx, cfg.DatabaseURL, 3*HeartbeatInterval)
+	sessions, err := agentsessions.Open(ctx, databaseURL, NodeLiveFor)
 	if err != nil {
 		bus.Close()
 		return nil, err
 	}
-	return &peers{bus: bus, sessions: sessions, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}, nil
+	return &Peers{bus: bus, sessions: sessions, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}, nil
 }
 
-// serve subscribes to the other nodes' messages: enqueue wake-ups and
+// Sessions are the agent sessions every node verifies (dispatch.Deps).
+func (p *Peers) Sessions() *agentsessions.Store { return p.sessions }
+
+// Serve subscribes to the other nodes' messages: enqueue wake-ups and
 // cancels are carried out by d, this node's dispatcher. Called once, right
 // after d is built.
-func (p *peers) serve(d *dispatch.Dispatcher) {
+func (p *Peers) Serve(d *dispatch.Dispatcher) {
 	p.bus.Handle(msgJobEnqueued, func(m clusterbus.Message) { d.WakeForJob(p.ctx, m.Body) })
 	p.bus.Handle(msgJobCancel, func(m clusterbus.Message) { p.onCancel(d, m) })
 	p.bus.Handle(msgJobCancelSent, p.onCancelSent)
@@ -83,14 +92,22 @@ func (p *peers) serve(d *dispatch.Dispatcher) {
 
 // Enqueued tells the other nodes that jobID waits in the queue, so a node
 // with an idle fitting agent dispatches it now.
-func (p *peers) Enqueued(ctx context.Context, jobID string) {
+func (p *Peers) Enqueued(ctx context.Context, jobID string) {
 	if err := p.bus.Publish(ctx, msgJobEnqueued, jobID); err != nil {
 		p.log.Warn("enqueue wake-up not sent; other nodes see the job at their next queue resync", "job", jobID, "err", err)
 	}
 }
 
+// JobReady implements runs.Subscriber: once dispatch queued a released
+// job, the other nodes are woken (Enqueued); one with an idle fitting
+// agent dispatches it now.
+func (p *Peers) JobReady(ctx context.Context, job *store.Job) error {
+	p.Enqueued(ctx, job.ID)
+	return nil
+}
+
 // CancelJob implements dispatch.Peers.
-func (p *peers) CancelJob(jobID, reason string, force, wait bool) bool {
+func (p *Peers) CancelJob(jobID, reason string, force, wait bool) bool {
 	req := cancelRequest{ID: uuid.NewString(), JobID: jobID, Reason: reason, Force: force}
 	body, _ := json.Marshal(req)
 	answered := make(chan struct{})
@@ -123,7 +140,7 @@ func (p *peers) CancelJob(jobID, reason string, force, wait bool) bool {
 
 // onCancel sends job.cancel when the job's agent is connected here, and
 // says so to the asking node.
-func (p *peers) onCancel(d *dispatch.Dispatcher, m clusterbus.Message) {
+func (p *Peers) onCancel(d *dispatch.Dispatcher, m clusterbus.Message) {
 	var req cancelRequest
 	if json.Unmarshal([]byte(m.Body), &req) != nil || req.JobID == "" {
 		return
@@ -137,7 +154,7 @@ func (p *peers) onCancel(d *dispatch.Dispatcher, m clusterbus.Message) {
 	}
 }
 
-func (p *peers) onCancelSent(m clusterbus.Message) {
+func (p *Peers) onCancelSent(m clusterbus.Message) {
 	p.mu.Lock()
 	ch := p.waiting[m.Body]
 	delete(p.waiting, m.Body)
@@ -148,7 +165,7 @@ func (p *peers) onCancelSent(m clusterbus.Message) {
 }
 
 // Close stops the bus and closes the session store.
-func (p *peers) Close() {
+func (p *Peers) Close() {
 	p.bus.Close()
 	p.sessions.Close()
 }

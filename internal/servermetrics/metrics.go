@@ -1,4 +1,9 @@
-package orchestrator
+// Package servermetrics holds the orchestrator's own Prometheus metrics
+// (the scaler's are the scaler's): HTTP requests, deliveries, finished runs
+// and jobs (a runs.Subscriber), dispatch latency, the dispatch queue at
+// scrape time and the step log lines agents send (a counting log sink in
+// front of the step-log store).
+package servermetrics
 
 import (
 	"context"
@@ -14,17 +19,20 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
 
-// serverMetrics are the orchestrator's own Prometheus metrics, beside the
+// Metrics are the orchestrator's own Prometheus metrics, beside the
 // scaler's (internal/scaler). Names follow KiCI where KiCI names the
 // figure (kici_orch_agents_active, kici_orch_dispatch_queue_depth,
 // kici_orch_dispatch_queue_depth_by_label, kici_orch_webhooks_processed_total,
 // kici_orch_executions_total, kici_orch_job_duration_seconds) and the
 // Prometheus conventions otherwise: counters end in _total, durations are
 // seconds, sizes bytes.
-type serverMetrics struct {
+type Metrics struct {
+	runs.NopSubscriber // counts finished runs and jobs (RunFinished, JobFinished)
+
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	webhookAccept *prometheus.HistogramVec
@@ -45,8 +53,11 @@ var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .04, .08, .16, .32, 
 // durationBuckets span 1 s to 6 h, for runs and jobs.
 var durationBuckets = prometheus.ExponentialBuckets(1, 2.5, 12)
 
-func newServerMetrics(reg *prometheus.Registry) *serverMetrics {
-	m := &serverMetrics{
+// New creates the metrics and registers them, with the Go runtime and
+// process collectors, on reg; it panics if a name is taken (twice on one
+// registry).
+func New(reg *prometheus.Registry) *Metrics {
+	m := &Metrics{
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kici_orch_http_requests_total",
 			Help: "HTTP requests answered, by route pattern and status code."}, []string{"route", "code"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kici_orch_http_request_duration_seconds",
@@ -84,48 +95,51 @@ func newServerMetrics(reg *prometheus.Registry) *serverMetrics {
 	return m
 }
 
-// deliveryFinished counts one finished delivery by status ("processed" or
+// DeliveryFinished counts one finished delivery by status ("processed" or
 // "failed") and the runs it created (ingest.ProcessorDeps.Outcome).
-func (m *serverMetrics) deliveryFinished(status string, runs int) {
+func (m *Metrics) DeliveryFinished(status string, runs int) {
 	m.deliveries.WithLabelValues(status).Inc()
 	m.runsCreated.Add(float64(runs))
 }
 
-// dispatchAcked observes how long a job waited from ready to its agent's
+// DispatchAcked observes how long a job waited from ready to its agent's
 // acknowledgement (dispatch.Deps.AckObserver).
-func (m *serverMetrics) dispatchAcked(_ []string, wait time.Duration) {
+func (m *Metrics) DispatchAcked(_ []string, wait time.Duration) {
 	m.dispatchLat.Observe(wait.Seconds())
 }
 
-// runFinished counts a finished run and its duration by status
-// (runs.TrackerDeps.RunFinished).
-func (m *serverMetrics) runFinished(r *store.Run) {
+var _ runs.Subscriber = (*Metrics)(nil)
+
+// RunFinished counts a finished run and its duration by status
+// (runs.Subscriber).
+func (m *Metrics) RunFinished(r *store.Run) {
 	m.executions.WithLabelValues(string(r.Status)).Inc()
 	if r.CompletedAt != nil {
 		m.execDuration.WithLabelValues(string(r.Status)).Observe(r.CompletedAt.Sub(r.CreatedAt).Seconds())
 	}
 }
 
-// jobFinished counts a finished job and its duration from its start by
-// status (runs.TrackerDeps.JobFinished).
-func (m *serverMetrics) jobFinished(j *store.Job) {
+// JobFinished counts a finished job and its duration from its start by
+// status (runs.Subscriber).
+func (m *Metrics) JobFinished(j *store.Job) {
 	m.jobs.WithLabelValues(string(j.Status)).Inc()
 	if j.StartedAt != nil {
 		m.jobDuration.WithLabelValues(string(j.Status)).Observe(time.Since(*j.StartedAt).Seconds())
 	}
 }
 
-// wire connects the metrics to the components that produce them.
-func (m *serverMetrics) wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher) {
+// Wire registers on reg the gauges read at scrape time: the agents
+// connected to d and the dispatch queue in st.
+func (m *Metrics) Wire(reg *prometheus.Registry, st store.Store, d *dispatch.Dispatcher) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kici_orch_agents_active",
 		Help: "Agents connected and registered with this orchestrator."}, func() float64 { return float64(d.AgentCount()) }))
 	reg.MustRegister(&queueCollector{st: st})
 }
 
-// instrument wraps the router: every request is counted by its route
+// Instrument wraps the router: every request is counted by its route
 // pattern (never the raw path, which would make a series per id) and code,
 // and webhook requests also feed the accept-latency histogram.
-func (m *serverMetrics) instrument(next http.Handler) http.Handler {
+func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ws" {
 			// The agent socket is hijacked, and its lifetime is not a
@@ -182,12 +196,18 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// countedLogs counts the log lines the dispatcher stores or fails to store.
+// CountLogs returns sink counting the log lines the dispatcher stores or
+// fails to store (kici_orch_log_lines_total, kici_orch_log_bytes_total).
 // It keeps the sink's idempotent AppendFrom (dispatch.OffsetLogSink), which
 // is what makes the dispatcher negotiate acknowledged log delivery.
+func (m *Metrics) CountLogs(sink dispatch.OffsetLogSink) dispatch.OffsetLogSink {
+	return countedLogs{OffsetLogSink: sink, m: m}
+}
+
+// countedLogs is CountLogs's sink.
 type countedLogs struct {
 	dispatch.OffsetLogSink
-	m *serverMetrics
+	m *Metrics
 }
 
 var _ dispatch.OffsetLogSink = countedLogs{}

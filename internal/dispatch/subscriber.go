@@ -1,0 +1,40 @@
+package dispatch
+
+import (
+	"context"
+
+	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/store"
+)
+
+// The dispatcher subscribes to the tracker (runs.Subscriber) for the jobs
+// it releases, and is the scaler's registry of connected agents
+// (scaler.Registry); neither side imports the other's implementation.
+
+var _ runs.Subscriber = (*Dispatcher)(nil)
+
+// JobReady implements runs.Subscriber: a released job is queued for an
+// agent (EnqueueJob).
+func (d *Dispatcher) JobReady(ctx context.Context, job *store.Job) error {
+	return d.EnqueueJob(ctx, job)
+}
+
+// Admit implements runs.Subscriber: dispatch admits every run.
+func (d *Dispatcher) Admit(context.Context, string) bool { return true }
+
+// JobFinished implements runs.Subscriber: the dispatcher learns of ended
+// jobs from their agents, not from the tracker.
+func (d *Dispatcher) JobFinished(*store.Job) {}
+
+// RunFinished implements runs.Subscriber; nothing to do.
+func (d *Dispatcher) RunFinished(*store.Run) {}
+
+// IdleAgents maps each connected agent's id to whether it runs no job
+// (scaler.Registry: warm pools count idle agents ready).
+func (d *Dispatcher) IdleAgents() map[string]bool {
+	idle := map[string]bool{}
+	for _, a := range d.Agents() {
+		idle[a.ID] = a.ActiveJobs == 0 && len(a.JobIDs) == 0
+	}
+	return idle
+}
