@@ -14,6 +14,7 @@ import (
 
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func newStore(t *testing.T) *sqlite.Store {
@@ -167,7 +168,7 @@ func TestRequireRBAC(t *testing.T) {
 	if _, _, err := a.IssueAdminToken(ctx, "x", "root", 0); err == nil {
 		t.Fatal("unknown role accepted")
 	}
-	time.Sleep(5 * time.Millisecond)
+	wait.Elapse(ctx, 5*time.Millisecond) // the wall clock moves past the 1 ms token's expiry
 
 	var seen Principal
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

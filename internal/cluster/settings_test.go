@@ -10,6 +10,7 @@ import (
 
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func open(t *testing.T) *sqlite.Store {
@@ -47,7 +48,7 @@ func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 	if other.AgentTokenTTL(ctx) != time.Hour {
 		t.Fatal("cache ignored")
 	}
-	time.Sleep(250 * time.Millisecond)
+	wait.Elapse(ctx, 250*time.Millisecond) // the wall clock moves past the other reader's cache TTL
 	if other.AgentTokenTTL(ctx) != 2*time.Minute {
 		t.Fatal("change not visible after the cache TTL")
 	}

@@ -24,6 +24,7 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
 
@@ -317,17 +318,10 @@ func TestGitHubConcurrentReplaysOneSetOfRuns(t *testing.T) {
 	}
 	wg.Wait()
 	id := "github:77:replayed"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "the delivery to be processed", func() bool {
 		d, err := h.st.GetDelivery(h.ctx, id)
-		if err == nil && d.Status != store.DeliveryReceived {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("delivery not processed in 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && d.Status != store.DeliveryReceived
+	})
 	all, n, err := h.st.ListRuns(h.ctx, store.RunFilter{Limit: 100})
 	if err != nil || n != 2 || len(all) != 2 {
 		t.Fatalf("runs after 100 replays = %d (%v), want 2 (one per matched workflow)", n, err)

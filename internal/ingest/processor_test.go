@@ -19,6 +19,7 @@ import (
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // ---- real git repository helpers ----
@@ -432,17 +433,6 @@ func TestDeletedRefAndOtherEvents(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	h := newHarness(t)
 	h.repo.Write(lockfile.Path, testLock)
@@ -463,7 +453,7 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	defer cancel()
 	h.proc.Start(ctx)
 	for _, id := range []string{leftover, a, b} {
-		waitFor(t, "delivery "+id, func() bool {
+		wait.For(t, 15*time.Second, "delivery "+id, func() bool {
 			d, _ := h.delivery(id)
 			return d.Status == store.DeliveryProcessed
 		})
@@ -471,11 +461,11 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	// Submitted while running, racing the re-scan.
 	c := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	h.proc.Submit(c)
-	waitFor(t, "delivery c", func() bool {
+	wait.For(t, 15*time.Second, "delivery c", func() bool {
 		d, _ := h.delivery(c)
 		return d.Status == store.DeliveryProcessed
 	})
-	time.Sleep(250 * time.Millisecond) // let a re-scan or two pass
+	wait.Elapse(t.Context(), 250*time.Millisecond) // a re-scan or two, which must start no second run
 	h.proc.Stop()
 	h.proc.Stop()
 	for _, id := range []string{leftover, a, b, c} {

@@ -26,6 +26,7 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // settings is a mutable cluster.Settings.
@@ -208,7 +209,7 @@ func TestCacheQuotaEvictsOldestAndTTL(t *testing.T) {
 		if code := f.save(j, tok, k, make([]byte, 1000)); code != 201 {
 			t.Fatalf("save %s: %d", k, code)
 		}
-		time.Sleep(5 * time.Millisecond)
+		wait.Elapse(t.Context(), 5*time.Millisecond) // k1 is used strictly before k2
 	}
 	if code := f.save(j, tok, "k3", make([]byte, 1000)); code != 201 { // 3000 > 2500: k1 goes
 		t.Fatalf("save k3: %d", code)
@@ -224,7 +225,7 @@ func TestCacheQuotaEvictsOldestAndTTL(t *testing.T) {
 	}
 	// TTL: an entry unused for longer than userCacheTtlMs is gone.
 	f.set.set(cluster.UserCacheTTLMs, 1000)
-	time.Sleep(1100 * time.Millisecond)
+	wait.Elapse(t.Context(), 1100*time.Millisecond) // the wall clock moves past k3's last use + TTL
 	if code, _, _ := f.restore(j, tok, "k3"); code != 404 {
 		t.Errorf("expired cache restored: %d", code)
 	}

@@ -48,11 +48,6 @@ func finishRun(t *testing.T, s store.Store, id string, st status.Run, created ti
 	}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, 15*time.Second, what, cond)
-}
-
 func deliveries(t *testing.T, s store.Store, sub string) []*store.NotificationDelivery {
 	rows, err := s.ListNotificationDeliveries(context.Background(), store.NotificationDeliveryFilter{SubscriptionID: sub})
 	if err != nil {
@@ -138,7 +133,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	finishRun(t, s, "run-1", status.RunFailed, time.Now().Add(-30*time.Second))
 	startNotifier(t, s, notify.Config{PublicURL: "https://ci.example"})
 
-	waitUntil(t, "a failed first attempt", func() bool {
+	wait.For(t, 15*time.Second, "a failed first attempt", func() bool {
 		rows := deliveries(t, s, "n-hook")
 		return len(rows) == 1 && rows[0].Attempts >= 1 && rows[0].LastError != ""
 	})
@@ -157,7 +152,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	go second.Serve(l2)
 	t.Cleanup(func() { second.Close() })
 
-	waitUntil(t, "the retried delivery", func() bool { return len(rc.events()) == 1 })
+	wait.For(t, 15*time.Second, "the retried delivery", func() bool { return len(rc.events()) == 1 })
 	ev := rc.events()[0]
 	if ev.event != "run.failed" || !strings.Contains(string(ev.body), `"runId":"run-1"`) ||
 		!strings.Contains(string(ev.body), `"url":"https://ci.example/ui/runs/run-1"`) {
@@ -169,13 +164,13 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	}
 
 	finishRun(t, s, "run-2", status.RunSuccess, time.Now().Add(-10*time.Second))
-	waitUntil(t, "the fixed notification", func() bool { return len(rc.events()) == 2 })
+	wait.For(t, 15*time.Second, "the fixed notification", func() bool { return len(rc.events()) == 2 })
 	if ev := rc.events()[1]; ev.event != "run.fixed" || !strings.Contains(string(ev.body), `"runId":"run-2"`) {
 		t.Errorf("second delivery %s %s", ev.event, ev.body)
 	}
 	finishRun(t, s, "run-3", status.RunSuccess, time.Now().Add(-5*time.Second))
 	finishRun(t, s, "run-4", status.RunFailed, time.Now().Add(-4*time.Second))
-	waitUntil(t, "the next failure", func() bool { return len(rc.events()) == 3 })
+	wait.For(t, 15*time.Second, "the next failure", func() bool { return len(rc.events()) == 3 })
 	if ev := rc.events()[2]; ev.event != "run.failed" || !strings.Contains(string(ev.body), `"runId":"run-4"`) {
 		t.Errorf("third delivery %s %s (a success after a success is not fixed)", ev.event, ev.body)
 	}
@@ -304,7 +299,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	startNotifier(t, s, notify.Config{SMTP: notify.SMTPConfig{Addr: l.Addr().String(), From: "kici@acme.test", Username: "kici",
 		Password: "mail-pass", TLS: &tls.Config{RootCAs: roots}}})
 
-	waitUntil(t, "the mail", func() bool { be.mu.Lock(); defer be.mu.Unlock(); return len(be.msgs) == 1 })
+	wait.For(t, 15*time.Second, "the mail", func() bool { be.mu.Lock(); defer be.mu.Unlock(); return len(be.msgs) == 1 })
 	be.mu.Lock()
 	msg, to, overTLS := be.msgs[0], be.to[0], be.tls[0]
 	be.mu.Unlock()
@@ -312,7 +307,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 		!strings.Contains(msg, "run run-9") {
 		t.Errorf("mail (tls=%v, to=%v):\n%s", overTLS, to, msg)
 	}
-	waitUntil(t, "the slack message", func() bool {
+	wait.For(t, 15*time.Second, "the slack message", func() bool {
 		return len(deliveries(t, s, "n-slack")) == 1 && deliveries(t, s, "n-slack")[0].Status == string(notify.DeliveryDelivered)
 	})
 	slackMu.Lock()

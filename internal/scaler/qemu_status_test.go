@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/vmguest"
 )
 
@@ -112,7 +113,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 			t.Fatalf("while the probe runs: accel %q state %q bootMs %d, want probing, active, 0", s.Accel, s.State, s.BootMs)
 		}
 		must(t, os.WriteFile(gate, nil, 0o644))
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		s := scalerNamed(m, "vm")
 		if s.Accel != AccelTCG || s.State != ScalerActive || s.BootMs < 150 || s.BootMs > 5000 {
 			t.Fatalf("after the probe: accel %q state %q bootMs %d, want tcg, active, the fake's ~150 ms", s.Accel, s.State, s.BootMs)
@@ -129,7 +130,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 	t.Run("forced tcg", func(t *testing.T) {
 		dir := t.TempDir()
 		m := qemuManager(t, dir, fakeQEMU(t, dir, "", false, false), "tcg")
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		if s := scalerNamed(m, "vm"); s.Accel != AccelForcedTCG || s.BootMs < 150 || s.AccelNote != "" {
 			t.Fatalf("accel %q bootMs %d note %q, want forced-tcg with a boot time", s.Accel, s.BootMs, s.AccelNote)
 		}
@@ -137,7 +138,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 	t.Run("no boot succeeds", func(t *testing.T) {
 		dir := t.TempDir()
 		m := qemuManager(t, dir, fakeQEMU(t, dir, "", true, true), "tcg")
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		s := scalerNamed(m, "vm")
 		if s.Accel != AccelNone || s.State != ScalerDegraded || !strings.Contains(s.StateReason, "could not load kernel") || s.BootMs != 0 {
 			t.Fatalf("accel %q state %q reason %q bootMs %d, want none, degraded with QEMU's error", s.Accel, s.State, s.StateReason, s.BootMs)
@@ -155,7 +156,7 @@ func TestQEMUTapScalerDegradedWithoutBridge(t *testing.T) {
 	host := newFakeHost("kici-brq")
 	tail := "firecracker: { cidr: 10.0.0.0/28, bridgeName: kici-brq, table: kici_q, autoProvisionHost: false }\n"
 	m := qemuManagerOn(t, dir, fakeQEMU(t, dir, "", false, false), "tcg", "    network: tap\n", host, tail)
-	waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+	wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 	s := scalerNamed(m, "vm")
 	if s.State != ScalerDegraded || !strings.Contains(s.StateReason, "bridge network not ready: bridge kici-brq is missing and autoProvisionHost is false") ||
 		s.Accel != AccelForcedTCG {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A graceful stop releases the lease: another scheduler leads at its very
@@ -24,10 +25,7 @@ func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
 	a.Tick = time.Hour // the Start loop ticks once, then waits
 	ctx := context.Background()
 	a.Start(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.times()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(5*time.Second, func() bool { return len(rec.times()) > 0 })
 	if got := rec.times(); !slices.Equal(got, []string{"2026-01-05T10:00:00Z"}) {
 		t.Fatalf("a fired %v, want 10:00:00", got)
 	}

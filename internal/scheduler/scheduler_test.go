@@ -16,6 +16,7 @@ import (
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type clock struct {
@@ -169,7 +170,7 @@ func TestSingleSchedulerAcrossInstances(t *testing.T) {
 		t.Fatalf("fired %v, want 10:00 (caught up at start) and 10:01, once each", got)
 	}
 	// a stops ticking; its lease expires; b takes over from now on.
-	time.Sleep(300 * time.Millisecond)
+	wait.Elapse(ctx, 300*time.Millisecond) // the wall clock moves past a's 200 ms lease
 	c.set(utc("2026-01-05T10:03:10Z"))
 	must(b.TickOnce(ctx))
 	if !b.leading {
