@@ -98,6 +98,7 @@ jobs:
       - run: |
           while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
           echo released
+          echo released >> ` + marks + `/released
   other:
     steps:
       - run: echo other
@@ -107,7 +108,8 @@ jobs:
 	g.waitChecks(t, 60*time.Second, map[string]string{"ci / gated": "in_progress", "ci / other": "completed/success"})
 	g.o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")
-	time.Sleep(500 * time.Millisecond)
+	// The job ends while no orchestrator listens.
+	waitFileContains(t, 30*time.Second, "the gated step to end", filepath.Join(marks, "released"), "released")
 	o2 := startOrchestratorAt(t, g.o.dataDir, g.port, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	if r := o2.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
 		t.Fatalf("run after restart %s", r.Status)

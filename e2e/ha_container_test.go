@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The container form of the HA acceptance tests (make test-ha): three
@@ -138,12 +139,12 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	}
 	waitInstants(t, c.Nodes[0], 2)
 	stream := c.startStream(500 * time.Millisecond)
-	time.Sleep(5 * time.Second)
+	wait.Elapse(t.Context(), 5*time.Second) // traffic before the cut
 
 	stream.setDown(2, true)
 	cutAt := time.Now()
 	docker(t, "network", "disconnect", netName, nodes[2].name)
-	time.Sleep(25 * time.Second)
+	wait.Elapse(t.Context(), 25*time.Second) // the node stays cut off past its lease
 	docker(t, "network", "connect", netName, nodes[2].name)
 	backAt := time.Now()
 	nodes[2].ip = docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+netName+"\").IPAddress}}", nodes[2].name)
@@ -156,7 +157,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 		return err == nil && resp.StatusCode == 200
 	})
 	stream.setDown(2, false)
-	time.Sleep(5 * time.Second)
+	wait.Elapse(t.Context(), 5*time.Second) // traffic after the node is back
 	deliveries := append(stream.finish(), first)
 	waitNextInstant(t, c.Nodes[1])
 	runs, statuses := c.checkDeliveries(t, c.Nodes[1], c.Nodes[0], deliveries, 5*time.Minute, false)

@@ -122,6 +122,7 @@ jobs:
         shell: sh
         run: |
           trap '' TERM
+          echo looping
           while true; do sleep 0.2; done
 `
 
@@ -184,7 +185,9 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 		c, n := jobDockerObjects(t, cli, jobID)
 		return c == 2 && n == 1
 	})
-	time.Sleep(300 * time.Millisecond) // the step is inside its loop
+	waitFor(t, time.Minute, "the step to be inside its loop", func() bool { // its TERM trap set
+		return strings.Contains(o.logText(t, runID, jobID, 0), "looping")
+	})
 	o.admin(t, "runs", "cancel", runID)
 	r = o.waitRunStatus(t, runID, time.Minute, "cancelled", "failed", "success")
 	if r.Status != "cancelled" {

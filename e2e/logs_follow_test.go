@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a process writing and the test
@@ -80,7 +82,7 @@ jobs:
 
 	o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")
-	time.Sleep(1500 * time.Millisecond) // the step writes on while no orchestrator listens
+	wait.Elapse(t.Context(), 1500*time.Millisecond) // the step writes on while no orchestrator listens
 	select {
 	case err := <-exited:
 		t.Fatalf("kici-admin exited while the orchestrator was down: %v\n%s", err, errs.String())

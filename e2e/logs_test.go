@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // readLog pages through a step's log with the API's cursor and returns the
@@ -153,7 +155,7 @@ jobs:
 		return err == nil
 	})
 	o.kill9(t)
-	time.Sleep(10 * time.Second)
+	wait.Elapse(t.Context(), 10*time.Second) // the outage: the step writes on while no orchestrator listens
 	o2 := startOrchestratorAt(t, dataDir, port)
 	r := o2.waitRunStatus(t, runID, 2*time.Minute, "success", "failed", "cancelled")
 	if r.Status != "success" {

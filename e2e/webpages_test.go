@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // pagesWorkflow's job finishes a first step, then runs a second that
@@ -92,8 +93,8 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 			t.Errorf("%d px: the finished set-up reads %q", width, setup)
 		}
 		first := b.text(`#steps li.on .elapsed`)
-		time.Sleep(2100 * time.Millisecond)
-		if later := b.text(`#steps li.on .elapsed`); later == first || later == "" {
+		var later string
+		if !wait.Until(10*time.Second, func() bool { later = b.text(`#steps li.on .elapsed`); return later != first && later != "" }) {
 			t.Errorf("%d px: the running step's elapsed time did not count on (%q then %q)", width, first, later)
 		}
 		logW := js[float64](b, `document.getElementById("log").getBoundingClientRect().width`)
