@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"kici.dev/kici/internal/testutil/teststore"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 // included, so the answer tells nothing), other addresses are untouched,
 // and once Retry-After has passed one more try is allowed.
 func TestFailedTokenChecksAreThrottledPerClient(t *testing.T) {
-	st := newStore(t)
+	st := teststore.SQLite(t)
 	a := NewAdminAuth(st, nil)
 	owner, err := a.EnsureOwnerToken(context.Background(), "first")
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
@@ -72,11 +72,7 @@ func newGHHarness(t *testing.T) *ghHarness {
 func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (runs.TrackerDeps, ProcessorDeps)) *ghHarness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	h := &ghHarness{t: t, ctx: ctx, st: st, fake: ghfake.New(77)}
 	trDeps, procDeps := deps(h)
 	h.tr = runs.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)

@@ -14,6 +14,7 @@ import (
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/trustpolicy"
 )
 
@@ -42,11 +43,7 @@ func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Sto
 	}
 	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(forge, "acme", "app.git"))
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: preset,
 		GitURLTemplate: "file://" + forge + "/{repo}.git"}}, nil); err != nil {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +24,7 @@ import (
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -60,11 +59,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, blobs blobstore.Store) *fixture {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	set := &settings{m: map[string]int64{}}
 	svc := jobblobs.New(st, blobs, set, nil)
 	mux := http.NewServeMux()

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,21 +19,11 @@ import (
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
 const secret = "s3cret-signing-key-0123"
-
-func newStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // finishRun stores a run of workflow ci on branch main that ended with st.
 func finishRun(t *testing.T, s store.Store, id string, st status.Run, created time.Time) {
@@ -111,7 +100,7 @@ func startNotifier(t *testing.T, s store.Store, cfg notify.Config) {
 // comes back on the same address; "fixed" follows a success after the
 // failure, and an unsubscribed outcome (succeeded) is not sent.
 func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	rc := &receiver{cut: true}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -280,7 +269,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	}))
 	defer slack.Close()
 
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	for _, sub := range []*store.NotificationSubscription{
 		{ID: "n-mail", OrgID: "acme", WorkflowName: "ci", Outcomes: []string{"failed"}, Channel: "email", Target: "Dev <dev@acme.test>, ops@acme.test"},
@@ -348,7 +337,7 @@ func TestNotifyHeldRunOnceAndTestMessage(t *testing.T) {
 	rc := &receiver{}
 	hook := httptest.NewServer(rc)
 	defer hook.Close()
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	sub := &store.NotificationSubscription{ID: "n-held", OrgID: "acme", Outcomes: []string{"held"}, Channel: "webhook",
 		Target: hook.URL, Secret: secret, Enabled: true, CreatedAt: time.Now().Add(-time.Minute)}

@@ -3,11 +3,10 @@ package trustpolicy
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 type failingReader struct{}
@@ -18,11 +17,7 @@ func (failingReader) GetTrustPolicy(context.Context, string) (*store.TrustPolicy
 
 func TestEffective(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := teststore.SQLite(t)
 	p, stored, err := Effective(ctx, st, "acme")
 	if err != nil || stored || p.ForkPolicy != store.ForkHold || p.ApprovalExpirySeconds != 259200 || p.OrgID != "acme" {
 		t.Fatalf("defaults: %+v %v %v", p, stored, err)
