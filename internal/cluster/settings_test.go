@@ -8,20 +8,13 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
-func open(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st := teststore.SQLite(t)
-	return st
-}
-
 func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 	ctx := context.Background()
-	st := open(t)
+	st := teststore.SQLite(t)
 	r := NewReader(st, Defaults{AgentTokenTTLMs: 7000}, 200*time.Millisecond, nil)
 	other := NewReader(st, nil, 200*time.Millisecond, nil) // another process's cache
 	if r.AgentTokenTTL(ctx) != 7*time.Second || r.ScalerSpawnTimeout(ctx) != 300*time.Second || r.Int(ctx, LockFileMaxBytes) != 5_242_880 {
@@ -58,7 +51,7 @@ func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 
 func TestPatchRejectsBadBodiesAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	st := open(t)
+	st := teststore.SQLite(t)
 	r := NewReader(st, nil, time.Minute, nil)
 	if _, err := r.Patch(ctx, []byte(`{"queueTimeoutMs": 5}`)); err != nil {
 		t.Fatal(err)

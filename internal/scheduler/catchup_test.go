@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"kici.dev/kici/internal/testutil/teststore"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // next tick (no wait for the TTL) and catches up the instant due during the
 // handover; an instant fired by the first is not fired again.
 func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "tenner", "@every 10s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:01Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -53,7 +54,7 @@ func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
 // A leader taking over after a gap longer than the catch-up window fires
 // nothing older than the window and records every instant it skipped.
 func TestCatchUpWindowBoundsTakeover(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "hourly", "@hourly", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -90,7 +91,7 @@ func TestCatchUpWindowBoundsTakeover(t *testing.T) {
 // instant and a takeover: the new leader still fires that instant (it
 // starts after the last recorded fire, not after the re-registration).
 func TestTakeoverAfterReRegistrationFiresTheInstantBetween(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "fiver", "@every 5s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:11Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}

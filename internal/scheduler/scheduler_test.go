@@ -26,12 +26,6 @@ type clock struct {
 func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	st := teststore.SQLite(t)
-	return st
-}
-
 func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time) {
 	t.Helper()
 	wf := `{"name":"` + name + `","source":{"file":"x","export":"#default"},"contentHash":"x","compileSchemaVersion":5,` +
@@ -88,7 +82,7 @@ func utc(s string) time.Time {
 // the scheduler started are not backfilled; after a pause only the latest
 // missed instant fires.
 func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	c := &clock{t: utc("2026-01-05T07:58:30Z")}
 	register(t, st, "nightly", "0 9 * * *", "Europe/Paris", utc("2026-01-01T00:00:00Z")) // 09:00 Paris = 08:00 UTC in winter
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
@@ -139,7 +133,7 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 // expires, firing the latest instant due meanwhile once and recording the
 // older one missed.
 func TestSingleSchedulerAcrossInstances(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "minutely", "* * * * *", "UTC", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -212,7 +206,7 @@ func TestParseErrorsAndImpossibleCron(t *testing.T) {
 // only, at the registered commit, and a second fire of the same instant
 // (another scheduler) starts nothing.
 func TestScheduleFireCreatesRun(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	if err := st.CreateSource(ctx, &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: "local", Enabled: true}); err != nil {
 		t.Fatal(err)
@@ -265,7 +259,7 @@ func (nopEnqueuer) EnqueueJob(context.Context, *store.Job) error { return nil }
 // A paused source's schedules do not fire, resuming it does not backfill
 // what fell due while paused, and a deleted source's schedules stop.
 func TestPausedAndDeletedSourcesDoNotFire(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}

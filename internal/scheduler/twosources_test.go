@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"kici.dev/kici/internal/testutil/teststore"
 	"testing"
 
 	"kici.dev/kici/internal/ingest"
@@ -14,7 +15,7 @@ import (
 // once, through an enabled source; pausing that source moves the schedule
 // to the other one instead of silencing or doubling it.
 func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	wf := json.RawMessage(`{"name":"nightly","source":{"file":"x","export":"#default"},"contentHash":"x","compileSchemaVersion":5,` +
 		`"triggers":[{"_type":"schedule","cronExpression":"*/5 * * * *","timezone":""}],` +
