@@ -62,6 +62,27 @@ func gitHTTPServer(t *testing.T, root string) *httptest.Server {
 	return srv
 }
 
+// qemuScalers is a scalers.yaml of one qemu scaler, name, of at most two
+// guests (1 vCPU, 512 MiB) booted from kernel and initrd with their state
+// under vmDir, allowed to reach the host's gitPort; extra adds lines,
+// indented four spaces, to the scaler's entry.
+func qemuScalers(name, kernel, initrd, vmDir, gitPort, extra string) string {
+	return fmt.Sprintf(`version: 1
+scalers:
+  - name: %s
+    type: qemu
+    maxAgents: 2
+    kernelPath: %s
+    initrdPath: %s
+    vmDir: %s
+    vcpuCount: 1
+    memSizeMib: 512
+    hostPorts: [%s]
+%s    labelSets:
+      - labels: [vm]
+`, name, kernel, initrd, vmDir, gitPort, extra)
+}
+
 // vmRecordPid reads the QEMU pid of agent's VM from its record.
 func vmRecordPid(t *testing.T, vmDir, agent string) int {
 	t.Helper()
@@ -114,21 +135,7 @@ if ps | grep -v grep | grep -q 'sleep 4242'; then echo "HOST PROCESS VISIBLE"; e
 
 	vmDir := filepath.Join(hostDir(t), "vms")
 	cfg := filepath.Join(t.TempDir(), "scalers.yaml")
-	write(t, cfg, fmt.Sprintf(`version: 1
-scalers:
-  - name: vm-e2e
-    type: qemu
-    maxAgents: 2
-    maxConcurrentSpawns: 2
-    kernelPath: %s
-    initrdPath: %s
-    vmDir: %s
-    vcpuCount: 1
-    memSizeMib: 512
-    hostPorts: [%s]
-    labelSets:
-      - labels: [vm]
-`, kernel, initrd, vmDir, srvURL.Port()))
+	write(t, cfg, qemuScalers("vm-e2e", kernel, initrd, vmDir, srvURL.Port(), "    maxConcurrentSpawns: 2\n"))
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, loopbackSourcesEnv)
 	o.admin(t, "context", "create", "--org", "acme", "--name", "vm")
 	o.admin(t, "context", "bind", "--org", "acme", "--env", "vm", "--scope", "vm")

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -61,22 +60,7 @@ func TestVMWarmPoolStartsJobsInBootedGuests(t *testing.T) {
 	srvURL, _ := url.Parse(srv.URL)
 	vmDir := filepath.Join(hostDir(t), "vms")
 	cfg := filepath.Join(t.TempDir(), "scalers.yaml")
-	doc := func(warm string) string {
-		return fmt.Sprintf(`version: 1
-scalers:
-  - name: vm-warm
-    type: qemu
-    maxAgents: 2
-    kernelPath: %s
-    initrdPath: %s
-    vmDir: %s
-    vcpuCount: 1
-    memSizeMib: 512
-    hostPorts: [%s]
-%s    labelSets:
-      - labels: [vm]
-`, kernel, initrd, vmDir, srvURL.Port(), warm)
-	}
+	doc := func(warm string) string { return qemuScalers("vm-warm", kernel, initrd, vmDir, srvURL.Port(), warm) }
 	write(t, cfg, doc(""))
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, loopbackSourcesEnv)
 	forge := newFakeForgeRepo(t, o, forgefake.GitLab, srv.URL+"/{repo}")
