@@ -50,7 +50,31 @@ func qemuManager(t *testing.T, dir, qemuPath, accel string) *Manager {
 // firecracker: block), host commands running through run.
 func qemuManagerOn(t *testing.T, dir, qemuPath, accel, fields string, run HostRunner, tail ...string) *Manager {
 	t.Helper()
-	doc := fmt.Sprintf(`version: 1
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(qemuScalersDoc(dir, qemuPath, accel, fields, tail...)))
+	must(t, err)
+	settings := &liveSettings{}
+	settings.ttl.Store(int64(time.Hour))
+	settings.timeout.Store(int64(5 * time.Second))
+	fallback := func(e *Entry, exited func(string, error)) (Backend, error) {
+		return &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}, nil
+	}
+	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
+		Events: &memLog{lines: map[string][]string{}}, FailureBackoff: time.Minute, OrchestratorURL: "ws://127.0.0.1:1/ws",
+		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second, Runner: run})})
+	must(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+	})
+	return m
+}
+
+// qemuScalersDoc is the scalers.yaml of qemuManagerOn: the qemu scaler vm
+// (QEMU qemuPath, its image and VMs under dir, accel, extra fields) and
+// the bare-metal scaler metal, then tail.
+func qemuScalersDoc(dir, qemuPath, accel, fields string, tail ...string) string {
+	return fmt.Sprintf(`version: 1
 scalers:
   - name: vm
     type: qemu
@@ -70,24 +94,6 @@ scalers:
     labelSets:
       - labels: [plain]
 %s`, qemuPath, dir, dir, dir, accel, fields, os.Getuid(), os.Getgid(), strings.Join(tail, ""))
-	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(doc))
-	must(t, err)
-	settings := &liveSettings{}
-	settings.ttl.Store(int64(time.Hour))
-	settings.timeout.Store(int64(5 * time.Second))
-	fallback := func(e *Entry, exited func(string, error)) (Backend, error) {
-		return &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}, nil
-	}
-	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
-		Events: &memLog{lines: map[string][]string{}}, FailureBackoff: time.Minute, OrchestratorURL: "ws://127.0.0.1:1/ws",
-		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second, Runner: run})})
-	must(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		m.Shutdown(ctx)
-	})
-	return m
 }
 
 func scalerNamed(m *Manager, name string) ScalerStatus {
@@ -168,27 +174,7 @@ func TestQEMUTapScalerDegradedWithoutBridge(t *testing.T) {
 	host.mu.Lock()
 	host.brExists, host.brAddr, host.brUp, host.table = true, "10.0.0.1/28", true, true
 	host.mu.Unlock()
-	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(fmt.Sprintf(`version: 1
-scalers:
-  - name: vm
-    type: qemu
-    maxAgents: 1
-    qemuPath: %s/qemu-system-x86_64
-    kernelPath: %s/vmlinuz
-    initrdPath: %s/initramfs.cpio
-    vmDir: %s/vms
-    accel: tcg
-    network: tap
-    uid: %d
-    gid: %d
-    labelSets:
-      - labels: [vm]
-  - name: metal
-    type: bare-metal
-    maxAgents: 1
-    labelSets:
-      - labels: [plain]
-%s`, dir, dir, dir, dir, os.Getuid(), os.Getgid(), tail)))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(qemuScalersDoc(dir, filepath.Join(dir, "qemu-system-x86_64"), "tcg", "    network: tap\n", tail)))
 	must(t, err)
 	must(t, m.Reload(cfg))
 	if s := scalerNamed(m, "vm"); s.State != ScalerActive {
