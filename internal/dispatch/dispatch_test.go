@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -141,11 +141,7 @@ func newHarness(t *testing.T, cfg Config, sp Spawner) *harness {
 // collaborators of deps (Events is the harness's own recorder).
 func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := teststore.SQLite(t) // closed after the cleanup below shuts the dispatcher down
 	h := &harness{t: t, st: st, aa: auth.NewAgentAuth(st), logs: &logSink{}}
 	h.ev = newEvents(st)
 	var logger *slog.Logger
@@ -161,7 +157,6 @@ func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
 		defer cancel()
 		h.d.Shutdown(sctx)
 		srv.Close()
-		st.Close()
 	})
 	return h
 }
