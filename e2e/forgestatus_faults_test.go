@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const quickWorkflow = `name: ci
@@ -59,7 +60,7 @@ func TestForgeStatusForgeDownForTheWholeRun(t *testing.T) {
 		t.Fatalf("run %s while the forge is down", r.Status)
 	}
 	t.Logf("run ended %s after the push with the forge down", time.Since(start).Round(time.Millisecond))
-	waitFor(t, 30*time.Second, "a failed delivery recorded", func() bool {
+	wait.For(t, 30*time.Second, "a failed delivery recorded", func() bool {
 		return strings.Contains(g.o.admin(t, "check-run", "list", "--sha", g.sha), "retrying")
 	})
 	if n := len(g.fake.CheckRuns(ingressRepo)); n != 0 {

@@ -117,7 +117,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 		o := &orchestrator{url: "http://" + n.ip + ":4000", token: token,
 			env: []string{"KICI_ADMIN_URL=http://" + n.ip + ":4000", "KICI_ADMIN_TOKEN=" + token}}
 		c.Nodes = append(c.Nodes, o)
-		waitFor(t, 60*time.Second, name+" to answer /health", func() bool {
+		wait.For(t, 60*time.Second, name+" to answer /health", func() bool {
 			resp, err := http.Get(o.url + "/health")
 			if err == nil {
 				resp.Body.Close()
@@ -125,7 +125,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 			return err == nil && resp.StatusCode == 200
 		})
 		if i == 0 { // node 0 leads the scheduler: it is up first
-			waitFor(t, 30*time.Second, "node 0 to lead the scheduler", func() bool {
+			wait.For(t, 30*time.Second, "node 0 to lead the scheduler", func() bool {
 				out, _ := exec.Command("docker", "logs", name).CombinedOutput()
 				return strings.Contains(string(out), "scheduler: leading")
 			})
@@ -149,7 +149,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	backAt := time.Now()
 	nodes[2].ip = docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+netName+"\").IPAddress}}", nodes[2].name)
 	c.Nodes[2].url = "http://" + nodes[2].ip + ":4000"
-	waitFor(t, 60*time.Second, "node 2 to answer again", func() bool {
+	wait.For(t, 60*time.Second, "node 2 to answer again", func() bool {
 		resp, err := http.Get(c.Nodes[2].url + "/ready")
 		if err == nil {
 			resp.Body.Close()

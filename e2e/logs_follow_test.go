@@ -78,7 +78,7 @@ jobs:
 			<-exited
 		}
 	})
-	waitFor(t, 30*time.Second, "the follower to print line 40", func() bool { return strings.Contains(out.String(), "line 40\n") })
+	wait.For(t, 30*time.Second, "the follower to print line 40", func() bool { return strings.Contains(out.String(), "line 40\n") })
 
 	o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")

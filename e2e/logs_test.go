@@ -150,7 +150,7 @@ jobs:
 	o := startOrchestratorAt(t, dataDir, port)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to print", func() bool {
+	wait.For(t, 60*time.Second, "the step to print", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "started"))
 		return err == nil
 	})

@@ -200,16 +200,6 @@ func (o *orchestrator) jobsOf(t *testing.T, runID string) map[string]jobRow {
 	return out
 }
 
-// waitFor polls cond until timeout (wait.For), failing the test then.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, timeout, what, cond)
-}
-
-// poll checks cond until it holds (true) or timeout has passed (false)
-// (wait.Until), for callers that report a timeout their own way.
-func poll(timeout time.Duration, cond func() bool) bool { return wait.Until(timeout, cond) }
-
 // pidsIn reads the pids a step wrote to path.
 func pidsIn(t *testing.T, path string) []int {
 	t.Helper()
@@ -348,7 +338,7 @@ jobs:
 	o := startOrchestrator(t)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the stubborn step to start", func() bool {
+	wait.For(t, 60*time.Second, "the stubborn step to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "pids"))
 		return err == nil
 	})
@@ -516,7 +506,7 @@ jobs:
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
 	const why = "unroutable: no agent online; no scaler label set serves runsOn [gpu]"
-	waitFor(t, 10*time.Second, "the pending reason", func() bool {
+	wait.For(t, 10*time.Second, "the pending reason", func() bool {
 		return o.jobsOf(t, runID)["train"].RoutingReason == why
 	})
 	if out := o.admin(t, "runs", "jobs", runID); !strings.Contains(out, why) || !strings.Contains(out, "queued") {
@@ -550,7 +540,7 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
 		return len(b) > 0
 	})
@@ -559,7 +549,7 @@ jobs:
 	}
 	_, d2 := o.push(t, repo, src)
 	run2 := o.runOf(t, d2)
-	waitFor(t, 10*time.Second, "run 2 held with reason draining", func() bool {
+	wait.For(t, 10*time.Second, "run 2 held with reason draining", func() bool {
 		j := o.jobsOf(t, run2)["work"]
 		return j.Status == "queued" && j.RoutingReason == "draining"
 	})
@@ -604,7 +594,7 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "first"))
 		return err == nil
 	})
@@ -640,7 +630,7 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(marks, "log"))
 		return len(b) > 0
 	})
@@ -756,7 +746,7 @@ jobs:
 // waitFileContains waits until the file at path contains substr.
 func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr string) {
 	t.Helper()
-	waitFor(t, timeout, what, func() bool {
+	wait.For(t, timeout, what, func() bool {
 		b, _ := os.ReadFile(path)
 		return strings.Contains(string(b), substr)
 	})
@@ -800,7 +790,7 @@ func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *t
 		t.Fatal(err)
 	}
 	_ = agent.Wait()
-	waitFor(t, 10*time.Second, "the job to be recovering", func() bool {
+	wait.For(t, 10*time.Second, "the job to be recovering", func() bool {
 		return o2.jobsOf(t, run3)["work"].Status == "recovering"
 	})
 	startStaticAgent(t, port, tok, "agent-2.log")
@@ -838,7 +828,7 @@ jobs:
 	agent := startStaticAgent(t, port, mintStaticToken(t, dataDir), "agent.log", "KICI_JOB_HEARTBEAT_INTERVAL_MS=300")
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to start", func() bool {
+	wait.For(t, 60*time.Second, "the step to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "pid"))
 		return err == nil
 	})

@@ -59,7 +59,7 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "pagesrc", "--quiet")
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	var runID string
-	waitFor(t, 30*time.Second, "the run", func() bool {
+	wait.For(t, 30*time.Second, "the run", func() bool {
 		var list struct {
 			Runs []runView `json:"runs"`
 		}
@@ -70,7 +70,7 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 		return runID != ""
 	})
 	var jobID string
-	waitFor(t, 60*time.Second, "the second step to run", func() bool {
+	wait.For(t, 60*time.Second, "the second step to run", func() bool {
 		j := o.jobsOf(t, runID)["build"]
 		jobID = j.JobID
 		return len(j.Steps) > 1 && j.Steps[1].Status == "running"

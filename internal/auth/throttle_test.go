@@ -2,13 +2,14 @@ package auth
 
 import (
 	"context"
-	"kici.dev/kici/internal/testutil/teststore"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // The attack: one address tries wrong admin tokens as fast as it can. The

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/testutil/teststore"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // recEnqueuer inserts a dispatch queue entry like the real dispatcher does

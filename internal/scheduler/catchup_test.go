@@ -2,13 +2,13 @@ package scheduler
 
 import (
 	"context"
-	"kici.dev/kici/internal/testutil/teststore"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 

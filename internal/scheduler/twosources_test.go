@@ -3,11 +3,11 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"kici.dev/kici/internal/testutil/teststore"
 	"testing"
 
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // TestRepositoryUnderTwoSourcesFiresOnce: one repository registered under

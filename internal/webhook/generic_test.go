@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"kici.dev/kici/internal/testutil/teststore"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 const secret = "s3cret-webhook-key"

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"kici.dev/kici/internal/testutil/fixtures"
-	"kici.dev/kici/internal/testutil/teststore"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 var fixtureDir = fixtures.GitHubWebhooksDir()
