@@ -51,39 +51,40 @@ func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 
 func TestPatchRejectsBadBodiesAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	st := teststore.SQLite(t)
-	r := NewReader(st, nil, time.Minute, nil)
-	if _, err := r.Patch(ctx, []byte(`{"queueTimeoutMs": 5}`)); err != nil {
-		t.Fatal(err)
-	}
-	for body, want := range map[string]string{
-		`{"agentTokenTtlMs": 999}`:                          "out of range [1000",
-		`{"agentTokenTtlMs": 5000, "bogus": 1}`:             `unknown setting "bogus"`,
-		`{"agent_token_ttl_ms": 5000}`:                      `unknown setting "agent_token_ttl_ms"`,
-		`{"agentTokenTtlMs": "5000"}`:                       "must be an integer",
-		`{"agentTokenTtlMs": 5000.5}`:                       "must be an integer",
-		`{"agentTokenTtlMs": 99999999999999999999999}`:      "must be an integer",
-		`{"lockFileMaxBytes": 2000000000}`:                  "out of range",
-		`[1]`:                                               "JSON object",
-		`{}`:                                                "names no setting",
-		`{"queueTimeoutMs": 1} {"queueTimeoutMs": 2}`:       "single JSON object",
-		`{"queueTimeoutMs": 7, "queueTimeoutMs": -1}`:       "out of range",
-		`{"scalerSpawnTimeoutMs": 3600001}`:                 "out of range",
-		`{"agentTokenTtlMs": 5000, "webhookDedupTtlMs": 1}`: "webhookDedupTtlMs",
-	} {
-		_, err := r.Patch(ctx, []byte(body))
-		var pe *PatchError
-		if !errors.As(err, &pe) || !strings.Contains(err.Error(), want) {
-			t.Errorf("PATCH %s: %v, want %q", body, err, want)
+	teststore.Each(t, func(t *testing.T, st store.Store) {
+		r := NewReader(st, nil, time.Minute, nil)
+		if _, err := r.Patch(ctx, []byte(`{"queueTimeoutMs": 5}`)); err != nil {
+			t.Fatal(err)
 		}
-	}
-	cs, err := st.GetClusterSettings(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cs.Version != 1 || len(cs.Values) != 1 || cs.Values[QueueTimeoutMs] != 5 {
-		t.Fatalf("a refused PATCH changed something: %+v", cs)
-	}
+		for body, want := range map[string]string{
+			`{"agentTokenTtlMs": 999}`:                          "out of range [1000",
+			`{"agentTokenTtlMs": 5000, "bogus": 1}`:             `unknown setting "bogus"`,
+			`{"agent_token_ttl_ms": 5000}`:                      `unknown setting "agent_token_ttl_ms"`,
+			`{"agentTokenTtlMs": "5000"}`:                       "must be an integer",
+			`{"agentTokenTtlMs": 5000.5}`:                       "must be an integer",
+			`{"agentTokenTtlMs": 99999999999999999999999}`:      "must be an integer",
+			`{"lockFileMaxBytes": 2000000000}`:                  "out of range",
+			`[1]`:                                               "JSON object",
+			`{}`:                                                "names no setting",
+			`{"queueTimeoutMs": 1} {"queueTimeoutMs": 2}`:       "single JSON object",
+			`{"queueTimeoutMs": 7, "queueTimeoutMs": -1}`:       "out of range",
+			`{"scalerSpawnTimeoutMs": 3600001}`:                 "out of range",
+			`{"agentTokenTtlMs": 5000, "webhookDedupTtlMs": 1}`: "webhookDedupTtlMs",
+		} {
+			_, err := r.Patch(ctx, []byte(body))
+			var pe *PatchError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), want) {
+				t.Errorf("PATCH %s: %v, want %q", body, err, want)
+			}
+		}
+		cs, err := st.GetClusterSettings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.Version != 1 || len(cs.Values) != 1 || cs.Values[QueueTimeoutMs] != 5 {
+			t.Fatalf("a refused PATCH changed something: %+v", cs)
+		}
+	})
 }
 
 type brokenStore struct{ store.ClusterSettingsStore }
