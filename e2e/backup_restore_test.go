@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A push workflow whose job runs on the embedded agent and finishes.
@@ -101,7 +103,7 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	o := startIn(t, t.TempDir())
 	src := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "app", "--quiet")
 	o.admin(t, "source", "trigger-local", src, "--quiet") // registers the schedule, runs hello and stuck
-	waitFor(t, 120*time.Second, "hello to succeed and stuck to queue", func() bool {
+	wait.For(t, 120*time.Second, "hello to succeed and stuck to queue", func() bool {
 		h, s := runsOf(t, o, "hello"), runsOf(t, o, "stuck")
 		return len(h) == 1 && h[0].Status == "success" && len(s) == 1 && o.jobsOf(t, s[0].RunID)["wait"].Status == "queued"
 	})
@@ -125,7 +127,7 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	// that caught up would fire it (the copy's registration predates it,
 	// well within the catch-up window). @every 1m falls on whole minutes.
 	unfired := time.Unix((time.Now().Unix()/60+1)*60, 0)
-	waitFor(t, time.Until(unfired)+10*time.Second, "the outage to span a schedule instant", func() bool { return time.Now().After(unfired.Add(time.Second)) })
+	wait.For(t, time.Until(unfired)+10*time.Second, "the outage to span a schedule instant", func() bool { return time.Now().After(unfired.Add(time.Second)) })
 
 	restored := t.TempDir()
 	for src, dst := range map[string]string{backup: "kici.db", backup + ".secret.key": "secret.key"} {
@@ -152,7 +154,7 @@ func TestBackupRestoreStartsSafely(t *testing.T) {
 	}
 	// The restored node fires the schedule live (the first whole minute
 	// after its start, once it holds the lease) and no instant before it.
-	waitFor(t, 150*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
+	wait.For(t, 150*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
 	fires := scheduleFiresSince(t, r, startedAt)
 	for _, sec := range fires {
 		if sec < startedAt.Unix() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type drainView struct {
@@ -22,15 +23,12 @@ type drainView struct {
 func waitDraining(t *testing.T, o *orchestrator, want bool) drainView {
 	t.Helper()
 	var v drainView
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	if !wait.Until(15*time.Second, func() bool {
 		o.get(t, "/api/v1/admin/orchestrator/drain", &v)
-		if v.Draining == want {
-			return v
-		}
-		time.Sleep(200 * time.Millisecond)
+		return v.Draining == want
+	}) {
+		t.Fatalf("node %s draining=%v after 15 s, want %v", v.Node, v.Draining, want)
 	}
-	t.Fatalf("node %s draining=%v after 15 s, want %v", v.Node, v.Draining, want)
 	return v
 }
 

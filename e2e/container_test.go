@@ -17,6 +17,8 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The container tests run against the machine's Docker Engine with an
@@ -190,7 +192,11 @@ func TestScalerContainerBackend(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-			time.Sleep(50 * time.Millisecond)
+			select { // sample every 50 ms until stopped
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}()
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
@@ -217,10 +223,7 @@ func TestScalerContainerBackend(t *testing.T) {
 		t.Error(p)
 	}
 	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(scalerContainers(t, cli, name)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Until(20*time.Second, func() bool { return len(scalerContainers(t, cli, name)) == 0 })
 	if left := scalerContainers(t, cli, name); len(left) > 0 {
 		t.Errorf("containers remain after the run: %v", left)
 	}
@@ -264,16 +267,13 @@ func TestScalerContainerBackend(t *testing.T) {
 	git(t, repo, "add", "-A")
 	git(t, repo, "commit", "-qm", "long")
 	o.admin(t, "source", "trigger-local", sourceID, "--quiet")
-	deadline = time.Now().Add(30 * time.Second)
-	for len(scalerContainers(t, cli, name)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Until(30*time.Second, func() bool { return len(scalerContainers(t, cli, name)) > 0 })
 	if len(scalerContainers(t, cli, name)) != 1 {
 		t.Fatal("the long job's container never appeared")
 	}
 	_ = o.cmd.Process.Signal(syscall.SIGKILL)
 	_ = o.cmd.Wait()
-	time.Sleep(200 * time.Millisecond)
+	wait.Elapse(t.Context(), 200*time.Millisecond) // room for a removal that must not come
 	if len(scalerContainers(t, cli, name)) != 1 {
 		t.Fatal("the container did not outlive the killed orchestrator (nothing to clean up)")
 	}
@@ -341,26 +341,26 @@ scalers:
 	start := time.Now()
 	o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	var reason string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(30*time.Second, func() bool {
 		var runs struct {
 			Runs []runView `json:"runs"`
 		}
 		o.get(t, "/api/v1/admin/runs", &runs)
-		if len(runs.Runs) == 1 {
-			var jobs struct {
-				Jobs []struct {
-					PendingReason string `json:"routingReason"`
-				} `json:"jobs"`
-			}
-			o.get(t, "/api/v1/admin/runs/"+runs.Runs[0].RunID+"/jobs", &jobs)
-			if len(jobs.Jobs) == 1 && strings.Contains(jobs.Jobs[0].PendingReason, "spawn failed") {
-				reason = jobs.Jobs[0].PendingReason
-				break
-			}
+		if len(runs.Runs) != 1 {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		var jobs struct {
+			Jobs []struct {
+				PendingReason string `json:"routingReason"`
+			} `json:"jobs"`
+		}
+		o.get(t, "/api/v1/admin/runs/"+runs.Runs[0].RunID+"/jobs", &jobs)
+		if len(jobs.Jobs) == 1 && strings.Contains(jobs.Jobs[0].PendingReason, "spawn failed") {
+			reason = jobs.Jobs[0].PendingReason
+			return true
+		}
+		return false
+	})
 	took := time.Since(start)
 	t.Logf("pending reason after %v: %s", took.Round(time.Millisecond), reason)
 	if !strings.Contains(reason, "spawn deadline of 2s exceeded") {

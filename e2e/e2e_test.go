@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 var binDir string
@@ -219,8 +220,7 @@ func startOrchestrator(t *testing.T, extraEnv ...string) *orchestrator {
 			}
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(30*time.Second, func() bool {
 		b, err := os.ReadFile(filepath.Join(o.dataDir, "orchestrator.json"))
 		if err == nil && len(b) > 0 {
 			var ep struct {
@@ -228,11 +228,10 @@ func startOrchestrator(t *testing.T, extraEnv ...string) *orchestrator {
 			}
 			if json.Unmarshal(b, &ep) == nil && ep.URL != "" {
 				o.url = ep.URL
-				break
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return o.url != ""
+	})
 	if o.url == "" {
 		b, _ := os.ReadFile(o.logPath)
 		t.Fatalf("orchestrator did not write orchestrator.json in 30s; log:\n%s", b)
@@ -329,25 +328,19 @@ type jobView struct {
 
 func (o *orchestrator) waitRun(t *testing.T, deliveryID string, timeout time.Duration) runView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var list struct {
-			Runs []runView `json:"runs"`
-		}
-		o.get(t, "/api/v1/admin/runs?deliveryId="+deliveryID, &list)
-		if len(list.Runs) > 0 {
-			r := list.Runs[0]
-			if r.Status == "success" || r.Status == "failed" || r.Status == "cancelled" {
-				if len(list.Runs) != 1 {
-					t.Errorf("delivery %s created %d runs, want 1 (only one workflow matches)", deliveryID, len(list.Runs))
-				}
-				return r
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
+	var list struct {
+		Runs []runView `json:"runs"`
 	}
-	t.Fatalf("run for delivery %s not terminal within %s", deliveryID, timeout)
-	return runView{}
+	if !wait.Until(timeout, func() bool {
+		o.get(t, "/api/v1/admin/runs?deliveryId="+deliveryID, &list)
+		return len(list.Runs) > 0 && terminalRun(list.Runs[0].Status)
+	}) {
+		t.Fatalf("run for delivery %s not terminal within %s", deliveryID, timeout)
+	}
+	if len(list.Runs) != 1 {
+		t.Errorf("delivery %s created %d runs, want 1 (only one workflow matches)", deliveryID, len(list.Runs))
+	}
+	return list.Runs[0]
 }
 
 func (o *orchestrator) logText(t *testing.T, runID, jobID string, step int) string {
@@ -478,10 +471,7 @@ func testPushRun(t *testing.T, extraEnv ...string) {
 
 	// Every spawned agent exits after its one job, and no step lingers.
 	wsURL := "KICI_ORCHESTRATOR_URL=ws://" + strings.TrimPrefix(o.url, "http://") + "/ws"
-	deadline := time.Now().Add(20 * time.Second)
-	for len(agentProcesses(wsURL, "KICI_RUN_ID="+run.RunID)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Until(20*time.Second, func() bool { return len(agentProcesses(wsURL, "KICI_RUN_ID="+run.RunID)) == 0 })
 	if left := agentProcesses(wsURL, "KICI_RUN_ID="+run.RunID); len(left) > 0 {
 		t.Errorf("agent or step processes still running after the run: %v", left)
 	}

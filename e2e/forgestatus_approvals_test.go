@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A fork pull request held for approval is visible on the forge
@@ -45,7 +46,7 @@ func TestForgeStatusHeldForkApprovedAndRefusedComment(t *testing.T) {
 		"sender":     map[string]any{"login": "stranger", "id": 4040}})
 	postGitHubEvent(t, g.o.url+"/webhook/acme/github/"+g.srcID, "issue_comment", "comment-1", comment)
 	var reply ghfake.Request
-	waitFor(t, 30*time.Second, "a reply to the comment", func() bool {
+	wait.For(t, 30*time.Second, "a reply to the comment", func() bool {
 		rs := g.fake.Requests("/repos/acme/api/issues/7/comments")
 		if len(rs) > 0 {
 			reply = rs[0]
@@ -63,7 +64,7 @@ func TestForgeStatusHeldForkApprovedAndRefusedComment(t *testing.T) {
 	if r := g.o.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
 		t.Fatalf("approved run %s", r.Status)
 	}
-	waitFor(t, 30*time.Second, "a new check completed after the approval", func() bool {
+	wait.For(t, 30*time.Second, "a new check completed after the approval", func() bool {
 		cs := g.fake.CheckRuns(ingressRepo)
 		return len(cs) == 2 && cs[1].States[len(cs[1].States)-1] == "completed/success"
 	})
@@ -95,7 +96,7 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	}
 	rerequest("rerun-1", "reader")
 	id := fmt.Sprintf("github:%d:rerun-1", ingressApp)
-	waitFor(t, 30*time.Second, "the refused re-run recorded", func() bool {
+	wait.For(t, 30*time.Second, "the refused re-run recorded", func() bool {
 		return strings.Contains(g.o.admin(t, "event-log", "show", id), "refused")
 	})
 	if out := g.o.admin(t, "event-log", "show", id); !strings.Contains(out, `"reader" has "read" permission`) {
@@ -103,7 +104,7 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	}
 	// The refusal is shown on the commit: a neutral check saying why.
 	var refusal ghfake.CheckRun
-	waitFor(t, 30*time.Second, "the refusal shown on the commit", func() bool {
+	wait.For(t, 30*time.Second, "the refusal shown on the commit", func() bool {
 		for _, c := range g.fake.CheckRuns(ingressRepo) {
 			if c.Fields["name"] == "kici / re-run" {
 				refusal = c
@@ -141,7 +142,7 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 	if got := g.o.logText(t, rerunID, jobs["lint"].JobID, 0); !strings.Contains(got, "linted") {
 		t.Errorf("lint log in the rerun %q", got)
 	}
-	waitFor(t, 30*time.Second, "the rerun's checks completed", func() bool {
+	wait.For(t, 30*time.Second, "the rerun's checks completed", func() bool {
 		n := 0
 		for _, c := range g.fake.CheckRuns(ingressRepo) {
 			if c.Fields["external_id"] == jobs["lint"].JobID || c.Fields["external_id"] == jobs["package"].JobID {
@@ -185,7 +186,7 @@ func TestForgeStatusCheckRunRerequested(t *testing.T) {
 func (o *orchestrator) newRun(t *testing.T, known ...string) string {
 	t.Helper()
 	var id string
-	waitFor(t, 30*time.Second, "a new run", func() bool {
+	wait.For(t, 30*time.Second, "a new run", func() bool {
 		var list struct {
 			Runs []runView `json:"runs"`
 		}

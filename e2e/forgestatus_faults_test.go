@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const quickWorkflow = `name: ci
@@ -59,7 +60,7 @@ func TestForgeStatusForgeDownForTheWholeRun(t *testing.T) {
 		t.Fatalf("run %s while the forge is down", r.Status)
 	}
 	t.Logf("run ended %s after the push with the forge down", time.Since(start).Round(time.Millisecond))
-	waitFor(t, 30*time.Second, "a failed delivery recorded", func() bool {
+	wait.For(t, 30*time.Second, "a failed delivery recorded", func() bool {
 		return strings.Contains(g.o.admin(t, "check-run", "list", "--sha", g.sha), "retrying")
 	})
 	if n := len(g.fake.CheckRuns(ingressRepo)); n != 0 {
@@ -98,6 +99,7 @@ jobs:
       - run: |
           while [ ! -f ` + marks + `/gate ]; do sleep 0.1; done
           echo released
+          echo released >> ` + marks + `/released
   other:
     steps:
       - run: echo other
@@ -107,7 +109,8 @@ jobs:
 	g.waitChecks(t, 60*time.Second, map[string]string{"ci / gated": "in_progress", "ci / other": "completed/success"})
 	g.o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")
-	time.Sleep(500 * time.Millisecond)
+	// The job ends while no orchestrator listens.
+	waitFileContains(t, 30*time.Second, "the gated step to end", filepath.Join(marks, "released"), "released")
 	o2 := startOrchestratorAt(t, g.o.dataDir, g.port, "KICI_PUBLIC_URL="+forgePublicURL, loopbackSourcesEnv)
 	if r := o2.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
 		t.Fatalf("run after restart %s", r.Status)

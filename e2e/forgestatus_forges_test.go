@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/forgefake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // universalForge is an orchestrator with one universal-git source whose
@@ -151,7 +152,7 @@ func (u *universalForge) statesOf(t *testing.T, prefix, key string) map[string][
 func waitStates(t *testing.T, what string, get func() map[string][]string, want map[string]string) map[string][]string {
 	t.Helper()
 	var got map[string][]string
-	waitFor(t, 30*time.Second, what, func() bool {
+	wait.For(t, 30*time.Second, what, func() bool {
 		got = get()
 		for k, last := range want {
 			s := got[k]

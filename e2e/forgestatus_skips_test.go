@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"kici.dev/kici/internal/testutil/forgefake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // skipsWorkflow: publish passes, so rollback (on-failure) is skipped and
@@ -112,7 +113,7 @@ jobs:
 	u.o.waitRunStatus(t, runID, 60*time.Second, "success", "failed", "cancelled")
 	prefix := "/api/v4/projects/acme%2Fapi/statuses/" + u.sha
 	var got map[string][]string
-	waitFor(t, 30*time.Second, "every job's final GitLab status", func() bool {
+	wait.For(t, 30*time.Second, "every job's final GitLab status", func() bool {
 		got = u.statesOf(t, prefix, "name")
 		for _, job := range []string{"build", "test", "deploy"} {
 			s := got["kici/ci/"+job]

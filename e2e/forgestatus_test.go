@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The forge reporter against a recording fake of the GitHub API: what a
@@ -69,9 +70,9 @@ func (g *ghForge) push(t *testing.T, delivery string) string {
 // is in want[name], and returns the check runs by name.
 func (g *ghForge) waitChecks(t *testing.T, timeout time.Duration, want map[string]string) map[string]ghfake.CheckRun {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := map[string]ghfake.CheckRun{}
+	var got map[string]ghfake.CheckRun
+	if !wait.Until(timeout, func() bool {
+		got = map[string]ghfake.CheckRun{}
 		for _, c := range g.fake.CheckRuns(ingressRepo) {
 			got[fmt.Sprint(c.Fields["name"])] = c
 		}
@@ -80,18 +81,15 @@ func (g *ghForge) waitChecks(t *testing.T, timeout time.Duration, want map[strin
 			c, found := got[name]
 			ok = ok && found && c.States[len(c.States)-1] == state
 		}
-		if ok {
-			return got
+		return ok
+	}) {
+		var have []string
+		for n, c := range got {
+			have = append(have, fmt.Sprintf("%s: %v", n, c.States))
 		}
-		if time.Now().After(deadline) {
-			var have []string
-			for n, c := range got {
-				have = append(have, fmt.Sprintf("%s: %v", n, c.States))
-			}
-			t.Fatalf("check runs after %s: %v, want last states %v", timeout, have, want)
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("check runs after %s: %v, want last states %v", timeout, have, want)
 	}
+	return got
 }
 
 // assertStates checks that a check run's states only ever moved forward

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // baseForkWorkflow is the base branch's workflow: it names context release
@@ -174,7 +175,7 @@ func TestForkPullRequestHeldBaseLockNoSecrets(t *testing.T) {
 		t.Fatalf("job %s %q", j.Status, j.RoutingReason)
 	}
 	// Nothing ran while held.
-	time.Sleep(1500 * time.Millisecond)
+	wait.Elapse(t.Context(), 1500*time.Millisecond) // room for a start that must not come
 	if j := o.jobsOf(t, runID)["check"]; j.Status != "held" || len(j.Steps) != 0 {
 		t.Fatalf("held job moved: %s, %d steps", j.Status, len(j.Steps))
 	}

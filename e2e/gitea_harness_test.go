@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // giteaServer is a real Gitea (the release scripts/gitea.sh builds) run
@@ -96,7 +98,7 @@ func startGitea(t *testing.T) *giteaServer {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	}
-	waitFor(t, time.Minute, "Gitea to serve its API", up)
+	wait.For(t, time.Minute, "Gitea to serve its API", up)
 	return g
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The high-availability acceptance tests (docs/high-availability.md):
@@ -193,25 +194,21 @@ func (c *haCluster) settle(t *testing.T, via *orchestrator, deliveries []string,
 	var out []haRun
 	deadline := time.Now().Add(timeout)
 	for _, d := range deliveries {
-		for {
-			var list struct {
-				Runs []runView `json:"runs"`
-			}
+		var list struct {
+			Runs []runView `json:"runs"`
+		}
+		if !wait.Until(time.Until(deadline), func() bool {
 			via.get(t, "/api/v1/admin/runs?deliveryId="+d, &list)
 			if len(list.Runs) > 1 {
 				t.Fatalf("delivery %s made %d runs, want 1", d, len(list.Runs))
 			}
-			if len(list.Runs) == 1 && terminalRun(list.Runs[0].Status) {
-				r := haRun{delivery: d, runID: list.Runs[0].RunID, status: list.Runs[0].Status}
-				r.jobID = via.jobsOf(t, r.runID)["work"].JobID
-				out = append(out, r)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delivery %s: runs %+v after %s, want one terminal run", d, list.Runs, timeout)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return len(list.Runs) == 1 && terminalRun(list.Runs[0].Status)
+		}) {
+			t.Fatalf("delivery %s: runs %+v after %s, want one terminal run", d, list.Runs, timeout)
 		}
+		r := haRun{delivery: d, runID: list.Runs[0].RunID, status: list.Runs[0].Status}
+		r.jobID = via.jobsOf(t, r.runID)["work"].JobID
+		out = append(out, r)
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The container form of the HA acceptance tests (make test-ha): three
@@ -116,7 +117,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 		o := &orchestrator{url: "http://" + n.ip + ":4000", token: token,
 			env: []string{"KICI_ADMIN_URL=http://" + n.ip + ":4000", "KICI_ADMIN_TOKEN=" + token}}
 		c.Nodes = append(c.Nodes, o)
-		waitFor(t, 60*time.Second, name+" to answer /health", func() bool {
+		wait.For(t, 60*time.Second, name+" to answer /health", func() bool {
 			resp, err := http.Get(o.url + "/health")
 			if err == nil {
 				resp.Body.Close()
@@ -124,7 +125,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 			return err == nil && resp.StatusCode == 200
 		})
 		if i == 0 { // node 0 leads the scheduler: it is up first
-			waitFor(t, 30*time.Second, "node 0 to lead the scheduler", func() bool {
+			wait.For(t, 30*time.Second, "node 0 to lead the scheduler", func() bool {
 				out, _ := exec.Command("docker", "logs", name).CombinedOutput()
 				return strings.Contains(string(out), "scheduler: leading")
 			})
@@ -138,17 +139,17 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 	}
 	waitInstants(t, c.Nodes[0], 2)
 	stream := c.startStream(500 * time.Millisecond)
-	time.Sleep(5 * time.Second)
+	wait.Elapse(t.Context(), 5*time.Second) // traffic before the cut
 
 	stream.setDown(2, true)
 	cutAt := time.Now()
 	docker(t, "network", "disconnect", netName, nodes[2].name)
-	time.Sleep(25 * time.Second)
+	wait.Elapse(t.Context(), 25*time.Second) // the node stays cut off past its lease
 	docker(t, "network", "connect", netName, nodes[2].name)
 	backAt := time.Now()
 	nodes[2].ip = docker(t, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+netName+"\").IPAddress}}", nodes[2].name)
 	c.Nodes[2].url = "http://" + nodes[2].ip + ":4000"
-	waitFor(t, 60*time.Second, "node 2 to answer again", func() bool {
+	wait.For(t, 60*time.Second, "node 2 to answer again", func() bool {
 		resp, err := http.Get(c.Nodes[2].url + "/ready")
 		if err == nil {
 			resp.Body.Close()
@@ -156,7 +157,7 @@ func TestHAContainersNetworkCutLosesNothing(t *testing.T) {
 		return err == nil && resp.StatusCode == 200
 	})
 	stream.setDown(2, false)
-	time.Sleep(5 * time.Second)
+	wait.Elapse(t.Context(), 5*time.Second) // traffic after the node is back
 	deliveries := append(stream.finish(), first)
 	waitNextInstant(t, c.Nodes[1])
 	runs, statuses := c.checkDeliveries(t, c.Nodes[1], c.Nodes[0], deliveries, 5*time.Minute, false)

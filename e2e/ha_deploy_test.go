@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // What operators deploy with (docs/deploy.md): the orchestrator image of
@@ -81,7 +83,7 @@ func TestHAOrchestratorImageRunsHealthyAsNonRoot(t *testing.T) {
 		}
 		_ = exec.Command("docker", "rm", "-f", name).Run()
 	})
-	waitFor(t, 60*time.Second, "the container to turn healthy", func() bool {
+	wait.For(t, 60*time.Second, "the container to turn healthy", func() bool {
 		return docker(t, "inspect", "--format", "{{.State.Health.Status}}", name) == "healthy"
 	})
 	if id := docker(t, "exec", name, "id", "-u"); id != "10001" {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // kill -9 of the node an agent is connected to, mid-step: the agent
@@ -20,7 +22,7 @@ func TestClusterAgentFailsOverWhenItsNodeIsKilled(t *testing.T) {
 	marks := marksDir(t)
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, first, total))
 	agent := c.StartStaticAgent(t, "static-f", c.MintStaticToken(t), c.WSURLs(0))
-	waitFor(t, 30*time.Second, "the agent to register with node A", func() bool {
+	wait.For(t, 30*time.Second, "the agent to register with node A", func() bool {
 		return logHasLine(c.NodeLog(t, 0), `msg="agent registered"`, "agent=static-f")
 	})
 	_, delivery := b.push(t, repo, "")
@@ -87,7 +89,7 @@ func TestClusterJobEnqueuedOnNodeADispatchedByNodeBOnWakeUp(t *testing.T) {
 	repo := repoWithWorkflow(t, gatedPrinterWorkflow(marks, 3, 3))
 	write(t, filepath.Join(marks, "gate"), "")
 	c.StartStaticAgent(t, "static-w", c.MintStaticToken(t), c.WSURL(1))
-	waitFor(t, 30*time.Second, "the agent to register with node B", func() bool {
+	wait.For(t, 30*time.Second, "the agent to register with node B", func() bool {
 		return logHasLine(c.NodeLog(t, 1), `msg="agent registered"`, "agent=static-w")
 	})
 	_, delivery := a.push(t, repo, "")
@@ -109,11 +111,11 @@ func TestClusterSecondConnectionForAgentLiveOnAnotherNodeIsRefused(t *testing.T)
 	c := startClusterHarness(t, 2)
 	tok := c.MintStaticToken(t)
 	c.StartStaticAgent(t, "static-s", tok, c.WSURL(0))
-	waitFor(t, 30*time.Second, "the agent to register with node A", func() bool {
+	wait.For(t, 30*time.Second, "the agent to register with node A", func() bool {
 		return logHasLine(c.NodeLog(t, 0), `msg="agent registered"`, "agent=static-s")
 	})
 	c.StartStaticAgent(t, "static-s", tok, c.WSURL(1)) // a second holder of the token
-	waitFor(t, 30*time.Second, "node B to refuse the second connection", func() bool {
+	wait.For(t, 30*time.Second, "node B to refuse the second connection", func() bool {
 		return logHasLine(c.NodeLog(t, 1), "refusing a connection for an agent id live on another node", "agent=static-s")
 	})
 	if logHasLine(c.NodeLog(t, 1), `msg="agent registered"`, "agent=static-s") {
@@ -134,12 +136,12 @@ func TestClusterSpawnedAgentGetsEveryNodeURL(t *testing.T) {
 			LastHeartbeatAt time.Time `json:"lastHeartbeatAt"`
 		} `json:"nodes"`
 	}
-	waitFor(t, 30*time.Second, "both nodes in the registry", func() bool {
+	wait.For(t, 30*time.Second, "both nodes in the registry", func() bool {
 		a.get(t, "/api/v1/admin/cluster/nodes", &nodes)
 		return len(nodes.Nodes) == 2
 	})
 	bothListed := time.Now()
-	waitFor(t, 30*time.Second, "node A to heartbeat after node B joined", func() bool {
+	wait.For(t, 30*time.Second, "node A to heartbeat after node B joined", func() bool {
 		a.get(t, "/api/v1/admin/cluster/nodes", &nodes)
 		for _, n := range nodes.Nodes {
 			if n.ID == nodes.Self && n.LastHeartbeatAt.After(bothListed) {

@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // containerHandoverWorkflow's job runs in an agent container for a few
@@ -60,7 +61,7 @@ func TestHAHandoverContainerAgentFinishesOnAnotherNode(t *testing.T) {
 	source := addLocalSource(t, c.Nodes[0], repo)
 	_, delivery := c.Nodes[0].push(t, repo, source)
 	runID := c.Nodes[0].runOf(t, delivery)
-	waitFor(t, 90*time.Second, "the job to run in an agent container of node 0", func() bool {
+	wait.For(t, 90*time.Second, "the job to run in an agent container of node 0", func() bool {
 		return c.Nodes[0].jobsOf(t, runID)["hold"].Status == "running" && len(scalerContainers(t, cli, name)) == 1
 	})
 	exited := sigterm(t, c.Nodes[0])
@@ -88,12 +89,12 @@ func TestHAHandoverContainerAgentFinishesOnAnotherNode(t *testing.T) {
 	if log := c.Nodes[1].logText(t, runID, j.JobID, 0); !strings.Contains(log, "start "+runID) || !strings.Contains(log, "done "+runID) {
 		t.Errorf("job log through node 1 is not complete:\n%s", log)
 	}
-	waitFor(t, 30*time.Second, "the handed-over container to exit after its job", func() bool {
+	wait.For(t, 30*time.Second, "the handed-over container to exit after its job", func() bool {
 		in, err := cli.ContainerInspect(context.Background(), ids[0], client.ContainerInspectOptions{})
 		return err != nil || !in.Container.State.Running
 	})
 	start(0)
-	waitFor(t, 30*time.Second, "node 0's restart to remove the exited container", func() bool {
+	wait.For(t, 30*time.Second, "node 0's restart to remove the exited container", func() bool {
 		return len(scalerContainers(t, cli, name)) == 0
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // handoverRounds is how many times the handover restart goes round the
@@ -24,7 +26,7 @@ func waitBeatAfter(t *testing.T, c *clusterHarness, i int, since time.Time) {
 			LastHeartbeatAt time.Time `json:"lastHeartbeatAt"`
 		} `json:"nodes"`
 	}
-	waitFor(t, 30*time.Second, "node "+strconv.Itoa(i)+" to heartbeat with every node registered", func() bool {
+	wait.For(t, 30*time.Second, "node "+strconv.Itoa(i)+" to heartbeat with every node registered", func() bool {
 		c.Nodes[i].get(t, "/api/v1/admin/cluster/nodes", &nodes)
 		for _, n := range nodes.Nodes {
 			if n.ID == nodes.Self && n.LastHeartbeatAt.After(since) {
@@ -118,7 +120,7 @@ func TestHAHandoverSpawnedAgentsSurviveTheirNodeStop(t *testing.T) {
 					t.Errorf("run %s: job log through the surviving node lacks its last line %q:\n%s", r, "done "+r, log)
 				}
 			}
-			waitFor(t, 30*time.Second, "the handed-over agents to exit after their job", func() bool {
+			wait.For(t, 30*time.Second, "the handed-over agents to exit after their job", func() bool {
 				for _, pid := range pids {
 					if !processGone(pid) {
 						return false

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // leaderOf returns the index of the node whose current process logged the
@@ -44,7 +46,7 @@ func TestHAKill9OfSchedulerLeaderTakenOverWithinTTL(t *testing.T) {
 	killedAt := time.Now()
 	other := (leader + 1) % 3
 	var newLeader int
-	waitFor(t, 60*time.Second, "another node to take the scheduler lease", func() bool {
+	wait.For(t, 60*time.Second, "another node to take the scheduler lease", func() bool {
 		for i := range c.Nodes {
 			if i != leader && strings.Contains(c.NodeLog(t, i), `msg="scheduler: leading"`) {
 				newLeader = i

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // gatedPrinterWorkflow prints lines 1..first, marks "started" in marks,
@@ -72,7 +74,7 @@ func TestClusterLogsOfJobOnNodeAReadThroughNodeB(t *testing.T) {
 			<-exited
 		}
 	})
-	waitFor(t, 30*time.Second, "the follower on node B to print the lines node A stored",
+	wait.For(t, 30*time.Second, "the follower on node B to print the lines node A stored",
 		func() bool { return strings.Contains(out.String(), fmt.Sprintf("line %d\n", first)) })
 	write(t, filepath.Join(marks, "gate"), "")
 

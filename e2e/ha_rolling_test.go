@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // webhookStream posts a push every interval to the nodes that are up, in
@@ -152,14 +154,14 @@ func TestHARollingRestartLosesNoDeliveryOrInstant(t *testing.T) {
 	waitInstants(t, c.Nodes[0], 2)
 	stream := c.startStream(400 * time.Millisecond)
 	for i := range c.Nodes {
-		time.Sleep(3 * time.Second)
+		wait.Elapse(t.Context(), 3*time.Second) // traffic against the whole cluster
 		stream.setDown(i, true)
 		c.Nodes[i].stop(t)
-		time.Sleep(6 * time.Second) // longer than one period of the schedule
+		wait.Elapse(t.Context(), 6*time.Second) // longer than one period of the schedule
 		c.Start(t, i)
 		stream.setDown(i, false)
 	}
-	time.Sleep(3 * time.Second)
+	wait.Elapse(t.Context(), 3*time.Second) // traffic after the last restart
 	deliveries := append(stream.finish(), first)
 	waitNextInstant(t, c.Nodes[2]) // the schedule still fires after the last restart
 	runs, statuses := c.checkDeliveries(t, c.Nodes[0], c.Nodes[1], deliveries, 4*time.Minute, true)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // startTogetherRounds is how many times TestHAThreeNodesStartTogetherOnEmptyDatabase
@@ -48,7 +49,7 @@ func TestHAThreeNodesStartTogetherOnEmptyDatabase(t *testing.T) {
 			go func() { exited[i] <- cmd.Wait() }()
 		}
 		for i, dir := range dirs {
-			waitFor(t, 60*time.Second, "node to answer /ready 200", func() bool {
+			wait.For(t, 60*time.Second, "node to answer /ready 200", func() bool {
 				select {
 				case err := <-exited[i]:
 					b, _ := os.ReadFile(filepath.Join(dir, "orchestrator.log"))

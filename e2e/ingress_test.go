@@ -21,6 +21,7 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const (
@@ -60,8 +61,7 @@ func startIn(t *testing.T, dataDir string, extraEnv ...string) *orchestrator {
 			t.Logf("orchestrator log (%s):\n%s", filepath.Base(o.logPath), b)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && o.url == "" {
+	wait.Until(30*time.Second, func() bool {
 		if b, err := os.ReadFile(filepath.Join(dataDir, "orchestrator.json")); err == nil {
 			var ep struct {
 				URL string `json:"url"`
@@ -70,10 +70,8 @@ func startIn(t *testing.T, dataDir string, extraEnv ...string) *orchestrator {
 				o.url = ep.URL
 			}
 		}
-		if o.url == "" {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+		return o.url != ""
+	})
 	if o.url == "" {
 		b, _ := os.ReadFile(o.logPath)
 		t.Fatalf("orchestrator did not start in 30s; log:\n%s", b)
@@ -176,19 +174,14 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 	}
 
 	o2 := startIn(t, o.dataDir, loopbackSourcesEnv)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var page struct {
-			Total int `json:"total"`
-		}
+	var page struct {
+		Total int `json:"total"`
+	}
+	if !wait.Until(60*time.Second, func() bool {
 		o2.get(t, "/api/v1/admin/event-log?status=received&limit=1", &page)
-		if page.Total == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries still unprocessed 60 s after the restart", page.Total)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return page.Total == 0
+	}) {
+		t.Fatalf("%d deliveries still unprocessed 60 s after the restart", page.Total)
 	}
 	for i := 0; i < n; i++ {
 		var list struct {
@@ -269,20 +262,15 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 
 func waitProcessed(t *testing.T, o *orchestrator, id string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.For(t, 30*time.Second, "delivery "+id+" to be processed", func() bool {
 		var rec struct {
 			Delivery struct {
 				Status string `json:"status"`
 			} `json:"delivery"`
 		}
 		o.get(t, "/api/v1/admin/event-log/"+id, &rec)
-		if rec.Delivery.Status != "received" {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("delivery %s not processed in 30 s", id)
+		return rec.Delivery.Status != "received"
+	})
 }
 
 const eventsWorkflow = `name: on-deploy

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The job sandbox on the embedded default (bare-metal agents spawned by a
@@ -134,7 +136,7 @@ func crossJobAttack(t *testing.T, o *orchestrator, work, ready string, held func
 	victimRepo := repoWithWorkflow(t, adapt(victimWorkflow(ready)))
 	victimSrc := o.admin(t, "source", "add", "local", "--org", "globex", "--path", victimRepo, "--name", "victim", "--quiet")
 	victimRun := o.runOf(t, o.admin(t, "source", "trigger-local", victimSrc, "--quiet"))
-	waitFor(t, 2*time.Minute, "the victim job to hold its secret", func() bool {
+	wait.For(t, 2*time.Minute, "the victim job to hold its secret", func() bool {
 		if held() {
 			return true
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"kici.dev/kici/internal/agent/runner"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // jobImage is the step and service image of the job-container tests, built
@@ -122,6 +123,7 @@ jobs:
         shell: sh
         run: |
           trap '' TERM
+          echo looping
           while true; do sleep 0.2; done
 `
 
@@ -173,7 +175,7 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 	_, delivery = o.push(t, repo2, "")
 	runID = o.runOf(t, delivery)
 	var jobID string
-	waitFor(t, 2*time.Minute, "the service and the step container", func() bool {
+	wait.For(t, 2*time.Minute, "the service and the step container", func() bool {
 		if jobID == "" {
 			jobID = o.jobsOf(t, runID)["hang"].JobID
 			if jobID == "" {
@@ -184,7 +186,9 @@ func TestJobContainerWithServiceAndCancel(t *testing.T) {
 		c, n := jobDockerObjects(t, cli, jobID)
 		return c == 2 && n == 1
 	})
-	time.Sleep(300 * time.Millisecond) // the step is inside its loop
+	wait.For(t, time.Minute, "the step to be inside its loop", func() bool { // its TERM trap set
+		return strings.Contains(o.logText(t, runID, jobID, 0), "looping")
+	})
 	o.admin(t, "runs", "cancel", runID)
 	r = o.waitRunStatus(t, runID, time.Minute, "cancelled", "failed", "success")
 	if r.Status != "cancelled" {
@@ -209,7 +213,7 @@ func TestJobContainersRemovedWhenAgentKilled(t *testing.T) {
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
 	var jobID string
-	waitFor(t, 2*time.Minute, "the service and the step container", func() bool {
+	wait.For(t, 2*time.Minute, "the service and the step container", func() bool {
 		if jobID == "" {
 			if jobID = o.jobsOf(t, runID)["hang"].JobID; jobID == "" {
 				return false
@@ -226,7 +230,7 @@ func TestJobContainersRemovedWhenAgentKilled(t *testing.T) {
 	if err := syscall.Kill(agents[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "the job's containers and network to be removed", func() bool {
+	wait.For(t, 90*time.Second, "the job's containers and network to be removed", func() bool {
 		c, n := jobDockerObjects(t, cli, jobID)
 		return c == 0 && n == 0
 	})

@@ -13,6 +13,7 @@ import (
 
 	"kici.dev/kici/internal/blobstore/blobtest"
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A finished job's step logs move from PostgreSQL to the S3 blob store:
@@ -54,7 +55,7 @@ jobs:
 	}
 	defer conn.Close(context.Background())
 	var archived, rows int
-	waitFor(t, 60*time.Second, "the job's step logs to be archived and their rows deleted", func() bool {
+	wait.For(t, 60*time.Second, "the job's step logs to be archived and their rows deleted", func() bool {
 		err := conn.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM step_log_heads WHERE job_id = $1 AND archive IS NOT NULL),
 			(SELECT count(*) FROM step_log_chunks WHERE job_id = $1)`, jobID).Scan(&archived, &rows)

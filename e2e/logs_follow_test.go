@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a process writing and the test
@@ -76,11 +78,11 @@ jobs:
 			<-exited
 		}
 	})
-	waitFor(t, 30*time.Second, "the follower to print line 40", func() bool { return strings.Contains(out.String(), "line 40\n") })
+	wait.For(t, 30*time.Second, "the follower to print line 40", func() bool { return strings.Contains(out.String(), "line 40\n") })
 
 	o.kill9(t)
 	write(t, filepath.Join(marks, "gate"), "")
-	time.Sleep(1500 * time.Millisecond) // the step writes on while no orchestrator listens
+	wait.Elapse(t.Context(), 1500*time.Millisecond) // the step writes on while no orchestrator listens
 	select {
 	case err := <-exited:
 		t.Fatalf("kici-admin exited while the orchestrator was down: %v\n%s", err, errs.String())

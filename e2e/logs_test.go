@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // readLog pages through a step's log with the API's cursor and returns the
@@ -148,12 +150,12 @@ jobs:
 	o := startOrchestratorAt(t, dataDir, port)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to print", func() bool {
+	wait.For(t, 60*time.Second, "the step to print", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "started"))
 		return err == nil
 	})
 	o.kill9(t)
-	time.Sleep(10 * time.Second)
+	wait.Elapse(t.Context(), 10*time.Second) // the outage: the step writes on while no orchestrator listens
 	o2 := startOrchestratorAt(t, dataDir, port)
 	r := o2.waitRunStatus(t, runID, 2*time.Minute, "success", "failed", "cancelled")
 	if r.Status != "success" {

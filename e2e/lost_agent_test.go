@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestOrchestratorAndAgentDieTogetherJobEndsAtRestart: kill -9 of the
@@ -33,7 +35,7 @@ jobs:
 	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the agent to be gone", func() bool { return !liveProcess(agent) })
+	wait.For(t, 10*time.Second, "the agent to be gone", func() bool { return !liveProcess(agent) })
 
 	o2 := startOrchestratorAt(t, dataDir, port)
 	start := time.Now()
@@ -56,7 +58,7 @@ func (o *orchestrator) startAndFindAgent(t *testing.T, repo, pidFile string) (st
 	t.Helper()
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to start", func() bool {
+	wait.For(t, 60*time.Second, "the step to start", func() bool {
 		_, err := os.Stat(pidFile)
 		return err == nil
 	})

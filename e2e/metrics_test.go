@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // scrape returns the orchestrator's /metrics exposition.
@@ -55,14 +57,10 @@ func TestMetricsAfterAPushAndJSONLogs(t *testing.T) {
 	run := o.waitRun(t, delivery, 4*time.Minute)
 
 	var text string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Until(10*time.Second, func() bool {
 		text = scrape(t, o)
-		if sample(text, `kici_orch_executions_total{status="`+run.Status+`"}`) == 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return sample(text, `kici_orch_executions_total{status="`+run.Status+`"}`) == 1
+	})
 	for series, want := range map[string]float64{
 		`kici_orch_runs_created_total`:                            1,
 		`kici_orch_executions_total{status="` + run.Status + `"}`: 1,

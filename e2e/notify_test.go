@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/notify"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // hookReceiver is a loopback webhook endpoint: it answers 503 while down,
@@ -94,7 +95,7 @@ jobs:
 		t.Fatalf("run ended %s, want failed", r.Status)
 	}
 	rowsPath := "/api/v1/admin/notification-deliveries?subscriptionId=" + subID
-	waitFor(t, 30*time.Second, "a refused first attempt", func() bool {
+	wait.For(t, 30*time.Second, "a refused first attempt", func() bool {
 		var rows deliveryRows
 		o.get(t, rowsPath, &rows)
 		return len(rows.Deliveries) == 1 && rows.Deliveries[0].Attempts >= 1 && strings.Contains(rows.Deliveries[0].LastError, "503")
@@ -108,7 +109,7 @@ jobs:
 	h.down = false
 	h.mu.Unlock()
 	o = startOrchestratorAt(t, dataDir, port, loopbackSourcesEnv)
-	waitFor(t, 60*time.Second, "the failed run's notification after the restart", func() bool { return len(h.got("run.failed")) > 0 })
+	wait.For(t, 60*time.Second, "the failed run's notification after the restart", func() bool { return len(h.got("run.failed")) > 0 })
 	if got := h.got("run.failed"); len(got) != 1 || !strings.Contains(got[0], `"runId":"`+runID+`"`) || !strings.Contains(got[0], `"workflowName":"build"`) {
 		t.Errorf("received %q", got)
 	}
@@ -117,7 +118,7 @@ jobs:
 	}
 
 	o.admin(t, "notification", "test", subID)
-	waitFor(t, 30*time.Second, "the test message", func() bool { return len(h.got("run.test")) == 1 })
+	wait.For(t, 30*time.Second, "the test message", func() bool { return len(h.got("run.test")) == 1 })
 	o.admin(t, "notification", "remove", subID)
 	if list := o.admin(t, "notification", "list"); strings.Contains(list, subID) {
 		t.Errorf("removed subscription still listed:\n%s", list)

@@ -12,13 +12,14 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // waitSample scrapes o until series satisfies cond and returns its value.
 func waitSample(t *testing.T, o *orchestrator, timeout time.Duration, series string, cond func(float64) bool) float64 {
 	t.Helper()
 	var v float64
-	waitFor(t, timeout, series+" to move", func() bool {
+	wait.For(t, timeout, series+" to move", func() bool {
 		v = sample(scrape(t, o), series)
 		return cond(v)
 	})
@@ -41,7 +42,7 @@ func TestOperatorMetricsMove(t *testing.T) {
 
 	// Leader: one of the two.
 	leader := -1
-	waitFor(t, 15*time.Second, "one scheduler leader", func() bool {
+	wait.For(t, 15*time.Second, "one scheduler leader", func() bool {
 		sum := 0.0
 		for i, o := range nodes {
 			v := sample(scrape(t, o), `kici_orch_leader{lease="scheduler"}`)

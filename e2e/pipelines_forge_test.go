@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/testutil/forgefake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // forgeRepo is a pipeline repository served as acme/api by a universal-git
@@ -154,7 +155,7 @@ func (f *forgeRepo) nextDelivery(t *testing.T) string {
 		}
 		return false
 	}
-	waitFor(t, 30*time.Second, "Gitea's push webhook to reach kici", arrived)
+	wait.For(t, 30*time.Second, "Gitea's push webhook to reach kici", arrived)
 	return id
 }
 
@@ -186,7 +187,7 @@ func (f *forgeRepo) waitStatuses(t *testing.T, label, sha string, want map[strin
 		}
 		return true
 	}
-	if !poll(30*time.Second, last) {
+	if !wait.Until(30*time.Second, last) {
 		t.Errorf("%s: commit statuses received %v, want last states %v", label, got, want)
 	}
 }

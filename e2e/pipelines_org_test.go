@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // orgService is one generated service repository.
@@ -52,7 +54,7 @@ type deliveryTrace struct {
 func (o *orchestrator) trace(t *testing.T, delivery string) deliveryTrace {
 	t.Helper()
 	var tr deliveryTrace
-	waitFor(t, time.Minute, "delivery "+delivery+" processed", func() bool {
+	wait.For(t, time.Minute, "delivery "+delivery+" processed", func() bool {
 		var rec struct {
 			Trace json.RawMessage `json:"trace"`
 		}

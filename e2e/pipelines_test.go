@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // runTimeout bounds one run of the corpus from trigger to terminal status
@@ -322,7 +324,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func (s *pipelineServer) cancelAt(t *testing.T, label string, runs []runView, mark logMark) {
 	t.Helper()
 	for _, r := range runs {
-		waitFor(t, runTimeout, label+": "+mark.Job+" to print "+mark.Line, func() bool {
+		wait.For(t, runTimeout, label+": "+mark.Job+" to print "+mark.Line, func() bool {
 			j, ok := s.o.jobsOf(t, r.RunID)[mark.Job]
 			if !ok {
 				return false
@@ -342,7 +344,7 @@ func (s *pipelineServer) cancelAt(t *testing.T, label string, runs []runView, ma
 func (s *pipelineServer) approveHold(t *testing.T, label string, runs []runView, a approval) {
 	t.Helper()
 	for _, r := range runs {
-		waitFor(t, runTimeout, label+": job "+a.Job+" held for a reviewer", func() bool {
+		wait.For(t, runTimeout, label+": job "+a.Job+" held for a reviewer", func() bool {
 			return s.o.jobsOf(t, r.RunID)[a.Job].Status == "held"
 		})
 		if holds := s.o.heldRuns(t, r.RunID); len(holds) != 1 || holds[0].HoldType != "reviewer" {
@@ -479,7 +481,7 @@ func runPipelineLocally(t *testing.T, want localExpect, repo string) {
 	}
 	if want.InterruptAt != "" {
 		// The user presses Ctrl-C once the line shows.
-		waitFor(t, runTimeout, "kici run local to print "+want.InterruptAt, func() bool { return strings.Contains(buf.String(), want.InterruptAt) })
+		wait.For(t, runTimeout, "kici run local to print "+want.InterruptAt, func() bool { return strings.Contains(buf.String(), want.InterruptAt) })
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}

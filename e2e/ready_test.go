@@ -14,6 +14,7 @@ import (
 
 	"kici.dev/kici/internal/healthcheck"
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // probe GETs url+path the way a load balancer's probe does (with the
@@ -71,7 +72,7 @@ func TestReadyFollowsTheDatabase(t *testing.T) {
 
 	pg.Stop(t)
 	stopped := time.Now()
-	waitFor(t, 15*time.Second, "/ready to answer 503 with the database stopped", func() bool {
+	wait.For(t, 15*time.Second, "/ready to answer 503 with the database stopped", func() bool {
 		code, _ := probe(t, o.url, "/ready")
 		return code == http.StatusServiceUnavailable
 	})
@@ -91,7 +92,7 @@ func TestReadyFollowsTheDatabase(t *testing.T) {
 
 	pg.Start(t)
 	last := ""
-	waitFor(t, 30*time.Second, "/ready to answer 200 after PostgreSQL restarted", func() bool {
+	wait.For(t, 30*time.Second, "/ready to answer 200 after PostgreSQL restarted", func() bool {
 		code, body := probe(t, o.url, "/ready")
 		if body != last {
 			t.Logf("/ready: %d %s", code, body)
@@ -112,12 +113,12 @@ func TestReadyFollowsTheDatabase(t *testing.T) {
 	}
 	migrateCmd(t, o, 0, "down-to", strconv.FormatInt(want-1, 10))
 	migrateCmd(t, o, 1, "status")
-	waitFor(t, 15*time.Second, "/ready to answer 503 with the schema rolled back", func() bool {
+	wait.For(t, 15*time.Second, "/ready to answer 503 with the schema rolled back", func() bool {
 		code, body := probe(t, o.url, "/ready")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, fmt.Sprintf("schema is at version %d, this node needs %d", want-1, want))
 	})
 	migrateCmd(t, o, 0, "up")
-	waitFor(t, 15*time.Second, "/ready to answer 200 with the schema migrated up again", func() bool {
+	wait.For(t, 15*time.Second, "/ready to answer 200 with the schema migrated up again", func() bool {
 		code, _ := probe(t, o.url, "/ready")
 		return code == http.StatusOK
 	})
@@ -151,7 +152,7 @@ func TestReadyDrainingNodeLeavesTheBalancer(t *testing.T) {
 
 	a.admin(t, "orchestrator", "drain", "--node", self.Self)
 	waitDraining(t, b, true)
-	waitFor(t, 15*time.Second, "the drained node B to answer /ready 503", func() bool {
+	wait.For(t, 15*time.Second, "the drained node B to answer /ready 503", func() bool {
 		code, _ := probe(t, b.url, "/ready")
 		return code == http.StatusServiceUnavailable
 	})

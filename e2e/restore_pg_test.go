@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A schedule every 10 s whose job needs no agent to be counted.
@@ -47,7 +48,7 @@ func TestRestorePgDumpIntoNewDatabaseStartsSafely(t *testing.T) {
 	o := startIn(t, dir, "KICI_DATABASE_URL="+origURL, key)
 	src := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "app", "--quiet")
 	o.admin(t, "source", "trigger-local", src, "--quiet")
-	waitFor(t, 120*time.Second, "hello to succeed and stuck to queue", func() bool {
+	wait.For(t, 120*time.Second, "hello to succeed and stuck to queue", func() bool {
 		h, s := runsOf(t, o, "hello"), runsOf(t, o, "stuck")
 		return len(h) == 1 && h[0].Status == "success" && len(s) == 1 && o.jobsOf(t, s[0].RunID)["wait"].Status == "queued"
 	})
@@ -70,7 +71,7 @@ func TestRestorePgDumpIntoNewDatabaseStartsSafely(t *testing.T) {
 	// A schedule instant falls due while no node runs: a start on the copy
 	// that caught up would fire it.
 	unfired := time.Unix((time.Now().Unix()/10+1)*10, 0)
-	waitFor(t, time.Until(unfired)+5*time.Second, "the outage to span a schedule instant", func() bool { return time.Now().After(unfired.Add(time.Second)) })
+	wait.For(t, time.Until(unfired)+5*time.Second, "the outage to span a schedule instant", func() bool { return time.Now().After(unfired.Add(time.Second)) })
 	if out, err := exec.Command("pg_restore", "--no-owner", "--dbname="+copyURL, dump).CombinedOutput(); err != nil {
 		t.Fatalf("pg_restore into a new database: %v\n%s", err, out)
 	}
@@ -91,7 +92,7 @@ func TestRestorePgDumpIntoNewDatabaseStartsSafely(t *testing.T) {
 	if s := runsOf(t, r, "stuck"); len(s) != 1 {
 		t.Fatalf("stuck runs after the restore: %+v (want the dump's one, not re-run)", s)
 	}
-	waitFor(t, 40*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
+	wait.For(t, 40*time.Second, "a schedule fire on the restored node", func() bool { return len(scheduleFiresSince(t, r, startedAt)) > 0 })
 	fires := scheduleFiresSince(t, r, startedAt)
 	for _, sec := range fires {
 		if sec < startedAt.Unix() {

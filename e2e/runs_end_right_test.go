@@ -101,16 +101,15 @@ func startOrchestratorFrom(t *testing.T, bins, dataDir string, port int, extraEn
 			t.Logf("orchestrator log %s:\n%s", filepath.Base(o.logPath), b)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && o.url == "" {
+	wait.Until(30*time.Second, func() bool {
 		var ep struct {
 			URL string `json:"url"`
 		}
 		if b, err := os.ReadFile(filepath.Join(dataDir, "orchestrator.json")); err == nil && json.Unmarshal(b, &ep) == nil {
 			o.url = ep.URL
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return o.url != ""
+	})
 	if o.url == "" {
 		t.Fatal("orchestrator did not start")
 	}
@@ -145,21 +144,19 @@ func (o *orchestrator) push(t *testing.T, repo, sourceID string) (string, string
 func (o *orchestrator) runOf(t *testing.T, delivery string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var list struct {
-			Runs []runView `json:"runs"`
-		}
+	var list struct {
+		Runs []runView `json:"runs"`
+	}
+	if !wait.Until(time.Until(deadline), func() bool {
 		o.get(t, "/api/v1/admin/runs?deliveryId="+delivery, &list)
-		if len(list.Runs) == 1 {
-			return list.Runs[0].RunID
-		}
 		if len(list.Runs) > 1 {
 			t.Fatalf("delivery %s created %d runs", delivery, len(list.Runs))
 		}
-		time.Sleep(100 * time.Millisecond)
+		return len(list.Runs) == 1
+	}) {
+		t.Fatalf("no run for delivery %s", delivery)
 	}
-	t.Fatalf("no run for delivery %s", delivery)
-	return ""
+	return list.Runs[0].RunID
 }
 
 // waitRunStatus polls a run until its status is one of want.
@@ -169,17 +166,13 @@ func (o *orchestrator) waitRunStatus(t *testing.T, runID string, timeout time.Du
 	var r struct {
 		Run runView `json:"run"`
 	}
-	for time.Now().Before(deadline) {
+	if !wait.Until(time.Until(deadline), func() bool {
 		o.get(t, "/api/v1/admin/runs/"+runID, &r)
-		for _, w := range want {
-			if r.Run.Status == w {
-				return r.Run
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.Contains(want, r.Run.Status)
+	}) {
+		t.Fatalf("run %s is %q after %s, want one of %v", runID, r.Run.Status, timeout, want)
 	}
-	t.Fatalf("run %s is %q after %s, want one of %v", runID, r.Run.Status, timeout, want)
-	return runView{}
+	return r.Run
 }
 
 type jobRow struct {
@@ -206,16 +199,6 @@ func (o *orchestrator) jobsOf(t *testing.T, runID string) map[string]jobRow {
 	}
 	return out
 }
-
-// waitFor polls cond until timeout (wait.For), failing the test then.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, timeout, what, cond)
-}
-
-// poll checks cond until it holds (true) or timeout has passed (false)
-// (wait.Until), for callers that report a timeout their own way.
-func poll(timeout time.Duration, cond func() bool) bool { return wait.Until(timeout, cond) }
 
 // pidsIn reads the pids a step wrote to path.
 func pidsIn(t *testing.T, path string) []int {
@@ -303,9 +286,9 @@ func (o *orchestrator) agentPIDs() []int {
 // (steps carry KICI_RUN_ID in their environment) and none of pids lives.
 func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left []string
+	var left []string
+	if !wait.Until(10*time.Second, func() bool {
+		left = left[:0]
 		for _, p := range agentProcesses("KICI_RUN_ID=" + runID) {
 			if n, _ := strconv.Atoi(p); liveProcess(n) {
 				left = append(left, p)
@@ -316,14 +299,9 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 				left = append(left, strconv.Itoa(p))
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("processes of run %s still alive: %v", runID, left)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(left) == 0
+	}) {
+		t.Errorf("processes of run %s still alive: %v", runID, left)
 	}
 }
 
@@ -360,7 +338,7 @@ jobs:
 	o := startOrchestrator(t)
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the stubborn step to start", func() bool {
+	wait.For(t, 60*time.Second, "the stubborn step to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "pids"))
 		return err == nil
 	})
@@ -446,7 +424,7 @@ jobs:
 		t.Errorf("job = %s %q, want failed with agent lost", j.Status, j.ErrorMessage)
 	}
 	assertNothingLeft(t, runID, pidsIn(t, filepath.Join(marks, "pid"))...)
-	time.Sleep(time.Second)
+	wait.Elapse(t.Context(), time.Second) // room for a re-run that must not come
 	if b, _ := os.ReadFile(filepath.Join(marks, "starts")); strings.Count(string(b), "started") != 1 {
 		t.Errorf("the started job ran %d times, want once (no silent re-run)", strings.Count(string(b), "started"))
 	}
@@ -468,6 +446,7 @@ jobs:
           umask 0; echo first >> `+marks+`/runs
           while [ ! -f `+marks+`/gate ]; do sleep 0.1; done
           echo "first done"
+          echo first >> `+marks+`/finished
   second:
     needs: [first]
     steps:
@@ -483,7 +462,7 @@ jobs:
 	// The job finishes while no orchestrator listens: its terminal status
 	// must be buffered by the agent and land after the restart.
 	write(t, filepath.Join(marks, "gate"), "")
-	time.Sleep(500 * time.Millisecond)
+	waitFileContains(t, 30*time.Second, "first to finish", filepath.Join(marks, "finished"), "first")
 
 	o2 := startOrchestratorAt(t, dataDir, port)
 	r := o2.waitRunStatus(t, runID, 90*time.Second, "success", "failed", "cancelled")
@@ -527,7 +506,7 @@ jobs:
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
 	const why = "unroutable: no agent online; no scaler label set serves runsOn [gpu]"
-	waitFor(t, 10*time.Second, "the pending reason", func() bool {
+	wait.For(t, 10*time.Second, "the pending reason", func() bool {
 		return o.jobsOf(t, runID)["train"].RoutingReason == why
 	})
 	if out := o.admin(t, "runs", "jobs", runID); !strings.Contains(out, why) || !strings.Contains(out, "queued") {
@@ -561,7 +540,7 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(marks, "runs"))
 		return len(b) > 0
 	})
@@ -570,7 +549,7 @@ jobs:
 	}
 	_, d2 := o.push(t, repo, src)
 	run2 := o.runOf(t, d2)
-	waitFor(t, 10*time.Second, "run 2 held with reason draining", func() bool {
+	wait.For(t, 10*time.Second, "run 2 held with reason draining", func() bool {
 		j := o.jobsOf(t, run2)["work"]
 		return j.Status == "queued" && j.RoutingReason == "draining"
 	})
@@ -578,7 +557,7 @@ jobs:
 	if r := o.waitRunStatus(t, run1, 30*time.Second, "success", "failed", "cancelled"); r.Status != "success" {
 		t.Errorf("running run during drain ended %s", r.Status)
 	}
-	time.Sleep(time.Second)
+	wait.Elapse(t.Context(), time.Second) // room for a dispatch that must not come
 	if j := o.jobsOf(t, run2)["work"]; j.Status != "queued" {
 		t.Errorf("queued job during drain = %s, want still queued", j.Status)
 	}
@@ -615,7 +594,7 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "first"))
 		return err == nil
 	})
@@ -651,13 +630,13 @@ jobs:
 	o := startOrchestrator(t)
 	src, d1 := o.push(t, repo, "")
 	run1 := o.runOf(t, d1)
-	waitFor(t, 60*time.Second, "run 1 to start", func() bool {
+	wait.For(t, 60*time.Second, "run 1 to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(marks, "log"))
 		return len(b) > 0
 	})
 	_, d2 := o.push(t, repo, src)
 	run2 := o.runOf(t, d2)
-	time.Sleep(2 * time.Second)
+	wait.Elapse(t.Context(), 2*time.Second) // room for a dispatch that must not come
 	if j := o.jobsOf(t, run2)["migrate"]; j.Status != "pending" {
 		t.Errorf("second run's job while the first holds the group = %s, want pending", j.Status)
 	}
@@ -767,7 +746,7 @@ jobs:
 // waitFileContains waits until the file at path contains substr.
 func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr string) {
 	t.Helper()
-	waitFor(t, timeout, what, func() bool {
+	wait.For(t, timeout, what, func() bool {
 		b, _ := os.ReadFile(path)
 		return strings.Contains(string(b), substr)
 	})
@@ -811,7 +790,7 @@ func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *t
 		t.Fatal(err)
 	}
 	_ = agent.Wait()
-	waitFor(t, 10*time.Second, "the job to be recovering", func() bool {
+	wait.For(t, 10*time.Second, "the job to be recovering", func() bool {
 		return o2.jobsOf(t, run3)["work"].Status == "recovering"
 	})
 	startStaticAgent(t, port, tok, "agent-2.log")
@@ -849,11 +828,11 @@ jobs:
 	agent := startStaticAgent(t, port, mintStaticToken(t, dataDir), "agent.log", "KICI_JOB_HEARTBEAT_INTERVAL_MS=300")
 	_, delivery := o.push(t, repo, "")
 	runID := o.runOf(t, delivery)
-	waitFor(t, 60*time.Second, "the step to start", func() bool {
+	wait.For(t, 60*time.Second, "the step to start", func() bool {
 		_, err := os.Stat(filepath.Join(marks, "pid"))
 		return err == nil
 	})
-	time.Sleep(time.Second) // several heartbeats: the job is healthy
+	wait.Elapse(t.Context(), time.Second) // several heartbeats: the job is healthy
 	if j := o.jobsOf(t, runID)["long"]; j.Status != "running" {
 		t.Fatalf("heartbeating job = %s, want running", j.Status)
 	}
@@ -894,7 +873,8 @@ func TestAgentSIGUSR1DrainsFinishesJobAndExits(t *testing.T) {
 	if err := agent.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	agentLog := agent.Stdout.(*os.File).Name()
+	waitFileContains(t, 10*time.Second, "the agent to drain", agentLog, "draining: finishing the running job")
 	_, d2 := o.push(t, repo, src)
 	run2 := o.runOf(t, d2)
 	write(t, filepath.Join(marks, "gate"), "")

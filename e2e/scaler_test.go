@@ -17,6 +17,7 @@ import (
 	"time"
 
 	_ "kici.dev/kici/internal/store/sqlite" // registers the "sqlite" database/sql driver
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // manyJobsWorkflow has 20 independent jobs (a matrix) that each take a
@@ -100,7 +101,11 @@ func startSampler(t *testing.T, o *orchestrator, procMarker string, extra func()
 				s.maxProcs = max(s.maxProcs, procs)
 				s.mu.Unlock()
 			}
-			time.Sleep(15 * time.Millisecond)
+			select { // sample every 15 ms until stopped
+			case <-s.stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
 		}
 	}()
 	return s
@@ -286,10 +291,7 @@ scalers:
 		t.Errorf("scaler counters %+v", v.Scalers[0])
 	}
 	// Every agent ends with its job.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(agentProcesses(marker)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(10*time.Second, func() bool { return len(agentProcesses(marker)) == 0 })
 	if p := agentProcesses(marker); len(p) > 0 {
 		t.Errorf("agent processes remain after the run: %v", p)
 	}
@@ -430,15 +432,9 @@ func TestScalerConfigRefusedAndSIGHUP(t *testing.T) {
 
 func waitLog(t *testing.T, o *orchestrator, text string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(o.logPath)
-		if bytes.Contains(b, []byte(text)) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !wait.Until(10*time.Second, func() bool { b, _ := os.ReadFile(o.logPath); return bytes.Contains(b, []byte(text)) }) {
+		t.Fatalf("orchestrator log never said %q", text)
 	}
-	t.Fatalf("orchestrator log never said %q", text)
 }
 
 // execOrchestrator prepares (does not start) an orchestrator on a fresh
@@ -447,12 +443,11 @@ func execOrchestrator(t *testing.T, extraEnv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "kici-orchestrator"))
 	cmd.Env = append(cleanEnv(), append([]string{"KICI_DATA_DIR=" + t.TempDir(), "KICI_PORT=0"}, extraEnv...)...)
-	go func() {
-		time.Sleep(30 * time.Second)
+	time.AfterFunc(30*time.Second, func() {
 		if cmd.Process != nil && cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 		}
-	}()
+	})
 	return cmd
 }
 
@@ -502,12 +497,8 @@ scalers:
 		}
 		return ""
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	var first string
-	for first == "" && time.Now().Before(deadline) {
-		first = warmAgent()
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(20*time.Second, func() bool { first = warmAgent(); return first != "" })
 	if first == "" {
 		t.Fatal("no warm agent appeared")
 	}
@@ -515,12 +506,10 @@ scalers:
 	waitLog(t, o, `msg="agent registered" component=dispatch agent=`+first)
 	// ... and /metrics counts it ready at once, not at the pool's next
 	// periodic check (30 s away; 10 s leaves room for a loaded machine).
-	readyDeadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(metricsText(t, o), `kici_orch_scaler_warm_pool_ready{scaler="warm"} 1`) {
-		if time.Now().After(readyDeadline) {
-			t.Fatal("the registered warm agent is not counted ready on /metrics within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !wait.Until(10*time.Second, func() bool {
+		return strings.Contains(metricsText(t, o), `kici_orch_scaler_warm_pool_ready{scaler="warm"} 1`)
+	}) {
+		t.Fatal("the registered warm agent is not counted ready on /metrics within 10 s")
 	}
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "warm", "--quiet")
 	// While the warm agent runs the job, the scaler view (kici-admin
@@ -583,14 +572,8 @@ scalers:
 	if shownJob != jobs.Jobs[0].ID {
 		t.Fatalf("while warm agent %s ran job %s, the scaler view showed job %q", first, jobs.Jobs[0].ID, shownJob)
 	}
-	deadline = time.Now().Add(20 * time.Second)
 	next := ""
-	for time.Now().Before(deadline) {
-		if next = warmAgent(); next != "" && next != first {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(20*time.Second, func() bool { next = warmAgent(); return next != "" && next != first })
 	if next == "" || next == first {
 		t.Fatalf("pool not refilled (warm agent %q)", next)
 	}

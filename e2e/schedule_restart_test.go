@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A workflow fired only by an @every 10s schedule; its job asks for a
@@ -52,12 +54,8 @@ func scheduleInstants(t *testing.T, o *orchestrator) (instants []int64, missed i
 // waitInstants waits until at least n schedule instants fired.
 func waitInstants(t *testing.T, o *orchestrator, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if got, _ := scheduleInstants(t, o); len(got) >= n {
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
+	if wait.Until(60*time.Second, func() bool { got, _ := scheduleInstants(t, o); return len(got) >= n }) {
+		return
 	}
 	got, _ := scheduleInstants(t, o)
 	t.Fatalf("%d schedule instants fired in 60 s, want %d: %v", len(got), n, got)
@@ -90,7 +88,7 @@ func testScheduleSurvivesRestarts(t *testing.T, env ...string) {
 	// count racy).
 	before, _ := scheduleInstants(t, o)
 	o.stop(t)
-	time.Sleep(11 * time.Second)
+	wait.Elapse(t.Context(), 11*time.Second) // down for more than one period
 	o = startIn(t, dataDir, env...)
 	waitInstants(t, o, len(before)+2)
 
@@ -98,7 +96,7 @@ func testScheduleSurvivesRestarts(t *testing.T, env ...string) {
 	before, _ = scheduleInstants(t, o)
 	_ = o.cmd.Process.Kill()
 	_ = o.cmd.Wait()
-	time.Sleep(11 * time.Second)
+	wait.Elapse(t.Context(), 11*time.Second) // down for more than one period
 	o = startIn(t, dataDir, env...)
 	waitInstants(t, o, len(before)+2)
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const (
@@ -243,7 +245,7 @@ func TestRevokedAgentTokenDisconnectsTheAgent(t *testing.T) {
 			_ = agent.Process.Kill()
 		}
 	})
-	waitFor(t, 30*time.Second, "agent registered", func() bool {
+	wait.For(t, 30*time.Second, "agent registered", func() bool {
 		b, _ := os.ReadFile(o.logPath)
 		return bytes.Contains(b, []byte("agent registered")) && bytes.Contains(b, []byte(agentID))
 	})

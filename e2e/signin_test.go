@@ -18,6 +18,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // startSignInCluster starts n orchestrators on one PostgreSQL database
@@ -97,7 +98,7 @@ func TestSignInOIDCInChromium(t *testing.T) {
 			t.Fatalf("refusal page lacks %q:\n%s", want, body)
 		}
 	}
-	waitFor(t, 5*time.Second, "no session of the refused person", func() bool {
+	wait.For(t, 5*time.Second, "no session of the refused person", func() bool {
 		return !strings.Contains(c.Nodes[0].admin(t, "session", "list"), "u-666")
 	})
 }
@@ -163,7 +164,7 @@ func TestSignInReviewerApprovesInChromium(t *testing.T) {
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	var deployRun string
 	var holds []heldRunRow
-	waitFor(t, 60*time.Second, "the deploy job held", func() bool {
+	wait.For(t, 60*time.Second, "the deploy job held", func() bool {
 		var list struct {
 			Runs []runView `json:"runs"`
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // probeWorkflow's step does what a hostile step on the bare-metal backend
@@ -210,12 +212,8 @@ func TestStepCannotReachAgentTokenOrAdminToken(t *testing.T) {
 // waitAgentLog waits until some agent log of o contains want.
 func waitAgentLog(t *testing.T, o *orchestrator, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if agentLogSays(o, want) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if wait.Until(10*time.Second, func() bool { return agentLogSays(o, want) }) {
+		return
 	}
 	t.Errorf("no agent log says %q", want)
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // testCA is a throwaway certificate authority that signs serving
@@ -163,7 +165,7 @@ func TestTLSServeAgentsAdminAndReload(t *testing.T) {
 		}
 		return first != ""
 	}
-	waitFor(t, 4*time.Minute, "the run over wss:// to finish", finished)
+	wait.For(t, 4*time.Minute, "the run over wss:// to finish", finished)
 	// The spawned agents reached the node over wss://: the job "first" ran
 	// its greeting step.
 	if out := o.admin(t, "runs", "summary", first); !strings.Contains(out, "first") || !strings.Contains(out, "success") {
@@ -196,7 +198,7 @@ func waitServed(t *testing.T, url string, pool *x509.CertPool, want int64, timeo
 	t.Helper()
 	var got int64
 	var err error
-	if poll(timeout, func() bool { got, err = servedSerial(url, pool); return err == nil && got == want }) {
+	if wait.Until(timeout, func() bool { got, err = servedSerial(url, pool); return err == nil && got == want }) {
 		return
 	}
 	t.Fatalf("served certificate serial %d (err %v), want %d within %s", got, err, want, timeout)

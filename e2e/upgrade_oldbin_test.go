@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // upgradeLoad is how many runs go through each node at each step of the
@@ -108,7 +109,7 @@ func TestUpgradeRollingFromPreviousReleaseBinariesLosesNothing(t *testing.T) {
 			t.Errorf("upgraded node %d before resume: /ready %d %s, want 503 draining", i, code, body)
 		}
 		c.Nodes[i].admin(t, "orchestrator", "resume", "--node", id)
-		waitFor(t, 60*time.Second, "the upgraded node to be ready", func() bool {
+		wait.For(t, 60*time.Second, "the upgraded node to be ready", func() bool {
 			code, _ := probe(t, c.Nodes[i].url, "/ready")
 			return code == http.StatusOK
 		})

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // vmTapWorkflow shows the guest's network; no checkout (the guest on the
@@ -110,7 +112,7 @@ firecracker: { cidr: %s, bridgeName: %s, table: %s }
 
 	// While the step runs: the VM's TAP on the bridge and its rule.
 	var tap hostLink
-	waitFor(t, 4*time.Minute, "the step to show the guest's network", func() bool {
+	wait.For(t, 4*time.Minute, "the step to show the guest's network", func() bool {
 		j := o.jobsOf(t, runID)["guest"]
 		if j.JobID == "" || !strings.Contains(o.logText(t, runID, j.JobID, 0), "guest network shown") {
 			return false
@@ -139,7 +141,7 @@ firecracker: { cidr: %s, bridgeName: %s, table: %s }
 	if !strings.Contains(string(rules), "comment \"kici-fc:vm-tap:"+job.AgentID+"\"") {
 		t.Errorf("vms_in while the job ran lacks the VM's rule:\n%s", rules)
 	}
-	waitFor(t, 30*time.Second, "the VM, its TAP and its rule to be removed", func() bool {
+	wait.For(t, 30*time.Second, "the VM, its TAP and its rule to be removed", func() bool {
 		out, _ := exec.Command("nft", "list", "chain", "inet", table, "vms_in").CombinedOutput()
 		return vmDirEmpty(vmDir) && len(bridgePorts(t, bridge)) == 0 && !strings.Contains(string(out), "kici-fc:vm-tap:")
 	})

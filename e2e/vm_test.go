@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/forgefake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // vmWorkflow runs ./job.sh of the pushed commit in a job VM, with a secret.
@@ -60,6 +61,27 @@ func gitHTTPServer(t *testing.T, root string) *httptest.Server {
 	srv := httptest.NewServer(backend)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// qemuScalers is a scalers.yaml of one qemu scaler, name, of at most two
+// guests (1 vCPU, 512 MiB) booted from kernel and initrd with their state
+// under vmDir, allowed to reach the host's gitPort; extra adds lines,
+// indented four spaces, to the scaler's entry.
+func qemuScalers(name, kernel, initrd, vmDir, gitPort, extra string) string {
+	return fmt.Sprintf(`version: 1
+scalers:
+  - name: %s
+    type: qemu
+    maxAgents: 2
+    kernelPath: %s
+    initrdPath: %s
+    vmDir: %s
+    vcpuCount: 1
+    memSizeMib: 512
+    hostPorts: [%s]
+%s    labelSets:
+      - labels: [vm]
+`, name, kernel, initrd, vmDir, gitPort, extra)
 }
 
 // vmRecordPid reads the QEMU pid of agent's VM from its record.
@@ -114,21 +136,7 @@ if ps | grep -v grep | grep -q 'sleep 4242'; then echo "HOST PROCESS VISIBLE"; e
 
 	vmDir := filepath.Join(hostDir(t), "vms")
 	cfg := filepath.Join(t.TempDir(), "scalers.yaml")
-	write(t, cfg, fmt.Sprintf(`version: 1
-scalers:
-  - name: vm-e2e
-    type: qemu
-    maxAgents: 2
-    maxConcurrentSpawns: 2
-    kernelPath: %s
-    initrdPath: %s
-    vmDir: %s
-    vcpuCount: 1
-    memSizeMib: 512
-    hostPorts: [%s]
-    labelSets:
-      - labels: [vm]
-`, kernel, initrd, vmDir, srvURL.Port()))
+	write(t, cfg, qemuScalers("vm-e2e", kernel, initrd, vmDir, srvURL.Port(), "    maxConcurrentSpawns: 2\n"))
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, loopbackSourcesEnv)
 	o.admin(t, "context", "create", "--org", "acme", "--name", "vm")
 	o.admin(t, "context", "bind", "--org", "acme", "--env", "vm", "--scope", "vm")
@@ -163,7 +171,7 @@ scalers:
 	if !strings.Contains(setup, "booting (QEMU microvm, tcg") && !strings.Contains(setup, "booting (QEMU microvm, kvm") {
 		t.Errorf("setup log does not say the job's VM booted:\n%s", setup)
 	}
-	waitFor(t, 30*time.Second, "the first VM's directory to be removed", func() bool { return vmDirEmpty(vmDir) })
+	wait.For(t, 30*time.Second, "the first VM's directory to be removed", func() bool { return vmDirEmpty(vmDir) })
 
 	// 2 and 3. Two jobs that sleep: one cancelled, one whose QEMU is killed.
 	write(t, filepath.Join(repo, "job.sh"), "echo started; sleep 300\n")
@@ -172,7 +180,7 @@ scalers:
 	git(t, repo, "commit", "-q", "--allow-empty", "-m", "sleep again")
 	killRun := o.runOf(t, forge.push(t, repo))
 	started := func(runID string) (agent string) {
-		waitFor(t, 4*time.Minute, "run "+runID+"'s step to start in its VM", func() bool {
+		wait.For(t, 4*time.Minute, "run "+runID+"'s step to start in its VM", func() bool {
 			j := o.jobsOf(t, runID)["guest"]
 			if j.JobID == "" || !strings.Contains(o.logText(t, runID, j.JobID, 0), "started") {
 				return false
@@ -189,7 +197,7 @@ scalers:
 	if r := o.waitRunStatus(t, cancelRun, time.Minute, "cancelled", "failed", "success"); r.Status != "cancelled" {
 		t.Errorf("cancelled run ended %s", r.Status)
 	}
-	waitFor(t, 20*time.Second, "the cancelled job's QEMU to end", func() bool { return syscall.Kill(cancelPid, 0) != nil })
+	wait.For(t, 20*time.Second, "the cancelled job's QEMU to end", func() bool { return syscall.Kill(cancelPid, 0) != nil })
 
 	if err := syscall.Kill(killPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -199,14 +207,14 @@ scalers:
 	if kr.Status != "failed" || !strings.Contains(kj.ErrorMessage+o.logText(t, killRun, kj.JobID, -1), "VM ended") {
 		t.Errorf("run whose QEMU was killed: %s, job error %q; setup log:\n%s", kr.Status, kj.ErrorMessage, o.logText(t, killRun, kj.JobID, -1))
 	}
-	waitFor(t, 30*time.Second, "every VM's directory to be removed", func() bool { return vmDirEmpty(vmDir) })
+	wait.For(t, 30*time.Second, "every VM's directory to be removed", func() bool { return vmDirEmpty(vmDir) })
 	// A guest that restarts instead of powering off is destroyed 10 s after
 	// its agent disconnected (the backstop of docs/scaling.md).
 	qemuLeft := func() string {
 		out, _ := exec.Command("pgrep", "-f", "qemu-system-x86_64 -name scaler-").Output()
 		return strings.TrimSpace(string(out))
 	}
-	waitFor(t, 30*time.Second, "no QEMU process of a job VM left", func() bool { return qemuLeft() == "" })
+	wait.For(t, 30*time.Second, "no QEMU process of a job VM left", func() bool { return qemuLeft() == "" })
 }
 
 // vmDirEmpty reports whether no VM directory is left in dir (the probe's

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/testutil/forgefake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // vmWarmWorkflow runs one short step in a job VM.
@@ -61,22 +61,7 @@ func TestVMWarmPoolStartsJobsInBootedGuests(t *testing.T) {
 	srvURL, _ := url.Parse(srv.URL)
 	vmDir := filepath.Join(hostDir(t), "vms")
 	cfg := filepath.Join(t.TempDir(), "scalers.yaml")
-	doc := func(warm string) string {
-		return fmt.Sprintf(`version: 1
-scalers:
-  - name: vm-warm
-    type: qemu
-    maxAgents: 2
-    kernelPath: %s
-    initrdPath: %s
-    vmDir: %s
-    vcpuCount: 1
-    memSizeMib: 512
-    hostPorts: [%s]
-%s    labelSets:
-      - labels: [vm]
-`, kernel, initrd, vmDir, srvURL.Port(), warm)
-	}
+	doc := func(warm string) string { return qemuScalers("vm-warm", kernel, initrd, vmDir, srvURL.Port(), warm) }
 	write(t, cfg, doc(""))
 	o := startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, loopbackSourcesEnv)
 	forge := newFakeForgeRepo(t, o, forgefake.GitLab, srv.URL+"/{repo}")
@@ -87,7 +72,7 @@ scalers:
 	}
 
 	// The probe's outcome in the scaler list.
-	waitFor(t, 2*time.Minute, "the boot probe to end", func() bool { return status().Accel != "probing" })
+	wait.For(t, 2*time.Minute, "the boot probe to end", func() bool { return status().Accel != "probing" })
 	st := status()
 	if st.State != "active" || (st.Accel != "tcg" && st.Accel != "kvm") || st.BootMs <= 0 {
 		t.Fatalf("scaler after its probe: state %q accel %q bootMs %d, want active with tcg or kvm and a boot time", st.State, st.Accel, st.BootMs)
@@ -109,7 +94,7 @@ scalers:
 		start := time.Now()
 		runID := o.runOf(t, forge.push(t, repo))
 		var took time.Duration
-		waitFor(t, 4*time.Minute, "the step of run "+runID+" to start in its VM", func() bool {
+		wait.For(t, 4*time.Minute, "the step of run "+runID+" to start in its VM", func() bool {
 			j := o.jobsOf(t, runID)["guest"]
 			if j.JobID == "" || !strings.Contains(o.logText(t, runID, j.JobID, 0), "step started in") {
 				return false
@@ -130,7 +115,7 @@ scalers:
 		t.Errorf("the cold job's setup log does not show its VM booting:\n%s", coldSetup)
 	}
 	t.Logf("cold: trigger → step start %s (agent %s)", cold.Round(time.Millisecond), coldAgent)
-	waitFor(t, 30*time.Second, "the cold job's VM to be removed", func() bool { return vmDirEmpty(vmDir) })
+	wait.For(t, 30*time.Second, "the cold job's VM to be removed", func() bool { return vmDirEmpty(vmDir) })
 
 	// A warm pool of one, by reload.
 	write(t, cfg, doc("    warmPool: { enabled: true, size: 1, idleTimeoutSeconds: 600 }\n"))
@@ -138,7 +123,7 @@ scalers:
 		t.Fatal(err)
 	}
 	warmRegistered := func(not string) (agent string, pid int) {
-		waitFor(t, 3*time.Minute, "a warm VM with its agent connected", func() bool {
+		wait.For(t, 3*time.Minute, "a warm VM with its agent connected", func() bool {
 			for _, a := range status().Agents {
 				if a.Warm && a.AgentID != not && logHas(o, `msg="agent registered" component=dispatch agent=`+a.AgentID) {
 					agent = a.AgentID
@@ -163,7 +148,7 @@ scalers:
 	// That the job took the VM booted before its trigger is what the pool
 	// promises; how much sooner it started is a figure for docs/scaling.md,
 	// not an assertion on a shared machine (it was 5–9 s sooner here).
-	waitFor(t, 30*time.Second, "the warm VM's QEMU to end with its job", func() bool { return syscall.Kill(w1Pid, 0) != nil })
+	wait.For(t, 30*time.Second, "the warm VM's QEMU to end with its job", func() bool { return syscall.Kill(w1Pid, 0) != nil })
 	if logHas(o, "did not end on its own") {
 		t.Logf("a guest did not power off after its job; the orchestrator destroyed its VM after the grace")
 	}

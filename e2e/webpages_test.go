@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // pagesWorkflow's job finishes a first step, then runs a second that
@@ -58,7 +59,7 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "pagesrc", "--quiet")
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	var runID string
-	waitFor(t, 30*time.Second, "the run", func() bool {
+	wait.For(t, 30*time.Second, "the run", func() bool {
 		var list struct {
 			Runs []runView `json:"runs"`
 		}
@@ -69,7 +70,7 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 		return runID != ""
 	})
 	var jobID string
-	waitFor(t, 60*time.Second, "the second step to run", func() bool {
+	wait.For(t, 60*time.Second, "the second step to run", func() bool {
 		j := o.jobsOf(t, runID)["build"]
 		jobID = j.JobID
 		return len(j.Steps) > 1 && j.Steps[1].Status == "running"
@@ -92,8 +93,8 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 			t.Errorf("%d px: the finished set-up reads %q", width, setup)
 		}
 		first := b.text(`#steps li.on .elapsed`)
-		time.Sleep(2100 * time.Millisecond)
-		if later := b.text(`#steps li.on .elapsed`); later == first || later == "" {
+		var later string
+		if !wait.Until(10*time.Second, func() bool { later = b.text(`#steps li.on .elapsed`); return later != first && later != "" }) {
 			t.Errorf("%d px: the running step's elapsed time did not count on (%q then %q)", width, first, later)
 		}
 		logW := js[float64](b, `document.getElementById("log").getBoundingClientRect().width`)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // evilJobName carries markup (the compiler refuses parentheses in job
@@ -210,7 +212,7 @@ func TestWebUIInChromium(t *testing.T) {
 	sourceID := o.admin(t, "source", "add", "local", "--org", "acme", "--path", repo, "--name", "web", "--quiet")
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	var webRun, deployRun string
-	waitFor(t, 30*time.Second, "both runs", func() bool {
+	wait.For(t, 30*time.Second, "both runs", func() bool {
 		var list struct {
 			Runs []runView `json:"runs"`
 		}
@@ -225,7 +227,7 @@ func TestWebUIInChromium(t *testing.T) {
 		return webRun != "" && deployRun != ""
 	})
 	var buildJob string
-	waitFor(t, 60*time.Second, "the first job's step to start", func() bool {
+	wait.For(t, 60*time.Second, "the first job's step to start", func() bool {
 		j := o.jobsOf(t, webRun)[evilJobName]
 		buildJob = j.JobID
 		return len(j.Steps) > 0 && j.Steps[0].Status == "running"

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // flowWorkflow exercises outputs, conditions, a failure with a `when:
@@ -66,19 +68,17 @@ func (o *orchestrator) post(t *testing.T, path string, body any) (int, string) {
 
 func (o *orchestrator) waitRunID(t *testing.T, runID string, timeout time.Duration) runView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		var r struct {
-			Run runView `json:"run"`
-		}
-		o.get(t, "/api/v1/admin/runs/"+runID, &r)
-		if s := r.Run.Status; s == "success" || s == "failed" || s == "cancelled" {
-			return r.Run
-		}
-		time.Sleep(200 * time.Millisecond)
+	var r struct {
+		Run runView `json:"run"`
 	}
-	t.Fatalf("run %s not terminal within %s", runID, timeout)
-	return runView{}
+	if !wait.Until(timeout, func() bool {
+		o.get(t, "/api/v1/admin/runs/"+runID, &r)
+		s := r.Run.Status
+		return s == "success" || s == "failed" || s == "cancelled"
+	}) {
+		t.Fatalf("run %s not terminal within %s", runID, timeout)
+	}
+	return r.Run
 }
 
 // TestWorkflowOutputsConditionsManualRunsAndDrift is the acceptance test of

@@ -14,6 +14,7 @@ import (
 	"kici.dev/kici/internal/agent/runner"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // stepDir returns a fresh directory directly under the system temp dir with
@@ -66,15 +67,11 @@ func hostPidOf(arg string) int {
 // returns its host pid.
 func waitHostPid(t *testing.T, arg string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if pid := hostPidOf(arg); pid > 0 {
-			return pid
-		}
-		time.Sleep(20 * time.Millisecond)
+	var pid int
+	if !wait.Until(20*time.Second, func() bool { pid = hostPidOf(arg); return pid > 0 }) {
+		t.Fatalf("the step's sleep %s never ran", arg)
 	}
-	t.Fatalf("the step's sleep %s never ran", arg)
-	return 0
+	return pid
 }
 
 // TestKilledAgentTakesItsStepsProcessTreeWithIt: kill -9 of a static agent
@@ -107,10 +104,7 @@ func killedAgentTakesStepsWithIt(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	p.wait(t, 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for (pidAlive(child) || pidAlive(escaped)) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(5*time.Second, func() bool { return !pidAlive(child) && !pidAlive(escaped) })
 	if pidAlive(child) {
 		t.Errorf("the step's sleep 300 (pid %d) outlived the killed agent", child)
 	}

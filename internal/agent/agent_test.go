@@ -16,6 +16,7 @@ import (
 	"kici.dev/kici/internal/agent/conn"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type harness struct {
@@ -297,11 +298,7 @@ func TestAgentReconnectDeliversTerminalStatus(t *testing.T) {
 	h.srv.Refuse(true)
 	h.srv.Drop()
 	workDone := func() bool { return len(jobDirs(h.workDir)) == 0 }
-	deadline := time.Now().Add(15 * time.Second)
-	for !workDone() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !workDone() {
+	if !wait.Until(15*time.Second, workDone) {
 		t.Fatal("job did not finish while disconnected")
 	}
 	if h.srv.Refused() == 0 {
@@ -333,7 +330,7 @@ func TestAgentAuthFailureStops(t *testing.T) {
 	if !errors.Is(err, conn.ErrAuthFailed) || !strings.Contains(err.Error(), "Invalid token") {
 		t.Fatalf("err = %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	wait.Elapse(t.Context(), 200*time.Millisecond) // room for a reconnect that must not come
 	if n := h.srv.AuthFailures(); n != 1 {
 		t.Errorf("auth attempts = %d, want 1 (no reconnect)", n)
 	}

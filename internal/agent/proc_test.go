@@ -9,18 +9,15 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/agent/supervisor"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func waitFile(t *testing.T, p string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("file %s not written", p)
+	wait.For(t, 10*time.Second, "file "+p+" to be written", func() bool {
+		b, err := os.ReadFile(p)
+		return err == nil && len(strings.TrimSpace(string(b))) > 0
+	})
 }
 
 func readPid(t *testing.T, p string) int {

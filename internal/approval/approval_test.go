@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +15,7 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/trustpolicy"
 )
 
@@ -54,11 +53,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	h := &harness{t: t, ctx: ctx, st: st, enq: &recorder{}, now: time.Now().UTC()}
 	h.gate = NewGate(st, func(ctx context.Context, org string) (store.TrustPolicy, error) {
 		p, _, err := trustpolicy.Effective(ctx, st, org)

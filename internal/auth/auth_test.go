@@ -6,25 +6,15 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
-
-func newStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 func TestTokenFormatsAndHash(t *testing.T) {
 	a := NewAgentTokenPlaintext()
@@ -49,7 +39,7 @@ func TestTokenFormatsAndHash(t *testing.T) {
 
 func TestAgentTokenValidate(t *testing.T) {
 	ctx := context.Background()
-	st := newStore(t)
+	st := teststore.SQLite(t)
 	aa := NewAgentAuth(st)
 
 	plain, err := aa.IssueEphemeral(ctx, "kici-local-00000001", time.Hour)
@@ -137,7 +127,7 @@ func TestMatrixCounts(t *testing.T) {
 
 func TestRequireRBAC(t *testing.T) {
 	ctx := context.Background()
-	st := newStore(t)
+	st := teststore.SQLite(t)
 	const bootstrap = "kadm_bootstrap-test-token"
 	a := NewAdminAuth(st, []string{bootstrap, ""})
 
@@ -167,7 +157,7 @@ func TestRequireRBAC(t *testing.T) {
 	if _, _, err := a.IssueAdminToken(ctx, "x", "root", 0); err == nil {
 		t.Fatal("unknown role accepted")
 	}
-	time.Sleep(5 * time.Millisecond)
+	wait.Elapse(ctx, 5*time.Millisecond) // the wall clock moves past the 1 ms token's expiry
 
 	var seen Principal
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // The attack: one address tries wrong admin tokens as fast as it can. The
@@ -16,7 +18,7 @@ import (
 // included, so the answer tells nothing), other addresses are untouched,
 // and once Retry-After has passed one more try is allowed.
 func TestFailedTokenChecksAreThrottledPerClient(t *testing.T) {
-	st := newStore(t)
+	st := teststore.SQLite(t)
 	a := NewAdminAuth(st, nil)
 	owner, err := a.EnsureOwnerToken(context.Background(), "first")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // delivery is one webhook request received by the test server.
@@ -438,20 +439,20 @@ func TestLogsFollowAndWait(t *testing.T) {
 	// The "agent": progresses the run while the CLI follows.
 	go func() {
 		now := time.Now().UTC()
-		time.Sleep(150 * time.Millisecond)
+		wait.Elapse(ctx, 150*time.Millisecond) // the agent paces the run's progress
 		h.st.UpdateRunStatus(ctx, run.ID, nil, "running", store.RunUpdate{StartedAt: &now})
 		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "running", store.JobUpdate{StartedAt: &now})
 		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: "running"})
 		for i := 0; i < 3; i++ {
 			h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i)))
-			time.Sleep(60 * time.Millisecond)
+			wait.Elapse(ctx, 60*time.Millisecond)
 		}
 		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: "success"})
 		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "success", store.JobUpdate{CompletedAt: &now})
 		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "running", store.JobUpdate{StartedAt: &now})
 		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: "running"})
 		h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg"))
-		time.Sleep(100 * time.Millisecond)
+		wait.Elapse(ctx, 100*time.Millisecond)
 		h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other"))
 		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: "failed"})
 		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "failed", store.JobUpdate{CompletedAt: &now})

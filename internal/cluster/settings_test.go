@@ -3,28 +3,18 @@ package cluster
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
-
-func open(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 	ctx := context.Background()
-	st := open(t)
+	st := teststore.SQLite(t)
 	r := NewReader(st, Defaults{AgentTokenTTLMs: 7000}, 200*time.Millisecond, nil)
 	other := NewReader(st, nil, 200*time.Millisecond, nil) // another process's cache
 	if r.AgentTokenTTL(ctx) != 7*time.Second || r.ScalerSpawnTimeout(ctx) != 300*time.Second || r.Int(ctx, LockFileMaxBytes) != 5_242_880 {
@@ -47,7 +37,7 @@ func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 	if other.AgentTokenTTL(ctx) != time.Hour {
 		t.Fatal("cache ignored")
 	}
-	time.Sleep(250 * time.Millisecond)
+	wait.Elapse(ctx, 250*time.Millisecond) // the wall clock moves past the other reader's cache TTL
 	if other.AgentTokenTTL(ctx) != 2*time.Minute {
 		t.Fatal("change not visible after the cache TTL")
 	}
@@ -61,39 +51,40 @@ func TestReaderDefaultsCacheAndPatch(t *testing.T) {
 
 func TestPatchRejectsBadBodiesAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	st := open(t)
-	r := NewReader(st, nil, time.Minute, nil)
-	if _, err := r.Patch(ctx, []byte(`{"queueTimeoutMs": 5}`)); err != nil {
-		t.Fatal(err)
-	}
-	for body, want := range map[string]string{
-		`{"agentTokenTtlMs": 999}`:                          "out of range [1000",
-		`{"agentTokenTtlMs": 5000, "bogus": 1}`:             `unknown setting "bogus"`,
-		`{"agent_token_ttl_ms": 5000}`:                      `unknown setting "agent_token_ttl_ms"`,
-		`{"agentTokenTtlMs": "5000"}`:                       "must be an integer",
-		`{"agentTokenTtlMs": 5000.5}`:                       "must be an integer",
-		`{"agentTokenTtlMs": 99999999999999999999999}`:      "must be an integer",
-		`{"lockFileMaxBytes": 2000000000}`:                  "out of range",
-		`[1]`:                                               "JSON object",
-		`{}`:                                                "names no setting",
-		`{"queueTimeoutMs": 1} {"queueTimeoutMs": 2}`:       "single JSON object",
-		`{"queueTimeoutMs": 7, "queueTimeoutMs": -1}`:       "out of range",
-		`{"scalerSpawnTimeoutMs": 3600001}`:                 "out of range",
-		`{"agentTokenTtlMs": 5000, "webhookDedupTtlMs": 1}`: "webhookDedupTtlMs",
-	} {
-		_, err := r.Patch(ctx, []byte(body))
-		var pe *PatchError
-		if !errors.As(err, &pe) || !strings.Contains(err.Error(), want) {
-			t.Errorf("PATCH %s: %v, want %q", body, err, want)
+	teststore.Each(t, func(t *testing.T, st store.Store) {
+		r := NewReader(st, nil, time.Minute, nil)
+		if _, err := r.Patch(ctx, []byte(`{"queueTimeoutMs": 5}`)); err != nil {
+			t.Fatal(err)
 		}
-	}
-	cs, err := st.GetClusterSettings(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cs.Version != 1 || len(cs.Values) != 1 || cs.Values[QueueTimeoutMs] != 5 {
-		t.Fatalf("a refused PATCH changed something: %+v", cs)
-	}
+		for body, want := range map[string]string{
+			`{"agentTokenTtlMs": 999}`:                          "out of range [1000",
+			`{"agentTokenTtlMs": 5000, "bogus": 1}`:             `unknown setting "bogus"`,
+			`{"agent_token_ttl_ms": 5000}`:                      `unknown setting "agent_token_ttl_ms"`,
+			`{"agentTokenTtlMs": "5000"}`:                       "must be an integer",
+			`{"agentTokenTtlMs": 5000.5}`:                       "must be an integer",
+			`{"agentTokenTtlMs": 99999999999999999999999}`:      "must be an integer",
+			`{"lockFileMaxBytes": 2000000000}`:                  "out of range",
+			`[1]`:                                               "JSON object",
+			`{}`:                                                "names no setting",
+			`{"queueTimeoutMs": 1} {"queueTimeoutMs": 2}`:       "single JSON object",
+			`{"queueTimeoutMs": 7, "queueTimeoutMs": -1}`:       "out of range",
+			`{"scalerSpawnTimeoutMs": 3600001}`:                 "out of range",
+			`{"agentTokenTtlMs": 5000, "webhookDedupTtlMs": 1}`: "webhookDedupTtlMs",
+		} {
+			_, err := r.Patch(ctx, []byte(body))
+			var pe *PatchError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), want) {
+				t.Errorf("PATCH %s: %v, want %q", body, err, want)
+			}
+		}
+		cs, err := st.GetClusterSettings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.Version != 1 || len(cs.Values) != 1 || cs.Values[QueueTimeoutMs] != 5 {
+			t.Fatalf("a refused PATCH changed something: %+v", cs)
+		}
+	})
 }
 
 type brokenStore struct{ store.ClusterSettingsStore }

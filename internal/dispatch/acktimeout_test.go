@@ -9,6 +9,7 @@ import (
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The ack deadline follows the live cluster setting dispatch_ack_timeout_ms,
@@ -54,7 +55,7 @@ func TestAckTimeoutFollowsClusterSetting(t *testing.T) {
 	if took := time.Since(start); took < 900*time.Millisecond || took > 4*time.Second {
 		t.Fatalf("requeued after %s, want about 1 s", took)
 	}
-	eventually(t, "requeued", func() bool { return h.entry(j2.ID).Status == store.QueuePending })
+	wait.For(t, 5*time.Second, "requeued", func() bool { return h.entry(j2.ID).Status == store.QueuePending })
 	// The first dispatch kept the deadline it was given.
 	if e := h.entry(j1.ID); e.Status != store.QueueDispatched || e.AgentID != "patient" {
 		t.Fatalf("first job's entry changed: %+v", e)

@@ -7,6 +7,7 @@ import (
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestOrchestratorDrainHoldsQueuedJobsUntilResume: while draining, an idle
@@ -22,7 +23,7 @@ func TestOrchestratorDrainHoldsQueuedJobsUntilResume(t *testing.T) {
 	if r := h.getJob(j.ID).PendingReason; r != "draining" {
 		t.Fatalf("pending reason while draining = %q", r)
 	}
-	time.Sleep(200 * time.Millisecond) // several re-drives
+	wait.Elapse(t.Context(), 200*time.Millisecond) // several re-drives, none of which may dispatch
 	if e := h.entry(j.ID); e.Status != store.QueuePending {
 		t.Fatalf("entry %s while draining", e.Status)
 	}
@@ -51,7 +52,7 @@ func TestDrainingAgentIsHandedNothing(t *testing.T) {
 	h := newHarness(t, Config{}, nil)
 	a := h.agent("a1", h.staticToken(), "linux")
 	a.send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: "a1", Draining: true})
-	eventually(t, "draining noted", func() bool {
+	wait.For(t, 5*time.Second, "draining noted", func() bool {
 		h.d.mu.Lock()
 		defer h.d.mu.Unlock()
 		return h.d.agents["a1"] != nil && h.d.agents["a1"].closing
@@ -76,7 +77,7 @@ func TestCancelJobReachesOwnerAndAbortFreesSlot(t *testing.T) {
 	h.enqueue(j)
 	jd := a.dispatch()
 	a.status(jd, "running")
-	eventually(t, "job started", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "job started", func() bool { return h.getJob(j.ID).Status == "running" })
 	if h.d.CancelJob("unknown-job", "x", false) {
 		t.Error("CancelJob of an untracked job reported sent")
 	}
@@ -98,7 +99,7 @@ func TestCancelJobReachesOwnerAndAbortFreesSlot(t *testing.T) {
 	}
 	// The agent's own report arrives later: accepted, changes nothing.
 	a.status(jd, "cancelled")
-	time.Sleep(100 * time.Millisecond)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a finish that must not come
 	if got := h.ev.finishedOf(j.ID); len(got) != 0 {
 		t.Errorf("late terminal status finished the job again: %v", got)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,8 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // events records lifecycle calls and applies them to the store the way the
@@ -140,11 +141,7 @@ func newHarness(t *testing.T, cfg Config, sp Spawner) *harness {
 // collaborators of deps (Events is the harness's own recorder).
 func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := teststore.SQLite(t) // closed after the cleanup below shuts the dispatcher down
 	h := &harness{t: t, st: st, aa: auth.NewAgentAuth(st), logs: &logSink{}}
 	h.ev = newEvents(st)
 	var logger *slog.Logger
@@ -160,7 +157,6 @@ func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
 		defer cancel()
 		h.d.Shutdown(sctx)
 		srv.Close()
-		st.Close()
 	})
 	return h
 }
@@ -219,18 +215,6 @@ func (h *harness) getJob(id string) *store.Job {
 		h.t.Fatal(err)
 	}
 	return j
-}
-
-// eventually polls cond for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // client is a test agent speaking internal/protocol over a real WebSocket.
@@ -332,7 +316,7 @@ func (h *harness) agent(id, token string, labels ...string) *client {
 	c := h.dial()
 	c.auth(token)
 	c.register(id, labels...)
-	eventually(h.t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
 	return c
 }
 
@@ -513,7 +497,7 @@ func TestDispatchToLowestIdleMatchingAgent(t *testing.T) {
 	}
 	// ack clears the deadline
 	a.send(&protocol.JobAck{Type: protocol.TypeJobAck, RunID: jd.RunID, JobID: jd.JobID})
-	eventually(t, "ack persisted", func() bool { return h.entry(j.ID).AckDeadline == nil })
+	wait.For(t, 5*time.Second, "ack persisted", func() bool { return h.entry(j.ID).AckDeadline == nil })
 }
 
 func TestPendingReasons(t *testing.T) {
@@ -590,7 +574,7 @@ func TestNoAgentSpawnsPinsAndDispatchesToSpawnedAgent(t *testing.T) {
 	jd := &protocol.JobDispatch{RunID: j.RunID, JobID: j.ID}
 	c.status(jd, "running")
 	c.status(jd, "success")
-	eventually(t, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	j2 := h.job("kici:os:linux")
 	h.enqueue(j2)
 	if jd := other.dispatch(); jd.JobID != j2.ID {
@@ -605,7 +589,7 @@ func TestSpawnTimeoutUnpinsAndRedrives(t *testing.T) {
 	j := h.job("kici:os:linux")
 	h.enqueue(j)
 	first := sp.ids[0]
-	eventually(t, "second spawn after the timeout", func() bool {
+	wait.For(t, 5*time.Second, "second spawn after the timeout", func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
 		return len(sp.ids) >= 2
@@ -620,7 +604,7 @@ func TestSpawnTimeoutUnpinsAndRedrives(t *testing.T) {
 	n := len(sp.ids)
 	sp.mu.Unlock()
 	h.d.AgentExited(second, errors.New("exit status 1"))
-	eventually(t, "respawn after exit", func() bool {
+	wait.For(t, 5*time.Second, "respawn after exit", func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
 		return len(sp.ids) > n
@@ -645,7 +629,7 @@ func TestAckTimeoutRequeuesAndCloses4031(t *testing.T) {
 	if jc, ok := msgs[0].(*protocol.JobCancel); !ok || jc.JobID != j.ID {
 		t.Fatalf("got %+v", msgs[0])
 	}
-	eventually(t, "requeued", func() bool { return h.entry(j.ID).Status == store.QueuePending })
+	wait.For(t, 5*time.Second, "requeued", func() bool { return h.entry(j.ID).Status == store.QueuePending })
 	if e := h.entry(j.ID); e.Attempts != 1 || e.AgentID != "" {
 		t.Fatalf("entry %+v", e)
 	}
@@ -672,13 +656,13 @@ func TestRejectRequeuesAndFifthAttemptFails(t *testing.T) {
 		}
 		c.send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: jd.RunID, JobID: jd.JobID, Reason: "busy"})
 		if i < 5 {
-			eventually(t, "requeued", func() bool {
+			wait.For(t, 5*time.Second, "requeued", func() bool {
 				e := h.entry(j.ID)
 				return e.Attempts == i
 			})
 		}
 	}
-	eventually(t, "job failed", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	wait.For(t, 5*time.Second, "job failed", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	if got := h.ev.finishedOf(j.ID)[0]; got != "failed" {
 		t.Fatalf("status %s", got)
 	}
@@ -723,7 +707,7 @@ func TestJobLifecycleExactlyOnceAndOwnership(t *testing.T) {
 	intruder.status(jd, "running")
 	intruder.status(jd, "success")
 	owner.status(jd, "running")
-	eventually(t, "started", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == "running" })
 	h.ev.mu.Lock()
 	starts := h.ev.started[j.ID]
 	h.ev.mu.Unlock()
@@ -744,12 +728,12 @@ func TestJobLifecycleExactlyOnceAndOwnership(t *testing.T) {
 	owner.send(&protocol.JobHeartbeat{Type: protocol.TypeJobHeartbeat, RunID: jd.RunID, JobID: jd.JobID})
 	owner.status(jd, "success")
 	owner.status(jd, "success") // replay
-	eventually(t, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) > 0 })
+	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) > 0 })
 	// a later replay from the owner (after the 30 s grace the DB vouches) is a no-op too
 	owner.status(jd, "failed")
 	// a heartbeat round-trip orders the check after the replays
 	owner.send(&protocol.Heartbeat{Type: protocol.TypeHeartbeat})
-	time.Sleep(100 * time.Millisecond)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a second finish that must not come
 	if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != "success" {
 		t.Fatalf("JobFinished calls %v", got)
 	}
@@ -866,7 +850,7 @@ func TestHeartbeatTimeoutTriage(t *testing.T) {
 	if code, _ := s.closed(); code != protocol.CloseHeartbeatTimeout {
 		t.Fatalf("close %d, want 4004", code)
 	}
-	eventually(t, "requeue", func() bool { e := h.entry(j1.ID); return e.Status == store.QueuePending && e.Attempts == 1 })
+	wait.For(t, 5*time.Second, "requeue", func() bool { e := h.entry(j1.ID); return e.Status == store.QueuePending && e.Attempts == 1 })
 
 	// ephemeral agent with a started job ⇒ job fails fast
 	tok, _ := h.aa.IssueEphemeral(context.Background(), "kici-local-0000abcd", time.Hour)
@@ -880,7 +864,7 @@ func TestHeartbeatTimeoutTriage(t *testing.T) {
 	if code, _ := e.closed(); code != protocol.CloseHeartbeatTimeout {
 		t.Fatalf("close %d, want 4004", code)
 	}
-	eventually(t, "fail fast", func() bool { return len(h.ev.finishedOf(j2.ID)) == 1 })
+	wait.For(t, 5*time.Second, "fail fast", func() bool { return len(h.ev.finishedOf(j2.ID)) == 1 })
 	h.ev.mu.Lock()
 	msg := h.ev.errs[j2.ID]
 	h.ev.mu.Unlock()
@@ -900,9 +884,9 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 	h.enqueue(j)
 	jd := c.dispatch()
 	c.status(jd, "running")
-	eventually(t, "started", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == "running" })
 	c.ws.Close(websocket.StatusNormalClosure, "bye")
-	eventually(t, "unregistered", func() bool { return len(h.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "unregistered", func() bool { return len(h.d.Agents()) == 0 })
 
 	c2 := h.dial()
 	c2.auth(tok)
@@ -915,5 +899,5 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 		t.Fatalf("agents %+v", a)
 	}
 	c2.status(jd, "success")
-	eventually(t, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 }

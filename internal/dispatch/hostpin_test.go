@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // Attack: any agent may report kici:host:deploybox (platform labels are
@@ -47,7 +49,7 @@ func TestHostPinnedJobSkipsImpostorAgents(t *testing.T) {
 	// refused them.
 	plain := h.job("deploy")
 	h.enqueue(plain)
-	eventually(t, "unpinned job dispatched", func() bool { return h.entry(plain.ID).Status == store.QueueDispatched })
+	wait.For(t, 5*time.Second, "unpinned job dispatched", func() bool { return h.entry(plain.ID).Status == store.QueueDispatched })
 	if id := h.entry(plain.ID).AgentID; id != "other-host" && id != "scoped-without-host" && id != "unscoped" {
 		t.Fatalf("unpinned job went to %q", id)
 	}

@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // assertKicked waits for c's socket to close with 4010 after an
@@ -50,7 +51,7 @@ func TestRevokedTokenClosesLiveConnections(t *testing.T) {
 	}
 	assertKicked(t, a1, ReasonTokenRevoked)
 	assertKicked(t, a2, ReasonTokenRevoked)
-	eventually(t, "revoked agents unregistered", func() bool { return len(h.d.Agents()) == 1 })
+	wait.For(t, 5*time.Second, "revoked agents unregistered", func() bool { return len(h.d.Agents()) == 1 })
 	if got := h.d.Agents()[0].ID; got != "keep" {
 		t.Fatalf("remaining agent %s", got)
 	}
@@ -155,7 +156,7 @@ func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
 	if !slices.Contains(ack.Labels, "secure") {
 		t.Fatalf("tainted agent labels %v lack the mandatory label", ack.Labels)
 	}
-	eventually(t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
 	if e := h.entry(plainJob.ID); e.Status != store.QueuePending {
 		t.Fatalf("ordinary job went to the tainted agent: %+v", e)
 	}
@@ -166,7 +167,7 @@ func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
 	if tainted.ID != "tainted" {
 		t.Fatalf("agents %v", h.d.Agents())
 	}
-	eventually(t, "secure job dispatched to the tainted agent", func() bool {
+	wait.For(t, 5*time.Second, "secure job dispatched to the tainted agent", func() bool {
 		e := h.entry(secure.ID)
 		return e.Status == store.QueueDispatched && e.AgentID == "tainted"
 	})

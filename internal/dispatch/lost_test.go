@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestEndLostAgentsFailsTheirJobsAtOnce: after a restart, jobs of agents the
@@ -18,7 +20,7 @@ func TestEndLostAgentsFailsTheirJobsAtOnce(t *testing.T) {
 	h.enqueue(j2)
 	jd2 := other.dispatch()
 	other.status(jd2, "running")
-	eventually(t, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
 
 	// The restarted orchestrator: a new dispatcher over the same store.
 	h2 := h.restarted(Config{}, Deps{})

@@ -11,6 +11,7 @@ import (
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // foreignFrames are the job-scoped frames an agent could forge for a job
@@ -91,13 +92,13 @@ func TestForeignAgentFramesRefusedSameNode(t *testing.T) {
 	h.enqueue(j)
 	jd := owner.dispatch()
 	owner.status(jd, "running")
-	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
 
 	attackJob(t, intruder, jd)
 	assertUntouched(t, h, h.ev, h.logs, j.ID, "a-owner")
 
 	owner.status(jd, "success")
-	eventually(t, "owner finished the job", func() bool {
+	wait.For(t, 5*time.Second, "owner finished the job", func() bool {
 		got := h.ev.finishedOf(j.ID)
 		return len(got) == 1 && got[0] == "success"
 	})
@@ -115,7 +116,7 @@ func TestForeignAgentFramesRefusedOtherNode(t *testing.T) {
 	h.enqueue(j)
 	jd := owner.dispatch()
 	owner.status(jd, "running")
-	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
 
 	// Node B: same store, its own dispatcher, events and log sink.
 	evB := newEvents(h.st)
@@ -151,9 +152,9 @@ func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
 	jd := a.dispatch()
 	a.status(jd, "running")
 	a.status(jd, "success")
-	eventually(t, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	a.ws.CloseNow()
-	eventually(t, "a1 gone", func() bool { return len(h.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "a1 gone", func() bool { return len(h.d.Agents()) == 0 })
 
 	for _, when := range []string{"within the grace", "after the grace", "untracked"} {
 		h.d.mu.Lock()
@@ -167,7 +168,7 @@ func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
 		}
 		h.d.mu.Unlock()
 		attackJob(t, h.agent("a1", h.staticToken()), jd)
-		eventually(t, "impostor gone", func() bool { return len(h.d.Agents()) == 0 })
+		wait.For(t, 5*time.Second, "impostor gone", func() bool { return len(h.d.Agents()) == 0 })
 		assertNothingStored(t, h.ev, h.logs, "impostor "+when)
 		if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != "success" {
 			t.Fatalf("%s: job finished %v, want once, success", when, got)

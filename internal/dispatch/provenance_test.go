@@ -4,8 +4,10 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type recAttester struct {
@@ -78,7 +80,7 @@ func TestAttestOnlyByTheAgentThatRunsTheJob(t *testing.T) {
 	}
 	// After the job finished: refused even for the owner.
 	owner.status(jd, "success")
-	eventually(t, "job finished", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	owner.send(req(jd.RunID, jd.JobID, "q4"))
 	if r := attestResult(t, owner); r.OK || r.Error != "job is not running on this agent" {
 		t.Fatalf("finished job: %+v", r)

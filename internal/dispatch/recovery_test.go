@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // runningOnStatic starts a job on static agent a1 and returns the agent's
@@ -20,7 +21,7 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 	h.enqueue(j)
 	jd := a.dispatch()
 	a.status(jd, "running")
-	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
 	return tok, a, jd
 }
 
@@ -62,11 +63,11 @@ func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 	b := h.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
-	eventually(t, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
+	wait.For(t, 5*time.Second, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
 	b.status(jd, "success")
-	eventually(t, "terminal status accepted", func() bool {
+	wait.For(t, 5*time.Second, "terminal status accepted", func() bool {
 		got := h.ev.finishedOf(jd.JobID)
 		return len(got) == 1 && got[0] == "success"
 	})
@@ -80,7 +81,7 @@ func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
 	h.d.Start(context.Background())
 	_, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job failed after the window", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	wait.For(t, 5*time.Second, "job failed after the window", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	h.ev.mu.Lock()
 	msg := h.ev.errs[jd.JobID]
 	h.ev.mu.Unlock()
@@ -96,9 +97,9 @@ func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 	h.reconnect(tok, "a1", a.resume)
-	eventually(t, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	wait.For(t, 5*time.Second, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	h.ev.mu.Lock()
 	msg := h.ev.errs[jd.JobID]
 	h.ev.mu.Unlock()
@@ -114,13 +115,13 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 
 	h2 := h.restarted(Config{}, Deps{})
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
-	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
+	wait.For(t, 5*time.Second, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
 	b.status(jd, "success")
-	eventually(t, "terminal status accepted by the new process", func() bool {
+	wait.For(t, 5*time.Second, "terminal status accepted by the new process", func() bool {
 		got := h2.ev.finishedOf(jd.JobID)
 		return len(got) == 1 && got[0] == "success"
 	})

@@ -9,6 +9,7 @@ import (
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // agentResuming registers agent id on a new socket presenting resume as
@@ -19,7 +20,7 @@ func (h *harness) agentResuming(id, token, resume string) *client {
 	c.auth(token)
 	c.resume = resume
 	c.register(id)
-	eventually(h.t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
 	return c
 }
 
@@ -36,7 +37,7 @@ func TestSecondConnectionCannotTakeOverLiveAgent(t *testing.T) {
 	h.enqueue(j)
 	jd := real.dispatch()
 	real.status(jd, "running")
-	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
 
 	for _, resume := range []string{"", "krs_guessed", real.resume + "0"} {
 		imp := h.dial()
@@ -58,7 +59,7 @@ func TestSecondConnectionCannotTakeOverLiveAgent(t *testing.T) {
 		t.Fatalf("agents after the takeover attempts: %+v", a)
 	}
 	real.status(jd, "success")
-	eventually(t, "real agent's status stored", func() bool {
+	wait.For(t, 5*time.Second, "real agent's status stored", func() bool {
 		got := h.ev.finishedOf(j.ID)
 		return len(got) == 1 && got[0] == "success"
 	})
@@ -72,11 +73,11 @@ func TestNewSessionCannotReclaimDisconnectedAgentsJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
 	imp := h.reconnect(tok, "a1", "", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
-	eventually(t, "job failed as lost", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
+	wait.For(t, 5*time.Second, "job failed as lost", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	imp.status(jd, "success")
-	time.Sleep(100 * time.Millisecond)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a second finish that must not come
 	if got := h.ev.finishedOf(jd.JobID); len(got) != 1 || got[0] != "failed" {
 		t.Fatalf("job statuses %v, want only failed", got)
 	}
@@ -111,9 +112,9 @@ func TestEphemeralTokenDiesWithItsSession(t *testing.T) {
 	jd := agent.dispatch()
 	agent.status(jd, "running")
 	agent.status(jd, "success")
-	eventually(t, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
+	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	agent.ws.CloseNow()
-	eventually(t, "agent gone", func() bool { return len(h.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "agent gone", func() bool { return len(h.d.Agents()) == 0 })
 
 	// Another job with a secret waits in the queue; the old token must not
 	// reach it, not even with the old session's resume token.
@@ -155,7 +156,7 @@ func TestEphemeralTokenDiesWhenAgentDisconnects(t *testing.T) {
 	}
 	a := h.agent(id, tok)
 	a.ws.CloseNow()
-	eventually(t, "agent gone", func() bool { return len(h.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "agent gone", func() bool { return len(h.d.Agents()) == 0 })
 	c := h.dial()
 	c.send(&protocol.AuthRequest{Type: protocol.TypeAuthRequest, Token: tok, ProtocolVersion: protocol.Version})
 	if code, _ := c.closed(); code != protocol.CloseAuthFailed {

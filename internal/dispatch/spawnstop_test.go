@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // stoppingSpawner is a spawner that also records Stop calls.
@@ -38,7 +41,7 @@ func TestCancellingJobStopsItsUnregisteredAgent(t *testing.T) {
 	h.enqueue(cancelled)
 	h.enqueue(expired)
 	h.enqueue(other)
-	eventually(t, "three spawns", func() bool {
+	wait.For(t, 5*time.Second, "three spawns", func() bool {
 		sp.mu.Lock()
 		defer sp.mu.Unlock()
 		return len(sp.ids) == 3

@@ -11,6 +11,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // reconnectWith is reconnect with the agent's StatusAcks offer.
@@ -37,7 +38,7 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 	h.killBetweenWrites()
 	tok := h.staticToken()
 	a := h.reconnectWith(tok, "a1", "", true)
-	eventually(t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
@@ -88,7 +89,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	tok, a, jd := runningOnStatic(t, h)
 	a.send(&protocol.JobStatus{Type: protocol.TypeJobStatus, RunID: jd.RunID, JobID: jd.JobID, State: status.JobFailed,
 		Data: &protocol.JobStatusData{Error: "step 1 exited with 3"}})
-	eventually(t, "the queue entry completed by the first node", func() bool {
+	wait.For(t, 5*time.Second, "the queue entry completed by the first node", func() bool {
 		return h.entry(jd.JobID).Status == store.QueueCompleted
 	})
 	if got := h.getJob(jd.JobID).Status; got != "running" {

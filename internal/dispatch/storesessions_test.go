@@ -8,6 +8,7 @@ import (
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runs/status"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // runningThenRestarted runs a job on a static agent under a dispatcher
@@ -20,7 +21,7 @@ func runningThenRestarted(t *testing.T) (h2 *harness, tok string, a *client, jd 
 	ss.st = h.st // the harness opens the store; nothing registered yet
 	tok, a, jd = runningOnStatic(t, h)
 	a.ws.CloseNow() // the connection breaks as the orchestrator goes down
-	eventually(t, "the agent's socket gone", func() bool { return len(h.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "the agent's socket gone", func() bool { return len(h.d.Agents()) == 0 })
 	h.d.Shutdown(context.Background())
 	return h.restarted(Config{RecoveryWindow: time.Minute}, Deps{Sessions: NewStoreSessions(h.st)}), tok, a, jd
 }
@@ -39,7 +40,7 @@ func TestRestartImpostorWithoutResumeTokenReclaimsNothing(t *testing.T) {
 	impostor.status(jd, status.JobFailed)
 	impostor.ws.CloseNow()
 	// Its frames are handled before its disconnect.
-	eventually(t, "the impostor's socket handled and gone", func() bool { return len(h2.d.Agents()) == 0 })
+	wait.For(t, 5*time.Second, "the impostor's socket handled and gone", func() bool { return len(h2.d.Agents()) == 0 })
 	if got := h2.ev.finishedOf(jd.JobID); len(got) != 0 || h2.startedCount(jd.JobID) != 0 {
 		t.Fatalf("the impostor's session took the job: finished %v, started %d", got, h2.startedCount(jd.JobID))
 	}
@@ -66,7 +67,7 @@ func TestRestartAgentWithResumeTokenReclaimsItsJob(t *testing.T) {
 		t.Fatalf("second registration without the resume token: close %d, want %d", code, protocol.CloseInvalidMessage)
 	}
 	real.status(jd, status.JobSuccess)
-	eventually(t, "the job finished", func() bool { return len(h2.ev.finishedOf(jd.JobID)) > 0 })
+	wait.For(t, 5*time.Second, "the job finished", func() bool { return len(h2.ev.finishedOf(jd.JobID)) > 0 })
 	if got := h2.ev.finishedOf(jd.JobID); !slices.Equal(got, []status.Job{status.JobSuccess}) {
 		t.Fatalf("job finished %v, want the agent's success", got)
 	}

@@ -2,23 +2,18 @@ package forgestatus
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // The TTL sweep reads checkRunTrackingTtlDays live: 0 keeps every row, 7
 // removes rows last updated more than 7 days ago and keeps newer ones.
 func TestSweepFollowsTheLiveTTL(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := teststore.SQLite(t)
 	for _, id := range []string{"old", "new"} {
 		if err := st.UpsertCheckRunDesired(ctx, &store.CheckRun{JobID: id, RunID: "r", SourceID: "s", Provider: store.CheckProviderGitLab,
 			Repo: "a/b", SHA: "c", Name: "kici/ci/" + id, DesiredState: "success", DesiredBody: []byte(`{}`), DesiredHash: "h", DesiredTerminal: true}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestProbeStatuses(t *testing.T) {
@@ -18,7 +20,7 @@ func TestProbeStatuses(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte(`{"status":"not_ready","error":"Not ready: database down"}`))
 		case "/slow":
-			time.Sleep(500 * time.Millisecond)
+			wait.Elapse(r.Context(), 500*time.Millisecond) // a server slower than the probe's timeout
 		}
 	}))
 	defer srv.Close()

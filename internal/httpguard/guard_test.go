@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // slowClient opens a connection from localIP, sends complete headers for
@@ -137,7 +139,7 @@ func TestTricklingBodiesAreCut(t *testing.T) {
 	go func() {
 		chunk := make([]byte, 8<<10)
 		for range 16 {
-			time.Sleep(90 * time.Millisecond)
+			wait.Elapse(t.Context(), 90*time.Millisecond) // a slow client paces its bytes
 			if _, err := pw.Write(chunk); err != nil {
 				return
 			}

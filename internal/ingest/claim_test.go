@@ -9,6 +9,7 @@ import (
 	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // nodeProcessor returns a second processor on h's store, as another
@@ -66,7 +67,7 @@ func TestClaimedDeliveryWaitsForLeaseExpiry(t *testing.T) {
 	if d, _ := h.delivery(id); d.Status != store.DeliveryReceived || len(h.runsOf(id)) != 0 {
 		t.Fatalf("delivery held by another node was processed: status %q, %d runs", d.Status, len(h.runsOf(id)))
 	}
-	waitFor(t, "node-b to process the delivery after node-gone's lease expired", func() bool {
+	wait.For(t, 15*time.Second, "node-b to process the delivery after node-gone's lease expired", func() bool {
 		if err := other.Process(h.ctx, id); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
 
@@ -41,7 +42,7 @@ func TestDedupWindowReplayCreatesSecondRun(t *testing.T) {
 	}
 	processed := func(id string) {
 		t.Helper()
-		waitFor(t, "delivery "+id+" processed", func() bool {
+		wait.For(t, 15*time.Second, "delivery "+id+" processed", func() bool {
 			d, _ := h.delivery(id)
 			return d.Status == store.DeliveryProcessed
 		})

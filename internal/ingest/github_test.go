@@ -22,8 +22,9 @@ import (
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/ghfake"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
 
@@ -71,11 +72,7 @@ func newGHHarness(t *testing.T) *ghHarness {
 func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (runs.TrackerDeps, ProcessorDeps)) *ghHarness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	h := &ghHarness{t: t, ctx: ctx, st: st, fake: ghfake.New(77)}
 	trDeps, procDeps := deps(h)
 	h.tr = runs.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)
@@ -317,17 +314,10 @@ func TestGitHubConcurrentReplaysOneSetOfRuns(t *testing.T) {
 	}
 	wg.Wait()
 	id := "github:77:replayed"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "the delivery to be processed", func() bool {
 		d, err := h.st.GetDelivery(h.ctx, id)
-		if err == nil && d.Status != store.DeliveryReceived {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("delivery not processed in 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && d.Status != store.DeliveryReceived
+	})
 	all, n, err := h.st.ListRuns(h.ctx, store.RunFilter{Limit: 100})
 	if err != nil || n != 2 || len(all) != 2 {
 		t.Fatalf("runs after 100 replays = %d (%v), want 2 (one per matched workflow)", n, err)

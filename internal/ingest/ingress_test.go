@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
 
@@ -67,7 +69,7 @@ func TestWebhookToRun(t *testing.T) {
 	if code != http.StatusAccepted || r.DeliveryID != "generic:acme:src-1:e2e-1" {
 		t.Fatalf("%d %+v", code, r)
 	}
-	waitFor(t, "run for the delivery", func() bool {
+	wait.For(t, 15*time.Second, "run for the delivery", func() bool {
 		d, _ := h.delivery(r.DeliveryID)
 		return d.Status == store.DeliveryProcessed
 	})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // Deliveries are processed by several workers, yet the runs of one source
@@ -48,12 +49,8 @@ func TestPoolKeepsDeliveryOrderPerRef(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(distinct()) < len(ids) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d runs enqueued, want %d", len(distinct()), len(ids))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !wait.Until(20*time.Second, func() bool { return len(distinct()) >= len(ids) }) {
+		t.Fatalf("%d runs enqueued, want %d", len(distinct()), len(ids))
 	}
 	runs := distinct()
 	var order []string

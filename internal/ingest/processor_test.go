@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,8 @@ import (
 	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // ---- real git repository helpers ----
@@ -108,11 +108,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	enq := &countingEnqueuer{st: st}
 	tr := runs.NewTracker(st, enq, nil, runs.TrackerDeps{})
 	h := &harness{t: t, ctx: ctx, st: st, enq: enq, proc: NewProcessor(st, tr, nil, ProcessorDeps{}), repo: newGitRepo(t)}
@@ -432,17 +428,6 @@ func TestDeletedRefAndOtherEvents(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	h := newHarness(t)
 	h.repo.Write(lockfile.Path, testLock)
@@ -463,7 +448,7 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	defer cancel()
 	h.proc.Start(ctx)
 	for _, id := range []string{leftover, a, b} {
-		waitFor(t, "delivery "+id, func() bool {
+		wait.For(t, 15*time.Second, "delivery "+id, func() bool {
 			d, _ := h.delivery(id)
 			return d.Status == store.DeliveryProcessed
 		})
@@ -471,11 +456,11 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	// Submitted while running, racing the re-scan.
 	c := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	h.proc.Submit(c)
-	waitFor(t, "delivery c", func() bool {
+	wait.For(t, 15*time.Second, "delivery c", func() bool {
 		d, _ := h.delivery(c)
 		return d.Status == store.DeliveryProcessed
 	})
-	time.Sleep(250 * time.Millisecond) // let a re-scan or two pass
+	wait.Elapse(t.Context(), 250*time.Millisecond) // a re-scan or two, which must start no second run
 	h.proc.Stop()
 	h.proc.Stop()
 	for _, id := range []string{leftover, a, b, c} {

@@ -1,13 +1,11 @@
 package ingest
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
@@ -19,17 +17,13 @@ import (
 // message, both through git from the source's clone URL (the payload of a
 // pull request carries no message).
 func TestUniversalGatesReadTheCommitThroughGit(t *testing.T) {
-	ctx := context.Background()
 	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
-	gitIn(t, root, "init", "-q", "-b", "main", work)
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(
+	work := universalWork(t, root, lockJSON(
 		wfJSON("deploy-enabled", `[{"_type":"push","requires":[{"file":"deploy.json","format":"json","match":{"$.enabled":true}}]}]`),
 		wfJSON("deploy-disabled", `[{"_type":"push","requires":[{"file":"deploy.json","format":"json","match":{"$.enabled":false}}]}]`),
 		wfJSON("pr-feat", `[{"_type":"pr","commitMessage":{"matches":[{"type":"regex","pattern":"^feat"}]}}]`),
 		wfJSON("pr-any", `[{"_type":"pr"}]`),
-	), 0o644)
+	))
 	os.WriteFile(filepath.Join(work, "deploy.json"), []byte(`{"enabled": true}`), 0o644)
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "fix: lock")
@@ -46,15 +40,7 @@ func TestUniversalGatesReadTheCommitThroughGit(t *testing.T) {
 	deliver := func(id, event string, body map[string]any) (map[string]bool, *store.Delivery) {
 		t.Helper()
 		payload, _ := json.Marshal(body)
-		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: event, Payload: payload, ReceivedAt: time.Now()},
-			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := proc.Process(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := st.GetDelivery(ctx, id)
-		runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+		d, runs := deliverUniversal(t, st, proc, src, id, event, payload)
 		names := map[string]bool{}
 		for _, r := range runs {
 			names[r.WorkflowName] = true

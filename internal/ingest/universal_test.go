@@ -14,6 +14,7 @@ import (
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/trustpolicy"
 )
 
@@ -42,17 +43,45 @@ func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Sto
 	}
 	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(forge, "acme", "app.git"))
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: preset,
 		GitURLTemplate: "file://" + forge + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return st, src
+}
+
+// universalWork starts the git work tree root/work on branch main with
+// lock as its .kici/kici.lock.json, not yet committed, and returns its path.
+func universalWork(t *testing.T, root string, lock []byte) string {
+	t.Helper()
+	work := filepath.Join(root, "work")
+	if err := os.MkdirAll(filepath.Join(work, ".kici"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, root, "init", "-q", "-b", "main", work)
+	if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return work
+}
+
+// deliverUniversal stores delivery id (event, payload) for src, has proc
+// process it, and returns the delivery as stored and the runs it made.
+func deliverUniversal(t *testing.T, st store.Store, proc *Processor, src *store.Source, id, event string, payload []byte) (*store.Delivery, []*store.Run) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: src.OrgID, Event: event, Payload: payload, ReceivedAt: time.Now()},
+		&store.EventLogEntry{OrgID: src.OrgID, Source: "direct", Provider: "generic"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Process(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := st.GetDelivery(ctx, id)
+	runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+	return d, runs
 }
 
 // A Gitea push to a universal-git source: the lock is fetched with git from
@@ -62,14 +91,11 @@ func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Sto
 func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
-	gitIn(t, root, "init", "-q", "-b", "main", work)
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(
+	work := universalWork(t, root, lockJSON(
 		wfJSON("ci", `[{"_type":"push","branches":[{"type":"glob","pattern":"main"}]}]`),
 		wfJSON("docs", `[{"_type":"push","paths":["docs/**"]}]`),
 		wfJSON("go", `[{"_type":"push","paths":["**/*.go"]}]`),
-	), 0o644)
+	))
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "lock")
 	sha := gitIn(t, work, "rev-parse", "HEAD")
@@ -79,19 +105,10 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 		"repository": map[string]any{"full_name": "acme/app", "default_branch": "main", "clone_url": "https://gitea.example/acme/app.git"},
 		"pusher":     map[string]any{"login": "dev", "username": "dev"}, "sender": map[string]any{"login": "dev", "username": "dev"},
 		"commits": []any{map[string]any{"id": sha, "added": []any{"cmd/main.go"}, "modified": []any{"README.md"}, "removed": []any{}}}})
-	id := "generic:acme:src-u:d1"
-	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: payload, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Process(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := st.GetDelivery(ctx, id)
+	d, runs := deliverUniversal(t, st, proc, src, "generic:acme:src-u:d1", "push", payload)
 	if d.Status != store.DeliveryProcessed {
 		t.Fatalf("delivery %s: %s", d.Status, d.Error)
 	}
-	runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
 	names := map[string]*store.Run{}
 	for _, r := range runs {
 		names[r.WorkflowName] = r
@@ -110,13 +127,7 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 	// A repository name that would escape the template is refused.
 	bad, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
 		"repository": map[string]any{"full_name": "acme/../../etc", "default_branch": "main"}})
-	id2 := "generic:acme:src-u:d2"
-	st.AcceptDelivery(ctx, &store.Delivery{ID: id2, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: bad, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"})
-	if err := proc.Process(ctx, id2); err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := st.GetDelivery(ctx, id2); d.Status != store.DeliveryFailed || !strings.Contains(d.Error, "invalid repository name") {
+	if d, _ := deliverUniversal(t, st, proc, src, "generic:acme:src-u:d2", "push", bad); d.Status != store.DeliveryFailed || !strings.Contains(d.Error, "invalid repository name") {
 		t.Fatalf("hostile repo name: %s %q", d.Status, d.Error)
 	}
 }
@@ -127,11 +138,8 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
-	gitIn(t, root, "init", "-q", "-b", "main", work)
 	pr := `[{"_type":"pr","events":["opened"]}]`
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-base", pr)), 0o644)
+	work := universalWork(t, root, lockJSON(wfJSON("from-base", pr)))
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "base")
 	baseSHA := gitIn(t, work, "rev-parse", "HEAD")
@@ -153,16 +161,7 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		"sender":     map[string]any{"login": "mallory", "username": "mallory"}})
 	deliverAs := func(id, event string, payload []byte) (*store.Delivery, []*store.Run) {
 		t.Helper()
-		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: event, Payload: payload, ReceivedAt: time.Now()},
-			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := proc.Process(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := st.GetDelivery(ctx, id)
-		runs, _, _ := st.ListRuns(ctx, store.RunFilter{DeliveryID: id})
-		return d, runs
+		return deliverUniversal(t, st, proc, src, id, event, payload)
 	}
 	deliver := func(id string) (*store.Delivery, []*store.Run) { return deliverAs(id, "pull_request", payload) }
 	d, runs := deliver("generic:acme:src-u:pr1")

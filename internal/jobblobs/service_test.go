@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +24,8 @@ import (
 	"kici.dev/kici/internal/jobblobs"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // settings is a mutable cluster.Settings.
@@ -59,11 +59,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, blobs blobstore.Store) *fixture {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	set := &settings{m: map[string]int64{}}
 	svc := jobblobs.New(st, blobs, set, nil)
 	mux := http.NewServeMux()
@@ -208,7 +204,7 @@ func TestCacheQuotaEvictsOldestAndTTL(t *testing.T) {
 		if code := f.save(j, tok, k, make([]byte, 1000)); code != 201 {
 			t.Fatalf("save %s: %d", k, code)
 		}
-		time.Sleep(5 * time.Millisecond)
+		wait.Elapse(t.Context(), 5*time.Millisecond) // k1 is used strictly before k2
 	}
 	if code := f.save(j, tok, "k3", make([]byte, 1000)); code != 201 { // 3000 > 2500: k1 goes
 		t.Fatalf("save k3: %d", code)
@@ -224,7 +220,7 @@ func TestCacheQuotaEvictsOldestAndTTL(t *testing.T) {
 	}
 	// TTL: an entry unused for longer than userCacheTtlMs is gone.
 	f.set.set(cluster.UserCacheTTLMs, 1000)
-	time.Sleep(1100 * time.Millisecond)
+	wait.Elapse(t.Context(), 1100*time.Millisecond) // the wall clock moves past k3's last use + TTL
 	if code, _, _ := f.restore(j, tok, "k3"); code != 404 {
 		t.Errorf("expired cache restored: %d", code)
 	}

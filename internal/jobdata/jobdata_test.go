@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"kici.dev/kici/internal/dispatch"
@@ -12,7 +11,7 @@ import (
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // jobDataFixture: context release (binding scope release on agents
@@ -21,11 +20,7 @@ import (
 func jobDataFixture(t *testing.T) (store.Store, *secrets.Service) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	key, err := masterkey.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 const goodLock = `{"schemaVersion":29,"source":{"file":"x","export":"#default"},"contentHash":"x","workflows":[]}`
@@ -118,9 +120,9 @@ func TestCacheConcurrentFetchOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.Get(context.Background(), "github", "o/r", strings.Repeat("b", 40), func(context.Context, int64) ([]byte, error) {
+			res, err := c.Get(context.Background(), "github", "o/r", strings.Repeat("b", 40), func(ctx context.Context, _ int64) ([]byte, error) {
 				calls.Add(1)
-				time.Sleep(50 * time.Millisecond)
+				wait.Elapse(ctx, 50*time.Millisecond) // a slow fetch, long enough for the other callers to join it
 				return []byte(goodLock), nil
 			})
 			if err != nil || res.Status != StatusOK {

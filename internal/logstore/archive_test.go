@@ -12,6 +12,7 @@ import (
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/blobstore/blobtest"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // forEachArchive runs fn for each live backend (files, PostgreSQL) with
@@ -328,7 +329,7 @@ func TestArchiveSweepLooksPastUnfinishedJobs(t *testing.T) {
 		if _, err := a.AppendFrom(archRun, j, 0, 0, lines(0, 3)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		wait.Elapse(t.Context(), 5*time.Millisecond) // the next log is written strictly later
 	}
 	finished := func(_ context.Context, _, j string) (bool, error) { return j == "job-finished", nil }
 	archived := 0

@@ -12,6 +12,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -234,16 +235,11 @@ func TestPGWaitWakesOnAppendThroughAnotherNode(t *testing.T) {
 
 func waitForWaiter(t *testing.T, p *PG, key string) {
 	t.Helper()
-	for i := 0; i < 500; i++ {
+	wait.For(t, 5*time.Second, "Wait to register", func() bool {
 		p.appended.mu.Lock()
-		ok := p.appended.m[key] != nil
-		p.appended.mu.Unlock()
-		if ok {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("Wait never registered")
+		defer p.appended.mu.Unlock()
+		return p.appended.m[key] != nil
+	})
 }
 
 // Retention: RemoveRun clears one run; SweepOlderThan clears the runs not

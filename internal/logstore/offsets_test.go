@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func texts(t *testing.T, fs Store, step int) []string {
@@ -133,7 +134,11 @@ func TestWaitWakesOnAppend(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- fs.Wait(context.Background(), runID, jobID, 1, 0) }()
-	time.Sleep(20 * time.Millisecond)
+	wait.For(t, 5*time.Second, "Wait to register", func() bool {
+		fs.appended.mu.Lock()
+		defer fs.appended.mu.Unlock()
+		return len(fs.appended.m) > 0
+	})
 	if err := fs.Append(runID, jobID, 1, lines(0, 1)); err != nil {
 		t.Fatal(err)
 	}

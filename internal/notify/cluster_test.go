@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/testutil/pgtest"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -47,7 +48,7 @@ func TestNotifyTwoNodesOnPostgresSendEachMessageOnce(t *testing.T) {
 	}
 	startNotifier(t, nodes[0], notify.Config{Holder: "node-a"})
 	startNotifier(t, nodes[1], notify.Config{Holder: "node-b"})
-	waitUntil(t, "every run's notification", func() bool { return len(rc.events()) >= runs })
+	wait.For(t, 15*time.Second, "every run's notification", func() bool { return len(rc.events()) >= runs })
 	// More passes, by a third node too: nothing is queued or sent again.
 	third := notify.New(nodes[1], notify.Config{Holder: "node-c"})
 	third.Tick(ctx)
@@ -66,7 +67,7 @@ func TestNotifyTwoNodesOnPostgresSendEachMessageOnce(t *testing.T) {
 	// The receiver answers before the sender records the attempt: wait for
 	// the rows to say delivered, then check each took exactly one attempt.
 	var rows []*store.NotificationDelivery
-	waitUntil(t, "every delivery row recorded", func() bool {
+	wait.For(t, 15*time.Second, "every delivery row recorded", func() bool {
 		var err error
 		if rows, err = nodes[1].ListNotificationDeliveries(ctx, store.NotificationDeliveryFilter{SubscriptionID: "n-pg"}); err != nil {
 			t.Fatal(err)

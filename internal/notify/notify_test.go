@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,21 +19,11 @@ import (
 	"kici.dev/kici/internal/notify"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
 const secret = "s3cret-signing-key-0123"
-
-func newStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // finishRun stores a run of workflow ci on branch main that ended with st.
 func finishRun(t *testing.T, s store.Store, id string, st status.Run, created time.Time) {
@@ -46,11 +35,6 @@ func finishRun(t *testing.T, s store.Store, id string, st status.Run, created ti
 		Status: status.Job(st), CreatedAt: created}}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, 15*time.Second, what, cond)
 }
 
 func deliveries(t *testing.T, s store.Store, sub string) []*store.NotificationDelivery {
@@ -116,7 +100,7 @@ func startNotifier(t *testing.T, s store.Store, cfg notify.Config) {
 // comes back on the same address; "fixed" follows a success after the
 // failure, and an unsubscribed outcome (succeeded) is not sent.
 func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	rc := &receiver{cut: true}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -138,7 +122,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	finishRun(t, s, "run-1", status.RunFailed, time.Now().Add(-30*time.Second))
 	startNotifier(t, s, notify.Config{PublicURL: "https://ci.example"})
 
-	waitUntil(t, "a failed first attempt", func() bool {
+	wait.For(t, 15*time.Second, "a failed first attempt", func() bool {
 		rows := deliveries(t, s, "n-hook")
 		return len(rows) == 1 && rows[0].Attempts >= 1 && rows[0].LastError != ""
 	})
@@ -157,7 +141,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	go second.Serve(l2)
 	t.Cleanup(func() { second.Close() })
 
-	waitUntil(t, "the retried delivery", func() bool { return len(rc.events()) == 1 })
+	wait.For(t, 15*time.Second, "the retried delivery", func() bool { return len(rc.events()) == 1 })
 	ev := rc.events()[0]
 	if ev.event != "run.failed" || !strings.Contains(string(ev.body), `"runId":"run-1"`) ||
 		!strings.Contains(string(ev.body), `"url":"https://ci.example/ui/runs/run-1"`) {
@@ -169,13 +153,13 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	}
 
 	finishRun(t, s, "run-2", status.RunSuccess, time.Now().Add(-10*time.Second))
-	waitUntil(t, "the fixed notification", func() bool { return len(rc.events()) == 2 })
+	wait.For(t, 15*time.Second, "the fixed notification", func() bool { return len(rc.events()) == 2 })
 	if ev := rc.events()[1]; ev.event != "run.fixed" || !strings.Contains(string(ev.body), `"runId":"run-2"`) {
 		t.Errorf("second delivery %s %s", ev.event, ev.body)
 	}
 	finishRun(t, s, "run-3", status.RunSuccess, time.Now().Add(-5*time.Second))
 	finishRun(t, s, "run-4", status.RunFailed, time.Now().Add(-4*time.Second))
-	waitUntil(t, "the next failure", func() bool { return len(rc.events()) == 3 })
+	wait.For(t, 15*time.Second, "the next failure", func() bool { return len(rc.events()) == 3 })
 	if ev := rc.events()[2]; ev.event != "run.failed" || !strings.Contains(string(ev.body), `"runId":"run-4"`) {
 		t.Errorf("third delivery %s %s (a success after a success is not fixed)", ev.event, ev.body)
 	}
@@ -285,7 +269,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	}))
 	defer slack.Close()
 
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	for _, sub := range []*store.NotificationSubscription{
 		{ID: "n-mail", OrgID: "acme", WorkflowName: "ci", Outcomes: []string{"failed"}, Channel: "email", Target: "Dev <dev@acme.test>, ops@acme.test"},
@@ -304,7 +288,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	startNotifier(t, s, notify.Config{SMTP: notify.SMTPConfig{Addr: l.Addr().String(), From: "kici@acme.test", Username: "kici",
 		Password: "mail-pass", TLS: &tls.Config{RootCAs: roots}}})
 
-	waitUntil(t, "the mail", func() bool { be.mu.Lock(); defer be.mu.Unlock(); return len(be.msgs) == 1 })
+	wait.For(t, 15*time.Second, "the mail", func() bool { be.mu.Lock(); defer be.mu.Unlock(); return len(be.msgs) == 1 })
 	be.mu.Lock()
 	msg, to, overTLS := be.msgs[0], be.to[0], be.tls[0]
 	be.mu.Unlock()
@@ -312,7 +296,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 		!strings.Contains(msg, "run run-9") {
 		t.Errorf("mail (tls=%v, to=%v):\n%s", overTLS, to, msg)
 	}
-	waitUntil(t, "the slack message", func() bool {
+	wait.For(t, 15*time.Second, "the slack message", func() bool {
 		return len(deliveries(t, s, "n-slack")) == 1 && deliveries(t, s, "n-slack")[0].Status == string(notify.DeliveryDelivered)
 	})
 	slackMu.Lock()
@@ -353,7 +337,7 @@ func TestNotifyHeldRunOnceAndTestMessage(t *testing.T) {
 	rc := &receiver{}
 	hook := httptest.NewServer(rc)
 	defer hook.Close()
-	s := newStore(t)
+	s := teststore.SQLite(t)
 	ctx := context.Background()
 	sub := &store.NotificationSubscription{ID: "n-held", OrgID: "acme", Outcomes: []string{"held"}, Channel: "webhook",
 		Target: hook.URL, Secret: secret, Enabled: true, CreatedAt: time.Now().Add(-time.Minute)}

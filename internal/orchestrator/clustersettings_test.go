@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // The environment sets the defaults of the live knobs it names:
@@ -41,12 +42,10 @@ func TestClusterSettingDefaultsFromEnvironment(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, s.URL()+"/api/v1/admin/cluster-settings", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	var resp *http.Response
-	for i := 0; i < 50; i++ {
-		if resp, err = http.DefaultClient.Do(req); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(10*time.Second, func() bool {
+		resp, err = http.DefaultClient.Do(req)
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
 )
 
@@ -117,12 +118,11 @@ func TestSlowWebhookBodiesAreCut(t *testing.T) {
 // waitHealthy polls GET /health until the server answers.
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	for range 100 {
-		if resp, err := http.Get(base + "/health"); err == nil {
+	wait.For(t, 10*time.Second, "the orchestrator to answer /health", func() bool {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
 			resp.Body.Close()
-			return
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("orchestrator did not answer /health")
+		return err == nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func serverFor(t *testing.T, dataDir, mode string) (*Server, error) {
@@ -43,12 +44,10 @@ func TestGitHubRouteByMode(t *testing.T) {
 			post := func(path string) (int, string) {
 				var resp *http.Response
 				var err error
-				for i := 0; i < 50; i++ {
-					if resp, err = http.Post(s.URL()+path, "application/json", strings.NewReader(`{}`)); err == nil {
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+				wait.Until(10*time.Second, func() bool {
+					resp, err = http.Post(s.URL()+path, "application/json", strings.NewReader(`{}`))
+					return err == nil
+				})
 				if err != nil {
 					t.Fatal(err)
 				}

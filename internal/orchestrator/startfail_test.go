@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A start that fails late — the listen address taken, or the very last
@@ -92,10 +93,7 @@ func wantReleased(t *testing.T, dir string, warmBefore int) {
 	}
 	// The scaler's loop ends when it is shut down (asynchronously, on its
 	// context): wait for it, bounded.
-	deadline := time.Now().Add(10 * time.Second)
-	for warmLoops() > warmBefore && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(10*time.Second, func() bool { return warmLoops() <= warmBefore })
 	if n := warmLoops(); n > warmBefore {
 		t.Errorf("%d scaler warm-pool loops left running (had %d before)", n, warmBefore)
 	}

@@ -13,7 +13,7 @@ import (
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 func TestLoadConfigDefaultsAndErrors(t *testing.T) {
@@ -41,11 +41,7 @@ func TestLoadConfigDefaultsAndErrors(t *testing.T) {
 // run after the step-log TTL, and counts all of it in the metric.
 func TestSweepOnceDeletesExpiredRunsAndLogs(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := teststore.SQLite(t)
 	logs := logstore.NewFS(t.TempDir())
 	now := time.Now().UTC()
 	mk := func(id string, finished time.Time) {

@@ -11,6 +11,7 @@ import (
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestRenderGroup(t *testing.T) {
@@ -41,12 +42,8 @@ func (f *fixture) groupRun(t *testing.T, id string, cfg *lockfile.Concurrency) {
 
 func (f *fixture) eventuallyJob(t *testing.T, id string, status status.Job) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.job(t, id).Status != status {
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s, want %s", id, f.job(t, id).Status, status)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(5*time.Second, func() bool { return f.job(t, id).Status == status }) {
+		t.Fatalf("job %s is %s, want %s", id, f.job(t, id).Status, status)
 	}
 }
 
@@ -94,12 +91,9 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 	if r := f.job(t, "r2-deploy").PendingReason; strings.Contains(r, "concurrency group") {
 		t.Errorf("admitted run still says %q", r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r := f.job(t, "r3-deploy").PendingReason; r != "waiting for concurrency group 'deploy-main' (max 1), held by run r2"; r = f.job(t, "r3-deploy").PendingReason {
-		if time.Now().After(deadline) {
-			t.Fatalf("third run's routing reason %q, want it held by r2", r)
-		}
-		time.Sleep(10 * time.Millisecond)
+	const heldByR2 = "waiting for concurrency group 'deploy-main' (max 1), held by run r2"
+	if !wait.Until(5*time.Second, func() bool { return f.job(t, "r3-deploy").PendingReason == heldByR2 }) {
+		t.Fatalf("third run's routing reason %q, want it held by r2", f.job(t, "r3-deploy").PendingReason)
 	}
 	// A cancel also releases the slot.
 	if _, err := f.c.CancelRun(ctx, "r2", false, "alice"); err != nil {

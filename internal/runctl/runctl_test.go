@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,7 @@ import (
 
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // fakeDispatcher stands in for the agent side: connected says which jobs
@@ -81,11 +80,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 // through the controller (workflow concurrency groups).
 func newFixtureWith(t *testing.T, cfg Config, groups bool) *fixture {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	f := &fixture{st: st, dsp: &fakeDispatcher{st: st, connected: map[string]bool{}}, now: time.Now().UTC().Truncate(time.Millisecond)}
 	f.tr = runs.NewTracker(st, enqueuer{st}, nil, runs.TrackerDeps{})
 	f.c = New(cfg, st, f.dsp, f.tr, nil)

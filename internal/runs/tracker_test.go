@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // recEnqueuer inserts a dispatch queue entry like the real dispatcher does
@@ -54,7 +55,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	st := newStore(t)
+	st := teststore.SQLite(t)
 	enq := &recEnqueuer{st: st, calls: map[string]int{}}
 	f := &fixture{t: t, st: st, enq: enq, ctx: context.Background()}
 	f.tr = NewTracker(st, enq, nil, TrackerDeps{Subscribers: []Subscriber{runsDone(func(r *store.Run) {
@@ -533,7 +534,7 @@ func (b *barrierStore) ListJobs(ctx context.Context, runID string) ([]*store.Job
 }
 
 func TestRacingEvaluationsReleaseOnce(t *testing.T) {
-	base := newStore(t)
+	base := teststore.SQLite(t)
 	bs := &barrierStore{Store: base}
 	enq := &recEnqueuer{st: base, calls: map[string]int{}}
 	tr1, tr2 := NewTracker(bs, enq, nil, TrackerDeps{}), NewTracker(bs, enq, nil, TrackerDeps{})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 type fixture struct {
@@ -29,11 +28,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	f := &fixture{st: st, logs: logstore.NewFS(t.TempDir())}
 	now := time.Now().UTC()
 	f.run = &store.Run{ID: "r-1", WorkflowName: "ci", Status: "running", Provider: "local", OrgID: "o", CreatedAt: now, StartedAt: &now}
@@ -70,6 +65,14 @@ type event struct{ id, name, data string }
 // read collects events until n have arrived or the stream ends.
 func read(t *testing.T, url, lastID string, n int) []event {
 	t.Helper()
+	return readThen(t, url, lastID, n, -1, nil)
+}
+
+// readThen is read that starts then, in its own goroutine, once the first
+// k events have arrived: the change then makes is seen live, not in the
+// stream's opening snapshot or backlog.
+func readThen(t *testing.T, url, lastID string, n, k int, then func()) []event {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
@@ -91,6 +94,9 @@ func read(t *testing.T, url, lastID string, n int) []event {
 		case line == "":
 			if cur.name != "" {
 				out = append(out, cur)
+				if len(out) == k {
+					go then()
+				}
 			}
 			cur = event{}
 		case strings.HasPrefix(line, "id: "):
@@ -112,13 +118,11 @@ func TestStepLogsResumeFromLastEventIDAndEnd(t *testing.T) {
 		t.Fatalf("first three events: %+v", evs)
 	}
 	// Reconnecting with the last id gets line 4 next, not line 3 again.
-	go func() {
-		time.Sleep(100 * time.Millisecond)
+	evs = readThen(t, f.stream, "3", 100, 2, func() { // after lines 4 and 5
 		f.appendLines(t, 6, 7)
 		now := time.Now().UTC()
 		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
-	}()
-	evs = read(t, f.stream, "3", 100)
+	})
 	var msgs []string
 	for _, e := range evs {
 		msgs = append(msgs, e.name+":"+e.id)
@@ -155,15 +159,13 @@ func TestStepLogsRefusesBadInput(t *testing.T) {
 
 func TestRunEventsSnapshotChangesAndEnd(t *testing.T) {
 	f := newFixture(t)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
+	evs := readThen(t, f.srv.URL+"/runs/r-1/events", "", 100, 3, func() { // after the run, job and step snapshot
 		ctx := context.Background()
 		now := time.Now().UTC()
 		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
 		f.st.UpdateJobStatus(ctx, "j-1", nil, "success", store.JobUpdate{CompletedAt: &now})
 		f.st.UpdateRunStatus(ctx, "r-1", nil, "success", store.RunUpdate{CompletedAt: &now})
-	}()
-	evs := read(t, f.srv.URL+"/runs/r-1/events", "", 100)
+	})
 	var got []string
 	for _, e := range evs {
 		status := e.data[strings.Index(e.data, `"status":"`)+10:]

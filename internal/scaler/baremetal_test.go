@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // fakeAgent records its environment, starts a grandchild that ignores
@@ -27,17 +29,13 @@ wait
 
 func waitFile(t *testing.T, path string) []byte {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never written", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var b []byte
+	wait.For(t, 5*time.Second, path+" to be written", func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil && len(b) > 0 && b[len(b)-1] == '\n'
+	})
+	return b
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -122,10 +120,7 @@ func TestBareMetalEnvGroupAndDestroyEscalation(t *testing.T) {
 	}
 	// The shell leader dies on SIGTERM at once; the grandchild ignores it
 	// and must be killed by the SIGKILL after the grace.
-	deadline := time.Now().Add(3 * time.Second)
-	for (alive(leader) || alive(child)) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(3*time.Second, func() bool { return !alive(leader) && !alive(child) })
 	if alive(leader) || alive(child) {
 		t.Fatal("agent process group survived Destroy")
 	}

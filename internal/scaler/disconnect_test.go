@@ -7,6 +7,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // fakeVMBackend is a fakeBackend whose agents run in VMs of their own.
@@ -54,7 +55,7 @@ func TestVMOfDisconnectedAgentIsDestroyedAfterGrace(t *testing.T) {
 	spawn := func(job string, labels []string) string {
 		id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: job, RunID: "r", RunsOn: labels})
 		must(t, err)
-		waitFor(t, job+"'s agent running", func() bool {
+		wait.For(t, 5*time.Second, job+"'s agent running", func() bool {
 			for _, sc := range f.m.Status().Scalers {
 				for _, a := range sc.Agents {
 					if a.AgentID == id {
@@ -71,11 +72,11 @@ func TestVMOfDisconnectedAgentIsDestroyedAfterGrace(t *testing.T) {
 		f.m.AgentDisconnected(id)
 	}
 	f.backends[vmScaler].end(ends) // powers off on its own, within the grace
-	waitFor(t, "the stuck VM to be destroyed", func() bool { _, ok := f.exit(stuck); return ok })
+	wait.For(t, 5*time.Second, "the stuck VM to be destroyed", func() bool { _, ok := f.exit(stuck); return ok })
 	if f.backends[vmScaler].runningCount() != 0 {
 		t.Fatalf("VMs still running after the grace: %d", f.backends[vmScaler].runningCount())
 	}
-	time.Sleep(500 * time.Millisecond)
+	wait.Elapse(t.Context(), 500*time.Millisecond) // past the grace: room for a destroy that must not come
 	if _, ok := f.exit(plain); ok {
 		t.Fatal("a non-VM agent was destroyed on disconnect")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // realHost is a scratch network name set on this machine: a bridge and an
@@ -178,7 +179,7 @@ func TestFirecrackerHostVerifyOnRealBridge(t *testing.T) {
 	}
 	_, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j", RunID: "r", RunsOn: []string{"vm"}})
 	must(t, err)
-	time.Sleep(200 * time.Millisecond)
+	wait.Elapse(t.Context(), 200*time.Millisecond) // room for a TAP that must not appear
 	if taps := h.taps(t); slices.ContainsFunc(mapsKeys(taps), func(n string) bool { return strings.HasPrefix(taps[n], "kici-fc:fc:") }) {
 		t.Fatalf("a degraded scaler created a TAP: %v", taps)
 	}
@@ -241,7 +242,7 @@ func TestFirecrackerHostProvisionsRealBridgeAndTaps(t *testing.T) {
 		must(t, err)
 		ids = append(ids, id)
 	}
-	waitFor(t, "2 VMs running", func() bool { return f.agentState(ids[0]) == stateRunning && f.agentState(ids[1]) == stateRunning })
+	wait.For(t, 5*time.Second, "2 VMs running", func() bool { return f.agentState(ids[0]) == stateRunning && f.agentState(ids[1]) == stateRunning })
 	addrs := f.fc.host.alloc.InUse()
 	rules := h.rules(t)
 	for _, id := range ids {
@@ -262,7 +263,7 @@ func TestFirecrackerHostProvisionsRealBridgeAndTaps(t *testing.T) {
 	}
 
 	f.m.Stop(ids[0])
-	waitFor(t, "the stopped VM's TAP and rule to go", func() bool {
+	wait.For(t, 5*time.Second, "the stopped VM's TAP and rule to go", func() bool {
 		_, tap := h.link(t, tapName(ids[0]))
 		return !tap && !strings.Contains(h.rules(t), ids[0])
 	})

@@ -20,6 +20,7 @@ import (
 	"kici.dev/kici/internal/scaler/fcapi"
 	"kici.dev/kici/internal/scaler/fcapi/fcapitest"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestMain lets the test binary stand in for the jailer: the wrapper
@@ -503,7 +504,7 @@ func TestFirecrackerSpawnAndDestroyThroughManager(t *testing.T) {
 
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-1", RunID: "run-1", RunsOn: []string{"vm"}})
 	must(t, err)
-	waitFor(t, "VM running", func() bool { return f.agentState(id) == stateRunning })
+	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == stateRunning })
 	tap := tapName(id)
 	tag := "kici-fc:fc:" + id
 
@@ -600,9 +601,9 @@ func TestFirecrackerSpawnAndDestroyThroughManager(t *testing.T) {
 	// Destroy through the Manager: SendCtrlAltDel, the VMM ends, all gone.
 	pid := fakePid(t, env, id)
 	f.m.Stop(id)
-	waitFor(t, "agent released", func() bool { return f.m.Status().Active == 0 })
+	wait.For(t, 5*time.Second, "agent released", func() bool { return f.m.Status().Active == 0 })
 	// The exit callback runs after the reservation is released.
-	waitFor(t, "exit reported", func() bool { _, ok := f.exit(id); return ok })
+	wait.For(t, 5*time.Second, "exit reported", func() bool { _, ok := f.exit(id); return ok })
 	if err, _ := f.exit(id); err != nil {
 		t.Fatalf("exit reported an error: %v", err)
 	}
@@ -616,8 +617,7 @@ func TestFirecrackerSpawnAndDestroyThroughManager(t *testing.T) {
 func assertVMGone(t *testing.T, f *fcFixture, id string, pid int) {
 	t.Helper()
 	var left []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !wait.Until(10*time.Second, func() bool {
 		left = left[:0]
 		if !processGone(pid) {
 			left = append(left, fmt.Sprintf("VMM process %d", pid))
@@ -637,13 +637,9 @@ func assertVMGone(t *testing.T, f *fcFixture, id string, pid int) {
 		if ip, ok := f.fc.host.alloc.InUse()[id]; ok {
 			left = append(left, "address "+ip.String())
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("left behind by %s: %s", id, strings.Join(left, "; "))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(left) == 0
+	}) {
+		t.Fatalf("left behind by %s: %s", id, strings.Join(left, "; "))
 	}
 }
 
@@ -657,7 +653,7 @@ func TestFirecrackerConcurrentSpawnsGetUniqueAddresses(t *testing.T) {
 		must(t, err)
 		ids = append(ids, id)
 	}
-	waitFor(t, "6 VMs running", func() bool {
+	wait.For(t, 5*time.Second, "6 VMs running", func() bool {
 		for _, id := range ids {
 			if f.agentState(id) != stateRunning {
 				return false
@@ -709,7 +705,7 @@ func TestFirecrackerSpawnDeadlineAbortsHangingVMM(t *testing.T) {
 	f := newFCFixture(t, env, env.doc(env.jailer(t, "hang"), ""), host, 800*time.Millisecond)
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-h", RunID: "r", RunsOn: []string{"vm"}})
 	must(t, err)
-	waitFor(t, "spawn failure reported", func() bool { _, ok := f.exit(id); return ok })
+	wait.For(t, 5*time.Second, "spawn failure reported", func() bool { _, ok := f.exit(id); return ok })
 	if f.m.Status().Active != 0 {
 		t.Fatalf("reservation not released: %+v", f.m.Status())
 	}
@@ -736,7 +732,7 @@ func TestFirecrackerOrphanSweepAtStartAndReload(t *testing.T) {
 		p, err := ExecLauncher{}.Launch(&JailSpec{JailerPath: jailer, ExecFile: env.fc, ID: id, UID: os.Getuid(), GID: os.Getgid(),
 			ChrootBaseDir: env.jail, APISock: jailAPISock})
 		must(t, err)
-		waitFor(t, "leftover VMM serving", func() bool {
+		wait.For(t, 5*time.Second, "leftover VMM serving", func() bool {
 			_, err := os.Stat(filepath.Join(dir, "root", jailAPISock))
 			return err == nil
 		})
@@ -763,7 +759,7 @@ func TestFirecrackerOrphanSweepAtStartAndReload(t *testing.T) {
 	// A live VM of this scaler survives the reload sweep; a new leftover does not.
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j", RunID: "r", RunsOn: []string{"vm"}})
 	must(t, err)
-	waitFor(t, "VM running", func() bool { return f.agentState(id) == stateRunning })
+	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == stateRunning })
 	pid2 := leftover("scaler-firecracker-1badf00d")
 	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), "")))
 	must(t, err)
@@ -798,7 +794,7 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	}
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-vm", RunID: "r", RunsOn: []string{"vm"}})
 	must(t, err)
-	waitFor(t, "firecracker spawn failed", func() bool { _, ok := f.exit(id); return ok })
+	wait.For(t, 5*time.Second, "firecracker spawn failed", func() bool { _, ok := f.exit(id); return ok })
 	_, err = f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-vm", RunID: "r", RunsOn: []string{"vm"}})
 	if err == nil || !strings.Contains(err.Error(), "firecracker host not ready: bridge kici-brt is missing") {
 		t.Fatalf("pending reason of the firecracker job: %v", err)
@@ -806,7 +802,7 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	// The other scaler keeps working.
 	oid, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-plain", RunID: "r", RunsOn: []string{"plain"}})
 	must(t, err)
-	waitFor(t, "other scaler's agent running", func() bool { return f.agentState(oid) == stateRunning })
+	wait.For(t, 5*time.Second, "other scaler's agent running", func() bool { return f.agentState(oid) == stateRunning })
 	calls, taps, _ := host.snapshot()
 	if len(taps) != 0 || slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "tuntap") || strings.HasPrefix(c, "ip link add") }) {
 		t.Fatalf("a degraded scaler touched the host: %q", calls)

@@ -11,6 +11,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A job's provisioning log and pending reason are read by anyone who can
@@ -72,8 +73,8 @@ scalers:
 	if _, err := m.SpawnFor(ctx, dispatch.ScaleRequest{JobID: "j2", RunID: "r1", RunsOn: []string{"broken"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "j1 ready", func() bool { return strings.Contains(jobLog.text("j1"), "[scaler.ready]") })
-	waitFor(t, "j2 failed", func() bool { return strings.Contains(jobLog.text("j2"), "[scaler.failed]") })
+	wait.For(t, 5*time.Second, "j1 ready", func() bool { return strings.Contains(jobLog.text("j1"), "[scaler.ready]") })
+	wait.For(t, 5*time.Second, "j2 failed", func() bool { return strings.Contains(jobLog.text("j2"), "[scaler.failed]") })
 
 	started, failed := jobLog.text("j1"), jobLog.text("j2")
 	if !strings.Contains(started, "started as a process on the orchestrator's host") {

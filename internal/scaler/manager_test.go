@@ -16,6 +16,7 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 var (
@@ -204,17 +205,6 @@ func (f *mgrFixture) exit(id string) (error, bool) {
 	return err, ok
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 const twoScalers = `version: 1
 globalMaxAgents: 3
 scalers:
@@ -279,7 +269,7 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 	if err != nil || !strings.HasPrefix(a1, "scaler-bare-metal-") || len(a1) != len("scaler-bare-metal-")+8 {
 		t.Fatalf("spawn 1: %q %v", a1, err)
 	}
-	waitFor(t, "first agent running", func() bool { return f.m.Status().Scalers[0].SpawnedTotal == 1 })
+	wait.For(t, 5*time.Second, "first agent running", func() bool { return f.m.Status().Scalers[0].SpawnedTotal == 1 })
 	f.settings.ttl.Store(int64(2 * time.Minute)) // live change: the next spawn's token
 	a2, err := spawn("j2", "linux")
 	if err != nil {
@@ -300,7 +290,7 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 	if _, err := spawn("j6", "windows"); !errors.Is(err, dispatch.ErrNoBackend) {
 		t.Fatalf("no backend: %v", err)
 	}
-	waitFor(t, "three running agents", func() bool {
+	wait.For(t, 5*time.Second, "three running agents", func() bool {
 		return f.m.Status().Active == 3 && f.backends["small"].runningCount()+f.backends["gpu"].runningCount() == 3
 	})
 	f.tokens.mu.Lock()
@@ -328,7 +318,7 @@ func TestReservationsCapsAndTokenTTL(t *testing.T) {
 	}
 	// An agent ending frees its reservation and is reported.
 	f.backends["gpu"].end(g1)
-	waitFor(t, "exit reported", func() bool { _, ok := f.exit(g1); return ok })
+	wait.For(t, 5*time.Second, "exit reported", func() bool { _, ok := f.exit(g1); return ok })
 	// Its token dies with it, and every token was minted with the label
 	// set it was spawned for as its fixed label scope.
 	f.tokens.mu.Lock()
@@ -379,13 +369,18 @@ scalers:
 		if _, err := fx.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: fmt.Sprintf("j%d", i), RunsOn: []string{"x"}}); err != nil {
 			t.Fatal(err)
 		}
-		// Arrival order must be the grant order: give each goroutine time
-		// to queue before the next arrives.
-		time.Sleep(20 * time.Millisecond)
+		// Arrival order must be the grant order: let each spawn reach the
+		// semaphore before the next arrives.
+		wait.For(t, 5*time.Second, fmt.Sprintf("spawn %d at the semaphore", i), func() bool {
+			fx.m.mu.Lock()
+			sem := fx.m.scalers[0].sem
+			fx.m.mu.Unlock()
+			return semLoad(sem) == i+1
+		})
 	}
 	b := fx.backends["s"]
-	waitFor(t, "two spawns in flight", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.inSpawn == 2 })
-	time.Sleep(50 * time.Millisecond)
+	wait.For(t, 5*time.Second, "two spawns in flight", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.inSpawn == 2 })
+	wait.Until(5*time.Second, func() bool { st := fx.m.Status().Scalers[0]; return st.Spawning == 2 && st.Queued == 4 })
 	st := fx.m.Status().Scalers[0]
 	if st.Spawning != 2 || st.Queued != 4 || st.Active != 6 {
 		t.Fatalf("status %+v", st)
@@ -393,7 +388,7 @@ scalers:
 	for range 6 {
 		rel <- struct{}{}
 	}
-	waitFor(t, "all running", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.running) == 6 })
+	wait.For(t, 5*time.Second, "all running", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.running) == 6 })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.maxIn != 2 {
@@ -449,7 +444,7 @@ scalers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the failure reported", func() bool { _, ok := f.exit(id); return ok })
+	wait.For(t, 5*time.Second, "the failure reported", func() bool { _, ok := f.exit(id); return ok })
 	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
 		t.Fatalf("spawn aborted after %v, want at the 300ms deadline", d)
 	}
@@ -458,7 +453,7 @@ scalers:
 		t.Fatalf("exit error %v", exitErr)
 	}
 	b := f.backends["s"]
-	waitFor(t, "backend ctx cancelled", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.ctxErrs) == 1 })
+	wait.For(t, 5*time.Second, "backend ctx cancelled", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.ctxErrs) == 1 })
 	if !errors.Is(b.ctxErrs[0], context.DeadlineExceeded) {
 		t.Fatalf("backend saw %v", b.ctxErrs[0])
 	}
@@ -492,12 +487,12 @@ scalers:
 	f.settings.timeout.Store(int64(time.Minute))
 	a, _ := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j1"})
 	rel <- struct{}{}
-	waitFor(t, "a running", func() bool { return f.m.Status().Scalers[0].Agents[0].State == stateRunning })
+	wait.For(t, 5*time.Second, "a running", func() bool { return f.m.Status().Scalers[0].Agents[0].State == stateRunning })
 	b2, _ := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j2"})
-	waitFor(t, "b spawning", func() bool { return f.m.Status().Scalers[0].Spawning == 1 })
+	wait.For(t, 5*time.Second, "b spawning", func() bool { return f.m.Status().Scalers[0].Spawning == 1 })
 	f.m.Stop(b2) // in flight: cancelled
 	f.m.Stop(a)  // running: destroyed
-	waitFor(t, "both gone", func() bool { return f.m.Status().Active == 0 })
+	wait.For(t, 5*time.Second, "both gone", func() bool { return f.m.Status().Active == 0 })
 	_, okA := f.exit(a)
 	_, okB := f.exit(b2)
 	if !okA || !okB {
@@ -516,7 +511,7 @@ func TestReloadAtomicRetireAndTypeChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "gpu agent running", func() bool { return f.backends["gpu"].runningCount() == 1 })
+	wait.For(t, 5*time.Second, "gpu agent running", func() bool { return f.backends["gpu"].runningCount() == 1 })
 
 	// A type change is refused and nothing changes.
 	bad, err := scalerconfig.Parse("new.yaml", []byte(strings.Replace(twoScalers, "name: gpu\n    type: bare-metal", "name: gpu\n    type: container", 1)+"        image: x\n"))
@@ -562,7 +557,7 @@ scalers:
 	}
 	// Its agent finishes: the backend goes away.
 	f.backends["gpu"].end(g)
-	waitFor(t, "retired backend shut down", func() bool {
+	wait.For(t, 5*time.Second, "retired backend shut down", func() bool {
 		b := f.backends["gpu"]
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -581,7 +576,7 @@ func TestFifoSemCancelPassesSlot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() { errc <- s.Acquire(ctx) }()
-	time.Sleep(10 * time.Millisecond)
+	wait.For(t, 5*time.Second, "the second Acquire to queue", func() bool { return semLoad(s) == 2 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
@@ -596,6 +591,13 @@ func TestFifoSemCancelPassesSlot(t *testing.T) {
 	if s.Held() != 2 {
 		t.Fatal("resize")
 	}
+}
+
+// semLoad is how many callers hold s or wait in its queue.
+func semLoad(s *fifoSem) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held + len(s.waiters)
 }
 
 func TestFifoSemOrder(t *testing.T) {
@@ -614,7 +616,7 @@ func TestFifoSemOrder(t *testing.T) {
 			mu.Unlock()
 			s.Release()
 		}()
-		time.Sleep(5 * time.Millisecond) // queue in order
+		wait.For(t, 5*time.Second, fmt.Sprintf("waiter %d to queue", i), func() bool { return semLoad(s) == i+2 }) // queue in order
 	}
 	s.Release()
 	wg.Wait()

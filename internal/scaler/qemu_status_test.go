@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/vmguest"
 )
 
@@ -49,7 +50,31 @@ func qemuManager(t *testing.T, dir, qemuPath, accel string) *Manager {
 // firecracker: block), host commands running through run.
 func qemuManagerOn(t *testing.T, dir, qemuPath, accel, fields string, run HostRunner, tail ...string) *Manager {
 	t.Helper()
-	doc := fmt.Sprintf(`version: 1
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(qemuScalersDoc(dir, qemuPath, accel, fields, tail...)))
+	must(t, err)
+	settings := &liveSettings{}
+	settings.ttl.Store(int64(time.Hour))
+	settings.timeout.Store(int64(5 * time.Second))
+	fallback := func(e *Entry, exited func(string, error)) (Backend, error) {
+		return &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}, nil
+	}
+	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
+		Events: &memLog{lines: map[string][]string{}}, FailureBackoff: time.Minute, OrchestratorURL: "ws://127.0.0.1:1/ws",
+		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second, Runner: run})})
+	must(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+	})
+	return m
+}
+
+// qemuScalersDoc is the scalers.yaml of qemuManagerOn: the qemu scaler vm
+// (QEMU qemuPath, its image and VMs under dir, accel, extra fields) and
+// the bare-metal scaler metal, then tail.
+func qemuScalersDoc(dir, qemuPath, accel, fields string, tail ...string) string {
+	return fmt.Sprintf(`version: 1
 scalers:
   - name: vm
     type: qemu
@@ -69,24 +94,6 @@ scalers:
     labelSets:
       - labels: [plain]
 %s`, qemuPath, dir, dir, dir, accel, fields, os.Getuid(), os.Getgid(), strings.Join(tail, ""))
-	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(doc))
-	must(t, err)
-	settings := &liveSettings{}
-	settings.ttl.Store(int64(time.Hour))
-	settings.timeout.Store(int64(5 * time.Second))
-	fallback := func(e *Entry, exited func(string, error)) (Backend, error) {
-		return &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}, nil
-	}
-	m, err := NewManager(cfg, Options{Tokens: &fakeTokens{ttls: map[string]time.Duration{}}, Settings: settings,
-		Events: &memLog{lines: map[string][]string{}}, FailureBackoff: time.Minute, OrchestratorURL: "ws://127.0.0.1:1/ws",
-		Backends: WithQEMU(fallback, QEMUOptions{RelayCommand: []string{"true"}, ProbeTimeout: 10 * time.Second, Runner: run})})
-	must(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		m.Shutdown(ctx)
-	})
-	return m
 }
 
 func scalerNamed(m *Manager, name string) ScalerStatus {
@@ -112,7 +119,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 			t.Fatalf("while the probe runs: accel %q state %q bootMs %d, want probing, active, 0", s.Accel, s.State, s.BootMs)
 		}
 		must(t, os.WriteFile(gate, nil, 0o644))
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		s := scalerNamed(m, "vm")
 		if s.Accel != AccelTCG || s.State != ScalerActive || s.BootMs < 150 || s.BootMs > 5000 {
 			t.Fatalf("after the probe: accel %q state %q bootMs %d, want tcg, active, the fake's ~150 ms", s.Accel, s.State, s.BootMs)
@@ -129,7 +136,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 	t.Run("forced tcg", func(t *testing.T) {
 		dir := t.TempDir()
 		m := qemuManager(t, dir, fakeQEMU(t, dir, "", false, false), "tcg")
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		if s := scalerNamed(m, "vm"); s.Accel != AccelForcedTCG || s.BootMs < 150 || s.AccelNote != "" {
 			t.Fatalf("accel %q bootMs %d note %q, want forced-tcg with a boot time", s.Accel, s.BootMs, s.AccelNote)
 		}
@@ -137,7 +144,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 	t.Run("no boot succeeds", func(t *testing.T) {
 		dir := t.TempDir()
 		m := qemuManager(t, dir, fakeQEMU(t, dir, "", true, true), "tcg")
-		waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		s := scalerNamed(m, "vm")
 		if s.Accel != AccelNone || s.State != ScalerDegraded || !strings.Contains(s.StateReason, "could not load kernel") || s.BootMs != 0 {
 			t.Fatalf("accel %q state %q reason %q bootMs %d, want none, degraded with QEMU's error", s.Accel, s.State, s.StateReason, s.BootMs)
@@ -155,7 +162,7 @@ func TestQEMUTapScalerDegradedWithoutBridge(t *testing.T) {
 	host := newFakeHost("kici-brq")
 	tail := "firecracker: { cidr: 10.0.0.0/28, bridgeName: kici-brq, table: kici_q, autoProvisionHost: false }\n"
 	m := qemuManagerOn(t, dir, fakeQEMU(t, dir, "", false, false), "tcg", "    network: tap\n", host, tail)
-	waitFor(t, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
+	wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 	s := scalerNamed(m, "vm")
 	if s.State != ScalerDegraded || !strings.Contains(s.StateReason, "bridge network not ready: bridge kici-brq is missing and autoProvisionHost is false") ||
 		s.Accel != AccelForcedTCG {
@@ -167,27 +174,7 @@ func TestQEMUTapScalerDegradedWithoutBridge(t *testing.T) {
 	host.mu.Lock()
 	host.brExists, host.brAddr, host.brUp, host.table = true, "10.0.0.1/28", true, true
 	host.mu.Unlock()
-	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(fmt.Sprintf(`version: 1
-scalers:
-  - name: vm
-    type: qemu
-    maxAgents: 1
-    qemuPath: %s/qemu-system-x86_64
-    kernelPath: %s/vmlinuz
-    initrdPath: %s/initramfs.cpio
-    vmDir: %s/vms
-    accel: tcg
-    network: tap
-    uid: %d
-    gid: %d
-    labelSets:
-      - labels: [vm]
-  - name: metal
-    type: bare-metal
-    maxAgents: 1
-    labelSets:
-      - labels: [plain]
-%s`, dir, dir, dir, dir, os.Getuid(), os.Getgid(), tail)))
+	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(qemuScalersDoc(dir, filepath.Join(dir, "qemu-system-x86_64"), "tcg", "    network: tap\n", tail)))
 	must(t, err)
 	must(t, m.Reload(cfg))
 	if s := scalerNamed(m, "vm"); s.State != ScalerActive {

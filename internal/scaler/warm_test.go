@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestWarmPoolFillsKeepsAndReapsOnlySurplus: a pool fills to its size, a
@@ -52,8 +53,8 @@ scalers:
 		t.Fatal(err)
 	}
 	defer m.Shutdown(context.Background())
-	waitFor(t, "two warm agents", func() bool { return b.runningCount() == 2 })
-	time.Sleep(100 * time.Millisecond)
+	wait.For(t, 5*time.Second, "two warm agents", func() bool { return b.runningCount() == 2 })
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a spawn past the target that must not come
 	if b.runningCount() != 2 || len(b.reqs) != 2 {
 		t.Fatalf("pool overfilled before registration: %d spawned", len(b.reqs))
 	}
@@ -70,7 +71,7 @@ scalers:
 	registry[ids[0]], registry[ids[1]] = true, true
 	mu.Unlock()
 	// At target: idle far beyond idleTimeoutSeconds, nothing churns.
-	time.Sleep(1500 * time.Millisecond)
+	wait.Elapse(t.Context(), 1500*time.Millisecond) // idle past idleTimeoutSeconds: nothing may churn
 	if b.runningCount() != 2 || len(b.reqs) != 2 {
 		t.Fatalf("a pool at its target churned: %d running, %d spawned", b.runningCount(), len(b.reqs))
 	}
@@ -78,7 +79,7 @@ scalers:
 	mu.Lock()
 	registry[ids[0]] = false
 	mu.Unlock()
-	waitFor(t, "replacement spawned", func() bool { return b.runningCount() == 3 })
+	wait.For(t, 5*time.Second, "replacement spawned", func() bool { return b.runningCount() == 3 })
 	st := m.Status().Scalers[0]
 	warm := 0
 	for _, a := range st.Agents {
@@ -105,14 +106,14 @@ scalers:
 	if err := m.Reload(next); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "surplus reaped", func() bool { return b.runningCount() == 1 })
+	wait.For(t, 5*time.Second, "surplus reaped", func() bool { return b.runningCount() == 1 })
 	b.mu.Lock()
 	busyAlive := b.running[ids[0]]
 	b.mu.Unlock()
 	if !busyAlive {
 		t.Fatal("the busy agent was reaped")
 	}
-	time.Sleep(100 * time.Millisecond)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a refill that must not come
 	if len(b.reqs) != 3 {
 		t.Fatalf("spawned %d agents, want 3 (no refill at size 0)", len(b.reqs))
 	}

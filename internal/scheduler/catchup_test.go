@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // A graceful stop releases the lease: another scheduler leads at its very
 // next tick (no wait for the TTL) and catches up the instant due during the
 // handover; an instant fired by the first is not fired again.
 func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "tenner", "@every 10s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:01Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -24,10 +26,7 @@ func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
 	a.Tick = time.Hour // the Start loop ticks once, then waits
 	ctx := context.Background()
 	a.Start(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.times()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(5*time.Second, func() bool { return len(rec.times()) > 0 })
 	if got := rec.times(); !slices.Equal(got, []string{"2026-01-05T10:00:00Z"}) {
 		t.Fatalf("a fired %v, want 10:00:00", got)
 	}
@@ -55,7 +54,7 @@ func TestReleasedLeaseIsTakenAtOnceAndCaughtUp(t *testing.T) {
 // A leader taking over after a gap longer than the catch-up window fires
 // nothing older than the window and records every instant it skipped.
 func TestCatchUpWindowBoundsTakeover(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "hourly", "@hourly", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -92,7 +91,7 @@ func TestCatchUpWindowBoundsTakeover(t *testing.T) {
 // instant and a takeover: the new leader still fires that instant (it
 // starts after the last recorded fire, not after the re-registration).
 func TestTakeoverAfterReRegistrationFiresTheInstantBetween(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "fiver", "@every 5s", "", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:11Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -15,7 +14,8 @@ import (
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type clock struct {
@@ -25,16 +25,6 @@ type clock struct {
 
 func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time) {
 	t.Helper()
@@ -92,7 +82,7 @@ func utc(s string) time.Time {
 // the scheduler started are not backfilled; after a pause only the latest
 // missed instant fires.
 func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	c := &clock{t: utc("2026-01-05T07:58:30Z")}
 	register(t, st, "nightly", "0 9 * * *", "Europe/Paris", utc("2026-01-01T00:00:00Z")) // 09:00 Paris = 08:00 UTC in winter
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
@@ -143,7 +133,7 @@ func TestFiresEachDueInstantOnceInTimezone(t *testing.T) {
 // expires, firing the latest instant due meanwhile once and recording the
 // older one missed.
 func TestSingleSchedulerAcrossInstances(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	register(t, st, "minutely", "* * * * *", "UTC", utc("2026-01-01T00:00:00Z"))
 	c := &clock{t: utc("2026-01-05T10:00:30Z")}
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}
@@ -169,7 +159,7 @@ func TestSingleSchedulerAcrossInstances(t *testing.T) {
 		t.Fatalf("fired %v, want 10:00 (caught up at start) and 10:01, once each", got)
 	}
 	// a stops ticking; its lease expires; b takes over from now on.
-	time.Sleep(300 * time.Millisecond)
+	wait.Elapse(ctx, 300*time.Millisecond) // the wall clock moves past a's 200 ms lease
 	c.set(utc("2026-01-05T10:03:10Z"))
 	must(b.TickOnce(ctx))
 	if !b.leading {
@@ -216,7 +206,7 @@ func TestParseErrorsAndImpossibleCron(t *testing.T) {
 // only, at the registered commit, and a second fire of the same instant
 // (another scheduler) starts nothing.
 func TestScheduleFireCreatesRun(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	if err := st.CreateSource(ctx, &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: "local", Enabled: true}); err != nil {
 		t.Fatal(err)
@@ -269,7 +259,7 @@ func (nopEnqueuer) EnqueueJob(context.Context, *store.Job) error { return nil }
 // A paused source's schedules do not fire, resuming it does not backfill
 // what fell due while paused, and a deleted source's schedules stop.
 func TestPausedAndDeletedSourcesDoNotFire(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	register(t, st, "quarter", "*/15 * * * *", "", utc("2026-01-01T00:00:00Z"))
 	rec := &recorder{fired: map[string]*ingest.InternalEvent{}}

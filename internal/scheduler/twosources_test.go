@@ -7,6 +7,7 @@ import (
 
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // TestRepositoryUnderTwoSourcesFiresOnce: one repository registered under
@@ -14,7 +15,7 @@ import (
 // once, through an enabled source; pausing that source moves the schedule
 // to the other one instead of silencing or doubling it.
 func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
-	st := openStore(t)
+	st := teststore.SQLite(t)
 	ctx := context.Background()
 	wf := json.RawMessage(`{"name":"nightly","source":{"file":"x","export":"#default"},"contentHash":"x","compileSchemaVersion":5,` +
 		`"triggers":[{"_type":"schedule","cronExpression":"*/5 * * * *","timezone":""}],` +

@@ -3,11 +3,10 @@ package trustpolicy
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 type failingReader struct{}
@@ -18,31 +17,28 @@ func (failingReader) GetTrustPolicy(context.Context, string) (*store.TrustPolicy
 
 func TestEffective(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, stored, err := Effective(ctx, st, "acme")
-	if err != nil || stored || p.ForkPolicy != store.ForkHold || p.ApprovalExpirySeconds != 259200 || p.OrgID != "acme" {
-		t.Fatalf("defaults: %+v %v %v", p, stored, err)
-	}
-	if _, err := st.UpdateTrustPolicyAudited(ctx, "acme", Default("acme"), func(p *store.TrustPolicy) error {
-		p.ForkPolicy = store.ForkAllow
-		return nil
-	}, &store.AccessLogEntry{Action: "trust_policy.updated", Resource: "trust_policy:acme"}); err != nil {
-		t.Fatal(err)
-	}
-	p, stored, err = Effective(ctx, st, "acme")
-	if err != nil || !stored || p.ForkPolicy != store.ForkAllow || p.ApprovalExpirySeconds != 259200 {
-		t.Fatalf("stored: %+v %v %v", p, stored, err)
-	}
-	// A read error still yields the defaults, so a caller that must decide
-	// holds fork pull requests.
-	p, stored, err = Effective(ctx, failingReader{}, "acme")
-	if err == nil || stored || p.ForkPolicy != store.ForkHold {
-		t.Fatalf("read error: %+v %v %v", p, stored, err)
-	}
+	teststore.Each(t, func(t *testing.T, st store.Store) {
+		p, stored, err := Effective(ctx, st, "acme")
+		if err != nil || stored || p.ForkPolicy != store.ForkHold || p.ApprovalExpirySeconds != 259200 || p.OrgID != "acme" {
+			t.Fatalf("defaults: %+v %v %v", p, stored, err)
+		}
+		if _, err := st.UpdateTrustPolicyAudited(ctx, "acme", Default("acme"), func(p *store.TrustPolicy) error {
+			p.ForkPolicy = store.ForkAllow
+			return nil
+		}, &store.AccessLogEntry{Action: "trust_policy.updated", Resource: "trust_policy:acme"}); err != nil {
+			t.Fatal(err)
+		}
+		p, stored, err = Effective(ctx, st, "acme")
+		if err != nil || !stored || p.ForkPolicy != store.ForkAllow || p.ApprovalExpirySeconds != 259200 {
+			t.Fatalf("stored: %+v %v %v", p, stored, err)
+		}
+		// A read error still yields the defaults, so a caller that must decide
+		// holds fork pull requests.
+		p, stored, err = Effective(ctx, failingReader{}, "acme")
+		if err == nil || stored || p.ForkPolicy != store.ForkHold {
+			t.Fatalf("read error: %+v %v %v", p, stored, err)
+		}
+	})
 }
 
 func TestExpiryHours(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,7 +23,7 @@ import (
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // Markup planted in repository- and log-controlled strings; a page that
@@ -79,11 +78,7 @@ func newHarness(t *testing.T, mut ...func(*Deps)) *harness { return newBenchHarn
 func newBenchHarness(t testing.TB, mut ...func(*Deps)) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(t)
 	h := &harness{t: t, st: st, auth: auth.NewAdminAuth(st, nil), logs: logstore.NewFS(t.TempDir()),
 		cancel: &fakeCancel{}, now: time.Now(), tokens: map[string]string{}, tokenID: map[string]string{}}
 	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
@@ -99,6 +94,7 @@ func newBenchHarness(t testing.TB, mut ...func(*Deps)) *harness {
 	for _, m := range mut {
 		m(&d)
 	}
+	var err error
 	if h.ui, err = New(d); err != nil {
 		t.Fatal(err)
 	}

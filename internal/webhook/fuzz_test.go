@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/store"
-	"kici.dev/kici/internal/store/sqlite"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // FuzzGenericWebhook drives POST /webhook/{orgId}/generic/{name} — the
@@ -24,11 +23,7 @@ import (
 // is a stored delivery holding exactly the body that was sent.
 func FuzzGenericWebhook(f *testing.F) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(f.TempDir(), "kici.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
+	st := teststore.SQLite(f)
 	src := &store.Source{ID: "src-f", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-f",
 		LocalPath: "/srv/app", VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := st.CreateSource(ctx, src); err != nil {

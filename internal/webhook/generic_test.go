@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 const secret = "s3cret-webhook-key"
@@ -30,7 +31,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{st: newStore(t)}
+	e := &env{st: teststore.SQLite(t)}
 	ctx := context.Background()
 	e.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-1",
 		LocalPath: "/srv/app", VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}

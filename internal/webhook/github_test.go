@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 var fixtureDir = fixtures.GitHubWebhooksDir()
@@ -38,7 +39,7 @@ type ghEnv struct {
 
 func newGHEnv(t *testing.T, opts Options, set *store.SourceSettings, secrets ...string) *ghEnv {
 	t.Helper()
-	e := &ghEnv{st: newStore(t), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	e := &ghEnv{st: teststore.SQLite(t), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	e.src = &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gh", Provider: ProviderGitHub, RoutingKey: "github:4242",
 		VerificationMethod: VerifyHMACSHA256, Enabled: true}
 	var secs []*store.SourceSecret

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func chunk(step int, off int64, texts ...string) *protocol.LogChunk {
@@ -94,16 +95,12 @@ func TestOutboxBlocksWhenFullAndConnected(t *testing.T) {
 		o.push(chunk(2, 0, "c"))
 		pushed.Store(true)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a push that wrongly does not block
 	if pushed.Load() {
 		t.Fatal("push into a full outbox did not wait")
 	}
 	o.ack(&protocol.LogAck{JobID: "j", StepIndex: 0, Offset: 1})
-	deadline := time.Now().Add(5 * time.Second)
-	for !pushed.Load() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !pushed.Load() {
+	if !wait.Until(5*time.Second, pushed.Load) {
 		t.Fatal("ack did not release the waiting push")
 	}
 	if got := drain(t, o); strings.Join(got, "|") != "log:1@0:b|log:2@0:c" {

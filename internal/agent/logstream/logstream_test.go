@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestMasker(t *testing.T) {
@@ -69,7 +70,7 @@ func TestBatchingBySizeAndTime(t *testing.T) {
 	if len(b) != 2 || len(b[0]) != 50 || len(b[1]) != 50 {
 		t.Fatalf("after 120 lines: %d batches", len(b))
 	}
-	time.Sleep(200 * time.Millisecond)
+	wait.Until(5*time.Second, func() bool { return len(sk.get()) >= 3 })
 	b = sk.get()
 	if len(b) != 3 || len(b[2]) != 20 {
 		t.Fatalf("timed flush missing: %d batches", len(b))

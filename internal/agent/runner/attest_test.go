@@ -17,6 +17,7 @@ import (
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type msgs struct {
@@ -117,15 +118,11 @@ func TestAttestSocketIsBoundToTheRunningJob(t *testing.T) {
 			`; while [ ! -f `+done+` ]; do sleep 0.05; done"}]`))
 	}()
 	var fields []string
-	deadline := time.Now().Add(10 * time.Second)
-	for len(fields) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("step did not publish its attestation channel")
-		}
+	wait.For(t, 10*time.Second, "the step to publish its attestation channel", func() bool {
 		b, _ := os.ReadFile(info)
 		fields = strings.Fields(string(b))
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(fields) == 3
+	})
 	sock, token, pwd := fields[0], fields[1], fields[2]
 	if fi, err := os.Stat(filepath.Dir(sock)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("socket directory: %v %v", fi, err)

@@ -17,6 +17,7 @@ import (
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 type recorder struct {
@@ -52,18 +53,15 @@ func cleanupJob(t *testing.T, dir string, grace int) *protocol.JobDispatch {
 
 func waitPids(t *testing.T, dir string) (int, int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var f []string
+	wait.For(t, 10*time.Second, "the step to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			a, _ := strconv.Atoi(f[0])
-			c, _ := strconv.Atoi(f[1])
-			return a, c
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("step never started")
-	return 0, 0
+		f = strings.Fields(string(b))
+		return len(f) == 2
+	})
+	a, _ := strconv.Atoi(f[0])
+	c, _ := strconv.Atoi(f[1])
+	return a, c
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil && !isZombie(pid) }
@@ -206,6 +204,7 @@ func TestServerCancelStopsJobBlockedInNetworkCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	connected := make(chan struct{}, 1)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -213,6 +212,10 @@ func TestServerCancelStopsJobBlockedInNetworkCall(t *testing.T) {
 				return
 			}
 			defer c.Close() // hold the connection open, never answer
+			select {
+			case connected <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	job := lockfile.Job{Type: "static", Name: "stuck", Steps: []lockfile.Step{{Name: "s", Run: "echo never"}}}
@@ -223,7 +226,11 @@ func TestServerCancelStopsJobBlockedInNetworkCall(t *testing.T) {
 		done <- r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg,
 			RepoURL: "http://" + ln.Addr().String() + "/repo.git", SHA: strings.Repeat("a", 40)})
 	}()
-	time.Sleep(500 * time.Millisecond)
+	select { // the checkout is now blocked on the server that never answers
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the checkout never connected")
+	}
 	start := time.Now()
 	r.Cancel("j", "job_timeout: ended by the orchestrator", true)
 	select {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -103,7 +104,7 @@ func TestTimeoutEscalatesToSIGKILL(t *testing.T) {
 	if _, err := fmtSscan(string(b), &pgid, &bg); err != nil {
 		t.Fatalf("pids %q: %v", b, err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	wait.Until(5*time.Second, func() bool { return syscall.Kill(bg, 0) != nil || isZombie(bg) })
 	if err := syscall.Kill(bg, 0); err == nil && !isZombie(bg) {
 		t.Errorf("background child %d survived", bg)
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // TestMain runs Main instead of the tests when the test binary is started
@@ -48,12 +50,16 @@ func startSupervised(t *testing.T, script string) (*exec.Cmd, *os.File) {
 // pidFrom waits for a process of the step to write its pid to path.
 func pidFrom(t *testing.T, path string) int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				return pid
-			}
+	var pid int
+	if wait.Until(10*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
 		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}) {
+		return pid
 	}
 	t.Fatal("the step never wrote its pid")
 	return 0
@@ -96,9 +102,7 @@ func TestLostLifelineKillsTheStep(t *testing.T) {
 	if !(ws.Signaled() && ws.Signal() == syscall.SIGKILL) && ws.ExitStatus() != SignalExitBase+int(syscall.SIGKILL) {
 		t.Fatalf("supervisor ended with %v, want SIGKILL or exit %d", cmd.ProcessState, SignalExitBase+int(syscall.SIGKILL))
 	}
-	for deadline := time.Now().Add(5 * time.Second); !gone(pid) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(5*time.Second, func() bool { return gone(pid) })
 	if !gone(pid) {
 		t.Errorf("the step's sleep (pid %d) outlived its agent", pid)
 	}
@@ -135,9 +139,7 @@ func TestDescendantsFromChildrenListsMatchAFullScan(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	var scan []int
-	for deadline := time.Now().Add(5 * time.Second); len(scan) < 4 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		scan = descendantsByScan(os.Getpid())
-	}
+	wait.Until(5*time.Second, func() bool { scan = descendantsByScan(os.Getpid()); return len(scan) >= 4 })
 	if len(scan) != 4 {
 		t.Fatalf("scan found %v, want the shell, two sleeps and the inner shell", scan)
 	}

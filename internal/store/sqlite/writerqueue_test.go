@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/store/sqlstore"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // While a write holds the writer, background writes queue first and an
@@ -109,15 +110,9 @@ func TestUrgentWriterGivingUpLeavesTheLine(t *testing.T) {
 // waiters in each line (the goroutines above have reached their wait).
 func waitForWaiters(t *testing.T, q *writerQueue, urgent, background int) {
 	t.Helper()
-	for i := 0; ; i++ {
+	if !wait.Until(10*time.Second, func() bool { u, b := q.waiters(); return u == urgent && b == background }) {
 		u, b := q.waiters()
-		if u == urgent && b == background {
-			return
-		}
-		if i > 10000 {
-			t.Fatalf("waiters urgent=%d background=%d, want %d and %d", u, b, urgent, background)
-		}
-		time.Sleep(time.Millisecond)
+		t.Fatalf("waiters urgent=%d background=%d, want %d and %d", u, b, urgent, background)
 	}
 }
 
