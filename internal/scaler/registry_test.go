@@ -4,8 +4,10 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/spawn"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // fakeRegistry records the exits the Manager reports.
@@ -49,7 +51,7 @@ func TestServeReportsExitsToTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "agent started", func() bool { return f.backends["small"].runningCount() == 1 })
+	wait.For(t, 5*time.Second, "agent started", func() bool { return f.backends["small"].runningCount() == 1 })
 	f.backends["small"].end(id)
-	waitFor(t, "exit reported to the registry", func() bool { return reg.exited(id) })
+	wait.For(t, 5*time.Second, "exit reported to the registry", func() bool { return reg.exited(id) })
 }
