@@ -22,6 +22,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/netguard"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 )
@@ -45,7 +46,7 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case req.Provider != apitypes.ProviderGitHub:
+	case req.Provider != provider.GitHub:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("provider %q is not supported (supported: github; generic and local sources use /generic-sources)", req.Provider))
 		return
 	case (req.AppID != 0 || req.PrivateKey != "") && req.Token != "":
@@ -105,7 +106,7 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		}
 		secret = hex.EncodeToString(b)
 	}
-	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: apitypes.ProviderGitHub, RoutingKey: routingKey,
+	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: provider.GitHub, RoutingKey: routingKey,
 		VerificationMethod: VerificationHMAC, Enabled: true, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	set := &store.SourceSettings{RateLimitRPM: req.RateLimitRPM, GitHub: &store.GitHubConfig{APIBaseURL: req.APIBaseURL,
 		AppID: req.AppID, PrivateKeyPEM: req.PrivateKey, Token: req.Token}}

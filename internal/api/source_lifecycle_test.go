@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -25,7 +26,7 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 	}
 	src := m["source"].(map[string]any)
 	id, rk := src["id"].(string), src["routingKey"].(string)
-	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: apitypes.ProviderGitHub, RoutingKey: "github:9",
+	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:9",
 		VerificationMethod: VerificationHMAC, Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, gh, &store.SourceSettings{GitHub: &store.GitHubConfig{Token: "t"}},
 		[]*store.SourceSecret{{Secret: "0123456789abcdef"}}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"unicode"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
 	"kici.dev/kici/internal/trustpolicy"
@@ -30,13 +32,13 @@ func (p *Processor) getDecider() Decider { return p.decider }
 // preset) to the provider name approval-directory links use: github,
 // gitea (also Forgejo and Gogs) or gitlab; "" when comments from that
 // provider cannot be matched to a directory member.
-func directoryProvider(eventProvider string) string {
+func directoryProvider(eventProvider provider.Name) string {
 	switch eventProvider {
-	case "github", "github-repo":
+	case provider.GitHub, universal.PresetGitHubRepo:
 		return "github"
-	case "gitea", "forgejo", "gogs":
+	case universal.PresetGitea, universal.PresetForgejo, universal.PresetGogs:
 		return "gitea"
-	case "gitlab-repo", "gitlab":
+	case universal.PresetGitLabRepo, "gitlab":
 		return "gitlab"
 	}
 	return ""

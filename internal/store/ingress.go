@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"kici.dev/kici/internal/provider"
 )
 
 // Event-log statuses (KiCI event_log.status,
@@ -123,21 +125,21 @@ type SourceSecret struct {
 // one (Duplicate false), every replay of it one more (Status duplicate).
 // The payload is stored gzipped.
 type EventLogEntry struct {
-	ID             string   `json:"id"`
-	DeliveryID     string   `json:"deliveryId"`
-	OrgID          string   `json:"orgId"`
-	SourceID       string   `json:"sourceId,omitempty"`
-	RoutingKey     string   `json:"routingKey"`
-	Event          string   `json:"event"`
-	Action         string   `json:"action,omitempty"`
-	Source         string   `json:"source"` // direct | internal
-	Provider       string   `json:"provider"`
-	RepoIdentifier string   `json:"repoIdentifier,omitempty"`
-	Ref            string   `json:"ref,omitempty"`
-	Status         string   `json:"status"`
-	MatchedCount   int      `json:"matchedCount"`
-	RunIDs         []string `json:"runIds,omitempty"`
-	ErrorMessage   string   `json:"errorMessage,omitempty"`
+	ID             string        `json:"id"`
+	DeliveryID     string        `json:"deliveryId"`
+	OrgID          string        `json:"orgId"`
+	SourceID       string        `json:"sourceId,omitempty"`
+	RoutingKey     string        `json:"routingKey"`
+	Event          string        `json:"event"`
+	Action         string        `json:"action,omitempty"`
+	Source         string        `json:"source"` // direct | internal
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier,omitempty"`
+	Ref            string        `json:"ref,omitempty"`
+	Status         string        `json:"status"`
+	MatchedCount   int           `json:"matchedCount"`
+	RunIDs         []string      `json:"runIds,omitempty"`
+	ErrorMessage   string        `json:"errorMessage,omitempty"`
 	// PayloadGz is the gzipped raw body (nil when omitted).
 	PayloadGz            []byte     `json:"-"`
 	PayloadSizeBytes     int64      `json:"payloadSizeBytes"`
@@ -200,16 +202,16 @@ const MaxRejectedPerSource = 1000
 // lifecycle triggers are matched against (KiCI registration index,
 // KiCI: Which path evaluates which trigger).
 type Registration struct {
-	ID             string `json:"id"`
-	OrgID          string `json:"customerId"`
-	SourceID       string `json:"sourceId"`
-	RoutingKey     string `json:"routingKey"`
-	Provider       string `json:"provider"`
-	RepoIdentifier string `json:"repoIdentifier"`
-	RepoURL        string `json:"repoUrl"`
-	Ref            string `json:"ref"`
-	SHA            string `json:"commitSha"`
-	WorkflowName   string `json:"workflowName"`
+	ID             string        `json:"id"`
+	OrgID          string        `json:"customerId"`
+	SourceID       string        `json:"sourceId"`
+	RoutingKey     string        `json:"routingKey"`
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier"`
+	RepoURL        string        `json:"repoUrl"`
+	Ref            string        `json:"ref"`
+	SHA            string        `json:"commitSha"`
+	WorkflowName   string        `json:"workflowName"`
 	// TriggerTypes are the `_type`s of the workflow's triggers, in order.
 	TriggerTypes []string `json:"triggerTypes"`
 	// Workflow is the lock workflow entry as JSON.

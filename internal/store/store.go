@@ -15,6 +15,7 @@ import (
 	"errors"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 )
 
@@ -30,11 +31,11 @@ var (
 // Source is a registered event source. Provider is "local" for a repository
 // on the orchestrator's host, "generic" for a plain generic webhook source.
 type Source struct {
-	ID         string `json:"id"`
-	OrgID      string `json:"orgId"`
-	Name       string `json:"name"`
-	Provider   string `json:"providerType"`
-	RoutingKey string `json:"routingKey"` // "generic:<orgId>:<id>"
+	ID         string        `json:"id"`
+	OrgID      string        `json:"orgId"`
+	Name       string        `json:"name"`
+	Provider   provider.Name `json:"providerType"`
+	RoutingKey string        `json:"routingKey"` // "generic:<orgId>:<id>"
 	// LocalPath is the absolute repository path of a local source.
 	LocalPath string `json:"localPath,omitempty"`
 	// VerificationMethod is hmac_sha256, bearer_token, ip_allowlist or none.
@@ -71,19 +72,19 @@ type Delivery struct {
 // Run is one workflow run (execution_runs). Status uses KiCI's run words:
 // pending, running, cancelling, held, success, failed, cancelled.
 type Run struct {
-	ID             string     `json:"runId"`
-	WorkflowName   string     `json:"workflowName"`
-	Status         status.Run `json:"status"`
-	Provider       string     `json:"provider"`
-	RepoIdentifier string     `json:"repoIdentifier"`
-	RepoURL        string     `json:"repoUrl"`
-	Ref            string     `json:"ref"`
-	SHA            string     `json:"sha"`
-	DeliveryID     string     `json:"deliveryId,omitempty"`
-	SourceID       string     `json:"sourceId,omitempty"`
-	OrgID          string     `json:"orgId"`
-	TriggeredBy    string     `json:"triggeredBy,omitempty"`
-	FailureReason  string     `json:"failureReason,omitempty"`
+	ID             string        `json:"runId"`
+	WorkflowName   string        `json:"workflowName"`
+	Status         status.Run    `json:"status"`
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier"`
+	RepoURL        string        `json:"repoUrl"`
+	Ref            string        `json:"ref"`
+	SHA            string        `json:"sha"`
+	DeliveryID     string        `json:"deliveryId,omitempty"`
+	SourceID       string        `json:"sourceId,omitempty"`
+	OrgID          string        `json:"orgId"`
+	TriggeredBy    string        `json:"triggeredBy,omitempty"`
+	FailureReason  string        `json:"failureReason,omitempty"`
 	// TimeoutMs is the whole-run wall-clock limit (0 = none).
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// TriggerType is the matched trigger's type (push, pull_request,

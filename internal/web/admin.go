@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
@@ -188,14 +189,14 @@ func providerLabel(src *store.Source, set *store.SourceSettings) string {
 		}
 	}
 	switch src.Provider {
-	case "github":
+	case provider.GitHub:
 		return "GitHub"
-	case "local":
+	case provider.Local:
 		return "local git repository"
-	case "generic":
+	case provider.Generic:
 		return "generic webhook"
 	}
-	return src.Provider
+	return string(src.Provider)
 }
 
 // sourcesPage lists the sources the caller may see (source.read; a scoped

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +40,7 @@ type ghEnv struct {
 func newGHEnv(t *testing.T, opts Options, set *store.SourceSettings, secrets ...string) *ghEnv {
 	t.Helper()
 	e := &ghEnv{st: newStore(t), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	e.src = &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gh", Provider: ProviderGitHub, RoutingKey: "github:4242",
+	e.src = &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:4242",
 		VerificationMethod: VerifyHMACSHA256, Enabled: true}
 	var secs []*store.SourceSecret
 	for _, s := range secrets {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -16,9 +17,9 @@ import (
 // deliveries, the event log, rejected deliveries and runs alone.
 func testSourceLifecycle(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	mk := func(id, name, provider, rk string) {
+	mk := func(id, name string, prov provider.Name, rk string) {
 		t.Helper()
-		src := &store.Source{ID: id, OrgID: "acme", Name: name, Provider: provider, RoutingKey: rk,
+		src := &store.Source{ID: id, OrgID: "acme", Name: name, Provider: prov, RoutingKey: rk,
 			VerificationMethod: "hmac_sha256", Enabled: true, CreatedAt: at(0)}
 		must(t, s.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: 5},
 			[]*store.SourceSecret{{ID: id + "-sec", Secret: "x", CreatedAt: at(0)}}))
