@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -256,9 +257,13 @@ func timeParam(w http.ResponseWriter, r *http.Request, name string) (*time.Time,
 func (s *server) listEventLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.EventLogFilter{OrgID: q.Get("orgId"), RoutingKey: q.Get("routingKey"), Event: q.Get("event"), Action: q.Get("action"),
-		Status: q.Get("status"), DeliveryID: q.Get("deliveryId")}
-	if f.Status != "" && !contains(store.EventLogStatuses, f.Status) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid status %q (allowed: %s)", f.Status, strings.Join(store.EventLogStatuses, ", ")))
+		Status: store.EventLogStatus(q.Get("status")), DeliveryID: q.Get("deliveryId")}
+	if f.Status != "" && !slices.Contains(store.EventLogStatuses, f.Status) {
+		allowed := make([]string, len(store.EventLogStatuses))
+		for i, st := range store.EventLogStatuses {
+			allowed[i] = string(st)
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid status %q (allowed: %s)", f.Status, strings.Join(allowed, ", ")))
 		return
 	}
 	var ok bool

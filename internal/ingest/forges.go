@@ -120,7 +120,7 @@ func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, b *s
 }
 
 // outcomeOf maps a processed delivery to its event-log outcome.
-func outcomeOf(tr *Trace, status string) store.EventOutcome {
+func outcomeOf(tr *Trace, status store.DeliveryStatus) store.EventOutcome {
 	o := store.EventOutcome{Status: store.EventLogProcessed, Ref: tr.Ref}
 	switch {
 	case status == store.DeliveryFailed:

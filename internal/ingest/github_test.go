@@ -422,7 +422,7 @@ func TestGitHubEveryFixtureProcessed(t *testing.T) {
 	if err := h.st.PutSourceSettings(h.ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	statuses := map[string]int{}
+	statuses := map[store.EventLogStatus]int{}
 	for i, f := range files {
 		body, err := os.ReadFile(f)
 		if err != nil {

@@ -46,11 +46,15 @@ type Source struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
+// DeliveryStatus is the state of an accepted delivery (deliveries.status);
+// a string in JSON and the database.
+type DeliveryStatus string
+
 // Delivery statuses.
 const (
-	DeliveryReceived  = "received"  // persisted, not processed yet
-	DeliveryProcessed = "processed" // runs created (possibly none)
-	DeliveryFailed    = "failed"    // processing failed; Error says why
+	DeliveryReceived  DeliveryStatus = "received"  // persisted, not processed yet
+	DeliveryProcessed DeliveryStatus = "processed" // runs created (possibly none)
+	DeliveryFailed    DeliveryStatus = "failed"    // processing failed; Error says why
 )
 
 // Delivery is one accepted inbound event, persisted before the 2xx answer so
@@ -61,7 +65,7 @@ type Delivery struct {
 	OrgID    string          `json:"orgId"`
 	Event    string          `json:"event"`
 	Payload  json.RawMessage `json:"payload"`
-	Status   string          `json:"status"`
+	Status   DeliveryStatus  `json:"status"`
 	Error    string          `json:"error,omitempty"`
 	// Decisions is the trigger-match trace per workflow, as JSON.
 	Decisions   json.RawMessage `json:"decisions,omitempty"`
@@ -341,7 +345,7 @@ type Store interface {
 	GetDelivery(ctx context.Context, id string) (*Delivery, error)
 	// FinishDelivery sets status (processed or failed), error text, decision
 	// trace and processed_at, and clears the delivery's claim.
-	FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error
+	FinishDelivery(ctx context.Context, id string, status DeliveryStatus, errText string, decisions json.RawMessage) error
 	// ListUnprocessedDeliveries returns deliveries still "received", oldest
 	// first (re-processed at start after a crash).
 	ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*Delivery, error)
