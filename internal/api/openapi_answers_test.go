@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/ingest"
@@ -349,8 +350,8 @@ func (e *answersEnv) contextAndSecretAnswers(t *testing.T) {
 
 func (e *answersEnv) trustAnswers(t *testing.T, run *store.Run) {
 	c, p := e.c, apitypes.AdminPrefix
-	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-		HoldScope: store.HoldScopeWorkflow, Reason: "context 'release' requires approval from alice", ExpiresAt: time.Now().Add(time.Hour).UTC(),
+	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+		HoldScope: hold.ScopeWorkflow, Reason: "context 'release' requires approval from alice", ExpiresAt: time.Now().Add(time.Hour).UTC(),
 		Clauses: []store.ApprovalClause{{Kind: "user", Value: "alice"}}}
 	if ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{"pending"}); err != nil || !ok {
 		t.Fatalf("create hold: %v %v", ok, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -34,8 +35,8 @@ func heldRun(t *testing.T, st store.Store, org string, reviewers []string, n int
 	}
 	var holds []*store.HeldRun
 	for _, j := range jobs {
-		h := &store.HeldRun{OrgID: org, RunID: run.ID, JobID: j.ID, HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeJob, Reason: "context 'release' requires approval", Contexts: []string{"release"},
+		h := &store.HeldRun{OrgID: org, RunID: run.ID, JobID: j.ID, HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeJob, Reason: "context 'release' requires approval", Contexts: []string{"release"},
 			ExpiresAt: now.Add(time.Hour)}
 		for _, r := range reviewers {
 			h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: r})
@@ -108,7 +109,7 @@ func TestHeldRunCommands(t *testing.T) {
 		t.Fatalf("empty list note: %s", errs)
 	}
 	got, _ := h.st.GetHeldRun(ctx, oneHolds[0].ID)
-	if got.Status != store.HoldApproved || len(got.Approvals) != 2 || got.Approvals[0].Approver != "alice" || got.Approvals[0].Reason != "lgtm" {
+	if got.Status != hold.Approved || len(got.Approvals) != 2 || got.Approvals[0].Approver != "alice" || got.Approvals[0].Reason != "lgtm" {
 		t.Fatalf("stored hold: %+v", got)
 	}
 	help := h.mustRun("held-run", "approve", "--help")
@@ -228,7 +229,7 @@ func TestHeldRunAndTrustPolicyDirect(t *testing.T) {
 		}
 	}
 	got, _ := st.GetHeldRun(ctx, holds[0].ID)
-	if got.Status != store.HoldApproved || got.ResolvedBy != "service:direct" {
+	if got.Status != hold.Approved || got.ResolvedBy != "service:direct" {
 		t.Fatalf("hold after a direct approve: %+v", got)
 	}
 	if p, err := st.GetTrustPolicy(ctx, "acme"); err != nil || p.ForkPolicy != store.ForkAllow {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/ghapi"
@@ -64,8 +65,8 @@ func TestOutcomeOf(t *testing.T) {
 	exit1 := 1
 	failedStep := []*store.Step{{StepIndex: 0, StepName: "test", Status: "failed", ExitCode: &exit1}}
 	timedStep := []*store.Step{{StepIndex: 0, StepName: "hang", Status: "failed", ErrorMessage: "step timed out after 1s"}}
-	fork := &store.HeldRun{ID: "h1", HoldType: store.HoldSecurity, Reason: store.HoldReasonForkPR}
-	timer := &store.HeldRun{ID: "h2", HoldType: store.HoldTimer, Contexts: []string{"prod"}, ExpiresAt: t0}
+	fork := &store.HeldRun{ID: "h1", HoldType: hold.Security, Reason: hold.ReasonForkPR}
+	timer := &store.HeldRun{ID: "h2", HoldType: hold.Timer, Contexts: []string{"prod"}, ExpiresAt: t0}
 	for _, tc := range []struct {
 		job                  *store.Job
 		steps                []*store.Step

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
@@ -120,29 +121,29 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	if err != nil || run.OrgID != src.OrgID || run.RepoIdentifier != ev.SourceRepo {
 		return refuse("no such run in this repository")
 	}
-	holds, err := p.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: src.OrgID, RunID: runID, Statuses: []string{store.HoldPending}})
+	holds, err := p.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: src.OrgID, RunID: runID, Statuses: []hold.Status{hold.Pending}})
 	if err != nil {
 		return refuse("reading holds failed: " + err.Error())
 	}
-	var hold *store.HeldRun
+	var held *store.HeldRun
 	for _, h := range holds {
-		if h.QueueType == store.HoldQueueSecurity {
-			hold = h
+		if h.QueueType == hold.QueueSecurity {
+			held = h
 			break
 		}
 	}
-	if hold == nil {
+	if held == nil {
 		return refuse("the run has no pending security hold")
 	}
 	res, err := decide(ctx, approval.Decision{
-		OrgID: src.OrgID, HeldRunID: hold.ID, Decision: verb, Reason: reason, Approver: member.UserID,
+		OrgID: src.OrgID, HeldRunID: held.ID, Decision: verb, Reason: reason, Approver: member.UserID,
 		ActorTokenLabel: dirProvider + ":" + ev.SenderUsername,
 	})
 	if err != nil {
 		return refuse(err.Error())
 	}
 	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
-	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", hold.ID)
+	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", held.ID)
 	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, res.Status))
 	return true
 }

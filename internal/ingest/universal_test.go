@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -173,7 +174,7 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		t.Fatalf("run %+v: want the base lock, trust tier unknown, the fork's head", r)
 	}
 	pending := func() int {
-		hs, _ := st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runs[0].ID, Statuses: []string{store.HoldPending}})
+		hs, _ := st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runs[0].ID, Statuses: []hold.Status{hold.Pending}})
 		return len(hs)
 	}
 	if pending() != 1 {

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/dispatch"
@@ -50,7 +51,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		return
 	}
 	ctx := r.Context()
-	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, Limit: 500})
+	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, Limit: 500})
 	if err != nil {
 		u.internalError(w, r, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -260,20 +261,20 @@ func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 		}
 	}
 	must(t, s.CreateRun(ctx, fullRun("r1", at(0)), nil))
-	hold := func(org string, contexts ...string) *store.HeldRun {
+	mkHold := func(org string, contexts ...string) *store.HeldRun {
 		t.Helper()
-		h := &store.HeldRun{OrgID: org, RunID: "r1", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, Reason: "needs review", Contexts: contexts, ExpiresAt: at(3600)}
+		h := &store.HeldRun{OrgID: org, RunID: "r1", HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, Reason: "needs review", Contexts: contexts, ExpiresAt: at(3600)}
 		ok, err := s.CreateHeldRun(ctx, h, nil)
 		if err != nil || !ok {
 			t.Fatalf("create hold: %v %v", ok, err)
 		}
 		return h
 	}
-	h1 := hold("acme", "release", "staging")
-	h2 := hold("acme", "release")
-	hold("other", "release")   // another org's hold does not count
-	hold("acme", "release-eu") // nor does another name
+	h1 := mkHold("acme", "release", "staging")
+	h2 := mkHold("acme", "release")
+	mkHold("other", "release")   // another org's hold does not count
+	mkHold("acme", "release-eu") // nor does another name
 
 	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 2 {
 		t.Fatalf("count pending: %d %v", n, err)
@@ -290,7 +291,7 @@ func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 	wantErr(t, "delete unknown context", s.DeleteContext(ctx, "acme", "staging"), store.ErrNotFound)
 
 	for _, h := range []*store.HeldRun{h1, h2} {
-		ok, err := s.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldRejected, "alice", "no", at(10))
+		ok, err := s.DecideHeldRun(ctx, h.ID, nil, nil, hold.Rejected, "alice", "no", at(10))
 		wantChanged(t, "reject "+h.ID, ok, err, true)
 	}
 	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 0 {

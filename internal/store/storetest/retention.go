@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -120,13 +121,13 @@ func testRetention(t *testing.T, s store.Store) {
 
 	// Held runs: a decided hold goes, a pending one stays.
 	for _, id := range []string{"h-decided", "h-pending"} {
-		h := &store.HeldRun{ID: id, OrgID: "acme", RunID: "recent", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, Reason: "r", ExpiresAt: at(10)}
+		h := &store.HeldRun{ID: id, OrgID: "acme", RunID: "recent", HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, Reason: "r", ExpiresAt: at(10)}
 		if _, err := s.CreateHeldRun(ctx, h, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.DecideHeldRun(ctx, "h-decided", nil, nil, store.HoldRejected, "bob", "no", at(20)); err != nil {
+	if _, err := s.DecideHeldRun(ctx, "h-decided", nil, nil, hold.Rejected, "bob", "no", at(20)); err != nil {
 		t.Fatal(err)
 	}
 	if n, _, err := s.SweepExpired(ctx, store.SweepHeldRuns, cut, at(0), 0); err != nil || n != 1 {
