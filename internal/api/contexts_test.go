@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -557,7 +558,7 @@ func TestContextTriggerTypesCoverLockfileKinds(t *testing.T) {
 func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
 	e := newSecEnv(t)
 	e.do("POST", ctxBase, e.owner, `{"orgId":"o","name":"release"}`)
-	run, jobs := e.addRun("deploy", "running", "o/app", time.Now().UTC(), "ship")
+	run, jobs := e.addRun("deploy", status.RunRunning, "o/app", time.Now().UTC(), "ship")
 	h := e.addHold(run, jobs[0], hold.QueueContext, "needs alice", "alice")
 	code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, "")
 	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") ||

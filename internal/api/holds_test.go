@@ -47,7 +47,7 @@ func (e *env) addHold(run *store.Run, job *store.Job, queue hold.Queue, reason h
 	for _, c := range clauses {
 		h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: c})
 	}
-	ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{"pending"})
+	ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{status.JobPending})
 	if err != nil || !ok {
 		e.t.Fatalf("create hold: %v %v", ok, err)
 	}
@@ -57,9 +57,9 @@ func (e *env) addHold(run *store.Run, job *store.Job, queue hold.Queue, reason h
 func TestHeldRunListAndDecisions(t *testing.T) {
 	e := newModeEnv(t, "", true)
 	now := time.Now().UTC()
-	run, jobs := e.addRun("deploy", "running", "o/app", now, "ship")
+	run, jobs := e.addRun("deploy", status.RunRunning, "o/app", now, "ship")
 	review := e.addHold(run, jobs[0], hold.QueueContext, "context 'release' requires approval from alice, bob", "alice", "bob")
-	other, _ := e.addRun("ci", "held", "o/app", now.Add(time.Second))
+	other, _ := e.addRun("ci", status.RunHeld, "o/app", now.Add(time.Second))
 	fork := e.addHold(other, nil, hold.QueueSecurity, hold.ReasonForkPR)
 
 	// Validation.
@@ -196,7 +196,7 @@ func TestHeldRunRoutesOutsideIndependentMode(t *testing.T) {
 func TestHeldRunGroupField(t *testing.T) {
 	e := newModeEnv(t, "", true)
 	now := time.Now().UTC()
-	run, _ := e.addRun("deploy", "held", "o/app", now)
+	run, _ := e.addRun("deploy", status.RunHeld, "o/app", now)
 	grouped := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Concurrency, QueueType: hold.QueueContext,
 		HoldScope: hold.ScopeWorkflow, Reason: "waiting for a slot of 'deploy'", Group: "deploy", ExpiresAt: now.Add(time.Hour)}
 	if ok, err := e.st.CreateHeldRun(context.Background(), grouped, nil); err != nil || !ok {

@@ -10,6 +10,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -32,7 +33,7 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 		[]*store.SourceSecret{{Secret: "0123456789abcdef"}}); err != nil {
 		t.Fatal(err)
 	}
-	run := &store.Run{ID: "run-1", WorkflowName: "ci", Status: "success", SourceID: id, OrgID: "acme", CreatedAt: time.Now().UTC()}
+	run := &store.Run{ID: "run-1", WorkflowName: "ci", Status: status.RunSuccess, SourceID: id, OrgID: "acme", CreatedAt: time.Now().UTC()}
 	if err := e.st.CreateRun(ctx, run, nil); err != nil {
 		t.Fatal(err)
 	}

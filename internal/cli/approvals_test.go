@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -23,12 +24,12 @@ func heldRun(t *testing.T, st store.Store, org string, reviewers []string, n int
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "deploy", Status: "running", Provider: "local", OrgID: org,
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "deploy", Status: status.RunRunning, Provider: provider.Local, OrgID: org,
 		RepoIdentifier: org + "/app", Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), CreatedAt: now}
 	var jobs []*store.Job
 	for i := 0; i < n; i++ {
 		jobs = append(jobs, &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "ship" + string(rune('a'+i)), BaseJobName: "ship",
-			Status: "pending", Config: json.RawMessage(`{}`), CreatedAt: now})
+			Status: status.JobPending, Config: json.RawMessage(`{}`), CreatedAt: now})
 	}
 	if err := st.CreateRun(ctx, run, jobs); err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func heldRun(t *testing.T, st store.Store, org string, reviewers []string, n int
 		for _, r := range reviewers {
 			h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: r})
 		}
-		if ok, err := st.CreateHeldRun(ctx, h, []status.Job{"pending"}); err != nil || !ok {
+		if ok, err := st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil || !ok {
 			t.Fatalf("create hold: %v %v", ok, err)
 		}
 		holds = append(holds, h)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // runningOnStatic starts a job on static agent a1 and returns the agent's
@@ -19,8 +20,8 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
-	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	a.status(jd, status.JobRunning)
+	eventually(t, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 	return tok, a, jd
 }
 
@@ -62,13 +63,13 @@ func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 	b := h.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
-	b.status(jd, "success")
+	b.status(jd, status.JobSuccess)
 	eventually(t, "terminal status accepted", func() bool {
 		got := h.ev.finishedOf(jd.JobID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }
 
@@ -84,7 +85,7 @@ func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
 	h.ev.mu.Lock()
 	msg := h.ev.errs[jd.JobID]
 	h.ev.mu.Unlock()
-	if got := h.ev.finishedOf(jd.JobID)[0]; got != "failed" || !strings.Contains(msg, "did not reconnect within the recovery window") {
+	if got := h.ev.finishedOf(jd.JobID)[0]; got != status.JobFailed || !strings.Contains(msg, "did not reconnect within the recovery window") {
 		t.Errorf("job ended %s %q", got, msg)
 	}
 }
@@ -96,7 +97,7 @@ func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 	h.reconnect(tok, "a1", a.resume)
 	eventually(t, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	h.ev.mu.Lock()
@@ -114,14 +115,14 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	eventually(t, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 
 	h2 := h.restarted(Config{}, Deps{})
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	eventually(t, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
-	b.status(jd, "success")
+	b.status(jd, status.JobSuccess)
 	eventually(t, "terminal status accepted by the new process", func() bool {
 		got := h2.ev.finishedOf(jd.JobID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
@@ -47,7 +48,7 @@ func TestUniversalGatesReadTheCommitThroughGit(t *testing.T) {
 		t.Helper()
 		payload, _ := json.Marshal(body)
 		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: event, Payload: payload, ReceivedAt: time.Now()},
-			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic}); err != nil {
 			t.Fatal(err)
 		}
 		if err := proc.Process(ctx, id); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -48,7 +49,7 @@ func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Sto
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: provider.Generic, RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: preset,
 		GitURLTemplate: "file://" + forge + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 		"commits": []any{map[string]any{"id": sha, "added": []any{"cmd/main.go"}, "modified": []any{"README.md"}, "removed": []any{}}}})
 	id := "generic:acme:src-u:d1"
 	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: payload, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic}); err != nil {
 		t.Fatal(err)
 	}
 	if err := proc.Process(ctx, id); err != nil {
@@ -113,7 +114,7 @@ func TestUniversalGiteaPushFetchesLockWithGit(t *testing.T) {
 		"repository": map[string]any{"full_name": "acme/../../etc", "default_branch": "main"}})
 	id2 := "generic:acme:src-u:d2"
 	st.AcceptDelivery(ctx, &store.Delivery{ID: id2, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: bad, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"})
+		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic})
 	if err := proc.Process(ctx, id2); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 	deliverAs := func(id, event string, payload []byte) (*store.Delivery, []*store.Run) {
 		t.Helper()
 		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: event, Payload: payload, ReceivedAt: time.Now()},
-			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic}); err != nil {
 			t.Fatal(err)
 		}
 		if err := proc.Process(ctx, id); err != nil {

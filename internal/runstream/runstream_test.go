@@ -13,6 +13,7 @@ import (
 
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 )
@@ -36,12 +37,12 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st, logs: logstore.NewFS(t.TempDir())}
 	now := time.Now().UTC()
-	f.run = &store.Run{ID: "r-1", WorkflowName: "ci", Status: "running", Provider: "local", OrgID: "o", CreatedAt: now, StartedAt: &now}
-	f.job = &store.Job{ID: "j-1", RunID: "r-1", JobName: "build", BaseJobName: "build", Status: "running", CreatedAt: now, StartedAt: &now}
+	f.run = &store.Run{ID: "r-1", WorkflowName: "ci", Status: status.RunRunning, Provider: "local", OrgID: "o", CreatedAt: now, StartedAt: &now}
+	f.job = &store.Job{ID: "j-1", RunID: "r-1", JobName: "build", BaseJobName: "build", Status: status.JobRunning, CreatedAt: now, StartedAt: &now}
 	if err := st.CreateRun(ctx, f.run, []*store.Job{f.job}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "running", StartedAt: &now}); err != nil {
+	if err := st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepRunning, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
 	s := &Streamer{Store: st, Logs: f.logs, Poll: 10 * time.Millisecond}
@@ -116,7 +117,7 @@ func TestStepLogsResumeFromLastEventIDAndEnd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		f.appendLines(t, 6, 7)
 		now := time.Now().UTC()
-		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
+		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
 	}()
 	evs = read(t, f.stream, "3", 100)
 	var msgs []string
@@ -159,9 +160,9 @@ func TestRunEventsSnapshotChangesAndEnd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		ctx := context.Background()
 		now := time.Now().UTC()
-		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
-		f.st.UpdateJobStatus(ctx, "j-1", nil, "success", store.JobUpdate{CompletedAt: &now})
-		f.st.UpdateRunStatus(ctx, "r-1", nil, "success", store.RunUpdate{CompletedAt: &now})
+		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
+		f.st.UpdateJobStatus(ctx, "j-1", nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
+		f.st.UpdateRunStatus(ctx, "r-1", nil, status.RunSuccess, store.RunUpdate{CompletedAt: &now})
 	}()
 	evs := read(t, f.srv.URL+"/runs/r-1/events", "", 100)
 	var got []string

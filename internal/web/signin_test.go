@@ -293,7 +293,7 @@ func TestSignInReviewerApproves(t *testing.T) {
 	host := strings.TrimPrefix(m.Addr(), "http://")
 	reviewer := "oidc:" + host + ":rev-1"
 	held := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: hold.Reviewer, QueueType: "job",
-		HoldScope: "job", Reason: "required_reviewers", Clauses: []store.ApprovalClause{{Kind: "user", Value: reviewer}},
+		HoldScope: hold.ScopeJob, Reason: "required_reviewers", Clauses: []store.ApprovalClause{{Kind: "user", Value: reviewer}},
 		ExpiresAt: time.Now().Add(time.Hour)}
 	if ok, err := h.st.CreateHeldRun(context.Background(), held, nil); err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -182,7 +183,7 @@ func TestCSRFRequiredOnEveryPost(t *testing.T) {
 func TestAuditorSeesNoActionsAndIsRefused(t *testing.T) {
 	h := newHarness(t)
 	held := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: hold.Security, QueueType: "job",
-		HoldScope: "job", Reason: "fork_pr", ExpiresAt: time.Now().Add(time.Hour)}
+		HoldScope: hold.ScopeJob, Reason: hold.ReasonForkPR, ExpiresAt: time.Now().Add(time.Hour)}
 	if ok, err := h.st.CreateHeldRun(context.Background(), held, nil); err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
@@ -263,7 +264,7 @@ func TestJobPageShowsOutputsAndArtifacts(t *testing.T) {
 func TestScopedTokenSeesOnlyItsRuns(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	other := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "secret-wf", Status: "success", Provider: "generic",
+	other := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "secret-wf", Status: status.RunSuccess, Provider: provider.Generic,
 		RepoIdentifier: "other/repo", OrgID: "demo", CreatedAt: time.Now().UTC()}
 	if err := h.st.CreateRun(ctx, other, nil); err != nil {
 		t.Fatal(err)
@@ -297,7 +298,7 @@ func TestRunsFiltersAndPages(t *testing.T) {
 	base := time.Now().UTC()
 	for i := 0; i < 30; i++ {
 		r := &store.Run{ID: "44444444-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10)),
-			WorkflowName: "nightly", Status: []status.Run{"success", "failed"}[i%2], Provider: "generic", RepoIdentifier: "demo/app",
+			WorkflowName: "nightly", Status: []status.Run{status.RunSuccess, status.RunFailed}[i%2], Provider: provider.Generic, RepoIdentifier: "demo/app",
 			Ref: "refs/heads/release", OrgID: "demo", TriggerType: "schedule", CreatedAt: base.Add(time.Duration(i) * time.Second)}
 		if err := h.st.CreateRun(ctx, r, nil); err != nil {
 			t.Fatal(err)

@@ -339,7 +339,7 @@ func TestGenericVerificationMethods(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
 	mk := func(name, method string, set *store.SourceSettings, secrets ...string) {
-		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:" + name,
+		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: name, Provider: provider.Generic, RoutingKey: "generic:acme:" + name,
 			VerificationMethod: method, Enabled: true}
 		var secs []*store.SourceSecret
 		for _, s := range secrets {
@@ -435,7 +435,7 @@ func TestRateLimiterRefill(t *testing.T) {
 func TestUniversalGitSourceHeaders(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
-	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:gitea",
+	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitea", Provider: provider.Generic, RoutingKey: "generic:acme:gitea",
 		VerificationMethod: VerifyNone, Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea", GitURLTemplate: "https://g/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)

@@ -366,7 +366,7 @@ func slotJobsRun(t *testing.T, s store.Store, id string, jobIDs ...string) {
 	t.Helper()
 	jobs := make([]*store.Job, len(jobIDs))
 	for i, j := range jobIDs {
-		jobs[i] = &store.Job{ID: j, JobName: j, BaseJobName: j, Status: "queued"}
+		jobs[i] = &store.Job{ID: j, JobName: j, BaseJobName: j, Status: status.JobQueued}
 	}
 	must(t, s.CreateRun(ctxT(t), fullRun(id, at(0)), jobs))
 }
@@ -412,7 +412,7 @@ func testContextSlots(t *testing.T, s store.Store) {
 	acquire("acme", "staging", "j4", 1, false)
 
 	// A finished job frees its slot.
-	ok, err := s.UpdateJobStatus(ctx, "j1", nil, "success", store.JobUpdate{})
+	ok, err := s.UpdateJobStatus(ctx, "j1", nil, status.JobSuccess, store.JobUpdate{})
 	wantChanged(t, "finish j1", ok, err, true)
 	acquire("acme", "deploy", "j3", 2, true)
 	acquire("acme", "deploy", "j4", 2, false)
@@ -422,11 +422,11 @@ func testContextSlots(t *testing.T, s store.Store) {
 	ok, err = s.UpdateJobStatus(ctx, "j2", nil, status.JobHeld, store.JobUpdate{})
 	wantChanged(t, "hold j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, false)
-	ok, err = s.UpdateJobStatus(ctx, "j2", nil, "cancelled", store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "j2", nil, status.JobCancelled, store.JobUpdate{})
 	wantChanged(t, "cancel j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, true)
 	acquire("acme", "staging", "j1", 1, false) // j3 still holds staging
-	ok, err = s.UpdateJobStatus(ctx, "j3", nil, "cancelled", store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "j3", nil, status.JobCancelled, store.JobUpdate{})
 	wantChanged(t, "cancel j3", ok, err, true)
 	holders("acme", "staging") // a terminal job holds nothing
 	acquire("acme", "staging", "j4", 1, true)

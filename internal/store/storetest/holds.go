@@ -37,16 +37,16 @@ func testRunTrustFields(t *testing.T, s store.Store) {
 func heldJobsRun(t *testing.T, s store.Store) {
 	t.Helper()
 	must(t, s.CreateRun(ctxT(t), fullRun("r", at(0)), []*store.Job{
-		{ID: "j-queued", JobName: "deploy", BaseJobName: "deploy", Status: "queued", PendingReason: "no agent online"},
-		{ID: "j-running", JobName: "test", BaseJobName: "test", Status: "running"},
-		{ID: "j-done", JobName: "lint", BaseJobName: "lint", Status: "success"},
+		{ID: "j-queued", JobName: "deploy", BaseJobName: "deploy", Status: status.JobQueued, PendingReason: "no agent online"},
+		{ID: "j-running", JobName: "test", BaseJobName: "test", Status: status.JobRunning},
+		{ID: "j-done", JobName: "lint", BaseJobName: "lint", Status: status.JobSuccess},
 	}))
 }
 
 func testHeldRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	heldJobsRun(t, s)
-	must(t, s.CreateRun(ctx, fullRun("r-other", at(0)), []*store.Job{{ID: "j-other", JobName: "x", BaseJobName: "x", Status: "queued"}}))
+	must(t, s.CreateRun(ctx, fullRun("r-other", at(0)), []*store.Job{{ID: "j-other", JobName: "x", BaseJobName: "x", Status: status.JobQueued}}))
 
 	// Job-scoped: the job moves to held in the same transaction.
 	h := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: hold.Reviewer,
@@ -55,7 +55,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 		Contexts:  []string{"release", "prod", "release"},
 		Clauses:   []store.ApprovalClause{{Kind: "user", Value: "alice"}, {Kind: "user", Value: "bob"}},
 		ExpiresAt: at(3600)}
-	ok, err := s.CreateHeldRun(ctx, h, []status.Job{"pending", "queued"})
+	ok, err := s.CreateHeldRun(ctx, h, []status.Job{status.JobPending, status.JobQueued})
 	wantChanged(t, "create job hold", ok, err, true)
 	if h.ID == "" || h.Status != hold.Pending || h.CreatedAt.IsZero() {
 		t.Fatalf("defaults not written back: id=%q status=%q created=%v", h.ID, h.Status, h.CreatedAt)
@@ -76,7 +76,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 		name, run, job string
 		from           []status.Job
 	}{
-		{"status not in jobFrom", "r", "j-running", []status.Job{"pending", "queued"}},
+		{"status not in jobFrom", "r", "j-running", []status.Job{status.JobPending, status.JobQueued}},
 		{"job of another run", "r", "j-other", nil},
 		{"terminal job, nil jobFrom", "r", "j-done", nil},
 		{"unknown job", "r", "j-nope", nil},
@@ -89,7 +89,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 			t.Errorf("%s: hold row written: %v", tc.name, err)
 		}
 	}
-	for id, want := range map[string]status.Job{"j-running": "running", "j-other": "queued", "j-done": "success"} {
+	for id, want := range map[string]status.Job{"j-running": status.JobRunning, "j-other": status.JobQueued, "j-done": status.JobSuccess} {
 		j, err := s.GetJob(ctx, id)
 		must(t, err)
 		if j.Status != want {
@@ -108,7 +108,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	// Workflow-scoped: no job is touched; a caller-chosen id is kept.
 	w := &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldType: hold.Security, QueueType: hold.QueueSecurity,
 		HoldScope: hold.ScopeWorkflow, Reason: hold.ReasonForkPR, ExpiresAt: at(7200)}
-	ok, err = s.CreateHeldRun(ctx, w, []status.Job{"pending"})
+	ok, err = s.CreateHeldRun(ctx, w, []status.Job{status.JobPending})
 	wantChanged(t, "create workflow hold", ok, err, true)
 	got, err = s.GetHeldRun(ctx, "hold-wf")
 	must(t, err)

@@ -22,20 +22,20 @@ func testRetention(t *testing.T, s store.Store) {
 	// Runs: three old terminal ones, one recent, one old but still running,
 	// one old with a recent attestation.
 	mkRun := func(id string, completed int, final status.Run) {
-		must(t, s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-j", JobName: "j", BaseJobName: "j", Status: "queued", CreatedAt: at(0)}}))
-		must(t, s.UpsertStep(ctx, &store.Step{JobID: id + "-j", RunID: id, StepIndex: 0, StepName: "s", Status: "success"}))
+		must(t, s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-j", JobName: "j", BaseJobName: "j", Status: status.JobQueued, CreatedAt: at(0)}}))
+		must(t, s.UpsertStep(ctx, &store.Step{JobID: id + "-j", RunID: id, StepIndex: 0, StepName: "s", Status: status.StepSuccess}))
 		must(t, s.Enqueue(ctx, &store.QueueEntry{ID: id + "-j", RunID: id, JobName: "j", Status: store.QueuePending, CreatedAt: at(0)}))
-		if final != "running" {
+		if final != status.RunRunning {
 			_, err := s.UpdateRunStatus(ctx, id, nil, final, store.RunUpdate{CompletedAt: ptime(at(completed))})
 			must(t, err)
 		}
 	}
-	mkRun("old-1", 10, "success")
-	mkRun("old-2", 20, "failed")
-	mkRun("old-3", 30, "cancelled")
-	mkRun("recent", 2000, "success")
-	mkRun("live", 0, "running")
-	mkRun("attested", 40, "success")
+	mkRun("old-1", 10, status.RunSuccess)
+	mkRun("old-2", 20, status.RunFailed)
+	mkRun("old-3", 30, status.RunCancelled)
+	mkRun("recent", 2000, status.RunSuccess)
+	mkRun("live", 0, status.RunRunning)
+	mkRun("attested", 40, status.RunSuccess)
 	must(t, s.PutAttestation(ctx, &store.Attestation{ID: "att-new", RunID: "attested", JobID: "attested-j", SubjectName: "a",
 		SubjectDigest: "sha256:" + strings.Repeat("ab", 32), Kid: "k", Bundle: json.RawMessage(`{}`), CreatedAt: at(5000)}))
 
