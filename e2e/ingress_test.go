@@ -254,7 +254,7 @@ func TestIngressKill9RecoveryAndReplays(t *testing.T) {
 			t.Fatalf("event-log show lacks %q:\n%s", want, show)
 		}
 	}
-	dups := o2.admin(t, "event-log", "list", "--status", store.EventLogDuplicate, "--limit", "200", "-q")
+	dups := o2.admin(t, "event-log", "list", "--status", string(store.EventLogDuplicate), "--limit", "200", "-q")
 	if c := strings.Count(dups, "github:4242:replayed"); c != 99 {
 		t.Fatalf("event log lists %d duplicates of the replayed delivery, want 99", c)
 	}

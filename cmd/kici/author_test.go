@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/testutil/fixtures"
 	"os"
 	"os/exec"
@@ -171,7 +172,7 @@ func TestPreview(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := trigger.MatchAll(lf, &trigger.Event{Type: "push", TargetBranch: "release/1.2", ChangedFiles: []string{"src/a.go", "README.md"}, Provider: "local"})
+	want := trigger.MatchAll(lf, &trigger.Event{Type: "push", TargetBranch: "release/1.2", ChangedFiles: []string{"src/a.go", "README.md"}, Provider: provider.Local})
 	if !reflect.DeepEqual(got.Workflows, want) {
 		t.Fatalf("preview differs from the matcher:\n%+v\n%+v", got.Workflows, want)
 	}
@@ -187,7 +188,7 @@ func TestPreview(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if want := trigger.MatchAll(lf, &trigger.Event{Type: "push", TargetBranch: "main", Provider: "local"}); !reflect.DeepEqual(got.Workflows, want) {
+	if want := trigger.MatchAll(lf, &trigger.Event{Type: "push", TargetBranch: "main", Provider: provider.Local}); !reflect.DeepEqual(got.Workflows, want) {
 		t.Fatalf("push without --branch should be a push of main:\n%+v\nwant %+v", got.Workflows, want)
 	}
 

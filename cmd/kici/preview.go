@@ -95,9 +95,9 @@ func (ef *eventFlags) buildEvent(args []string) (*trigger.Event, error) {
 		if err := json.Unmarshal(body, &p); err != nil {
 			return nil, fmt.Errorf("--payload: %v", err)
 		}
-		ev = &trigger.Event{Type: typ, Payload: p, TargetBranch: trigger.GenericTargetBranch, Provider: "generic"}
+		ev = &trigger.Event{Type: typ, Payload: p, TargetBranch: trigger.GenericTargetBranch, Provider: provider.Generic}
 	default:
-		ev = &trigger.Event{Type: typ, Provider: "local"}
+		ev = &trigger.Event{Type: typ, Provider: provider.Local}
 		if body != nil {
 			var p map[string]any
 			if err := json.Unmarshal(body, &p); err != nil {

@@ -129,10 +129,10 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 	}, job)
 
 	js, _ := h.srv.WaitJobTerminal(t, "job-1", 30*time.Second)
-	if js.State != "failed" || js.Data == nil || !strings.Contains(js.Data.Error, `"hard-fail"`) {
+	if js.State != status.JobFailed || js.Data == nil || !strings.Contains(js.Data.Error, `"hard-fail"`) {
 		t.Fatalf("job status: %+v %+v", js, js.Data)
 	}
-	wantSteps := []status.Step{"success", "failed", "failed", "success", "failed", "skipped"}
+	wantSteps := []status.Step{status.StepSuccess, status.StepFailed, status.StepFailed, status.StepSuccess, status.StepFailed, status.StepSkipped}
 	if len(js.Data.StepResults) != len(wantSteps) {
 		t.Fatalf("stepResults: %+v", js.Data.StepResults)
 	}
@@ -147,7 +147,7 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 	if _, ok := msgs[0].Msg.(*protocol.JobAck); !ok {
 		t.Errorf("first frame after register = %T, want job.ack", msgs[0].Msg)
 	}
-	if s, ok := msgs[1].Msg.(*protocol.JobStatus); !ok || s.State != "running" {
+	if s, ok := msgs[1].Msg.(*protocol.JobStatus); !ok || s.State != status.JobRunning {
 		t.Errorf("second frame = %#v, want job.status running", msgs[1].Msg)
 	}
 
@@ -168,12 +168,12 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 			t.Errorf("step %d error %+v, want %q", i, ss.Data, errSub)
 		}
 	}
-	check(0, "success", 0, "")
-	check(1, "failed", 7, "exit code 7")
-	check(2, "failed", 143, "step timed out after 700ms")
-	check(3, "success", 0, "")
-	check(4, "failed", 3, "exit code 3")
-	check(5, "skipped", -1, "")
+	check(0, status.StepSuccess, 0, "")
+	check(1, status.StepFailed, 7, "exit code 7")
+	check(2, status.StepFailed, 143, "step timed out after 700ms")
+	check(3, status.StepSuccess, 0, "")
+	check(4, status.StepFailed, 3, "exit code 3")
+	check(5, status.StepSkipped, -1, "")
 	if final[0].LogBytesStreamed == 0 {
 		t.Errorf("step 0 logBytesStreamed = 0")
 	}
@@ -248,7 +248,7 @@ func TestAgentRejectsWhenBusyAndCancels(t *testing.T) {
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "j1"}, job)
 	h.srv.WaitMessage(t, 10*time.Second, "step running", func(r agenttest.Received) bool {
 		ss, ok := r.Msg.(*protocol.StepStatus)
-		return ok && ss.State == "running"
+		return ok && ss.State == status.StepRunning
 	})
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "j2"}, job)
 	rej := h.srv.WaitMessage(t, 10*time.Second, "job.reject", func(r agenttest.Received) bool {
@@ -269,11 +269,11 @@ func TestAgentRejectsWhenBusyAndCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := h.srv.WaitJobTerminal(t, "j1", 20*time.Second)
-	if js.State != "cancelled" || js.Data.Error != "user cancelled" {
+	if js.State != status.JobCancelled || js.Data.Error != "user cancelled" {
 		t.Fatalf("job: %+v %+v", js, js.Data)
 	}
 	final := h.srv.FinalStepStatuses("j1")
-	if final[0].State != "cancelled" || final[1].State != "skipped" {
+	if final[0].State != status.StepCancelled || final[1].State != status.StepSkipped {
 		t.Errorf("steps: %+v %+v", final[0], final[1])
 	}
 	pgid := readPid(t, pidFile)
@@ -291,7 +291,7 @@ func TestAgentReconnectDeliversTerminalStatus(t *testing.T) {
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "jr"}, job)
 	h.srv.WaitMessage(t, 10*time.Second, "step running", func(r agenttest.Received) bool {
 		ss, ok := r.Msg.(*protocol.StepStatus)
-		return ok && ss.State == "running"
+		return ok && ss.State == status.StepRunning
 	})
 	// Keep the agent away until the job has finished, so the terminal
 	// statuses are produced while disconnected and must be buffered.
@@ -313,13 +313,13 @@ func TestAgentReconnectDeliversTerminalStatus(t *testing.T) {
 	}
 
 	js, connNo := h.srv.WaitJobTerminal(t, "jr", 20*time.Second)
-	if js.State != "success" || connNo != 2 {
+	if js.State != status.JobSuccess || connNo != 2 {
 		t.Errorf("terminal status %s on connection %d", js.State, connNo)
 	}
 	if !strings.Contains(h.srv.LogText("jr", 0), "after") {
 		t.Errorf("log: %q", h.srv.LogText("jr", 0))
 	}
-	if st := h.srv.FinalStepStatuses("jr")[0]; st == nil || st.State != "success" {
+	if st := h.srv.FinalStepStatuses("jr")[0]; st == nil || st.State != status.StepSuccess {
 		t.Errorf("step status %+v", st)
 	}
 }
@@ -348,7 +348,7 @@ func TestAgentTokenAuthAndScalerOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := h.srv.WaitJobTerminal(t, "one", time.Second)
-	if js.State != "success" {
+	if js.State != status.JobSuccess {
 		t.Errorf("state %s", js.State)
 	}
 }
@@ -376,18 +376,18 @@ func TestAgentJobTimeoutAndRetry(t *testing.T) {
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "jt", MaxLogSizeBytes: 1000}, job)
 	js, _ := h.srv.WaitJobTerminal(t, "jt", 20*time.Second)
 	final := h.srv.FinalStepStatuses("jt")
-	if final[0].State != "success" || final[0].Data.Attempt != 2 {
+	if final[0].State != status.StepSuccess || final[0].Data.Attempt != 2 {
 		t.Errorf("flaky step: %+v %+v", final[0], final[0].Data)
 	}
 	noisy := h.srv.LogText("jt", 1)
-	if final[1].State != "success" || final[1].LogBytesStreamed > 1000 || final[1].LogBytesStreamed < 900 ||
+	if final[1].State != status.StepSuccess || final[1].LogBytesStreamed > 1000 || final[1].LogBytesStreamed < 900 ||
 		!strings.HasSuffix(noisy, "[TRUNCATED: log output exceeded 1000 bytes]\n") || strings.Contains(noisy, "line500") {
 		t.Errorf("noisy step: %+v bytes=%d log tail=%q", final[1].State, final[1].LogBytesStreamed, noisy[max(0, len(noisy)-80):])
 	}
-	if final[2].State != "failed" || final[2].Data.Error != "TypeScript steps need the KiCI Node agent" {
+	if final[2].State != status.StepFailed || final[2].Data.Error != "TypeScript steps need the KiCI Node agent" {
 		t.Errorf("ts step: %+v", final[2].Data)
 	}
-	if js.State != "failed" {
+	if js.State != status.JobFailed {
 		t.Errorf("job %s", js.State)
 	}
 
@@ -396,10 +396,10 @@ func TestAgentJobTimeoutAndRetry(t *testing.T) {
 	}}
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "jt2"}, job2)
 	js2, _ := h.srv.WaitJobTerminal(t, "jt2", 20*time.Second)
-	if js2.State != "failed" || !strings.HasPrefix(js2.Data.Error, "job_timeout:") {
+	if js2.State != status.JobFailed || !strings.HasPrefix(js2.Data.Error, "job_timeout:") {
 		t.Errorf("job timeout: %+v %+v", js2, js2.Data)
 	}
-	if f := h.srv.FinalStepStatuses("jt2"); f[1].State != "skipped" {
+	if f := h.srv.FinalStepStatuses("jt2"); f[1].State != status.StepSkipped {
 		t.Errorf("step after job timeout: %s", f[1].State)
 	}
 }
@@ -410,14 +410,14 @@ func TestAgentGracefulShutdownCancelsJob(t *testing.T) {
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "js"}, lockfile.Job{Name: "j", Checkout: ptr(false), Steps: []lockfile.Step{{Name: "s", Run: "sleep 30"}}})
 	h.srv.WaitMessage(t, 10*time.Second, "step running", func(r agenttest.Received) bool {
 		ss, ok := r.Msg.(*protocol.StepStatus)
-		return ok && ss.State == "running"
+		return ok && ss.State == status.StepRunning
 	})
 	h.cancel()
 	if err := h.wait(t, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	js, _ := h.srv.WaitJobTerminal(t, "js", time.Second)
-	if js.State != "cancelled" {
+	if js.State != status.JobCancelled {
 		t.Errorf("state %s", js.State)
 	}
 }

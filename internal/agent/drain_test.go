@@ -9,6 +9,7 @@ import (
 	"kici.dev/kici/internal/agent/agenttest"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 )
 
 // TestAgentDrainFinishesJobRefusesNewWorkAndExits proves peer row 28 on the
@@ -24,7 +25,7 @@ func TestAgentDrainFinishesJobRefusesNewWorkAndExits(t *testing.T) {
 	h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: "j1"}, job)
 	h.srv.WaitMessage(t, 10*time.Second, "step running", func(r agenttest.Received) bool {
 		ss, ok := r.Msg.(*protocol.StepStatus)
-		return ok && ss.State == "running"
+		return ok && ss.State == status.StepRunning
 	})
 	h.agent.Drain()
 	h.srv.WaitMessage(t, 10*time.Second, "agent.status draining", func(r agenttest.Received) bool {
@@ -46,7 +47,7 @@ func TestAgentDrainFinishesJobRefusesNewWorkAndExits(t *testing.T) {
 	}
 	writeGate(t, gate)
 	js, _ := h.srv.WaitJobTerminal(t, "j1", 20*time.Second)
-	if js.State != "success" {
+	if js.State != status.JobSuccess {
 		t.Errorf("drained job ended %s, want success", js.State)
 	}
 	if err := h.wait(t, 20*time.Second); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -104,19 +105,19 @@ func (e *env) get(path string) (int, map[string]any) {
 func (e *env) addRun(wf string, runStatus status.Run, repo string, created time.Time, jobNames ...string) (*store.Run, []*store.Job) {
 	e.t.Helper()
 	run := &store.Run{
-		ID: uuid.NewString(), WorkflowName: wf, Status: runStatus, Provider: "local",
+		ID: uuid.NewString(), WorkflowName: wf, Status: runStatus, Provider: provider.Local,
 		RepoIdentifier: repo, RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("a", 40),
 		DeliveryID: "generic:o:s:" + wf, OrgID: "o", CreatedAt: created,
 	}
 	var jobs []*store.Job
 	for i, n := range jobNames {
 		jobs = append(jobs, &store.Job{
-			ID: uuid.NewString(), RunID: run.ID, JobName: n, BaseJobName: n, Status: "pending",
+			ID: uuid.NewString(), RunID: run.ID, JobName: n, BaseJobName: n, Status: status.JobPending,
 			Config: json.RawMessage(`{}`), RunsOnLabels: []string{"linux"}, CreatedAt: created.Add(time.Duration(i) * time.Millisecond),
 		})
 	}
 	if len(jobs) > 1 {
-		jobs[1].Needs = []store.Need{{Upstream: jobs[0].JobName, RunOn: []status.Job{"success"}}}
+		jobs[1].Needs = []store.Need{{Upstream: jobs[0].JobName, RunOn: []status.Job{status.JobSuccess}}}
 	}
 	if err := e.st.CreateRun(context.Background(), run, jobs); err != nil {
 		e.t.Fatal(err)
@@ -201,7 +202,7 @@ func TestRunsList(t *testing.T) {
 	for i := 0; i < 25; i++ {
 		st := status.RunSuccess
 		if i%5 == 0 {
-			st = "failed"
+			st = status.RunFailed
 		}
 		wf := "ci"
 		if i%2 == 1 {
@@ -209,7 +210,7 @@ func TestRunsList(t *testing.T) {
 		}
 		e.addRun(wf, st, "o/app", base.Add(time.Duration(i)*time.Minute))
 	}
-	e.addRun("ci", "running", "o/other", base.Add(time.Hour))
+	e.addRun("ci", status.RunRunning, "o/other", base.Add(time.Hour))
 
 	code, m := e.get("/api/v1/admin/runs")
 	runs := m["runs"].([]any)
@@ -275,20 +276,20 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	run, jobs := e.addRun("ci", "running", "o/app", now, "build", "test")
+	run, jobs := e.addRun("ci", status.RunRunning, "o/app", now, "build", "test")
 	reason := "no agent online"
-	if _, err := e.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := e.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
 		t.Fatal(err)
 	}
 	agent := "agent-1"
-	if _, err := e.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "running", store.JobUpdate{AgentID: &agent, StartedAt: &now}); err != nil {
+	if _, err := e.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{AgentID: &agent, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
 	exit := 0
 	dur := int64(1200)
 	for _, s := range []*store.Step{
-		{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: "success", ExitCode: &exit, DurationMs: &dur, StartedAt: &now, CompletedAt: &now},
-		{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Test", Status: "running", StartedAt: &now},
+		{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, ExitCode: &exit, DurationMs: &dur, StartedAt: &now, CompletedAt: &now},
+		{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Test", Status: status.StepRunning, StartedAt: &now},
 	} {
 		if err := e.st.UpsertStep(ctx, s); err != nil {
 			t.Fatal(err)
@@ -367,7 +368,7 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	}
 	// Job finishes ⇒ every stream complete at its end.
 	done := time.Now().UTC()
-	if _, err := e.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "success", store.JobUpdate{CompletedAt: &done}); err != nil {
+	if _, err := e.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &done}); err != nil {
 		t.Fatal(err)
 	}
 	_, m = e.get(logs + "1/logs?cursor=7")
@@ -516,8 +517,8 @@ func TestRoutesListed(t *testing.T) {
 // which steps exist, not an empty, "complete" page.
 func TestLogsOfAStepTheJobDoesNotHave(t *testing.T) {
 	e := newEnv(t)
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: "running", OrgID: "o", CreatedAt: time.Now()}
-	job := &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: "running", CreatedAt: time.Now(),
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: status.RunRunning, OrgID: "o", CreatedAt: time.Now()}
+	job := &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: status.JobRunning, CreatedAt: time.Now(),
 		Config: json.RawMessage(`{"name":"build","steps":[{"name":"a","run":"true"},{"name":"b","run":"true"}]}`)}
 	if err := e.st.CreateRun(context.Background(), run, []*store.Job{job}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
@@ -76,7 +77,7 @@ func TestAPITypeConstantsMatchTheDomain(t *testing.T) {
 	if apitypes.ContextTypeFixed != store.ContextTypeFixed || apitypes.ContextTypeGlob != store.ContextTypeGlob {
 		t.Error("context types differ between apitypes and store")
 	}
-	if apitypes.HoldPending != store.HoldPending || apitypes.HoldTimer != store.HoldTimer || apitypes.HoldConcurrency != store.HoldConcurrency ||
+	if hold.Pending != hold.Pending || hold.Timer != hold.Timer || hold.Concurrency != hold.Concurrency ||
 		apitypes.ForkIgnore != store.ForkIgnore {
 		t.Error("hold or fork-policy values differ between apitypes and store")
 	}

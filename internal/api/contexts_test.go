@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -556,8 +558,8 @@ func TestContextTriggerTypesCoverLockfileKinds(t *testing.T) {
 func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
 	e := newSecEnv(t)
 	e.do("POST", ctxBase, e.owner, `{"orgId":"o","name":"release"}`)
-	run, jobs := e.addRun("deploy", "running", "o/app", time.Now().UTC(), "ship")
-	h := e.addHold(run, jobs[0], store.HoldQueueContext, "needs alice", "alice")
+	run, jobs := e.addRun("deploy", status.RunRunning, "o/app", time.Now().UTC(), "ship")
+	h := e.addHold(run, jobs[0], hold.QueueContext, "needs alice", "alice")
 	code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, "")
 	if code != http.StatusConflict || m["errorCode"] != "pending_held_runs" || !strings.Contains(fmt.Sprint(m["error"]), "1 pending held run") ||
 		!strings.Contains(fmt.Sprint(m["error"]), "approve or reject them first, or cancel their runs (kici-admin held-run list --org o)") {
@@ -566,7 +568,7 @@ func TestContextDeleteBlockedByPendingHolds(t *testing.T) {
 	if _, err := e.st.GetContext(context.Background(), "o", "release"); err != nil {
 		t.Fatalf("context deleted despite the 409: %v", err)
 	}
-	if ok, err := e.st.DecideHeldRun(context.Background(), h.ID, nil, nil, store.HoldRejected, "test", "", time.Now()); err != nil || !ok {
+	if ok, err := e.st.DecideHeldRun(context.Background(), h.ID, nil, nil, hold.Rejected, "test", "", time.Now()); err != nil || !ok {
 		t.Fatalf("resolve hold: %v %v", ok, err)
 	}
 	if code, m, _ := e.do("DELETE", ctxBase+"/release?orgId=o", e.owner, ""); code != 200 || m["deleted"] != true {

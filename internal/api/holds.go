@@ -8,6 +8,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
@@ -89,9 +90,9 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := store.HeldRunFilter{OrgID: org, RunID: q.Get("runId"), Limit: 1000}
-	switch q.Get("status") {
-	case "", store.HoldPending:
-		f.Statuses = []string{store.HoldPending}
+	switch hold.Status(q.Get("status")) {
+	case "", hold.Pending:
+		f.Statuses = []hold.Status{hold.Pending}
 	case "all":
 	default:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid status %q (allowed: pending, all)", q.Get("status")))
@@ -129,7 +130,7 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	detail := fmt.Sprintf("status=%s count=%d", orDefault(q.Get("status"), store.HoldPending), len(out))
+	detail := fmt.Sprintf("status=%s count=%d", orDefault(q.Get("status"), string(hold.Pending)), len(out))
 	if f.RunID != "" {
 		detail = "runId=" + f.RunID + " " + detail
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/approval"
@@ -33,20 +34,20 @@ func newModeEnv(t *testing.T, mode string, approvals bool) *env {
 }
 
 // addHold stores a pending hold on run (job-scoped when job is non-nil).
-func (e *env) addHold(run *store.Run, job *store.Job, queue, reason string, clauses ...string) *store.HeldRun {
+func (e *env) addHold(run *store.Run, job *store.Job, queue hold.Queue, reason hold.Reason, clauses ...string) *store.HeldRun {
 	e.t.Helper()
-	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldReviewer, QueueType: queue,
-		HoldScope: store.HoldScopeWorkflow, Reason: reason, ExpiresAt: time.Now().Add(time.Hour).UTC()}
-	if queue == store.HoldQueueSecurity {
-		h.HoldType = store.HoldSecurity
+	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Reviewer, QueueType: queue,
+		HoldScope: hold.ScopeWorkflow, Reason: reason, ExpiresAt: time.Now().Add(time.Hour).UTC()}
+	if queue == hold.QueueSecurity {
+		h.HoldType = hold.Security
 	}
 	if job != nil {
-		h.JobID, h.HoldScope, h.Contexts = job.ID, store.HoldScopeJob, []string{"release"}
+		h.JobID, h.HoldScope, h.Contexts = job.ID, hold.ScopeJob, []string{"release"}
 	}
 	for _, c := range clauses {
 		h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: c})
 	}
-	ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{"pending"})
+	ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{status.JobPending})
 	if err != nil || !ok {
 		e.t.Fatalf("create hold: %v %v", ok, err)
 	}
@@ -56,10 +57,10 @@ func (e *env) addHold(run *store.Run, job *store.Job, queue, reason string, clau
 func TestHeldRunListAndDecisions(t *testing.T) {
 	e := newModeEnv(t, "", true)
 	now := time.Now().UTC()
-	run, jobs := e.addRun("deploy", "running", "o/app", now, "ship")
-	review := e.addHold(run, jobs[0], store.HoldQueueContext, "context 'release' requires approval from alice, bob", "alice", "bob")
-	other, _ := e.addRun("ci", "held", "o/app", now.Add(time.Second))
-	fork := e.addHold(other, nil, store.HoldQueueSecurity, store.HoldReasonForkPR)
+	run, jobs := e.addRun("deploy", status.RunRunning, "o/app", now, "ship")
+	review := e.addHold(run, jobs[0], hold.QueueContext, "context 'release' requires approval from alice, bob", "alice", "bob")
+	other, _ := e.addRun("ci", status.RunHeld, "o/app", now.Add(time.Second))
+	fork := e.addHold(other, nil, hold.QueueSecurity, hold.ReasonForkPR)
 
 	// Validation.
 	if code, m, _ := e.do("GET", "/api/v1/admin/held-runs", e.owner, ""); code != 400 || m["error"] != "customerId required" {
@@ -195,13 +196,13 @@ func TestHeldRunRoutesOutsideIndependentMode(t *testing.T) {
 func TestHeldRunGroupField(t *testing.T) {
 	e := newModeEnv(t, "", true)
 	now := time.Now().UTC()
-	run, _ := e.addRun("deploy", "held", "o/app", now)
-	grouped := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext,
-		HoldScope: store.HoldScopeWorkflow, Reason: "waiting for a slot of 'deploy'", Group: "deploy", ExpiresAt: now.Add(time.Hour)}
+	run, _ := e.addRun("deploy", status.RunHeld, "o/app", now)
+	grouped := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Concurrency, QueueType: hold.QueueContext,
+		HoldScope: hold.ScopeWorkflow, Reason: "waiting for a slot of 'deploy'", Group: "deploy", ExpiresAt: now.Add(time.Hour)}
 	if ok, err := e.st.CreateHeldRun(context.Background(), grouped, nil); err != nil || !ok {
 		t.Fatalf("create hold: %v %v", ok, err)
 	}
-	plain := e.addHold(run, nil, store.HoldQueueContext, "review", "alice")
+	plain := e.addHold(run, nil, hold.QueueContext, "review", "alice")
 	code, m, _ := e.do("GET", "/api/v1/admin/held-runs?customerId=o", e.owner, "")
 	hs, _ := m["heldRuns"].([]any)
 	if code != 200 || len(hs) != 2 {

@@ -29,7 +29,7 @@ var serverLayers = []struct {
 	name string
 	pkgs []string
 }{
-	{"foundation", []string{"internal/runs/status", "internal/spawn", "internal/scaler/scalerconfig", "internal/scaler/fcapi"}},
+	{"foundation", []string{"internal/runs/status", "internal/approval/hold", "internal/spawn", "internal/scaler/scalerconfig", "internal/scaler/fcapi"}},
 	{"runs", []string{"internal/runs"}},
 	{"components on runs", []string{"internal/dispatch", "internal/scaler", "internal/approval", "internal/forgestatus"}},
 	{"run control and ingest", []string{"internal/runctl", "internal/ingest", "internal/jobdata", "internal/servermetrics"}},

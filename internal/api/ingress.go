@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/netguard"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 )
@@ -45,7 +47,7 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case req.Provider != apitypes.ProviderGitHub:
+	case req.Provider != provider.GitHub:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("provider %q is not supported (supported: github; generic and local sources use /generic-sources)", req.Provider))
 		return
 	case (req.AppID != 0 || req.PrivateKey != "") && req.Token != "":
@@ -105,7 +107,7 @@ func (s *server) createGitHubSource(w http.ResponseWriter, r *http.Request) {
 		}
 		secret = hex.EncodeToString(b)
 	}
-	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: apitypes.ProviderGitHub, RoutingKey: routingKey,
+	src := &store.Source{ID: id, OrgID: req.OrgID, Name: req.Name, Provider: provider.GitHub, RoutingKey: routingKey,
 		VerificationMethod: VerificationHMAC, Enabled: true, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	set := &store.SourceSettings{RateLimitRPM: req.RateLimitRPM, GitHub: &store.GitHubConfig{APIBaseURL: req.APIBaseURL,
 		AppID: req.AppID, PrivateKeyPEM: req.PrivateKey, Token: req.Token}}
@@ -255,9 +257,13 @@ func timeParam(w http.ResponseWriter, r *http.Request, name string) (*time.Time,
 func (s *server) listEventLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.EventLogFilter{OrgID: q.Get("orgId"), RoutingKey: q.Get("routingKey"), Event: q.Get("event"), Action: q.Get("action"),
-		Status: q.Get("status"), DeliveryID: q.Get("deliveryId")}
-	if f.Status != "" && !contains(store.EventLogStatuses, f.Status) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid status %q (allowed: %s)", f.Status, strings.Join(store.EventLogStatuses, ", ")))
+		Status: store.EventLogStatus(q.Get("status")), DeliveryID: q.Get("deliveryId")}
+	if f.Status != "" && !slices.Contains(store.EventLogStatuses, f.Status) {
+		allowed := make([]string, len(store.EventLogStatuses))
+		for i, st := range store.EventLogStatuses {
+			allowed[i] = string(st)
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid status %q (allowed: %s)", f.Status, strings.Join(allowed, ", ")))
 		return
 	}
 	var ok bool

@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/netguard"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/ghfake"
 )
@@ -155,10 +156,10 @@ func TestEventLogRoutes(t *testing.T) {
 	e := newIngressEnv(t, "")
 	ctx := context.Background()
 	body := []byte(`{"ref":"refs/heads/main"}`)
-	for i, st := range []string{store.EventLogProcessed, store.EventLogLockfileMissing, ""} {
+	for i, st := range []store.EventLogStatus{store.EventLogProcessed, store.EventLogLockfileMissing, ""} {
 		id := fmt.Sprintf("github:77:d%d", i)
 		if err := e.st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: "s", OrgID: "acme", Event: "push", Payload: body},
-			&store.EventLogEntry{OrgID: "acme", RoutingKey: "github:77", Event: "push", Source: "direct", Provider: "github", PayloadGz: gz(body)}); err != nil {
+			&store.EventLogEntry{OrgID: "acme", RoutingKey: "github:77", Event: "push", Source: "direct", Provider: provider.GitHub, PayloadGz: gz(body)}); err != nil {
 			t.Fatal(err)
 		}
 		if st != "" {

@@ -7,6 +7,7 @@ import (
 
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/lockfetch"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/ghfake"
@@ -32,7 +33,7 @@ func TestManualRunRouteGitHubBranch(t *testing.T) {
 		`{"name":"deploy","source":{"file":".kici/workflows/d.yaml","export":"#default"},"contentHash":"x","compileSchemaVersion":5,`+
 		`"triggers":[{"_type":"dispatch","inputs":{"count":{"type":"number"}}}],"jobs":[{"_type":"static","name":"ship",`+
 		`"runsOn":[{"kind":"exact","value":"nowhere"}],"needs":[],"steps":[{"name":"s","run":"true"}]}]}]}`))
-	src := &store.Source{ID: "src-app", OrgID: "acme", Name: "app", Provider: "github", RoutingKey: "github:41", VerificationMethod: "hmac_sha256", Enabled: true}
+	src := &store.Source{ID: "src-app", OrgID: "acme", Name: "app", Provider: provider.GitHub, RoutingKey: "github:41", VerificationMethod: "hmac_sha256", Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: -1,
 		GitHub: &store.GitHubConfig{APIBaseURL: fake.URL, AppID: 41, PrivateKeyPEM: fake.PrivateKeyPEM}},
 		[]*store.SourceSecret{{Secret: "s"}}); err != nil {

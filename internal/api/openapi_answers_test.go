@@ -12,11 +12,13 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
@@ -68,7 +70,7 @@ func (fakeArtifacts) OpenArtifact(context.Context, string, string) (*store.Artif
 type fakeManualRuns struct{}
 
 func (fakeManualRuns) StartManualRun(_ context.Context, req ingest.ManualRun) (*store.Run, error) {
-	return &store.Run{ID: "manual-1", WorkflowName: req.Workflow, Status: "pending", Provider: "local", OrgID: "acme",
+	return &store.Run{ID: "manual-1", WorkflowName: req.Workflow, Status: status.RunPending, Provider: provider.Local, OrgID: "acme",
 		SHA: strings.Repeat("b", 40), CreatedAt: time.Now().UTC()}, nil
 }
 
@@ -155,17 +157,17 @@ func TestOpenAPIResponsesMatchRealAnswers(t *testing.T) {
 func (e *answersEnv) seedRun(t *testing.T) (*store.Run, *store.Job) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	run := &store.Run{ID: "run-1", WorkflowName: "release", Status: "running", Provider: "local", RepoIdentifier: "acme/app",
+	run := &store.Run{ID: "run-1", WorkflowName: "release", Status: status.RunRunning, Provider: provider.Local, RepoIdentifier: "acme/app",
 		RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), OrgID: "acme", CreatedAt: now}
-	job := &store.Job{ID: "job-1", RunID: run.ID, JobName: "build", BaseJobName: "build", Status: "running",
+	job := &store.Job{ID: "job-1", RunID: run.ID, JobName: "build", BaseJobName: "build", Status: status.JobRunning,
 		Config: json.RawMessage(`{}`), RunsOnLabels: []string{"linux"}, CreatedAt: now}
 	if err := e.st.CreateRun(ctx, run, []*store.Job{job}); err != nil {
 		t.Fatal(err)
 	}
 	exit := 0
 	for _, s := range []*store.Step{
-		{RunID: run.ID, JobID: job.ID, StepIndex: 0, StepName: "Checkout", Status: "success", ExitCode: &exit, StartedAt: &now, CompletedAt: &now},
-		{RunID: run.ID, JobID: job.ID, StepIndex: 1, StepName: "Build", Status: "running", StartedAt: &now},
+		{RunID: run.ID, JobID: job.ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, ExitCode: &exit, StartedAt: &now, CompletedAt: &now},
+		{RunID: run.ID, JobID: job.ID, StepIndex: 1, StepName: "Build", Status: status.StepRunning, StartedAt: &now},
 	} {
 		if err := e.st.UpsertStep(ctx, s); err != nil {
 			t.Fatal(err)
@@ -202,7 +204,7 @@ func (e *answersEnv) ingressAnswers(t *testing.T) {
 	body := []byte(`{"ref":"refs/heads/main"}`)
 	for _, id := range []string{"github:77:d0", "github:77:d1"} {
 		if err := e.st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: "s", OrgID: "acme", Event: "push", Payload: body},
-			&store.EventLogEntry{OrgID: "acme", RoutingKey: "github:77", Event: "push", Source: "direct", Provider: "github", PayloadGz: gz(body)}); err != nil {
+			&store.EventLogEntry{OrgID: "acme", RoutingKey: "github:77", Event: "push", Source: "direct", Provider: provider.GitHub, PayloadGz: gz(body)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,10 +351,10 @@ func (e *answersEnv) contextAndSecretAnswers(t *testing.T) {
 
 func (e *answersEnv) trustAnswers(t *testing.T, run *store.Run) {
 	c, p := e.c, apitypes.AdminPrefix
-	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-		HoldScope: store.HoldScopeWorkflow, Reason: "context 'release' requires approval from alice", ExpiresAt: time.Now().Add(time.Hour).UTC(),
+	h := &store.HeldRun{OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+		HoldScope: hold.ScopeWorkflow, Reason: "context 'release' requires approval from alice", ExpiresAt: time.Now().Add(time.Hour).UTC(),
 		Clauses: []store.ApprovalClause{{Kind: "user", Value: "alice"}}}
-	if ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{"pending"}); err != nil || !ok {
+	if ok, err := e.st.CreateHeldRun(context.Background(), h, []status.Job{status.JobPending}); err != nil || !ok {
 		t.Fatalf("create hold: %v %v", ok, err)
 	}
 	c.call("GET", p+"/held-runs?customerId=acme", "")

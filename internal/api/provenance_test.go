@@ -12,6 +12,8 @@ import (
 
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
 )
@@ -59,9 +61,9 @@ func TestProvenanceRoutes(t *testing.T) {
 	e, svc := newProvEnv(t, testIssuer)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	run := &store.Run{ID: "run-1", WorkflowName: "release", Status: "running", Provider: "local", RepoIdentifier: "acme/app",
+	run := &store.Run{ID: "run-1", WorkflowName: "release", Status: status.RunRunning, Provider: provider.Local, RepoIdentifier: "acme/app",
 		Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), OrgID: "acme", CreatedAt: now}
-	if err := e.st.CreateRun(ctx, run, []*store.Job{{ID: "job-1", JobName: "build", BaseJobName: "build", Status: "running"}}); err != nil {
+	if err := e.st.CreateRun(ctx, run, []*store.Job{{ID: "job-1", JobName: "build", BaseJobName: "build", Status: status.JobRunning}}); err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte("artifact"))

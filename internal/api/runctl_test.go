@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -107,7 +108,7 @@ type stubRerunner struct{}
 func (stubRerunner) Rerun(_ context.Context, runID, by string) (*store.Run, error) {
 	switch runID {
 	case "done":
-		return &store.Run{ID: "new-" + by, WorkflowName: "ci", Status: "pending", SHA: "abc"}, nil
+		return &store.Run{ID: "new-" + by, WorkflowName: "ci", Status: status.RunPending, SHA: "abc"}, nil
 	case "live":
 		return nil, ingest.ErrRunNotFinished
 	case "gone":
@@ -142,8 +143,8 @@ func TestRerunRoute(t *testing.T) {
 // rerun and omits it otherwise.
 func TestGetRunShowsParentOfRerun(t *testing.T) {
 	e := newEnv(t)
-	orig, _ := e.addRun("ci", "failed", "acme/app", time.Now().UTC())
-	re, _ := e.addRun("ci", "pending", "acme/app", time.Now().UTC())
+	orig, _ := e.addRun("ci", status.RunFailed, "acme/app", time.Now().UTC())
+	re, _ := e.addRun("ci", status.RunPending, "acme/app", time.Now().UTC())
 	if err := e.st.InsertRunLink(context.Background(), &store.RunLink{RunID: re.ID, ParentRunID: orig.ID, OriginalRunID: orig.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -20,7 +21,7 @@ func TestRunsListBranchFilter(t *testing.T) {
 	base := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	e.addRun("ci", status.RunSuccess, "o/app", base) // refs/heads/main
 	for i, ref := range []string{"refs/heads/feature/x", "refs/heads/feature/x", "refs/pull/7/head"} {
-		run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: status.RunSuccess, Provider: "local",
+		run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: status.RunSuccess, Provider: provider.Local,
 			RepoIdentifier: "o/app", RepoURL: "file:///x", Ref: ref, SHA: strings.Repeat("b", 40),
 			DeliveryID: "generic:o:s:b", OrgID: "o", CreatedAt: base.Add(time.Duration(i+1) * time.Minute)}
 		if strings.HasPrefix(ref, "refs/pull/") {

@@ -20,6 +20,8 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
@@ -242,15 +244,15 @@ func TestRoutingKeyScopedToken(t *testing.T) {
 	e := newSecEnv(t)
 	ctx := context.Background()
 	mk := func(name string) (*store.Source, *store.Run) {
-		src := &store.Source{ID: uuid.NewString(), OrgID: "o", Name: name, Provider: "generic", VerificationMethod: "none", Enabled: true}
+		src := &store.Source{ID: uuid.NewString(), OrgID: "o", Name: name, Provider: provider.Generic, VerificationMethod: "none", Enabled: true}
 		src.RoutingKey = "generic:o:" + src.ID
 		if err := e.st.CreateSource(ctx, src); err != nil {
 			t.Fatal(err)
 		}
-		run, _ := e.addRun("wf-"+name, "success", "r", time.Now(), "build")
+		run, _ := e.addRun("wf-"+name, status.RunSuccess, "r", time.Now(), "build")
 		run.SourceID = src.ID
 		// addRun does not set SourceID: write a second run that does.
-		run2 := &store.Run{ID: uuid.NewString(), WorkflowName: "wf-" + name, Status: "success", OrgID: "o", SourceID: src.ID, CreatedAt: time.Now()}
+		run2 := &store.Run{ID: uuid.NewString(), WorkflowName: "wf-" + name, Status: status.RunSuccess, OrgID: "o", SourceID: src.ID, CreatedAt: time.Now()}
 		if err := e.st.CreateRun(ctx, run2, nil); err != nil {
 			t.Fatal(err)
 		}

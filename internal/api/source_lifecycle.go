@@ -24,7 +24,7 @@ func (s *server) deleteSource(w http.ResponseWriter, r *http.Request) {
 	if src == nil {
 		return
 	}
-	detail := "org=" + src.OrgID + " name=" + src.Name + " provider=" + src.Provider + " routingKey=" + src.RoutingKey
+	detail := "org=" + src.OrgID + " name=" + src.Name + " provider=" + string(src.Provider) + " routingKey=" + src.RoutingKey
 	err := s.d.Store.DeleteSource(r.Context(), src.ID, auditEntry(r, "source.delete", "source:"+src.ID, detail))
 	if errors.Is(err, store.ErrNotFound) {
 		// Deleted by a concurrent request since loadSource.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -25,13 +27,13 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 	}
 	src := m["source"].(map[string]any)
 	id, rk := src["id"].(string), src["routingKey"].(string)
-	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: apitypes.ProviderGitHub, RoutingKey: "github:9",
+	gh := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:9",
 		VerificationMethod: VerificationHMAC, Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, gh, &store.SourceSettings{GitHub: &store.GitHubConfig{Token: "t"}},
 		[]*store.SourceSecret{{Secret: "0123456789abcdef"}}); err != nil {
 		t.Fatal(err)
 	}
-	run := &store.Run{ID: "run-1", WorkflowName: "ci", Status: "success", SourceID: id, OrgID: "acme", CreatedAt: time.Now().UTC()}
+	run := &store.Run{ID: "run-1", WorkflowName: "ci", Status: status.RunSuccess, SourceID: id, OrgID: "acme", CreatedAt: time.Now().UTC()}
 	if err := e.st.CreateRun(ctx, run, nil); err != nil {
 		t.Fatal(err)
 	}

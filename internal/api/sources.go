@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
 )
@@ -51,7 +52,7 @@ func NewSourceView(s *store.Source) apitypes.SourceView {
 		VerificationMethod: s.VerificationMethod, Enabled: s.Enabled, CreatedAt: s.CreatedAt,
 		WebhookPath: "/webhook/" + s.OrgID + "/generic/" + s.Name,
 	}
-	if s.Provider == apitypes.ProviderGitHub {
+	if s.Provider == provider.GitHub {
 		v.WebhookPath = "/webhook/" + s.OrgID + "/github/" + s.ID
 	}
 	if s.LocalPath != "" {

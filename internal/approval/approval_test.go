@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/lockfile"
@@ -129,7 +130,7 @@ func (h *harness) runStatus(id string) status.Run {
 
 func (h *harness) pendingHolds(runID string) []*store.HeldRun {
 	h.t.Helper()
-	hs, err := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: runID, Statuses: []string{store.HoldPending}})
+	hs, err := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: runID, Statuses: []hold.Status{hold.Pending}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
 		t.Fatalf("run %s, want held", s)
 	}
 	holds := h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].HoldType != store.HoldReviewer || len(holds[0].Clauses) != 2 {
+	if len(holds) != 1 || holds[0].HoldType != hold.Reviewer || len(holds[0].Clauses) != 2 {
 		t.Fatalf("holds %+v", holds)
 	}
 	id := holds[0].ID
@@ -248,7 +249,7 @@ func TestWaitTimerReleasesWhenDue(t *testing.T) {
 	h.context(&store.Context{Name: "staging", Enabled: true, WaitTimerSeconds: &wait})
 	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"staging"}})
 	holds := h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer {
+	if len(holds) != 1 || holds[0].HoldType != hold.Timer {
 		t.Fatalf("holds %+v", holds)
 	}
 	h.now = h.now.Add(59 * time.Second)
@@ -273,7 +274,7 @@ func TestReviewersThenTimerInOrder(t *testing.T) {
 	}
 	h.sweep()
 	holds := h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].HoldType != store.HoldTimer || h.job(jobs["deploy"].ID).Status != status.JobHeld {
+	if len(holds) != 1 || holds[0].HoldType != hold.Timer || h.job(jobs["deploy"].ID).Status != status.JobHeld {
 		t.Fatalf("after approval: holds %+v", holds)
 	}
 	h.now = h.now.Add(31 * time.Second)
@@ -299,7 +300,7 @@ func TestUndecidedHoldExpiresAndCancels(t *testing.T) {
 		t.Fatalf("job %s %q", j.Status, j.ErrorMessage)
 	}
 	hr, _ := h.st.GetHeldRun(h.ctx, id)
-	if hr.Status != store.HoldExpired {
+	if hr.Status != hold.Expired {
 		t.Fatalf("hold %s", hr.Status)
 	}
 }
@@ -309,7 +310,7 @@ func TestForkRunHeldAsAWholeUnderDefaultPolicy(t *testing.T) {
 	h.context(&store.Context{Name: "release", Enabled: true, MinimumTrust: ptr("trusted")})
 	run, jobs := h.run(store.TrustUnknown, map[string][]string{"lint": nil, "test": {"release"}})
 	holds := h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].HoldScope != store.HoldScopeWorkflow || holds[0].Reason != store.HoldReasonForkPR {
+	if len(holds) != 1 || holds[0].HoldScope != hold.ScopeWorkflow || holds[0].Reason != hold.ReasonForkPR {
 		t.Fatalf("holds %+v, want one workflow-scoped fork_pr hold", holds)
 	}
 	for _, name := range []string{"lint", "test"} {
@@ -333,7 +334,7 @@ func TestForkRunHeldAsAWholeUnderDefaultPolicy(t *testing.T) {
 	}
 	// test names a context with a trust floor: a second, job-scoped hold.
 	holds = h.pendingHolds(run.ID)
-	if len(holds) != 1 || holds[0].JobID != jobs["test"].ID || holds[0].Reason != store.HoldReasonContextTrust {
+	if len(holds) != 1 || holds[0].JobID != jobs["test"].ID || holds[0].Reason != hold.ReasonContextTrust {
 		t.Fatalf("holds after fork approval %+v", holds)
 	}
 }
@@ -408,7 +409,7 @@ func TestConcurrentPartialApprovalsAllCount(t *testing.T) {
 	}
 	wg.Wait()
 	hr, err := h.st.GetHeldRun(h.ctx, id)
-	if err != nil || hr.Status != store.HoldApproved || len(hr.Approvals) != len(reviewers) {
+	if err != nil || hr.Status != hold.Approved || len(hr.Approvals) != len(reviewers) {
 		t.Fatalf("hold %+v (%v): want approved with %d approvals", hr, err, len(reviewers))
 	}
 }
@@ -435,7 +436,7 @@ func TestConcurrencyLimitQueuesUntilASlotFrees(t *testing.T) {
 		t.Fatalf("third job %q", r)
 	}
 	holds := h.pendingHolds(second.ID)
-	if len(holds) != 1 || holds[0].HoldType != store.HoldConcurrency {
+	if len(holds) != 1 || holds[0].HoldType != hold.Concurrency {
 		t.Fatalf("holds %+v", holds)
 	}
 	if _, err := h.decide(holds[0].ID, Approve, ServicePrefix+"op", ""); !errors.Is(err, ErrIneligible) {

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/store"
 )
 
@@ -81,22 +82,22 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		return Result{}, err
 	}
 	now := d.now()
-	if h.OrgID != dec.OrgID || h.Status != store.HoldPending || !now.Before(h.ExpiresAt) {
+	if h.OrgID != dec.OrgID || h.Status != hold.Pending || !now.Before(h.ExpiresAt) {
 		return Result{}, ErrNotFound
 	}
-	if h.HoldType == store.HoldConcurrency {
+	if h.HoldType == hold.Concurrency {
 		return Result{}, fmt.Errorf("%w: a concurrency hold ends when a slot of its context group frees up; it cannot be approved or rejected (cancel the run instead)", ErrIneligible)
 	}
 	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: dec.Decision, Reason: dec.Reason, At: now}
 	clauses := append([]store.ApprovalClause(nil), h.Clauses...)
-	to, res := "", Result{}
+	to, res := hold.Status(""), Result{}
 	if !dec.Operator {
 		if err := d.eligible(ctx, h, dec.Approver); err != nil {
 			return Result{}, err
 		}
 	}
 	if dec.Decision == Reject {
-		to, res.Status = store.HoldRejected, "rejected"
+		to, res.Status = hold.Rejected, "rejected"
 	} else {
 		open := 0
 		for i := range clauses {
@@ -116,10 +117,10 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		}
 		res.Status = "released"
 		if open > 0 {
-			res.Status = store.HoldPending
+			res.Status = string(hold.Pending)
 			res.Remaining = openClauses(clauses)
 		} else {
-			to = store.HoldApproved
+			to = hold.Approved
 		}
 	}
 	ok, err := d.st.DecideHeldRun(ctx, h.ID, rec, clauses, to, dec.Approver, dec.Reason, now)
@@ -150,7 +151,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 // write or admin; any other hold (a wait timer) is the operator's.
 func (d *Decider) eligible(ctx context.Context, h *store.HeldRun, approver string) error {
 	switch h.HoldType {
-	case store.HoldSecurity:
+	case hold.Security:
 		members, err := d.st.ListDirectoryMembers(ctx, h.OrgID)
 		if err != nil {
 			return err
@@ -165,7 +166,7 @@ func (d *Decider) eligible(ctx context.Context, h *store.HeldRun, approver strin
 			return fmt.Errorf("%w: security holds need CI trust write or admin; %s has %q", ErrIneligible, approver, trust)
 		}
 		return nil
-	case store.HoldReviewer:
+	case hold.Reviewer:
 		for _, c := range h.Clauses {
 			if c.Value == approver {
 				return nil

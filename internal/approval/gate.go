@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -108,8 +109,8 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (runs.
 			return runs.GateResult{}, err
 		}
 		h = &store.HeldRun{
-			HoldType: store.HoldConcurrency, QueueType: store.HoldQueueContext, Clauses: []store.ApprovalClause{},
-			Reason:    reason,
+			HoldType: hold.Concurrency, QueueType: hold.QueueContext, Clauses: []store.ApprovalClause{},
+			Reason:    hold.Reason(reason),
 			Contexts:  policy.ConcurrencyContexts,
 			Group:     policy.GroupKey(),
 			ExpiresAt: now.Add(time.Duration(policy.ConcurrencyTimeoutMs) * time.Millisecond),
@@ -118,11 +119,11 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (runs.
 		h = &store.HeldRun{HoldType: dec.HoldType, QueueType: dec.QueueType, Reason: dec.Reason,
 			Contexts: dec.Contexts, Clauses: dec.Clauses, ExpiresAt: dec.ExpiresAt(now)}
 	}
-	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = holdID(), run.OrgID, run.ID, job.ID, store.HoldScopeJob
+	h.ID, h.OrgID, h.RunID, h.JobID, h.HoldScope = holdID(), run.OrgID, run.ID, job.ID, hold.ScopeJob
 	if _, err := g.st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil {
 		return runs.GateResult{}, fmt.Errorf("hold job %s: %w", job.ID, err)
 	}
-	if h.HoldType == store.HoldConcurrency && policy.ConcurrencyStrategy == store.ConcurrencyCancelPending {
+	if h.HoldType == hold.Concurrency && policy.ConcurrencyStrategy == store.ConcurrencyCancelPending {
 		if err := g.supersede(ctx, h, now); err != nil {
 			return runs.GateResult{}, err
 		}
@@ -136,7 +137,7 @@ func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (runs.
 func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, holds []*store.HeldRun) (runs.GateResult, bool, error) {
 	var wf *store.HeldRun
 	for _, h := range holds {
-		if h.JobID == "" && h.Reason == store.HoldReasonForkPR {
+		if h.JobID == "" && h.Reason == hold.ReasonForkPR {
 			wf = h
 		}
 	}
@@ -155,8 +156,8 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 		}
 		now := g.now()
 		wf = &store.HeldRun{
-			ID: holdID(), OrgID: run.OrgID, RunID: run.ID, HoldType: store.HoldSecurity,
-			QueueType: store.HoldQueueSecurity, HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR,
+			ID: holdID(), OrgID: run.OrgID, RunID: run.ID, HoldType: hold.Security,
+			QueueType: hold.QueueSecurity, HoldScope: hold.ScopeWorkflow, Reason: hold.ReasonForkPR,
 			Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Duration(p.ApprovalExpirySeconds) * time.Second),
 		}
 		if _, err := g.st.CreateHeldRun(ctx, wf, nil); err != nil {
@@ -165,9 +166,9 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 		g.log.Info("fork pull request run held", "runId", run.ID, "heldRunId", wf.ID, "expiresAt", wf.ExpiresAt)
 	}
 	switch wf.Status {
-	case store.HoldApproved:
+	case hold.Approved:
 		return runs.GateResult{}, false, nil
-	case store.HoldPending:
+	case hold.Pending:
 		reason := forkHoldReason(run.ID)
 		if _, err := g.st.UpdateJobStatus(ctx, job.ID, []status.Job{status.JobPending}, status.JobHeld, store.JobUpdate{PendingReason: &reason}); err != nil {
 			return runs.GateResult{}, true, err
@@ -182,15 +183,15 @@ func (g *Gate) forkGate(ctx context.Context, run *store.Run, job *store.Job, hol
 func doneFor(jobID string, holds []*store.HeldRun) contexts.Done {
 	var d contexts.Done
 	for _, h := range holds {
-		if h.JobID != jobID || (h.Status != store.HoldApproved && h.Status != store.HoldReleased) {
+		if h.JobID != jobID || (h.Status != hold.Approved && h.Status != hold.Released) {
 			continue
 		}
 		switch h.HoldType {
-		case store.HoldSecurity:
+		case hold.Security:
 			d.TrustApproved = true
-		case store.HoldReviewer:
+		case hold.Reviewer:
 			d.ReviewersApproved = true
-		case store.HoldTimer:
+		case hold.Timer:
 			d.TimerElapsed = true
 		}
 	}
@@ -250,8 +251,8 @@ func (g *Gate) TrySlot(ctx context.Context, h *store.HeldRun) (bool, error) {
 // hands: it names the runs holding them now and the older job's run it
 // still queues behind (the resumer retries holds oldest first).
 func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *store.Job, p contexts.Policy) error {
-	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: h.OrgID, HoldType: store.HoldConcurrency,
-		Statuses: []string{store.HoldPending}, Limit: 1000})
+	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: h.OrgID, HoldType: hold.Concurrency,
+		Statuses: []hold.Status{hold.Pending}, Limit: 1000})
 	if err != nil {
 		return err
 	}
@@ -281,8 +282,8 @@ func (g *Gate) refreshSlotReason(ctx context.Context, h *store.HeldRun, job *sto
 // cancels their jobs). Jobs of the same run (matrix legs) do not supersede
 // each other: they queue.
 func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Time) error {
-	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: newest.OrgID, HoldType: store.HoldConcurrency,
-		Group: newest.Group, Statuses: []string{store.HoldPending}, Limit: 1000})
+	waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: newest.OrgID, HoldType: hold.Concurrency,
+		Group: newest.Group, Statuses: []hold.Status{hold.Pending}, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("holds of context groups %s: %w", newest.Group, err)
 	}
@@ -291,7 +292,7 @@ func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Ti
 		if h.ID == newest.ID || h.RunID == newest.RunID {
 			continue
 		}
-		ok, err := g.st.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldCancelled, "system", note, now)
+		ok, err := g.st.DecideHeldRun(ctx, h.ID, nil, nil, hold.Cancelled, "system", note, now)
 		if err != nil {
 			return fmt.Errorf("supersede hold %s: %w", h.ID, err)
 		}
@@ -314,11 +315,11 @@ func (g *Gate) supersede(ctx context.Context, newest *store.HeldRun, now time.Ti
 func (g *Gate) takeSlots(ctx context.Context, orgID, jobID string, p contexts.Policy, holds []*store.HeldRun, now time.Time) (ok bool, behind string, err error) {
 	given := false
 	for _, h := range holds {
-		given = given || (h.JobID == jobID && h.HoldType == store.HoldConcurrency && h.Status == store.HoldReleased)
+		given = given || (h.JobID == jobID && h.HoldType == hold.Concurrency && h.Status == hold.Released)
 	}
 	if !given {
-		waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: orgID, HoldType: store.HoldConcurrency,
-			Statuses: []string{store.HoldPending}, Limit: 1000})
+		waiting, err := g.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: orgID, HoldType: hold.Concurrency,
+			Statuses: []hold.Status{hold.Pending}, Limit: 1000})
 		if err != nil {
 			return false, "", err
 		}

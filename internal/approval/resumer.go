@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/runs/status"
 
@@ -86,16 +87,16 @@ func (r *Resumer) Run(ctx context.Context) {
 // holds are all decided, and retries gate checks that failed.
 func (r *Resumer) Sweep(ctx context.Context) error {
 	now := r.now()
-	due, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, DueBy: &now, Limit: 1000})
+	due, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, DueBy: &now, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("due holds: %w", err)
 	}
 	for _, h := range due {
-		to, action, note := store.HoldExpired, "held_run.expire", "no decision before "+h.ExpiresAt.Format(time.RFC3339)
+		to, action, note := hold.Expired, "held_run.expire", "no decision before "+h.ExpiresAt.Format(time.RFC3339)
 		switch h.HoldType {
-		case store.HoldTimer:
-			to, action, note = store.HoldReleased, "held_run.timer", "wait timer elapsed"
-		case store.HoldConcurrency:
+		case hold.Timer:
+			to, action, note = hold.Released, "held_run.timer", "wait timer elapsed"
+		case hold.Concurrency:
 			note = "waited until " + h.ExpiresAt.Format(time.RFC3339) + " (the concurrency timeout) for context groups " + h.Group
 		}
 		ok, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, to, "system", note, now)
@@ -125,7 +126,7 @@ func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
 	if r.slots == nil {
 		return nil
 	}
-	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, HoldType: store.HoldConcurrency, Limit: 1000})
+	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, HoldType: hold.Concurrency, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("pending holds: %w", err)
 	}
@@ -140,7 +141,7 @@ func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
 		if !ok {
 			continue
 		}
-		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldReleased, "system", "concurrency slot free", now); err != nil {
+		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, nil, hold.Released, "system", "concurrency slot free", now); err != nil {
 			return fmt.Errorf("release hold %s: %w", h.ID, err)
 		}
 		r.log.Info("concurrency slot taken; job released", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID)
@@ -177,9 +178,9 @@ func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
 					continue
 				}
 				switch h.Status {
-				case store.HoldPending:
+				case hold.Pending:
 					waiting = true
-				case store.HoldRejected, store.HoldExpired, store.HoldCancelled:
+				case hold.Rejected, hold.Expired, hold.Cancelled:
 					failed = endMessage(h)
 				}
 			}
@@ -209,14 +210,14 @@ func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
 // approval.
 func endMessage(h *store.HeldRun) string {
 	switch h.Status {
-	case store.HoldRejected:
+	case hold.Rejected:
 		msg := "rejected by " + h.ResolvedBy
 		if h.ResolveNote != "" {
 			msg += ": " + h.ResolveNote
 		}
 		return msg
-	case store.HoldExpired:
-		if h.HoldType == store.HoldConcurrency {
+	case hold.Expired:
+		if h.HoldType == hold.Concurrency {
 			return "no concurrency slot freed up: " + h.ResolveNote
 		}
 		return "approval expired: " + h.ResolveNote
@@ -230,13 +231,13 @@ func endMessage(h *store.HeldRun) string {
 func (r *Resumer) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	holds, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 1000})
+	holds, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []hold.Status{hold.Pending}, Limit: 1000})
 	if err != nil {
 		r.log.Error("pending holds of a finished run", "runId", run.ID, "error", err)
 		return
 	}
 	for _, h := range holds {
-		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, store.HoldCancelled, "system", "run "+string(run.Status), r.now()); err != nil {
+		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, hold.Cancelled, "system", "run "+string(run.Status), r.now()); err != nil {
 			r.log.Error("cancel hold of a finished run", "heldRunId", h.ID, "error", err)
 		}
 	}

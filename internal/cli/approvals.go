@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/approval/hold"
 )
 
 // Held runs (approvals) and the trust policy: `kici-admin held-run` and
@@ -54,13 +55,13 @@ func (a *app) listHolds(cmd *cobra.Command, org, runID string, all bool) ([]apit
 // any approval for a hold without clauses, the clock for a wait timer, a
 // free slot for a concurrency hold; "-" once decided.
 func waitingFor(h apitypes.HeldRunView) string {
-	if h.Status != apitypes.HoldPending {
+	if h.Status != hold.Pending {
 		return "-"
 	}
 	switch h.HoldType {
-	case apitypes.HoldTimer:
+	case hold.Timer:
 		return "time"
-	case apitypes.HoldConcurrency:
+	case hold.Concurrency:
 		return "a free slot"
 	}
 	var open []string
@@ -184,9 +185,9 @@ fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve
 			}
 			t := newTable(a.out(), headers...)
 			for _, h := range holds {
-				cols := []string{h.ID, h.RunID, orDash(deref(h.JobName)), h.HoldType, h.Reason, waitingFor(h), fmtTime(&h.ExpiresAt)}
+				cols := []string{h.ID, h.RunID, orDash(deref(h.JobName)), string(h.HoldType), string(h.Reason), waitingFor(h), fmtTime(&h.ExpiresAt)}
 				if all {
-					cols = append(cols, h.Status, deref(h.ResolvedBy))
+					cols = append(cols, string(h.Status), deref(h.ResolvedBy))
 				}
 				t.row(cols...)
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -22,25 +24,25 @@ func heldRun(t *testing.T, st store.Store, org string, reviewers []string, n int
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "deploy", Status: "running", Provider: "local", OrgID: org,
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "deploy", Status: status.RunRunning, Provider: provider.Local, OrgID: org,
 		RepoIdentifier: org + "/app", Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), CreatedAt: now}
 	var jobs []*store.Job
 	for i := 0; i < n; i++ {
 		jobs = append(jobs, &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "ship" + string(rune('a'+i)), BaseJobName: "ship",
-			Status: "pending", Config: json.RawMessage(`{}`), CreatedAt: now})
+			Status: status.JobPending, Config: json.RawMessage(`{}`), CreatedAt: now})
 	}
 	if err := st.CreateRun(ctx, run, jobs); err != nil {
 		t.Fatal(err)
 	}
 	var holds []*store.HeldRun
 	for _, j := range jobs {
-		h := &store.HeldRun{OrgID: org, RunID: run.ID, JobID: j.ID, HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeJob, Reason: "context 'release' requires approval", Contexts: []string{"release"},
+		h := &store.HeldRun{OrgID: org, RunID: run.ID, JobID: j.ID, HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeJob, Reason: "context 'release' requires approval", Contexts: []string{"release"},
 			ExpiresAt: now.Add(time.Hour)}
 		for _, r := range reviewers {
 			h.Clauses = append(h.Clauses, store.ApprovalClause{Kind: "user", Value: r})
 		}
-		if ok, err := st.CreateHeldRun(ctx, h, []status.Job{"pending"}); err != nil || !ok {
+		if ok, err := st.CreateHeldRun(ctx, h, []status.Job{status.JobPending}); err != nil || !ok {
 			t.Fatalf("create hold: %v %v", ok, err)
 		}
 		holds = append(holds, h)
@@ -108,7 +110,7 @@ func TestHeldRunCommands(t *testing.T) {
 		t.Fatalf("empty list note: %s", errs)
 	}
 	got, _ := h.st.GetHeldRun(ctx, oneHolds[0].ID)
-	if got.Status != store.HoldApproved || len(got.Approvals) != 2 || got.Approvals[0].Approver != "alice" || got.Approvals[0].Reason != "lgtm" {
+	if got.Status != hold.Approved || len(got.Approvals) != 2 || got.Approvals[0].Approver != "alice" || got.Approvals[0].Reason != "lgtm" {
 		t.Fatalf("stored hold: %+v", got)
 	}
 	help := h.mustRun("held-run", "approve", "--help")
@@ -228,7 +230,7 @@ func TestHeldRunAndTrustPolicyDirect(t *testing.T) {
 		}
 	}
 	got, _ := st.GetHeldRun(ctx, holds[0].ID)
-	if got.Status != store.HoldApproved || got.ResolvedBy != "service:direct" {
+	if got.Status != hold.Approved || got.ResolvedBy != "service:direct" {
 		t.Fatalf("hold after a direct approve: %+v", got)
 	}
 	if p, err := st.GetTrustPolicy(ctx, "acme"); err != nil || p.ForkPolicy != store.ForkAllow {

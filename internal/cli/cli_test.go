@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/google/uuid"
@@ -295,11 +296,11 @@ func TestTriggerLocal(t *testing.T) {
 func (h *harness) addRun(runStatus status.Run, created time.Time) (*store.Run, []*store.Job) {
 	h.t.Helper()
 	ctx := context.Background()
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: runStatus, Provider: "local", RepoIdentifier: "demo/app",
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: runStatus, Provider: provider.Local, RepoIdentifier: "demo/app",
 		RepoURL: "file:///x", Ref: "refs/heads/main", SHA: strings.Repeat("b", 40), OrgID: "demo", DeliveryID: "d-" + string(runStatus), CreatedAt: created}
 	jobs := []*store.Job{
-		{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: "pending", Config: json.RawMessage(`{}`), CreatedAt: created},
-		{ID: uuid.NewString(), RunID: run.ID, JobName: "test (1.22)", BaseJobName: "test", Status: "pending", Config: json.RawMessage(`{}`),
+		{ID: uuid.NewString(), RunID: run.ID, JobName: "build", BaseJobName: "build", Status: status.JobPending, Config: json.RawMessage(`{}`), CreatedAt: created},
+		{ID: uuid.NewString(), RunID: run.ID, JobName: "test (1.22)", BaseJobName: "test", Status: status.JobPending, Config: json.RawMessage(`{}`),
 			MatrixValues: map[string]string{"go": "1.22"}, CreatedAt: created.Add(time.Millisecond)},
 	}
 	if err := h.st.CreateRun(ctx, run, jobs); err != nil {
@@ -312,13 +313,13 @@ func TestRunsCommands(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	failed, _ := h.addRun("failed", base)
-	run, jobs := h.addRun("running", base.Add(time.Minute))
+	failed, _ := h.addRun(status.RunFailed, base)
+	run, jobs := h.addRun(status.RunRunning, base.Add(time.Minute))
 	reason := "no agent with labels [gpu]"
-	h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "queued", store.JobUpdate{PendingReason: &reason})
+	h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason})
 	exit1, dur := 1, int64(2500)
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: "success", DurationMs: &dur})
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: "failed", ExitCode: &exit1, DurationMs: &dur})
+	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, DurationMs: &dur})
+	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: status.StepFailed, ExitCode: &exit1, DurationMs: &dur})
 
 	out := h.mustRun("runs", "list")
 	if !strings.Contains(out, "RUN ID") || strings.Index(out, run.ID) > strings.Index(out, failed.ID) || !strings.Contains(out, "Showing 1–2 of 2") {
@@ -430,7 +431,7 @@ func TestLocalEndpointDiscovery(t *testing.T) {
 func TestLogsFollowAndWait(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	run, jobs := h.addRun("pending", time.Now().UTC())
+	run, jobs := h.addRun(status.RunPending, time.Now().UTC())
 	line := func(s string) []protocol.LogLine {
 		return []protocol.LogLine{{Timestamp: time.Now().UnixMilli(), Stream: "stdout", Text: s}}
 	}
@@ -440,24 +441,24 @@ func TestLogsFollowAndWait(t *testing.T) {
 	go func() {
 		now := time.Now().UTC()
 		wait.Elapse(ctx, 150*time.Millisecond) // the agent paces the run's progress
-		h.st.UpdateRunStatus(ctx, run.ID, nil, "running", store.RunUpdate{StartedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "running", store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: "running"})
+		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunRunning, store.RunUpdate{StartedAt: &now})
+		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
+		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepRunning})
 		for i := 0; i < 3; i++ {
 			h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i)))
 			wait.Elapse(ctx, 60*time.Millisecond)
 		}
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: "success"})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, "success", store.JobUpdate{CompletedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "running", store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: "running"})
+		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepSuccess})
+		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
+		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
+		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepRunning})
 		h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg"))
 		wait.Elapse(ctx, 100*time.Millisecond)
 		h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other"))
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: "failed"})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, "failed", store.JobUpdate{CompletedAt: &now})
+		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepFailed})
+		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobFailed, store.JobUpdate{CompletedAt: &now})
 		reason := "Failed jobs: test (1.22)"
-		h.st.UpdateRunStatus(ctx, run.ID, nil, "failed", store.RunUpdate{CompletedAt: &now, FailureReason: &reason})
+		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunFailed, store.RunUpdate{CompletedAt: &now, FailureReason: &reason})
 	}()
 
 	done := make(chan struct{})
@@ -508,11 +509,11 @@ func TestLogsFollowAndWait(t *testing.T) {
 	}
 
 	// wait on a successful run exits 0; a timeout exits 1.
-	ok, _ := h.addRun("success", time.Now().UTC())
+	ok, _ := h.addRun(status.RunSuccess, time.Now().UTC())
 	if out, errs, code := h.run("runs", "wait", ok.ID); code != 0 || !strings.Contains(out, "success") {
 		t.Fatalf("wait success: %d %q %q", code, out, errs)
 	}
-	pending, _ := h.addRun("pending", time.Now().UTC())
+	pending, _ := h.addRun(status.RunPending, time.Now().UTC())
 	if _, errs, code := h.run("runs", "wait", pending.ID, "--timeout", "200ms", "--interval", "50ms"); code != 1 || !strings.Contains(errs, "timed out after 200ms") {
 		t.Fatalf("wait timeout: %d %q", code, errs)
 	}

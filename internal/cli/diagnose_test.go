@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -16,11 +17,11 @@ func TestDiagnoseRedactsCredentials(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	d := &store.Delivery{ID: "d-fail", OrgID: "acme", Event: "push", Payload: []byte(`{}`), ReceivedAt: time.Now().UTC()}
-	if err := h.st.AcceptDelivery(ctx, d, &store.EventLogEntry{OrgID: "acme", Event: "push", Source: "direct", Provider: "github"}); err != nil {
+	if err := h.st.AcceptDelivery(ctx, d, &store.EventLogEntry{OrgID: "acme", Event: "push", Source: "direct", Provider: provider.GitHub}); err != nil {
 		t.Fatal(err)
 	}
 	msg := `clone postgres://kici:s3cr3t-pw@db:5432/kici failed; password=hunter2 token: ghp_abcdef123456 ` + h.token
-	if err := h.st.FinishDeliveryOutcome(ctx, "d-fail", "failed", msg, nil, store.EventOutcome{Status: store.EventLogFailed}); err != nil {
+	if err := h.st.FinishDeliveryOutcome(ctx, "d-fail", store.DeliveryFailed, msg, nil, store.EventOutcome{Status: store.EventLogFailed}); err != nil {
 		t.Fatal(err)
 	}
 	out := h.mustRun("diagnose")

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
 )
 
 // readValue resolves a flag value: "@path" reads a file, "-" stdin is not
@@ -60,7 +61,7 @@ admin token (kadm_…) is still read as the GitHub token. Write --forge-token.`,
 			if legacy != "" {
 				tok.value = legacy
 			}
-			req := apitypes.CreateGitHubSourceRequest{Provider: apitypes.ProviderGitHub, OrgID: org, Name: name, APIBaseURL: apiURL, RateLimitRPM: rpm}
+			req := apitypes.CreateGitHubSourceRequest{Provider: provider.GitHub, OrgID: org, Name: name, APIBaseURL: apiURL, RateLimitRPM: rpm}
 			if appID != "" {
 				n, err := strconv.ParseInt(appID, 10, 64)
 				if err != nil || n <= 0 {
@@ -318,7 +319,7 @@ func dash(s string) string {
 func printDelivery(a *app, d *apitypes.EventLogView, tr *apitypes.Trace, errMsg string) {
 	w := a.out()
 	fmt.Fprintf(w, "Delivery:  %s\n", d.DeliveryID)
-	fmt.Fprintf(w, "Event:     %s (action %s) from %s/%s\n", d.Event, dash(d.Action), dash(d.Provider), d.Source)
+	fmt.Fprintf(w, "Event:     %s (action %s) from %s/%s\n", d.Event, dash(d.Action), dash(string(d.Provider)), d.Source)
 	fmt.Fprintf(w, "Status:    %s\n", d.Status)
 	if d.RepoIdentifier != "" || d.Ref != "" {
 		fmt.Fprintf(w, "Repo:      %s  ref %s\n", dash(d.RepoIdentifier), dash(d.Ref))

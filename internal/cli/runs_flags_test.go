@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -18,8 +20,8 @@ import (
 func TestRunsListWorkflowAndBranchFlags(t *testing.T) {
 	h := newHarness(t)
 	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	onMain, _ := h.addRun("success", base)
-	feature := &store.Run{ID: uuid.NewString(), WorkflowName: "release", Status: "success", Provider: "local", RepoIdentifier: "demo/app",
+	onMain, _ := h.addRun(status.RunSuccess, base)
+	feature := &store.Run{ID: uuid.NewString(), WorkflowName: "release", Status: status.RunSuccess, Provider: provider.Local, RepoIdentifier: "demo/app",
 		RepoURL: "file:///x", Ref: "refs/heads/feature/x", SHA: strings.Repeat("c", 40), OrgID: "demo", DeliveryID: "d-f", CreatedAt: base.Add(time.Minute)}
 	if err := h.st.CreateRun(context.Background(), feature, nil); err != nil {
 		t.Fatal(err)
@@ -49,9 +51,9 @@ func TestRunsListWorkflowAndBranchFlags(t *testing.T) {
 // job, step, stream and text.
 func TestRunsLogsJSON(t *testing.T) {
 	h := newHarness(t)
-	run, jobs := h.addRun("success", time.Now().UTC())
+	run, jobs := h.addRun(status.RunSuccess, time.Now().UTC())
 	ts := time.Now().UnixMilli()
-	h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: "success"})
+	h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess})
 	h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: "stdout", Text: "cloning"}})
 	h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: "stderr", Text: "warn \x1b[31mred\x1b[0m"}})
 

@@ -135,7 +135,7 @@ the body) a sender's retries of the same event are recorded once.`,
 }
 
 func (a *app) createSource(cmd *cobra.Command, req apitypes.CreateSourceRequest) error {
-	return a.createSourceAs(cmd, req, req.ProviderType)
+	return a.createSourceAs(cmd, req, string(req.ProviderType))
 }
 
 // createSourceAs posts req to /generic-sources and prints the new source,
@@ -216,7 +216,7 @@ func (a *app) sourceListCommand() *cobra.Command {
 				if s.LocalConfig != nil {
 					path = s.LocalConfig.Path
 				}
-				t.row(s.ID, s.OrgID, s.Name, s.ProviderType, fmt.Sprint(s.Enabled), path, fmtTime(&s.CreatedAt))
+				t.row(s.ID, s.OrgID, s.Name, string(s.ProviderType), fmt.Sprint(s.Enabled), path, fmtTime(&s.CreatedAt))
 			}
 			t.flush()
 			return nil
@@ -261,7 +261,7 @@ func (a *app) sourceGetCommand() *cobra.Command {
 			t.row("id", s.ID)
 			t.row("org", s.OrgID)
 			t.row("name", s.Name)
-			t.row("type", s.ProviderType)
+			t.row("type", string(s.ProviderType))
 			t.row("routing key", s.RoutingKey)
 			t.row("verification", s.VerificationMethod)
 			t.row("enabled", fmt.Sprint(s.Enabled))

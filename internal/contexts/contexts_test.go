@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/store"
 )
 
@@ -331,17 +332,17 @@ func TestEvaluate(t *testing.T) {
 		f        RunFacts
 		done     Done
 		verdict  Verdict
-		holdType string
+		holdType hold.Type
 	}{
-		{"fork held by trust floor first", full, fork, Done{}, Hold, store.HoldSecurity},
-		{"trusted skips trust gate", full, same, Done{}, Hold, store.HoldReviewer},
-		{"missing tier passes trust gate", full, RunFacts{}, Done{}, Hold, store.HoldReviewer},
-		{"trust approved → reviewers", full, fork, Done{TrustApproved: true}, Hold, store.HoldReviewer},
-		{"reviewers approved → timer", full, same, Done{ReviewersApproved: true}, Hold, store.HoldTimer},
+		{"fork held by trust floor first", full, fork, Done{}, Hold, hold.Security},
+		{"trusted skips trust gate", full, same, Done{}, Hold, hold.Reviewer},
+		{"missing tier passes trust gate", full, RunFacts{}, Done{}, Hold, hold.Reviewer},
+		{"trust approved → reviewers", full, fork, Done{TrustApproved: true}, Hold, hold.Reviewer},
+		{"reviewers approved → timer", full, same, Done{ReviewersApproved: true}, Hold, hold.Timer},
 		{"all done", full, fork, Done{true, true, true}, Pass, ""},
-		{"timer elapsed but reviewers pending", full, same, Done{TimerElapsed: true}, Hold, store.HoldReviewer},
+		{"timer elapsed but reviewers pending", full, same, Done{TimerElapsed: true}, Hold, hold.Reviewer},
 		{"no floor, fork", Policy{HoldExpirySeconds: 3600}, fork, Done{}, Pass, ""},
-		{"timer only", Policy{WaitTimerSeconds: 5, TimerContexts: []string{"x"}, HoldExpirySeconds: 3600}, same, Done{}, Hold, store.HoldTimer},
+		{"timer only", Policy{WaitTimerSeconds: 5, TimerContexts: []string{"x"}, HoldExpirySeconds: 3600}, same, Done{}, Hold, hold.Timer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -357,20 +358,20 @@ func TestEvaluate(t *testing.T) {
 
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	d := Evaluate(full, fork, Done{})
-	if d.QueueType != store.HoldQueueSecurity || d.Reason != store.HoldReasonContextTrust ||
+	if d.QueueType != hold.QueueSecurity || d.Reason != hold.ReasonContextTrust ||
 		!reflect.DeepEqual(d.Contexts, []string{"prod"}) || d.Expiry != 20*time.Minute || d.Clauses != nil ||
 		!d.ExpiresAt(now).Equal(now.Add(20*time.Minute)) {
 		t.Errorf("trust decision = %+v", d)
 	}
 	d = Evaluate(full, same, Done{})
 	wantClauses := []store.ApprovalClause{{Kind: "user", Value: "alice"}, {Kind: "user", Value: "bob"}}
-	if d.QueueType != store.HoldQueueContext || d.Reason != "context 'release' requires approval from alice, bob" ||
+	if d.QueueType != hold.QueueContext || d.Reason != "context 'release' requires approval from alice, bob" ||
 		!reflect.DeepEqual(d.Clauses, wantClauses) || !reflect.DeepEqual(d.Contexts, []string{"release"}) ||
 		d.Expiry != 20*time.Minute {
 		t.Errorf("reviewer decision = %+v", d)
 	}
 	d = Evaluate(full, same, Done{ReviewersApproved: true})
-	if d.QueueType != store.HoldQueueContext || d.Duration != 90*time.Second ||
+	if d.QueueType != hold.QueueContext || d.Duration != 90*time.Second ||
 		!reflect.DeepEqual(d.Contexts, []string{"prod", "release"}) ||
 		d.Reason != "contexts 'prod', 'release' require a wait of 90 s" ||
 		!d.ExpiresAt(now).Equal(now.Add(90*time.Second)) {

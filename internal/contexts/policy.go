@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/store"
 )
 
@@ -134,7 +135,7 @@ type Done struct {
 // Verdict is the outcome of Evaluate.
 type Verdict string
 
-// Verdicts. A wait timer is a Hold of type store.HoldTimer (KiCI's "wait").
+// Verdicts. A wait timer is a Hold of type hold.Timer (KiCI's "wait").
 const (
 	Pass Verdict = "pass"
 	Hold Verdict = "hold"
@@ -144,15 +145,15 @@ const (
 // field is empty.
 type Decision struct {
 	Verdict Verdict
-	// HoldType is store.HoldSecurity, store.HoldReviewer or store.HoldTimer.
-	HoldType string
-	// QueueType is store.HoldQueueSecurity for a trust hold, else
-	// store.HoldQueueContext.
-	QueueType string
-	// Reason is store.HoldReasonContextTrust for a trust hold, else a
+	// HoldType is hold.Security, hold.Reviewer or hold.Timer.
+	HoldType hold.Type
+	// QueueType is hold.QueueSecurity for a trust hold, else
+	// hold.QueueContext.
+	QueueType hold.Queue
+	// Reason is hold.ReasonContextTrust for a trust hold, else a
 	// sentence naming the contexts ("context 'release' requires approval
 	// from alice, bob").
-	Reason string
+	Reason hold.Reason
 	// Clauses are the approval clauses of a reviewer hold: one
 	// {kind:"user", value:reviewer} per reviewer, all required.
 	Clauses []store.ApprovalClause
@@ -168,7 +169,7 @@ type Decision struct {
 // ExpiresAt returns when a hold created at now ends: now + Duration for a
 // timer hold, now + Expiry otherwise.
 func (d Decision) ExpiresAt(now time.Time) time.Time {
-	if d.HoldType == store.HoldTimer {
+	if d.HoldType == hold.Timer {
 		return now.Add(d.Duration)
 	}
 	return now.Add(d.Expiry)
@@ -185,9 +186,9 @@ func Evaluate(p Policy, f RunFacts, done Done) Decision {
 	if p.TrustFloor && f.TrustTier == store.TrustUnknown && !done.TrustApproved {
 		return Decision{
 			Verdict:   Hold,
-			HoldType:  store.HoldSecurity,
-			QueueType: store.HoldQueueSecurity,
-			Reason:    store.HoldReasonContextTrust,
+			HoldType:  hold.Security,
+			QueueType: hold.QueueSecurity,
+			Reason:    hold.ReasonContextTrust,
 			Contexts:  sortedUnique(p.TrustContexts),
 			Expiry:    expiry,
 		}
@@ -200,9 +201,9 @@ func Evaluate(p Policy, f RunFacts, done Done) Decision {
 		names := sortedUnique(p.ReviewerContexts)
 		return Decision{
 			Verdict:   Hold,
-			HoldType:  store.HoldReviewer,
-			QueueType: store.HoldQueueContext,
-			Reason:    fmt.Sprintf("%s %s approval from %s", contextsPhrase(names), verb(names, "requires", "require"), strings.Join(p.Reviewers, ", ")),
+			HoldType:  hold.Reviewer,
+			QueueType: hold.QueueContext,
+			Reason:    hold.Reason(fmt.Sprintf("%s %s approval from %s", contextsPhrase(names), verb(names, "requires", "require"), strings.Join(p.Reviewers, ", "))),
 			Clauses:   clauses,
 			Contexts:  names,
 			Expiry:    expiry,
@@ -212,9 +213,9 @@ func Evaluate(p Policy, f RunFacts, done Done) Decision {
 		names := sortedUnique(p.TimerContexts)
 		return Decision{
 			Verdict:   Hold,
-			HoldType:  store.HoldTimer,
-			QueueType: store.HoldQueueContext,
-			Reason:    fmt.Sprintf("%s %s a wait of %d s", contextsPhrase(names), verb(names, "requires", "require"), p.WaitTimerSeconds),
+			HoldType:  hold.Timer,
+			QueueType: hold.QueueContext,
+			Reason:    hold.Reason(fmt.Sprintf("%s %s a wait of %d s", contextsPhrase(names), verb(names, "requires", "require"), p.WaitTimerSeconds)),
 			Contexts:  names,
 			Duration:  time.Duration(p.WaitTimerSeconds) * time.Second,
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/wait"
 )
@@ -76,8 +77,8 @@ func TestCancelJobReachesOwnerAndAbortFreesSlot(t *testing.T) {
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
-	wait.For(t, 5*time.Second, "job started", func() bool { return h.getJob(j.ID).Status == "running" })
+	a.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job started", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 	if h.d.CancelJob("unknown-job", "x", false) {
 		t.Error("CancelJob of an untracked job reported sent")
 	}
@@ -98,7 +99,7 @@ func TestCancelJobReachesOwnerAndAbortFreesSlot(t *testing.T) {
 		t.Errorf("jobsRunning after abort = %d", h.d.JobsRunning())
 	}
 	// The agent's own report arrives later: accepted, changes nothing.
-	a.status(jd, "cancelled")
+	a.status(jd, status.JobCancelled)
 	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a finish that must not come
 	if got := h.ev.finishedOf(j.ID); len(got) != 0 {
 		t.Errorf("late terminal status finished the job again: %v", got)

@@ -45,7 +45,7 @@ func (e *events) JobStarted(ctx context.Context, jobID, agentID string, at time.
 	e.mu.Lock()
 	e.started[jobID]++
 	e.mu.Unlock()
-	_, err := e.st.UpdateJobStatus(ctx, jobID, []status.Job{"pending", "queued"}, "running",
+	_, err := e.st.UpdateJobStatus(ctx, jobID, []status.Job{status.JobPending, status.JobQueued}, status.JobRunning,
 		store.JobUpdate{AgentID: &agentID, StartedAt: &at, LastHeartbeatAt: &at})
 	return err
 }
@@ -165,11 +165,11 @@ func newHarnessWith(t *testing.T, cfg Config, sp Spawner, deps Deps) *harness {
 func (h *harness) job(labels ...string) *store.Job {
 	h.t.Helper()
 	ctx := context.Background()
-	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: "pending", Provider: "local",
+	run := &store.Run{ID: uuid.NewString(), WorkflowName: "ci", Status: status.RunPending, Provider: "local",
 		RepoIdentifier: "acme/app", RepoURL: "file:///tmp/app", Ref: "refs/heads/main",
 		SHA: strings.Repeat("a", 40), OrgID: "acme", CreatedAt: time.Now().UTC()}
 	job := &store.Job{ID: uuid.NewString(), RunID: run.ID, JobName: "test (1.22)", BaseJobName: "test",
-		MatrixValues: map[string]string{"go-version": "1.22"}, Status: "queued",
+		MatrixValues: map[string]string{"go-version": "1.22"}, Status: status.JobQueued,
 		Config: json.RawMessage(`{"name":"test","steps":[]}`), RunsOnLabels: labels, CreatedAt: time.Now().UTC()}
 	if err := h.st.CreateRun(ctx, run, []*store.Job{job}); err != nil {
 		h.t.Fatal(err)
@@ -572,8 +572,8 @@ func TestNoAgentSpawnsPinsAndDispatchesToSpawnedAgent(t *testing.T) {
 	}
 	// single use: after finishing, no further job goes to the spawned agent
 	jd := &protocol.JobDispatch{RunID: j.RunID, JobID: j.ID}
-	c.status(jd, "running")
-	c.status(jd, "success")
+	c.status(jd, status.JobRunning)
+	c.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	j2 := h.job("kici:os:linux")
 	h.enqueue(j2)
@@ -663,7 +663,7 @@ func TestRejectRequeuesAndFifthAttemptFails(t *testing.T) {
 		}
 	}
 	wait.For(t, 5*time.Second, "job failed", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
-	if got := h.ev.finishedOf(j.ID)[0]; got != "failed" {
+	if got := h.ev.finishedOf(j.ID)[0]; got != status.JobFailed {
 		t.Fatalf("status %s", got)
 	}
 	h.ev.mu.Lock()
@@ -704,10 +704,10 @@ func TestJobLifecycleExactlyOnceAndOwnership(t *testing.T) {
 	jd := owner.dispatch()
 
 	// the intruder's claims about the job are dropped
-	intruder.status(jd, "running")
-	intruder.status(jd, "success")
-	owner.status(jd, "running")
-	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == "running" })
+	intruder.status(jd, status.JobRunning)
+	intruder.status(jd, status.JobSuccess)
+	owner.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 	h.ev.mu.Lock()
 	starts := h.ev.started[j.ID]
 	h.ev.mu.Unlock()
@@ -720,21 +720,21 @@ func TestJobLifecycleExactlyOnceAndOwnership(t *testing.T) {
 
 	exit := 0
 	owner.send(&protocol.StepStatus{Type: protocol.TypeStepStatus, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0,
-		StepName: "build", State: "success", Data: &protocol.StepStatusData{ExitCode: &exit, DurationMs: 12}})
+		StepName: "build", State: status.StepSuccess, Data: &protocol.StepStatusData{ExitCode: &exit, DurationMs: 12}})
 	for _, seq := range []int64{0, 1, 1, 0, 2} {
 		owner.send(&protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0,
 			Seq: seq, Lines: []protocol.LogLine{{Text: fmt.Sprintf("line %d", seq)}}})
 	}
 	owner.send(&protocol.JobHeartbeat{Type: protocol.TypeJobHeartbeat, RunID: jd.RunID, JobID: jd.JobID})
-	owner.status(jd, "success")
-	owner.status(jd, "success") // replay
+	owner.status(jd, status.JobSuccess)
+	owner.status(jd, status.JobSuccess) // replay
 	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) > 0 })
 	// a later replay from the owner (after the 30 s grace the DB vouches) is a no-op too
-	owner.status(jd, "failed")
+	owner.status(jd, status.JobFailed)
 	// a heartbeat round-trip orders the check after the replays
 	owner.send(&protocol.Heartbeat{Type: protocol.TypeHeartbeat})
-	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a second finish that must not come
-	if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != "success" {
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a finish that must not come
+	if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != status.JobSuccess {
 		t.Fatalf("JobFinished calls %v", got)
 	}
 	if e := h.entry(j.ID); e.Status != store.QueueCompleted {
@@ -747,7 +747,7 @@ func TestJobLifecycleExactlyOnceAndOwnership(t *testing.T) {
 		t.Fatalf("log lines %s", lines)
 	}
 	h.ev.mu.Lock()
-	if len(h.ev.steps) != 1 || h.ev.steps[0].Status != "success" || *h.ev.steps[0].ExitCode != 0 || h.ev.steps[0].RunID != j.RunID {
+	if len(h.ev.steps) != 1 || h.ev.steps[0].Status != status.StepSuccess || *h.ev.steps[0].ExitCode != 0 || h.ev.steps[0].RunID != j.RunID {
 		t.Fatalf("steps %+v", h.ev.steps)
 	}
 	h.ev.mu.Unlock()
@@ -808,8 +808,8 @@ func TestConcurrentDrainsNeverDoubleDispatch(t *testing.T) {
 				mu.Lock()
 				dispatched[jd.JobID] = append(dispatched[jd.JobID], c.id)
 				mu.Unlock()
-				c.status(jd, "running")
-				c.status(jd, "success")
+				c.status(jd, status.JobRunning)
+				c.status(jd, status.JobSuccess)
 			}
 		}(i)
 	}
@@ -860,7 +860,7 @@ func TestHeartbeatTimeoutTriage(t *testing.T) {
 	j2 := h.job("e")
 	h.enqueue(j2)
 	jd := e.dispatch()
-	e.status(jd, "running")
+	e.status(jd, status.JobRunning)
 	if code, _ := e.closed(); code != protocol.CloseHeartbeatTimeout {
 		t.Fatalf("close %d, want 4004", code)
 	}
@@ -883,8 +883,8 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := c.dispatch()
-	c.status(jd, "running")
-	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == "running" })
+	c.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "started", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 	c.ws.Close(websocket.StatusNormalClosure, "bye")
 	wait.For(t, 5*time.Second, "unregistered", func() bool { return len(h.d.Agents()) == 0 })
 
@@ -898,6 +898,6 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 	if a := h.d.Agents(); len(a) != 1 || a[0].ActiveJobs != 1 {
 		t.Fatalf("agents %+v", a)
 	}
-	c2.status(jd, "success")
+	c2.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -19,14 +20,14 @@ func TestEndLostAgentsFailsTheirJobsAtOnce(t *testing.T) {
 	j2 := h.job("linux")
 	h.enqueue(j2)
 	jd2 := other.dispatch()
-	other.status(jd2, "running")
-	wait.For(t, 5*time.Second, "second job running", func() bool { return h.getJob(j2.ID).Status == "running" })
+	other.status(jd2, status.JobRunning)
+	wait.For(t, 5*time.Second, "second job running", func() bool { return h.getJob(j2.ID).Status == status.JobRunning })
 
 	// The restarted orchestrator: a new dispatcher over the same store.
 	h2 := h.restarted(Config{}, Deps{})
 	d2, ev2 := h2.d, h2.ev
 	d2.EndLostAgents(context.Background(), []string{"a1", "never-seen"})
-	if got := ev2.finishedOf(lostJob.JobID); len(got) != 1 || got[0] != "failed" {
+	if got := ev2.finishedOf(lostJob.JobID); len(got) != 1 || got[0] != status.JobFailed {
 		t.Fatalf("lost agent's job: statuses %v, want failed", got)
 	}
 	ev2.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/wait"
 )
@@ -24,9 +25,9 @@ func foreignFrames(jd *protocol.JobDispatch) []any {
 	return []any{
 		&protocol.JobAck{Type: protocol.TypeJobAck, RunID: jd.RunID, JobID: jd.JobID, Timestamp: time.Now().UnixMilli()},
 		&protocol.JobStatus{Type: protocol.TypeJobStatus, MessageID: uuid.NewString(), RunID: jd.RunID, JobID: jd.JobID,
-			State: "success", Timestamp: time.Now().UnixMilli()},
+			State: status.JobSuccess, Timestamp: time.Now().UnixMilli()},
 		&protocol.StepStatus{Type: protocol.TypeStepStatus, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0,
-			StepName: "deploy", State: "success", Data: &protocol.StepStatusData{ExitCode: &exit}},
+			StepName: "deploy", State: status.StepSuccess, Data: &protocol.StepStatusData{ExitCode: &exit}},
 		&protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0, Seq: 0,
 			Lines: []protocol.LogLine{{Text: "injected"}}},
 		&protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0, Seq: 1,
@@ -51,7 +52,7 @@ func attackJob(t *testing.T, c *client, jd *protocol.JobDispatch) {
 func assertUntouched(t *testing.T, h *harness, ev *events, logs *logSink, jobID, owner string) {
 	t.Helper()
 	j := h.getJob(jobID)
-	if j.Status != "running" || j.AgentID != owner {
+	if j.Status != status.JobRunning || j.AgentID != owner {
 		t.Fatalf("job after the attack: status %s agent %q, want running on %s", j.Status, j.AgentID, owner)
 	}
 	if e := h.entry(jobID); e.Status != store.QueueDispatched || e.AgentID != owner {
@@ -91,16 +92,16 @@ func TestForeignAgentFramesRefusedSameNode(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := owner.dispatch()
-	owner.status(jd, "running")
-	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	owner.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 
 	attackJob(t, intruder, jd)
 	assertUntouched(t, h, h.ev, h.logs, j.ID, "a-owner")
 
-	owner.status(jd, "success")
+	owner.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "owner finished the job", func() bool {
 		got := h.ev.finishedOf(j.ID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }
 
@@ -115,8 +116,8 @@ func TestForeignAgentFramesRefusedOtherNode(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := owner.dispatch()
-	owner.status(jd, "running")
-	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	owner.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 
 	// Node B: same store, its own dispatcher, events and log sink.
 	evB := newEvents(h.st)
@@ -150,8 +151,8 @@ func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
-	a.status(jd, "success")
+	a.status(jd, status.JobRunning)
+	a.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	a.ws.CloseNow()
 	wait.For(t, 5*time.Second, "a1 gone", func() bool { return len(h.d.Agents()) == 0 })
@@ -170,7 +171,7 @@ func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
 		attackJob(t, h.agent("a1", h.staticToken()), jd)
 		wait.For(t, 5*time.Second, "impostor gone", func() bool { return len(h.d.Agents()) == 0 })
 		assertNothingStored(t, h.ev, h.logs, "impostor "+when)
-		if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != "success" {
+		if got := h.ev.finishedOf(j.ID); len(got) != 1 || got[0] != status.JobSuccess {
 			t.Fatalf("%s: job finished %v, want once, success", when, got)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -50,7 +51,7 @@ func TestAttestOnlyByTheAgentThatRunsTheJob(t *testing.T) {
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := owner.dispatch()
-	owner.status(jd, "running")
+	owner.status(jd, status.JobRunning)
 	subj := []protocol.AttestSubject{{Name: "app", Digest: map[string]string{"sha256": "ab"}}}
 	req := func(runID, jobID, id string) *protocol.ProvenanceAttest {
 		return &protocol.ProvenanceAttest{Type: protocol.TypeProvenanceAttest, RequestID: id, RunID: runID, JobID: jobID, Subjects: subj}
@@ -79,7 +80,7 @@ func TestAttestOnlyByTheAgentThatRunsTheJob(t *testing.T) {
 		t.Fatalf("attester got %v", rec.calls)
 	}
 	// After the job finished: refused even for the owner.
-	owner.status(jd, "success")
+	owner.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	owner.send(req(jd.RunID, jd.JobID, "q4"))
 	if r := attestResult(t, owner); r.OK || r.Error != "job is not running on this agent" {
@@ -96,7 +97,7 @@ func TestAttestWithoutAttesterIsRefused(t *testing.T) {
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
+	a.status(jd, status.JobRunning)
 	a.send(&protocol.ProvenanceAttest{Type: protocol.TypeProvenanceAttest, RequestID: "q", RunID: jd.RunID, JobID: jd.JobID,
 		Subjects: []protocol.AttestSubject{{Name: "x", Digest: map[string]string{"sha256": "00"}}}})
 	if r := attestResult(t, a); r.OK || r.Error == "" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -20,8 +21,8 @@ func runningOnStatic(t *testing.T, h *harness) (string, *client, *protocol.JobDi
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
-	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	a.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 	return tok, a, jd
 }
 
@@ -63,13 +64,13 @@ func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 	b := h.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	wait.For(t, 5*time.Second, "reclaim reported as started", func() bool { return h.startedCount(jd.JobID) == 2 })
-	b.status(jd, "success")
+	b.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "terminal status accepted", func() bool {
 		got := h.ev.finishedOf(jd.JobID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }
 
@@ -85,7 +86,7 @@ func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
 	h.ev.mu.Lock()
 	msg := h.ev.errs[jd.JobID]
 	h.ev.mu.Unlock()
-	if got := h.ev.finishedOf(jd.JobID)[0]; got != "failed" || !strings.Contains(msg, "did not reconnect within the recovery window") {
+	if got := h.ev.finishedOf(jd.JobID)[0]; got != status.JobFailed || !strings.Contains(msg, "did not reconnect within the recovery window") {
 		t.Errorf("job ended %s %q", got, msg)
 	}
 }
@@ -97,7 +98,7 @@ func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 	h.reconnect(tok, "a1", a.resume)
 	wait.For(t, 5*time.Second, "job failed at once", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
 	h.ev.mu.Lock()
@@ -115,14 +116,14 @@ func TestRestartedDispatcherLetsAgentReclaimRecoveringJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Minute}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 
 	h2 := h.restarted(Config{}, Deps{})
 	b := h2.reconnect(tok, "a1", a.resume, protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	wait.For(t, 5*time.Second, "reclaimed job reported started", func() bool { return h2.startedCount(jd.JobID) == 1 })
-	b.status(jd, "success")
+	b.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "terminal status accepted by the new process", func() bool {
 		got := h2.ev.finishedOf(jd.JobID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/wait"
 )
@@ -36,8 +37,8 @@ func TestSecondConnectionCannotTakeOverLiveAgent(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := real.dispatch()
-	real.status(jd, "running")
-	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == "running" })
+	real.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
 
 	for _, resume := range []string{"", "krs_guessed", real.resume + "0"} {
 		imp := h.dial()
@@ -58,10 +59,10 @@ func TestSecondConnectionCannotTakeOverLiveAgent(t *testing.T) {
 	if a := h.d.Agents(); len(a) != 1 || len(a[0].JobIDs) != 1 || a[0].JobIDs[0] != j.ID {
 		t.Fatalf("agents after the takeover attempts: %+v", a)
 	}
-	real.status(jd, "success")
+	real.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "real agent's status stored", func() bool {
 		got := h.ev.finishedOf(j.ID)
-		return len(got) == 1 && got[0] == "success"
+		return len(got) == 1 && got[0] == status.JobSuccess
 	})
 }
 
@@ -73,12 +74,12 @@ func TestNewSessionCannotReclaimDisconnectedAgentsJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: time.Hour}, nil)
 	tok, a, jd := runningOnStatic(t, h)
 	a.ws.CloseNow()
-	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == "recovering" })
+	wait.For(t, 5*time.Second, "job recovering", func() bool { return h.getJob(jd.JobID).Status == status.JobRecovering })
 	imp := h.reconnect(tok, "a1", "", protocol.InFlightJob{JobID: jd.JobID, RunID: jd.RunID})
 	wait.For(t, 5*time.Second, "job failed as lost", func() bool { return len(h.ev.finishedOf(jd.JobID)) == 1 })
-	imp.status(jd, "success")
-	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a second finish that must not come
-	if got := h.ev.finishedOf(jd.JobID); len(got) != 1 || got[0] != "failed" {
+	imp.status(jd, status.JobSuccess)
+	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a finish that must not come
+	if got := h.ev.finishedOf(jd.JobID); len(got) != 1 || got[0] != status.JobFailed {
 		t.Fatalf("job statuses %v, want only failed", got)
 	}
 	if imp.resume == "" || imp.resume == a.resume {
@@ -110,8 +111,8 @@ func TestEphemeralTokenDiesWithItsSession(t *testing.T) {
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := agent.dispatch()
-	agent.status(jd, "running")
-	agent.status(jd, "success")
+	agent.status(jd, status.JobRunning)
+	agent.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "job finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 	agent.ws.CloseNow()
 	wait.For(t, 5*time.Second, "agent gone", func() bool { return len(h.d.Agents()) == 0 })

@@ -42,8 +42,8 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.status(jd, "running")
-	a.status(jd, "success")
+	a.status(jd, status.JobRunning)
+	a.status(jd, status.JobSuccess)
 	if code, frames := a.closed(); int(code) != protocol.CloseInternalError {
 		t.Fatalf("socket after an unstored terminal status: close %d, frames %+v; want %d and no ack", code, frames, protocol.CloseInternalError)
 	} else {
@@ -92,7 +92,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	wait.For(t, 5*time.Second, "the queue entry completed by the first node", func() bool {
 		return h.entry(jd.JobID).Status == store.QueueCompleted
 	})
-	if got := h.getJob(jd.JobID).Status; got != "running" {
+	if got := h.getJob(jd.JobID).Status; got != status.JobRunning {
 		t.Fatalf("job %s after the first node died mid-way, want still running", got)
 	}
 	a.ws.CloseNow() // the node is gone; its socket with it
@@ -107,7 +107,7 @@ func TestReplayedTerminalStatusFinishesJobTheKilledNodeDidNot(t *testing.T) {
 	if ack, ok := b.read().(*protocol.JobStatusAck); !ok || ack.JobID != jd.JobID || ack.State != status.JobFailed {
 		t.Fatalf("answer to the replayed status: %+v, want job.status.ack of %s failed", ack, jd.JobID)
 	}
-	if got := h.getJob(jd.JobID).Status; got != "failed" {
+	if got := h.getJob(jd.JobID).Status; got != status.JobFailed {
 		t.Fatalf("job %s when its status was acknowledged, want failed", got)
 	}
 	if got := h2.ev.finishedOf(jd.JobID); len(got) != 1 || got[0] != status.JobFailed {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/runs/status"
 
@@ -79,7 +80,7 @@ func outcomeOf(v *jobView) outcome {
 	switch j.Status {
 	case status.JobHeld:
 		reason := holdSentence(v)
-		if v.hold != nil && (v.hold.HoldType == store.HoldTimer || v.hold.HoldType == store.HoldConcurrency) {
+		if v.hold != nil && (v.hold.HoldType == hold.Timer || v.hold.HoldType == hold.Concurrency) {
 			return outcome{status: checkQueued, state: statePending, sentence: reason}
 		}
 		// Waiting for a person: GitHub shows "Action required".
@@ -207,19 +208,19 @@ func holdSentence(v *jobView) string {
 		return "held: " + v.job.PendingReason
 	}
 	switch {
-	case h.Reason == store.HoldReasonForkPR:
+	case h.Reason == hold.ReasonForkPR:
 		who := v.run.TriggeredBy
 		if who == "" {
 			who = "an unknown author"
 		}
 		return fmt.Sprintf("fork pull request from %s waits for approval: comment `/kici approve %s` or run `kici-admin held-run approve %s`", who, v.run.ID, h.ID)
-	case h.HoldType == store.HoldTimer:
+	case h.HoldType == hold.Timer:
 		return "waiting for the wait timer of " + strings.Join(h.Contexts, ", ") + " (until " + h.ExpiresAt.UTC().Format(time.RFC3339) + ")"
-	case h.HoldType == store.HoldConcurrency:
+	case h.HoldType == hold.Concurrency:
 		return "waiting for a free slot of concurrency group " + h.Group
 	}
 	reason := h.Reason
-	if reason == store.HoldReasonContextTrust {
+	if reason == hold.ReasonContextTrust {
 		reason = "context trust requires approval"
 	}
 	return fmt.Sprintf("waits for approval (%s): run `kici-admin held-run approve %s`", reason, h.ID)

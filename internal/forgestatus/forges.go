@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/ghapi"
@@ -39,7 +40,7 @@ func targetOf(src *store.Source, set *store.SourceSettings, gh func(*store.Sourc
 		return nil, false, nil
 	}
 	switch {
-	case src.Provider == "github" && set.GitHub != nil:
+	case src.Provider == provider.GitHub && set.GitHub != nil:
 		c, err := gh(set)
 		if err != nil {
 			return nil, false, err
@@ -49,7 +50,7 @@ func targetOf(src *store.Source, set *store.SourceSettings, gh func(*store.Sourc
 			p = store.CheckProviderGitHubChecks
 		}
 		return &target{provider: p, gh: c}, true, nil
-	case src.Provider == "generic" && set.Git != nil:
+	case src.Provider == provider.Generic && set.Git != nil:
 		g := set.Git
 		t := &target{apiBase: apiRoot(g), credType: g.CredentialType, username: g.Username, cred: g.Credential}
 		switch g.Preset {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/ghapi"
@@ -62,10 +63,10 @@ func job(status status.Job, errMsg string) *store.Job {
 func TestOutcomeOf(t *testing.T) {
 	run := &store.Run{ID: "r1", WorkflowName: "ci", TriggeredBy: "alice", SHA: strings.Repeat("a", 40)}
 	exit1 := 1
-	failedStep := []*store.Step{{StepIndex: 0, StepName: "test", Status: "failed", ExitCode: &exit1}}
-	timedStep := []*store.Step{{StepIndex: 0, StepName: "hang", Status: "failed", ErrorMessage: "step timed out after 1s"}}
-	fork := &store.HeldRun{ID: "h1", HoldType: store.HoldSecurity, Reason: store.HoldReasonForkPR}
-	timer := &store.HeldRun{ID: "h2", HoldType: store.HoldTimer, Contexts: []string{"prod"}, ExpiresAt: t0}
+	failedStep := []*store.Step{{StepIndex: 0, StepName: "test", Status: status.StepFailed, ExitCode: &exit1}}
+	timedStep := []*store.Step{{StepIndex: 0, StepName: "hang", Status: status.StepFailed, ErrorMessage: "step timed out after 1s"}}
+	fork := &store.HeldRun{ID: "h1", HoldType: hold.Security, Reason: hold.ReasonForkPR}
+	timer := &store.HeldRun{ID: "h2", HoldType: hold.Timer, Contexts: []string{"prod"}, ExpiresAt: t0}
 	for _, tc := range []struct {
 		job                  *store.Job
 		steps                []*store.Step
@@ -73,20 +74,20 @@ func TestOutcomeOf(t *testing.T) {
 		check, state, gitlab string
 		sentence             string
 	}{
-		{job("queued", ""), nil, nil, "queued", "pending", "pending", "queued"},
-		{job("running", ""), nil, nil, "in_progress", "pending", "running", "running"},
-		{job("success", ""), nil, nil, "completed/success", "success", "success", "succeeded"},
-		{job("failed", ""), failedStep, nil, "completed/failure", "failure", "failed", `failed: step "test" exited with 1`},
-		{job("failed", ""), timedStep, nil, "completed/timed_out", "failure", "failed", "timed out"},
-		{job("failed", "job_timeout: job exceeded its 1m timeout"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
-		{job("timed_out_stale", "no heartbeat"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
-		{job("cancelled", ""), nil, nil, "completed/cancelled", "error", "canceled", "cancelled"},
-		{job("skipped", "upstream_unmet: build (failed)"), nil, nil, "completed/skipped", "error", "skipped", "skipped: upstream_unmet: build"},
+		{job(status.JobQueued, ""), nil, nil, "queued", "pending", "pending", "queued"},
+		{job(status.JobRunning, ""), nil, nil, "in_progress", "pending", "running", "running"},
+		{job(status.JobSuccess, ""), nil, nil, "completed/success", "success", "success", "succeeded"},
+		{job(status.JobFailed, ""), failedStep, nil, "completed/failure", "failure", "failed", `failed: step "test" exited with 1`},
+		{job(status.JobFailed, ""), timedStep, nil, "completed/timed_out", "failure", "failed", "timed out"},
+		{job(status.JobFailed, "job_timeout: job exceeded its 1m timeout"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
+		{job(status.JobTimedOutStale, "no heartbeat"), nil, nil, "completed/timed_out", "failure", "failed", "timed out"},
+		{job(status.JobCancelled, ""), nil, nil, "completed/cancelled", "error", "canceled", "cancelled"},
+		{job(status.JobSkipped, "upstream_unmet: build (failed)"), nil, nil, "completed/skipped", "error", "skipped", "skipped: upstream_unmet: build"},
 		// A `when: on-failure` job after a passing upstream: green.
-		{job("skipped", "upstream_unmet: publish (success)"), nil, nil, "completed/skipped", "success", "skipped", "skipped: upstream_unmet: publish"},
+		{job(status.JobSkipped, "upstream_unmet: publish (success)"), nil, nil, "completed/skipped", "success", "skipped", "skipped: upstream_unmet: publish"},
 		// Downstream of a rejected (cancelled) hold: an error, GitLab's skipped.
-		{job("skipped", "upstream_unmet: test (cancelled)"), nil, nil, "completed/skipped", "error", "skipped", "skipped"},
-		{job("skipped", ""), nil, nil, "completed/skipped", "success", "skipped", "skipped"},
+		{job(status.JobSkipped, "upstream_unmet: test (cancelled)"), nil, nil, "completed/skipped", "error", "skipped", "skipped"},
+		{job(status.JobSkipped, ""), nil, nil, "completed/skipped", "success", "skipped", "skipped"},
 		{job(status.JobHeld, ""), nil, fork, "completed/action_required", "pending", "pending", "fork pull request from alice waits for approval: comment `/kici approve r1` or run `kici-admin held-run approve h1`"},
 		{job(status.JobHeld, ""), nil, timer, "queued", "pending", "pending", "waiting for the wait timer of prod"},
 	} {
@@ -112,8 +113,8 @@ func TestOutcomeOf(t *testing.T) {
 
 // Bodies: names, links, and the failing lines.
 func TestBodies(t *testing.T) {
-	run := &store.Run{ID: "r1", WorkflowName: "ci", SHA: strings.Repeat("b", 40), Status: "failed"}
-	j := &store.Job{ID: "j1", RunID: "r1", JobName: "test (1.22, linux)", Status: "failed"}
+	run := &store.Run{ID: "r1", WorkflowName: "ci", SHA: strings.Repeat("b", 40), Status: status.RunFailed}
+	j := &store.Job{ID: "j1", RunID: "r1", JobName: "test (1.22, linux)", Status: status.JobFailed}
 	v := &jobView{run: run, job: j, all: []*store.Job{j}, now: t0, failStep: "unit", failLines: []string{"ok", "```", "FAIL x"}}
 	o := outcomeOf(v)
 	b := checkRunBody(v, o, "https://ci.example.com/")
@@ -163,11 +164,11 @@ func TestSkippedThroughAChain(t *testing.T) {
 		upstream *store.Job
 		want     string
 	}{
-		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: "upstream_unmet: build (failed)"}, stateError},
-		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: "upstream_unmet: build (success)"}, stateSuccess},
-		{&store.Job{JobName: "publish", Status: "skipped", ErrorMessage: ""}, stateSuccess},
+		{&store.Job{JobName: "publish", Status: status.JobSkipped, ErrorMessage: "upstream_unmet: build (failed)"}, stateError},
+		{&store.Job{JobName: "publish", Status: status.JobSkipped, ErrorMessage: "upstream_unmet: build (success)"}, stateSuccess},
+		{&store.Job{JobName: "publish", Status: status.JobSkipped, ErrorMessage: ""}, stateSuccess},
 	} {
-		down := &store.Job{JobName: "notify", Status: "skipped", ErrorMessage: "upstream_unmet: publish (skipped)"}
+		down := &store.Job{JobName: "notify", Status: status.JobSkipped, ErrorMessage: "upstream_unmet: publish (skipped)"}
 		if got := skippedState(down, []*store.Job{tc.upstream, down}); got != tc.want {
 			t.Errorf("downstream of %q: %s, want %s", tc.upstream.ErrorMessage, got, tc.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -117,7 +118,7 @@ func (r *Reporter) observeRun(ctx context.Context, run *store.Run, open map[stri
 	var holds []*store.HeldRun
 	for _, j := range jobs {
 		if j.Status == status.JobHeld {
-			holds, _ = r.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: run.OrgID, RunID: run.ID, Statuses: []string{store.HoldPending}})
+			holds, _ = r.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: run.OrgID, RunID: run.ID, Statuses: []hold.Status{hold.Pending}})
 			break
 		}
 	}

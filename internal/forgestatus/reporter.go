@@ -32,6 +32,7 @@ import (
 
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -281,7 +282,7 @@ func (r *Reporter) recordFailure(ctx context.Context, c *store.CheckRun, v verdi
 	}
 	now := r.now()
 	e := &store.EventLogEntry{DeliveryID: "forge-status:" + c.JobID + ":" + c.DesiredHash, OrgID: org, SourceID: c.SourceID,
-		Event: "check_run.delivery", Action: c.DesiredState, Source: "internal", Provider: c.Provider, RepoIdentifier: c.Repo,
+		Event: "check_run.delivery", Action: c.DesiredState, Source: "internal", Provider: provider.Name(c.Provider), RepoIdentifier: c.Repo,
 		Status: store.EventLogFailed, RunIDs: []string{c.RunID},
 		ErrorMessage: truncate(fmt.Sprintf("%s %q → %s (%s): %s", c.Provider, c.Name, c.DesiredState, what, v.msg), 1000),
 		ReceivedAt:   now, ProcessedAt: &now}

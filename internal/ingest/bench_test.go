@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/trigger"
 )
 
@@ -14,7 +15,7 @@ func BenchmarkMatchPush(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev := &trigger.Event{Type: "push", TargetBranch: "main", Provider: "local", SourceRepo: "acme/app",
+	ev := &trigger.Event{Type: "push", TargetBranch: "main", Provider: provider.Local, SourceRepo: "acme/app",
 		ChangedFiles: []string{"src/main.go", "docs/guide.md", "docs/drafts/x.md"}}
 	for b.Loop() {
 		for i := range lf.Workflows {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/lockfetch"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/fixtures"
@@ -124,7 +125,7 @@ func TestUniversalStatusEventNeverRunsTheCommitsLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "status", Payload: body, ReceivedAt: time.Now()},
-			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+			&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic}); err != nil {
 			t.Fatal(err)
 		}
 		if err := proc.Process(ctx, id); err != nil {

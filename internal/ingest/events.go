@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
 )
@@ -72,7 +73,7 @@ func (p *Processor) Emit(ctx context.Context, id, orgID string, ie *InternalEven
 	now := time.Now().UTC()
 	d := &store.Delivery{ID: id, OrgID: orgID, Event: ie.Kind, Payload: body, ReceivedAt: now}
 	e := &store.EventLogEntry{OrgID: orgID, RoutingKey: ie.SourceRoutingKey, Event: ie.Kind, Action: ie.EventName, Source: "internal",
-		Provider: "kici", RepoIdentifier: ie.SourceRepo, PayloadSizeBytes: int64(len(body)), PayloadHash: hex.EncodeToString(sum[:]),
+		Provider: provider.Kici, RepoIdentifier: ie.SourceRepo, PayloadSizeBytes: int64(len(body)), PayloadHash: hex.EncodeToString(sum[:]),
 		PayloadGz: gzipBytes(body)}
 	err = p.st.AcceptDelivery(context.WithoutCancel(ctx), d, e)
 	if errors.Is(err, store.ErrConflict) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
@@ -31,10 +32,10 @@ type RerunRefuser func(ctx context.Context, src *store.Source, repo, sha string,
 
 // decisionReply is the answer to an accepted `/kici approve|reject`.
 func decisionReply(verb, runID, who, status string) string {
-	switch status {
-	case store.HoldApproved:
+	switch hold.Status(status) {
+	case hold.Approved:
 		return fmt.Sprintf("kici: run %s approved by @%s; it runs now.", runID, who)
-	case store.HoldRejected:
+	case hold.Rejected:
 		return fmt.Sprintf("kici: run %s rejected by @%s; its held jobs are cancelled.", runID, who)
 	}
 	return fmt.Sprintf("kici: `/kici %s %s` by @%s recorded; the hold is %s (it waits for further approvals).", verb, runID, who, status)

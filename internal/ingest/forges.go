@@ -100,11 +100,11 @@ func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, b *s
 	if err != nil {
 		return &Trace{Event: d.Event}, fmt.Errorf("source %s: %w", d.SourceID, err), true
 	}
-	if src.Provider == "github" {
+	if src.Provider == provider.GitHub {
 		tr, err = p.handleGitHub(ctx, d, src, b)
 		return tr, err, true
 	}
-	if src.Provider == "generic" {
+	if src.Provider == provider.Generic {
 		set, err := p.st.GetSourceSettings(ctx, src.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return &Trace{Event: d.Event}, fmt.Errorf("settings of source %s: %w", src.ID, err), true
@@ -120,7 +120,7 @@ func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, b *s
 }
 
 // outcomeOf maps a processed delivery to its event-log outcome.
-func outcomeOf(tr *Trace, status string) store.EventOutcome {
+func outcomeOf(tr *Trace, status store.DeliveryStatus) store.EventOutcome {
 	o := store.EventOutcome{Status: store.EventLogProcessed, Ref: tr.Ref}
 	switch {
 	case status == store.DeliveryFailed:

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
@@ -78,7 +80,7 @@ func newGHHarnessWith(t *testing.T, deps func(h *ghHarness) (runs.TrackerDeps, P
 	h.tr = runs.NewTracker(st, &countingEnqueuer{st: st}, nil, trDeps)
 	h.proc = NewProcessor(st, h.tr, nil, procDeps)
 	t.Cleanup(h.fake.Close)
-	h.src = &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: "github", RoutingKey: "github:77", VerificationMethod: "hmac_sha256", Enabled: true}
+	h.src = &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:77", VerificationMethod: "hmac_sha256", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, h.src, &store.SourceSettings{RateLimitRPM: -1,
 		GitHub: &store.GitHubConfig{APIBaseURL: h.fake.URL, AppID: 77, PrivateKeyPEM: h.fake.PrivateKeyPEM}},
 		[]*store.SourceSecret{{Secret: ghSecret}}); err != nil {
@@ -190,7 +192,7 @@ func TestGitHubPushFetchesLockAndRegisters(t *testing.T) {
 		t.Fatalf("runs = %v, want ci and src (docs path filter does not match; kici_event is not a push)", runs)
 	}
 	r := runs["ci"]
-	if r.Provider != "github" || r.RepoIdentifier != ghRepo || r.SHA != shaMain || r.Ref != "refs/heads/main" ||
+	if r.Provider != provider.GitHub || r.RepoIdentifier != ghRepo || r.SHA != shaMain || r.Ref != "refs/heads/main" ||
 		r.RepoURL != "https://github.com/acme/api.git" || r.SourceID != h.src.ID || r.TriggeredBy != "dev" {
 		t.Fatalf("run = %+v", r)
 	}
@@ -369,7 +371,7 @@ func TestInternalEventsMatchRegistrations(t *testing.T) {
 	// The ci run's job fails ⇒ job_complete (failed) starts after-build;
 	// the run fails ⇒ workflow_complete (failed) does not start after-ci.
 	jobs, _ := h.st.ListJobs(h.ctx, ci.ID)
-	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, "failed", "boom", time.Now()); err != nil {
+	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, status.JobFailed, "boom", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	jid, wid := KindJobComplete+":"+jobs[0].ID, KindWorkflowComplete+":"+ci.ID
@@ -407,7 +409,7 @@ func TestGitHubEveryFixtureProcessed(t *testing.T) {
 	if err := h.st.PutSourceSettings(h.ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	statuses := map[string]int{}
+	statuses := map[store.EventLogStatus]int{}
 	for i, f := range files {
 		body, err := os.ReadFile(f)
 		if err != nil {
@@ -443,7 +445,7 @@ func TestGenericDeliveryMatchesRegistrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"hooks", "other-hooks"} {
-		if err := h.st.CreateSource(h.ctx, &store.Source{ID: "src-" + name, OrgID: "acme", Name: name, Provider: "generic",
+		if err := h.st.CreateSource(h.ctx, &store.Source{ID: "src-" + name, OrgID: "acme", Name: name, Provider: provider.Generic,
 			RoutingKey: "generic:acme:" + name, VerificationMethod: "none", Enabled: true}); err != nil {
 			t.Fatal(err)
 		}

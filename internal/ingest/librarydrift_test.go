@@ -9,6 +9,7 @@ import (
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/store"
 )
 
 // fakeLibraries answers library refs from a map; other refs are
@@ -46,7 +47,7 @@ func TestRunShowsLibraryDrift(t *testing.T) {
 	id := h.deliver("refs/heads/main", strings.Repeat("0", 40), c)
 	d, tr := h.process(id)
 	runs := h.runsOf(id)
-	if d.Status != "processed" || len(runs) != 3 {
+	if d.Status != store.DeliveryProcessed || len(runs) != 3 {
 		t.Fatalf("delivery %s (%s), runs %v: want all three runs (drift never stops a run)", d.Status, d.Error, runs)
 	}
 	driftOf := func(wf string) []string {

@@ -9,6 +9,7 @@ import (
 
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -68,7 +69,7 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 	}
 	var ref, sha, repoIdent, repoURL string
 	var lf *lockfile.LockFile
-	if src.Provider == "github" {
+	if src.Provider == provider.GitHub {
 		var t *gitHubTarget
 		if t, err = p.manualGitHubTarget(ctx, src, req); err != nil {
 			return nil, err
@@ -114,7 +115,7 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
 		rc.TargetBranch = b
 	}
-	if src.Provider == "local" || src.Provider == "github" {
+	if src.Provider == provider.Local || src.Provider == provider.GitHub {
 		rc.TrustTier = store.TrustTrusted // an operator asked for it
 	}
 	run, jobs, err := BuildRun(wf, rc)
@@ -135,7 +136,7 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 // repository identifier, clone URL) for src.
 func (p *Processor) resolveManualRef(ctx context.Context, src *store.Source, req ManualRun) (ref, sha, repoIdent, repoURL string, err error) {
 	ref = req.Ref
-	if src.Provider != "local" {
+	if src.Provider != provider.Local {
 		if !lockfetch.IsSHA(ref) {
 			return "", "", "", "", fmt.Errorf("%w: a %s source needs --ref to be a full commit SHA", ErrManualRunUnavailable, src.Provider)
 		}

@@ -309,8 +309,8 @@ func (p *Processor) localLock(ctx context.Context, src *store.Source, repo *loca
 	}
 }
 
-func (p *Processor) observeOutcome(status string, runs int) {
+func (p *Processor) observeOutcome(status store.DeliveryStatus, runs int) {
 	if p.outcome != nil {
-		p.outcome(status, runs)
+		p.outcome(string(status), runs)
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/local"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
@@ -331,7 +332,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 	if err != nil {
 		return tr, fmt.Errorf("source %s: %w", d.SourceID, err)
 	}
-	if src.Provider != "local" {
+	if src.Provider != provider.Local {
 		tr.Summary = fmt.Sprintf("provider %q: deliveries of this provider trigger no workflows", src.Provider)
 		return tr, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/testutil/gitrepo"
 
@@ -112,7 +113,7 @@ func newHarness(t *testing.T) *harness {
 	enq := &countingEnqueuer{st: st}
 	tr := runs.NewTracker(st, enq, nil, runs.TrackerDeps{})
 	h := &harness{t: t, ctx: ctx, st: st, enq: enq, proc: NewProcessor(st, tr, nil, ProcessorDeps{}), repo: newGitRepo(t)}
-	h.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-1",
+	h.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: provider.Local, RoutingKey: "generic:acme:src-1",
 		LocalPath: h.repo.Dir, VerificationMethod: "hmac_sha256", WebhookSecret: "x", Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := st.CreateSource(ctx, h.src); err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 		t.Fatalf("runs %v trace runs %v", runs, tr.Runs)
 	}
 	ci := runs["ci"]
-	if ci.Status != "pending" || ci.Provider != "local" || ci.RepoIdentifier != "acme/app" ||
+	if ci.Status != status.RunPending || ci.Provider != provider.Local || ci.RepoIdentifier != "acme/app" ||
 		ci.RepoURL != "file://"+h.repo.Dir || ci.Ref != "refs/heads/main" || ci.SHA != c2 ||
 		ci.OrgID != "acme" || ci.SourceID != "src-1" || ci.TriggeredBy != "dev" || ci.TimeoutMs != 3600000 {
 		t.Fatalf("ci run %+v", ci)
@@ -233,7 +234,7 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 		t.Fatalf("jobs %q, want %q", names, wantNames)
 	}
 	b := byName["build"]
-	if b.Status != "queued" || !slices.Equal(b.RunsOnLabels, []string{"linux"}) || b.TimeoutMs != 600000 || len(b.Needs) != 0 {
+	if b.Status != status.JobQueued || !slices.Equal(b.RunsOnLabels, []string{"linux"}) || b.TimeoutMs != 600000 || len(b.Needs) != 0 {
 		t.Fatalf("build %+v", b)
 	}
 	var cfg lockfile.Job
@@ -241,18 +242,18 @@ func TestPushOnMainCreatesRunsWithMatrixLegs(t *testing.T) {
 		t.Fatalf("build config %s: %v", b.Config, err)
 	}
 	leg := byName["test (1.23, linux)"]
-	if leg.Status != "pending" || leg.BaseJobName != "test" || leg.MatrixValues["go"] != "1.23" || leg.MatrixValues["os"] != "linux" ||
+	if leg.Status != status.JobPending || leg.BaseJobName != "test" || leg.MatrixValues["go"] != "1.23" || leg.MatrixValues["os"] != "linux" ||
 		!slices.Equal(leg.RunsOnLabels, []string{"linux", "docker"}) {
 		t.Fatalf("test leg %+v", leg)
 	}
-	if len(leg.Needs) != 1 || leg.Needs[0].Upstream != "build" || !slices.Equal(leg.Needs[0].RunOn, []status.Job{"success"}) {
+	if len(leg.Needs) != 1 || leg.Needs[0].Upstream != "build" || !slices.Equal(leg.Needs[0].RunOn, []status.Job{status.JobSuccess}) {
 		t.Fatalf("test leg needs %+v", leg.Needs)
 	}
 	dep := byName["deploy"]
 	wantNeeds := []store.Need{
-		{Upstream: "test (1.22, linux)", RunOn: []status.Job{"success", "skipped"}},
-		{Upstream: "test (1.23, linux)", RunOn: []status.Job{"success", "skipped"}},
-		{Upstream: "build", RunOn: []status.Job{"success"}},
+		{Upstream: "test (1.22, linux)", RunOn: []status.Job{status.JobSuccess, status.JobSkipped}},
+		{Upstream: "test (1.23, linux)", RunOn: []status.Job{status.JobSuccess, status.JobSkipped}},
+		{Upstream: "build", RunOn: []status.Job{status.JobSuccess}},
 	}
 	if len(dep.Needs) != len(wantNeeds) {
 		t.Fatalf("deploy needs %+v", dep.Needs)

@@ -13,7 +13,9 @@ import (
 
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -29,7 +31,7 @@ func wfTwoJobsJSON(name string) string {
 // finishRun marks a run failed so that it can be rerun.
 func finishRun(t *testing.T, st store.Store, id string) {
 	t.Helper()
-	if _, err := st.UpdateRunStatus(context.Background(), id, nil, "failed", store.RunUpdate{}); err != nil {
+	if _, err := st.UpdateRunStatus(context.Background(), id, nil, status.RunFailed, store.RunUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,7 +100,7 @@ func TestRerunGitHubSourceReadsLockAtSHA(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rerun: %v", err)
 	}
-	if re.ID == orig.ID || re.SHA != shaMain || re.Ref != "refs/heads/main" || re.Provider != "github" || re.RepoIdentifier != ghRepo ||
+	if re.ID == orig.ID || re.SHA != shaMain || re.Ref != "refs/heads/main" || re.Provider != provider.GitHub || re.RepoIdentifier != ghRepo ||
 		re.RepoURL != orig.RepoURL || re.SourceID != h.src.ID || re.OrgID != "acme" || re.TriggeredBy != "alice" || re.DeliveryID != "" {
 		t.Fatalf("rerun = %+v", re)
 	}
@@ -165,7 +167,7 @@ func TestRerunGitHubErrors(t *testing.T) {
 	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lockJSON(wfJSON("ci", `[{"_type":"push"}]`)))
 	id := h.post("push", "rr-e", pushPayload("refs/heads/main", shaPrev, shaMain))
 	shaGone := strings.Repeat("4", 40)
-	gone := &store.Source{ID: "src-removed", OrgID: "acme", Provider: "github"}
+	gone := &store.Source{ID: "src-removed", OrgID: "acme", Provider: provider.GitHub}
 	cases := []struct {
 		name string
 		run  *store.Run
@@ -224,7 +226,7 @@ func TestRerunUniversalGitSource(t *testing.T) {
 		"sender":     map[string]any{"login": "dev", "username": "dev"}})
 	id := "generic:acme:src-u:r1"
 	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: "acme", Event: "push", Payload: payload, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: "generic"}); err != nil {
+		&store.EventLogEntry{OrgID: "acme", Source: "direct", Provider: provider.Generic}); err != nil {
 		t.Fatal(err)
 	}
 	if err := proc.Process(ctx, id); err != nil {
@@ -247,7 +249,7 @@ func TestRerunUniversalGitSource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rerun: %v", err)
 	}
-	if re.SHA != sha || re.Ref != "refs/heads/main" || re.Provider != "generic" || re.RepoIdentifier != "acme/app" || re.SourceID != src.ID || re.TriggeredBy != "alice" {
+	if re.SHA != sha || re.Ref != "refs/heads/main" || re.Provider != provider.Generic || re.RepoIdentifier != "acme/app" || re.SourceID != src.ID || re.TriggeredBy != "alice" {
 		t.Fatalf("rerun = %+v", re)
 	}
 	if got := jobNames(t, st, re.ID); got != "build" {
@@ -277,7 +279,7 @@ func TestRerunUniversalGitSource(t *testing.T) {
 	}
 
 	// A plain generic source (no git configuration) has no lock to read.
-	plain := &store.Source{ID: "src-plain", OrgID: "acme", Name: "hooks", Provider: "generic", RoutingKey: "generic:acme:hooks", VerificationMethod: "none", Enabled: true}
+	plain := &store.Source{ID: "src-plain", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:hooks", VerificationMethod: "none", Enabled: true}
 	if err := st.CreateSource(ctx, plain); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -25,7 +26,7 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 	if _, err := h.proc.Rerun(h.ctx, "nope", "alice"); !errors.Is(err, ErrRunNotFound) {
 		t.Errorf("rerun of an unknown run: %v", err)
 	}
-	if _, err := h.st.UpdateRunStatus(h.ctx, orig.ID, nil, "failed", store.RunUpdate{}); err != nil {
+	if _, err := h.st.UpdateRunStatus(h.ctx, orig.ID, nil, status.RunFailed, store.RunUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	// A newer commit must not change what the rerun builds.
@@ -51,7 +52,7 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 		t.Fatalf("link = %+v, %v", l, err)
 	}
 	// A rerun of the rerun keeps the chain's root.
-	if _, err := h.st.UpdateRunStatus(h.ctx, re.ID, nil, "success", store.RunUpdate{}); err != nil {
+	if _, err := h.st.UpdateRunStatus(h.ctx, re.ID, nil, status.RunSuccess, store.RunUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	re2, err := h.proc.Rerun(h.ctx, re.ID, "bob")

@@ -81,7 +81,7 @@ func finishedRun(t *testing.T, h *harness) (orig *store.Run, failedLeg, okLeg st
 			}
 		}
 	}
-	if _, err := h.st.UpdateRunStatus(h.ctx, orig.ID, nil, "failed", store.RunUpdate{}); err != nil {
+	if _, err := h.st.UpdateRunStatus(h.ctx, orig.ID, nil, status.RunFailed, store.RunUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 	return orig, failedLeg, okLeg

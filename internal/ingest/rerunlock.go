@@ -9,6 +9,7 @@ import (
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -25,7 +26,7 @@ func (p *Processor) rerunLock(ctx context.Context, orig *store.Run, src *store.S
 		return nil, fmt.Errorf("%w: the run has no commit SHA (%q)", ErrRerunUnavailable, orig.SHA)
 	}
 	switch src.Provider {
-	case "local":
+	case provider.Local:
 		repo, err := p.localRepo(src.LocalPath)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrRerunUnavailable, err)
@@ -39,9 +40,9 @@ func (p *Processor) rerunLock(ctx context.Context, orig *store.Run, src *store.S
 			return nil, fmt.Errorf("%w: lock file at %s: %s", ErrRerunUnavailable, orig.SHA, tr.Summary)
 		}
 		return lf, nil
-	case "github":
+	case provider.GitHub:
 		return p.rerunGitHubLock(ctx, orig, src)
-	case "generic":
+	case provider.Generic:
 		set, err := p.st.GetSourceSettings(ctx, src.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("settings of source %s: %w", src.ID, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
@@ -47,9 +48,9 @@ type RunContext struct {
 // hasForkModel reports whether events of provider can come from forks:
 // every forge (GitHub and the universal-git presets), not the local
 // provider or plain generic webhooks.
-func hasForkModel(provider string) bool {
-	switch provider {
-	case "", "local", "generic", "kici":
+func hasForkModel(p provider.Name) bool {
+	switch p {
+	case "", provider.Local, provider.Generic, provider.Kici:
 		return false
 	}
 	return true
@@ -103,7 +104,7 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, error) {
 	now := time.Now().UTC()
 	run := &store.Run{
-		ID: NewRunID(), WorkflowName: wf.Name, Status: status.RunPending, Provider: "local",
+		ID: NewRunID(), WorkflowName: wf.Name, Status: status.RunPending, Provider: provider.Local,
 		RepoIdentifier: rc.RepoIdentifier, RepoURL: rc.RepoURL, Ref: rc.Ref, SHA: rc.SHA,
 		DeliveryID: rc.DeliveryID, TriggeredBy: rc.TriggeredBy, TimeoutMs: wf.Timeout, CreatedAt: now,
 		TriggerType: rc.TriggerType, TargetBranch: rc.TargetBranch, TrustTier: rc.TrustTier, LockFileSource: rc.LockFileSource,

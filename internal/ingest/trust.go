@@ -10,6 +10,9 @@ import (
 	"unicode"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
 	"kici.dev/kici/internal/trustpolicy"
@@ -30,13 +33,13 @@ func (p *Processor) getDecider() Decider { return p.decider }
 // preset) to the provider name approval-directory links use: github,
 // gitea (also Forgejo and Gogs) or gitlab; "" when comments from that
 // provider cannot be matched to a directory member.
-func directoryProvider(eventProvider string) string {
+func directoryProvider(eventProvider provider.Name) string {
 	switch eventProvider {
-	case "github", "github-repo":
+	case provider.GitHub, universal.PresetGitHubRepo:
 		return "github"
-	case "gitea", "forgejo", "gogs":
+	case universal.PresetGitea, universal.PresetForgejo, universal.PresetGogs:
 		return "gitea"
-	case "gitlab-repo", "gitlab":
+	case universal.PresetGitLabRepo, "gitlab":
 		return "gitlab"
 	}
 	return ""
@@ -118,29 +121,29 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	if err != nil || run.OrgID != src.OrgID || run.RepoIdentifier != ev.SourceRepo {
 		return refuse("no such run in this repository")
 	}
-	holds, err := p.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: src.OrgID, RunID: runID, Statuses: []string{store.HoldPending}})
+	holds, err := p.st.ListHeldRuns(ctx, store.HeldRunFilter{OrgID: src.OrgID, RunID: runID, Statuses: []hold.Status{hold.Pending}})
 	if err != nil {
 		return refuse("reading holds failed: " + err.Error())
 	}
-	var hold *store.HeldRun
+	var held *store.HeldRun
 	for _, h := range holds {
-		if h.QueueType == store.HoldQueueSecurity {
-			hold = h
+		if h.QueueType == hold.QueueSecurity {
+			held = h
 			break
 		}
 	}
-	if hold == nil {
+	if held == nil {
 		return refuse("the run has no pending security hold")
 	}
 	res, err := decide(ctx, approval.Decision{
-		OrgID: src.OrgID, HeldRunID: hold.ID, Decision: verb, Reason: reason, Approver: member.UserID,
+		OrgID: src.OrgID, HeldRunID: held.ID, Decision: verb, Reason: reason, Approver: member.UserID,
 		ActorTokenLabel: dirProvider + ":" + ev.SenderUsername,
 	})
 	if err != nil {
 		return refuse(err.Error())
 	}
 	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
-	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", hold.ID)
+	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", held.ID)
 	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, res.Status))
 	return true
 }

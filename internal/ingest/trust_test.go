@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/approval"
@@ -75,8 +76,8 @@ func TestForkPullRequestHeldWithBaseLock(t *testing.T) {
 	if got, _ := h.st.GetRun(h.ctx, r.ID); got.Status != status.RunHeld {
 		t.Fatalf("run %s, want held", got.Status)
 	}
-	holds, _ := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: r.ID, Statuses: []string{store.HoldPending}})
-	if len(holds) != 1 || holds[0].Reason != store.HoldReasonForkPR || holds[0].QueueType != store.HoldQueueSecurity {
+	holds, _ := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: r.ID, Statuses: []hold.Status{hold.Pending}})
+	if len(holds) != 1 || holds[0].Reason != hold.ReasonForkPR || holds[0].QueueType != hold.QueueSecurity {
 		t.Fatalf("holds %+v", holds)
 	}
 }
@@ -113,7 +114,7 @@ func TestKiciApproveComment(t *testing.T) {
 		}
 	}
 	pending := func() int {
-		hs, _ := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}})
+		hs, _ := h.st.ListHeldRuns(h.ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []hold.Status{hold.Pending}})
 		return len(hs)
 	}
 	for _, c := range []struct {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -44,7 +46,7 @@ func universalSource(t *testing.T, root, work, name, preset string) (*sqlite.Sto
 	gitIn(t, root, "clone", "-q", "--bare", work, filepath.Join(forge, "acme", "app.git"))
 	ctx := context.Background()
 	st := teststore.SQLite(t)
-	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
+	src := &store.Source{ID: "src-u", OrgID: "acme", Name: name, Provider: provider.Generic, RoutingKey: "generic:acme:src-u", VerificationMethod: "none", Enabled: true}
 	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: preset,
 		GitURLTemplate: "file://" + forge + "/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func deliverUniversal(t *testing.T, st store.Store, proc *Processor, src *store.
 	t.Helper()
 	ctx := context.Background()
 	if err := st.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: src.ID, OrgID: src.OrgID, Event: event, Payload: payload, ReceivedAt: time.Now()},
-		&store.EventLogEntry{OrgID: src.OrgID, Source: "direct", Provider: "generic"}); err != nil {
+		&store.EventLogEntry{OrgID: src.OrgID, Source: "direct", Provider: src.Provider}); err != nil {
 		t.Fatal(err)
 	}
 	if err := proc.Process(ctx, id); err != nil {
@@ -172,7 +174,7 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 		t.Fatalf("run %+v: want the base lock, trust tier unknown, the fork's head", r)
 	}
 	pending := func() int {
-		hs, _ := st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runs[0].ID, Statuses: []string{store.HoldPending}})
+		hs, _ := st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runs[0].ID, Statuses: []hold.Status{hold.Pending}})
 		return len(hs)
 	}
 	if pending() != 1 {

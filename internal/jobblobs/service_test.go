@@ -88,9 +88,9 @@ func (f *fixture) run(ref, target, trust string, cfgs ...lockfile.Job) (runID st
 		b, _ := json.Marshal(cfg)
 		id := fmt.Sprintf("%s-j%d", runID, i)
 		ids = append(ids, id)
-		jobs = append(jobs, &store.Job{ID: id, RunID: runID, JobName: cfg.Name, BaseJobName: cfg.Name, Status: "running", Config: b})
+		jobs = append(jobs, &store.Job{ID: id, RunID: runID, JobName: cfg.Name, BaseJobName: cfg.Name, Status: status.JobRunning, Config: b})
 	}
-	err := f.st.CreateRun(context.Background(), &store.Run{ID: runID, WorkflowName: "w", Status: "running", Provider: "local",
+	err := f.st.CreateRun(context.Background(), &store.Run{ID: runID, WorkflowName: "w", Status: status.RunRunning, Provider: "local",
 		RepoIdentifier: "acme/app", SourceID: "src1", OrgID: "o1", Ref: ref, TargetBranch: target, TrustTier: trust,
 		SHA: strings.Repeat("a", 40), CreatedAt: time.Now()}, jobs)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestCacheScopesForksAndFallback(t *testing.T) {
 			if code, _, _ := f.restore(feat, tok, "go-aaa"); code != 403 {
 				t.Errorf("another job's credential: %d", code)
 			}
-			if _, err := f.st.UpdateJobStatus(context.Background(), main1, []status.Job{"running"}, "success", store.JobUpdate{}); err != nil {
+			if _, err := f.st.UpdateJobStatus(context.Background(), main1, []status.Job{status.JobRunning}, status.JobSuccess, store.JobUpdate{}); err != nil {
 				t.Fatal(err)
 			}
 			if code, _, _ := f.restore(main1, tok, "go-aaa"); code != 401 {

@@ -8,6 +8,7 @@ import (
 
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/lockfile"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
@@ -50,7 +51,7 @@ func jobDataFixture(t *testing.T) (store.Store, *secrets.Service) {
 	must(st.PutContextVariable(ctx, "acme", "ci", &store.ContextVariable{Key: "REGION", Value: "us"}))
 	must(st.PutContextSourceOverride(ctx, "acme", "release", &store.ContextSourceOverride{RoutingKey: "rk-1", Key: "TIER", Value: "tin"}))
 	must(st.PutContextSourceOverride(ctx, "acme", "release", &store.ContextSourceOverride{RoutingKey: "rk-1", Key: "REGION", Value: "ap"}))
-	must(st.CreateSource(ctx, &store.Source{ID: "src-1", OrgID: "acme", Name: "s", Provider: "generic", RoutingKey: "rk-1", Enabled: true}))
+	must(st.CreateSource(ctx, &store.Source{ID: "src-1", OrgID: "acme", Name: "s", Provider: provider.Generic, RoutingKey: "rk-1", Enabled: true}))
 	must(svc.Put(ctx, "acme", "release", "npm_token", "tok-release", &store.AccessLogEntry{Action: "secret.set"}))
 	must(svc.Put(ctx, "acme", "other", "token", "tok-other", &store.AccessLogEntry{Action: "secret.set"}))
 	return st, svc

@@ -139,7 +139,7 @@ func TestCompileFullExample(t *testing.T) {
 	if build.RunsOnPick != "any" || len(build.ExcludeLabels) != 1 || build.ExcludeLabels[0].Value != "flaky" {
 		t.Fatalf("build runsOn = %+v", build)
 	}
-	wantNeeds := []Need{{Name: "lint", RunOn: []status.Job{"success"}}, {Name: "test", RunOn: status.TerminalJobs()}}
+	wantNeeds := []Need{{Name: "lint", RunOn: []status.Job{status.JobSuccess}}, {Name: "test", RunOn: status.TerminalJobs()}}
 	if !reflect.DeepEqual(build.Needs, wantNeeds) {
 		t.Fatalf("needs = %+v", build.Needs)
 	}

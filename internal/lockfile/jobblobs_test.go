@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/runs/status"
 )
 
 func TestCompileJobBlobs(t *testing.T) {
@@ -40,7 +42,7 @@ jobs:
 	if len(b.Cache) != 1 || b.Cache[0].Paths[1] != "~/go/pkg/mod" || b.Cache[0].RestoreKeys[0] != "go-${{ kici.os }}-" {
 		t.Fatalf("cache = %+v", b.Cache)
 	}
-	if len(b.Artifacts) != 1 || b.Artifacts[0].Name != "bin" || !slices.Contains(b.Artifacts[0].When, "failed") {
+	if len(b.Artifacts) != 1 || b.Artifacts[0].Name != "bin" || !slices.Contains(b.Artifacts[0].When, status.JobFailed) {
 		t.Fatalf("artifacts = %+v", b.Artifacts)
 	}
 	if b.Container == nil || b.Container.Image != "kici-test/go:1" || b.Container.Env["A"] != "1" {

@@ -29,11 +29,11 @@ func TestNeedJSON(t *testing.T) {
 		need Need
 		json string
 	}{
-		{"plain", Need{Name: "lint", RunOn: []status.Job{"success"}}, `"lint"`},
+		{"plain", Need{Name: "lint", RunOn: []status.Job{status.JobSuccess}}, `"lint"`},
 		{"nil runOn", Need{Name: "lint"}, `"lint"`},
-		{"always", Need{Name: "test", RunOn: []status.Job{"success", "failed"}}, `{"name":"test","runOn":["success","failed"]}`},
-		{"skipped only", Need{Name: "a<b", RunOn: []status.Job{"skipped"}}, `{"name":"a<b","runOn":["skipped"]}`},
-		{"group", Need{Group: "shards", RunOn: []status.Job{"success", "skipped"}}, `{"group":"shards","runOn":["success","skipped"]}`},
+		{"always", Need{Name: "test", RunOn: []status.Job{status.JobSuccess, status.JobFailed}}, `{"name":"test","runOn":["success","failed"]}`},
+		{"skipped only", Need{Name: "a<b", RunOn: []status.Job{status.JobSkipped}}, `{"name":"a<b","runOn":["skipped"]}`},
+		{"group", Need{Group: "shards", RunOn: []status.Job{status.JobSuccess, status.JobSkipped}}, `{"group":"shards","runOn":["success","skipped"]}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestNeedJSON(t *testing.T) {
 			}
 			want := c.need
 			if want.RunOn == nil {
-				want.RunOn = []status.Job{"success"}
+				want.RunOn = []status.Job{status.JobSuccess}
 			}
 			if !reflect.DeepEqual(back, want) {
 				t.Fatalf("round trip = %+v, want %+v", back, want)
@@ -58,7 +58,7 @@ func TestNeedJSON(t *testing.T) {
 		})
 	}
 	var n Need
-	if err := json.Unmarshal([]byte(`{"name":"x"}`), &n); err != nil || !reflect.DeepEqual(n.RunOn, []status.Job{"success"}) {
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &n); err != nil || !reflect.DeepEqual(n.RunOn, []status.Job{status.JobSuccess}) {
 		t.Fatalf("object without runOn = %+v, %v", n, err)
 	}
 	if err := json.Unmarshal([]byte(`42`), &n); err == nil {
@@ -163,7 +163,7 @@ func TestParseExample(t *testing.T) {
 		t.Fatalf("report needs = %+v", report.Needs)
 	}
 	test := lf.Workflows[0].Jobs[1]
-	if !reflect.DeepEqual(test.Needs, []Need{{Name: "lint", RunOn: []status.Job{"success"}}}) {
+	if !reflect.DeepEqual(test.Needs, []Need{{Name: "lint", RunOn: []status.Job{status.JobSuccess}}}) {
 		t.Fatalf("test needs = %+v", test.Needs)
 	}
 	legs, err := ExpandMatrix(&test)

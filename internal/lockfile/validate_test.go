@@ -36,10 +36,10 @@ func TestParseRejectsHostileLocks(t *testing.T) {
 		{"endless job timeout", "timeout", func(lf *LockFile) { lf.Workflows[0].Jobs[0].Timeout = 1 << 60 }},
 		{"negative grace", "gracePeriod", func(lf *LockFile) { lf.Workflows[0].Jobs[0].GracePeriod = -1 }},
 		{"needs cycle", "needs cycle", func(lf *LockFile) {
-			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "b", RunOn: []status.Job{"success"}}}
+			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "b", RunOn: []status.Job{status.JobSuccess}}}
 		}},
 		{"self need", "cannot need itself", func(lf *LockFile) {
-			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "a", RunOn: []status.Job{"success"}}}
+			lf.Workflows[0].Jobs[0].Needs = []Need{{Name: "a", RunOn: []status.Job{status.JobSuccess}}}
 		}},
 		{"unknown need", `unknown job "zz"`, func(lf *LockFile) { lf.Workflows[0].Jobs[1].Needs[0].Name = "zz" }},
 		{"duplicate job", "duplicate job name", func(lf *LockFile) { lf.Workflows[0].Jobs[1].Name = "a" }},

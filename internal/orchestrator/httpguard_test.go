@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/wait"
 	"kici.dev/kici/internal/webhook"
@@ -39,7 +40,7 @@ func TestSlowWebhookBodiesAreCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &store.Source{ID: "src-slow", OrgID: "acme", Name: "hook", Provider: "generic", RoutingKey: "generic:acme:src-slow",
+	src := &store.Source{ID: "src-slow", OrgID: "acme", Name: "hook", Provider: provider.Generic, RoutingKey: "generic:acme:src-slow",
 		VerificationMethod: webhook.VerifyBearerToken, WebhookSecret: "s3cret-token", Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := s.store.CreateSource(context.Background(), src); err != nil {
 		t.Fatal(err)

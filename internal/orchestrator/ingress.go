@@ -17,6 +17,7 @@ import (
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/scheduler"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/webhook"
@@ -53,7 +54,7 @@ func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc 
 			return nil, fmt.Errorf("list sources: %w", err)
 		}
 		for _, s := range srcs {
-			if s.Provider == webhook.ProviderGitHub && strings.HasPrefix(s.RoutingKey, webhook.GitHubRoutingKeyPrefix) &&
+			if s.Provider == provider.GitHub && strings.HasPrefix(s.RoutingKey, webhook.GitHubRoutingKeyPrefix) &&
 				!strings.HasPrefix(s.RoutingKey, "github:token:") {
 				return nil, fmt.Errorf("KICI_MODE=observed: GitHub App source %q (%s) exists; an observed orchestrator does not ingest GitHub App sources (remove it, or use KICI_MODE=independent or hybrid)", s.Name, s.ID)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/testutil/wait"
@@ -75,7 +76,7 @@ func TestObservedRefusesExistingAppSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := st.CreateSource(ctx, &store.Source{ID: "tok", OrgID: "acme", Name: "tok", Provider: "github", RoutingKey: "github:token:tok", Enabled: true}); err != nil {
+	if err := st.CreateSource(ctx, &store.Source{ID: "tok", OrgID: "acme", Name: "tok", Provider: provider.GitHub, RoutingKey: "github:token:tok", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -86,7 +87,7 @@ func TestObservedRefusesExistingAppSources(t *testing.T) {
 	s.cleanup.unwind(ctx, slog.New(slog.DiscardHandler))
 
 	st, _ = sqlite.Open(ctx, filepath.Join(dir, "kici.db"))
-	if err := st.CreateSource(ctx, &store.Source{ID: "app", OrgID: "acme", Name: "app", Provider: "github", RoutingKey: "github:4242", Enabled: true}); err != nil {
+	if err := st.CreateSource(ctx, &store.Source{ID: "app", OrgID: "acme", Name: "app", Provider: provider.GitHub, RoutingKey: "github:4242", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -9,6 +9,8 @@ import (
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -27,8 +29,8 @@ func TestAttesterAcceptsOnlySHA256Subjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if err := st.CreateRun(ctx, &store.Run{ID: "r", WorkflowName: "w", Status: "running", Provider: "local", RepoIdentifier: "a/b",
-		Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), CreatedAt: now}, []*store.Job{{ID: "j", JobName: "b", BaseJobName: "b", Status: "running"}}); err != nil {
+	if err := st.CreateRun(ctx, &store.Run{ID: "r", WorkflowName: "w", Status: status.RunRunning, Provider: provider.Local, RepoIdentifier: "a/b",
+		Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), CreatedAt: now}, []*store.Job{{ID: "j", JobName: "b", BaseJobName: "b", Status: status.JobRunning}}); err != nil {
 		t.Fatal(err)
 	}
 	a := attester{provenance.NewService(st, provenance.NewKeys(st, mk), provenance.Config{Issuer: "https://ci.example.test"})}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/runs/status"
 )
 
 // sampleMessages holds one message of every type.
@@ -24,8 +26,8 @@ func sampleMessages() []any {
 		&JobCancel{Type: TypeJobCancel, RunID: "r1", JobID: "j1", Reason: "user", Force: true},
 		&JobAck{Type: TypeJobAck, RunID: "r1", JobID: "j1"},
 		&JobReject{Type: TypeJobReject, RunID: "r1", JobID: "j1", Reason: "busy"},
-		&JobStatus{Type: TypeJobStatus, RunID: "r1", JobID: "j1", State: "failed", Data: &JobStatusData{Error: "boom", StepResults: []StepResult{{Name: "s", Status: "failed"}}}},
-		&StepStatus{Type: TypeStepStatus, RunID: "r1", JobID: "j1", StepIndex: 2, State: "failed", Data: &StepStatusData{ExitCode: &exit}},
+		&JobStatus{Type: TypeJobStatus, RunID: "r1", JobID: "j1", State: status.JobFailed, Data: &JobStatusData{Error: "boom", StepResults: []StepResult{{Name: "s", Status: status.StepFailed}}}},
+		&StepStatus{Type: TypeStepStatus, RunID: "r1", JobID: "j1", StepIndex: 2, State: status.StepFailed, Data: &StepStatusData{ExitCode: &exit}},
 		&LogChunk{Type: TypeLogChunk, RunID: "r1", JobID: "j1", StepIndex: -1, Seq: 4, Lines: []LogLine{{Timestamp: 5, Stream: "stderr", Text: "hi"}}},
 		&LogChunk{Type: TypeLogChunk, RunID: "r1", JobID: "j1", StepIndex: 0, Seq: 5, Lines: []LogLine{{Text: "x"}}, Offset: &offset},
 		&LogAck{Type: TypeLogAck, RunID: "r1", JobID: "j1", StepIndex: 0, Offset: 8},

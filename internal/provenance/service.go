@@ -175,7 +175,7 @@ func (s *Service) claims(run *store.Run, job *store.Job, now time.Time) *Claims 
 		Ref:               run.Ref,
 		SHA:               run.SHA,
 		OrgID:             org,
-		Provider:          run.Provider,
+		Provider:          string(run.Provider),
 		OrchestratorID:    s.cfg.OrchestratorID,
 		WorkflowRef:       WorkflowRef(run),
 		SourceOrigin:      "triggered",

@@ -64,11 +64,11 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 	f.groupRun(t, "r1", cfg)
 	f.groupRun(t, "r2", cfg)
 	f.groupRun(t, "r3", cfg)
-	if j := f.job(t, "r1-deploy"); j.Status != "queued" {
+	if j := f.job(t, "r1-deploy"); j.Status != status.JobQueued {
 		t.Fatalf("first run's job = %s, want queued", j.Status)
 	}
 	for _, id := range []string{"r2", "r3"} {
-		if j := f.job(t, id+"-deploy"); j.Status != "pending" {
+		if j := f.job(t, id+"-deploy"); j.Status != status.JobPending {
 			t.Errorf("waiting run %s job = %s, want pending", id, j.Status)
 		}
 	}
@@ -81,11 +81,11 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 		t.Errorf("third run's routing reason %q", r)
 	}
 	f.start(t, "r1-deploy", true)
-	if err := f.tr.JobFinished(ctx, "r1-deploy", "failed", "boom", f.now); err != nil {
+	if err := f.tr.JobFinished(ctx, "r1-deploy", status.JobFailed, "boom", f.now); err != nil {
 		t.Fatal(err)
 	}
-	f.eventuallyJob(t, "r2-deploy", "queued")
-	if j := f.job(t, "r3-deploy"); j.Status != "pending" {
+	f.eventuallyJob(t, "r2-deploy", status.JobQueued)
+	if j := f.job(t, "r3-deploy"); j.Status != status.JobPending {
 		t.Errorf("third run released while the second holds the slot: %s", j.Status)
 	}
 	if r := f.job(t, "r2-deploy").PendingReason; strings.Contains(r, "concurrency group") {
@@ -99,7 +99,7 @@ func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 	if _, err := f.c.CancelRun(ctx, "r2", false, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	f.eventuallyJob(t, "r3-deploy", "queued")
+	f.eventuallyJob(t, "r3-deploy", status.JobQueued)
 	e, _ := f.st.GetConcurrencyEntry(ctx, "r1")
 	if e.Group != "deploy-main" || e.Status != store.ConcurrencyCompleted || e.Max != 1 {
 		t.Errorf("first entry = %+v", e)
@@ -115,10 +115,10 @@ func TestConcurrencyGroupCancelsInProgressRun(t *testing.T) {
 	f.groupRun(t, "r1", cfg)
 	f.start(t, "r1-deploy", true)
 	f.groupRun(t, "r2", cfg)
-	if j := f.job(t, "r2-deploy"); j.Status != "queued" {
+	if j := f.job(t, "r2-deploy"); j.Status != status.JobQueued {
 		t.Fatalf("newest run's job = %s, want queued at once", j.Status)
 	}
-	f.eventuallyJob(t, "r1-deploy", "cancelling")
+	f.eventuallyJob(t, "r1-deploy", status.JobCancelling)
 	f.dsp.mu.Lock()
 	cancels := append([]string(nil), f.dsp.cancels...)
 	f.dsp.mu.Unlock()
@@ -128,7 +128,7 @@ func TestConcurrencyGroupCancelsInProgressRun(t *testing.T) {
 	// Another group is unaffected.
 	other := &lockfile.Concurrency{HasGroup: true, Group: "other"}
 	f.groupRun(t, "r3", other)
-	if j := f.job(t, "r3-deploy"); j.Status != "queued" {
+	if j := f.job(t, "r3-deploy"); j.Status != status.JobQueued {
 		t.Errorf("run of another group = %s", j.Status)
 	}
 }

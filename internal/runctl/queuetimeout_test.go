@@ -23,14 +23,14 @@ func TestQueueTimeoutFollowsClusterSetting(t *testing.T) {
 	f.c.cfg.QueueTimeoutFunc = func(ctx context.Context) time.Duration { return r.Duration(ctx, cluster.QueueTimeoutMs) }
 	f.addRun(t, "r1", 0)
 	reason := "no agent with labels [gpu]"
-	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Default (1 h): 30 min in, nothing expires.
 	f.now = f.now.Add(30 * time.Minute)
 	f.c.SweepQueue(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "queued" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobQueued {
 		t.Fatalf("30 min in under the 1 h default: %s %q", j.Status, j.ErrorMessage)
 	}
 	// 0 = never: two hours in, still queued.
@@ -39,7 +39,7 @@ func TestQueueTimeoutFollowsClusterSetting(t *testing.T) {
 	}
 	f.now = f.now.Add(90 * time.Minute)
 	f.c.SweepQueue(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "queued" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobQueued {
 		t.Fatalf("queueTimeoutMs=0 must never expire: %s %q", j.Status, j.ErrorMessage)
 	}
 	// Lowered to one minute: the next pass expires it.
@@ -48,7 +48,7 @@ func TestQueueTimeoutFollowsClusterSetting(t *testing.T) {
 	}
 	f.c.SweepQueue(ctx)
 	j := f.job(t, "r1-build")
-	if j.Status != "timed_out_stale" || j.ErrorMessage != "queue timeout (1m0s) expired: "+reason {
+	if j.Status != status.JobTimedOutStale || j.ErrorMessage != "queue timeout (1m0s) expired: "+reason {
 		t.Fatalf("after lowering the knob: %s %q", j.Status, j.ErrorMessage)
 	}
 }
@@ -69,7 +69,7 @@ func TestQueueTimeoutResetUsesDefault(t *testing.T) {
 	}
 	f.now = f.now.Add(24 * time.Hour)
 	f.c.SweepQueue(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "queued" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobQueued {
 		t.Fatalf("default 0 (KICI_QUEUE_TIMEOUT_MS=0) must never expire: %s %q", j.Status, j.ErrorMessage)
 	}
 }

@@ -156,7 +156,7 @@ func TestCancelRunAnswersNotFoundAndTerminal(t *testing.T) {
 	}
 	for _, name := range []string{"build", "test", "deploy", "lint"} {
 		j := f.job(t, "r1-"+name)
-		if j.Status != "cancelled" || j.ErrorMessage != "cancelled by alice" {
+		if j.Status != status.JobCancelled || j.ErrorMessage != "cancelled by alice" {
 			t.Errorf("job %s = %s %q", name, j.Status, j.ErrorMessage)
 		}
 	}
@@ -181,21 +181,21 @@ func TestCancelRunWaitsForAgentsThenEnds(t *testing.T) {
 	if got := f.dsp.cancels; len(got) != 1 || got[0] != "r1-build:cancelled by alice" {
 		t.Errorf("cancels sent = %v", got)
 	}
-	if j := f.job(t, "r1-build"); j.Status != "cancelling" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobCancelling {
 		t.Errorf("running job = %s, want cancelling", j.Status)
 	}
-	if r := f.run(t, "r1"); r.Status != "cancelling" {
+	if r := f.run(t, "r1"); r.Status != status.RunCancelling {
 		t.Errorf("run = %s, want cancelling", r.Status)
 	}
 	// The agent confirms: the job ended (even successfully: its cleanup
 	// ran); test/deploy were cancelled before and stay so.
-	if err := f.tr.JobFinished(ctx, "r1-build", "cancelled", "cancelled by alice", f.now); err != nil {
+	if err := f.tr.JobFinished(ctx, "r1-build", status.JobCancelled, "cancelled by alice", f.now); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.run(t, "r1"); r.Status != "cancelled" {
+	if r := f.run(t, "r1"); r.Status != status.RunCancelled {
 		t.Errorf("run after confirmation = %s, want cancelled", r.Status)
 	}
-	if j := f.job(t, "r1-test"); j.Status != "cancelled" {
+	if j := f.job(t, "r1-test"); j.Status != status.JobCancelled {
 		t.Errorf("downstream job = %s, want cancelled (never released)", j.Status)
 	}
 	// A forced cancel is passed on with the force flag.
@@ -219,7 +219,7 @@ func TestCancelRunWithAgentGoneEndsAtOnce(t *testing.T) {
 	if err != nil || st != "cancelled" {
 		t.Fatalf("cancel = %q, %v; want cancelled at once", st, err)
 	}
-	if j := f.job(t, "r1-build"); j.Status != "cancelled" || !strings.Contains(j.ErrorMessage, "no connected agent") {
+	if j := f.job(t, "r1-build"); j.Status != status.JobCancelled || !strings.Contains(j.ErrorMessage, "no connected agent") {
 		t.Errorf("job = %s %q", j.Status, j.ErrorMessage)
 	}
 }
@@ -238,26 +238,26 @@ func TestStaleJobTimesOutAndRunEnds(t *testing.T) {
 	}
 	f.now = f.now.Add(6 * time.Second) // build silent 11 s, lint 6 s
 	f.c.Scan(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "timed_out_stale" || !strings.HasPrefix(j.ErrorMessage, "no heartbeat for 11s") {
+	if j := f.job(t, "r1-build"); j.Status != status.JobTimedOutStale || !strings.HasPrefix(j.ErrorMessage, "no heartbeat for 11s") {
 		t.Errorf("silent job = %s %q", j.Status, j.ErrorMessage)
 	}
-	if j := f.job(t, "r1-lint"); j.Status != "running" {
+	if j := f.job(t, "r1-lint"); j.Status != status.JobRunning {
 		t.Errorf("heartbeating job = %s, want running", j.Status)
 	}
-	if j := f.job(t, "r1-test"); j.Status != "skipped" {
+	if j := f.job(t, "r1-test"); j.Status != status.JobSkipped {
 		t.Errorf("downstream of the stale job = %s, want skipped", j.Status)
 	}
 	// The agent's late terminal report changes nothing.
-	if err := f.tr.JobFinished(ctx, "r1-build", "success", "", f.now); err != nil {
+	if err := f.tr.JobFinished(ctx, "r1-build", status.JobSuccess, "", f.now); err != nil {
 		t.Fatal(err)
 	}
-	if j := f.job(t, "r1-build"); j.Status != "timed_out_stale" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobTimedOutStale {
 		t.Errorf("late report overwrote the stale status: %s", j.Status)
 	}
-	if err := f.tr.JobFinished(ctx, "r1-lint", "success", "", f.now); err != nil {
+	if err := f.tr.JobFinished(ctx, "r1-lint", status.JobSuccess, "", f.now); err != nil {
 		t.Fatal(err)
 	}
-	if r := f.run(t, "r1"); r.Status != "failed" {
+	if r := f.run(t, "r1"); r.Status != status.RunFailed {
 		t.Errorf("run = %s, want failed", r.Status)
 	}
 }
@@ -275,19 +275,19 @@ func TestServerOwnedJobDeadline(t *testing.T) {
 	f.start(t, "r2-j", true)
 	f.now = f.now.Add(6 * time.Second)
 	f.c.Scan(ctx)
-	if j := f.job(t, "r2-j"); j.Status != "running" {
+	if j := f.job(t, "r2-j"); j.Status != status.JobRunning {
 		t.Errorf("within the grace: %s, want running", j.Status)
 	}
 	f.now = f.now.Add(2 * time.Second)
 	f.c.Scan(ctx)
 	j := f.job(t, "r2-j")
-	if j.Status != "failed" || !strings.HasPrefix(j.ErrorMessage, JobTimeoutPrefix) {
+	if j.Status != status.JobFailed || !strings.HasPrefix(j.ErrorMessage, JobTimeoutPrefix) {
 		t.Errorf("past deadline: %s %q", j.Status, j.ErrorMessage)
 	}
 	if len(f.dsp.aborted) == 0 || f.dsp.aborted[len(f.dsp.aborted)-1] != "r2-j" {
 		t.Errorf("agent was not told to stop the job: %v", f.dsp.aborted)
 	}
-	if r := f.run(t, "r2"); r.Status != "failed" {
+	if r := f.run(t, "r2"); r.Status != status.RunFailed {
 		t.Errorf("run = %s", r.Status)
 	}
 }
@@ -301,7 +301,7 @@ func TestWorkflowTimeoutCancelsThenFails(t *testing.T) {
 	f.start(t, "r1-build", true)
 	f.now = f.now.Add(11 * time.Second)
 	f.c.Scan(ctx)
-	if r := f.run(t, "r1"); r.Status != "cancelling" {
+	if r := f.run(t, "r1"); r.Status != status.RunCancelling {
 		t.Fatalf("run past its timeout = %s, want cancelling", r.Status)
 	}
 	if len(f.dsp.cancels) != 1 || !strings.Contains(f.dsp.cancels[0], WorkflowTimeoutPrefix) {
@@ -309,10 +309,10 @@ func TestWorkflowTimeoutCancelsThenFails(t *testing.T) {
 	}
 	f.now = f.now.Add(3 * time.Second)
 	f.c.Scan(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "failed" || !strings.HasPrefix(j.ErrorMessage, WorkflowTimeoutPrefix) {
+	if j := f.job(t, "r1-build"); j.Status != status.JobFailed || !strings.HasPrefix(j.ErrorMessage, WorkflowTimeoutPrefix) {
 		t.Errorf("job the agent did not stop = %s %q", j.Status, j.ErrorMessage)
 	}
-	if r := f.run(t, "r1"); r.Status != "failed" {
+	if r := f.run(t, "r1"); r.Status != status.RunFailed {
 		t.Errorf("run = %s, want failed", r.Status)
 	}
 }
@@ -324,18 +324,18 @@ func TestQueueTimeoutUsesPendingReason(t *testing.T) {
 	ctx := context.Background()
 	f.addRun(t, "r1", 0)
 	reason := "no agent with labels [gpu]"
-	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: &reason}); err != nil {
+	if _, err := f.st.UpdateJobStatus(ctx, "r1-build", []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
 		t.Fatal(err)
 	}
 	f.now = f.now.Add(59 * time.Second)
 	f.c.SweepQueue(ctx)
-	if j := f.job(t, "r1-build"); j.Status != "queued" {
+	if j := f.job(t, "r1-build"); j.Status != status.JobQueued {
 		t.Fatalf("before the timeout: %s", j.Status)
 	}
 	f.now = f.now.Add(2 * time.Second)
 	f.c.SweepQueue(ctx)
 	j := f.job(t, "r1-build")
-	if j.Status != "timed_out_stale" || j.ErrorMessage != "queue timeout (1m0s) expired: "+reason {
+	if j.Status != status.JobTimedOutStale || j.ErrorMessage != "queue timeout (1m0s) expired: "+reason {
 		t.Errorf("expired job = %s %q", j.Status, j.ErrorMessage)
 	}
 	if l := f.job(t, "r1-lint"); l.ErrorMessage != "queue timeout (1m0s) expired: "+NeverDispatched {
@@ -345,7 +345,7 @@ func TestQueueTimeoutUsesPendingReason(t *testing.T) {
 	if len(q) != 2 {
 		t.Errorf("expired entries = %d, want 2", len(q))
 	}
-	if r := f.run(t, "r1"); r.Status != "failed" {
+	if r := f.run(t, "r1"); r.Status != status.RunFailed {
 		t.Errorf("run = %s, want failed", r.Status)
 	}
 }

@@ -18,7 +18,7 @@ func TestRunStatusNeverStuckUnderRandomJobEvents(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed*7919))
 		f := newFixture(t)
-		run, ids := f.createRun(js("a"), js("b"), js("c", need("a")), js("d", need("b", "success", "failed", "cancelled", "skipped", "timed_out_stale")))
+		run, ids := f.createRun(js("a"), js("b"), js("c", need("a")), js("d", need("b", status.JobSuccess, status.JobFailed, status.JobCancelled, status.JobSkipped, status.JobTimedOutStale)))
 		names := []string{"a", "b", "c", "d"}
 		cancelAt := -1
 		if rng.IntN(3) == 0 {

@@ -35,9 +35,9 @@ func TestJobConditions(t *testing.T) {
 	}
 	jobs := []*store.Job{
 		mk("a", ""),
-		mk("b", `needs.a.outputs.version startsWith "1." && event.branch == "main"`, need("a", "success")),
-		mk("c", `needs.a.outputs.version == "2.0"`, need("a", "success")),
-		mk("d", "", need("c", "success")),
+		mk("b", `needs.a.outputs.version startsWith "1." && event.branch == "main"`, need("a", status.JobSuccess)),
+		mk("c", `needs.a.outputs.version == "2.0"`, need("a", status.JobSuccess)),
+		mk("d", "", need("c", status.JobSuccess)),
 		mk("e", `inputs.target == "prod"`),
 		mk("f", `inputs.count > 2`),
 	}

@@ -149,41 +149,41 @@ func (f *fixture) finish(id string, status status.Job, at time.Time) {
 
 func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 	f := newFixture(t)
-	run, ids := f.createRun(js("build"), js("test", need("build")), js("deploy", need("test", "success")))
-	f.wantStatus(ids, map[string]status.Job{"build": "queued", "test": "pending", "deploy": "pending"})
+	run, ids := f.createRun(js("build"), js("test", need("build")), js("deploy", need("test", status.JobSuccess)))
+	f.wantStatus(ids, map[string]status.Job{"build": status.JobQueued, "test": status.JobPending, "deploy": status.JobPending})
 	if f.enq.count("build") != 1 || f.enq.count("test") != 0 {
 		t.Fatalf("enqueue calls: %v", f.enq.calls)
 	}
-	if r := f.run(run.ID); r.Status != "pending" || r.StartedAt != nil {
+	if r := f.run(run.ID); r.Status != status.RunPending || r.StartedAt != nil {
 		t.Fatalf("new run: %+v", r)
 	}
 
 	f.start(ids["build"], t0.Add(time.Second))
 	r := f.run(run.ID)
-	if r.Status != "running" || r.StartedAt == nil || !r.StartedAt.Equal(t0.Add(time.Second)) {
+	if r.Status != status.RunRunning || r.StartedAt == nil || !r.StartedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("run after first start: %+v", r)
 	}
 	b := f.job(ids["build"])
-	if b.Status != "running" || b.AgentID != "agent-1" || b.StartedAt == nil || b.LastHeartbeatAt == nil {
+	if b.Status != status.JobRunning || b.AgentID != "agent-1" || b.StartedAt == nil || b.LastHeartbeatAt == nil {
 		t.Fatalf("build after start: %+v", b)
 	}
 
-	f.finish(ids["build"], "success", t0.Add(3*time.Second))
+	f.finish(ids["build"], status.JobSuccess, t0.Add(3*time.Second))
 	b = f.job(ids["build"])
 	if b.DurationMs == nil || *b.DurationMs != 2000 || b.CompletedAt == nil {
 		t.Fatalf("build duration: %+v", b)
 	}
-	f.wantStatus(ids, map[string]status.Job{"test": "queued", "deploy": "pending"})
+	f.wantStatus(ids, map[string]status.Job{"test": status.JobQueued, "deploy": status.JobPending})
 	if f.enq.count("test") != 1 {
 		t.Fatalf("test enqueued %d times", f.enq.count("test"))
 	}
 
 	f.start(ids["test"], t0.Add(4*time.Second))
-	if err := f.tr.JobFinished(f.ctx, ids["test"], "failed", "exit status 1", t0.Add(6*time.Second)); err != nil {
+	if err := f.tr.JobFinished(f.ctx, ids["test"], status.JobFailed, "exit status 1", t0.Add(6*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	d := f.job(ids["deploy"])
-	if d.Status != "skipped" || d.ErrorMessage != "upstream_unmet: test (failed)" || d.CompletedAt == nil {
+	if d.Status != status.JobSkipped || d.ErrorMessage != "upstream_unmet: test (failed)" || d.CompletedAt == nil {
 		t.Fatalf("deploy: %+v", d)
 	}
 	if f.job(ids["test"]).ErrorMessage != "exit status 1" {
@@ -193,16 +193,16 @@ func TestLinearPipelineFailureSkipsDownstream(t *testing.T) {
 		t.Fatal("deploy was enqueued")
 	}
 	r = f.run(run.ID)
-	if r.Status != "failed" || r.FailureReason != "Failed jobs: test" || r.CompletedAt == nil ||
+	if r.Status != status.RunFailed || r.FailureReason != "Failed jobs: test" || r.CompletedAt == nil ||
 		r.DurationMs == nil || *r.DurationMs != 5000 {
 		t.Fatalf("run: %+v (duration %v)", r, r.DurationMs)
 	}
-	if len(f.finished) != 1 || f.finished[0].ID != run.ID || f.finished[0].Status != "failed" {
+	if len(f.finished) != 1 || f.finished[0].ID != run.ID || f.finished[0].Status != status.RunFailed {
 		t.Fatalf("RunFinished calls: %+v", f.finished)
 	}
 }
 
-var allTerminal = []status.Job{"success", "failed", "cancelled", "skipped", "timed_out_stale", "drift_dropped"}
+var allTerminal = []status.Job{status.JobSuccess, status.JobFailed, status.JobCancelled, status.JobSkipped, status.JobTimedOutStale, status.JobDriftDropped}
 
 // dag: build → test → {notify (always), rollback (on-failure)}; report needs
 // rollback with on-skip.
@@ -211,8 +211,8 @@ func alwaysDAG() []jobSpec {
 		js("build"),
 		js("test", need("build")),
 		js("notify", need("test", allTerminal...)),
-		js("rollback", need("test", "failed", "timed_out_stale")),
-		js("report", need("rollback", "success", "skipped")),
+		js("rollback", need("test", status.JobFailed, status.JobTimedOutStale)),
+		js("report", need("rollback", status.JobSuccess, status.JobSkipped)),
 	}
 }
 
@@ -220,10 +220,10 @@ func TestCascadeStopsAtAlwaysAndOnSkipEdges(t *testing.T) {
 	f := newFixture(t)
 	run, ids := f.createRun(alwaysDAG()...)
 	f.start(ids["build"], t0)
-	f.finish(ids["build"], "failed", t0.Add(time.Second))
+	f.finish(ids["build"], status.JobFailed, t0.Add(time.Second))
 
-	f.wantStatus(ids, map[string]status.Job{"build": "failed", "test": "skipped", "notify": "queued",
-		"rollback": "skipped", "report": "queued"})
+	f.wantStatus(ids, map[string]status.Job{"build": status.JobFailed, "test": status.JobSkipped, "notify": status.JobQueued,
+		"rollback": status.JobSkipped, "report": status.JobQueued})
 	if got := f.job(ids["test"]).ErrorMessage; got != "upstream_unmet: build (failed)" {
 		t.Errorf("test reason %q", got)
 	}
@@ -233,13 +233,13 @@ func TestCascadeStopsAtAlwaysAndOnSkipEdges(t *testing.T) {
 	if f.enq.count("notify") != 1 || f.enq.count("report") != 1 || f.enq.count("rollback") != 0 {
 		t.Fatalf("enqueue calls %v", f.enq.calls)
 	}
-	if r := f.run(run.ID); r.Status != "running" {
+	if r := f.run(run.ID); r.Status != status.RunRunning {
 		t.Fatalf("run should still be running, got %s", r.Status)
 	}
-	f.finish(ids["notify"], "success", t0.Add(2*time.Second))
-	f.finish(ids["report"], "success", t0.Add(3*time.Second))
+	f.finish(ids["notify"], status.JobSuccess, t0.Add(2*time.Second))
+	f.finish(ids["report"], status.JobSuccess, t0.Add(3*time.Second))
 	r := f.run(run.ID)
-	if r.Status != "failed" || r.FailureReason != "Failed jobs: build" {
+	if r.Status != status.RunFailed || r.FailureReason != "Failed jobs: build" {
 		t.Fatalf("run %+v", r)
 	}
 }
@@ -247,16 +247,16 @@ func TestCascadeStopsAtAlwaysAndOnSkipEdges(t *testing.T) {
 func TestOnFailureEdgeReleasedWhenUpstreamFails(t *testing.T) {
 	f := newFixture(t)
 	run, ids := f.createRun(alwaysDAG()...)
-	f.finish(ids["build"], "success", t0)
-	f.finish(ids["test"], "timed_out_stale", t0.Add(time.Second))
-	f.wantStatus(ids, map[string]status.Job{"notify": "queued", "rollback": "queued", "report": "pending"})
-	f.finish(ids["rollback"], "success", t0.Add(2*time.Second))
-	f.wantStatus(ids, map[string]status.Job{"report": "queued"})
-	f.finish(ids["notify"], "cancelled", t0.Add(2*time.Second))
-	f.finish(ids["report"], "success", t0.Add(3*time.Second))
+	f.finish(ids["build"], status.JobSuccess, t0)
+	f.finish(ids["test"], status.JobTimedOutStale, t0.Add(time.Second))
+	f.wantStatus(ids, map[string]status.Job{"notify": status.JobQueued, "rollback": status.JobQueued, "report": status.JobPending})
+	f.finish(ids["rollback"], status.JobSuccess, t0.Add(2*time.Second))
+	f.wantStatus(ids, map[string]status.Job{"report": status.JobQueued})
+	f.finish(ids["notify"], status.JobCancelled, t0.Add(2*time.Second))
+	f.finish(ids["report"], status.JobSuccess, t0.Add(3*time.Second))
 	r := f.run(run.ID)
 	// timed_out_stale counts as failed and wins over cancelled.
-	if r.Status != "failed" || r.FailureReason != "Failed jobs: test" {
+	if r.Status != status.RunFailed || r.FailureReason != "Failed jobs: test" {
 		t.Fatalf("run %+v", r)
 	}
 	if r.DurationMs == nil || *r.DurationMs != 3000 { // never started: measured from createdAt
@@ -267,15 +267,15 @@ func TestOnFailureEdgeReleasedWhenUpstreamFails(t *testing.T) {
 func TestOnFailureEdgeSkippedOnSuccess(t *testing.T) {
 	f := newFixture(t)
 	run, ids := f.createRun(alwaysDAG()...)
-	f.finish(ids["build"], "success", t0)
-	f.finish(ids["test"], "success", t0)
-	f.wantStatus(ids, map[string]status.Job{"notify": "queued", "rollback": "skipped", "report": "queued"})
+	f.finish(ids["build"], status.JobSuccess, t0)
+	f.finish(ids["test"], status.JobSuccess, t0)
+	f.wantStatus(ids, map[string]status.Job{"notify": status.JobQueued, "rollback": status.JobSkipped, "report": status.JobQueued})
 	if got := f.job(ids["rollback"]).ErrorMessage; got != "upstream_unmet: test (success)" {
 		t.Errorf("rollback reason %q", got)
 	}
-	f.finish(ids["notify"], "success", t0)
-	f.finish(ids["report"], "success", t0)
-	if r := f.run(run.ID); r.Status != "success" || r.FailureReason != "" {
+	f.finish(ids["notify"], status.JobSuccess, t0)
+	f.finish(ids["report"], status.JobSuccess, t0)
+	if r := f.run(run.ID); r.Status != status.RunSuccess || r.FailureReason != "" {
 		t.Fatalf("run %+v", r) // skipped counts as success
 	}
 }
@@ -287,11 +287,11 @@ func TestMatrixLegs(t *testing.T) {
 	t.Run("waits for every leg", func(t *testing.T) {
 		f := newFixture(t)
 		_, ids := f.createRun(js(legs[0]), js(legs[1]), js("deploy", deployNeeds...))
-		f.wantStatus(ids, map[string]status.Job{legs[0]: "queued", legs[1]: "queued", "deploy": "pending"})
-		f.finish(ids[legs[0]], "success", t0)
-		f.wantStatus(ids, map[string]status.Job{"deploy": "pending"})
-		f.finish(ids[legs[1]], "success", t0)
-		f.wantStatus(ids, map[string]status.Job{"deploy": "queued"})
+		f.wantStatus(ids, map[string]status.Job{legs[0]: status.JobQueued, legs[1]: status.JobQueued, "deploy": status.JobPending})
+		f.finish(ids[legs[0]], status.JobSuccess, t0)
+		f.wantStatus(ids, map[string]status.Job{"deploy": status.JobPending})
+		f.finish(ids[legs[1]], status.JobSuccess, t0)
+		f.wantStatus(ids, map[string]status.Job{"deploy": status.JobQueued})
 		if f.enq.count("deploy") != 1 {
 			t.Fatal("deploy not enqueued once")
 		}
@@ -300,16 +300,16 @@ func TestMatrixLegs(t *testing.T) {
 		f := newFixture(t)
 		run, ids := f.createRun(js(legs[0]), js(legs[1]), js("deploy", deployNeeds...))
 		f.start(ids[legs[1]], t0)
-		f.finish(ids[legs[0]], "failed", t0)
+		f.finish(ids[legs[0]], status.JobFailed, t0)
 		d := f.job(ids["deploy"])
-		if d.Status != "skipped" || d.ErrorMessage != "upstream_unmet: test (1.22, linux) (failed)" {
+		if d.Status != status.JobSkipped || d.ErrorMessage != "upstream_unmet: test (1.22, linux) (failed)" {
 			t.Fatalf("deploy %+v", d)
 		}
-		if r := f.run(run.ID); r.Status != "running" {
+		if r := f.run(run.ID); r.Status != status.RunRunning {
 			t.Fatalf("run status %s while a leg still runs", r.Status)
 		}
-		f.finish(ids[legs[1]], "success", t0.Add(time.Second))
-		if r := f.run(run.ID); r.Status != "failed" || r.FailureReason != "Failed jobs: test (1.22, linux)" {
+		f.finish(ids[legs[1]], status.JobSuccess, t0.Add(time.Second))
+		if r := f.run(run.ID); r.Status != status.RunFailed || r.FailureReason != "Failed jobs: test (1.22, linux)" {
 			t.Fatalf("run %+v", r)
 		}
 	})
@@ -328,12 +328,12 @@ func TestDeriveRunStatus(t *testing.T) {
 		want     status.Run
 		reason   string
 	}{
-		{[]status.Job{"success", "success"}, "success", ""},
-		{[]status.Job{"success", "skipped"}, "success", ""},
-		{[]status.Job{"skipped"}, "success", ""},
-		{[]status.Job{"success", "cancelled", "skipped"}, "cancelled", ""},
-		{[]status.Job{"failed", "cancelled"}, "failed", "Failed jobs: j0"},
-		{[]status.Job{"cancelled", "drift_dropped", "timed_out_stale", "failed"}, "failed", "Failed jobs: j1, j2, j3"},
+		{[]status.Job{status.JobSuccess, status.JobSuccess}, status.RunSuccess, ""},
+		{[]status.Job{status.JobSuccess, status.JobSkipped}, status.RunSuccess, ""},
+		{[]status.Job{status.JobSkipped}, status.RunSuccess, ""},
+		{[]status.Job{status.JobSuccess, status.JobCancelled, status.JobSkipped}, status.RunCancelled, ""},
+		{[]status.Job{status.JobFailed, status.JobCancelled}, status.RunFailed, "Failed jobs: j0"},
+		{[]status.Job{status.JobCancelled, status.JobDriftDropped, status.JobTimedOutStale, status.JobFailed}, status.RunFailed, "Failed jobs: j1, j2, j3"},
 	}
 	for _, c := range cases {
 		got, reason := DeriveRunStatus(mk(c.statuses...))
@@ -349,27 +349,27 @@ func TestCancelledRunAndReplays(t *testing.T) {
 	f.start(ids["a"], t0)
 	f.start(ids["a"], t0.Add(time.Second)) // replay: still running, heartbeat only
 	a := f.job(ids["a"])
-	if a.Status != "running" || !a.StartedAt.Equal(t0) {
+	if a.Status != status.JobRunning || !a.StartedAt.Equal(t0) {
 		t.Fatalf("replayed start moved startedAt: %+v", a)
 	}
-	f.finish(ids["a"], "success", t0.Add(2*time.Second))
-	f.finish(ids["b"], "cancelled", t0.Add(2*time.Second))
+	f.finish(ids["a"], status.JobSuccess, t0.Add(2*time.Second))
+	f.finish(ids["b"], status.JobCancelled, t0.Add(2*time.Second))
 	r := f.run(run.ID)
-	if r.Status != "cancelled" || r.FailureReason != "" {
+	if r.Status != status.RunCancelled || r.FailureReason != "" {
 		t.Fatalf("run %+v", r)
 	}
 	// Replays: same status, a different terminal status, and a late start.
-	f.finish(ids["a"], "success", t0.Add(5*time.Second))
-	f.finish(ids["b"], "failed", t0.Add(5*time.Second))
+	f.finish(ids["a"], status.JobSuccess, t0.Add(5*time.Second))
+	f.finish(ids["b"], status.JobFailed, t0.Add(5*time.Second))
 	f.start(ids["b"], t0.Add(6*time.Second))
 	a = f.job(ids["a"])
 	if !a.CompletedAt.Equal(t0.Add(2 * time.Second)) {
 		t.Fatalf("replay changed completedAt: %v", a.CompletedAt)
 	}
-	if b := f.job(ids["b"]); b.Status != "cancelled" {
+	if b := f.job(ids["b"]); b.Status != status.JobCancelled {
 		t.Fatalf("b = %s", b.Status)
 	}
-	if r2 := f.run(run.ID); r2.Status != "cancelled" || !r2.CompletedAt.Equal(*r.CompletedAt) {
+	if r2 := f.run(run.ID); r2.Status != status.RunCancelled || !r2.CompletedAt.Equal(*r.CompletedAt) {
 		t.Fatalf("run changed by replay: %+v", r2)
 	}
 	if len(f.finished) != 1 {
@@ -378,10 +378,10 @@ func TestCancelledRunAndReplays(t *testing.T) {
 	if f.enq.count("a") != 1 || f.enq.count("b") != 1 {
 		t.Fatalf("enqueue calls %v", f.enq.calls)
 	}
-	if err := f.tr.JobFinished(f.ctx, ids["a"], "running", "", t0); err == nil {
+	if err := f.tr.JobFinished(f.ctx, ids["a"], status.JobRunning, "", t0); err == nil {
 		t.Fatal("non-terminal status accepted by JobFinished")
 	}
-	if err := f.tr.JobFinished(f.ctx, uuid.NewString(), "success", "", t0); !errors.Is(err, store.ErrNotFound) {
+	if err := f.tr.JobFinished(f.ctx, uuid.NewString(), status.JobSuccess, "", t0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
 	}
 }
@@ -410,14 +410,14 @@ func TestConcurrentUpstreamsReleaseOnce(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						<-start
-						if err := x.tr.JobFinished(f.ctx, ids[x.name], "success", "", t0); err != nil {
+						if err := x.tr.JobFinished(f.ctx, ids[x.name], status.JobSuccess, "", t0); err != nil {
 							t.Error(err)
 						}
 					}()
 				}
 				close(start)
 				wg.Wait()
-				if st := f.job(ids["c"]).Status; st != "queued" {
+				if st := f.job(ids["c"]).Status; st != status.JobQueued {
 					t.Fatalf("round %d: c = %s", i, st)
 				}
 			}
@@ -448,18 +448,18 @@ func TestEnqueueFailureAndRecover(t *testing.T) {
 	f.enq.fail = true
 	runA, idsA := f.createRun(js("a"), js("b", need("a")))
 	f.enq.fail = false
-	if f.job(idsA["a"]).Status != "queued" {
+	if f.job(idsA["a"]).Status != status.JobQueued {
 		t.Fatal("a should be queued even though enqueue failed")
 	}
 	// A run whose job finished but whose downstream was never evaluated and
 	// whose run was never completed (simulates a crash between writes).
 	runB, idsB := f.createRun(js("x"), js("y", need("x")))
-	ok, err := f.st.UpdateJobStatus(f.ctx, idsB["x"], nil, "success", store.JobUpdate{})
+	ok, err := f.st.UpdateJobStatus(f.ctx, idsB["x"], nil, status.JobSuccess, store.JobUpdate{})
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	runC, idsC := f.createRun(js("solo"))
-	if _, err := f.st.UpdateJobStatus(f.ctx, idsC["solo"], nil, "success", store.JobUpdate{}); err != nil {
+	if _, err := f.st.UpdateJobStatus(f.ctx, idsC["solo"], nil, status.JobSuccess, store.JobUpdate{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -472,10 +472,10 @@ func TestEnqueueFailureAndRecover(t *testing.T) {
 	if f.enq.count("a") != 2 {
 		t.Fatalf("a enqueued %d times, want 2 (failed + recovered)", f.enq.count("a"))
 	}
-	if f.job(idsB["y"]).Status != "queued" || f.enq.count("y") != 1 {
+	if f.job(idsB["y"]).Status != status.JobQueued || f.enq.count("y") != 1 {
 		t.Fatal("y not released by Recover")
 	}
-	if r := f.run(runC.ID); r.Status != "success" || len(done) != 1 || done[0] != runC.ID {
+	if r := f.run(runC.ID); r.Status != status.RunSuccess || len(done) != 1 || done[0] != runC.ID {
 		t.Fatalf("runC %+v, finished %v", r, done)
 	}
 	// A second Recover is a no-op.
@@ -494,11 +494,11 @@ func TestStepStatus(t *testing.T) {
 	run, ids := f.createRun(js("a"))
 	code := 0
 	if err := f.tr.StepStatus(f.ctx, &store.Step{RunID: run.ID, JobID: ids["a"], StepIndex: 0, StepName: "build",
-		Status: "success", ExitCode: &code}); err != nil {
+		Status: status.StepSuccess, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
 	steps, err := f.st.ListSteps(f.ctx, ids["a"])
-	if err != nil || len(steps) != 1 || steps[0].Status != "success" || steps[0].StepName != "build" {
+	if err != nil || len(steps) != 1 || steps[0].Status != status.StepSuccess || steps[0].StepName != "build" {
 		t.Fatalf("steps %+v %v", steps, err)
 	}
 }
@@ -562,13 +562,13 @@ func TestRacingEvaluationsReleaseOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := x.tr.JobFinished(ctx, x.id, "success", "", t0); err != nil {
+				if err := x.tr.JobFinished(ctx, x.id, status.JobSuccess, "", t0); err != nil {
 					t.Error(err)
 				}
 			}()
 		}
 		wg.Wait()
-		if j, _ := base.GetJob(ctx, c); j.Status != "queued" {
+		if j, _ := base.GetJob(ctx, c); j.Status != status.JobQueued {
 			t.Fatalf("round %d: c = %s", i, j.Status)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/teststore"
 )
@@ -31,12 +32,12 @@ func newFixture(t *testing.T) *fixture {
 	st := teststore.SQLite(t)
 	f := &fixture{st: st, logs: logstore.NewFS(t.TempDir())}
 	now := time.Now().UTC()
-	f.run = &store.Run{ID: "r-1", WorkflowName: "ci", Status: "running", Provider: "local", OrgID: "o", CreatedAt: now, StartedAt: &now}
-	f.job = &store.Job{ID: "j-1", RunID: "r-1", JobName: "build", BaseJobName: "build", Status: "running", CreatedAt: now, StartedAt: &now}
+	f.run = &store.Run{ID: "r-1", WorkflowName: "ci", Status: status.RunRunning, Provider: "local", OrgID: "o", CreatedAt: now, StartedAt: &now}
+	f.job = &store.Job{ID: "j-1", RunID: "r-1", JobName: "build", BaseJobName: "build", Status: status.JobRunning, CreatedAt: now, StartedAt: &now}
 	if err := st.CreateRun(ctx, f.run, []*store.Job{f.job}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "running", StartedAt: &now}); err != nil {
+	if err := st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepRunning, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
 	s := &Streamer{Store: st, Logs: f.logs, Poll: 10 * time.Millisecond}
@@ -121,7 +122,7 @@ func TestStepLogsResumeFromLastEventIDAndEnd(t *testing.T) {
 	evs = readThen(t, f.stream, "3", 100, 2, func() { // after lines 4 and 5
 		f.appendLines(t, 6, 7)
 		now := time.Now().UTC()
-		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
+		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
 	})
 	var msgs []string
 	for _, e := range evs {
@@ -162,9 +163,9 @@ func TestRunEventsSnapshotChangesAndEnd(t *testing.T) {
 	evs := readThen(t, f.srv.URL+"/runs/r-1/events", "", 100, 3, func() { // after the run, job and step snapshot
 		ctx := context.Background()
 		now := time.Now().UTC()
-		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: "success", CompletedAt: &now})
-		f.st.UpdateJobStatus(ctx, "j-1", nil, "success", store.JobUpdate{CompletedAt: &now})
-		f.st.UpdateRunStatus(ctx, "r-1", nil, "success", store.RunUpdate{CompletedAt: &now})
+		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
+		f.st.UpdateJobStatus(ctx, "j-1", nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
+		f.st.UpdateRunStatus(ctx, "r-1", nil, status.RunSuccess, store.RunUpdate{CompletedAt: &now})
 	})
 	var got []string
 	for _, e := range evs {

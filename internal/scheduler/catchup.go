@@ -7,6 +7,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -102,7 +103,7 @@ func missedEntry(g *store.Registration, sc *Schedule, k string, from, until time
 	}
 	return &store.EventLogEntry{
 		DeliveryID: fmt.Sprintf("schedule:%s:missed:%d", k, until.Unix()), OrgID: g.OrgID, SourceID: g.SourceID,
-		Event: "schedule", Action: g.WorkflowName, Source: "internal", Provider: "kici", RepoIdentifier: g.RepoIdentifier,
+		Event: "schedule", Action: g.WorkflowName, Source: "internal", Provider: provider.Kici, RepoIdentifier: g.RepoIdentifier,
 		ErrorMessage: fmt.Sprintf("%s instant(s) of %q (%s) after %s up to %s fell due while no scheduler held the lease and were not fired: only the latest instant within the catch-up window (%s) fires",
 			count, sc.Cron, sc.Timezone, from.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), window),
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/teststore"
@@ -33,12 +34,12 @@ func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time)
 		`"jobs":[{"_type":"static","name":"build","runsOn":[{"kind":"exact","value":"nowhere"}],"needs":[],"steps":[{"name":"s","run":"true"}]}]}`
 	// The scheduler fires only for an existing, enabled source.
 	if _, err := st.GetSource(context.Background(), "src"); errors.Is(err, store.ErrNotFound) {
-		if err := st.CreateSource(context.Background(), &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: "local", Enabled: true}); err != nil {
+		if err := st.CreateSource(context.Background(), &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: provider.Local, Enabled: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := st.ReplaceRegistrations(context.Background(), "src", "acme/"+name, []*store.Registration{{OrgID: "acme", RoutingKey: "rk",
-		Provider: "local", WorkflowName: name, TriggerTypes: []string{"push", "schedule"}, Workflow: json.RawMessage(wf), SHA: "abc", CreatedAt: at}}); err != nil {
+		Provider: provider.Local, WorkflowName: name, TriggerTypes: []string{"push", "schedule"}, Workflow: json.RawMessage(wf), SHA: "abc", CreatedAt: at}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -208,7 +209,7 @@ func TestParseErrorsAndImpossibleCron(t *testing.T) {
 func TestScheduleFireCreatesRun(t *testing.T) {
 	st := teststore.SQLite(t)
 	ctx := context.Background()
-	if err := st.CreateSource(ctx, &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: "local", Enabled: true}); err != nil {
+	if err := st.CreateSource(ctx, &store.Source{ID: "src", OrgID: "acme", Name: "app", Provider: provider.Local, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	register(t, st, "nightly", "0 3 * * *", "UTC", utc("2026-01-01T00:00:00Z"))

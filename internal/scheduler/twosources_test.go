@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/ingest"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/teststore"
 )
@@ -21,11 +22,11 @@ func TestRepositoryUnderTwoSourcesFiresOnce(t *testing.T) {
 		`"triggers":[{"_type":"schedule","cronExpression":"*/5 * * * *","timezone":""}],` +
 		`"jobs":[{"_type":"static","name":"build","runsOn":[{"kind":"exact","value":"nowhere"}],"needs":[],"steps":[{"name":"s","run":"true"}]}]}`)
 	for _, id := range []string{"src-a", "src-b"} {
-		if err := st.CreateSource(ctx, &store.Source{ID: id, OrgID: "acme", Name: id, Provider: "local", Enabled: true}); err != nil {
+		if err := st.CreateSource(ctx, &store.Source{ID: id, OrgID: "acme", Name: id, Provider: provider.Local, Enabled: true}); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.ReplaceRegistrations(ctx, id, "acme/app", []*store.Registration{{OrgID: "acme", RoutingKey: "rk-" + id,
-			Provider: "local", WorkflowName: "nightly", TriggerTypes: []string{"schedule"}, Workflow: wf, SHA: "abc",
+			Provider: provider.Local, WorkflowName: "nightly", TriggerTypes: []string{"schedule"}, Workflow: wf, SHA: "abc",
 			CreatedAt: utc("2026-01-01T00:00:00Z")}}); err != nil {
 			t.Fatal(err)
 		}

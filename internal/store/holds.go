@@ -9,45 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
-)
-
-// Hold types (KiCI held_runs.hold_type).
-const (
-	HoldReviewer    = "reviewer"    // required reviewers of a context
-	HoldTimer       = "timer"       // a context's wait timer
-	HoldConcurrency = "concurrency" // reserved: a context's concurrency limit
-	HoldSecurity    = "security"    // fork pull request, or a context's trust floor
-)
-
-// Hold queue types (KiCI held_runs.queue_type).
-const (
-	HoldQueueContext  = "context"
-	HoldQueueSecurity = "security"
-)
-
-// Hold scopes (KiCI held_runs.hold_scope): a workflow-scoped hold has no
-// JobID and holds every job of its run.
-const (
-	HoldScopeWorkflow = "workflow"
-	HoldScopeJob      = "job"
-)
-
-// Held-run statuses (KiCI held_runs.status, plus kici's "cancelled" for a
-// hold whose run ended before a decision).
-const (
-	HoldPending   = "pending"
-	HoldApproved  = "approved"
-	HoldRejected  = "rejected"
-	HoldExpired   = "expired"
-	HoldReleased  = "released" // a wait timer ran out
-	HoldCancelled = "cancelled"
-)
-
-// Hold reasons stored for security holds (KiCI hold reasons).
-const (
-	HoldReasonForkPR       = "fork_pr"
-	HoldReasonContextTrust = "context_trust"
 )
 
 // ApprovalClause is one clause of an approval requirement (KiCI
@@ -77,14 +40,14 @@ type HeldRun struct {
 	OrgID string `json:"orgId"`
 	RunID string `json:"runId"`
 	// JobID is the held job; "" for a workflow-scoped hold.
-	JobID     string `json:"jobId,omitempty"`
-	HoldType  string `json:"holdType"`
-	QueueType string `json:"queueType"`
-	HoldScope string `json:"holdScope"`
-	Status    string `json:"status"`
+	JobID     string      `json:"jobId,omitempty"`
+	HoldType  hold.Type   `json:"holdType"`
+	QueueType hold.Queue  `json:"queueType"`
+	HoldScope hold.Scope  `json:"holdScope"`
+	Status    hold.Status `json:"status"`
 	// Reason is a stored reason code (fork_pr, context_trust) or a sentence
 	// (e.g. "context 'release' requires approval from alice, bob").
-	Reason string `json:"reason"`
+	Reason hold.Reason `json:"reason"`
 	// Contexts are the names of the contexts that caused the hold (sorted);
 	// a pending hold blocks the deletion of each of them.
 	Contexts []string `json:"contexts,omitempty"`
@@ -112,11 +75,11 @@ type HeldRunFilter struct {
 	OrgID    string
 	RunID    string
 	JobID    string
-	Statuses []string
+	Statuses []hold.Status
 	// DueBy keeps holds whose ExpiresAt is at or before it.
 	DueBy *time.Time
 	// HoldType and Group keep holds of that type / concurrency group.
-	HoldType string
+	HoldType hold.Type
 	Group    string
 	Limit    int
 }
@@ -147,7 +110,7 @@ func PrepareHeldRun(h *HeldRun, at time.Time) {
 	if h.ID == "" {
 		h.ID = uuid.NewString()
 	}
-	h.Status = HoldPending
+	h.Status = hold.Pending
 	if h.CreatedAt.IsZero() {
 		h.CreatedAt = at
 	}
@@ -184,7 +147,7 @@ type HoldStore interface {
 	// (nothing written) when it is not pending; ErrNotFound when it does
 	// not exist. Clauses are replaced, not merged: callers that compute
 	// them from an earlier read serialise decisions on one hold.
-	DecideHeldRun(ctx context.Context, id string, a *HeldRunApproval, clauses []ApprovalClause, to, by, note string, at time.Time) (ok bool, err error)
+	DecideHeldRun(ctx context.Context, id string, a *HeldRunApproval, clauses []ApprovalClause, to hold.Status, by, note string, at time.Time) (ok bool, err error)
 	// CountPendingHeldRunsForContext counts pending holds of org naming
 	// context name.
 	CountPendingHeldRunsForContext(ctx context.Context, orgID, name string) (int, error)

@@ -4,20 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"kici.dev/kici/internal/provider"
 )
+
+// EventLogStatus is the outcome recorded on an event-log entry
+// (event_log.status); a string in JSON and the database.
+type EventLogStatus string
 
 // Event-log statuses (KiCI's event_log.status; see
 // docs/kici-compatibility.md#ingress).
 const (
-	EventLogReceived        = "received"         // persisted, not processed yet
-	EventLogProcessed       = "processed"        // matched (possibly no workflow)
-	EventLogDuplicate       = "duplicate"        // a replay of an accepted delivery
-	EventLogLockfileMissing = "lockfile_missing" // no lock file at the event ref
-	EventLogFailed          = "failed"           // processing failed; ErrorMessage says why
+	EventLogReceived        EventLogStatus = "received"         // persisted, not processed yet
+	EventLogProcessed       EventLogStatus = "processed"        // matched (possibly no workflow)
+	EventLogDuplicate       EventLogStatus = "duplicate"        // a replay of an accepted delivery
+	EventLogLockfileMissing EventLogStatus = "lockfile_missing" // no lock file at the event ref
+	EventLogFailed          EventLogStatus = "failed"           // processing failed; ErrorMessage says why
 )
 
 // EventLogStatuses lists every event-log status, for filter validation.
-var EventLogStatuses = []string{EventLogReceived, EventLogProcessed, EventLogDuplicate, EventLogLockfileMissing, EventLogFailed, EventLogMissed}
+var EventLogStatuses = []EventLogStatus{EventLogReceived, EventLogProcessed, EventLogDuplicate, EventLogLockfileMissing, EventLogFailed, EventLogMissed}
 
 // SourceSettings are the ingress settings of a source that the sources
 // table does not hold: body cap, rate limit, verification details and the
@@ -123,21 +129,21 @@ type SourceSecret struct {
 // one (Duplicate false), every replay of it one more (Status duplicate).
 // The payload is stored gzipped.
 type EventLogEntry struct {
-	ID             string   `json:"id"`
-	DeliveryID     string   `json:"deliveryId"`
-	OrgID          string   `json:"orgId"`
-	SourceID       string   `json:"sourceId,omitempty"`
-	RoutingKey     string   `json:"routingKey"`
-	Event          string   `json:"event"`
-	Action         string   `json:"action,omitempty"`
-	Source         string   `json:"source"` // direct | internal
-	Provider       string   `json:"provider"`
-	RepoIdentifier string   `json:"repoIdentifier,omitempty"`
-	Ref            string   `json:"ref,omitempty"`
-	Status         string   `json:"status"`
-	MatchedCount   int      `json:"matchedCount"`
-	RunIDs         []string `json:"runIds,omitempty"`
-	ErrorMessage   string   `json:"errorMessage,omitempty"`
+	ID             string         `json:"id"`
+	DeliveryID     string         `json:"deliveryId"`
+	OrgID          string         `json:"orgId"`
+	SourceID       string         `json:"sourceId,omitempty"`
+	RoutingKey     string         `json:"routingKey"`
+	Event          string         `json:"event"`
+	Action         string         `json:"action,omitempty"`
+	Source         string         `json:"source"` // direct | internal
+	Provider       provider.Name  `json:"provider"`
+	RepoIdentifier string         `json:"repoIdentifier,omitempty"`
+	Ref            string         `json:"ref,omitempty"`
+	Status         EventLogStatus `json:"status"`
+	MatchedCount   int            `json:"matchedCount"`
+	RunIDs         []string       `json:"runIds,omitempty"`
+	ErrorMessage   string         `json:"errorMessage,omitempty"`
 	// PayloadGz is the gzipped raw body (nil when omitted).
 	PayloadGz            []byte     `json:"-"`
 	PayloadSizeBytes     int64      `json:"payloadSizeBytes"`
@@ -151,7 +157,7 @@ type EventLogEntry struct {
 // delivery and its event-log entry in one transaction.
 type EventOutcome struct {
 	// Status is an EventLog* status (processed, lockfile_missing, failed).
-	Status         string
+	Status         EventLogStatus
 	MatchedCount   int
 	RunIDs         []string
 	RepoIdentifier string
@@ -166,7 +172,7 @@ type EventLogFilter struct {
 	RoutingKey string
 	Event      string
 	Action     string
-	Status     string
+	Status     EventLogStatus
 	DeliveryID string
 	From, To   *time.Time
 	Limit      int
@@ -200,16 +206,16 @@ const MaxRejectedPerSource = 1000
 // lifecycle triggers are matched against (KiCI's registration index;
 // see docs/kici-compatibility.md#triggers).
 type Registration struct {
-	ID             string `json:"id"`
-	OrgID          string `json:"customerId"`
-	SourceID       string `json:"sourceId"`
-	RoutingKey     string `json:"routingKey"`
-	Provider       string `json:"provider"`
-	RepoIdentifier string `json:"repoIdentifier"`
-	RepoURL        string `json:"repoUrl"`
-	Ref            string `json:"ref"`
-	SHA            string `json:"commitSha"`
-	WorkflowName   string `json:"workflowName"`
+	ID             string        `json:"id"`
+	OrgID          string        `json:"customerId"`
+	SourceID       string        `json:"sourceId"`
+	RoutingKey     string        `json:"routingKey"`
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier"`
+	RepoURL        string        `json:"repoUrl"`
+	Ref            string        `json:"ref"`
+	SHA            string        `json:"commitSha"`
+	WorkflowName   string        `json:"workflowName"`
 	// TriggerTypes are the `_type`s of the workflow's triggers, in order.
 	TriggerTypes []string `json:"triggerTypes"`
 	// Workflow is the lock workflow entry as JSON.
@@ -275,7 +281,7 @@ type IngressStore interface {
 	// claim; ErrNotFound if the delivery does not exist, ErrConflict
 	// (nothing written) if it is no longer "received": another node
 	// finished it.
-	FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome) error
+	FinishDeliveryOutcome(ctx context.Context, id string, status DeliveryStatus, errText string, decisions json.RawMessage, o EventOutcome) error
 	// FinishDeliveryWithRuns is FinishDeliveryOutcome that also creates the
 	// delivery's runs (each run with its jobs, as CreateRun, and its
 	// context when not nil, as PutRunContext) in the same transaction, so
@@ -284,7 +290,7 @@ type IngressStore interface {
 	// delivery already finished, ErrNotFound for an unknown delivery)
 	// leaves nothing written. CreateRun's defaults are
 	// written back to the runs and jobs.
-	FinishDeliveryWithRuns(ctx context.Context, id, status, errText string, decisions json.RawMessage, o EventOutcome, runs []NewRun) error
+	FinishDeliveryWithRuns(ctx context.Context, id string, status DeliveryStatus, errText string, decisions json.RawMessage, o EventOutcome, runs []NewRun) error
 	// ListEventLog returns matching entries newest first and the total count.
 	ListEventLog(ctx context.Context, f EventLogFilter) ([]*EventLogEntry, int, error)
 	// GetEventLog returns the primary (non-duplicate) entry of a delivery

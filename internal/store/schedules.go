@@ -8,7 +8,7 @@ import (
 // EventLogMissed is the event-log status of schedule instants that fell
 // due while no scheduler held the lease and were older than the catch-up
 // window: they were not fired, and say so instead of vanishing.
-const EventLogMissed = "missed"
+const EventLogMissed EventLogStatus = "missed"
 
 // ScheduleStore is what the scheduler keeps across leaders: the lease
 // release of a graceful stop, and the instants each schedule fired, so a

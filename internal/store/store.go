@@ -15,6 +15,7 @@ import (
 	"errors"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 )
 
@@ -30,11 +31,11 @@ var (
 // Source is a registered event source. Provider is "local" for a repository
 // on the orchestrator's host, "generic" for a plain generic webhook source.
 type Source struct {
-	ID         string `json:"id"`
-	OrgID      string `json:"orgId"`
-	Name       string `json:"name"`
-	Provider   string `json:"providerType"`
-	RoutingKey string `json:"routingKey"` // "generic:<orgId>:<id>"
+	ID         string        `json:"id"`
+	OrgID      string        `json:"orgId"`
+	Name       string        `json:"name"`
+	Provider   provider.Name `json:"providerType"`
+	RoutingKey string        `json:"routingKey"` // "generic:<orgId>:<id>"
 	// LocalPath is the absolute repository path of a local source.
 	LocalPath string `json:"localPath,omitempty"`
 	// VerificationMethod is hmac_sha256, bearer_token, ip_allowlist or none.
@@ -45,11 +46,15 @@ type Source struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
+// DeliveryStatus is the state of an accepted delivery (deliveries.status);
+// a string in JSON and the database.
+type DeliveryStatus string
+
 // Delivery statuses.
 const (
-	DeliveryReceived  = "received"  // persisted, not processed yet
-	DeliveryProcessed = "processed" // runs created (possibly none)
-	DeliveryFailed    = "failed"    // processing failed; Error says why
+	DeliveryReceived  DeliveryStatus = "received"  // persisted, not processed yet
+	DeliveryProcessed DeliveryStatus = "processed" // runs created (possibly none)
+	DeliveryFailed    DeliveryStatus = "failed"    // processing failed; Error says why
 )
 
 // Delivery is one accepted inbound event, persisted before the 2xx answer so
@@ -60,7 +65,7 @@ type Delivery struct {
 	OrgID    string          `json:"orgId"`
 	Event    string          `json:"event"`
 	Payload  json.RawMessage `json:"payload"`
-	Status   string          `json:"status"`
+	Status   DeliveryStatus  `json:"status"`
 	Error    string          `json:"error,omitempty"`
 	// Decisions is the trigger-match trace per workflow, as JSON.
 	Decisions   json.RawMessage `json:"decisions,omitempty"`
@@ -71,19 +76,19 @@ type Delivery struct {
 // Run is one workflow run (execution_runs). Status uses KiCI's run words:
 // pending, running, cancelling, held, success, failed, cancelled.
 type Run struct {
-	ID             string     `json:"runId"`
-	WorkflowName   string     `json:"workflowName"`
-	Status         status.Run `json:"status"`
-	Provider       string     `json:"provider"`
-	RepoIdentifier string     `json:"repoIdentifier"`
-	RepoURL        string     `json:"repoUrl"`
-	Ref            string     `json:"ref"`
-	SHA            string     `json:"sha"`
-	DeliveryID     string     `json:"deliveryId,omitempty"`
-	SourceID       string     `json:"sourceId,omitempty"`
-	OrgID          string     `json:"orgId"`
-	TriggeredBy    string     `json:"triggeredBy,omitempty"`
-	FailureReason  string     `json:"failureReason,omitempty"`
+	ID             string        `json:"runId"`
+	WorkflowName   string        `json:"workflowName"`
+	Status         status.Run    `json:"status"`
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier"`
+	RepoURL        string        `json:"repoUrl"`
+	Ref            string        `json:"ref"`
+	SHA            string        `json:"sha"`
+	DeliveryID     string        `json:"deliveryId,omitempty"`
+	SourceID       string        `json:"sourceId,omitempty"`
+	OrgID          string        `json:"orgId"`
+	TriggeredBy    string        `json:"triggeredBy,omitempty"`
+	FailureReason  string        `json:"failureReason,omitempty"`
 	// TimeoutMs is the whole-run wall-clock limit (0 = none).
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// TriggerType is the matched trigger's type (push, pull_request,
@@ -340,7 +345,7 @@ type Store interface {
 	GetDelivery(ctx context.Context, id string) (*Delivery, error)
 	// FinishDelivery sets status (processed or failed), error text, decision
 	// trace and processed_at, and clears the delivery's claim.
-	FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error
+	FinishDelivery(ctx context.Context, id string, status DeliveryStatus, errText string, decisions json.RawMessage) error
 	// ListUnprocessedDeliveries returns deliveries still "received", oldest
 	// first (re-processed at start after a crash).
 	ListUnprocessedDeliveries(ctx context.Context, limit int) ([]*Delivery, error)

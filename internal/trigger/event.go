@@ -3,6 +3,8 @@
 // semantics of KiCI's matcher (see docs/kici-compatibility.md#matching).
 package trigger
 
+import "kici.dev/kici/internal/provider"
+
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).
 type Event struct {
 	// Type is the normalized event type: push, tag, pull_request, comment,
@@ -25,7 +27,7 @@ type Event struct {
 	// none known, which makes path-filtered triggers fail (KiCI).
 	ChangedFiles []string `json:"changedFiles,omitempty"`
 	// Provider names the forge adapter (github, gitea, local, generic, …).
-	Provider string `json:"provider,omitempty"`
+	Provider provider.Name `json:"provider,omitempty"`
 	// SourceRepo is the event's repository as "owner/repo"; "" when unknown.
 	SourceRepo string `json:"sourceRepo,omitempty"`
 	// IsForkPR reports a pull request whose head repository differs from the

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"kici.dev/kici/internal/provider"
 )
 
 // GenericTargetBranch is the TargetBranch of generic-source events (KiCI
@@ -40,7 +42,7 @@ func GenericEvent(sourceName, eventName string, body []byte) (*Event, error) {
 		return nil, err
 	}
 	p["source"] = sourceName
-	ev := &Event{Type: "generic_webhook", Payload: p, TargetBranch: GenericTargetBranch, Provider: "generic"}
+	ev := &Event{Type: "generic_webhook", Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic}
 	if eventName != DefaultGenericEventName {
 		ev.Action = eventName
 	}
@@ -57,7 +59,7 @@ func CrossSourceEvent(eventName string, body []byte, sourceRepo string) (*Event,
 		return nil, err
 	}
 	action, _ := p["action"].(string)
-	return &Event{Type: eventName, Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: "generic", SourceRepo: sourceRepo}, nil
+	return &Event{Type: eventName, Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic, SourceRepo: sourceRepo}, nil
 }
 
 // KiciEvent is the event an emitted user event becomes (KiCI
@@ -72,7 +74,7 @@ func KiciEvent(name string, payload any, sourceRepo, sourceRoutingKey string) *E
 			"sourceRepo":       sourceRepo,
 			"sourceRoutingKey": sourceRoutingKey,
 		},
-		Provider:   "kici",
+		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
 	}
 }
@@ -94,7 +96,7 @@ func WorkflowCompleteEvent(workflowName, status, sourceRepo string, extra map[st
 	return &Event{
 		Type:       "workflow_complete",
 		Payload:    withExtra(map[string]any{"workflowName": workflowName, "status": status, "sourceRepo": sourceRepo}, extra),
-		Provider:   "kici",
+		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
 	}
 }
@@ -106,7 +108,7 @@ func JobCompleteEvent(workflowName, jobName, status, sourceRepo string, extra ma
 	return &Event{
 		Type:       "job_complete",
 		Payload:    withExtra(map[string]any{"workflowName": workflowName, "jobName": jobName, "status": status, "sourceRepo": sourceRepo}, extra),
-		Provider:   "kici",
+		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
 	}
 }
@@ -122,7 +124,7 @@ func ScheduleEvent(cronExpression, registrationID string, scheduledAt time.Time)
 			"registrationId": registrationID,
 			"scheduledAt":    scheduledAt.UTC().Format(time.RFC3339),
 		},
-		Provider: "kici",
+		Provider: provider.Kici,
 	}
 }
 
@@ -133,7 +135,7 @@ func LifecycleEvent(lifecycleEvent, sourceRepo string, extra map[string]any) *Ev
 	return &Event{
 		Type:       "lifecycle",
 		Payload:    withExtra(map[string]any{"lifecycleEvent": lifecycleEvent, "sourceRepo": sourceRepo}, extra),
-		Provider:   "kici",
+		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"sort"
 
 	"kici.dev/kici/internal/approval"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/dispatch"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
@@ -49,7 +51,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		return
 	}
 	ctx := r.Context()
-	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []string{store.HoldPending}, Limit: 500})
+	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, Limit: 500})
 	if err != nil {
 		u.internalError(w, r, err)
 		return
@@ -188,14 +190,14 @@ func providerLabel(src *store.Source, set *store.SourceSettings) string {
 		}
 	}
 	switch src.Provider {
-	case "github":
+	case provider.GitHub:
 		return "GitHub"
-	case "local":
+	case provider.Local:
 		return "local git repository"
-	case "generic":
+	case provider.Generic:
 		return "generic webhook"
 	}
-	return src.Provider
+	return string(src.Provider)
 }
 
 // sourcesPage lists the sources the caller may see (source.read; a scoped

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -26,17 +27,17 @@ func BenchmarkRunPage200Jobs(b *testing.B) {
 	h := newBenchHarness(b)
 	runID := "55555555-5555-5555-5555-555555555555"
 	now := time.Now().UTC()
-	run := &store.Run{ID: runID, WorkflowName: "big", Status: "running", Provider: "generic", RepoIdentifier: "demo/app",
+	run := &store.Run{ID: runID, WorkflowName: "big", Status: status.RunRunning, Provider: provider.Generic, RepoIdentifier: "demo/app",
 		Ref: "refs/heads/main", SHA: strings.Repeat("b", 40), OrgID: "demo", SourceID: "src-1", CreatedAt: now, StartedAt: &now}
 	cfg := json.RawMessage(`{"steps":[{"name":"a"},{"name":"b"}]}`)
 	var jobs []*store.Job
 	add := func(name string, needs ...string) {
 		j := &store.Job{ID: fmt.Sprintf("66666666-0000-0000-0000-%012d", len(jobs)), RunID: runID, JobName: name, BaseJobName: name,
-			Status: []status.Job{"success", "running", "pending", "failed"}[len(jobs)%4], Config: cfg, CreatedAt: now.Add(time.Duration(len(jobs)) * time.Millisecond)}
+			Status: []status.Job{status.JobSuccess, status.JobRunning, status.JobPending, status.JobFailed}[len(jobs)%4], Config: cfg, CreatedAt: now.Add(time.Duration(len(jobs)) * time.Millisecond)}
 		d := int64(1234 * len(jobs))
 		j.DurationMs = &d
 		for _, n := range needs {
-			j.Needs = append(j.Needs, store.Need{Upstream: n, RunOn: []status.Job{"success"}})
+			j.Needs = append(j.Needs, store.Need{Upstream: n, RunOn: []status.Job{status.JobSuccess}})
 		}
 		jobs = append(jobs, j)
 	}
@@ -144,7 +145,7 @@ func BenchmarkRunsPage25Deliveries(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := h.st.CreateRun(ctx, &store.Run{ID: fmt.Sprintf("77777777-0000-0000-0000-%012d", i), WorkflowName: "ci", Status: status.RunSuccess,
-			Provider: "github", RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("e", 40), DeliveryID: del.ID,
+			Provider: provider.GitHub, RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("e", 40), DeliveryID: del.ID,
 			SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now.Add(time.Duration(i+1) * time.Second)}, nil); err != nil {
 			b.Fatal(err)
 		}

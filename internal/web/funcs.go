@@ -5,6 +5,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"html/template"
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"strings"
 	"time"
@@ -124,17 +125,17 @@ type decideFormData struct {
 }
 
 // holdReasons say what a security hold's stored reason code means.
-var holdReasons = map[string]string{
-	"fork_pr":       "pull request from a fork",
-	"context_trust": "the context requires a trusted change",
+var holdReasons = map[hold.Reason]string{
+	hold.ReasonForkPR:       "pull request from a fork",
+	hold.ReasonContextTrust: "the context requires a trusted change",
 }
 
 // holdReason is a hold's reason for a reader: a stored code is explained
 // and kept in parentheses ("pull request from a fork (fork_pr)"); a
 // sentence is shown as it is.
-func holdReason(r string) string {
+func holdReason(r hold.Reason) string {
 	if t, ok := holdReasons[r]; ok {
-		return t + " (" + r + ")"
+		return t + " (" + string(r) + ")"
 	}
-	return r
+	return string(r)
 }

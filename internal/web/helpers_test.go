@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/approval"
@@ -117,7 +118,7 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) seed() {
 	ctx := context.Background()
 	t := h.t
-	src := &store.Source{ID: "src-1", OrgID: "demo", Name: "app", Provider: "generic", RoutingKey: "generic:demo:src-1",
+	src := &store.Source{ID: "src-1", OrgID: "demo", Name: "app", Provider: provider.Generic, RoutingKey: "generic:demo:src-1",
 		VerificationMethod: "none", Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := h.st.CreateSource(ctx, src); err != nil {
 		t.Fatal(err)
@@ -131,16 +132,16 @@ func (h *harness) seed() {
 	}
 	h.runID = "11111111-1111-1111-1111-111111111111"
 	now := time.Now().UTC()
-	run := &store.Run{ID: h.runID, WorkflowName: "ci", Status: "running", Provider: "generic", RepoIdentifier: "demo/app",
+	run := &store.Run{ID: h.runID, WorkflowName: "ci", Status: status.RunRunning, Provider: provider.Generic, RepoIdentifier: "demo/app",
 		Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), DeliveryID: del.ID, SourceID: src.ID, OrgID: "demo",
 		TriggerType: "push", TargetBranch: "main", CreatedAt: now, StartedAt: &now}
 	cfg := json.RawMessage(`{"steps":[{"name":"compile"},{"name":"test"}]}`)
 	jobs := []*store.Job{
-		{ID: "22222222-0000-0000-0000-000000000001", RunID: run.ID, JobName: evilJob, BaseJobName: evilJob, Status: "running", Config: cfg, CreatedAt: now, StartedAt: &now},
-		{ID: "22222222-0000-0000-0000-000000000002", RunID: run.ID, JobName: "test", BaseJobName: "test", Status: "pending", Config: cfg, CreatedAt: now.Add(time.Millisecond),
-			Needs: []store.Need{{Upstream: evilJob, RunOn: []status.Job{"success"}}}},
-		{ID: "22222222-0000-0000-0000-000000000003", RunID: run.ID, JobName: "deploy", BaseJobName: "deploy", Status: "pending", Config: cfg, CreatedAt: now.Add(2 * time.Millisecond),
-			Needs: []store.Need{{Upstream: "test", RunOn: []status.Job{"success"}}}},
+		{ID: "22222222-0000-0000-0000-000000000001", RunID: run.ID, JobName: evilJob, BaseJobName: evilJob, Status: status.JobRunning, Config: cfg, CreatedAt: now, StartedAt: &now},
+		{ID: "22222222-0000-0000-0000-000000000002", RunID: run.ID, JobName: "test", BaseJobName: "test", Status: status.JobPending, Config: cfg, CreatedAt: now.Add(time.Millisecond),
+			Needs: []store.Need{{Upstream: evilJob, RunOn: []status.Job{status.JobSuccess}}}},
+		{ID: "22222222-0000-0000-0000-000000000003", RunID: run.ID, JobName: "deploy", BaseJobName: "deploy", Status: status.JobPending, Config: cfg, CreatedAt: now.Add(2 * time.Millisecond),
+			Needs: []store.Need{{Upstream: "test", RunOn: []status.Job{status.JobSuccess}}}},
 	}
 	if err := h.st.CreateRun(ctx, run, jobs); err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func (h *harness) seed() {
 	for _, j := range jobs {
 		h.jobIDs = append(h.jobIDs, j.ID)
 	}
-	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "compile", Status: "running", StartedAt: &now}); err != nil {
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "compile", Status: status.StepRunning, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: 1, Stream: "stdout", Text: evilLog}}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -132,8 +133,8 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 	if job.Status == status.JobRunning && job.StartedAt != nil {
 		d.JobSince, d.JobElapsed = job.StartedAt.UTC().Format(time.RFC3339), fmtElapsed(u.d.Now().Sub(*job.StartedAt))
 	}
-	if holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{JobID: job.ID, Statuses: []string{store.HoldPending}, Limit: 10}); err == nil && len(holds) > 0 {
-		d.Hold = holds[0].Reason
+	if holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{JobID: job.ID, Statuses: []hold.Status{hold.Pending}, Limit: 10}); err == nil && len(holds) > 0 {
+		d.Hold = string(holds[0].Reason)
 	}
 	stepURL := func(from int) string {
 		v := url.Values{"step": {strconv.Itoa(sel)}}

@@ -113,7 +113,7 @@ func TestContainerBuildIsItsOwnStep(t *testing.T) {
 	}
 	run.ID = "11111111-1111-1111-1111-111111111119"
 	job := &store.Job{ID: "22222222-0000-0000-0000-000000000009", RunID: run.ID, JobName: "image", BaseJobName: "image",
-		Status: "running", CreatedAt: now, StartedAt: &now,
+		Status: status.JobRunning, CreatedAt: now, StartedAt: &now,
 		Config: json.RawMessage(`{"container":{"build":{"context":"ci","dockerfile":"Dockerfile"}},"steps":[{"name":"test"}]}`)}
 	if err := h.st.CreateRun(ctx, run, []*store.Job{job}); err != nil {
 		t.Fatal(err)

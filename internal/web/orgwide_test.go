@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -14,7 +16,7 @@ import (
 // defined, beside the repository's own runs.
 func TestOrgWideRunShowsWhereItWasDefined(t *testing.T) {
 	h := newHarness(t)
-	r := &store.Run{ID: "55555555-5555-5555-5555-555555555555", WorkflowName: "org-lint", Status: "success", Provider: "local",
+	r := &store.Run{ID: "55555555-5555-5555-5555-555555555555", WorkflowName: "org-lint", Status: status.RunSuccess, Provider: provider.Local,
 		RepoIdentifier: "demo/app", OrgID: "demo", CreatedAt: time.Now().UTC(),
 		WorkflowOrigin: "demo/policies@0123456789ab:.kici/workflows/lint.yaml"}
 	if err := h.st.CreateRun(context.Background(), r, nil); err != nil {

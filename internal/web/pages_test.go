@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -36,19 +38,19 @@ func (h *harness) forkRun(t *testing.T) (*store.Run, *store.HeldRun) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	run := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "ci", Status: status.RunHeld, Provider: "github",
+	run := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "ci", Status: status.RunHeld, Provider: provider.GitHub,
 		RepoIdentifier: "demo/app", Ref: "refs/pull/42/head", SHA: strings.Repeat("b", 40), DeliveryID: del.ID, SourceID: "src-1",
 		OrgID: "demo", TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, CreatedAt: now}
 	if err := h.st.CreateRun(ctx, run, []*store.Job{{ID: "44444444-0000-0000-0000-000000000001", RunID: run.ID, JobName: "test",
 		BaseJobName: "test", Status: status.JobHeld, Config: json.RawMessage(`{"steps":[{"name":"go test"}]}`), CreatedAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	hold := &store.HeldRun{ID: "hold-fork-42", OrgID: "demo", RunID: run.ID, HoldType: store.HoldSecurity, QueueType: store.HoldQueueSecurity,
-		HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR, Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Hour)}
-	if ok, err := h.st.CreateHeldRun(ctx, hold, nil); err != nil || !ok {
+	held := &store.HeldRun{ID: "hold-fork-42", OrgID: "demo", RunID: run.ID, HoldType: hold.Security, QueueType: hold.QueueSecurity,
+		HoldScope: hold.ScopeWorkflow, Reason: hold.ReasonForkPR, Clauses: []store.ApprovalClause{}, ExpiresAt: now.Add(time.Hour)}
+	if ok, err := h.st.CreateHeldRun(ctx, held, nil); err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
-	return run, hold
+	return run, held
 }
 
 // A reviewer sees who opened a held fork pull request, from which fork,
@@ -56,7 +58,7 @@ func (h *harness) forkRun(t *testing.T) (*store.Run, *store.HeldRun) {
 // and on the run page, and decides on the run page itself.
 func TestHeldForkRunShowsPullRequestAndDecidesOnRunPage(t *testing.T) {
 	h := newHarness(t)
-	run, hold := h.forkRun(t)
+	run, held := h.forkRun(t)
 	c := h.client()
 	csrf := c.signIn(h.tokens[auth.RoleAdmin])
 	want := []string{`#42 Speed up &lt;b&gt;parser&lt;/b&gt;`, `href="https://github.com/demo/app/pull/42"`,
@@ -66,14 +68,14 @@ func TestHeldForkRunShowsPullRequestAndDecidesOnRunPage(t *testing.T) {
 	mustContain(t, "held page", body, want...)
 	_, body, _ = c.get("/ui/runs/" + run.ID)
 	mustContain(t, "run page", body, want...)
-	mustContain(t, "run page", body, `action="/ui/held/`+hold.ID+`/decision"`, `name="back" value="run"`, `value="approve"`, `value="reject"`)
+	mustContain(t, "run page", body, `action="/ui/held/`+held.ID+`/decision"`, `name="back" value="run"`, `value="approve"`, `value="reject"`)
 	mustNotContain(t, "run page", body, "Approve or reject on the held runs page")
 
-	code, _, resp := c.post("/ui/held/"+hold.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}, "back": {"run"}})
+	code, _, resp := c.post("/ui/held/"+held.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}, "back": {"run"}})
 	if code != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/runs/"+run.ID+"?flash=approved" {
 		t.Fatalf("approve from the run page: %d %s", code, resp.Header.Get("Location"))
 	}
-	if got, _ := h.st.GetHeldRun(context.Background(), hold.ID); got.Status != store.HoldApproved {
+	if got, _ := h.st.GetHeldRun(context.Background(), held.ID); got.Status != hold.Approved {
 		t.Fatalf("hold after approval on the run page: %s", got.Status)
 	}
 }
@@ -241,7 +243,7 @@ func TestRunsListShowsCommitTitleAndActor(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	if err := h.st.CreateRun(ctx, &store.Run{ID: "55555555-5555-5555-5555-555555555555", WorkflowName: "ci", Status: status.RunSuccess,
-		Provider: "generic", RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("c", 40), DeliveryID: "d-multi",
+		Provider: provider.Generic, RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("c", 40), DeliveryID: "d-multi",
 		SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,7 @@ func TestRerunFailedJobsAndRerunLinks(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	mk := func(id string, st status.Run) {
-		if err := h.st.CreateRun(ctx, &store.Run{ID: id, WorkflowName: "ci", Status: st, Provider: "generic", RepoIdentifier: "demo/app",
+		if err := h.st.CreateRun(ctx, &store.Run{ID: id, WorkflowName: "ci", Status: st, Provider: provider.Generic, RepoIdentifier: "demo/app",
 			Ref: "refs/heads/main", SHA: strings.Repeat("d", 40), SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now}, nil); err != nil {
 			t.Fatal(err)
 		}

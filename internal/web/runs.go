@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -201,7 +202,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 	d.CanCancel = !d.Terminal && u.d.Cancel != nil && can(p, auth.PermRunCancel)
 	d.CanRerun = d.Terminal && u.d.Rerun != nil && can(p, auth.PermRunRerun)
 	d.CanRerunFailed = d.CanRerun && run.Status == status.RunFailed
-	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []string{store.HoldPending}, Limit: 200})
+	holds, err := u.d.Store.ListHeldRuns(ctx, store.HeldRunFilter{RunID: run.ID, Statuses: []hold.Status{hold.Pending}, Limit: 200})
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (u *UI) runDetails(r *http.Request, p auth.Principal, run *store.Run) (*run
 	}
 	for _, h := range holds {
 		if h.JobID != "" {
-			d.HoldByJob[h.JobID] = h.Reason
+			d.HoldByJob[h.JobID] = string(h.Reason)
 		}
 	}
 	d.Notifications = u.runNotifications(r, p, run.ID)

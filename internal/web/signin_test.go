@@ -15,6 +15,7 @@ import (
 
 	"github.com/oauth2-proxy/mockoidc"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/auth/idp"
 	"kici.dev/kici/internal/store"
@@ -291,10 +292,10 @@ func TestSignInReviewerApproves(t *testing.T) {
 	h.withSignIn([]auth.RoleRule{{Groups: []string{"dev"}, Role: auth.RoleAuditor}}, oidcConfig(m))
 	host := strings.TrimPrefix(m.Addr(), "http://")
 	reviewer := "oidc:" + host + ":rev-1"
-	hold := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: store.HoldReviewer, QueueType: "job",
-		HoldScope: "job", Reason: "required_reviewers", Clauses: []store.ApprovalClause{{Kind: "user", Value: reviewer}},
+	held := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: hold.Reviewer, QueueType: "job",
+		HoldScope: hold.ScopeJob, Reason: "required_reviewers", Clauses: []store.ApprovalClause{{Kind: "user", Value: reviewer}},
 		ExpiresAt: time.Now().Add(time.Hour)}
-	if ok, err := h.st.CreateHeldRun(context.Background(), hold, nil); err != nil || !ok {
+	if ok, err := h.st.CreateHeldRun(context.Background(), held, nil); err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
 
@@ -302,11 +303,11 @@ func TestSignInReviewerApproves(t *testing.T) {
 	o := h.client()
 	o.providerSignIn("sso", "/ui/held")
 	csrf := o.csrf("/ui/held")
-	code, body, _ := o.post("/ui/held/"+hold.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}})
+	code, body, _ := o.post("/ui/held/"+held.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}})
 	if code != http.StatusConflict || !strings.Contains(body, "is not a reviewer of this hold") {
 		t.Fatalf("another person's approval: %d %s", code, body)
 	}
-	if got, _ := h.st.GetHeldRun(context.Background(), hold.ID); got.Status != store.HoldPending {
+	if got, _ := h.st.GetHeldRun(context.Background(), held.ID); got.Status != hold.Pending {
 		t.Fatalf("hold decided by a non-reviewer: %s", got.Status)
 	}
 
@@ -316,11 +317,11 @@ func TestSignInReviewerApproves(t *testing.T) {
 	_, body, _ = r.get("/ui/held")
 	mustContain(t, "reviewer's held page", body, `value="approve"`)
 	csrf = r.csrf("/ui/held")
-	if code, body, _ := r.post("/ui/held/"+hold.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}}); code != http.StatusSeeOther {
+	if code, body, _ := r.post("/ui/held/"+held.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}}); code != http.StatusSeeOther {
 		t.Fatalf("reviewer's approval: %d %s", code, body)
 	}
-	got, _ := h.st.GetHeldRun(context.Background(), hold.ID)
-	if got.Status != store.HoldApproved || len(got.Approvals) != 1 || got.Approvals[0].Approver != reviewer {
+	got, _ := h.st.GetHeldRun(context.Background(), held.ID)
+	if got.Status != hold.Approved || len(got.Approvals) != 1 || got.Approvals[0].Approver != reviewer {
 		t.Fatalf("hold after the reviewer's approval: %s %+v", got.Status, got.Approvals)
 	}
 	log, _ := h.st.ListAccessLog(context.Background(), store.AccessLogFilter{Action: "held_run.approve"})

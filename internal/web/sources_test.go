@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -14,8 +15,12 @@ import (
 func TestSourcesPageNamesForges(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	for _, c := range []struct{ name, provider, preset string }{
-		{"gt", "generic", "gitea"}, {"gl", "generic", "gitlab-repo"}, {"hooks", "generic", ""},
+	for _, c := range []struct {
+		name     string
+		provider provider.Name
+		preset   string
+	}{
+		{"gt", provider.Generic, "gitea"}, {"gl", provider.Generic, "gitlab-repo"}, {"hooks", provider.Generic, ""},
 	} {
 		src := &store.Source{ID: "src-" + c.name, OrgID: "acme", Name: c.name, Provider: c.provider, RoutingKey: "generic:acme:src-" + c.name,
 			VerificationMethod: "hmac_sha256", WebhookSecret: strings.Repeat("s", 32), Enabled: true, CreatedAt: time.Now().UTC()}

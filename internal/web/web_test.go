@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -180,9 +182,9 @@ func TestCSRFRequiredOnEveryPost(t *testing.T) {
 
 func TestAuditorSeesNoActionsAndIsRefused(t *testing.T) {
 	h := newHarness(t)
-	hold := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: store.HoldSecurity, QueueType: "job",
-		HoldScope: "job", Reason: "fork_pr", ExpiresAt: time.Now().Add(time.Hour)}
-	if ok, err := h.st.CreateHeldRun(context.Background(), hold, nil); err != nil || !ok {
+	held := &store.HeldRun{OrgID: "demo", RunID: h.runID, JobID: h.jobIDs[1], HoldType: hold.Security, QueueType: "job",
+		HoldScope: hold.ScopeJob, Reason: hold.ReasonForkPR, ExpiresAt: time.Now().Add(time.Hour)}
+	if ok, err := h.st.CreateHeldRun(context.Background(), held, nil); err != nil || !ok {
 		t.Fatalf("hold: %v %v", ok, err)
 	}
 	c := h.client()
@@ -194,14 +196,14 @@ func TestAuditorSeesNoActionsAndIsRefused(t *testing.T) {
 	mustNotContain(t, "auditor held page", body, "Approve", `value="approve"`)
 	// A hand-made POST with a valid session and CSRF token is still refused
 	// by the permission table.
-	code, body, _ := c.post("/ui/held/"+hold.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}})
+	code, body, _ := c.post("/ui/held/"+held.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}})
 	if code != http.StatusForbidden || !strings.Contains(body, `does not have permission &#34;ci_trust.admin&#34;`) {
 		t.Fatalf("auditor decision: %d %s", code, body)
 	}
 	if code, _, _ := c.post(h.runURL()+"/cancel", url.Values{"csrf": {csrf}}); code != http.StatusForbidden {
 		t.Fatalf("auditor cancel: %d", code)
 	}
-	if got, _ := h.st.GetHeldRun(context.Background(), hold.ID); got.Status != store.HoldPending {
+	if got, _ := h.st.GetHeldRun(context.Background(), held.ID); got.Status != hold.Pending {
 		t.Fatalf("hold decided by an auditor: %s", got.Status)
 	}
 
@@ -210,12 +212,12 @@ func TestAuditorSeesNoActionsAndIsRefused(t *testing.T) {
 	csrf = a.signIn(h.tokens[auth.RoleAdmin])
 	_, body, _ = a.get("/ui/held")
 	mustContain(t, "admin held page", body, `value="approve"`)
-	code, _, _ = a.post("/ui/held/"+hold.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}, "comment": {"looks fine <b>"}})
+	code, _, _ = a.post("/ui/held/"+held.ID+"/decision", url.Values{"csrf": {csrf}, "decision": {"approve"}, "comment": {"looks fine <b>"}})
 	if code != http.StatusSeeOther {
 		t.Fatalf("admin approve: %d", code)
 	}
-	got, _ := h.st.GetHeldRun(context.Background(), hold.ID)
-	if got.Status != store.HoldApproved {
+	got, _ := h.st.GetHeldRun(context.Background(), held.ID)
+	if got.Status != hold.Approved {
 		t.Fatalf("hold after approval: %s", got.Status)
 	}
 }
@@ -262,7 +264,7 @@ func TestJobPageShowsOutputsAndArtifacts(t *testing.T) {
 func TestScopedTokenSeesOnlyItsRuns(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	other := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "secret-wf", Status: "success", Provider: "generic",
+	other := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "secret-wf", Status: status.RunSuccess, Provider: provider.Generic,
 		RepoIdentifier: "other/repo", OrgID: "demo", CreatedAt: time.Now().UTC()}
 	if err := h.st.CreateRun(ctx, other, nil); err != nil {
 		t.Fatal(err)
@@ -296,7 +298,7 @@ func TestRunsFiltersAndPages(t *testing.T) {
 	base := time.Now().UTC()
 	for i := 0; i < 30; i++ {
 		r := &store.Run{ID: "44444444-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10)),
-			WorkflowName: "nightly", Status: []status.Run{"success", "failed"}[i%2], Provider: "generic", RepoIdentifier: "demo/app",
+			WorkflowName: "nightly", Status: []status.Run{status.RunSuccess, status.RunFailed}[i%2], Provider: provider.Generic, RepoIdentifier: "demo/app",
 			Ref: "refs/heads/release", OrgID: "demo", TriggerType: "schedule", CreatedAt: base.Add(time.Duration(i) * time.Second)}
 		if err := h.st.CreateRun(ctx, r, nil); err != nil {
 			t.Fatal(err)

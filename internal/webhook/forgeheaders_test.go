@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -20,7 +21,7 @@ func TestGiteaDocumentedHeadersAreAccepted(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
 	for _, tc := range []struct{ name, header string }{{"gitea-named", "X-Gitea-Signature"}, {"gitea-default", ""}} {
-		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: tc.name, Provider: "generic", RoutingKey: "generic:acme:" + tc.name,
+		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: tc.name, Provider: provider.Generic, RoutingKey: "generic:acme:" + tc.name,
 			VerificationMethod: VerifyHMACSHA256, WebhookSecret: "gitea-secret", Enabled: true}
 		set := &store.SourceSettings{SignatureHeader: tc.header, Git: &store.GitConfig{Preset: "gitea", GitURLTemplate: "https://g/{repo}.git"}}
 		if err := e.st.CreateSourceWithSettings(ctx, src, set, nil); err != nil {
@@ -54,7 +55,7 @@ func TestGiteaDocumentedHeadersAreAccepted(t *testing.T) {
 func TestGitLabDocumentedHeadersAreAccepted(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
-	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitlab", Provider: "generic", RoutingKey: "generic:acme:gitlab",
+	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitlab", Provider: provider.Generic, RoutingKey: "generic:acme:gitlab",
 		VerificationMethod: VerifyBearerToken, WebhookSecret: "gl-token", Enabled: true}
 	set := &store.SourceSettings{TokenHeader: "X-Gitlab-Token", Git: &store.GitConfig{Preset: "gitlab-repo", GitURLTemplate: "https://gl/{repo}.git"}}
 	if err := e.st.CreateSourceWithSettings(ctx, src, set, nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/teststore"
 )
@@ -24,7 +25,7 @@ import (
 func FuzzGenericWebhook(f *testing.F) {
 	ctx := context.Background()
 	st := teststore.SQLite(f)
-	src := &store.Source{ID: "src-f", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-f",
+	src := &store.Source{ID: "src-f", OrgID: "acme", Name: "app", Provider: provider.Local, RoutingKey: "generic:acme:src-f",
 		LocalPath: "/srv/app", VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := st.CreateSource(ctx, src); err != nil {
 		f.Fatal(err)

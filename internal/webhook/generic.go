@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger"
@@ -132,7 +133,7 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	src, err := in.st.GetSourceByName(ctx, org, name)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && src.Provider == ProviderGitHub) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && src.Provider == provider.GitHub) {
 		fail(w, http.StatusNotFound, "source not found")
 		return
 	}
@@ -207,7 +208,7 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if event == "" {
-		if src.Provider == "local" || set.Git != nil {
+		if src.Provider == provider.Local || set.Git != nil {
 			rej(http.StatusBadRequest, "missing "+eventHeader+" header", body, size)
 			return
 		}
@@ -248,7 +249,7 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 		head.Action, head.Ref, head.Repository.FullName = "", "", ""
 	}
 	action := head.Action
-	if src.Provider != "local" && set.Git == nil && event != DefaultGenericEvent {
+	if src.Provider != provider.Local && set.Git == nil && event != DefaultGenericEvent {
 		action = event
 	}
 	d := &store.Delivery{ID: src.RoutingKey + ":" + rawID, SourceID: src.ID, OrgID: src.OrgID, Event: event,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/testutil/teststore"
 )
@@ -33,15 +34,15 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{st: teststore.SQLite(t)}
 	ctx := context.Background()
-	e.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: "local", RoutingKey: "generic:acme:src-1",
+	e.src = &store.Source{ID: "src-1", OrgID: "acme", Name: "app", Provider: provider.Local, RoutingKey: "generic:acme:src-1",
 		LocalPath: "/srv/app", VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := e.st.CreateSource(ctx, e.src); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*store.Source{
-		{ID: "src-2", OrgID: "acme", Name: "off", Provider: "local", RoutingKey: "generic:acme:src-2",
+		{ID: "src-2", OrgID: "acme", Name: "off", Provider: provider.Local, RoutingKey: "generic:acme:src-2",
 			VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: false, CreatedAt: time.Now().UTC()},
-		{ID: "src-3", OrgID: "acme", Name: "hook", Provider: "generic", RoutingKey: "generic:acme:src-3",
+		{ID: "src-3", OrgID: "acme", Name: "hook", Provider: provider.Generic, RoutingKey: "generic:acme:src-3",
 			VerificationMethod: VerifyBearerToken, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()},
 	} {
 		if err := e.st.CreateSource(ctx, s); err != nil {

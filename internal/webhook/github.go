@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -18,9 +19,6 @@ const (
 	HeaderHookTargetID     = "X-GitHub-Hook-Installation-Target-ID"
 	HeaderHubSignatureSHA1 = "X-Hub-Signature"
 )
-
-// ProviderGitHub is the provider of GitHub sources.
-const ProviderGitHub = "github"
 
 // GitHubRoutingKeyPrefix prefixes a GitHub App source's routing key
 // ("github:<appId>").
@@ -52,7 +50,7 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 	org, id := r.PathValue("orgId"), r.PathValue("sourceId")
 	ctx := r.Context()
 	src, err := in.st.GetSource(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (src.Provider != ProviderGitHub || src.OrgID != org)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (src.Provider != provider.GitHub || src.OrgID != org)) {
 		fail(w, http.StatusNotFound, "source not found")
 		return
 	}

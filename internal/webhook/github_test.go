@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +41,7 @@ type ghEnv struct {
 func newGHEnv(t *testing.T, opts Options, set *store.SourceSettings, secrets ...string) *ghEnv {
 	t.Helper()
 	e := &ghEnv{st: teststore.SQLite(t), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	e.src = &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gh", Provider: ProviderGitHub, RoutingKey: "github:4242",
+	e.src = &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:4242",
 		VerificationMethod: VerifyHMACSHA256, Enabled: true}
 	var secs []*store.SourceSecret
 	for _, s := range secrets {
@@ -339,7 +340,7 @@ func TestGenericVerificationMethods(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
 	mk := func(name, method string, set *store.SourceSettings, secrets ...string) {
-		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: name, Provider: "generic", RoutingKey: "generic:acme:" + name,
+		src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: name, Provider: provider.Generic, RoutingKey: "generic:acme:" + name,
 			VerificationMethod: method, Enabled: true}
 		var secs []*store.SourceSecret
 		for _, s := range secrets {
@@ -435,7 +436,7 @@ func TestRateLimiterRefill(t *testing.T) {
 func TestUniversalGitSourceHeaders(t *testing.T) {
 	e := newGHEnv(t, Options{}, nil, "k")
 	ctx := context.Background()
-	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitea", Provider: "generic", RoutingKey: "generic:acme:gitea",
+	src := &store.Source{ID: uuid.NewString(), OrgID: "acme", Name: "gitea", Provider: provider.Generic, RoutingKey: "generic:acme:gitea",
 		VerificationMethod: VerifyNone, Enabled: true}
 	if err := e.st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{Git: &store.GitConfig{Preset: "gitea", GitURLTemplate: "https://g/{repo}.git"}}, nil); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -21,7 +22,7 @@ func TestGenericIdempotencyKey(t *testing.T) {
 		{"bypath", store.SourceSettings{IdempotencyKeyPath: "$.event.id"}},
 		{"byheader", store.SourceSettings{IdempotencyKeyHeader: "X-Event-Id"}},
 	} {
-		src := &store.Source{ID: "idem-" + c.name, OrgID: "acme", Name: c.name, Provider: "generic", RoutingKey: "generic:acme:idem-" + c.name,
+		src := &store.Source{ID: "idem-" + c.name, OrgID: "acme", Name: c.name, Provider: provider.Generic, RoutingKey: "generic:acme:idem-" + c.name,
 			VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}
 		if err := e.st.CreateSource(ctx, src); err != nil {
 			t.Fatal(err)

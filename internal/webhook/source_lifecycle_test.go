@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -34,7 +35,7 @@ func postRaw(t *testing.T, url string, body []byte, hdr map[string]string) (int,
 func lifecycleEnv(t *testing.T) (*ghEnv, *store.Source) {
 	t.Helper()
 	e := newGHEnv(t, Options{}, &store.SourceSettings{RateLimitRPM: -1}, "k")
-	gen := &store.Source{ID: "src-gen", OrgID: "acme", Name: "hooks", Provider: "generic", RoutingKey: "generic:acme:src-gen",
+	gen := &store.Source{ID: "src-gen", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:src-gen",
 		VerificationMethod: VerifyHMACSHA256, WebhookSecret: secret, Enabled: true, CreatedAt: time.Now().UTC()}
 	if err := e.st.CreateSource(context.Background(), gen); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,10 @@
 package apitypes
 
-import "time"
+import (
+	"time"
+
+	"kici.dev/kici/internal/approval/hold"
+)
 
 // HeldRunView is one hold in GET /held-runs. JobID and JobName are null for
 // a workflow-scoped hold; ResolvedBy and ResolveNote are null while the
@@ -11,11 +15,11 @@ type HeldRunView struct {
 	RunID       string            `json:"runId"`
 	JobID       *string           `json:"jobId"`
 	JobName     *string           `json:"jobName"`
-	HoldType    string            `json:"holdType"`
-	QueueType   string            `json:"queueType"`
-	Status      string            `json:"status"`
-	HoldScope   string            `json:"holdScope"`
-	Reason      string            `json:"reason"`
+	HoldType    hold.Type         `json:"holdType"`
+	QueueType   hold.Queue        `json:"queueType"`
+	Status      hold.Status       `json:"status"`
+	HoldScope   hold.Scope        `json:"holdScope"`
+	Reason      hold.Reason       `json:"reason"`
 	Contexts    []string          `json:"contexts"`
 	Group       *string           `json:"group"`
 	ExpiresAt   time.Time         `json:"expiresAt"`
@@ -25,19 +29,6 @@ type HeldRunView struct {
 	ResolvedBy  *string           `json:"resolvedBy"`
 	ResolveNote *string           `json:"resolveNote"`
 }
-
-// Values of HeldRunView.HoldType the clients tell apart (KiCI
-// held_runs.hold_type).
-const (
-	// HoldTimer is a context's wait timer.
-	HoldTimer = "timer"
-	// HoldConcurrency is a context's concurrency limit.
-	HoldConcurrency = "concurrency"
-)
-
-// HoldPending is the HeldRunView.Status of a hold still waiting for a
-// decision (KiCI held_runs.status).
-const HoldPending = "pending"
 
 // HeldRunDecision is the body of POST /held-runs/decision (approval.Result
 // on the server): Status is the hold's state after the decision, pending

@@ -3,17 +3,16 @@ package apitypes
 import (
 	"encoding/json"
 	"time"
-)
 
-// ProviderGitHub is the provider type of GitHub sources.
-const ProviderGitHub = "github"
+	"kici.dev/kici/internal/provider"
+)
 
 // CreateGitHubSourceRequest is the body of POST /sources. Either AppID and
 // PrivateKey (a GitHub App; its credentials are checked with GET /app) or
 // Token (a personal or fine-grained access token) must be given.
 type CreateGitHubSourceRequest struct {
 	// Provider must be "github".
-	Provider string `json:"provider"`
+	Provider provider.Name `json:"provider"`
 	// OrgID owns the source; it is the first segment of the webhook URL.
 	OrgID string `json:"orgId"`
 	// Name is unique within the org ([a-z0-9._-], ≤ 100 chars).

@@ -3,6 +3,7 @@ package apitypes
 import (
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 )
 
@@ -16,24 +17,24 @@ const (
 
 // RunView is a run in API responses.
 type RunView struct {
-	RunID          string     `json:"runId"`
-	WorkflowName   string     `json:"workflowName"`
-	Status         status.Run `json:"status"`
-	Provider       string     `json:"provider"`
-	RepoIdentifier string     `json:"repoIdentifier"`
-	RepoURL        string     `json:"repoUrl"`
-	Ref            string     `json:"ref"`
-	SHA            string     `json:"sha"`
-	DeliveryID     *string    `json:"deliveryId"`
-	SourceID       *string    `json:"sourceId"`
-	OrgID          string     `json:"orgId"`
-	TriggeredBy    *string    `json:"triggeredBy"`
-	FailureReason  *string    `json:"failureReason"`
-	TimeoutMs      *int64     `json:"timeoutMs"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	StartedAt      *time.Time `json:"startedAt"`
-	CompletedAt    *time.Time `json:"completedAt"`
-	DurationMs     *int64     `json:"durationMs"`
+	RunID          string        `json:"runId"`
+	WorkflowName   string        `json:"workflowName"`
+	Status         status.Run    `json:"status"`
+	Provider       provider.Name `json:"provider"`
+	RepoIdentifier string        `json:"repoIdentifier"`
+	RepoURL        string        `json:"repoUrl"`
+	Ref            string        `json:"ref"`
+	SHA            string        `json:"sha"`
+	DeliveryID     *string       `json:"deliveryId"`
+	SourceID       *string       `json:"sourceId"`
+	OrgID          string        `json:"orgId"`
+	TriggeredBy    *string       `json:"triggeredBy"`
+	FailureReason  *string       `json:"failureReason"`
+	TimeoutMs      *int64        `json:"timeoutMs"`
+	CreatedAt      time.Time     `json:"createdAt"`
+	StartedAt      *time.Time    `json:"startedAt"`
+	CompletedAt    *time.Time    `json:"completedAt"`
+	DurationMs     *int64        `json:"durationMs"`
 	// TriggerType and TargetBranch are the run's context-gate facts;
 	// TrustTier is "trusted", "unknown" (a fork pull request) or null (a
 	// provider without a fork model); LockFileSource is "base" when the

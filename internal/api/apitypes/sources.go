@@ -1,6 +1,10 @@
 package apitypes
 
-import "time"
+import (
+	"time"
+
+	"kici.dev/kici/internal/provider"
+)
 
 // VerificationConfig configures a generic source's verification method.
 type VerificationConfig struct {
@@ -19,7 +23,7 @@ type CreateSourceRequest struct {
 	// last segment of the webhook URL.
 	Name string `json:"name"`
 	// ProviderType is "generic" (default) or "local".
-	ProviderType string `json:"providerType,omitempty"`
+	ProviderType provider.Name `json:"providerType,omitempty"`
 	// VerificationMethod is hmac_sha256 (default), bearer_token,
 	// ip_allowlist or none.
 	VerificationMethod string `json:"verificationMethod,omitempty"`
@@ -50,14 +54,14 @@ type LocalConfig struct {
 
 // SourceView is a source in API responses (never its secret).
 type SourceView struct {
-	ID                 string       `json:"id"`
-	OrgID              string       `json:"orgId"`
-	Name               string       `json:"name"`
-	ProviderType       string       `json:"providerType"`
-	RoutingKey         string       `json:"routingKey"`
-	VerificationMethod string       `json:"verificationMethod"`
-	Enabled            bool         `json:"enabled"`
-	LocalConfig        *LocalConfig `json:"localConfig"`
+	ID                 string        `json:"id"`
+	OrgID              string        `json:"orgId"`
+	Name               string        `json:"name"`
+	ProviderType       provider.Name `json:"providerType"`
+	RoutingKey         string        `json:"routingKey"`
+	VerificationMethod string        `json:"verificationMethod"`
+	Enabled            bool          `json:"enabled"`
+	LocalConfig        *LocalConfig  `json:"localConfig"`
 	// WebhookPath is where deliveries are posted: /webhook/<org>/generic/<name>.
 	WebhookPath string    `json:"webhookPath"`
 	CreatedAt   time.Time `json:"createdAt"`

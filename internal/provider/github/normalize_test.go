@@ -130,7 +130,7 @@ func TestNormalizeEveryFixture(t *testing.T) {
 		check("baseBranch", ev.BaseBranch, deref(exp.BaseBranch))
 		check("sourceRepo", ev.SourceRepo, deref(exp.SourceRepo))
 		check("senderUsername", ev.SenderUsername, deref(exp.Sender))
-		check("provider", ev.Provider, "github")
+		check("provider", string(ev.Provider), string(provider.GitHub))
 		check("lock ref", ref.Ref, exp.LockRef)
 		check("lock base ref", ref.BaseRef, deref(exp.BaseRef))
 		if ev.SenderUserID != exp.SenderID {

@@ -3,6 +3,7 @@ package local
 import (
 	"encoding/json"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/trigger"
 )
 
@@ -24,7 +25,7 @@ func PushEvent(p *PushPayload, sourceRepo string, changedFiles []string) *trigge
 		Payload:        payload,
 		TargetBranch:   name,
 		ChangedFiles:   changedFiles,
-		Provider:       "local",
+		Provider:       provider.Local,
 		SourceRepo:     sourceRepo,
 		SenderUsername: p.Sender.Login,
 	}

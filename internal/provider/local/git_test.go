@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/testutil/gitrepo"
 	"path/filepath"
 	"slices"
@@ -145,7 +146,7 @@ func TestPushEvent(t *testing.T) {
 	p := &PushPayload{Ref: "refs/heads/main", Before: ZeroSHA, After: sha,
 		Repository: PushRepository{FullName: "acme/app", Path: "/srv/app"}, Sender: PushSender{Login: "dev"}}
 	ev := PushEvent(p, "acme/app", []string{"a.go"})
-	if ev.Type != "push" || ev.TargetBranch != "main" || ev.SourceRepo != "acme/app" || ev.Provider != "local" ||
+	if ev.Type != "push" || ev.TargetBranch != "main" || ev.SourceRepo != "acme/app" || ev.Provider != provider.Local ||
 		ev.SenderUsername != "dev" || !slices.Equal(ev.ChangedFiles, []string{"a.go"}) || ev.Payload["after"] != sha {
 		t.Fatalf("%+v", ev)
 	}

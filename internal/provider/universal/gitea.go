@@ -37,7 +37,7 @@ func normalizeGitea(preset, eventName string, body []byte) (*trigger.Event, prov
 		Type:           eventName,
 		Action:         provider.Str(p, "action"),
 		Payload:        p,
-		Provider:       preset,
+		Provider:       provider.Name(preset),
 		SourceRepo:     provider.Str(p, "repository", "full_name"),
 		SenderUsername: userLogin(provider.Obj(p, "sender")),
 		SenderUserID:   provider.Int(p, "sender", "id"),

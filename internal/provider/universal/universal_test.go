@@ -34,7 +34,7 @@ func checkEvent(t *testing.T, name string, ev *trigger.Event, ref provider.LockR
 	if got != w {
 		t.Errorf("%s:\n got %+v\nwant %+v", name, got, w)
 	}
-	if ev.Provider != prov {
+	if ev.Provider != provider.Name(prov) {
 		t.Errorf("%s: provider %q, want %q", name, ev.Provider, prov)
 	}
 }

@@ -173,7 +173,7 @@ func rawArg(r json.RawMessage) any {
 // inList is the condition "col IN (the values)" (or NOT IN when negate)
 // with one "?" placeholder a value, and its arguments. An empty list is
 // never matched by IN and always by NOT IN.
-func inList(col string, vals []string, negate bool) (string, []any) {
+func inList[S ~string](col string, vals []S, negate bool) (string, []any) {
 	if len(vals) == 0 {
 		if negate {
 			return "1=1", nil
@@ -182,7 +182,7 @@ func inList(col string, vals []string, negate bool) (string, []any) {
 	}
 	args := make([]any, len(vals))
 	for i, v := range vals {
-		args[i] = v
+		args[i] = string(v)
 	}
 	op := " IN ("
 	if negate {

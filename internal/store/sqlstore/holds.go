@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -185,7 +186,7 @@ func loadHoldDetails(ctx context.Context, q conn, holds []*store.HeldRun) error 
 // waiting for a concurrent decider's row lock on PostgreSQL) is what makes
 // exactly one of two concurrent resolutions win.
 func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunApproval, clauses []store.ApprovalClause,
-	to, by, note string, at time.Time) (bool, error) {
+	to hold.Status, by, note string, at time.Time) (bool, error) {
 	var clauseArg any
 	if clauses != nil {
 		b, err := json.Marshal(clauses)
@@ -194,7 +195,7 @@ func (s *Store) DecideHeldRun(ctx context.Context, id string, a *store.HeldRunAp
 		}
 		clauseArg = string(b)
 	}
-	if to == store.HoldPending {
+	if to == hold.Pending {
 		to = ""
 	}
 	ok := false

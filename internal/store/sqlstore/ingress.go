@@ -210,13 +210,13 @@ func (s *Store) RecordDuplicate(ctx context.Context, e *store.EventLogEntry) err
 
 // FinishDeliveryOutcome finishes the delivery and its event-log entry in one
 // transaction.
-func (s *Store) FinishDeliveryOutcome(ctx context.Context, id, status, errText string, decisions json.RawMessage, o store.EventOutcome) error {
+func (s *Store) FinishDeliveryOutcome(ctx context.Context, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome) error {
 	return s.FinishDeliveryWithRuns(ctx, id, status, errText, decisions, o, nil)
 }
 
 // FinishDeliveryWithRuns creates runs (rows, jobs, contexts) and finishes
 // the delivery and its event-log entry in one transaction: all or nothing.
-func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id, status, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
+func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
 	for _, r := range runs {
 		runDefaults(r.Run, r.Jobs)
 	}

@@ -89,7 +89,7 @@ func (s *Store) GetDelivery(ctx context.Context, id string) (*store.Delivery, er
 
 // FinishDelivery sets status, error text, decision trace and processed_at
 // (now); ErrNotFound if the id is unknown.
-func (s *Store) FinishDelivery(ctx context.Context, id, status, errText string, decisions json.RawMessage) error {
+func (s *Store) FinishDelivery(ctx context.Context, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage) error {
 	return affected(s.exec(ctx, `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
 			claimed_by = NULL, claim_expires_at = NULL WHERE id = ?`,
 		status, errText, rawArg(decisions), s.d.ts(now()), id))

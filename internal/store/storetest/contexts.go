@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -260,20 +261,20 @@ func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 		}
 	}
 	must(t, s.CreateRun(ctx, fullRun("r1", at(0)), nil))
-	hold := func(org string, contexts ...string) *store.HeldRun {
+	mkHold := func(org string, contexts ...string) *store.HeldRun {
 		t.Helper()
-		h := &store.HeldRun{OrgID: org, RunID: "r1", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, Reason: "needs review", Contexts: contexts, ExpiresAt: at(3600)}
+		h := &store.HeldRun{OrgID: org, RunID: "r1", HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, Reason: "needs review", Contexts: contexts, ExpiresAt: at(3600)}
 		ok, err := s.CreateHeldRun(ctx, h, nil)
 		if err != nil || !ok {
 			t.Fatalf("create hold: %v %v", ok, err)
 		}
 		return h
 	}
-	h1 := hold("acme", "release", "staging")
-	h2 := hold("acme", "release")
-	hold("other", "release")   // another org's hold does not count
-	hold("acme", "release-eu") // nor does another name
+	h1 := mkHold("acme", "release", "staging")
+	h2 := mkHold("acme", "release")
+	mkHold("other", "release")   // another org's hold does not count
+	mkHold("acme", "release-eu") // nor does another name
 
 	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 2 {
 		t.Fatalf("count pending: %d %v", n, err)
@@ -290,7 +291,7 @@ func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 	wantErr(t, "delete unknown context", s.DeleteContext(ctx, "acme", "staging"), store.ErrNotFound)
 
 	for _, h := range []*store.HeldRun{h1, h2} {
-		ok, err := s.DecideHeldRun(ctx, h.ID, nil, nil, store.HoldRejected, "alice", "no", at(10))
+		ok, err := s.DecideHeldRun(ctx, h.ID, nil, nil, hold.Rejected, "alice", "no", at(10))
 		wantChanged(t, "reject "+h.ID, ok, err, true)
 	}
 	if n, err := s.CountPendingHeldRunsForContext(ctx, "acme", "release"); err != nil || n != 0 {
@@ -365,7 +366,7 @@ func slotJobsRun(t *testing.T, s store.Store, id string, jobIDs ...string) {
 	t.Helper()
 	jobs := make([]*store.Job, len(jobIDs))
 	for i, j := range jobIDs {
-		jobs[i] = &store.Job{ID: j, JobName: j, BaseJobName: j, Status: "queued"}
+		jobs[i] = &store.Job{ID: j, JobName: j, BaseJobName: j, Status: status.JobQueued}
 	}
 	must(t, s.CreateRun(ctxT(t), fullRun(id, at(0)), jobs))
 }
@@ -411,7 +412,7 @@ func testContextSlots(t *testing.T, s store.Store) {
 	acquire("acme", "staging", "j4", 1, false)
 
 	// A finished job frees its slot.
-	ok, err := s.UpdateJobStatus(ctx, "j1", nil, "success", store.JobUpdate{})
+	ok, err := s.UpdateJobStatus(ctx, "j1", nil, status.JobSuccess, store.JobUpdate{})
 	wantChanged(t, "finish j1", ok, err, true)
 	acquire("acme", "deploy", "j3", 2, true)
 	acquire("acme", "deploy", "j4", 2, false)
@@ -421,11 +422,11 @@ func testContextSlots(t *testing.T, s store.Store) {
 	ok, err = s.UpdateJobStatus(ctx, "j2", nil, status.JobHeld, store.JobUpdate{})
 	wantChanged(t, "hold j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, false)
-	ok, err = s.UpdateJobStatus(ctx, "j2", nil, "cancelled", store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "j2", nil, status.JobCancelled, store.JobUpdate{})
 	wantChanged(t, "cancel j2", ok, err, true)
 	acquire("acme", "deploy", "j4", 2, true)
 	acquire("acme", "staging", "j1", 1, false) // j3 still holds staging
-	ok, err = s.UpdateJobStatus(ctx, "j3", nil, "cancelled", store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "j3", nil, status.JobCancelled, store.JobUpdate{})
 	wantChanged(t, "cancel j3", ok, err, true)
 	holders("acme", "staging") // a terminal job holds nothing
 	acquire("acme", "staging", "j4", 1, true)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -16,7 +18,7 @@ func testFinishDeliveryWithRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	accept := func(id string) {
 		must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: "src", OrgID: "org", Event: "push", ReceivedAt: at(0)},
-			&store.EventLogEntry{OrgID: "org", SourceID: "src", RoutingKey: "local:src", Event: "push", Source: "direct", Provider: "local"}))
+			&store.EventLogEntry{OrgID: "org", SourceID: "src", RoutingKey: "local:src", Event: "push", Source: "direct", Provider: provider.Local}))
 	}
 	newRun := func(delivery, id string, jobs int, rc *store.RunContext) store.NewRun {
 		r := fullRun(id, at(1))
@@ -57,7 +59,7 @@ func testFinishDeliveryWithRuns(t *testing.T, s store.Store) {
 		t.Fatalf("jobs of ok-a: %d, want 250", len(jobs))
 	}
 	for i, j := range jobs {
-		if j.JobName != fmt.Sprintf("job-%d", i) || j.Status != "pending" || j.RunID != "ok-a" || len(j.RunsOnLabels) != 1 {
+		if j.JobName != fmt.Sprintf("job-%d", i) || j.Status != status.JobPending || j.RunID != "ok-a" || len(j.RunsOnLabels) != 1 {
 			t.Fatalf("job %d = %+v", i, j)
 		}
 	}

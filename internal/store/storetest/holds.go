@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -36,33 +37,33 @@ func testRunTrustFields(t *testing.T, s store.Store) {
 func heldJobsRun(t *testing.T, s store.Store) {
 	t.Helper()
 	must(t, s.CreateRun(ctxT(t), fullRun("r", at(0)), []*store.Job{
-		{ID: "j-queued", JobName: "deploy", BaseJobName: "deploy", Status: "queued", PendingReason: "no agent online"},
-		{ID: "j-running", JobName: "test", BaseJobName: "test", Status: "running"},
-		{ID: "j-done", JobName: "lint", BaseJobName: "lint", Status: "success"},
+		{ID: "j-queued", JobName: "deploy", BaseJobName: "deploy", Status: status.JobQueued, PendingReason: "no agent online"},
+		{ID: "j-running", JobName: "test", BaseJobName: "test", Status: status.JobRunning},
+		{ID: "j-done", JobName: "lint", BaseJobName: "lint", Status: status.JobSuccess},
 	}))
 }
 
 func testHeldRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	heldJobsRun(t, s)
-	must(t, s.CreateRun(ctx, fullRun("r-other", at(0)), []*store.Job{{ID: "j-other", JobName: "x", BaseJobName: "x", Status: "queued"}}))
+	must(t, s.CreateRun(ctx, fullRun("r-other", at(0)), []*store.Job{{ID: "j-other", JobName: "x", BaseJobName: "x", Status: status.JobQueued}}))
 
 	// Job-scoped: the job moves to held in the same transaction.
-	h := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: store.HoldReviewer,
-		QueueType: store.HoldQueueContext, HoldScope: store.HoldScopeJob,
+	h := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: hold.Reviewer,
+		QueueType: hold.QueueContext, HoldScope: hold.ScopeJob,
 		Reason:    "context 'release' requires approval from alice, bob",
 		Contexts:  []string{"release", "prod", "release"},
 		Clauses:   []store.ApprovalClause{{Kind: "user", Value: "alice"}, {Kind: "user", Value: "bob"}},
 		ExpiresAt: at(3600)}
-	ok, err := s.CreateHeldRun(ctx, h, []status.Job{"pending", "queued"})
+	ok, err := s.CreateHeldRun(ctx, h, []status.Job{status.JobPending, status.JobQueued})
 	wantChanged(t, "create job hold", ok, err, true)
-	if h.ID == "" || h.Status != store.HoldPending || h.CreatedAt.IsZero() {
+	if h.ID == "" || h.Status != hold.Pending || h.CreatedAt.IsZero() {
 		t.Fatalf("defaults not written back: id=%q status=%q created=%v", h.ID, h.Status, h.CreatedAt)
 	}
 	same(t, "contexts sorted and de-duplicated", []string{"prod", "release"}, h.Contexts)
 	j, err := s.GetJob(ctx, "j-queued")
 	must(t, err)
-	if j.Status != status.JobHeld || j.PendingReason != "held: "+h.Reason {
+	if j.Status != status.JobHeld || j.PendingReason != "held: "+string(h.Reason) {
 		t.Fatalf("held job: status=%q reason=%q", j.Status, j.PendingReason)
 	}
 	got, err := s.GetHeldRun(ctx, h.ID)
@@ -75,20 +76,20 @@ func testHeldRuns(t *testing.T, s store.Store) {
 		name, run, job string
 		from           []status.Job
 	}{
-		{"status not in jobFrom", "r", "j-running", []status.Job{"pending", "queued"}},
+		{"status not in jobFrom", "r", "j-running", []status.Job{status.JobPending, status.JobQueued}},
 		{"job of another run", "r", "j-other", nil},
 		{"terminal job, nil jobFrom", "r", "j-done", nil},
 		{"unknown job", "r", "j-nope", nil},
 	} {
-		miss := &store.HeldRun{OrgID: "acme", RunID: tc.run, JobID: tc.job, HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeJob, Reason: "wait", Contexts: []string{"release"}, ExpiresAt: at(60)}
+		miss := &store.HeldRun{OrgID: "acme", RunID: tc.run, JobID: tc.job, HoldType: hold.Timer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeJob, Reason: "wait", Contexts: []string{"release"}, ExpiresAt: at(60)}
 		ok, err := s.CreateHeldRun(ctx, miss, tc.from)
 		wantChanged(t, tc.name, ok, err, false)
 		if _, err := s.GetHeldRun(ctx, miss.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s: hold row written: %v", tc.name, err)
 		}
 	}
-	for id, want := range map[string]status.Job{"j-running": "running", "j-other": "queued", "j-done": "success"} {
+	for id, want := range map[string]status.Job{"j-running": status.JobRunning, "j-other": status.JobQueued, "j-done": status.JobSuccess} {
 		j, err := s.GetJob(ctx, id)
 		must(t, err)
 		if j.Status != want {
@@ -99,15 +100,15 @@ func testHeldRuns(t *testing.T, s store.Store) {
 		t.Fatalf("pending count after refused creates: %d %v", n, err)
 	}
 	// nil jobFrom takes any non-terminal job.
-	hr := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-running", HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
-		HoldScope: store.HoldScopeJob, Reason: "wait timer", ExpiresAt: at(60)}
+	hr := &store.HeldRun{OrgID: "acme", RunID: "r", JobID: "j-running", HoldType: hold.Timer, QueueType: hold.QueueContext,
+		HoldScope: hold.ScopeJob, Reason: "wait timer", ExpiresAt: at(60)}
 	ok, err = s.CreateHeldRun(ctx, hr, nil)
 	wantChanged(t, "nil jobFrom on a running job", ok, err, true)
 
 	// Workflow-scoped: no job is touched; a caller-chosen id is kept.
-	w := &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldType: store.HoldSecurity, QueueType: store.HoldQueueSecurity,
-		HoldScope: store.HoldScopeWorkflow, Reason: store.HoldReasonForkPR, ExpiresAt: at(7200)}
-	ok, err = s.CreateHeldRun(ctx, w, []status.Job{"pending"})
+	w := &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldType: hold.Security, QueueType: hold.QueueSecurity,
+		HoldScope: hold.ScopeWorkflow, Reason: hold.ReasonForkPR, ExpiresAt: at(7200)}
+	ok, err = s.CreateHeldRun(ctx, w, []status.Job{status.JobPending})
 	wantChanged(t, "create workflow hold", ok, err, true)
 	got, err = s.GetHeldRun(ctx, "hold-wf")
 	must(t, err)
@@ -117,7 +118,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	}
 	_, err = s.GetHeldRun(ctx, "nope")
 	wantErr(t, "GetHeldRun unknown", err, store.ErrNotFound)
-	ok, err = s.CreateHeldRun(ctx, &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldScope: store.HoldScopeWorkflow}, nil)
+	ok, err = s.CreateHeldRun(ctx, &store.HeldRun{ID: "hold-wf", OrgID: "acme", RunID: "r", HoldScope: hold.ScopeWorkflow}, nil)
 	if ok || !errors.Is(err, store.ErrConflict) {
 		t.Errorf("duplicate hold id: ok=%v err=%v", ok, err)
 	}
@@ -130,7 +131,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	wantChanged(t, "partial approval", ok, err, true)
 	got, err = s.GetHeldRun(ctx, h.ID)
 	must(t, err)
-	if got.Status != store.HoldPending || got.ResolvedAt != nil || got.ResolvedBy != "" {
+	if got.Status != hold.Pending || got.ResolvedAt != nil || got.ResolvedBy != "" {
 		t.Fatalf("partial approval resolved the hold: %+v", got)
 	}
 	same(t, "clauses after partial approval", partial, got.Clauses)
@@ -139,7 +140,7 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	// The resolving approval; a zero approval time takes the decision's.
 	full := []store.ApprovalClause{{Kind: "user", Value: "alice", SatisfiedBy: "alice"}, {Kind: "user", Value: "bob", SatisfiedBy: "bob"}}
 	a2 := &store.HeldRunApproval{Approver: "bob", Decision: "approve", Clauses: []string{"bob"}, Reason: "lgtm"}
-	ok, err = s.DecideHeldRun(ctx, h.ID, a2, full, store.HoldApproved, "bob", "lgtm", at(200))
+	ok, err = s.DecideHeldRun(ctx, h.ID, a2, full, hold.Approved, "bob", "lgtm", at(200))
 	wantChanged(t, "resolving approval", ok, err, true)
 	if !a2.At.Equal(at(200)) {
 		t.Errorf("approval time not defaulted: %v", a2.At)
@@ -147,36 +148,36 @@ func testHeldRuns(t *testing.T, s store.Store) {
 	got, err = s.GetHeldRun(ctx, h.ID)
 	must(t, err)
 	want := *h
-	want.Status, want.Clauses, want.ResolvedAt, want.ResolvedBy, want.ResolveNote = store.HoldApproved, full, ptime(at(200)), "bob", "lgtm"
+	want.Status, want.Clauses, want.ResolvedAt, want.ResolvedBy, want.ResolveNote = hold.Approved, full, ptime(at(200)), "bob", "lgtm"
 	want.Approvals = []store.HeldRunApproval{*a1, *a2}
 	same(t, "resolved hold", &want, got)
 
 	// Decided once: later decisions write nothing.
 	late := &store.HeldRunApproval{Approver: "carol", Decision: "reject", Reason: "too late", At: at(300)}
-	ok, err = s.DecideHeldRun(ctx, h.ID, late, []store.ApprovalClause{}, store.HoldRejected, "carol", "too late", at(300))
+	ok, err = s.DecideHeldRun(ctx, h.ID, late, []store.ApprovalClause{}, hold.Rejected, "carol", "too late", at(300))
 	wantChanged(t, "decide a resolved hold", ok, err, false)
 	ok, err = s.DecideHeldRun(ctx, h.ID, late, nil, "", "", "", at(300))
 	wantChanged(t, "partial approval of a resolved hold", ok, err, false)
 	got, err = s.GetHeldRun(ctx, h.ID)
 	must(t, err)
 	same(t, "resolved hold unchanged", &want, got)
-	ok, err = s.DecideHeldRun(ctx, "nope", late, nil, store.HoldRejected, "carol", "", at(300))
+	ok, err = s.DecideHeldRun(ctx, "nope", late, nil, hold.Rejected, "carol", "", at(300))
 	if ok || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("decide unknown hold: ok=%v err=%v", ok, err)
 	}
 
 	// A system resolution with nil clauses keeps the stored clauses and
 	// records no approval; a rejection's approval carries no clauses.
-	ok, err = s.DecideHeldRun(ctx, "hold-wf", nil, nil, store.HoldExpired, "system", "", at(7200))
+	ok, err = s.DecideHeldRun(ctx, "hold-wf", nil, nil, hold.Expired, "system", "", at(7200))
 	wantChanged(t, "expire", ok, err, true)
 	got, err = s.GetHeldRun(ctx, "hold-wf")
 	must(t, err)
-	if got.Status != store.HoldExpired || got.ResolvedBy != "system" || got.ResolvedAt == nil || !got.ResolvedAt.Equal(at(7200)) ||
+	if got.Status != hold.Expired || got.ResolvedBy != "system" || got.ResolvedAt == nil || !got.ResolvedAt.Equal(at(7200)) ||
 		got.Approvals != nil || got.Clauses == nil || len(got.Clauses) != 0 {
 		t.Errorf("expired hold: %+v", got)
 	}
 	rej := &store.HeldRunApproval{Approver: "dave", Decision: "reject", Reason: "no", At: at(70)}
-	ok, err = s.DecideHeldRun(ctx, hr.ID, rej, nil, store.HoldRejected, "dave", "no", at(70))
+	ok, err = s.DecideHeldRun(ctx, hr.ID, rej, nil, hold.Rejected, "dave", "no", at(70))
 	wantChanged(t, "reject", ok, err, true)
 	got, err = s.GetHeldRun(ctx, hr.ID)
 	must(t, err)
@@ -187,18 +188,18 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	// 12 workflow holds: i%2 org, i%3 run, i%4 status; created at i
 	// seconds (two sharing a time), expiring at 100-i seconds.
-	statuses := []string{store.HoldPending, store.HoldApproved, store.HoldPending, store.HoldExpired}
+	statuses := []hold.Status{hold.Pending, hold.Approved, hold.Pending, hold.Expired}
 	var all []*store.HeldRun
 	for i := 0; i < 12; i++ {
 		h := &store.HeldRun{ID: fmt.Sprintf("h%02d", i), OrgID: []string{"acme", "other"}[i%2], RunID: fmt.Sprintf("r%d", i%3),
-			HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext, HoldScope: store.HoldScopeWorkflow,
+			HoldType: hold.Reviewer, QueueType: hold.QueueContext, HoldScope: hold.ScopeWorkflow,
 			Reason: "review", Contexts: []string{fmt.Sprintf("ctx%d", i%2)}, ExpiresAt: at(100 - i), CreatedAt: at(i)}
 		if i == 11 {
 			h.CreatedAt = at(10) // tie with h10: id decides
 		}
 		ok, err := s.CreateHeldRun(ctx, h, nil)
 		wantChanged(t, "create "+h.ID, ok, err, true)
-		if statuses[i%4] != store.HoldPending {
+		if statuses[i%4] != hold.Pending {
 			ok, err := s.DecideHeldRun(ctx, h.ID, &store.HeldRunApproval{Approver: "alice", Decision: "approve", At: at(50)},
 				nil, statuses[i%4], "alice", "", at(50))
 			wantChanged(t, "resolve "+h.ID, ok, err, true)
@@ -207,8 +208,8 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 	}
 	// A job hold, to filter on.
 	heldJobsRun(t, s)
-	jh := &store.HeldRun{ID: "hjob", OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: store.HoldTimer, QueueType: store.HoldQueueContext,
-		HoldScope: store.HoldScopeJob, ExpiresAt: at(1000), CreatedAt: at(20)}
+	jh := &store.HeldRun{ID: "hjob", OrgID: "acme", RunID: "r", JobID: "j-queued", HoldType: hold.Timer, QueueType: hold.QueueContext,
+		HoldScope: hold.ScopeJob, ExpiresAt: at(1000), CreatedAt: at(20)}
 	ok, err := s.CreateHeldRun(ctx, jh, nil)
 	wantChanged(t, "create job hold", ok, err, true)
 
@@ -226,15 +227,15 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 	check("org", store.HeldRunFilter{OrgID: "other"}, "h01", "h03", "h05", "h07", "h09", "h11")
 	check("run", store.HeldRunFilter{RunID: "r1"}, "h01", "h04", "h07", "h10")
 	check("job", store.HeldRunFilter{JobID: "j-queued"}, "hjob")
-	check("statuses OR", store.HeldRunFilter{Statuses: []string{store.HoldApproved, store.HoldExpired}}, "h01", "h03", "h05", "h07", "h09", "h11")
+	check("statuses OR", store.HeldRunFilter{Statuses: []hold.Status{hold.Approved, hold.Expired}}, "h01", "h03", "h05", "h07", "h09", "h11")
 	due := at(94)
-	check("due by (inclusive) and pending", store.HeldRunFilter{Statuses: []string{store.HoldPending}, DueBy: &due}, "h06", "h08", "h10")
-	check("combined", store.HeldRunFilter{OrgID: "acme", RunID: "r0", Statuses: []string{store.HoldPending}}, "h00", "h06")
+	check("due by (inclusive) and pending", store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, DueBy: &due}, "h06", "h08", "h10")
+	check("combined", store.HeldRunFilter{OrgID: "acme", RunID: "r0", Statuses: []hold.Status{hold.Pending}}, "h00", "h06")
 	check("limit", store.HeldRunFilter{Limit: 3}, "h00", "h01", "h02")
 	check("no match", store.HeldRunFilter{OrgID: "nobody"})
 
 	// Listed holds carry their contexts and approvals.
-	got, err := s.ListHeldRuns(ctx, store.HeldRunFilter{RunID: "r1", Statuses: []string{store.HoldApproved}})
+	got, err := s.ListHeldRuns(ctx, store.HeldRunFilter{RunID: "r1", Statuses: []hold.Status{hold.Approved}})
 	must(t, err)
 	if len(got) != 1 || got[0].ID != "h01" {
 		t.Fatalf("approved holds of r1: %v", ids(got, func(h *store.HeldRun) string { return h.ID }))
@@ -251,8 +252,8 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	for round := 0; round < 3; round++ {
-		h := &store.HeldRun{OrgID: "acme", RunID: "r", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, ExpiresAt: at(3600)}
+		h := &store.HeldRun{OrgID: "acme", RunID: "r", HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, ExpiresAt: at(3600)}
 		ok, err := s.CreateHeldRun(ctx, h, nil)
 		wantChanged(t, "create", ok, err, true)
 		const n = 8
@@ -265,9 +266,9 @@ func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
 			go func(i int) {
 				defer wg.Done()
 				<-start
-				to, dec := store.HoldApproved, "approve"
+				to, dec := hold.Approved, "approve"
 				if i%2 == 1 {
-					to, dec = store.HoldRejected, "reject"
+					to, dec = hold.Rejected, "reject"
 				}
 				who := fmt.Sprintf("user-%d", i)
 				wins[i], errs[i] = s.DecideHeldRun(ctx, h.ID, &store.HeldRunApproval{Approver: who, Decision: dec, At: at(i)},
@@ -294,9 +295,9 @@ func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
 		got, err := s.GetHeldRun(ctx, h.ID)
 		must(t, err)
 		who := fmt.Sprintf("user-%d", winner)
-		wantStatus := store.HoldApproved
+		wantStatus := hold.Approved
 		if winner%2 == 1 {
-			wantStatus = store.HoldRejected
+			wantStatus = hold.Rejected
 		}
 		if got.Status != wantStatus || got.ResolvedBy != who || len(got.Approvals) != 1 || got.Approvals[0].Approver != who {
 			t.Fatalf("round %d: winner %s, stored %+v", round, who, got)
@@ -309,21 +310,21 @@ func testDecideHeldRunConcurrent(t *testing.T, s store.Store) {
 // and group, alone and combined with statuses and org.
 func testHeldRunGroups(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	mk := func(id, org, typ, group string, created int) *store.HeldRun {
+	mk := func(id, org string, typ hold.Type, group string, created int) *store.HeldRun {
 		t.Helper()
-		h := &store.HeldRun{ID: id, OrgID: org, RunID: "r-" + id, HoldType: typ, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, Reason: "wait", Group: group, ExpiresAt: at(1000), CreatedAt: at(created)}
+		h := &store.HeldRun{ID: id, OrgID: org, RunID: "r-" + id, HoldType: typ, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, Reason: "wait", Group: group, ExpiresAt: at(1000), CreatedAt: at(created)}
 		ok, err := s.CreateHeldRun(ctx, h, nil)
 		wantChanged(t, "create "+id, ok, err, true)
 		return h
 	}
-	c1 := mk("c1", "acme", store.HoldConcurrency, "deploy", 1)
-	mk("c2", "acme", store.HoldConcurrency, "deploy", 2)
-	mk("c3", "acme", store.HoldConcurrency, "build", 3)
-	mk("c4", "other", store.HoldConcurrency, "deploy", 4)
-	mk("r5", "acme", store.HoldReviewer, "", 5)
-	mk("t6", "acme", store.HoldTimer, "", 6)
-	ok, err := s.DecideHeldRun(ctx, "c2", nil, nil, store.HoldCancelled, "system", "superseded", at(10))
+	c1 := mk("c1", "acme", hold.Concurrency, "deploy", 1)
+	mk("c2", "acme", hold.Concurrency, "deploy", 2)
+	mk("c3", "acme", hold.Concurrency, "build", 3)
+	mk("c4", "other", hold.Concurrency, "deploy", 4)
+	mk("r5", "acme", hold.Reviewer, "", 5)
+	mk("t6", "acme", hold.Timer, "", 6)
+	ok, err := s.DecideHeldRun(ctx, "c2", nil, nil, hold.Cancelled, "system", "superseded", at(10))
 	wantChanged(t, "cancel c2", ok, err, true)
 
 	got, err := s.GetHeldRun(ctx, "c1")
@@ -348,14 +349,14 @@ func testHeldRunGroups(t *testing.T, s store.Store) {
 		}
 	}
 	check("no filter", store.HeldRunFilter{}, "c1", "c2", "c3", "c4", "r5", "t6")
-	check("hold type", store.HeldRunFilter{HoldType: store.HoldConcurrency}, "c1", "c2", "c3", "c4")
-	check("other hold type", store.HeldRunFilter{HoldType: store.HoldTimer}, "t6")
+	check("hold type", store.HeldRunFilter{HoldType: hold.Concurrency}, "c1", "c2", "c3", "c4")
+	check("other hold type", store.HeldRunFilter{HoldType: hold.Timer}, "t6")
 	check("group", store.HeldRunFilter{Group: "deploy"}, "c1", "c2", "c4")
 	check("group and org", store.HeldRunFilter{OrgID: "acme", Group: "deploy"}, "c1", "c2")
-	check("group, org and pending", store.HeldRunFilter{OrgID: "acme", Group: "deploy", Statuses: []string{store.HoldPending}}, "c1")
-	check("type, org and pending", store.HeldRunFilter{OrgID: "acme", HoldType: store.HoldConcurrency,
-		Statuses: []string{store.HoldPending}}, "c1", "c3")
-	check("type and group", store.HeldRunFilter{HoldType: store.HoldConcurrency, Group: "build"}, "c3")
-	check("group of another type", store.HeldRunFilter{HoldType: store.HoldReviewer, Group: "deploy"})
+	check("group, org and pending", store.HeldRunFilter{OrgID: "acme", Group: "deploy", Statuses: []hold.Status{hold.Pending}}, "c1")
+	check("type, org and pending", store.HeldRunFilter{OrgID: "acme", HoldType: hold.Concurrency,
+		Statuses: []hold.Status{hold.Pending}}, "c1", "c3")
+	check("type and group", store.HeldRunFilter{HoldType: hold.Concurrency, Group: "build"}, "c3")
+	check("group of another type", store.HeldRunFilter{HoldType: hold.Reviewer, Group: "deploy"})
 	check("unknown group", store.HeldRunFilter{Group: "nope"})
 }

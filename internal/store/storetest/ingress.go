@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -21,14 +22,14 @@ func testIngress(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 
 	// Source with settings and two secrets, atomically.
-	src := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: "github", RoutingKey: "github:42",
+	src := &store.Source{ID: "src-gh", OrgID: "acme", Name: "gh", Provider: provider.GitHub, RoutingKey: "github:42",
 		VerificationMethod: "hmac_sha256", Enabled: true, CreatedAt: at(0)}
 	set := &store.SourceSettings{MaxPayloadBytes: 1234, RateLimitRPM: 7, IPAllowlist: []string{"10.0.0.1"},
 		GitHub: &store.GitHubConfig{AppID: 42, PrivateKeyPEM: "pem", APIBaseURL: "http://x"},
 		Git:    &store.GitConfig{Preset: "gitea", GitURLTemplate: "https://g/{repo}.git", CredentialType: "pat", Credential: "c"}}
 	must(t, s.CreateSourceWithSettings(ctx, src, set, []*store.SourceSecret{{ID: "s1", Secret: "one", CreatedAt: at(0)}, {ID: "s2", Secret: "two", CreatedAt: at(1)}}))
 	// A conflicting name writes nothing: no settings row for the new id.
-	dup := &store.Source{ID: "src-dup", OrgID: "acme", Name: "gh", Provider: "github", Enabled: true}
+	dup := &store.Source{ID: "src-dup", OrgID: "acme", Name: "gh", Provider: provider.GitHub, Enabled: true}
 	if err := s.CreateSourceWithSettings(ctx, dup, &store.SourceSettings{RateLimitRPM: 1}, nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("duplicate source name: err = %v, want ErrConflict", err)
 	}
@@ -89,14 +90,14 @@ func testIngress(t *testing.T, s store.Store) {
 			defer wg.Done()
 			d := &store.Delivery{ID: "github:42:d1", SourceID: "src-gh", OrgID: "acme", Event: "push", Payload: json.RawMessage(`{"a":1}`), ReceivedAt: at(10)}
 			e := &store.EventLogEntry{OrgID: "acme", SourceID: "src-gh", RoutingKey: "github:42", Event: "push", Source: "direct",
-				Provider: "github", PayloadGz: []byte{1, 2, 3}, PayloadSizeBytes: 7, PayloadHash: "h"}
+				Provider: provider.GitHub, PayloadGz: []byte{1, 2, 3}, PayloadSizeBytes: 7, PayloadHash: "h"}
 			err := s.AcceptDelivery(ctx, d, e)
 			switch {
 			case err == nil:
 				wins.Add(1)
 			case errors.Is(err, store.ErrConflict):
 				conflicts.Add(1)
-				must(t, s.RecordDuplicate(ctx, &store.EventLogEntry{DeliveryID: d.ID, OrgID: "acme", RoutingKey: "github:42", Event: "push", Source: "direct", Provider: "github", ReceivedAt: at(11)}))
+				must(t, s.RecordDuplicate(ctx, &store.EventLogEntry{DeliveryID: d.ID, OrgID: "acme", RoutingKey: "github:42", Event: "push", Source: "direct", Provider: provider.GitHub, ReceivedAt: at(11)}))
 			default:
 				t.Errorf("AcceptDelivery: %v", err)
 			}
@@ -128,7 +129,7 @@ func testIngress(t *testing.T, s store.Store) {
 	// Outcome: delivery and entry change together.
 	must(t, s.FinishDeliveryOutcome(ctx, "github:42:d1", store.DeliveryProcessed, "", json.RawMessage(`{"summary":"s"}`),
 		store.EventOutcome{Status: store.EventLogLockfileMissing, MatchedCount: 2, RunIDs: []string{"r1", "r2"}, RepoIdentifier: "o/r", Ref: "refs/heads/main"}))
-	if err := s.FinishDeliveryOutcome(ctx, "nope", "processed", "", nil, store.EventOutcome{Status: "processed"}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.FinishDeliveryOutcome(ctx, "nope", store.DeliveryProcessed, "", nil, store.EventOutcome{Status: store.EventLogProcessed}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("outcome of unknown delivery: err = %v, want ErrNotFound", err)
 	}
 	d, _ = s.GetDelivery(ctx, "github:42:d1")
@@ -139,7 +140,7 @@ func testIngress(t *testing.T, s store.Store) {
 	}
 	// A second accepted delivery; filters.
 	must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: "generic:acme:x:k", SourceID: "src-x", OrgID: "beta", Event: "deploy", ReceivedAt: at(20)},
-		&store.EventLogEntry{OrgID: "beta", RoutingKey: "generic:acme:x", Event: "deploy", Action: "go", Source: "direct", Provider: "generic"}))
+		&store.EventLogEntry{OrgID: "beta", RoutingKey: "generic:acme:x", Event: "deploy", Action: "go", Source: "direct", Provider: provider.Generic}))
 	list, n, err := s.ListEventLog(ctx, store.EventLogFilter{OrgID: "beta"})
 	must(t, err)
 	if n != 1 || len(list) != 1 || list[0].DeliveryID != "generic:acme:x:k" || list[0].Action != "go" {
@@ -182,7 +183,7 @@ func testIngress(t *testing.T, s store.Store) {
 
 	// Registrations: replace per (source, repo).
 	reg := func(name string, types ...string) *store.Registration {
-		return &store.Registration{OrgID: "acme", RoutingKey: "github:42", Provider: "github", WorkflowName: name,
+		return &store.Registration{OrgID: "acme", RoutingKey: "github:42", Provider: provider.GitHub, WorkflowName: name,
 			TriggerTypes: types, Workflow: json.RawMessage(`{"name":"` + name + `"}`), SHA: "abc"}
 	}
 	must(t, s.ReplaceRegistrations(ctx, "src-gh", "acme/api", []*store.Registration{reg("a", "push", "schedule"), reg("b", "kici_event")}))

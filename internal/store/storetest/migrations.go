@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlstore"
 )
@@ -52,7 +53,7 @@ func RunMigrations(t *testing.T, s store.Store, m *sqlstore.Migrations) {
 	again, err := m.Tables(ctx)
 	must(t, err)
 	same(t, "tables after up again", tables, again)
-	src := &store.Source{ID: "src-m", OrgID: "org", Name: "after-migrations", Provider: "generic", CreatedAt: at(0)}
+	src := &store.Source{ID: "src-m", OrgID: "org", Name: "after-migrations", Provider: provider.Generic, CreatedAt: at(0)}
 	must(t, s.CreateSource(ctx, src))
 	got, err := s.GetSource(ctx, src.ID)
 	must(t, err)

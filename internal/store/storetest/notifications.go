@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -70,9 +71,9 @@ func testNotifications(t *testing.T, s store.Store) {
 	}
 
 	run := fullRun("run-done", at(0))
-	run.Status = "failed"
+	run.Status = status.RunFailed
 	run.CompletedAt = ptime(at(50))
-	must(t, s.CreateRun(ctx, run, []*store.Job{{ID: "j-done", JobName: "a", BaseJobName: "a", Status: "failed", CreatedAt: at(0)}}))
+	must(t, s.CreateRun(ctx, run, []*store.Job{{ID: "j-done", JobName: "a", BaseJobName: "a", Status: status.JobFailed, CreatedAt: at(0)}}))
 	if l, err := s.ListRunsCompletedSince(ctx, at(49), 10); err != nil || len(l) != 1 || l[0].ID != "run-done" {
 		t.Errorf("completed since: %v %v", l, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -21,20 +22,20 @@ func testRetention(t *testing.T, s store.Store) {
 	// Runs: three old terminal ones, one recent, one old but still running,
 	// one old with a recent attestation.
 	mkRun := func(id string, completed int, final status.Run) {
-		must(t, s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-j", JobName: "j", BaseJobName: "j", Status: "queued", CreatedAt: at(0)}}))
-		must(t, s.UpsertStep(ctx, &store.Step{JobID: id + "-j", RunID: id, StepIndex: 0, StepName: "s", Status: "success"}))
+		must(t, s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-j", JobName: "j", BaseJobName: "j", Status: status.JobQueued, CreatedAt: at(0)}}))
+		must(t, s.UpsertStep(ctx, &store.Step{JobID: id + "-j", RunID: id, StepIndex: 0, StepName: "s", Status: status.StepSuccess}))
 		must(t, s.Enqueue(ctx, &store.QueueEntry{ID: id + "-j", RunID: id, JobName: "j", Status: store.QueuePending, CreatedAt: at(0)}))
-		if final != "running" {
+		if final != status.RunRunning {
 			_, err := s.UpdateRunStatus(ctx, id, nil, final, store.RunUpdate{CompletedAt: ptime(at(completed))})
 			must(t, err)
 		}
 	}
-	mkRun("old-1", 10, "success")
-	mkRun("old-2", 20, "failed")
-	mkRun("old-3", 30, "cancelled")
-	mkRun("recent", 2000, "success")
-	mkRun("live", 0, "running")
-	mkRun("attested", 40, "success")
+	mkRun("old-1", 10, status.RunSuccess)
+	mkRun("old-2", 20, status.RunFailed)
+	mkRun("old-3", 30, status.RunCancelled)
+	mkRun("recent", 2000, status.RunSuccess)
+	mkRun("live", 0, status.RunRunning)
+	mkRun("attested", 40, status.RunSuccess)
 	must(t, s.PutAttestation(ctx, &store.Attestation{ID: "att-new", RunID: "attested", JobID: "attested-j", SubjectName: "a",
 		SubjectDigest: "sha256:" + strings.Repeat("ab", 32), Kid: "k", Bundle: json.RawMessage(`{}`), CreatedAt: at(5000)}))
 
@@ -120,13 +121,13 @@ func testRetention(t *testing.T, s store.Store) {
 
 	// Held runs: a decided hold goes, a pending one stays.
 	for _, id := range []string{"h-decided", "h-pending"} {
-		h := &store.HeldRun{ID: id, OrgID: "acme", RunID: "recent", HoldType: store.HoldReviewer, QueueType: store.HoldQueueContext,
-			HoldScope: store.HoldScopeWorkflow, Reason: "r", ExpiresAt: at(10)}
+		h := &store.HeldRun{ID: id, OrgID: "acme", RunID: "recent", HoldType: hold.Reviewer, QueueType: hold.QueueContext,
+			HoldScope: hold.ScopeWorkflow, Reason: "r", ExpiresAt: at(10)}
 		if _, err := s.CreateHeldRun(ctx, h, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.DecideHeldRun(ctx, "h-decided", nil, nil, store.HoldRejected, "bob", "no", at(20)); err != nil {
+	if _, err := s.DecideHeldRun(ctx, "h-decided", nil, nil, hold.Rejected, "bob", "no", at(20)); err != nil {
 		t.Fatal(err)
 	}
 	if n, _, err := s.SweepExpired(ctx, store.SweepHeldRuns, cut, at(0), 0); err != nil || n != 1 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -14,7 +15,7 @@ import (
 // ---------------------------------------------------------------- runs & jobs
 
 func fullRun(id string, created time.Time) *store.Run {
-	return &store.Run{ID: id, WorkflowName: "ci", Status: "pending", Provider: "local", RepoIdentifier: "org/repo",
+	return &store.Run{ID: id, WorkflowName: "ci", Status: status.RunPending, Provider: provider.Local, RepoIdentifier: "org/repo",
 		RepoURL: "file:///srv/repo", Ref: "refs/heads/main", SHA: "0123456789abcdef0123456789abcdef01234567",
 		DeliveryID: "generic:o:s:1", SourceID: "src", OrgID: "org", TriggeredBy: "alice", TimeoutMs: 3_600_000,
 		TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, LockFileSource: "base",
@@ -29,10 +30,10 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 	run.CompletedAt = ptime(at(2))
 	run.DurationMs = pint64(1000)
 	jobs := []*store.Job{
-		{ID: "job-z", JobName: "zeta", BaseJobName: "zeta", Status: "queued", AgentID: "agent-1",
+		{ID: "job-z", JobName: "zeta", BaseJobName: "zeta", Status: status.JobQueued, AgentID: "agent-1",
 			Config:       json.RawMessage(`{"steps":[{"run":"echo hi"}],"timeout":"5m"}`),
 			RunsOnLabels: []string{"linux", "docker"}, MatrixValues: map[string]string{"go": "1.22", "os": "linux"},
-			Needs:        []store.Need{{Upstream: "alpha", RunOn: []status.Job{"success"}}, {Upstream: "beta (1)", RunOn: []status.Job{}}, {Upstream: "gamma"}},
+			Needs:        []store.Need{{Upstream: "alpha", RunOn: []status.Job{status.JobSuccess}}, {Upstream: "beta (1)", RunOn: []status.Job{}}, {Upstream: "gamma"}},
 			ErrorMessage: "boom", PendingReason: "no agent online", TimeoutMs: 60_000, CreatedAt: at(0),
 			StartedAt: ptime(at(3)), CompletedAt: ptime(at(4)), DurationMs: pint64(1000), LastHeartbeatAt: ptime(at(5))},
 		{ID: "job-a", JobName: "alpha", BaseJobName: "alpha", RunsOnLabels: []string{}, MatrixValues: map[string]string{},
@@ -45,7 +46,7 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 	same(t, "GetRun", run, got)
 
 	// Defaults written back.
-	if jobs[1].Status != "pending" || jobs[2].Status != "pending" {
+	if jobs[1].Status != status.JobPending || jobs[2].Status != status.JobPending {
 		t.Errorf("job default status: %q %q", jobs[1].Status, jobs[2].Status)
 	}
 	for _, j := range jobs {
@@ -88,7 +89,7 @@ func testRunRoundTrip(t *testing.T, s store.Store) {
 	// A run without jobs, with defaults.
 	r2 := &store.Run{ID: "run-2", WorkflowName: "nightly", OrgID: "org"}
 	must(t, s.CreateRun(ctx, r2, nil))
-	if r2.Status != "pending" || r2.CreatedAt.IsZero() {
+	if r2.Status != status.RunPending || r2.CreatedAt.IsZero() {
 		t.Errorf("run defaults: status %q createdAt %v", r2.Status, r2.CreatedAt)
 	}
 	got, err = s.GetRun(ctx, r2.ID)
@@ -146,32 +147,32 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), nil))
 
-	ok, err := s.UpdateRunStatus(ctx, "r", []status.Run{"running"}, "success", store.RunUpdate{})
+	ok, err := s.UpdateRunStatus(ctx, "r", []status.Run{status.RunRunning}, status.RunSuccess, store.RunUpdate{})
 	wantChanged(t, "pending→success with from=[running]", ok, err, false)
-	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(1))})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{status.RunPending}, status.RunRunning, store.RunUpdate{StartedAt: ptime(at(1))})
 	wantChanged(t, "pending→running", ok, err, true)
 	got, _ := s.GetRun(ctx, "r")
-	if got.Status != "running" || got.StartedAt == nil || !got.StartedAt.Equal(at(1)) {
+	if got.Status != status.RunRunning || got.StartedAt == nil || !got.StartedAt.Equal(at(1)) {
 		t.Errorf("after start: %+v", got)
 	}
 	// Replay is a no-op.
-	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"pending"}, "running", store.RunUpdate{StartedAt: ptime(at(9))})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{status.RunPending}, status.RunRunning, store.RunUpdate{StartedAt: ptime(at(9))})
 	wantChanged(t, "replayed pending→running", ok, err, false)
 
 	// FailureReason set once, never clobbered.
-	ok, err = s.UpdateRunStatus(ctx, "r", nil, "cancelling", store.RunUpdate{FailureReason: pstr("cancelled by bob")})
+	ok, err = s.UpdateRunStatus(ctx, "r", nil, status.RunCancelling, store.RunUpdate{FailureReason: pstr("cancelled by bob")})
 	wantChanged(t, "running→cancelling (nil from)", ok, err, true)
-	ok, err = s.UpdateRunStatus(ctx, "r", nil, "failed", store.RunUpdate{FailureReason: pstr("Failed jobs: a"),
+	ok, err = s.UpdateRunStatus(ctx, "r", nil, status.RunFailed, store.RunUpdate{FailureReason: pstr("Failed jobs: a"),
 		CompletedAt: ptime(at(4)), DurationMs: pint64(3000)})
 	wantChanged(t, "cancelling→failed (nil from)", ok, err, true)
 	got, _ = s.GetRun(ctx, "r")
 	want := fullRun("r", at(0))
-	want.Status, want.FailureReason = "failed", "cancelled by bob"
+	want.Status, want.FailureReason = status.RunFailed, "cancelled by bob"
 	want.StartedAt, want.CompletedAt, want.DurationMs = ptime(at(1)), ptime(at(4)), pint64(3000)
 	same(t, "run after failure", want, got)
 
 	// Terminal is immutable for nil from.
-	for _, to := range []status.Run{"running", "success", "cancelled"} {
+	for _, to := range []status.Run{status.RunRunning, status.RunSuccess, status.RunCancelled} {
 		ok, err = s.UpdateRunStatus(ctx, "r", nil, to, store.RunUpdate{FailureReason: pstr("x"), CompletedAt: ptime(at(99))})
 		wantChanged(t, "terminal failed→"+string(to)+" (nil from)", ok, err, false)
 	}
@@ -179,21 +180,21 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	same(t, "terminal run untouched", want, got)
 
 	// An explicit from naming the terminal status is honoured.
-	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{"failed"}, "success", store.RunUpdate{})
+	ok, err = s.UpdateRunStatus(ctx, "r", []status.Run{status.RunFailed}, status.RunSuccess, store.RunUpdate{})
 	wantChanged(t, "explicit failed→success", ok, err, true)
 
 	// FailureReason on a run without one is written; nil leaves it.
 	must(t, s.CreateRun(ctx, fullRun("r2", at(0)), nil))
-	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{"pending"}, "running", store.RunUpdate{})
+	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{status.RunPending}, status.RunRunning, store.RunUpdate{})
 	wantChanged(t, "r2 start", ok, err, true)
-	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{"running"}, "failed", store.RunUpdate{FailureReason: pstr("Failed jobs: build")})
+	ok, err = s.UpdateRunStatus(ctx, "r2", []status.Run{status.RunRunning}, status.RunFailed, store.RunUpdate{FailureReason: pstr("Failed jobs: build")})
 	wantChanged(t, "r2 fail", ok, err, true)
 	got, _ = s.GetRun(ctx, "r2")
 	if got.FailureReason != "Failed jobs: build" || got.StartedAt != nil {
 		t.Errorf("r2: reason %q startedAt %v", got.FailureReason, got.StartedAt)
 	}
 
-	ok, err = s.UpdateRunStatus(ctx, "missing", nil, "running", store.RunUpdate{})
+	ok, err = s.UpdateRunStatus(ctx, "missing", nil, status.RunRunning, store.RunUpdate{})
 	wantChanged(t, "unknown run", ok, err, false)
 }
 
@@ -201,15 +202,15 @@ func testJobTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build", RunsOnLabels: []string{"linux"}}}))
 
-	ok, err := s.UpdateJobStatus(ctx, "j", []status.Job{"queued"}, "running", store.JobUpdate{})
+	ok, err := s.UpdateJobStatus(ctx, "j", []status.Job{status.JobQueued}, status.JobRunning, store.JobUpdate{})
 	wantChanged(t, "pending→running with from=[queued]", ok, err, false)
-	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"pending"}, "queued", store.JobUpdate{PendingReason: pstr("no agent online")})
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{PendingReason: pstr("no agent online")})
 	wantChanged(t, "pending→queued", ok, err, true)
-	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"queued"}, "queued", store.JobUpdate{PendingReason: pstr("all matching agents busy")})
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: pstr("all matching agents busy")})
 	wantChanged(t, "queued→queued reason", ok, err, true)
 
 	wantErr(t, "heartbeat of queued job", s.TouchJobHeartbeat(ctx, "j", at(2)), store.ErrNotFound)
-	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{"pending", "queued", "recovering"}, "running", store.JobUpdate{
+	ok, err = s.UpdateJobStatus(ctx, "j", []status.Job{status.JobPending, status.JobQueued, status.JobRecovering}, status.JobRunning, store.JobUpdate{
 		AgentID: pstr("agent-7"), StartedAt: ptime(at(1)), LastHeartbeatAt: ptime(at(1))})
 	wantChanged(t, "queued→running", ok, err, true)
 	must(t, s.TouchJobHeartbeat(ctx, "j", at(3)))
@@ -219,17 +220,17 @@ func testJobTransitions(t *testing.T, s store.Store) {
 	}
 	wantErr(t, "heartbeat of unknown job", s.TouchJobHeartbeat(ctx, "missing", at(3)), store.ErrNotFound)
 
-	ok, err = s.UpdateJobStatus(ctx, "j", nil, "failed", store.JobUpdate{ErrorMessage: pstr("exit 1"),
+	ok, err = s.UpdateJobStatus(ctx, "j", nil, status.JobFailed, store.JobUpdate{ErrorMessage: pstr("exit 1"),
 		CompletedAt: ptime(at(5)), DurationMs: pint64(4000)})
 	wantChanged(t, "running→failed (nil from)", ok, err, true)
-	want := &store.Job{ID: "j", RunID: "r", JobName: "build", Status: "failed", AgentID: "agent-7",
+	want := &store.Job{ID: "j", RunID: "r", JobName: "build", Status: status.JobFailed, AgentID: "agent-7",
 		RunsOnLabels: []string{"linux"}, ErrorMessage: "exit 1", PendingReason: "all matching agents busy",
 		CreatedAt: at(0), StartedAt: ptime(at(1)), CompletedAt: ptime(at(5)), DurationMs: pint64(4000),
 		LastHeartbeatAt: ptime(at(3))}
 	got, _ = s.GetJob(ctx, "j")
 	same(t, "job after failure", want, got)
 
-	for _, to := range []status.Job{"running", "success", "cancelled", "timed_out_stale"} {
+	for _, to := range []status.Job{status.JobRunning, status.JobSuccess, status.JobCancelled, status.JobTimedOutStale} {
 		ok, err = s.UpdateJobStatus(ctx, "j", nil, to, store.JobUpdate{ErrorMessage: pstr("late"), AgentID: pstr("other")})
 		wantChanged(t, "terminal failed→"+string(to)+" (nil from)", ok, err, false)
 	}
@@ -244,36 +245,36 @@ func testJobTransitions(t *testing.T, s store.Store) {
 	}
 	must(t, s.CreateRun(ctx, fullRun("r2", at(1)), jobs))
 	for _, j := range jobs {
-		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, "queued", store.JobUpdate{})
+		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, status.JobQueued, store.JobUpdate{})
 		wantChanged(t, "terminal "+string(j.Status)+"→queued", ok, err, false)
 	}
 	// Every non-terminal status moves under nil from.
 	var live []*store.Job
-	for i, st := range []status.Job{"pending", "queued", "running", "recovering", "cancelling"} {
+	for i, st := range []status.Job{status.JobPending, status.JobQueued, status.JobRunning, status.JobRecovering, status.JobCancelling} {
 		live = append(live, &store.Job{ID: fmt.Sprintf("n%d", i), JobName: string(st), Status: st})
 	}
 	must(t, s.CreateRun(ctx, fullRun("r3", at(2)), live))
 	for _, j := range live {
-		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, "cancelled", store.JobUpdate{})
+		ok, err = s.UpdateJobStatus(ctx, j.ID, nil, status.JobCancelled, store.JobUpdate{})
 		wantChanged(t, "non-terminal "+string(j.Status)+"→cancelled", ok, err, true)
 	}
-	ok, err = s.UpdateJobStatus(ctx, "missing", nil, "running", store.JobUpdate{})
+	ok, err = s.UpdateJobStatus(ctx, "missing", nil, status.JobRunning, store.JobUpdate{})
 	wantChanged(t, "unknown job", ok, err, false)
 }
 
 func testListJobsByStatus(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r2", at(10)), []*store.Job{
-		{ID: "b1", JobName: "x", Status: "queued"}, {ID: "b2", JobName: "y", Status: "pending"}}))
+		{ID: "b1", JobName: "x", Status: status.JobQueued}, {ID: "b2", JobName: "y", Status: status.JobPending}}))
 	must(t, s.CreateRun(ctx, fullRun("r1", at(0)), []*store.Job{
-		{ID: "a1", JobName: "x", Status: "running"}, {ID: "a2", JobName: "y", Status: "queued"}, {ID: "a3", JobName: "z", Status: "success"}}))
-	got, err := s.ListJobsByStatus(ctx, []status.Job{"queued", "running"})
+		{ID: "a1", JobName: "x", Status: status.JobRunning}, {ID: "a2", JobName: "y", Status: status.JobQueued}, {ID: "a3", JobName: "z", Status: status.JobSuccess}}))
+	got, err := s.ListJobsByStatus(ctx, []status.Job{status.JobQueued, status.JobRunning})
 	must(t, err)
 	same(t, "ListJobsByStatus", []string{"a1", "a2", "b1"}, ids(got, func(x *store.Job) string { return x.ID }))
-	got, err = s.ListJobsByStatus(ctx, []status.Job{"pending"})
+	got, err = s.ListJobsByStatus(ctx, []status.Job{status.JobPending})
 	must(t, err)
 	same(t, "ListJobsByStatus pending", []string{"b2"}, ids(got, func(x *store.Job) string { return x.ID }))
-	got, err = s.ListJobsByStatus(ctx, []status.Job{"skipped"})
+	got, err = s.ListJobsByStatus(ctx, []status.Job{status.JobSkipped})
 	must(t, err)
 	if len(got) != 0 {
 		t.Errorf("ListJobsByStatus skipped: %d", len(got))
@@ -286,41 +287,41 @@ func testSteps(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build"}, {ID: "k", JobName: "other"}}))
 
-	s1 := &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "test", Status: "running", StartedAt: ptime(at(1))}
-	s0 := &store.Step{RunID: "r", JobID: "j", StepIndex: 0, StepName: "checkout", Status: "success", ExitCode: pint(0),
+	s1 := &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "test", Status: status.StepRunning, StartedAt: ptime(at(1))}
+	s0 := &store.Step{RunID: "r", JobID: "j", StepIndex: 0, StepName: "checkout", Status: status.StepSuccess, ExitCode: pint(0),
 		LogBytes: 120, StartedAt: ptime(at(0)), CompletedAt: ptime(at(1)), DurationMs: pint64(1000)}
 	must(t, s.UpsertStep(ctx, s1))
 	must(t, s.UpsertStep(ctx, s0))
-	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: "pending"}))
+	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: status.StepPending}))
 	got, err := s.ListSteps(ctx, "j")
 	must(t, err)
 	same(t, "ListSteps", []*store.Step{s0, s1}, got)
 
 	// running → failed fills the fields and keeps the start.
-	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 1, Status: "failed", ExitCode: pint(2),
+	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 1, Status: status.StepFailed, ExitCode: pint(2),
 		ErrorMessage: "exit status 2", LogBytes: 4096, CompletedAt: ptime(at(3)), DurationMs: pint64(2000)}))
-	want1 := &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "test", Status: "failed", ExitCode: pint(2),
+	want1 := &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "test", Status: status.StepFailed, ExitCode: pint(2),
 		ErrorMessage: "exit status 2", LogBytes: 4096, StartedAt: ptime(at(1)), CompletedAt: ptime(at(3)), DurationMs: pint64(2000)}
 	got, err = s.ListSteps(ctx, "j")
 	must(t, err)
 	same(t, "step after completion", []*store.Step{s0, want1}, got)
 
 	// A late "running" replay never reverts a terminal step, nor clobbers it.
-	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "renamed", Status: "running",
+	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 1, StepName: "renamed", Status: status.StepRunning,
 		ExitCode: pint(0), ErrorMessage: "other", LogBytes: 10, StartedAt: ptime(at(50))}))
-	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 0, Status: "pending"}))
+	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "j", StepIndex: 0, Status: status.StepPending}))
 	got, err = s.ListSteps(ctx, "j")
 	must(t, err)
 	same(t, "terminal steps after late non-terminal reports", []*store.Step{s0, want1}, got)
 
 	// pending → running → success on another step.
-	k := &store.Step{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: "running", StartedAt: ptime(at(4))}
+	k := &store.Step{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: status.StepRunning, StartedAt: ptime(at(4))}
 	must(t, s.UpsertStep(ctx, k))
-	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "k", StepIndex: 0, Status: "success", ExitCode: pint(0),
+	must(t, s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "k", StepIndex: 0, Status: status.StepSuccess, ExitCode: pint(0),
 		LogBytes: 7, CompletedAt: ptime(at(5)), DurationMs: pint64(1000)}))
 	got, err = s.ListSteps(ctx, "k")
 	must(t, err)
-	same(t, "k steps", []*store.Step{{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: "success",
+	same(t, "k steps", []*store.Step{{RunID: "r", JobID: "k", StepIndex: 0, StepName: "k0", Status: status.StepSuccess,
 		ExitCode: pint(0), LogBytes: 7, StartedAt: ptime(at(4)), CompletedAt: ptime(at(5)), DurationMs: pint64(1000)}}, got)
 
 	none, err := s.ListSteps(ctx, "missing")
@@ -328,6 +329,6 @@ func testSteps(t *testing.T, s store.Store) {
 	if len(none) != 0 {
 		t.Errorf("ListSteps unknown job: %d", len(none))
 	}
-	err = s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "missing", StepIndex: 0, Status: "running"})
+	err = s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "missing", StepIndex: 0, Status: status.StepRunning})
 	wantErr(t, "UpsertStep unknown job", err, store.ErrNotFound)
 }

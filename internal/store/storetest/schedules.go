@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -67,7 +68,7 @@ func testSchedules(t *testing.T, s store.Store) {
 	}
 
 	must(t, s.RecordMissed(ctx, &store.EventLogEntry{DeliveryID: "schedule:k1:missed:20", OrgID: "org-m", Event: "schedule",
-		Source: "internal", Provider: "kici", ErrorMessage: "3 instants missed"}))
+		Source: "internal", Provider: provider.Kici, ErrorMessage: "3 instants missed"}))
 	got, n, err := s.ListEventLog(ctx, store.EventLogFilter{OrgID: "org-m", Status: store.EventLogMissed})
 	must(t, err)
 	if n != 1 || len(got) != 1 || got[0].Status != store.EventLogMissed || got[0].ErrorMessage != "3 instants missed" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -16,17 +17,17 @@ import (
 // deliveries, the event log, rejected deliveries and runs alone.
 func testSourceLifecycle(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	mk := func(id, name, provider, rk string) {
+	mk := func(id, name string, prov provider.Name, rk string) {
 		t.Helper()
-		src := &store.Source{ID: id, OrgID: "acme", Name: name, Provider: provider, RoutingKey: rk,
+		src := &store.Source{ID: id, OrgID: "acme", Name: name, Provider: prov, RoutingKey: rk,
 			VerificationMethod: "hmac_sha256", Enabled: true, CreatedAt: at(0)}
 		must(t, s.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: 5},
 			[]*store.SourceSecret{{ID: id + "-sec", Secret: "x", CreatedAt: at(0)}}))
 	}
-	mk("src-a", "a", "generic", "generic:acme:src-a")
-	mk("src-keep", "keep", "generic", "generic:acme:src-keep")
-	mk("src-gh1", "gh1", "github", "github:7")
-	mk("src-gh2", "gh2", "github", "github:7")
+	mk("src-a", "a", provider.Generic, "generic:acme:src-a")
+	mk("src-keep", "keep", provider.Generic, "generic:acme:src-keep")
+	mk("src-gh1", "gh1", provider.GitHub, "github:7")
+	mk("src-gh2", "gh2", provider.GitHub, "github:7")
 
 	// Enable / disable.
 	must(t, s.SetSourceEnabled(ctx, "src-a", false))
@@ -47,7 +48,7 @@ func testSourceLifecycle(t *testing.T, s store.Store) {
 
 	// What the source owns, and history that must survive it.
 	reg := func(id, src string) *store.Registration {
-		return &store.Registration{ID: id, OrgID: "acme", SourceID: src, RoutingKey: "rk", Provider: "generic",
+		return &store.Registration{ID: id, OrgID: "acme", SourceID: src, RoutingKey: "rk", Provider: provider.Generic,
 			RepoIdentifier: "acme/app", WorkflowName: "ci", TriggerTypes: []string{"schedule"},
 			Workflow: json.RawMessage(`{"name":"ci"}`), CreatedAt: at(1)}
 	}
@@ -56,7 +57,7 @@ func testSourceLifecycle(t *testing.T, s store.Store) {
 	d := &store.Delivery{ID: "generic:acme:src-a:d1", SourceID: "src-a", OrgID: "acme", Event: "push",
 		Payload: json.RawMessage(`{}`), ReceivedAt: at(2)}
 	must(t, s.AcceptDelivery(ctx, d, &store.EventLogEntry{OrgID: "acme", SourceID: "src-a", RoutingKey: "generic:acme:src-a",
-		Event: "push", Source: "direct", Provider: "generic"}))
+		Event: "push", Source: "direct", Provider: provider.Generic}))
 	must(t, s.RecordRejected(ctx, &store.RejectedDelivery{SourceID: "src-a", OrgID: "acme", Route: "generic",
 		StatusCode: 401, Reason: "bad signature", ReceivedAt: at(3)}))
 	run := fullRun("run-a", at(4))
@@ -136,7 +137,7 @@ func testSourceLifecycle(t *testing.T, s store.Store) {
 		t.Fatalf("a refused delete wrote an audit row: %+v", entries)
 	}
 	// The name is free again.
-	mk("src-a2", "a", "generic", "generic:acme:src-a2")
+	mk("src-a2", "a", provider.Generic, "generic:acme:src-a2")
 
 	// A routing key shared by two sources keeps its overrides until the
 	// last of them goes.

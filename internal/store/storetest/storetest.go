@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
 
@@ -148,11 +149,11 @@ func ids[T any](list []*T, id func(*T) string) []string {
 
 func testSources(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	a := &store.Source{ID: "src-a", OrgID: "org1", Name: "repo-a", Provider: "local", RoutingKey: "generic:org1:src-a",
+	a := &store.Source{ID: "src-a", OrgID: "org1", Name: "repo-a", Provider: provider.Local, RoutingKey: "generic:org1:src-a",
 		LocalPath: "/srv/repo-a", VerificationMethod: "hmac_sha256", WebhookSecret: "s3cret", Enabled: true, CreatedAt: at(0)}
-	b := &store.Source{ID: "src-b", OrgID: "org1", Name: "repo-b", Provider: "generic", RoutingKey: "generic:org1:src-b",
+	b := &store.Source{ID: "src-b", OrgID: "org1", Name: "repo-b", Provider: provider.Generic, RoutingKey: "generic:org1:src-b",
 		VerificationMethod: "none", Enabled: false, CreatedAt: at(1)}
-	c := &store.Source{ID: "src-c", OrgID: "org2", Name: "repo-a", Provider: "generic", Enabled: true, CreatedAt: at(-1)}
+	c := &store.Source{ID: "src-c", OrgID: "org2", Name: "repo-a", Provider: provider.Generic, Enabled: true, CreatedAt: at(-1)}
 	for _, src := range []*store.Source{a, b, c} {
 		must(t, s.CreateSource(ctx, src))
 	}
@@ -171,9 +172,9 @@ func testSources(t *testing.T, s store.Store) {
 	_, err = s.GetSourceByName(ctx, "org2", "repo-b")
 	wantErr(t, "GetSourceByName unknown", err, store.ErrNotFound)
 
-	err = s.CreateSource(ctx, &store.Source{ID: "src-d", OrgID: "org1", Name: "repo-a", Provider: "generic", CreatedAt: at(5)})
+	err = s.CreateSource(ctx, &store.Source{ID: "src-d", OrgID: "org1", Name: "repo-a", Provider: provider.Generic, CreatedAt: at(5)})
 	wantErr(t, "CreateSource duplicate (org, name)", err, store.ErrConflict)
-	err = s.CreateSource(ctx, &store.Source{ID: "src-a", OrgID: "org3", Name: "other", Provider: "generic", CreatedAt: at(5)})
+	err = s.CreateSource(ctx, &store.Source{ID: "src-a", OrgID: "org3", Name: "other", Provider: provider.Generic, CreatedAt: at(5)})
 	wantErr(t, "CreateSource duplicate id", err, store.ErrConflict)
 
 	all, err := s.ListSources(ctx, "")
@@ -188,7 +189,7 @@ func testSources(t *testing.T, s store.Store) {
 		t.Errorf("ListSources unknown org: %d sources", len(none))
 	}
 
-	d := &store.Source{ID: "src-default", OrgID: "org9", Name: "x", Provider: "generic"}
+	d := &store.Source{ID: "src-default", OrgID: "org9", Name: "x", Provider: provider.Generic}
 	must(t, s.CreateSource(ctx, d))
 	if d.CreatedAt.IsZero() {
 		t.Errorf("CreateSource: zero CreatedAt not defaulted")

@@ -93,7 +93,7 @@ func testAdminTokens(t *testing.T, s store.Store) {
 func testListRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	// 25 runs: i%3 workflow, i%2 repo, status cycle, two sharing created_at.
-	statuses := []status.Run{"pending", "running", "success", "failed", "cancelled"}
+	statuses := []status.Run{status.RunPending, status.RunRunning, status.RunSuccess, status.RunFailed, status.RunCancelled}
 	var all []*store.Run
 	for i := 0; i < 25; i++ {
 		r := fullRun(fmt.Sprintf("run-%02d", i), at(i))
@@ -158,8 +158,8 @@ func testListRuns(t *testing.T, s store.Store) {
 	check("page 2", store.RunFilter{Limit: 10, Offset: 10}, func(*store.Run) bool { return true })
 	check("last page", store.RunFilter{Limit: 10, Offset: 20}, func(*store.Run) bool { return true })
 	check("past the end", store.RunFilter{Limit: 10, Offset: 40}, func(*store.Run) bool { return true })
-	check("statuses OR", store.RunFilter{Statuses: []status.Run{"failed", "cancelled"}, Limit: 100},
-		func(r *store.Run) bool { return r.Status == "failed" || r.Status == "cancelled" })
+	check("statuses OR", store.RunFilter{Statuses: []status.Run{status.RunFailed, status.RunCancelled}, Limit: 100},
+		func(r *store.Run) bool { return r.Status == status.RunFailed || r.Status == status.RunCancelled })
 	check("workflow", store.RunFilter{WorkflowName: "release", Limit: 100}, func(r *store.Run) bool { return r.WorkflowName == "release" })
 	check("repo", store.RunFilter{Repo: "org/b", Limit: 3}, func(r *store.Run) bool { return r.RepoIdentifier == "org/b" })
 	check("delivery", store.RunFilter{DeliveryID: "d2"}, func(r *store.Run) bool { return r.DeliveryID == "d2" })
@@ -172,9 +172,9 @@ func testListRuns(t *testing.T, s store.Store) {
 		func(r *store.Run) bool { return r.SourceID == "src-a" && r.TriggerType == "push" })
 	since := at(20)
 	check("since (strictly later)", store.RunFilter{Since: &since}, func(r *store.Run) bool { return r.CreatedAt.After(since) })
-	check("combined", store.RunFilter{Statuses: []status.Run{"pending", "success"}, Repo: "org/a", WorkflowName: "ci", Limit: 100},
+	check("combined", store.RunFilter{Statuses: []status.Run{status.RunPending, status.RunSuccess}, Repo: "org/a", WorkflowName: "ci", Limit: 100},
 		func(r *store.Run) bool {
-			return (r.Status == "pending" || r.Status == "success") && r.RepoIdentifier == "org/a" && r.WorkflowName == "ci"
+			return (r.Status == status.RunPending || r.Status == status.RunSuccess) && r.RepoIdentifier == "org/a" && r.WorkflowName == "ci"
 		})
 	check("no match", store.RunFilter{WorkflowName: "none"}, func(*store.Run) bool { return false })
 
