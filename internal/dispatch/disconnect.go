@@ -73,8 +73,8 @@ func (d *Dispatcher) onDisconnect(c *agentConn) {
 		}
 		d.finishJob(ctx, l.id, status.JobFailed, "agent lost: scaler-managed agent "+c.id+" disconnected mid-execution")
 	}
-	if o, ok := d.spawner.(DisconnectObserver); ok && c.scalerManaged {
-		o.AgentDisconnected(c.id)
+	if d.spawner != nil && c.scalerManaged {
+		d.spawner.AgentDisconnected(c.id)
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
@@ -52,50 +53,48 @@ type JobEvents interface {
 	StepStatus(ctx context.Context, s *store.Step) error
 }
 
-// LogSink stores step log lines (implemented by logstore.FS).
+// LogSink stores step log lines (implemented by logstore.FS and
+// logstore.PG).
 type LogSink interface {
-	// Append adds lines to the log of step stepIndex (-1: job-level bucket).
+	// Append adds lines to the log of step stepIndex (-1: job-level bucket),
+	// for agents that do not number their lines.
 	Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error
+	// AppendFrom stores lines numbered from offset, skipping those already
+	// held (logstore.Store.AppendFrom). It is what lets the dispatcher
+	// negotiate LogAcks: agents number their lines, keep each chunk until it
+	// is acknowledged, and replay the unacknowledged ones after a reconnect.
+	AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error)
 }
 
-// Spawner starts an agent for a job that no connected agent can take
-// (implemented by scaler.Process).
+// Spawner starts agents for jobs that no connected agent can take
+// (implemented by scaler.Manager, which chooses among several backends by
+// the job's labels). Its methods must return promptly: a spawn itself runs
+// in the background.
 type Spawner interface {
-	// CanServe reports whether agents it spawns would carry all of labels.
-	CanServe(labels []string) bool
-	// Spawn starts one ephemeral agent bound to jobID and returns its agent
-	// id. It returns an error wrapping ErrAtCapacity when the max-agents
-	// limit is reached; the error text is then the job's pending reason, e.g.
-	// "scaler at capacity (4/4 agents)".
-	Spawn(ctx context.Context, jobID string) (agentID string, err error)
-}
-
-// SpawnStopper is optionally implemented by a Spawner: Stop terminates a
-// spawned agent that never registered within Config.SpawnTimeout.
-type SpawnStopper interface {
-	// Stop terminates the agent process agentID; unknown ids are ignored.
+	// SpawnFor starts one ephemeral agent bound to req.JobID and returns its
+	// agent id. It returns ErrNoBackend when no backend serves the labels
+	// (the job keeps its no-agent reason), an error wrapping ErrAtCapacity
+	// when a cap is reached (its text is then the job's pending reason,
+	// e.g. "scaler at capacity (4/4 agents)"), any other error as the job's
+	// "spawn failed: …" reason.
+	SpawnFor(ctx context.Context, req ScaleRequest) (agentID string, err error)
+	// Stop terminates a spawned agent that never registered within
+	// Config.SpawnTimeout, or whose job ended before it registered; unknown
+	// ids are ignored.
 	Stop(agentID string)
-}
-
-// RegistrationObserver is optionally implemented by a Spawner: it hears
-// that a scaler-managed agent has registered (after any pending job was
-// offered to it), so a warm pool can count the agent ready at once rather
-// than at its next check. It must return promptly.
-type RegistrationObserver interface {
+	// AgentRegistered hears that a scaler-managed agent has registered
+	// (after any pending job was offered to it), so a warm pool can count
+	// the agent ready at once rather than at its next check.
 	AgentRegistered(agentID string)
-}
-
-// DisconnectObserver is optionally implemented by a Spawner: it hears that
-// a scaler-managed agent's connection has ended (after the disconnect
-// triage), so a backend whose agent runs inside a machine of its own (a
-// VM) can make sure that machine ends too: such an agent cannot come back,
-// its token dies with the socket. It must return promptly.
-type DisconnectObserver interface {
+	// AgentDisconnected hears that a scaler-managed agent's connection has
+	// ended (after the disconnect triage), so a backend whose agent runs
+	// inside a machine of its own (a VM) can make sure that machine ends
+	// too: such an agent cannot come back, its token dies with the socket.
 	AgentDisconnected(agentID string)
 }
 
-// ScaleRequest describes a job a LabelSpawner is asked to start an agent
-// for (KiCI requestScale arguments).
+// ScaleRequest describes a job a Spawner is asked to start an agent for
+// (KiCI requestScale arguments).
 type ScaleRequest struct {
 	// JobID and RunID identify the job the agent is bound to.
 	JobID, RunID string
@@ -103,22 +102,11 @@ type ScaleRequest struct {
 	RunsOn, Exclude []string
 }
 
-// LabelSpawner is optionally implemented by a Spawner that chooses among
-// several backends by the job's labels (scaler.Manager). When present it
-// replaces the CanServe+Spawn pair: SpawnFor returns ErrNoBackend when no
-// backend serves the labels (the job keeps its no-agent reason), an error
-// wrapping ErrAtCapacity when a cap is reached, any other error as the
-// job's "spawn failed: …" reason. It must return promptly (the spawn itself
-// runs in the background).
-type LabelSpawner interface {
-	SpawnFor(ctx context.Context, req ScaleRequest) (agentID string, err error)
-}
-
-// ErrNoBackend is returned by LabelSpawner.SpawnFor when no backend serves
+// ErrNoBackend is returned by Spawner.SpawnFor when no backend serves
 // the job's labels.
 var ErrNoBackend = errors.New("no scaler serves these labels")
 
-// ErrAtCapacity is wrapped by Spawner.Spawn errors when no further agent may
+// ErrAtCapacity is wrapped by Spawner.SpawnFor errors when no further agent may
 // be started. It lives here, not in the scaler package, so that scaler
 // implementations import dispatch and never the other way round.
 var ErrAtCapacity = errors.New("scaler at capacity")

@@ -1,20 +1,8 @@
 package dispatch
 
 import (
-	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 )
-
-// OffsetLogSink is a LogSink that stores agent-numbered lines idempotently
-// (implemented by logstore.FS). With one, the dispatcher negotiates LogAcks:
-// agents number their lines, keep each chunk until it is acknowledged, and
-// replay the unacknowledged ones after a reconnect.
-type OffsetLogSink interface {
-	LogSink
-	// AppendFrom stores lines numbered from offset, skipping those already
-	// held (logstore.Store.AppendFrom).
-	AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error)
-}
 
 // Batching bounds: the lines of consecutive log.chunk frames are written
 // together, up to these many lines or text bytes per batch.
@@ -22,11 +10,6 @@ const (
 	maxBatchLines = 20000
 	maxBatchBytes = 4 << 20
 )
-
-func (d *Dispatcher) offsetSink() OffsetLogSink {
-	s, _ := d.logs.(OffsetLogSink)
-	return s
-}
 
 type logKey struct {
 	runID, jobID string
@@ -61,8 +44,7 @@ func (d *Dispatcher) logChunk(c *agentConn, js *jobState, jobID string, m *proto
 		runID = js.entry.RunID
 	}
 	d.mu.Unlock()
-	sink := d.offsetSink()
-	if m.Offset == nil || sink == nil || *m.Offset < 0 {
+	if m.Offset == nil || d.logs == nil || *m.Offset < 0 {
 		d.mu.Lock()
 		if js != nil {
 			if m.Seq <= js.lastSeq {
@@ -114,14 +96,13 @@ func (d *Dispatcher) flushLogs(c *agentConn) bool {
 	if b == nil || len(b.order) == 0 {
 		return true
 	}
-	sink := d.offsetSink()
 	ok := true
 	for _, k := range b.order {
 		p := b.steps[k]
 		if !ok {
 			break
 		}
-		res, err := sink.AppendFrom(k.runID, k.jobID, k.step, p.offset, p.lines)
+		res, err := d.logs.AppendFrom(k.runID, k.jobID, k.step, p.offset, p.lines)
 		if err != nil {
 			d.log.Error("storing log lines failed; closing the agent connection so it sends them again", "job", k.jobID, "step", k.step, "err", err)
 			c.close(protocol.CloseInternalError, "log store error")
@@ -149,7 +130,7 @@ func (d *Dispatcher) ackLogs(c *agentConn, runID, jobID string, step int, offset
 // refuseLogChunk acknowledges a chunk the agent may not write (a job it
 // does not own) without storing it, so the agent does not hold it forever.
 func (d *Dispatcher) refuseLogChunk(c *agentConn, msg any) {
-	if m, ok := msg.(*protocol.LogChunk); ok && m.Offset != nil && d.offsetSink() != nil {
+	if m, ok := msg.(*protocol.LogChunk); ok && m.Offset != nil && d.logs != nil {
 		d.ackLogs(c, m.RunID, m.JobID, m.StepIndex, *m.Offset+int64(len(m.Lines)))
 	}
 }

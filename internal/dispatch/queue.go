@@ -175,18 +175,6 @@ func (d *Dispatcher) release(a *agentConn) {
 	d.mu.Unlock()
 }
 
-// spawnerExcluded reports whether a spawned agent would carry one of the
-// entry's exclude labels (spawned agents carry exactly the labels CanServe
-// accepts, so asking with the exclude labels tells).
-func (d *Dispatcher) spawnerExcluded(e *store.QueueEntry) bool {
-	for _, l := range e.ExcludeLabels {
-		if d.spawner.CanServe([]string{l}) {
-			return true
-		}
-	}
-	return false
-}
-
 // noAgentReason says why no connected agent took e; when agents have its
 // labels but none has a token minted for the host it pins, it says so.
 func (d *Dispatcher) noAgentReason(e *store.QueueEntry) string {
@@ -445,7 +433,7 @@ func (d *Dispatcher) finishJob(ctx context.Context, jobID string, final status.J
 }
 
 // expireSpawns gives up on spawned agents that did not register in time:
-// stops them (when the spawner can) and unpins their jobs for the re-drive.
+// stops them and unpins their jobs for the re-drive.
 func (d *Dispatcher) expireSpawns() {
 	now := time.Now()
 	d.mu.Lock()
@@ -459,8 +447,8 @@ func (d *Dispatcher) expireSpawns() {
 	for _, id := range expired {
 		d.log.Warn("spawned agent did not register in time", "agent", id)
 		d.forgetSpawn(id)
-		if s, ok := d.spawner.(SpawnStopper); ok {
-			s.Stop(id)
+		if d.spawner != nil {
+			d.spawner.Stop(id)
 		}
 	}
 }

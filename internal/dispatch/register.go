@@ -144,7 +144,7 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	c.ws.SetReadLimit(protocol.MaxFrameBytes)
 	ack := &protocol.RegisterAck{Type: protocol.TypeRegisterAck, AgentID: c.id, Labels: c.labels,
 		ScalerManaged: c.scalerManaged, PendingDispatch: pending, ResumeToken: c.resume,
-		LogAcks: reg.LogAcks && d.offsetSink() != nil, StatusAcks: reg.StatusAcks}
+		LogAcks: reg.LogAcks && d.logs != nil, StatusAcks: reg.StatusAcks}
 	c.statusAcks = reg.StatusAcks
 	// The agent becomes dispatchable as the ack is written; holding sendMu
 	// keeps any job.dispatch behind the ack on the wire.
@@ -162,8 +162,8 @@ func (d *Dispatcher) register(ctx context.Context, c *agentConn, tok *store.Agen
 	d.holdShared(ctx, c)
 	d.log.Info("agent registered", "agent", c.id, "labels", c.labels, "scalerManaged", c.scalerManaged)
 	d.drain(ctx, c)
-	if o, ok := d.spawner.(RegistrationObserver); ok && c.scalerManaged {
-		o.AgentRegistered(c.id)
+	if d.spawner != nil && c.scalerManaged {
+		d.spawner.AgentRegistered(c.id)
 	}
 	d.mu.Lock()
 	delete(d.spawns, c.id)

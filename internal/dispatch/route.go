@@ -96,12 +96,9 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (s
 	var agentID string
 	var err error
 	tried := false
-	if ls, ok := d.spawner.(LabelSpawner); ok {
-		agentID, err = ls.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
+	if d.spawner != nil {
+		agentID, err = d.spawner.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
 		tried = !errors.Is(err, ErrNoBackend)
-	} else if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
-		agentID, err = d.spawner.Spawn(ctx, e.ID)
-		tried = true
 	}
 	if tried {
 		switch {

@@ -15,11 +15,10 @@ func (d *Dispatcher) stopSpawnFor(jobID string) {
 		}
 	}
 	d.mu.Unlock()
-	stopper, canStop := d.spawner.(SpawnStopper)
 	for _, id := range ids {
 		d.log.Info("stopping the agent spawned for a job that ended before it registered", "agent", id, "job", jobID)
-		if canStop {
-			stopper.Stop(id)
+		if d.spawner != nil {
+			d.spawner.Stop(id)
 		}
 	}
 }

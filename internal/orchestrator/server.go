@@ -280,7 +280,7 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serve
 		// A spawned agent may take the spawn deadline to start, then has a
 		// minute to register.
 		SpawnTimeout: cfg.ScalerSpawnTimeout + time.Minute,
-	}, st, agentAuth, countedLogs{OffsetLogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
+	}, st, agentAuth, countedLogs{LogSink: logs, m: sm}, s.scaler, logger.With("component", "dispatch"), deps)
 	if s.peers != nil {
 		s.peers.serve(s.dispatcher)
 		s.peers.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { s.onDrainChanged(s.peers.ctx, m.Body) })
