@@ -355,7 +355,7 @@ func (h *harness) agent(id, token string, labels ...string) *client {
 	c := h.dial()
 	c.auth(token)
 	c.register(id, labels...)
-	eventually(h.t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	eventually(h.t, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	return c
 }
 

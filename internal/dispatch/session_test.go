@@ -19,7 +19,7 @@ func (h *harness) agentResuming(id, token, resume string) *client {
 	c.auth(token)
 	c.resume = resume
 	c.register(id)
-	eventually(h.t, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	eventually(h.t, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	return c
 }
 
