@@ -2,11 +2,7 @@ package dispatch
 
 import (
 	"context"
-	"time"
 
-	"github.com/google/uuid"
-
-	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
 
@@ -35,59 +31,6 @@ func (q *jobQueue) draining() bool {
 	return q.drainMode
 }
 
-// jobsRunning is the number of jobs handed to agents and not finished
-// (dispatched, running or being cancelled).
-func (r *registry) jobsRunning() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, js := range r.jobs {
-		if !js.done {
-			n++
-		}
-	}
-	return n
-}
-
-// noteAgentStatus records an agent's drain flag from agent.status: a
-// draining agent (SIGUSR1, or a single-use agent after its job) is handed
-// no new job (peer row 28: once draining is announced, no assignment).
-func (r *registry) noteAgentStatus(c *agentConn, m *protocol.AgentStatus) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m.Draining && !c.closing {
-		r.log.Info("agent draining", "agent", c.id)
-	}
-	c.closing = m.Draining
-}
-
-// cancelHere is CancelJob for an agent connected to this node only (a
-// cancel another node asked for).
-func (r *registry) cancelHere(jobID, reason string, force bool) bool {
-	r.mu.Lock()
-	js := r.jobs[jobID]
-	var a *agentConn
-	if js != nil && !js.done {
-		a = r.agents[js.agentID]
-	}
-	var runID string
-	if js != nil {
-		runID = js.entry.RunID
-	}
-	r.mu.Unlock()
-	if a == nil {
-		return false
-	}
-	err := a.send(&protocol.JobCancel{Type: protocol.TypeJobCancel, MessageID: uuid.NewString(),
-		RunID: runID, JobID: jobID, Reason: reason, Force: force})
-	if err != nil {
-		r.log.Warn("send job.cancel failed", "job", jobID, "agent", a.id, "err", err)
-		return false
-	}
-	r.log.Info("job cancel sent", "job", jobID, "agent", a.id, "force", force)
-	return true
-}
-
 // abort is AbortJob past the cancel frame: it stops an agent spawned for
 // jobID that has not registered yet, frees the slot of its agent, and
 // fails the queue entry when pending or dispatched. It reports whether the
@@ -105,32 +48,6 @@ func (q *jobQueue) abort(ctx context.Context, jobID string) bool {
 		q.kickRedrive()
 	}
 	return changed
-}
-
-// abortTracked marks jobID's tracked state done (later statuses change
-// nothing) and frees its agent's slot; it reports whether a slot of a
-// registered agent was freed.
-func (r *registry) abortTracked(jobID string) (freed bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	js := r.jobs[jobID]
-	if js == nil || js.done {
-		return false
-	}
-	js.done = true
-	js.doneAt = time.Now()
-	if js.ackTimer != nil {
-		js.ackTimer.Stop()
-		js.ackTimer = nil
-	}
-	if js.holdsSlot {
-		js.holdsSlot = false
-		if a := r.agents[js.agentID]; a != nil {
-			a.active--
-			return true
-		}
-	}
-	return false
 }
 
 // expireQueued moves a pending queue entry to expired (queue timeout, run

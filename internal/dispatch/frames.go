@@ -3,7 +3,13 @@ package dispatch
 // The frames registered agents send back, reported to the run tracker and
 // the log store.
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+
+	"kici.dev/kici/internal/runs/status"
+)
 
 // frameHandler owns what registered agents send (messages.go, logs.go,
 // outputs.go, provenance.go): acks, step and job statuses, log lines,
@@ -29,4 +35,13 @@ func (fr *frameHandler) ev() JobEvents {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	return fr.events
+}
+
+// finishJob reports a terminal job status to the events receiver.
+func (fr *frameHandler) finishJob(ctx context.Context, jobID string, final status.Job, msg string) {
+	if ev := fr.ev(); ev != nil {
+		if err := ev.JobFinished(ctx, jobID, final, msg, time.Now().UTC()); err != nil {
+			fr.log.Error("job finished event", "job", jobID, "err", err)
+		}
+	}
 }

@@ -101,63 +101,6 @@ func (fr *frameHandler) handle(ctx context.Context, c *agentConn, tok *store.Age
 	return true
 }
 
-// owns applies the ownership rule: the job is tracked for this agent (also
-// up to 30 s after it finished), or the store shows it terminal and not run
-// by another agent. js is nil when only the store vouched.
-func (r *registry) owns(ctx context.Context, c *agentConn, jobID string) (*jobState, bool) {
-	r.mu.Lock()
-	js := r.jobs[jobID]
-	if js != nil && (js.agentID != c.id || js.session != c.resume) {
-		// Tracked here, and not this session's: a socket that registered
-		// the same agent id afresh (the agent restarted, or another
-		// token's holder took the idle id) writes nothing into it.
-		r.mu.Unlock()
-		return nil, false
-	}
-	if js != nil && (!js.done || time.Since(js.doneAt) <= ownershipGrace) {
-		r.mu.Unlock()
-		return js, true
-	}
-	verified := js != nil || c.resumed
-	r.mu.Unlock()
-	// Late frames for a finished job past the grace, or one this process
-	// does not track (it ran on another node, or before a restart): only
-	// from the agent that ran it, proven by its session's resume token.
-	if !verified {
-		return nil, false
-	}
-	job, err := r.st.GetJob(ctx, jobID)
-	if err != nil {
-		return nil, false
-	}
-	if job.Status.IsTerminal() && job.AgentID == c.id {
-		return nil, true
-	}
-	return nil, false
-}
-
-// violation records a message about a job the agent does not own; five
-// within a minute close the socket with 1001.
-func (r *registry) violation(c *agentConn, jobID string) bool {
-	now := time.Now()
-	r.mu.Lock()
-	kept := c.violations[:0]
-	for _, t := range c.violations {
-		if now.Sub(t) < time.Minute {
-			kept = append(kept, t)
-		}
-	}
-	c.violations = append(kept, now)
-	n := len(c.violations)
-	r.mu.Unlock()
-	r.log.Warn("dropping message for a job the agent does not own", "agent", c.id, "job", jobID, "violations", n)
-	if n >= 5 {
-		c.close(protocol.CloseGoingAway, "repeated job ownership violations")
-		return false
-	}
-	return true
-}
-
 // handleJobMessage applies an owned job-scoped message.
 func (fr *frameHandler) handleJobMessage(ctx context.Context, c *agentConn, js *jobState, jobID string, msg any) {
 	now := time.Now().UTC()
@@ -207,29 +150,6 @@ func (fr *frameHandler) handleJobMessage(ctx context.Context, c *agentConn, js *
 			fr.log.Debug("job heartbeat", "job", jobID, "err", err)
 		}
 	}
-}
-
-// markAcked resolves the ack deadline of an owned, live job once. started
-// also marks it running. It reports whether this call resolved the ack.
-func (r *registry) markAcked(c *agentConn, js *jobState, started bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if js == nil || js.done || js.agentID != c.id {
-		return false
-	}
-	first := !js.acked
-	js.acked = true
-	if first {
-		r.observeAckLocked(js)
-	}
-	if started {
-		js.started = true
-	}
-	if js.ackTimer != nil {
-		js.ackTimer.Stop()
-		js.ackTimer = nil
-	}
-	return first
 }
 
 // jobStatus applies job.status: running marks the job started (and acks);

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"kici.dev/kici/internal/runs/status"
-
-	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runs"
@@ -115,91 +111,6 @@ func labelsMatch(agentLabels, runsOn, exclude []string) bool {
 		}
 	}
 	return true
-}
-
-// canTakeLocked reports whether agent a has a free slot for new work.
-// Caller holds registry.mu.
-func (a *agentConn) canTakeLocked() bool {
-	if !a.ready || a.closing || a.active >= a.maxConc {
-		return false
-	}
-	// A scaler-managed agent is single-use: it runs one job, then exits.
-	return !a.scalerManaged || a.served == 0
-}
-
-// reserveIdle picks the idle agent with the lowest id that may take e
-// (skipping exclude) and reserves one of its slots.
-func (r *registry) reserveIdle(e *store.QueueEntry, exclude string) *agentConn {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var best *agentConn
-	for id, a := range r.agents {
-		if id == exclude || !a.canTakeLocked() {
-			continue
-		}
-		if e.PinnedAgentID != "" && e.PinnedAgentID != id {
-			continue
-		}
-		if !agentFitsLocked(a, e) {
-			continue
-		}
-		if best == nil || id < best.id {
-			best = a
-		}
-	}
-	if best != nil {
-		best.active++
-		best.served++
-	}
-	return best
-}
-
-// reserve takes a slot on a registered agent for a drain.
-func (r *registry) reserve(a *agentConn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.agents[a.id] != a || !a.canTakeLocked() {
-		return false
-	}
-	a.active++
-	a.served++
-	return true
-}
-
-// release gives back a slot reserved by reserve or reserveIdle that was not
-// used.
-func (r *registry) release(a *agentConn) {
-	r.mu.Lock()
-	a.active--
-	a.served--
-	r.mu.Unlock()
-}
-
-// noAgentReason says why no connected agent took e; when agents have its
-// labels but none has a token minted for the host it pins, it says so.
-func (r *registry) noAgentReason(e *store.QueueEntry) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.agents) == 0 {
-		return reasonNoAgent
-	}
-	unvouched := ""
-	for _, a := range r.agents {
-		if agentFitsLocked(a, e) {
-			return reasonAllBusy
-		}
-		// Would fit if its token were minted for the hosts e pins: an
-		// agent claiming the host on a token that does not vouch for it.
-		if agentFits(a.labels, a.mandatory, e.RunsOnLabels, e.RunsOnLabels, e.ExcludeLabels) {
-			unvouched = UnvouchedHost(e.RunsOnLabels, a.tokenLabels)
-		}
-	}
-	if unvouched != "" {
-		return hostTokenReason(unvouched)
-	}
-	labels := append([]string{}, e.RunsOnLabels...)
-	sort.Strings(labels)
-	return fmt.Sprintf("no agent with labels [%s]", strings.Join(labels, " "))
 }
 
 // setReason writes a queued job's pending reason when it changed and the
@@ -348,35 +259,6 @@ func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.Que
 	return msg, false, nil
 }
 
-// ackExpired handles a dispatch that agent a did not acknowledge in time:
-// untrack, best-effort job.cancel, unregister the agent (so the requeue
-// cannot pick it again), close 4031, then requeue-or-fail.
-func (r *registry) ackExpired(jobID, agentID string, a *agentConn) {
-	r.mu.Lock()
-	js := r.jobs[jobID]
-	if js == nil || js.agentID != agentID || js.acked || js.started || js.done || r.closed {
-		r.mu.Unlock()
-		return
-	}
-	delete(r.jobs, jobID)
-	if js.holdsSlot {
-		a.active--
-	}
-	if r.agents[agentID] == a {
-		delete(r.agents, agentID)
-	}
-	a.evicted = true
-	r.mu.Unlock()
-
-	r.log.Warn("dispatch ack timeout", "job", jobID, "agent", agentID)
-	go func() {
-		_ = a.send(&protocol.JobCancel{Type: protocol.TypeJobCancel, MessageID: uuid.NewString(),
-			RunID: js.entry.RunID, JobID: jobID, Reason: "dispatch ack timeout"})
-		a.close(protocol.CloseAckTimeout, "dispatch ack timeout")
-	}()
-	r.q.requeueOrFail(r.ctx, jobID, &js.entry, "dispatch ack timeout", agentID)
-}
-
 // requeueOrFail puts a dispatched entry back to pending with attempts+1 and
 // routes it again (never to exclude); at MaxAttempts the entry and the job
 // fail with "re-dispatch attempts exhausted after N attempts (why)".
@@ -414,15 +296,6 @@ func (q *jobQueue) requeueOrFail(ctx context.Context, jobID string, e *store.Que
 		}
 	}
 	q.route(ctx, &re, exclude)
-}
-
-// finishJob reports a terminal job status to the events receiver.
-func (fr *frameHandler) finishJob(ctx context.Context, jobID string, final status.Job, msg string) {
-	if ev := fr.ev(); ev != nil {
-		if err := ev.JobFinished(ctx, jobID, final, msg, time.Now().UTC()); err != nil {
-			fr.log.Error("job finished event", "job", jobID, "err", err)
-		}
-	}
 }
 
 // expireSpawns gives up on spawned agents that did not register in time:
@@ -493,8 +366,13 @@ func (q *jobQueue) sweepAckDeadlines() {
 	}
 }
 
-func (r *registry) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
+// resolveJobData resolves the secrets and context variables of a job
+// dispatched to agent a (none without a resolver).
+func (q *jobQueue) resolveJobData(ctx context.Context, run *store.Run, job *store.Job, a *agentConn) (JobData, error) {
+	f := q.secretResolver
+	facts := q.reg.facts(a)
+	if f == nil {
+		return JobData{}, nil
+	}
+	return f(ctx, run, job, facts)
 }

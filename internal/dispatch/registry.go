@@ -151,3 +151,21 @@ func (r *registry) hasAgent(id string) bool {
 	defer r.mu.Unlock()
 	return r.agents[id] != nil
 }
+
+func (r *registry) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// noteAgentStatus records an agent's drain flag from agent.status: a
+// draining agent (SIGUSR1, or a single-use agent after its job) is handed
+// no new job (peer row 28: once draining is announced, no assignment).
+func (r *registry) noteAgentStatus(c *agentConn, m *protocol.AgentStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.Draining && !c.closing {
+		r.log.Info("agent draining", "agent", c.id)
+	}
+	c.closing = m.Draining
+}

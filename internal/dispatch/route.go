@@ -291,3 +291,24 @@ func (q *jobQueue) copyReason(ctx context.Context, job, from string) bool {
 	q.setReason(ctx, job, reason)
 	return true
 }
+
+// claimNext claims the oldest pending entry agent a may run: an entry
+// pinned to it first, else the oldest head among the label sets it fits
+// (pendingIndex.next), so the cost does not grow with the jobs parked in
+// sets it cannot serve. The claim itself is the store's atomic ClaimByID:
+// an entry another claimant took meanwhile is dropped from the index and
+// the next candidate tried.
+func (q *jobQueue) claimNext(ctx context.Context, a *agentConn, deadline time.Time) (*store.QueueEntry, error) {
+	labels, mandatory, tokenLabels := q.reg.routingLabels(a)
+	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, tokenLabels, runsOn, exclude) }
+	for {
+		e := q.pending.next(a.id, fits)
+		if e == nil {
+			return nil, nil
+		}
+		claimed, err := q.claimEntry(ctx, e.ID, a.id, deadline)
+		if err != nil || claimed != nil {
+			return claimed, err
+		}
+	}
+}
