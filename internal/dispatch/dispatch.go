@@ -198,16 +198,19 @@ type AgentInfo struct {
 // It is the wiring of three components, each owning its state under its
 // own lock:
 //
-//   - registry (registry.go): the agent sockets, handshake, registration,
-//     sessions, disconnect triage and the job→agent ownership with the
-//     agents' slots (registry.mu);
-//   - jobQueue (jobqueue.go): the pending queue and routing: the pending
-//     index, pending reasons, spawned agents, drain mode, the re-drive
-//     (routeMu serialises routing decisions; jobQueue.mu guards its maps;
-//     pendingIndex.mu the index);
-//   - frameHandler (frames.go): what registered agents send back (acks,
-//     step and job statuses, logs, outputs, provenance), reported to the
-//     JobEvents and the LogSink (frameHandler.mu guards the receiver).
+//   - registry (registry.go, handshake.go, register.go, session.go,
+//     disconnect.go, recovery.go, ownership.go, slots.go): the agent
+//     sockets, handshake, registration, sessions, disconnect triage and
+//     the job→agent ownership with the agents' slots (registry.mu);
+//   - jobQueue (jobqueue.go, queue.go, route.go, pending.go,
+//     pendingsync.go, control.go, spawnstop.go, peers.go): the pending
+//     queue and routing: the pending index, pending reasons, spawned
+//     agents, drain mode, the re-drive (routeMu serialises routing
+//     decisions; jobQueue.mu guards its maps; pendingIndex.mu the index);
+//   - frameHandler (frames.go, messages.go, logs.go, outputs.go,
+//     provenance.go): what registered agents send back (acks, step and
+//     job statuses, logs, outputs, provenance), reported to the JobEvents
+//     and the LogSink (frameHandler.mu guards the receiver).
 //
 // Lock order: jobQueue.routeMu → jobQueue.mu → registry.mu →
 // pendingIndex.mu; frameHandler.mu is a leaf, as is pendingIndex.mu. No

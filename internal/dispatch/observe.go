@@ -5,7 +5,7 @@ import "time"
 // AckObserver receives, for each dispatched job the first time its agent
 // acknowledges it (job.ack or job.status running), how long the job waited
 // from entering the queue (ready) until that acknowledgement, with the
-// job's runsOn labels. It runs under the dispatcher's lock: it must only
+// job's runsOn labels. It runs under a dispatcher lock: it must only
 // record (a histogram observation), never block.
 type AckObserver func(runsOn []string, readyToAck time.Duration)
 

@@ -13,7 +13,7 @@ import (
 
 // route sends a pending entry to an idle agent (never to exclude), else
 // asks the spawner, else records why it waits. Routing decisions are
-// serialised by routeMu (see Dispatcher.routeMu); the frame is written
+// serialised by routeMu (see jobQueue.routeMu); the frame is written
 // after the lock is released. It reports whether the entry is still
 // waiting for capacity that does not exist yet (no fitting idle agent and
 // no agent spawned for it): the re-drive then skips the entries behind it
