@@ -11,14 +11,14 @@ import (
 )
 
 // agentConn is one agent socket. Fields below mu-comment are guarded by
-// Dispatcher.mu.
+// registry.mu.
 type agentConn struct {
 	ws        *websocket.Conn
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the close handshake ended
 	sendMu    sync.Mutex    // orders frames (register.ack before any dispatch)
 
-	// guarded by Dispatcher.mu
+	// guarded by registry.mu
 	id            string
 	tokenID       string
 	labels        []string

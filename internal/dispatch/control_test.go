@@ -54,9 +54,9 @@ func TestDrainingAgentIsHandedNothing(t *testing.T) {
 	a := h.agent("a1", h.staticToken(), "linux")
 	a.send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: "a1", Draining: true})
 	wait.For(t, 5*time.Second, "draining noted", func() bool {
-		h.d.mu.Lock()
-		defer h.d.mu.Unlock()
-		return h.d.agents["a1"] != nil && h.d.agents["a1"].closing
+		h.d.reg.mu.Lock()
+		defer h.d.reg.mu.Unlock()
+		return h.d.reg.agents["a1"] != nil && h.d.reg.agents["a1"].closing
 	})
 	j := h.job("linux")
 	h.enqueue(j)

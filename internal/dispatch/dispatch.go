@@ -28,14 +28,13 @@ package dispatch
 import (
 	"context"
 	"log/slog"
-	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/runs"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/spawn"
 	"kici.dev/kici/internal/store"
@@ -45,69 +44,57 @@ import (
 // package's interface, implemented by runs.Tracker.
 type JobEvents = runs.JobReports
 
-// LogSink stores step log lines (implemented by logstore.FS).
+// LogSink stores step log lines (implemented by logstore.FS and
+// logstore.PG).
 type LogSink interface {
-	// Append adds lines to the log of step stepIndex (-1: job-level bucket).
+	// Append adds lines to the log of step stepIndex (-1: job-level bucket),
+	// for agents that do not number their lines.
 	Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error
+	// AppendFrom stores lines numbered from offset, skipping those already
+	// held (logstore.Store.AppendFrom). It is what lets the dispatcher
+	// negotiate LogAcks: agents number their lines, keep each chunk until it
+	// is acknowledged, and replay the unacknowledged ones after a reconnect.
+	AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error)
 }
 
-// Spawner starts an agent for a job that no connected agent can take
-// (implemented by scaler.Process).
+// Spawner starts agents for jobs that no connected agent can take
+// (implemented by scaler.Manager, which chooses among several backends by
+// the job's labels). Its methods must return promptly: a spawn itself runs
+// in the background.
 type Spawner interface {
-	// CanServe reports whether agents it spawns would carry all of labels.
-	CanServe(labels []string) bool
-	// Spawn starts one ephemeral agent bound to jobID and returns its agent
-	// id. It returns an error wrapping ErrAtCapacity when the max-agents
-	// limit is reached; the error text is then the job's pending reason, e.g.
-	// "scaler at capacity (4/4 agents)".
-	Spawn(ctx context.Context, jobID string) (agentID string, err error)
-}
-
-// SpawnStopper is optionally implemented by a Spawner: Stop terminates a
-// spawned agent that never registered within Config.SpawnTimeout.
-type SpawnStopper interface {
-	// Stop terminates the agent process agentID; unknown ids are ignored.
+	// SpawnFor starts one ephemeral agent bound to req.JobID and returns its
+	// agent id. It returns ErrNoBackend when no backend serves the labels
+	// (the job keeps its no-agent reason), an error wrapping ErrAtCapacity
+	// when a cap is reached (its text is then the job's pending reason,
+	// e.g. "scaler at capacity (4/4 agents)"), any other error as the job's
+	// "spawn failed: …" reason.
+	SpawnFor(ctx context.Context, req ScaleRequest) (agentID string, err error)
+	// Stop terminates a spawned agent that never registered within
+	// Config.SpawnTimeout, or whose job ended before it registered; unknown
+	// ids are ignored.
 	Stop(agentID string)
-}
-
-// RegistrationObserver is optionally implemented by a Spawner: it hears
-// that a scaler-managed agent has registered (after any pending job was
-// offered to it), so a warm pool can count the agent ready at once rather
-// than at its next check. It must return promptly.
-type RegistrationObserver interface {
+	// AgentRegistered hears that a scaler-managed agent has registered
+	// (after any pending job was offered to it), so a warm pool can count
+	// the agent ready at once rather than at its next check.
 	AgentRegistered(agentID string)
-}
-
-// DisconnectObserver is optionally implemented by a Spawner: it hears that
-// a scaler-managed agent's connection has ended (after the disconnect
-// triage), so a backend whose agent runs inside a machine of its own (a
-// VM) can make sure that machine ends too: such an agent cannot come back,
-// its token dies with the socket. It must return promptly.
-type DisconnectObserver interface {
+	// AgentDisconnected hears that a scaler-managed agent's connection has
+	// ended (after the disconnect triage), so a backend whose agent runs
+	// inside a machine of its own (a VM) can make sure that machine ends
+	// too: such an agent cannot come back, its token dies with the socket.
 	AgentDisconnected(agentID string)
 }
 
-// ScaleRequest describes a job a LabelSpawner is asked to start an agent
-// for; it is the spawn package's, shared with the scaler.
+// ScaleRequest describes a job a Spawner is asked to start an agent for
+// (KiCI requestScale arguments); it is the spawn package's, shared with the
+// scaler.
 type ScaleRequest = spawn.Request
 
-// LabelSpawner is optionally implemented by a Spawner that chooses among
-// several backends by the job's labels (scaler.Manager). When present it
-// replaces the CanServe+Spawn pair: SpawnFor returns ErrNoBackend when no
-// backend serves the labels (the job keeps its no-agent reason), an error
-// wrapping ErrAtCapacity when a cap is reached, any other error as the
-// job's "spawn failed: …" reason. It must return promptly (the spawn itself
-// runs in the background).
-type LabelSpawner interface {
-	SpawnFor(ctx context.Context, req ScaleRequest) (agentID string, err error)
-}
-
-// ErrNoBackend is returned by LabelSpawner.SpawnFor when no backend serves
-// the job's labels (spawn.ErrNoBackend).
+// ErrNoBackend is returned by Spawner.SpawnFor when no backend serves the
+// job's labels (spawn.ErrNoBackend).
 var ErrNoBackend = spawn.ErrNoBackend
 
-// ErrAtCapacity is wrapped by Spawner.Spawn errors when no further agent may
-// be started (spawn.ErrAtCapacity). It lives below both dispatch and the
+// ErrAtCapacity is wrapped by Spawner.SpawnFor errors when no further agent
+// may be started (spawn.ErrAtCapacity). It lives below both dispatch and the
 // scaler, so that neither imports the other.
 var ErrAtCapacity = spawn.ErrAtCapacity
 
@@ -197,88 +184,51 @@ type AgentInfo struct {
 }
 
 // Dispatcher routes queued jobs to agents; see the package documentation.
+// It is the wiring of three components, each owning its state under its
+// own lock:
+//
+//   - registry (registry.go, handshake.go, register.go, session.go,
+//     disconnect.go, recovery.go, ownership.go, slots.go): the agent
+//     sockets, handshake, registration, sessions, disconnect triage and
+//     the job→agent ownership with the agents' slots (registry.mu);
+//   - jobQueue (jobqueue.go, queue.go, route.go, pending.go,
+//     pendingsync.go, control.go, spawnstop.go, peers.go): the pending
+//     queue and routing: the pending index, pending reasons, spawned
+//     agents, drain mode, the re-drive (routeMu serialises routing
+//     decisions; jobQueue.mu guards its maps; pendingIndex.mu the index);
+//   - frameHandler (frames.go, messages.go, logs.go, outputs.go,
+//     provenance.go): what registered agents send back (acks, step and
+//     job statuses, logs, outputs, provenance), reported to the JobEvents
+//     and the LogSink (frameHandler.mu guards the receiver).
+//
+// Lock order: jobQueue.routeMu → jobQueue.mu → registry.mu →
+// pendingIndex.mu; frameHandler.mu is a leaf, as is pendingIndex.mu. No
+// component calls into another while holding its own mutex except along
+// this order, and no frame is written to a socket under any of them.
 type Dispatcher struct {
-	cfg       Config
-	st        store.Store
-	agentAuth *auth.AgentAuth
-	logs      LogSink
-	spawner   Spawner
-	log       *slog.Logger
-
-	// routeMu serialises routing decisions (reserve a slot, claim an entry,
-	// track it). Without it a drain that briefly holds an agent's only slot
-	// while finding nothing to claim would make a concurrent EnqueueJob see
-	// the agent busy and spawn or wait needlessly. Frames are written after
-	// it is released; it is never taken while holding mu.
-	routeMu sync.Mutex
-	// registering counts registrations between register.ack and the end of
-	// their first drain.
-	registering atomic.Int64
-
-	// attester signs provenance (provenance.go); nil = refused. Guarded by mu.
-	attester Attester
-	// secretResolver resolves declared secrets (kick.go); nil = none sent.
-	secretResolver JobDataResolver
-	// ackObserver records dispatch latency (observe.go); guarded by mu.
-	ackObserver AckObserver
-	// pending indexes the pending queue by label set (pending.go); it has
-	// its own lock.
-	pending *pendingIndex
+	log   *slog.Logger
+	reg   *registry
+	queue *jobQueue
+	frame *frameHandler
 	// peers reaches the other nodes of a cluster (peers.go); nil on a
-	// single node. Set before Start.
+	// single node.
 	peers Peers
-	// shared keeps agent sessions for the cluster (session.go), as node
-	// nodeID; nil on a single node. Set before Start.
-	shared SharedSessions
-	nodeID string
 
-	mu      sync.Mutex
-	events  JobEvents
-	agents  map[string]*agentConn // registered agents by id
-	jobs    map[string]*jobState  // jobs handed to agents, by job id
-	spawns  map[string]*spawnRec  // spawned, not yet registered agents
-	reasons map[string]string     // last pending reason written per job
-	conns   map[*agentConn]bool   // every open socket (registered or not)
-	// sessions are the agents' registration sessions by agent id (session.go).
-	sessions map[string]*agentSession
-	closed   bool
-	// draining is orchestrator drain mode (control.go).
-	draining bool
-
-	kick     chan struct{}
+	// lifeMu guards started; it is taken before registry.mu.
+	lifeMu   sync.Mutex
+	started  bool
 	ctx      context.Context
 	cancel   context.CancelFunc
-	started  bool
 	loopDone chan struct{}
-	handlers sync.WaitGroup
 }
 
-// jobState is the dispatcher's view of a job handed to an agent.
-type jobState struct {
-	entry   store.QueueEntry
-	agentID string
-	// session is the resume token of the agent session the job was
-	// dispatched to or adopted by: only a socket of that session (the
-	// agent itself, reconnected with its resume token) reports for it, not
-	// another socket that registered the same agent id.
-	session   string
-	started   bool
-	acked     bool
-	holdsSlot bool
-	ackTimer  *time.Timer
-	done      bool
-	doneAt    time.Time
-	lastSeq   int64
-	// recoverBy is set while the job's static agent is disconnected: the
-	// job fails if the agent has not reclaimed it by then.
-	recoverBy time.Time
-}
-
-// spawnRec is an agent the Spawner started for a job and that has not
-// registered yet.
-type spawnRec struct {
-	jobID    string
-	deadline time.Time
+// core is what every component shares; set by New and never changed.
+type core struct {
+	cfg Config
+	st  store.Store
+	log *slog.Logger
+	// ctx ends when the dispatcher shuts down.
+	ctx context.Context
 }
 
 // Deps are a dispatcher's collaborators beyond the store; only Events is
@@ -312,38 +262,19 @@ func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, sp
 		logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Dispatcher{
-		events:         deps.Events,
-		secretResolver: deps.JobData,
-		attester:       deps.Attester,
-		ackObserver:    deps.AckObserver,
-		peers:          deps.Peers,
-		shared:         deps.Sessions,
-		nodeID:         deps.NodeID,
-		cfg:            cfg.withDefaults(),
-		st:             st,
-		agentAuth:      agentAuth,
-		logs:           logs,
-		spawner:        spawner,
-		log:            logger,
-		agents:         map[string]*agentConn{},
-		jobs:           map[string]*jobState{},
-		spawns:         map[string]*spawnRec{},
-		reasons:        map[string]string{},
-		conns:          map[*agentConn]bool{},
-		sessions:       map[string]*agentSession{},
-		pending:        newPendingIndex(),
-		kick:           make(chan struct{}, 1),
-		ctx:            ctx,
-		cancel:         cancel,
-		loopDone:       make(chan struct{}),
-	}
-}
-
-func (d *Dispatcher) ev() JobEvents {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.events
+	c := &core{cfg: cfg.withDefaults(), st: st, log: logger, ctx: ctx}
+	reg := &registry{core: c, agentAuth: agentAuth, shared: deps.Sessions, nodeID: deps.NodeID,
+		spawner: spawner, ackObserver: deps.AckObserver,
+		agents: map[string]*agentConn{}, jobs: map[string]*jobState{},
+		conns: map[*agentConn]bool{}, sessions: map[string]*agentSession{}}
+	q := &jobQueue{core: c, spawner: spawner, secretResolver: deps.JobData, pending: newPendingIndex(),
+		reasons: map[string]string{}, spawns: map[string]*spawnRec{}, kick: make(chan struct{}, 1)}
+	fr := &frameHandler{core: c, logs: logs, attester: deps.Attester, events: deps.Events}
+	reg.q, reg.fr = q, fr
+	q.reg, q.fr = reg, fr
+	fr.reg, fr.q = reg, q
+	return &Dispatcher{log: logger, reg: reg, queue: q, frame: fr, peers: deps.Peers,
+		ctx: ctx, cancel: cancel, loopDone: make(chan struct{})}
 }
 
 // Start runs the background loop until Shutdown: the pending-queue re-drive
@@ -352,14 +283,14 @@ func (d *Dispatcher) ev() JobEvents {
 // timer was armed (after a restart), and the heartbeat monitor. Calling it
 // twice has no further effect.
 func (d *Dispatcher) Start(ctx context.Context) {
-	d.mu.Lock()
-	if d.started || d.closed {
-		d.mu.Unlock()
+	d.lifeMu.Lock()
+	if d.started || d.reg.isClosed() {
+		d.lifeMu.Unlock()
 		return
 	}
 	d.started = true
-	d.mu.Unlock()
-	if err := d.loadPending(ctx); err != nil {
+	d.lifeMu.Unlock()
+	if err := d.queue.loadPending(ctx); err != nil {
 		// The loop retries at its next resync; routing meanwhile sees the
 		// jobs enqueued since this process started.
 		d.log.Error("load pending queue", "err", err)
@@ -379,29 +310,19 @@ func (d *Dispatcher) Start(ctx context.Context) {
 // reclaimed when their agents reconnect to the next orchestrator process.
 // It waits for connection handlers to finish or ctx to end.
 func (d *Dispatcher) Shutdown(ctx context.Context) {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	d.lifeMu.Lock()
+	started := d.started
+	conns, ok := d.reg.close()
+	d.lifeMu.Unlock()
+	if !ok {
 		return
 	}
-	d.closed = true
-	started := d.started
-	conns := make([]*agentConn, 0, len(d.conns))
-	for c := range d.conns {
-		conns = append(conns, c)
-	}
-	for _, js := range d.jobs {
-		if js.ackTimer != nil {
-			js.ackTimer.Stop()
-		}
-	}
-	d.mu.Unlock()
 	for _, c := range conns {
 		c.close(protocol.CloseGoingAway, "orchestrator shutting down")
 	}
 	handlersDone := make(chan struct{})
 	go func() {
-		d.handlers.Wait()
+		d.reg.handlers.Wait()
 		close(handlersDone)
 	}()
 	select {
@@ -419,44 +340,12 @@ func (d *Dispatcher) Shutdown(ctx context.Context) {
 	}
 }
 
-// Agents returns the registered agents, sorted by id.
-func (d *Dispatcher) Agents() []AgentInfo {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]AgentInfo, 0, len(d.agents))
-	for _, a := range d.agents {
-		info := AgentInfo{
-			ID: a.id, Labels: append([]string(nil), a.labels...), ScalerManaged: a.scalerManaged,
-			Ephemeral: a.ephemeral, MaxConcurrency: a.maxConc, ActiveJobs: a.active,
-			Version: a.version, Hostname: a.hostname, ConnectedAt: a.connectedAt, LastSeenAt: a.lastSeen,
-			JobIDs: []string{},
-		}
-		for id, js := range d.jobs {
-			if js.agentID == a.id && !js.done {
-				info.JobIDs = append(info.JobIDs, id)
-			}
-		}
-		sort.Strings(info.JobIDs)
-		out = append(out, info)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// kickRedrive asks the loop for an early re-drive (debounced).
-func (d *Dispatcher) kickRedrive() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
-
 // loop is the single background goroutine.
 func (d *Dispatcher) loop() {
 	defer close(d.loopDone)
-	redrive := time.NewTicker(d.cfg.RedriveInterval)
+	redrive := time.NewTicker(d.reg.cfg.RedriveInterval)
 	defer redrive.Stop()
-	hb := time.NewTicker(d.cfg.HeartbeatCheckInterval)
+	hb := time.NewTicker(d.reg.cfg.HeartbeatCheckInterval)
 	defer hb.Stop()
 	var lastSweep time.Time
 	lastResync := time.Now()
@@ -465,10 +354,10 @@ func (d *Dispatcher) loop() {
 		case <-d.ctx.Done():
 			return
 		case <-hb.C:
-			d.checkHeartbeats()
+			d.reg.checkHeartbeats()
 			continue
 		case <-redrive.C:
-		case <-d.kick:
+		case <-d.queue.kick:
 			// Debounce: let a burst of freed slots settle into one pass.
 			select {
 			case <-d.ctx.Done():
@@ -476,50 +365,19 @@ func (d *Dispatcher) loop() {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		d.expireSpawns()
-		d.expireRecoveries()
+		d.queue.expireSpawns()
+		d.reg.expireRecoveries()
 		if time.Since(lastSweep) >= 10*time.Second {
 			lastSweep = time.Now()
-			d.sweepAckDeadlines()
+			d.queue.sweepAckDeadlines()
 		}
 		if time.Since(lastResync) >= resyncInterval {
 			lastResync = time.Now()
-			if err := d.loadPending(d.ctx); err != nil {
+			if err := d.queue.loadPending(d.ctx); err != nil {
 				d.log.Warn("merge pending queue", "err", err)
 			}
 		}
-		d.redrive()
-		d.pruneDone()
-	}
-}
-
-// pruneDone forgets finished jobs past the ownership grace.
-func (d *Dispatcher) pruneDone() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, js := range d.jobs {
-		if js.done && time.Since(js.doneAt) > ownershipGrace {
-			delete(d.jobs, id)
-		}
-	}
-}
-
-// checkHeartbeats closes registered agents silent for HeartbeatTimeout with
-// 4004; their handler then runs the disconnect triage.
-func (d *Dispatcher) checkHeartbeats() {
-	d.mu.Lock()
-	var stale []*agentConn
-	now := time.Now()
-	for _, a := range d.agents {
-		if silent := now.Sub(a.lastSeen); silent > d.cfg.HeartbeatTimeout {
-			stale = append(stale, a)
-		} else if silent > d.cfg.HeartbeatTimeout/2 {
-			d.log.Warn("agent unhealthy: no heartbeat", "agent", a.id, "silentFor", silent.Round(time.Second))
-		}
-	}
-	d.mu.Unlock()
-	for _, a := range stale {
-		d.log.Warn("agent heartbeat timeout", "agent", a.id)
-		a.close(protocol.CloseHeartbeatTimeout, "heartbeat timeout")
+		d.queue.redrive()
+		d.reg.pruneDone()
 	}
 }

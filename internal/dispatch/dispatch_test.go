@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
@@ -86,6 +87,14 @@ func (l *logSink) Append(runID, jobID string, stepIndex int, lines []protocol.Lo
 	return nil
 }
 
+// AppendFrom stores lines like Append and acknowledges all of them.
+func (l *logSink) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error) {
+	if err := l.Append(runID, jobID, stepIndex, lines); err != nil {
+		return logstore.AppendResult{}, err
+	}
+	return logstore.AppendResult{Stored: len(lines), Acked: offset + int64(len(lines))}, nil
+}
+
 // spawner is a Spawner double: it records requests and hands out ids.
 type spawner struct {
 	mu      sync.Mutex
@@ -109,10 +118,20 @@ func (s *spawner) CanServe(labels []string) bool {
 	return true
 }
 
-func (s *spawner) Spawn(ctx context.Context, jobID string) (string, error) {
+// SpawnFor spawns an agent carrying exactly s.labels: ErrNoBackend when
+// those lack a runsOn label or carry an exclude label.
+func (s *spawner) SpawnFor(ctx context.Context, req ScaleRequest) (string, error) {
+	if !s.CanServe(req.RunsOn) {
+		return "", ErrNoBackend
+	}
+	for _, l := range req.Exclude {
+		if s.CanServe([]string{l}) {
+			return "", ErrNoBackend
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, jobID)
+	s.calls = append(s.calls, req.JobID)
 	if s.err != nil {
 		return "", s.err
 	}
@@ -121,6 +140,10 @@ func (s *spawner) Spawn(ctx context.Context, jobID string) (string, error) {
 	s.ids = append(s.ids, id)
 	return id, nil
 }
+
+func (s *spawner) Stop(string)              {}
+func (s *spawner) AgentRegistered(string)   {}
+func (s *spawner) AgentDisconnected(string) {}
 
 type harness struct {
 	t    *testing.T
@@ -316,7 +339,7 @@ func (h *harness) agent(id, token string, labels ...string) *client {
 	c := h.dial()
 	c.auth(token)
 	c.register(id, labels...)
-	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	return c
 }
 

@@ -18,18 +18,15 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// ServeHTTP upgrades GET /ws to the agent channel and runs the connection:
-// handshake (auth.request within AuthTimeout, agent.register within
-// RegisterTimeout), then the registered message loop, then disconnect
-// triage.
-func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if d.isClosed() {
+// serve runs one agent connection (Dispatcher.ServeHTTP).
+func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
+	if r.isClosed() {
 		http.Error(w, "orchestrator shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := websocket.Accept(w, r, nil)
+	ws, err := websocket.Accept(w, req, nil)
 	if err != nil {
-		d.log.Debug("websocket accept", "err", err)
+		r.log.Debug("websocket accept", "err", err)
 		return
 	}
 	// Until the agent has authenticated and registered, a frame may be at
@@ -38,18 +35,18 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(PreAuthFrameBytes)
 	c := &agentConn{ws: ws, closeDone: make(chan struct{}), connectedAt: time.Now().UTC(), lastSeen: time.Now().UTC(), maxConc: 1}
 
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		_ = ws.Close(websocket.StatusCode(protocol.CloseGoingAway), "orchestrator shutting down")
 		return
 	}
-	d.conns[c] = true
-	d.handlers.Add(1)
-	d.mu.Unlock()
-	defer d.handlers.Done()
+	r.conns[c] = true
+	r.handlers.Add(1)
+	r.mu.Unlock()
+	defer r.handlers.Done()
 
-	ctx, cancel := context.WithCancel(d.ctx)
+	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
 	frames := make(chan []byte)
 	readDone := make(chan error, 1)
@@ -69,17 +66,17 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	tok := d.handshake(ctx, c, frames, readDone)
+	tok := r.handshake(ctx, c, frames, readDone)
 	if tok != nil {
 		ws.SetReadLimit(protocol.MaxFrameBytes)
-		d.serveRegistered(ctx, c, tok, frames, readDone)
+		r.fr.serveRegistered(ctx, c, tok, frames, readDone)
 	}
 	c.close(protocol.CloseNormal, "")
 	// Let the close frame go out before the read context is cancelled
 	// (cancelling a read tears the connection down without a close frame).
 	<-c.closeDone
 	cancel()
-	d.onDisconnect(c)
+	r.onDisconnect(c)
 }
 
 // next waits for one frame until timeout. ok=false when the socket ended
@@ -103,8 +100,8 @@ const PreAuthFrameBytes = 64 << 10
 
 // handshake runs auth and the first registration; it returns the agent's
 // token when the agent is registered, else nil (the socket is closing).
-func (d *Dispatcher) handshake(ctx context.Context, c *agentConn, frames <-chan []byte, readDone <-chan error) *store.AgentToken {
-	frame, timedOut, ok := next(frames, readDone, d.cfg.AuthTimeout)
+func (r *registry) handshake(ctx context.Context, c *agentConn, frames <-chan []byte, readDone <-chan error) *store.AgentToken {
+	frame, timedOut, ok := next(frames, readDone, r.cfg.AuthTimeout)
 	if !ok {
 		if timedOut {
 			c.close(protocol.CloseAuthTimeout, "authentication timeout")
@@ -114,37 +111,37 @@ func (d *Dispatcher) handshake(ctx context.Context, c *agentConn, frames <-chan 
 	msg, err := protocol.Decode(frame)
 	req, isAuth := msg.(*protocol.AuthRequest)
 	if err != nil || !isAuth {
-		d.authFail(c, protocol.CloseAuthFailed, "expected auth.request")
+		r.authFail(c, protocol.CloseAuthFailed, "expected auth.request")
 		return nil
 	}
 	// KiCI accepts any version at or above its minimum; a version newer
 	// than this build speaks is refused too, since its messages may mean
 	// what this build cannot honour.
 	if req.ProtocolVersion < protocol.MinVersion || req.ProtocolVersion > protocol.Version {
-		d.authFail(c, protocol.CloseProtocolError,
+		r.authFail(c, protocol.CloseProtocolError,
 			fmt.Sprintf("unsupported protocol version %d (supported %d to %d)", req.ProtocolVersion, protocol.MinVersion, protocol.Version))
 		return nil
 	}
-	tok, err := d.agentAuth.Validate(ctx, req.Token)
+	tok, err := r.agentAuth.Validate(ctx, req.Token)
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidToken) {
-			d.log.Warn("agent authentication failed", "err", err)
-			d.authFail(c, protocol.CloseAuthFailed, "authentication failed: "+strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": "))
+			r.log.Warn("agent authentication failed", "err", err)
+			r.authFail(c, protocol.CloseAuthFailed, "authentication failed: "+strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()+": "))
 		} else {
 			// A store failure is not the agent's fault: let it retry.
-			d.log.Error("agent token lookup", "err", err)
+			r.log.Error("agent token lookup", "err", err)
 			c.close(protocol.CloseInternalError, "authentication unavailable")
 		}
 		return nil
 	}
-	if !d.watchToken(ctx, c, tok) {
+	if !r.watchToken(ctx, c, tok) {
 		return nil
 	}
 	if err := c.send(&protocol.AuthSuccess{Type: protocol.TypeAuthSuccess, ConnectionID: uuid.NewString()}); err != nil {
 		return nil
 	}
 
-	frame, timedOut, ok = next(frames, readDone, d.cfg.RegisterTimeout)
+	frame, timedOut, ok = next(frames, readDone, r.cfg.RegisterTimeout)
 	if !ok {
 		if timedOut {
 			c.close(protocol.CloseAuthTimeout, "registration timeout")
@@ -154,23 +151,23 @@ func (d *Dispatcher) handshake(ctx context.Context, c *agentConn, frames <-chan 
 	msg, err = protocol.Decode(frame)
 	reg, isReg := msg.(*protocol.AgentRegister)
 	if err != nil || !isReg {
-		d.invalid(c, "expected agent.register")
+		r.invalid(c, "expected agent.register")
 		return nil
 	}
-	if !d.register(ctx, c, tok, reg) {
+	if !r.register(ctx, c, tok, reg) {
 		return nil
 	}
 	return tok
 }
 
 // authFail sends auth.failure and closes with code.
-func (d *Dispatcher) authFail(c *agentConn, code int, reason string) {
+func (r *registry) authFail(c *agentConn, code int, reason string) {
 	_ = c.send(&protocol.AuthFailure{Type: protocol.TypeAuthFailure, Reason: reason})
 	c.close(code, reason)
 }
 
 // invalid sends an INVALID_MESSAGE error frame and closes with 4003.
-func (d *Dispatcher) invalid(c *agentConn, why string) {
+func (r *registry) invalid(c *agentConn, why string) {
 	_ = c.send(&protocol.ErrorMessage{Type: protocol.TypeErrorMessage, Code: "INVALID_MESSAGE", Message: why})
 	c.close(protocol.CloseInvalidMessage, why)
 }

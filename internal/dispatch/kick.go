@@ -17,29 +17,22 @@ const (
 	ReasonTokenExpired = "Token expired"
 )
 
-// KickToken closes every open agent socket that authenticated with agent
-// token tokenID: auth.failure {reason:"Token revoked"} then close 4010, so
-// the agent stops reconnecting. Call it after the revocation is stored. It
-// returns how many sockets were closed.
-func (d *Dispatcher) KickToken(tokenID string) int {
-	return d.kickToken(tokenID, ReasonTokenRevoked)
-}
-
-func (d *Dispatcher) kickToken(tokenID, reason string) int {
+// kickToken closes the sockets of token tokenID with reason (KickToken).
+func (r *registry) kickToken(tokenID, reason string) int {
 	if tokenID == "" {
 		return 0
 	}
-	d.mu.Lock()
+	r.mu.Lock()
 	var victims []*agentConn
-	for c := range d.conns {
+	for c := range r.conns {
 		if c.tokenID == tokenID {
 			victims = append(victims, c)
 		}
 	}
-	d.mu.Unlock()
+	r.mu.Unlock()
 	for _, c := range victims {
-		d.log.Warn("closing agent connection: its token is no longer valid", "agent", c.id, "tokenId", tokenID, "reason", reason)
-		d.authFail(c, protocol.CloseAuthFailed, reason)
+		r.log.Warn("closing agent connection: its token is no longer valid", "agent", c.id, "tokenId", tokenID, "reason", reason)
+		r.authFail(c, protocol.CloseAuthFailed, reason)
 	}
 	return len(victims)
 }
@@ -51,30 +44,30 @@ func (d *Dispatcher) kickToken(tokenID, reason string) int {
 // A static token with an expiry gets a timer that kicks it at that instant
 // (ephemeral tokens are single-agent and live for their job; they are not
 // cut off mid-job). It reports false when the socket is being closed.
-func (d *Dispatcher) watchToken(ctx context.Context, c *agentConn, tok *store.AgentToken) bool {
-	mandatory, err := d.st.AgentTokenMandatoryLabels(ctx, tok.ID)
+func (r *registry) watchToken(ctx context.Context, c *agentConn, tok *store.AgentToken) bool {
+	mandatory, err := r.st.AgentTokenMandatoryLabels(ctx, tok.ID)
 	if err != nil {
-		d.log.Error("agent token mandatory labels", "tokenId", tok.ID, "err", err)
+		r.log.Error("agent token mandatory labels", "tokenId", tok.ID, "err", err)
 		c.close(protocol.CloseInternalError, "authentication unavailable")
 		return false
 	}
-	d.mu.Lock()
+	r.mu.Lock()
 	c.tokenID = tok.ID
 	c.mandatory = mandatory
-	d.mu.Unlock()
-	cur, err := d.st.GetAgentTokenByHash(ctx, tok.TokenHash)
+	r.mu.Unlock()
+	cur, err := r.st.GetAgentTokenByHash(ctx, tok.TokenHash)
 	if err == nil && cur.RevokedAt != nil {
-		d.authFail(c, protocol.CloseAuthFailed, ReasonTokenRevoked)
+		r.authFail(c, protocol.CloseAuthFailed, ReasonTokenRevoked)
 		return false
 	}
 	if tok.Kind == store.AgentTokenStatic && tok.ExpiresAt != nil {
 		t := time.AfterFunc(time.Until(*tok.ExpiresAt), func() {
-			d.mu.Lock()
-			open := d.conns[c]
-			d.mu.Unlock()
+			r.mu.Lock()
+			open := r.conns[c]
+			r.mu.Unlock()
 			if open {
-				d.log.Warn("closing agent connection: token expired", "agent", c.id, "tokenId", tok.ID)
-				d.authFail(c, protocol.CloseAuthFailed, ReasonTokenExpired)
+				r.log.Warn("closing agent connection: token expired", "agent", c.id, "tokenId", tok.ID)
+				r.authFail(c, protocol.CloseAuthFailed, ReasonTokenExpired)
 			}
 		})
 		go func() {
@@ -117,17 +110,6 @@ type JobData struct {
 // and the dispatch is retried later.
 type JobDataResolver func(ctx context.Context, run *store.Run, job *store.Job, agent AgentFacts) (JobData, error)
 
-func (d *Dispatcher) resolveJobData(ctx context.Context, run *store.Run, job *store.Job, a *agentConn) (JobData, error) {
-	d.mu.Lock()
-	f := d.secretResolver
-	facts := AgentFacts{ID: a.id, Hostname: a.hostname, Labels: withMandatory(a.labels, a.mandatory), TokenLabels: a.tokenLabels}
-	d.mu.Unlock()
-	if f == nil {
-		return JobData{}, nil
-	}
-	return f(ctx, run, job, facts)
-}
-
 // withMandatory returns labels plus every mandatory label not already in
 // it: an agent carries its token's mandatory labels.
 func withMandatory(labels, mandatory []string) []string {
@@ -141,7 +123,7 @@ func withMandatory(labels, mandatory []string) []string {
 }
 
 // agentFitsLocked reports whether agent a may run entry e (agentFits).
-// Caller holds d.mu.
+// Caller holds registry.mu.
 func agentFitsLocked(a *agentConn, e *store.QueueEntry) bool {
 	return agentFits(a.labels, a.mandatory, a.tokenLabels, e.RunsOnLabels, e.ExcludeLabels)
 }
@@ -163,29 +145,4 @@ func agentFits(labels, mandatory, tokenLabels, runsOn, exclude []string) bool {
 		}
 	}
 	return true
-}
-
-// claimNext claims the oldest pending entry agent a may run: an entry
-// pinned to it first, else the oldest head among the label sets it fits
-// (pendingIndex.next), so the cost does not grow with the jobs parked in
-// sets it cannot serve. The claim itself is the store's atomic ClaimByID:
-// an entry another claimant took meanwhile is dropped from the index and
-// the next candidate tried.
-func (d *Dispatcher) claimNext(ctx context.Context, a *agentConn, deadline time.Time) (*store.QueueEntry, error) {
-	d.mu.Lock()
-	labels := slices.Clone(a.labels)
-	mandatory := slices.Clone(a.mandatory)
-	tokenLabels := slices.Clone(a.tokenLabels)
-	d.mu.Unlock()
-	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, tokenLabels, runsOn, exclude) }
-	for {
-		e := d.pending.next(a.id, fits)
-		if e == nil {
-			return nil, nil
-		}
-		claimed, err := d.claimEntry(ctx, e.ID, a.id, deadline)
-		if err != nil || claimed != nil {
-			return claimed, err
-		}
-	}
 }

@@ -156,7 +156,7 @@ func TestMandatoryLabelsTaintTheAgent(t *testing.T) {
 	if !slices.Contains(ack.Labels, "secure") {
 		t.Fatalf("tainted agent labels %v lack the mandatory label", ack.Labels)
 	}
-	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	if e := h.entry(plainJob.ID); e.Status != store.QueuePending {
 		t.Fatalf("ordinary job went to the tainted agent: %+v", e)
 	}

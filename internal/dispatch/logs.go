@@ -1,20 +1,8 @@
 package dispatch
 
 import (
-	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/protocol"
 )
-
-// OffsetLogSink is a LogSink that stores agent-numbered lines idempotently
-// (implemented by logstore.FS). With one, the dispatcher negotiates LogAcks:
-// agents number their lines, keep each chunk until it is acknowledged, and
-// replay the unacknowledged ones after a reconnect.
-type OffsetLogSink interface {
-	LogSink
-	// AppendFrom stores lines numbered from offset, skipping those already
-	// held (logstore.Store.AppendFrom).
-	AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error)
-}
 
 // Batching bounds: the lines of consecutive log.chunk frames are written
 // together, up to these many lines or text bytes per batch.
@@ -22,11 +10,6 @@ const (
 	maxBatchLines = 20000
 	maxBatchBytes = 4 << 20
 )
-
-func (d *Dispatcher) offsetSink() OffsetLogSink {
-	s, _ := d.logs.(OffsetLogSink)
-	return s
-}
 
 type logKey struct {
 	runID, jobID string
@@ -54,27 +37,18 @@ type pendingLines struct {
 // logChunk applies one owned log.chunk: buffered when it carries an offset
 // and the sink stores by offset, else written at once (agents without
 // LogAcks; replays dropped by seq as before).
-func (d *Dispatcher) logChunk(c *agentConn, js *jobState, jobID string, m *protocol.LogChunk) {
+func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *protocol.LogChunk) {
 	runID := m.RunID
-	d.mu.Lock()
 	if js != nil {
-		runID = js.entry.RunID
+		runID = js.entry.RunID // set when tracking began, never changed
 	}
-	d.mu.Unlock()
-	sink := d.offsetSink()
-	if m.Offset == nil || sink == nil || *m.Offset < 0 {
-		d.mu.Lock()
-		if js != nil {
-			if m.Seq <= js.lastSeq {
-				d.mu.Unlock()
-				return // replay of a chunk already stored
-			}
-			js.lastSeq = m.Seq
+	if m.Offset == nil || fr.logs == nil || *m.Offset < 0 {
+		if !fr.reg.newChunk(js, m.Seq) {
+			return // replay of a chunk already stored
 		}
-		d.mu.Unlock()
-		if d.logs != nil && len(m.Lines) > 0 {
-			if err := d.logs.Append(runID, jobID, m.StepIndex, m.Lines); err != nil {
-				d.log.Warn("append log lines", "job", jobID, "err", err)
+		if fr.logs != nil && len(m.Lines) > 0 {
+			if err := fr.logs.Append(runID, jobID, m.StepIndex, m.Lines); err != nil {
+				fr.log.Warn("append log lines", "job", jobID, "err", err)
 			}
 		}
 		return
@@ -87,7 +61,7 @@ func (d *Dispatcher) logChunk(c *agentConn, js *jobState, jobID string, m *proto
 	k := logKey{runID, jobID, m.StepIndex}
 	p := b.steps[k]
 	if p != nil && p.offset+int64(len(p.lines)) != *m.Offset {
-		d.flushLogs(c) // not a continuation: write what we have first
+		fr.flushLogs(c) // not a continuation: write what we have first
 		p = nil
 	}
 	if p == nil {
@@ -101,7 +75,7 @@ func (d *Dispatcher) logChunk(c *agentConn, js *jobState, jobID string, m *proto
 		b.bytes += len(m.Lines[i].Text)
 	}
 	if b.lines >= maxBatchLines || b.bytes >= maxBatchBytes {
-		d.flushLogs(c)
+		fr.flushLogs(c)
 	}
 }
 
@@ -109,29 +83,28 @@ func (d *Dispatcher) logChunk(c *agentConn, js *jobState, jobID string, m *proto
 // acknowledges what is stored. A failed append closes the connection
 // without acknowledging: the agent keeps the lines and sends them again
 // after it reconnects. It reports whether the connection may go on.
-func (d *Dispatcher) flushLogs(c *agentConn) bool {
+func (fr *frameHandler) flushLogs(c *agentConn) bool {
 	b := c.logs
 	if b == nil || len(b.order) == 0 {
 		return true
 	}
-	sink := d.offsetSink()
 	ok := true
 	for _, k := range b.order {
 		p := b.steps[k]
 		if !ok {
 			break
 		}
-		res, err := sink.AppendFrom(k.runID, k.jobID, k.step, p.offset, p.lines)
+		res, err := fr.logs.AppendFrom(k.runID, k.jobID, k.step, p.offset, p.lines)
 		if err != nil {
-			d.log.Error("storing log lines failed; closing the agent connection so it sends them again", "job", k.jobID, "step", k.step, "err", err)
+			fr.log.Error("storing log lines failed; closing the agent connection so it sends them again", "job", k.jobID, "step", k.step, "err", err)
 			c.close(protocol.CloseInternalError, "log store error")
 			ok = false
 			break
 		}
 		if res.Missing > 0 {
-			d.log.Error("log lines missing before a chunk", "job", k.jobID, "step", k.step, "missing", res.Missing)
+			fr.log.Error("log lines missing before a chunk", "job", k.jobID, "step", k.step, "missing", res.Missing)
 		}
-		d.ackLogs(c, k.runID, k.jobID, k.step, res.Acked)
+		fr.ackLogs(c, k.runID, k.jobID, k.step, res.Acked)
 	}
 	c.logs = nil
 	return ok
@@ -139,17 +112,17 @@ func (d *Dispatcher) flushLogs(c *agentConn) bool {
 
 // ackLogs sends log.ack; a failed write ends the connection (the agent
 // replays what it did not see acknowledged).
-func (d *Dispatcher) ackLogs(c *agentConn, runID, jobID string, step int, offset int64) {
+func (fr *frameHandler) ackLogs(c *agentConn, runID, jobID string, step int, offset int64) {
 	if err := c.send(&protocol.LogAck{Type: protocol.TypeLogAck, RunID: runID, JobID: jobID, StepIndex: step, Offset: offset}); err != nil {
-		d.log.Debug("send log.ack", "agent", c.id, "err", err)
+		fr.log.Debug("send log.ack", "agent", c.id, "err", err)
 		c.close(protocol.CloseInternalError, "send failed")
 	}
 }
 
 // refuseLogChunk acknowledges a chunk the agent may not write (a job it
 // does not own) without storing it, so the agent does not hold it forever.
-func (d *Dispatcher) refuseLogChunk(c *agentConn, msg any) {
-	if m, ok := msg.(*protocol.LogChunk); ok && m.Offset != nil && d.offsetSink() != nil {
-		d.ackLogs(c, m.RunID, m.JobID, m.StepIndex, *m.Offset+int64(len(m.Lines)))
+func (fr *frameHandler) refuseLogChunk(c *agentConn, msg any) {
+	if m, ok := msg.(*protocol.LogChunk); ok && m.Offset != nil && fr.logs != nil {
+		fr.ackLogs(c, m.RunID, m.JobID, m.StepIndex, *m.Offset+int64(len(m.Lines)))
 	}
 }

@@ -19,7 +19,7 @@ func (d *Dispatcher) EndLostAgents(ctx context.Context, agentIDs []string) {
 	if len(agentIDs) == 0 {
 		return
 	}
-	jobs, err := d.st.ListJobsByStatus(ctx, []status.Job{status.JobRunning, status.JobRecovering, status.JobPending, status.JobQueued})
+	jobs, err := d.reg.st.ListJobsByStatus(ctx, []status.Job{status.JobRunning, status.JobRecovering, status.JobPending, status.JobQueued})
 	if err != nil {
 		d.log.Error("list jobs of lost agents", "err", err)
 		return
@@ -28,9 +28,9 @@ func (d *Dispatcher) EndLostAgents(ctx context.Context, agentIDs []string) {
 		if j.AgentID == "" || !slices.Contains(agentIDs, j.AgentID) {
 			continue
 		}
-		d.failLost(ctx, j.ID, fmt.Sprintf("agent lost: %s ended while the orchestrator was down", j.AgentID))
+		d.reg.failLost(ctx, j.ID, fmt.Sprintf("agent lost: %s ended while the orchestrator was down", j.AgentID))
 	}
-	entries, err := d.st.ListQueue(ctx, []string{store.QueueDispatched})
+	entries, err := d.reg.st.ListQueue(ctx, []string{store.QueueDispatched})
 	if err != nil {
 		d.log.Error("list queue for lost agents", "err", err)
 		return
@@ -39,10 +39,10 @@ func (d *Dispatcher) EndLostAgents(ctx context.Context, agentIDs []string) {
 		if !slices.Contains(agentIDs, e.AgentID) {
 			continue
 		}
-		job, err := d.st.GetJob(ctx, e.ID)
+		job, err := d.reg.st.GetJob(ctx, e.ID)
 		if err != nil || job.Status.IsTerminal() {
 			continue
 		}
-		d.requeueOrFail(ctx, e.ID, e, "agent "+e.AgentID+" ended while the orchestrator was down, before starting the job", e.AgentID)
+		d.queue.requeueOrFail(ctx, e.ID, e, "agent "+e.AgentID+" ended while the orchestrator was down, before starting the job", e.AgentID)
 	}
 }

@@ -15,15 +15,15 @@ import (
 )
 
 // serveRegistered is the message loop of a registered agent.
-func (d *Dispatcher) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
-	defer d.flushLogs(c)
+func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
+	defer fr.flushLogs(c)
 	for {
 		var frame []byte
 		select {
 		case frame = <-frames:
 		default:
 			// Nothing waiting: write the log lines read so far.
-			if !d.flushLogs(c) {
+			if !fr.flushLogs(c) {
 				return
 			}
 			select {
@@ -32,22 +32,20 @@ func (d *Dispatcher) serveRegistered(ctx context.Context, c *agentConn, tok *sto
 				return
 			}
 		}
-		d.mu.Lock()
-		c.lastSeen = time.Now().UTC()
-		d.mu.Unlock()
+		fr.reg.touch(c)
 		msg, err := protocol.Decode(frame)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnknownType) {
-				d.log.Debug("ignoring unknown agent message", "agent", c.id, "err", err)
+				fr.log.Debug("ignoring unknown agent message", "agent", c.id, "err", err)
 				continue
 			}
-			d.invalid(c, "invalid message")
+			fr.reg.invalid(c, "invalid message")
 			return
 		}
-		if _, isLog := msg.(*protocol.LogChunk); !isLog && !d.flushLogs(c) {
+		if _, isLog := msg.(*protocol.LogChunk); !isLog && !fr.flushLogs(c) {
 			return // statuses only after the lines before them are stored
 		}
-		if !d.handle(ctx, c, tok, msg) {
+		if !fr.handle(ctx, c, tok, msg) {
 			return
 		}
 	}
@@ -73,122 +71,54 @@ func jobRef(msg any) (jobID string, scoped bool) {
 }
 
 // handle processes one message; false ends the connection.
-func (d *Dispatcher) handle(ctx context.Context, c *agentConn, tok *store.AgentToken, msg any) bool {
+func (fr *frameHandler) handle(ctx context.Context, c *agentConn, tok *store.AgentToken, msg any) bool {
 	if jobID, scoped := jobRef(msg); scoped {
 		if jobID == "" {
-			d.invalid(c, "message has no jobId")
+			fr.reg.invalid(c, "message has no jobId")
 			return false
 		}
-		js, owned := d.owns(ctx, c, jobID)
+		js, owned := fr.reg.owns(ctx, c, jobID)
 		if !owned {
-			d.refuseLogChunk(c, msg)
-			return d.violation(c, jobID)
+			fr.refuseLogChunk(c, msg)
+			return fr.reg.violation(c, jobID)
 		}
-		d.handleJobMessage(ctx, c, js, jobID, msg)
+		fr.handleJobMessage(ctx, c, js, jobID, msg)
 		return true
 	}
 	switch m := msg.(type) {
 	case *protocol.Heartbeat:
 		// lastSeen already refreshed
 	case *protocol.AgentStatus:
-		d.noteAgentStatus(c, m)
-		d.drain(ctx, c)
+		fr.reg.noteAgentStatus(c, m)
+		fr.q.drain(ctx, c)
 	case *protocol.AgentRegister:
-		return d.register(ctx, c, tok, m)
+		return fr.reg.register(ctx, c, tok, m)
 	case *protocol.ProvenanceAttest:
-		return d.attest(ctx, c, m)
+		return fr.attest(ctx, c, m)
 	default:
-		d.log.Debug("ignoring unexpected message", "agent", c.id, "type", fmt.Sprintf("%T", msg))
-	}
-	return true
-}
-
-// owns applies the ownership rule: the job is tracked for this agent (also
-// up to 30 s after it finished), or the store shows it terminal and not run
-// by another agent. js is nil when only the store vouched.
-func (d *Dispatcher) owns(ctx context.Context, c *agentConn, jobID string) (*jobState, bool) {
-	d.mu.Lock()
-	js := d.jobs[jobID]
-	if js != nil && (js.agentID != c.id || js.session != c.resume) {
-		// Tracked here, and not this session's: a socket that registered
-		// the same agent id afresh (the agent restarted, or another
-		// token's holder took the idle id) writes nothing into it.
-		d.mu.Unlock()
-		return nil, false
-	}
-	if js != nil && (!js.done || time.Since(js.doneAt) <= ownershipGrace) {
-		d.mu.Unlock()
-		return js, true
-	}
-	verified := js != nil || c.resumed
-	d.mu.Unlock()
-	// Late frames for a finished job past the grace, or one this process
-	// does not track (it ran on another node, or before a restart): only
-	// from the agent that ran it, proven by its session's resume token.
-	if !verified {
-		return nil, false
-	}
-	job, err := d.st.GetJob(ctx, jobID)
-	if err != nil {
-		return nil, false
-	}
-	if job.Status.IsTerminal() && job.AgentID == c.id {
-		return nil, true
-	}
-	return nil, false
-}
-
-// violation records a message about a job the agent does not own; five
-// within a minute close the socket with 1001.
-func (d *Dispatcher) violation(c *agentConn, jobID string) bool {
-	now := time.Now()
-	d.mu.Lock()
-	kept := c.violations[:0]
-	for _, t := range c.violations {
-		if now.Sub(t) < time.Minute {
-			kept = append(kept, t)
-		}
-	}
-	c.violations = append(kept, now)
-	n := len(c.violations)
-	d.mu.Unlock()
-	d.log.Warn("dropping message for a job the agent does not own", "agent", c.id, "job", jobID, "violations", n)
-	if n >= 5 {
-		c.close(protocol.CloseGoingAway, "repeated job ownership violations")
-		return false
+		fr.log.Debug("ignoring unexpected message", "agent", c.id, "type", fmt.Sprintf("%T", msg))
 	}
 	return true
 }
 
 // handleJobMessage applies an owned job-scoped message.
-func (d *Dispatcher) handleJobMessage(ctx context.Context, c *agentConn, js *jobState, jobID string, msg any) {
+func (fr *frameHandler) handleJobMessage(ctx context.Context, c *agentConn, js *jobState, jobID string, msg any) {
 	now := time.Now().UTC()
 	switch m := msg.(type) {
 	case *protocol.JobAck:
-		if d.markAcked(c, js, false) {
-			if err := d.st.AckQueueEntry(ctx, jobID, c.id); err != nil {
-				d.log.Warn("ack queue entry", "job", jobID, "err", err)
+		if fr.reg.markAcked(c, js, false) {
+			if err := fr.st.AckQueueEntry(ctx, jobID, c.id); err != nil {
+				fr.log.Warn("ack queue entry", "job", jobID, "err", err)
 			}
 		}
 	case *protocol.JobReject:
-		d.mu.Lock()
-		if js == nil || js.done || js.started || d.jobs[jobID] != js {
-			d.mu.Unlock()
+		if !fr.reg.reject(c, js, jobID) {
 			return
 		}
-		delete(d.jobs, jobID)
-		if js.ackTimer != nil {
-			js.ackTimer.Stop()
-		}
-		if js.holdsSlot {
-			c.active--
-			c.served--
-		}
-		d.mu.Unlock()
-		d.log.Info("job rejected by agent", "job", jobID, "agent", c.id, "reason", m.Reason)
-		d.requeueOrFail(ctx, jobID, &js.entry, "rejected by agent "+c.id+": "+m.Reason, c.id)
+		fr.log.Info("job rejected by agent", "job", jobID, "agent", c.id, "reason", m.Reason)
+		fr.q.requeueOrFail(ctx, jobID, &js.entry, "rejected by agent "+c.id+": "+m.Reason, c.id)
 	case *protocol.JobStatus:
-		d.jobStatus(ctx, c, js, jobID, m, now)
+		fr.jobStatus(ctx, c, js, jobID, m, now)
 	case *protocol.StepStatus:
 		s := &store.Step{RunID: m.RunID, JobID: jobID, StepIndex: m.StepIndex, StepName: m.StepName,
 			Status: m.State, LogBytes: m.LogBytesStreamed}
@@ -208,106 +138,63 @@ func (d *Dispatcher) handleJobMessage(ctx context.Context, c *agentConn, js *job
 		} else if m.State != status.StepPending {
 			s.CompletedAt = &now
 		}
-		if ev := d.ev(); ev != nil {
+		if ev := fr.ev(); ev != nil {
 			if err := ev.StepStatus(ctx, s); err != nil {
-				d.log.Warn("step status", "job", jobID, "err", err)
+				fr.log.Warn("step status", "job", jobID, "err", err)
 			}
 		}
 	case *protocol.LogChunk:
-		d.logChunk(c, js, jobID, m)
+		fr.logChunk(c, js, jobID, m)
 	case *protocol.JobHeartbeat:
-		if err := d.st.TouchJobHeartbeat(ctx, jobID, now); err != nil {
-			d.log.Debug("job heartbeat", "job", jobID, "err", err)
+		if err := fr.st.TouchJobHeartbeat(ctx, jobID, now); err != nil {
+			fr.log.Debug("job heartbeat", "job", jobID, "err", err)
 		}
 	}
-}
-
-// markAcked resolves the ack deadline of an owned, live job once. started
-// also marks it running. It reports whether this call resolved the ack.
-func (d *Dispatcher) markAcked(c *agentConn, js *jobState, started bool) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if js == nil || js.done || js.agentID != c.id {
-		return false
-	}
-	first := !js.acked
-	js.acked = true
-	if first {
-		d.observeAckLocked(js)
-	}
-	if started {
-		js.started = true
-	}
-	if js.ackTimer != nil {
-		js.ackTimer.Stop()
-		js.ackTimer = nil
-	}
-	return first
 }
 
 // jobStatus applies job.status: running marks the job started (and acks);
 // a terminal state completes the queue entry exactly once, reports the
 // result, frees the agent's slot and drains.
-func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, jobID string, m *protocol.JobStatus, now time.Time) {
+func (fr *frameHandler) jobStatus(ctx context.Context, c *agentConn, js *jobState, jobID string, m *protocol.JobStatus, now time.Time) {
 	switch m.State {
 	case status.JobRunning:
-		d.mu.Lock()
-		already := js == nil || js.started || js.done
-		d.mu.Unlock()
-		if already {
+		if fr.reg.startedOrDone(js) {
 			return
 		}
-		if d.markAcked(c, js, true) {
-			_ = d.st.AckQueueEntry(ctx, jobID, c.id)
+		if fr.reg.markAcked(c, js, true) {
+			_ = fr.st.AckQueueEntry(ctx, jobID, c.id)
 		}
-		if ev := d.ev(); ev != nil {
+		if ev := fr.ev(); ev != nil {
 			if err := ev.JobStarted(ctx, jobID, c.id, now); err != nil {
-				d.log.Warn("job started event", "job", jobID, "err", err)
+				fr.log.Warn("job started event", "job", jobID, "err", err)
 			}
 		}
 	case status.JobSuccess, status.JobFailed, status.JobCancelled:
-		freed := false
-		d.mu.Lock()
-		if js != nil && !js.done {
-			js.done = true
-			js.doneAt = time.Now()
-			if js.ackTimer != nil {
-				js.ackTimer.Stop()
-				js.ackTimer = nil
-			}
-			if js.holdsSlot {
-				js.holdsSlot = false
-				if a := d.agents[js.agentID]; a != nil {
-					a.active--
-				}
-				freed = true
-			}
-		}
-		d.mu.Unlock()
-		changed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueueDispatched}, store.QueueCompleted)
+		freed := fr.reg.finishTracked(js)
+		changed, err := fr.st.SetQueueStatus(ctx, jobID, []string{store.QueueDispatched}, store.QueueCompleted)
 		if err != nil {
-			d.log.Error("complete queue entry", "job", jobID, "err", err)
+			fr.log.Error("complete queue entry", "job", jobID, "err", err)
 		}
 		if !changed && err == nil {
-			changed = d.unfinishedAfterQueue(ctx, c, jobID)
+			changed = fr.unfinishedAfterQueue(ctx, c, jobID)
 		}
 		if changed {
 			errMsg := ""
 			if m.Data != nil {
 				errMsg = m.Data.Error
 			}
-			d.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
-			d.storeOutputs(ctx, jobID, m.Data)
-			d.finishJob(ctx, jobID, m.State, errMsg)
+			fr.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
+			fr.storeOutputs(ctx, jobID, m.Data)
+			fr.finishJob(ctx, jobID, m.State, errMsg)
 		}
-		if !d.ackStatus(ctx, c, jobID, m, changed) {
+		if !fr.ackStatus(ctx, c, jobID, m, changed) {
 			return
 		}
 		// A scaler-spawned agent's session is its one job.
-		d.endEphemeralSession(ctx, c, "its job ended")
+		fr.reg.endEphemeralSession(ctx, c, "its job ended")
 		if freed {
-			d.drain(ctx, c)
-			d.kickRedrive()
+			fr.q.drain(ctx, c)
+			fr.q.kickRedrive()
 		}
 	default:
 		// cancelling, pending, queued, skipped: informational only.
@@ -324,17 +211,17 @@ func (d *Dispatcher) jobStatus(ctx context.Context, c *agentConn, js *jobState, 
 // the tracker applies a terminal status once. The entry must be completed,
 // the mark of an agent's status: one failed by AbortJob (a timeout, a
 // cancel) is finished by its caller with its own status, not the agent's.
-func (d *Dispatcher) unfinishedAfterQueue(ctx context.Context, c *agentConn, jobID string) bool {
-	job, err := d.st.GetJob(ctx, jobID)
+func (fr *frameHandler) unfinishedAfterQueue(ctx context.Context, c *agentConn, jobID string) bool {
+	job, err := fr.st.GetJob(ctx, jobID)
 	if err != nil || job.Status.IsTerminal() || job.AgentID != c.id {
 		return false
 	}
 	// completed → completed: true exactly when the entry is completed (the
 	// store has no single-entry read; this path runs only on replays).
-	if completed, err := d.st.SetQueueStatus(ctx, jobID, []string{store.QueueCompleted}, store.QueueCompleted); err != nil || !completed {
+	if completed, err := fr.st.SetQueueStatus(ctx, jobID, []string{store.QueueCompleted}, store.QueueCompleted); err != nil || !completed {
 		return false
 	}
-	d.log.Warn("applying a replayed terminal status the queue already recorded (the node that took it stopped before writing the job)", "job", jobID, "agent", c.id, "jobStatus", job.Status)
+	fr.log.Warn("applying a replayed terminal status the queue already recorded (the node that took it stopped before writing the job)", "job", jobID, "agent", c.id, "jobStatus", job.Status)
 	return true
 }
 
@@ -346,22 +233,22 @@ func (d *Dispatcher) unfinishedAfterQueue(ctx context.Context, c *agentConn, job
 // and sends the status again, as it does for unacknowledged log lines. A
 // status this node did not apply (the job was already finished, or aborted
 // by a timeout or cancel whose caller finishes it) is acknowledged as is.
-func (d *Dispatcher) ackStatus(ctx context.Context, c *agentConn, jobID string, m *protocol.JobStatus, applied bool) bool {
+func (fr *frameHandler) ackStatus(ctx context.Context, c *agentConn, jobID string, m *protocol.JobStatus, applied bool) bool {
 	if !c.statusAcks {
 		return true
 	}
 	runID := m.RunID
 	if applied {
-		job, err := d.st.GetJob(ctx, jobID)
+		job, err := fr.st.GetJob(ctx, jobID)
 		if err != nil || !job.Status.IsTerminal() {
-			d.log.Warn("terminal job status not stored; closing the socket so the agent sends it again", "job", jobID, "agent", c.id, "err", err)
+			fr.log.Warn("terminal job status not stored; closing the socket so the agent sends it again", "job", jobID, "agent", c.id, "err", err)
 			c.close(protocol.CloseInternalError, "job status not stored; send it again")
 			return false
 		}
 		runID = job.RunID
 	}
 	if err := c.send(&protocol.JobStatusAck{Type: protocol.TypeJobStatusAck, RunID: runID, JobID: jobID, State: m.State}); err != nil {
-		d.log.Debug("job status ack", "job", jobID, "err", err)
+		fr.log.Debug("job status ack", "job", jobID, "err", err)
 	}
 	return true
 }

@@ -13,13 +13,13 @@ import (
 // are kept, and a report over protocol.MaxJobOutputBytes is dropped
 // whole (the agent enforces the cap; a larger report means a modified
 // agent).
-func (d *Dispatcher) storeOutputs(ctx context.Context, jobID string, data *protocol.JobStatusData) {
+func (fr *frameHandler) storeOutputs(ctx context.Context, jobID string, data *protocol.JobStatusData) {
 	if data == nil || len(data.Outputs) == 0 {
 		return
 	}
-	job, err := d.st.GetJob(ctx, jobID)
+	job, err := fr.st.GetJob(ctx, jobID)
 	if err != nil {
-		d.log.Warn("job outputs: read job", "job", jobID, "err", err)
+		fr.log.Warn("job outputs: read job", "job", jobID, "err", err)
 		return
 	}
 	var cfg struct {
@@ -35,13 +35,13 @@ func (d *Dispatcher) storeOutputs(ctx context.Context, jobID string, data *proto
 		}
 	}
 	if total > protocol.MaxJobOutputBytes {
-		d.log.Warn("job outputs over the limit; dropped", "job", jobID, "bytes", total, "limit", protocol.MaxJobOutputBytes)
+		fr.log.Warn("job outputs over the limit; dropped", "job", jobID, "bytes", total, "limit", protocol.MaxJobOutputBytes)
 		return
 	}
 	if len(keep) == 0 {
 		return
 	}
-	if err := d.st.PutJobOutputs(ctx, jobID, keep); err != nil {
-		d.log.Error("store job outputs", "job", jobID, "err", err)
+	if err := fr.st.PutJobOutputs(ctx, jobID, keep); err != nil {
+		fr.log.Error("store job outputs", "job", jobID, "err", err)
 	}
 }

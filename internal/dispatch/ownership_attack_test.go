@@ -158,16 +158,16 @@ func TestImpostorOfFinishedAgentCannotWriteItsJobs(t *testing.T) {
 	wait.For(t, 5*time.Second, "a1 gone", func() bool { return len(h.d.Agents()) == 0 })
 
 	for _, when := range []string{"within the grace", "after the grace", "untracked"} {
-		h.d.mu.Lock()
+		h.d.reg.mu.Lock()
 		switch when {
 		case "after the grace":
-			if js := h.d.jobs[j.ID]; js != nil {
+			if js := h.d.reg.jobs[j.ID]; js != nil {
 				js.doneAt = time.Now().Add(-2 * ownershipGrace)
 			}
 		case "untracked":
-			delete(h.d.jobs, j.ID)
+			delete(h.d.reg.jobs, j.ID)
 		}
-		h.d.mu.Unlock()
+		h.d.reg.mu.Unlock()
 		attackJob(t, h.agent("a1", h.staticToken()), jd)
 		wait.For(t, 5*time.Second, "impostor gone", func() bool { return len(h.d.Agents()) == 0 })
 		assertNothingStored(t, h.ev, h.logs, "impostor "+when)

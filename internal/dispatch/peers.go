@@ -19,47 +19,40 @@ type Peers interface {
 	CancelJob(jobID, reason string, force, wait bool) bool
 }
 
-// WakeForJob is called when another node enqueued jobID: if it is still
+// wakeFor is WakeForJob: called when another node enqueued jobID: if it is still
 // pending and an idle agent connected here fits it, this node dispatches
 // it at once instead of at its next queue resync. Spawning agents stays
 // the enqueuing node's business (it asked its spawner already). It reports
 // whether this node dispatched the job.
-func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
-	if d.isClosed() || d.Draining() {
+func (q *jobQueue) wakeFor(ctx context.Context, jobID string) bool {
+	if q.reg.isClosed() || q.draining() {
 		return false
 	}
-	e, err := d.queueEntry(ctx, jobID, store.QueuePending)
+	e, err := q.queueEntry(ctx, jobID, store.QueuePending)
 	if err != nil || e == nil {
 		return false // claimed already, or gone
 	}
 	// The entry is not put in this node's pending index: unless an idle
 	// agent here takes it now, it stays the enqueuing node's to route (or
 	// spawn for) until the next resync, so two nodes do not spawn for it.
-	d.routeMu.Lock()
-	if cur, ok := d.pending.get(jobID); ok {
+	q.routeMu.Lock()
+	if cur, ok := q.pending.get(jobID); ok {
 		// Indexed here (this node's own NOTIFY comes back to it): a routing
 		// decision may have bound it to a spawned agent since the read, and
 		// handing it to another idle agent would leave that one jobless.
 		e = cur
 	}
 	var out *outgoing
-	if e.PinnedAgentID == "" || d.hasAgent(e.PinnedAgentID) {
+	if e.PinnedAgentID == "" || q.reg.hasAgent(e.PinnedAgentID) {
 		// (Else it is bound to an agent of another node, or one not
 		// registered yet.)
-		out, _ = d.toIdleLocked(ctx, e, "")
+		out, _ = q.toIdleLocked(ctx, e, "")
 	}
-	d.routeMu.Unlock()
+	q.routeMu.Unlock()
 	if out == nil {
 		return false
 	}
-	d.send(out)
-	d.log.Info("job dispatched on a wake-up from another node", "job", jobID, "agent", out.a.id)
+	q.send(out)
+	q.log.Info("job dispatched on a wake-up from another node", "job", jobID, "agent", out.a.id)
 	return true
-}
-
-// hasAgent reports whether agent id is registered on this node.
-func (d *Dispatcher) hasAgent(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.agents[id] != nil
 }

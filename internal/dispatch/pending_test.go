@@ -152,11 +152,11 @@ func TestPendingIndexRebuiltAtStart(t *testing.T) {
 	// process: it has never seen these jobs enqueued.
 	h.d.Shutdown(context.Background())
 	h2 := h.restart(Config{}, nil)
-	if n := h2.d.pending.len(); n != 0 {
+	if n := h2.d.queue.pending.len(); n != 0 {
 		t.Fatalf("index holds %d entries before Start", n)
 	}
 	h2.d.Start(context.Background())
-	if n := h2.d.pending.len(); n != 3 {
+	if n := h2.d.queue.pending.len(); n != 3 {
 		t.Fatalf("index holds %d entries after Start, want the 3 queued jobs", n)
 	}
 	a := h2.agent("a1", h2.staticToken(), "linux")
@@ -166,7 +166,7 @@ func TestPendingIndexRebuiltAtStart(t *testing.T) {
 	if e := h2.entry(gpu.ID); e.Status != store.QueuePending {
 		t.Fatalf("gpu job entry %s, want still pending", e.Status)
 	}
-	if e, ok := h2.d.pending.get(second.ID); !ok || e.ID != second.ID {
+	if e, ok := h2.d.queue.pending.get(second.ID); !ok || e.ID != second.ID {
 		t.Fatal("the second linux job left the index although the agent's slot was taken")
 	}
 }

@@ -13,24 +13,24 @@ import (
 // the index when claimed and also when the store no longer has it pending
 // (another claimant, another node, a cancel). (nil, nil) when it was not
 // pending; an error leaves the index as it was.
-func (d *Dispatcher) claimEntry(ctx context.Context, id, agentID string, deadline time.Time) (*store.QueueEntry, error) {
-	claimed, err := d.st.ClaimByID(ctx, id, agentID, deadline)
+func (q *jobQueue) claimEntry(ctx context.Context, id, agentID string, deadline time.Time) (*store.QueueEntry, error) {
+	claimed, err := q.st.ClaimByID(ctx, id, agentID, deadline)
 	if err != nil {
 		return nil, err
 	}
-	d.pending.remove(id)
+	q.pending.remove(id)
 	return claimed, nil
 }
 
 // pinEntry pins pending entry id to agentID ("" unpins) in the store and
 // in the index; an entry the store no longer has pending leaves the index.
-func (d *Dispatcher) pinEntry(ctx context.Context, id, agentID string) error {
-	err := d.st.PinQueueEntry(ctx, id, agentID)
+func (q *jobQueue) pinEntry(ctx context.Context, id, agentID string) error {
+	err := q.st.PinQueueEntry(ctx, id, agentID)
 	switch {
 	case err == nil:
-		d.pending.pin(id, agentID)
+		q.pending.pin(id, agentID)
 	case errors.Is(err, store.ErrNotFound):
-		d.pending.remove(id)
+		q.pending.remove(id)
 	}
 	return err
 }
@@ -40,15 +40,15 @@ func (d *Dispatcher) pinEntry(ctx context.Context, id, agentID string) error {
 // what its predecessor left queued) and every resyncInterval (entries
 // another node enqueued, or that this node lost track of). The read is
 // made without any dispatcher lock held.
-func (d *Dispatcher) loadPending(ctx context.Context) error {
-	since := d.pending.mark()
-	list, err := d.st.ListQueue(ctx, []string{store.QueuePending})
+func (q *jobQueue) loadPending(ctx context.Context) error {
+	since := q.pending.mark()
+	list, err := q.st.ListQueue(ctx, []string{store.QueuePending})
 	if err != nil {
 		return err
 	}
-	added, dropped := d.pending.resync(list, since)
+	added, dropped := q.pending.resync(list, since)
 	if added > 0 || dropped > 0 {
-		d.log.Debug("pending index merged with the store", "added", added, "dropped", dropped, "pending", d.pending.len())
+		q.log.Debug("pending index merged with the store", "added", added, "dropped", dropped, "pending", q.pending.len())
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ type Attester interface {
 // job's. A request for a job the agent does not own counts as an ownership
 // violation. It always answers with provenance.attest.result and never
 // closes the connection except through the violation limit.
-func (d *Dispatcher) attest(ctx context.Context, c *agentConn, m *protocol.ProvenanceAttest) bool {
+func (fr *frameHandler) attest(ctx context.Context, c *agentConn, m *protocol.ProvenanceAttest) bool {
 	reply := &protocol.ProvenanceAttestResult{Type: protocol.TypeProvenanceAttestResult, RequestID: m.RequestID, JobID: m.JobID}
 	refuse := func(why string) bool {
 		reply.Error = why
@@ -31,20 +31,14 @@ func (d *Dispatcher) attest(ctx context.Context, c *agentConn, m *protocol.Prove
 	if m.JobID == "" {
 		return refuse("provenance.attest has no jobId")
 	}
-	js, owned := d.owns(ctx, c, m.JobID)
+	js, owned := fr.reg.owns(ctx, c, m.JobID)
 	if !owned {
 		_ = c.send(&protocol.ProvenanceAttestResult{Type: protocol.TypeProvenanceAttestResult, RequestID: m.RequestID, JobID: m.JobID,
 			Error: "job is not owned by this agent"})
-		return d.violation(c, m.JobID)
+		return fr.reg.violation(c, m.JobID)
 	}
-	d.mu.Lock()
-	live := js != nil && !js.done && js.agentID == c.id && d.agents[c.id] == c
-	runID := ""
-	if js != nil {
-		runID = js.entry.RunID
-	}
-	a := d.attester
-	d.mu.Unlock()
+	live, runID := fr.reg.runsLive(c, js)
+	a := fr.attester
 	switch {
 	case !live:
 		return refuse("job is not running on this agent")
@@ -55,10 +49,10 @@ func (d *Dispatcher) attest(ctx context.Context, c *agentConn, m *protocol.Prove
 	}
 	refs, err := a.Attest(ctx, runID, m.JobID, m.Subjects)
 	if err != nil {
-		d.log.Warn("attestation refused", "agent", c.id, "job", m.JobID, "err", err)
+		fr.log.Warn("attestation refused", "agent", c.id, "job", m.JobID, "err", err)
 		return refuse(err.Error())
 	}
-	d.log.Info("attestation signed", "agent", c.id, "job", m.JobID, "subjects", len(refs))
+	fr.log.Info("attestation signed", "agent", c.id, "job", m.JobID, "subjects", len(refs))
 	reply.OK = true
 	reply.Attestations = refs
 	_ = c.send(reply)

@@ -22,7 +22,7 @@ import (
 
 // reconcile classifies a job owned by a re-registering agent: a started
 // job the agent lists is reclaimed when it was recovering; a started job it
-// does not list is lost. Caller holds Dispatcher.mu.
+// does not list is lost. Caller holds registry.mu.
 func (js *jobState) reconcile(id string, listed bool, reclaimed, lost []string) ([]string, []string) {
 	if !js.started {
 		return reclaimed, lost
@@ -42,37 +42,37 @@ func (js *jobState) reconcile(id string, listed bool, reclaimed, lost []string) 
 
 // markRecovering moves the jobs of a disconnected static agent from
 // running to recovering.
-func (d *Dispatcher) markRecovering(ctx context.Context, ids []string) {
+func (r *registry) markRecovering(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		if _, err := d.st.UpdateJobStatus(ctx, id, []status.Job{status.JobRunning}, status.JobRecovering, store.JobUpdate{}); err != nil {
-			d.log.Warn("mark job recovering", "job", id, "err", err)
+		if _, err := r.st.UpdateJobStatus(ctx, id, []status.Job{status.JobRunning}, status.JobRecovering, store.JobUpdate{}); err != nil {
+			r.log.Warn("mark job recovering", "job", id, "err", err)
 		}
 	}
 }
 
 // settleReconnect applies the outcome of a re-registration: reclaimed jobs
 // run again, lost ones fail.
-func (d *Dispatcher) settleReconnect(ctx context.Context, agentID string, reclaimed, lost []string) {
+func (r *registry) settleReconnect(ctx context.Context, agentID string, reclaimed, lost []string) {
 	for _, id := range reclaimed {
-		d.log.Info("agent reclaimed its job", "agent", agentID, "job", id)
-		if ev := d.ev(); ev != nil {
+		r.log.Info("agent reclaimed its job", "agent", agentID, "job", id)
+		if ev := r.fr.ev(); ev != nil {
 			if err := ev.JobStarted(ctx, id, agentID, time.Now().UTC()); err != nil {
-				d.log.Warn("job reclaimed event", "job", id, "err", err)
+				r.log.Warn("job reclaimed event", "job", id, "err", err)
 			}
 		}
 	}
 	for _, id := range lost {
-		d.failLost(ctx, id, fmt.Sprintf("agent lost: %s re-registered without the job (it restarted while running it)", agentID))
+		r.failLost(ctx, id, fmt.Sprintf("agent lost: %s re-registered without the job (it restarted while running it)", agentID))
 	}
 }
 
 // expireRecoveries fails recovering jobs whose agent did not come back in
 // time.
-func (d *Dispatcher) expireRecoveries() {
+func (r *registry) expireRecoveries() {
 	now := time.Now()
 	var expired []string
-	d.mu.Lock()
-	for id, js := range d.jobs {
+	r.mu.Lock()
+	for id, js := range r.jobs {
 		if js.done || js.recoverBy.IsZero() || now.Before(js.recoverBy) {
 			continue
 		}
@@ -81,28 +81,28 @@ func (d *Dispatcher) expireRecoveries() {
 		js.recoverBy = time.Time{}
 		expired = append(expired, id)
 	}
-	d.mu.Unlock()
+	r.mu.Unlock()
 	for _, id := range expired {
 		// In a cluster the agent may have reconnected to another node,
 		// which took the job back (recovering → running): not lost.
-		if j, err := d.st.GetJob(d.ctx, id); err == nil && j.Status != status.JobRecovering {
-			d.log.Info("job of a disconnected agent is held by another node", "job", id, "status", j.Status)
+		if j, err := r.st.GetJob(r.ctx, id); err == nil && j.Status != status.JobRecovering {
+			r.log.Info("job of a disconnected agent is held by another node", "job", id, "status", j.Status)
 			continue
 		}
-		d.failLost(d.ctx, id, fmt.Sprintf("agent disconnected and did not reconnect within the recovery window (%s)", d.cfg.RecoveryWindow))
+		r.failLost(r.ctx, id, fmt.Sprintf("agent disconnected and did not reconnect within the recovery window (%s)", r.cfg.RecoveryWindow))
 	}
 }
 
 // failLost fails a job whose agent lost it, unless it already ended.
-func (d *Dispatcher) failLost(ctx context.Context, id, msg string) {
-	changed, err := d.st.SetQueueStatus(ctx, id, []string{store.QueueDispatched}, store.QueueFailed)
+func (r *registry) failLost(ctx context.Context, id, msg string) {
+	changed, err := r.st.SetQueueStatus(ctx, id, []string{store.QueueDispatched}, store.QueueFailed)
 	if err != nil {
-		d.log.Error("fail queue entry", "job", id, "err", err)
+		r.log.Error("fail queue entry", "job", id, "err", err)
 		return
 	}
 	if !changed {
 		return
 	}
-	d.log.Warn("job failed", "job", id, "reason", msg)
-	d.finishJob(ctx, id, status.JobFailed, msg)
+	r.log.Warn("job failed", "job", id, "reason", msg)
+	r.fr.finishJob(ctx, id, status.JobFailed, msg)
 }

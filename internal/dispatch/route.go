@@ -13,24 +13,24 @@ import (
 
 // route sends a pending entry to an idle agent (never to exclude), else
 // asks the spawner, else records why it waits. Routing decisions are
-// serialised by routeMu (see Dispatcher.routeMu); the frame is written
+// serialised by routeMu (see jobQueue.routeMu); the frame is written
 // after the lock is released. It reports whether the entry is still
 // waiting for capacity that does not exist yet (no fitting idle agent and
 // no agent spawned for it): the re-drive then skips the entries behind it
 // that ask for the same labels.
-func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude string) (blocked bool) {
-	if d.isClosed() {
+func (q *jobQueue) route(ctx context.Context, e *store.QueueEntry, exclude string) (blocked bool) {
+	if q.reg.isClosed() {
 		return true
 	}
-	d.routeMu.Lock()
-	out, blocked, reason := d.routeLocked(ctx, e, exclude)
-	d.routeMu.Unlock()
-	d.send(out)
+	q.routeMu.Lock()
+	out, blocked, reason := q.routeLocked(ctx, e, exclude)
+	q.routeMu.Unlock()
+	q.send(out)
 	if reason != "" {
 		// Written after routeMu is released: a pending-reason write waits
 		// for the store's writer like any other, and no other routing
 		// decision needs to wait for it.
-		d.setReason(ctx, e.ID, reason)
+		q.setReason(ctx, e.ID, reason)
 	}
 	return blocked
 }
@@ -44,82 +44,79 @@ func (d *Dispatcher) route(ctx context.Context, e *store.QueueEntry, exclude str
 // an agent spawned for it. So the decision is made on the pending index's
 // current entry, which every decision keeps in step under routeMu; acting
 // on the stale copy spawned a second agent for one job.
-func (d *Dispatcher) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, blocked bool, reason string) {
-	if d.Draining() {
+func (q *jobQueue) routeLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, blocked bool, reason string) {
+	if q.draining() {
 		return nil, true, reasonDraining
 	}
-	cur, ok := d.pending.get(e.ID)
+	cur, ok := q.pending.get(e.ID)
 	if !ok {
 		return nil, false, "" // claimed, cancelled or expired meanwhile
 	}
 	e = cur
-	if out, found := d.toIdleLocked(ctx, e, exclude); found {
+	if out, found := q.toIdleLocked(ctx, e, exclude); found {
 		return out, false, ""
 	}
 	if e.PinnedAgentID != "" {
 		// Bound to a spawned (or named) agent: only that agent takes it.
 		return nil, false, ""
 	}
-	spawned, reason := d.consultSpawner(ctx, e)
+	spawned, reason := q.consultSpawner(ctx, e)
 	return nil, !spawned, reason
 }
 
 // toIdleLocked hands e to an idle agent that fits it, when one exists
 // (found); out is nil when the entry was claimed elsewhere meanwhile.
 // Caller holds routeMu.
-func (d *Dispatcher) toIdleLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, found bool) {
-	a := d.reserveIdle(e, exclude)
+func (q *jobQueue) toIdleLocked(ctx context.Context, e *store.QueueEntry, exclude string) (out *outgoing, found bool) {
+	a := q.reg.reserveIdle(e, exclude)
 	if a == nil {
 		return nil, false
 	}
-	claimed, err := d.claimEntry(ctx, e.ID, a.id, time.Now().Add(d.ackTimeout(ctx)).UTC())
+	claimed, err := q.claimEntry(ctx, e.ID, a.id, time.Now().Add(q.ackTimeout(ctx)).UTC())
 	if err != nil || claimed == nil {
-		d.release(a)
+		q.reg.release(a)
 		if err != nil {
-			d.log.Error("claim queue entry", "job", e.ID, "err", err)
+			q.log.Error("claim queue entry", "job", e.ID, "err", err)
 		}
 		return nil, true
 	}
-	return d.prepare(ctx, a, claimed), true
+	return q.prepare(ctx, a, claimed), true
 }
 
 // consultSpawner asks the spawner for an agent bound to e and pins e to
 // it. It reports whether an agent was spawned, and the pending reason e
 // waits with.
-func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (spawned bool, reason string) {
-	if agentID, ok := d.spawnFor(e.ID); ok {
+func (q *jobQueue) consultSpawner(ctx context.Context, e *store.QueueEntry) (spawned bool, reason string) {
+	if agentID, ok := q.spawnFor(e.ID); ok {
 		// An agent is already on its way for e (its pin may not have
 		// reached the index): a job has at most one spawn outstanding.
 		return true, fmt.Sprintf(reasonSpawningFmt, agentID)
 	}
-	reason = d.noAgentReason(e)
+	reason = q.reg.noAgentReason(e)
 	var agentID string
 	var err error
 	tried := false
-	if ls, ok := d.spawner.(LabelSpawner); ok {
-		agentID, err = ls.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
+	if q.spawner != nil {
+		agentID, err = q.spawner.SpawnFor(ctx, ScaleRequest{JobID: e.ID, RunID: e.RunID, RunsOn: e.RunsOnLabels, Exclude: e.ExcludeLabels})
 		tried = !errors.Is(err, ErrNoBackend)
-	} else if d.spawner != nil && d.spawner.CanServe(e.RunsOnLabels) && !d.spawnerExcluded(e) {
-		agentID, err = d.spawner.Spawn(ctx, e.ID)
-		tried = true
 	}
 	if tried {
 		switch {
 		case err == nil:
 			spawned = true
-			d.mu.Lock()
-			d.spawns[agentID] = &spawnRec{jobID: e.ID, deadline: time.Now().Add(d.cfg.SpawnTimeout)}
-			d.mu.Unlock()
-			if err := d.pinEntry(ctx, e.ID, agentID); err != nil {
-				d.log.Warn("pin queue entry to spawned agent", "job", e.ID, "agent", agentID, "err", err)
+			q.mu.Lock()
+			q.spawns[agentID] = &spawnRec{jobID: e.ID, deadline: time.Now().Add(q.cfg.SpawnTimeout)}
+			q.mu.Unlock()
+			if err := q.pinEntry(ctx, e.ID, agentID); err != nil {
+				q.log.Warn("pin queue entry to spawned agent", "job", e.ID, "agent", agentID, "err", err)
 			}
 			reason = fmt.Sprintf(reasonSpawningFmt, agentID)
-			d.log.Info("spawned agent for job", "job", e.ID, "agent", agentID)
+			q.log.Info("spawned agent for job", "job", e.ID, "agent", agentID)
 		case errors.Is(err, ErrAtCapacity):
 			reason = err.Error()
 		default:
 			reason = "spawn failed: " + err.Error()
-			d.log.Warn("spawn agent", "job", e.ID, "err", err)
+			q.log.Warn("spawn agent", "job", e.ID, "err", err)
 		}
 	}
 	if !tried && reason != reasonAllBusy {
@@ -132,10 +129,10 @@ func (d *Dispatcher) consultSpawner(ctx context.Context, e *store.QueueEntry) (s
 
 // spawnFor returns the agent spawned for jobID that has not registered
 // yet, if any.
-func (d *Dispatcher) spawnFor(jobID string) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for agentID, rec := range d.spawns {
+func (q *jobQueue) spawnFor(jobID string) (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for agentID, rec := range q.spawns {
 		if rec.jobID == jobID {
 			return agentID, true
 		}
@@ -148,18 +145,18 @@ func (d *Dispatcher) spawnFor(jobID string) (string, bool) {
 // spawn (an orchestrator restart) the oldest entry pinned to it in the
 // pending index. A static agent's pinned entries are claimed by claimNext,
 // which takes entries pinned to it first.
-func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
-	d.mu.Lock()
-	rec, ok := d.spawns[a.id]
-	singleUse := a.scalerManaged
-	d.mu.Unlock()
+func (q *jobQueue) boundJob(ctx context.Context, a *agentConn) string {
+	q.mu.Lock()
+	rec, ok := q.spawns[a.id]
+	q.mu.Unlock()
+	singleUse := q.reg.singleUse(a)
 	if ok {
 		return rec.jobID
 	}
 	if !singleUse {
 		return ""
 	}
-	if pinned := d.pending.pinnedTo(a.id); len(pinned) > 0 {
+	if pinned := q.pending.pinnedTo(a.id); len(pinned) > 0 {
 		return pinned[0].ID
 	}
 	return ""
@@ -171,12 +168,12 @@ func (d *Dispatcher) boundJob(ctx context.Context, a *agentConn) string {
 // does not count, so the agent waits only KICI_SCALER_IDLE_TIMEOUT (5 s)
 // for other work and exits, instead of KICI_SCALER_PENDING_DISPATCH_TIMEOUT
 // (60 s) for a dispatch that will never come.
-func (d *Dispatcher) boundJobPending(ctx context.Context, a *agentConn) bool {
-	bound := d.boundJob(ctx, a)
+func (q *jobQueue) boundJobPending(ctx context.Context, a *agentConn) bool {
+	bound := q.boundJob(ctx, a)
 	if bound == "" {
 		return false
 	}
-	e, ok := d.pending.get(bound)
+	e, ok := q.pending.get(bound)
 	return ok && (e.PinnedAgentID == a.id || e.PinnedAgentID == "")
 }
 
@@ -207,14 +204,14 @@ func routeKey(e *store.QueueEntry) string {
 // line is not walked at all). So one pass makes at most one failing
 // routing decision per label set, however many jobs are parked behind
 // it, and routeMu is held only for those decisions.
-func (d *Dispatcher) redrive() {
-	ctx := d.ctx
-	d.redrivePinned(ctx)
+func (q *jobQueue) redrive() {
+	ctx := q.ctx
+	q.redrivePinned(ctx)
 	writes := maxReasonWrites
 	waiting := map[string]bool{} // route keys whose oldest entry waits
 	last := map[string]string{}  // route key → the entry routed last
 	for ctx.Err() == nil {
-		key, e := d.pending.oldestHead(waiting)
+		key, e := q.pending.oldestHead(waiting)
 		if e == nil {
 			return
 		}
@@ -224,30 +221,29 @@ func (d *Dispatcher) redrive() {
 			continue
 		}
 		last[key] = e.ID
-		if d.route(ctx, e, "") {
+		if q.route(ctx, e, "") {
 			waiting[key] = true
-			writes = d.alignReasons(ctx, key, e.ID, writes)
+			writes = q.alignReasons(ctx, key, e.ID, writes)
 		}
 	}
 }
 
 // redrivePinned unpins entries whose agent is neither connected nor being
 // spawned, and routes those whose agent is connected.
-func (d *Dispatcher) redrivePinned(ctx context.Context) {
-	for _, e := range d.pending.allPinned() {
+func (q *jobQueue) redrivePinned(ctx context.Context) {
+	for _, e := range q.pending.allPinned() {
 		if ctx.Err() != nil {
 			return
 		}
-		d.mu.Lock()
-		_, spawning := d.spawns[e.PinnedAgentID]
-		a := d.agents[e.PinnedAgentID]
-		d.mu.Unlock()
+		q.mu.Lock()
+		_, spawning := q.spawns[e.PinnedAgentID]
+		q.mu.Unlock()
 		switch {
 		case spawning:
-		case a == nil:
-			_ = d.pinEntry(ctx, e.ID, "")
+		case !q.reg.hasAgent(e.PinnedAgentID):
+			_ = q.pinEntry(ctx, e.ID, "")
 		default:
-			d.route(ctx, e, "")
+			q.route(ctx, e, "")
 		}
 	}
 }
@@ -255,25 +251,25 @@ func (d *Dispatcher) redrivePinned(ctx context.Context) {
 // alignReasons gives the entries of label set key behind its waiting head
 // the head's pending reason, spending at most writes store writes; it
 // returns the writes left.
-func (d *Dispatcher) alignReasons(ctx context.Context, key, head string, writes int) int {
-	d.mu.Lock()
-	reason, ok := d.reasons[head]
-	d.mu.Unlock()
+func (q *jobQueue) alignReasons(ctx context.Context, key, head string, writes int) int {
+	q.mu.Lock()
+	reason, ok := q.reasons[head]
+	q.mu.Unlock()
 	if !ok {
 		return writes
 	}
 	complete := true
-	for _, id := range d.pending.behindHead(key, reason) {
+	for _, id := range q.pending.behindHead(key, reason) {
 		if writes == 0 {
 			complete = false
 			break
 		}
-		if d.copyReason(ctx, id, head) {
+		if q.copyReason(ctx, id, head) {
 			writes--
 		}
 	}
 	if complete {
-		d.pending.markSynced(key, reason)
+		q.pending.markSynced(key, reason)
 	}
 	return writes
 }
@@ -284,14 +280,35 @@ const maxReasonWrites = 64
 
 // copyReason gives job the pending reason last written for job from and
 // reports whether that took a store write.
-func (d *Dispatcher) copyReason(ctx context.Context, job, from string) bool {
-	d.mu.Lock()
-	reason, ok := d.reasons[from]
-	prev, had := d.reasons[job]
-	d.mu.Unlock()
+func (q *jobQueue) copyReason(ctx context.Context, job, from string) bool {
+	q.mu.Lock()
+	reason, ok := q.reasons[from]
+	prev, had := q.reasons[job]
+	q.mu.Unlock()
 	if !ok || had && prev == reason {
 		return false
 	}
-	d.setReason(ctx, job, reason)
+	q.setReason(ctx, job, reason)
 	return true
+}
+
+// claimNext claims the oldest pending entry agent a may run: an entry
+// pinned to it first, else the oldest head among the label sets it fits
+// (pendingIndex.next), so the cost does not grow with the jobs parked in
+// sets it cannot serve. The claim itself is the store's atomic ClaimByID:
+// an entry another claimant took meanwhile is dropped from the index and
+// the next candidate tried.
+func (q *jobQueue) claimNext(ctx context.Context, a *agentConn, deadline time.Time) (*store.QueueEntry, error) {
+	labels, mandatory, tokenLabels := q.reg.routingLabels(a)
+	fits := func(runsOn, exclude []string) bool { return agentFits(labels, mandatory, tokenLabels, runsOn, exclude) }
+	for {
+		e := q.pending.next(a.id, fits)
+		if e == nil {
+			return nil, nil
+		}
+		claimed, err := q.claimEntry(ctx, e.ID, a.id, deadline)
+		if err != nil || claimed != nil {
+			return claimed, err
+		}
+	}
 }

@@ -29,7 +29,7 @@ func TestRedriveAsksOncePerLabelSet(t *testing.T) {
 		t.Fatalf("enqueue consulted the spawner %d times, want 50 (once per job)", before)
 	}
 
-	h.d.redrive()
+	h.d.queue.redrive()
 	sp.mu.Lock()
 	calls := append([]string(nil), sp.calls[before:]...)
 	sp.mu.Unlock()
@@ -49,7 +49,7 @@ func TestRedriveAsksOncePerLabelSet(t *testing.T) {
 	sp.mu.Lock()
 	sp.err = nil
 	sp.mu.Unlock()
-	h.d.redrive()
+	h.d.queue.redrive()
 	sp.mu.Lock()
 	calls = append([]string(nil), sp.calls[before+1:]...)
 	sp.mu.Unlock()
@@ -110,11 +110,11 @@ func TestRedriveSpreadsReasonChanges(t *testing.T) {
 		}
 		return n
 	}
-	h.d.redrive()
+	h.d.queue.redrive()
 	if n := changed(); n != maxReasonWrites+1 {
 		t.Fatalf("after one pass %d reasons changed, want %d (the oldest and %d followers)", n, maxReasonWrites+1, maxReasonWrites)
 	}
-	h.d.redrive()
+	h.d.queue.redrive()
 	if n := changed(); n != len(parked) {
 		t.Fatalf("after two passes %d of %d reasons changed", n, len(parked))
 	}

@@ -54,9 +54,9 @@ func newResumeToken() string {
 }
 
 // resumes reports whether presented is the resume token of the current
-// session of agentID opened with token tokenID. Caller holds d.mu.
-func (d *Dispatcher) resumesLocked(agentID, tokenID, presented string) bool {
-	s := d.sessions[agentID]
+// session of agentID opened with token tokenID. Caller holds registry.mu.
+func (r *registry) resumesLocked(agentID, tokenID, presented string) bool {
+	s := r.sessions[agentID]
 	if s == nil || presented == "" || s.tokenID != tokenID {
 		return false
 	}
@@ -65,40 +65,40 @@ func (d *Dispatcher) resumesLocked(agentID, tokenID, presented string) bool {
 }
 
 // knownSessionLocked reports whether this process knows a session for
-// agentID. Caller holds d.mu.
-func (d *Dispatcher) knownSessionLocked(agentID string) bool { return d.sessions[agentID] != nil }
+// agentID. Caller holds registry.mu.
+func (r *registry) knownSessionLocked(agentID string) bool { return r.sessions[agentID] != nil }
 
 // startSessionLocked opens a new session for agentID and returns its resume
-// token. Caller holds d.mu.
-func (d *Dispatcher) startSessionLocked(agentID, tokenID string) string {
+// token. Caller holds registry.mu.
+func (r *registry) startSessionLocked(agentID, tokenID string) string {
 	tok := newResumeToken()
-	d.sessions[agentID] = &agentSession{tokenID: tokenID, secret: sha256.Sum256([]byte(tok))}
+	r.sessions[agentID] = &agentSession{tokenID: tokenID, secret: sha256.Sum256([]byte(tok))}
 	return tok
 }
 
 // endEphemeralSession revokes the ephemeral token of socket c, so that
 // nothing can register with it again (see agentSession). Static tokens are
 // untouched. Safe to call more than once.
-func (d *Dispatcher) endEphemeralSession(ctx context.Context, c *agentConn, why string) {
-	d.mu.Lock()
+func (r *registry) endEphemeralSession(ctx context.Context, c *agentConn, why string) {
+	r.mu.Lock()
 	eph, tokenID, id := c.ephemeral, c.tokenID, c.id
-	if eph && d.sessions[id] != nil && d.sessions[id].tokenID == tokenID {
-		delete(d.sessions, id)
+	if eph && r.sessions[id] != nil && r.sessions[id].tokenID == tokenID {
+		delete(r.sessions, id)
 	}
-	d.mu.Unlock()
+	r.mu.Unlock()
 	if !eph || tokenID == "" {
 		return
 	}
-	if d.shared != nil {
-		if err := d.shared.End(ctx, id, tokenID); err != nil {
-			d.log.Warn("end shared agent session", "agent", id, "err", err)
+	if r.shared != nil {
+		if err := r.shared.End(ctx, id, tokenID); err != nil {
+			r.log.Warn("end shared agent session", "agent", id, "err", err)
 		}
 	}
-	if err := d.st.RevokeAgentToken(ctx, tokenID, time.Now().UTC()); err != nil && err != store.ErrNotFound {
-		d.log.Warn("revoke ephemeral agent token", "agent", id, "tokenId", tokenID, "err", err)
+	if err := r.st.RevokeAgentToken(ctx, tokenID, time.Now().UTC()); err != nil && err != store.ErrNotFound {
+		r.log.Warn("revoke ephemeral agent token", "agent", id, "tokenId", tokenID, "err", err)
 		return
 	}
-	d.log.Info("ephemeral agent token revoked", "agent", id, "why", why)
+	r.log.Info("ephemeral agent token revoked", "agent", id, "why", why)
 }
 
 // SharedSessions keeps agent sessions where every node of a cluster sees
@@ -123,18 +123,18 @@ type sharedCheck struct{ exists, resumed, liveElsewhere bool }
 
 // checkShared consults the shared sessions for a registration. An error
 // closes the socket (the agent retries).
-func (d *Dispatcher) checkShared(ctx context.Context, c *agentConn, tokenID string, reg *protocol.AgentRegister) (sharedCheck, bool) {
-	if d.shared == nil {
+func (r *registry) checkShared(ctx context.Context, c *agentConn, tokenID string, reg *protocol.AgentRegister) (sharedCheck, bool) {
+	if r.shared == nil {
 		return sharedCheck{}, true
 	}
-	exists, resumed, elsewhere, err := d.shared.Check(ctx, reg.AgentID, tokenID, reg.ResumeToken, d.nodeID)
+	exists, resumed, elsewhere, err := r.shared.Check(ctx, reg.AgentID, tokenID, reg.ResumeToken, r.nodeID)
 	if err != nil {
-		d.log.Error("agent session lookup", "agent", reg.AgentID, "err", err)
+		r.log.Error("agent session lookup", "agent", reg.AgentID, "err", err)
 		c.close(protocol.CloseInternalError, "agent sessions unavailable")
 		return sharedCheck{}, false
 	}
 	if elsewhere && !resumed {
-		d.log.Warn("refusing a connection for an agent id live on another node without its resume token", "agent", reg.AgentID)
+		r.log.Warn("refusing a connection for an agent id live on another node without its resume token", "agent", reg.AgentID)
 		c.close(protocol.CloseInvalidMessage, "agent id already connected to another node; a reconnect must present its session's resume token")
 		return sharedCheck{}, false
 	}
@@ -142,20 +142,20 @@ func (d *Dispatcher) checkShared(ctx context.Context, c *agentConn, tokenID stri
 }
 
 // holdShared records in the shared sessions that this node holds c.
-func (d *Dispatcher) holdShared(ctx context.Context, c *agentConn) {
-	if d.shared == nil {
+func (r *registry) holdShared(ctx context.Context, c *agentConn) {
+	if r.shared == nil {
 		return
 	}
-	d.mu.Lock()
+	r.mu.Lock()
 	id, tokenID, resume := c.id, c.tokenID, c.resume
-	d.mu.Unlock()
-	if err := d.shared.Hold(ctx, id, tokenID, resume, d.nodeID); err != nil {
-		d.log.Warn("record agent session", "agent", id, "err", err)
+	r.mu.Unlock()
+	if err := r.shared.Hold(ctx, id, tokenID, resume, r.nodeID); err != nil {
+		r.log.Warn("record agent session", "agent", id, "err", err)
 	}
 }
 
 // adoptSessionLocked makes a session another node opened known here, so a
-// later reconnect to this node is verified locally too. Caller holds d.mu.
-func (d *Dispatcher) adoptSessionLocked(agentID, tokenID, resume string) {
-	d.sessions[agentID] = &agentSession{tokenID: tokenID, secret: sha256.Sum256([]byte(resume))}
+// later reconnect to this node is verified locally too. Caller holds registry.mu.
+func (r *registry) adoptSessionLocked(agentID, tokenID, resume string) {
+	r.sessions[agentID] = &agentSession{tokenID: tokenID, secret: sha256.Sum256([]byte(resume))}
 }

@@ -21,7 +21,7 @@ func (h *harness) agentResuming(id, token, resume string) *client {
 	c.auth(token)
 	c.resume = resume
 	c.register(id)
-	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(h.t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	return c
 }
 

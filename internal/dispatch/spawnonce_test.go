@@ -24,11 +24,11 @@ func TestRacingRoutesSpawnOneAgentPerJob(t *testing.T) {
 	if err := h.st.Enqueue(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	h.d.pending.put(e)
-	_, redriveCopy := h.d.pending.oldestHead(nil) // the re-drive's read
+	h.d.queue.pending.put(e)
+	_, redriveCopy := h.d.queue.pending.oldestHead(nil) // the re-drive's read
 
 	h.enqueue(j) // the enqueue path routes the job: one spawn, pinned
-	h.d.route(ctx, redriveCopy, "")
+	h.d.queue.route(ctx, redriveCopy, "")
 
 	sp.mu.Lock()
 	calls, ids := slices.Clone(sp.calls), slices.Clone(sp.ids)
@@ -52,8 +52,8 @@ func TestOutstandingSpawnIsNotRequestedAgain(t *testing.T) {
 	h := newHarness(t, Config{}, sp)
 	j := h.job("kici:os:linux")
 	h.enqueue(j)
-	h.d.pending.pin(j.ID, "") // as if the pin had failed
-	h.d.redrive()
+	h.d.queue.pending.pin(j.ID, "") // as if the pin had failed
+	h.d.queue.redrive()
 	sp.mu.Lock()
 	n := len(sp.calls)
 	sp.mu.Unlock()
@@ -77,9 +77,9 @@ func TestSpawnedAgentWhoseJobWasTakenIsNotToldADispatchIsPending(t *testing.T) {
 		t.Fatalf("job not on the idle static agent")
 	}
 	const late = "kici-local-late0001"
-	h.d.mu.Lock()
-	h.d.spawns[late] = &spawnRec{jobID: j.ID, deadline: time.Now().Add(time.Minute)}
-	h.d.mu.Unlock()
+	h.d.queue.mu.Lock()
+	h.d.queue.spawns[late] = &spawnRec{jobID: j.ID, deadline: time.Now().Add(time.Minute)}
+	h.d.queue.mu.Unlock()
 	tok, err := h.aa.IssueEphemeral(ctx, late, time.Hour)
 	if err != nil {
 		t.Fatal(err)

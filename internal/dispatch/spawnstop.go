@@ -5,21 +5,20 @@ package dispatch
 // job is cancelled or expired nothing will ever be dispatched to them, and
 // each holds a slot of its scaler's pool until its spawn deadline. The
 // scaler frees the slot when the agent has ended.
-func (d *Dispatcher) stopSpawnFor(jobID string) {
-	d.mu.Lock()
+func (q *jobQueue) stopSpawnFor(jobID string) {
+	q.mu.Lock()
 	var ids []string
-	for id, rec := range d.spawns {
-		if rec.jobID == jobID && d.agents[id] == nil {
+	for id, rec := range q.spawns {
+		if rec.jobID == jobID && !q.reg.hasAgent(id) { // lock order: q.mu → registry.mu
 			ids = append(ids, id)
-			delete(d.spawns, id)
+			delete(q.spawns, id)
 		}
 	}
-	d.mu.Unlock()
-	stopper, canStop := d.spawner.(SpawnStopper)
+	q.mu.Unlock()
 	for _, id := range ids {
-		d.log.Info("stopping the agent spawned for a job that ended before it registered", "agent", id, "job", jobID)
-		if canStop {
-			stopper.Stop(id)
+		q.log.Info("stopping the agent spawned for a job that ended before it registered", "agent", id, "job", jobID)
+		if q.spawner != nil {
+			q.spawner.Stop(id)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 	h.killBetweenWrites()
 	tok := h.staticToken()
 	a := h.reconnectWith(tok, "a1", "", true)
-	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.registering.Load() == 0 })
+	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
 	j := h.job("linux")
 	h.enqueue(j)
 	jd := a.dispatch()
@@ -58,9 +58,9 @@ func TestUnstoredTerminalStatusIsNotAcknowledged(t *testing.T) {
 // killBetweenWrites makes h's node die, as far as the store can tell,
 // between completing a job's queue entry and writing the job.
 func (h *harness) killBetweenWrites() {
-	h.d.mu.Lock()
-	h.d.events = killedAfterQueue{h.ev}
-	h.d.mu.Unlock()
+	h.d.frame.mu.Lock()
+	h.d.frame.events = killedAfterQueue{h.ev}
+	h.d.frame.mu.Unlock()
 }
 
 // errNodeKilled stands for the process dying in the middle of applying a

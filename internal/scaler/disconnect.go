@@ -14,7 +14,7 @@ func (*QEMU) endsWithAgent()        {}
 func (*Firecracker) endsWithAgent() {}
 
 // AgentDisconnected hears that agentID's connection ended
-// (dispatch.DisconnectObserver). A scaler-managed agent never comes back
+// (dispatch.Spawner). A scaler-managed agent never comes back
 // (its token dies with the socket), so when it runs in a VM that is still
 // there Options.DisconnectGrace later, the VM is destroyed: one job per
 // VM holds even when the guest does not power off. Agents of other

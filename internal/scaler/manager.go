@@ -66,8 +66,7 @@ type Options struct {
 }
 
 // Manager is the auto-scaler (KiCI ScalerManager). It
-// implements dispatch.Spawner, dispatch.LabelSpawner,
-// dispatch.SpawnStopper and dispatch.DisconnectObserver. Safe for concurrent use.
+// implements dispatch.Spawner. Safe for concurrent use.
 type Manager struct {
 	opts Options
 	log  *slog.Logger

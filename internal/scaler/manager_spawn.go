@@ -180,7 +180,7 @@ func (m *Manager) agentExited(agentID string, err error) {
 	}
 }
 
-// Stop destroys agent agentID (dispatch.SpawnStopper: the agent did not
+// Stop destroys agent agentID (dispatch.Spawner: the agent did not
 // register in time). A spawn still queued or in flight is cancelled.
 func (m *Manager) Stop(agentID string) {
 	m.mu.Lock()

@@ -20,9 +20,7 @@ import (
 )
 
 var (
-	_ dispatch.Spawner      = (*Manager)(nil)
-	_ dispatch.LabelSpawner = (*Manager)(nil)
-	_ dispatch.SpawnStopper = (*Manager)(nil)
+	_ dispatch.Spawner = (*Manager)(nil)
 )
 
 // fakeBackend records spawns; each spawn blocks until released (or its ctx

@@ -18,7 +18,7 @@ func newAgentID(e *Entry) string {
 }
 
 // AgentRegistered runs a warm-pool pass when agentID, now registered, is a
-// warm-pool agent (dispatch.RegistrationObserver): the pool and its
+// warm-pool agent (dispatch.Spawner): the pool and its
 // kici_orch_scaler_warm_pool_ready gauge count it ready at once, not at
 // the next periodic check.
 func (m *Manager) AgentRegistered(agentID string) {

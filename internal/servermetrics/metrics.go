@@ -198,25 +198,25 @@ func (w *statusWriter) Flush() {
 
 // CountLogs returns sink counting the log lines the dispatcher stores or
 // fails to store (kici_orch_log_lines_total, kici_orch_log_bytes_total).
-// It keeps the sink's idempotent AppendFrom (dispatch.OffsetLogSink), which
+// It keeps the sink's idempotent AppendFrom (dispatch.LogSink), which
 // is what makes the dispatcher negotiate acknowledged log delivery.
-func (m *Metrics) CountLogs(sink dispatch.OffsetLogSink) dispatch.OffsetLogSink {
-	return countedLogs{OffsetLogSink: sink, m: m}
+func (m *Metrics) CountLogs(sink dispatch.LogSink) dispatch.LogSink {
+	return countedLogs{LogSink: sink, m: m}
 }
 
 // countedLogs is CountLogs's sink.
 type countedLogs struct {
-	dispatch.OffsetLogSink
+	dispatch.LogSink
 	m *Metrics
 }
 
-var _ dispatch.OffsetLogSink = countedLogs{}
+var _ dispatch.LogSink = countedLogs{}
 
 // AppendFrom stores agent-numbered lines; the lines an agent numbered but
 // that never arrived count as dropped. A failed write drops nothing: the
 // dispatcher does not acknowledge it and the agent sends the lines again.
 func (c countedLogs) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error) {
-	res, err := c.OffsetLogSink.AppendFrom(runID, jobID, stepIndex, offset, lines)
+	res, err := c.LogSink.AppendFrom(runID, jobID, stepIndex, offset, lines)
 	n := 0
 	for _, l := range lines[len(lines)-min(res.Stored, len(lines)):] { // duplicates are skipped from the front
 		n += len(l.Text)
@@ -231,7 +231,7 @@ func (c countedLogs) AppendFrom(runID, jobID string, stepIndex int, offset int64
 
 // Append stores lines and counts them as stored or dropped.
 func (c countedLogs) Append(runID, jobID string, stepIndex int, lines []protocol.LogLine) error {
-	err := c.OffsetLogSink.Append(runID, jobID, stepIndex, lines)
+	err := c.LogSink.Append(runID, jobID, stepIndex, lines)
 	result := "stored"
 	if err != nil {
 		result = "dropped"
