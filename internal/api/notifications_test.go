@@ -36,10 +36,17 @@ func (e *answersEnv) notificationAnswers(t *testing.T) {
 	}
 	// Listed by creation time then id: two made in the same millisecond
 	// may come in either order, so the Slack one is found by its channel.
+	slack := 0
 	for _, s := range subs {
-		if m := s.(map[string]any); m["channel"] == "slack" && len(m["outcomes"].([]any)) != 4 {
-			t.Errorf("no outcomes given should select all four: %v", m)
+		if m := s.(map[string]any); m["channel"] == "slack" {
+			slack++
+			if len(m["outcomes"].([]any)) != 4 {
+				t.Errorf("no outcomes given should select all four: %v", m)
+			}
 		}
+	}
+	if slack != 1 {
+		t.Errorf("listed %d Slack subscriptions, want 1: %v", slack, list)
 	}
 	queued := c.call("POST", p+"/notifications/"+id+"/test", "")
 	rows := c.call("GET", p+"/notification-deliveries?subscriptionId="+id, "")
