@@ -34,9 +34,14 @@ func (r *Reporter) Reply(ctx context.Context, src *store.Source, ev *trigger.Eve
 // background runs send against the source's forge target without
 // blocking the caller: retried on 5xx and rate limits up to
 // replyAttempts times, dropped (logged as what) on any other error.
+// It outlives the caller's ctx (keeping its values) but not Run: when Run
+// returns, the call in flight is cancelled and a retry wait ends at once.
 func (r *Reporter) background(ctx context.Context, sourceID, repo, what string, send func(context.Context, *target) error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(r.life, cancel)
 	go func() {
+		defer stop()
+		defer cancel()
 		t, ok := r.target(ctx, sourceID)
 		if !ok {
 			return
@@ -53,7 +58,13 @@ func (r *Reporter) background(ctx context.Context, sourceID, repo, what string, 
 			if v.permanent {
 				return
 			}
-			time.Sleep(min(v.next.Sub(r.now()), 30*time.Second))
+			wait := time.NewTimer(min(v.next.Sub(r.now()), 30*time.Second))
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return
+			case <-wait.C:
+			}
 		}
 	}()
 }

@@ -103,6 +103,10 @@ type Reporter struct {
 	since     time.Time            // runs created after this are looked at
 	lastSweep time.Time
 	wake      chan struct{}
+	// life ends when Run returns (endLife), stopping the background
+	// forge calls and their retry waits so shutdown does not leak them.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 type srcInfo struct {
@@ -129,8 +133,10 @@ func New(st store.Store, cfg Config) *Reporter {
 	if hc == nil {
 		hc = &http.Client{Timeout: callTimeout}
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Reporter{st: st, cfg: cfg, log: cfg.Logger, http: hc, installs: map[string]int64{}, sources: map[string]srcInfo{},
-		tails: map[string]*tail{}, srcWait: map[string]time.Time{}, since: cfg.Now().Add(-10 * time.Minute), wake: make(chan struct{}, 1)}
+		tails: map[string]*tail{}, srcWait: map[string]time.Time{}, since: cfg.Now().Add(-10 * time.Minute), wake: make(chan struct{}, 1),
+		life: life, endLife: endLife}
 }
 
 func (r *Reporter) now() time.Time { return r.cfg.Now().UTC() }
@@ -150,6 +156,7 @@ func (r *Reporter) Kick() {
 // pass (a pass follows every released job, and each renewal is a store
 // write), and a burst of wake-ups within wakeCoalesce makes one pass.
 func (r *Reporter) Run(ctx context.Context) {
+	defer r.endLife()
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
 	var renewed time.Time // zero: not holding the lease
