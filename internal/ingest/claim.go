@@ -60,10 +60,10 @@ func (p *Processor) keepClaim(ctx context.Context, id string, lost func()) (stop
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
-					p.log.Warn("pipeline: renew delivery claim", "deliveryId", id, "error", err)
+					p.log.Warn("ingest: renew delivery claim", "deliveryId", id, "error", err)
 				}
 			case !held:
-				p.log.Error("pipeline: delivery claim lost to another node; stopping its processing", "deliveryId", id)
+				p.log.Error("ingest: delivery claim lost to another node; stopping its processing", "deliveryId", id)
 				lost()
 				return
 			}

@@ -110,13 +110,13 @@ func (p *Processor) RunFinished(run *store.Run) {
 	defer cancel()
 	depth := p.chainDepthOf(ctx, run) + 1
 	if depth > MaxChainDepth {
-		p.log.Warn("pipeline: workflow_complete not emitted: event chain too deep", "runId", run.ID, "depth", depth)
+		p.log.Warn("ingest: workflow_complete not emitted: event chain too deep", "runId", run.ID, "depth", depth)
 		return
 	}
 	ie := &InternalEvent{Kind: KindWorkflowComplete, WorkflowName: run.WorkflowName, Status: string(run.Status), RunID: run.ID,
 		SourceRepo: run.RepoIdentifier, ChainDepth: depth}
 	if _, err := p.Emit(ctx, KindWorkflowComplete+":"+run.ID, run.OrgID, ie); err != nil {
-		p.log.Error("pipeline: emit workflow_complete", "runId", run.ID, "error", err)
+		p.log.Error("ingest: emit workflow_complete", "runId", run.ID, "error", err)
 	}
 }
 
@@ -127,18 +127,18 @@ func (p *Processor) JobFinished(job *store.Job) {
 	defer cancel()
 	run, err := p.st.GetRun(ctx, job.RunID)
 	if err != nil {
-		p.log.Error("pipeline: emit job_complete: run lookup", "jobId", job.ID, "error", err)
+		p.log.Error("ingest: emit job_complete: run lookup", "jobId", job.ID, "error", err)
 		return
 	}
 	depth := p.chainDepthOf(ctx, run) + 1
 	if depth > MaxChainDepth {
-		p.log.Warn("pipeline: job_complete not emitted: event chain too deep", "jobId", job.ID, "depth", depth)
+		p.log.Warn("ingest: job_complete not emitted: event chain too deep", "jobId", job.ID, "depth", depth)
 		return
 	}
 	ie := &InternalEvent{Kind: KindJobComplete, WorkflowName: run.WorkflowName, JobName: job.JobName, Status: string(job.Status),
 		RunID: run.ID, JobID: job.ID, SourceRepo: run.RepoIdentifier, ChainDepth: depth}
 	if _, err := p.Emit(ctx, KindJobComplete+":"+job.ID, run.OrgID, ie); err != nil {
-		p.log.Error("pipeline: emit job_complete", "jobId", job.ID, "error", err)
+		p.log.Error("ingest: emit job_complete", "jobId", job.ID, "error", err)
 	}
 }
 

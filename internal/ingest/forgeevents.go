@@ -56,7 +56,7 @@ func (p *Processor) handleRerequest(ctx context.Context, d *store.Delivery, src 
 	repo, sender := jsonStr(payload, "repository", "full_name"), jsonStr(payload, "sender", "login")
 	refuse := func(why string) (*Trace, bool) {
 		tr.Summary = fmt.Sprintf("%s re-run requested by %q refused: %s", d.Event, sender, why)
-		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
+		p.log.Warn("ingest: "+tr.Summary, "sourceId", src.ID)
 		if p.rerunRefused != nil {
 			sha := jsonStr(payload, "check_run", "head_sha")
 			if d.Event == "check_suite" {

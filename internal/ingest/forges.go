@@ -467,9 +467,9 @@ func (p *Processor) register(ctx context.Context, tr *Trace, src *store.Source, 
 	if err := p.st.ReplaceRegistrations(ctx, src.ID, repo, regs); err != nil {
 		return fmt.Errorf("registrations of %s: %w", repo, err)
 	}
-	p.log.Info("pipeline: registrations refreshed", "sourceId", src.ID, "repo", repo, "sha", sha, "workflows", len(regs))
+	p.log.Info("ingest: registrations refreshed", "sourceId", src.ID, "repo", repo, "sha", sha, "workflows", len(regs))
 	for _, r := range refused {
-		p.log.Warn("pipeline: "+r, "sourceId", src.ID, "repo", repo, "sha", sha)
+		p.log.Warn("ingest: "+r, "sourceId", src.ID, "repo", repo, "sha", sha)
 	}
 	if tr != nil {
 		tr.Errors = append(tr.Errors, refused...)
@@ -508,7 +508,7 @@ func (p *Processor) registerLocal(ctx context.Context, src *store.Source, repoId
 		return
 	}
 	if err := p.register(ctx, nil, src, repoIdent, "file://"+src.LocalPath, ref, sha, lf); err != nil {
-		p.log.Error("pipeline: register local workflows", "sourceId", src.ID, "error", err)
+		p.log.Error("ingest: register local workflows", "sourceId", src.ID, "error", err)
 	}
 }
 

@@ -21,7 +21,7 @@ func (p *Processor) withLocalGates(ctx context.Context, repo *local.Repo, sha st
 	if msg, err := repo.CommitMessage(ctx, sha); err == nil {
 		ev.CommitMessage = msg
 	} else {
-		p.log.Warn("pipeline: commit message unreadable; commit-message gates see none", "sha", sha, "err", err)
+		p.log.Warn("ingest: commit message unreadable; commit-message gates see none", "sha", sha, "err", err)
 	}
 	ev.Files = local.FilesAt{Ctx: ctx, Repo: repo, SHA: sha}
 }

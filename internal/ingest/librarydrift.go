@@ -40,7 +40,7 @@ func (p *Processor) libraryDrift(ctx context.Context, tr *Trace, wf *lockfile.Wo
 		return p.libraries.Resolve(ctx, git, ref)
 	})
 	for _, w := range out {
-		p.log.Warn("pipeline: "+w, "workflow", wf.Name)
+		p.log.Warn("ingest: "+w, "workflow", wf.Name)
 		tr.Warnings = append(tr.Warnings, fmt.Sprintf("workflow %q: %s", wf.Name, w))
 	}
 	return out

@@ -34,7 +34,7 @@ func (p *Processor) orgWideDenied(ctx context.Context, src *store.Source) bool {
 	case errors.Is(err, store.ErrNotFound):
 		return false
 	case err != nil:
-		p.log.Warn("pipeline: source settings unreadable; organization-wide workflows not run", "source", src.ID, "err", err)
+		p.log.Warn("ingest: source settings unreadable; organization-wide workflows not run", "source", src.ID, "err", err)
 		return true
 	}
 	return set.OrgWideWorkflows == store.OrgWideDeny
@@ -57,7 +57,7 @@ func (p *Processor) orgWorkflows(ctx context.Context, src *store.Source) ([]orgW
 		}
 		var wf lockfile.Workflow
 		if err := json.Unmarshal(r.Workflow, &wf); err != nil {
-			p.log.Warn("pipeline: registered workflow unreadable", "registration", r.ID, "err", err)
+			p.log.Warn("ingest: registered workflow unreadable", "registration", r.ID, "err", err)
 			continue
 		}
 		if !lockfile.IsOrgWide(&wf) {

@@ -90,7 +90,7 @@ func (s *scheduler) add(ctx context.Context, id string) {
 	d, err := s.p.st.GetDelivery(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.p.log.Error("pipeline: read delivery", "deliveryId", id, "error", err)
+			s.p.log.Error("ingest: read delivery", "deliveryId", id, "error", err)
 		}
 		return
 	}
@@ -197,7 +197,7 @@ func (p *Processor) rescan(ctx context.Context, s *scheduler) bool {
 	ds, err := p.st.ListUnprocessedDeliveries(ctx, rescanBatch)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.log.Error("pipeline: list unprocessed deliveries", "error", err)
+			p.log.Error("ingest: list unprocessed deliveries", "error", err)
 		}
 		return false
 	}

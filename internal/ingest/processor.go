@@ -211,7 +211,7 @@ func (p *Processor) Submit(deliveryID string) {
 	select {
 	case p.ch <- deliveryID:
 	default:
-		p.log.Warn("pipeline: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
+		p.log.Warn("ingest: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
 	}
 }
 
@@ -219,7 +219,7 @@ func (p *Processor) Submit(deliveryID string) {
 // cancelled meanwhile (Stop waits for it), bounded by ProcessTimeout.
 func (p *Processor) processLogged(ctx context.Context, id string) {
 	if err := p.Process(context.WithoutCancel(ctx), id); err != nil {
-		p.log.Error("pipeline: process delivery", "deliveryId", id, "error", err)
+		p.log.Error("ingest: process delivery", "deliveryId", id, "error", err)
 	}
 }
 
@@ -267,7 +267,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	if err != nil || d == nil {
 		p.unclaim(deliveryID)
 		if err != nil {
-			return fmt.Errorf("pipeline: claim delivery %s: %w", deliveryID, err)
+			return fmt.Errorf("ingest: claim delivery %s: %w", deliveryID, err)
 		}
 		return nil
 	}
@@ -279,7 +279,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	if lost.Load() {
 		// The node that took the claim over finishes the delivery.
 		p.unclaim(deliveryID)
-		return fmt.Errorf("pipeline: delivery %s: claim lost to another node", deliveryID)
+		return fmt.Errorf("ingest: delivery %s: claim lost to another node", deliveryID)
 	}
 	status, errText := store.DeliveryProcessed, ""
 	if procErr != nil {
@@ -290,7 +290,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	}
 	raw, err := json.Marshal(tr)
 	if err != nil {
-		return fmt.Errorf("pipeline: encode trace: %w", err)
+		return fmt.Errorf("ingest: encode trace: %w", err)
 	}
 	// The staged runs are stored with the outcome, all or nothing. If that
 	// fails, nothing was written and the re-scan may retry; only when the
@@ -301,19 +301,19 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 		// Another node finished it first (this node's claim ran out
 		// meanwhile): its runs stand, the staged ones were not written.
 		p.unclaim(deliveryID)
-		p.log.Warn("pipeline: delivery already finished by another node; its runs stand", "deliveryId", deliveryID)
+		p.log.Warn("ingest: delivery already finished by another node; its runs stand", "deliveryId", deliveryID)
 		return nil
 	}
 	if err != nil {
 		if len(staged) == len(tr.Runs) {
 			p.unclaim(deliveryID)
 		}
-		return fmt.Errorf("pipeline: finish delivery %s: %w", deliveryID, err)
+		return fmt.Errorf("ingest: finish delivery %s: %w", deliveryID, err)
 	}
 	p.unclaim(deliveryID)
 	p.release(context.WithoutCancel(ctx), deliveryID, staged)
 	p.observeOutcome(status, len(tr.Runs))
-	p.log.Info("pipeline: delivery processed", "deliveryId", deliveryID, "status", status,
+	p.log.Info("ingest: delivery processed", "deliveryId", deliveryID, "status", status,
 		"summary", tr.Summary, "runs", len(tr.Runs))
 	return nil
 }
@@ -352,7 +352,7 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 	// The registered path is authoritative; the payload's path is only
 	// informational.
 	if push.Repository.Path != "" && push.Repository.Path != src.LocalPath {
-		p.log.Warn("pipeline: payload repository path differs from the source's; using the source's",
+		p.log.Warn("ingest: payload repository path differs from the source's; using the source's",
 			"deliveryId", d.ID, "sourceId", src.ID)
 	}
 	repo, err := p.localRepo(src.LocalPath)

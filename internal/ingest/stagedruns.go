@@ -35,7 +35,7 @@ func (p *Processor) stage(b *stagedRuns, run *store.Run, jobs []*store.Job, rc *
 func (p *Processor) release(ctx context.Context, deliveryID string, b stagedRuns) {
 	for _, nr := range b {
 		if err := p.tracker.RunStored(ctx, nr.Run, len(nr.Jobs)); err != nil {
-			p.log.Error("pipeline: release run", "deliveryId", deliveryID, "runId", nr.Run.ID, "error", err)
+			p.log.Error("ingest: release run", "deliveryId", deliveryID, "runId", nr.Run.ID, "error", err)
 		}
 	}
 }

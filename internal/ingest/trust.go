@@ -67,7 +67,7 @@ func (p *Processor) forkPolicy(ctx context.Context, orgID string, ev *trigger.Ev
 func (p *Processor) effectiveForkPolicy(ctx context.Context, orgID string) string {
 	pol, _, err := trustpolicy.Effective(ctx, p.st, orgID)
 	if err != nil {
-		p.log.Error("pipeline: trust policy unreadable; holding untrusted runs", "orgId", orgID, "error", err)
+		p.log.Error("ingest: trust policy unreadable; holding untrusted runs", "orgId", orgID, "error", err)
 		return store.ForkHold
 	}
 	return pol.ForkPolicy
@@ -100,7 +100,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	}, m[3]))
 	refuse := func(why string) bool {
 		tr.Summary = fmt.Sprintf("/kici %s %s from %q refused: %s", verb, runID, ev.SenderUsername, why)
-		p.log.Warn("pipeline: "+tr.Summary, "sourceId", src.ID)
+		p.log.Warn("ingest: "+tr.Summary, "sourceId", src.ID)
 		p.reply(ctx, src, ev, fmt.Sprintf("kici: `/kici %s %s` from @%s was refused: %s.", verb, runID, ev.SenderUsername, why))
 		return true
 	}
@@ -143,7 +143,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 		return refuse(err.Error())
 	}
 	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
-	p.log.Info("pipeline: "+tr.Summary, "sourceId", src.ID, "heldRunId", held.ID)
+	p.log.Info("ingest: "+tr.Summary, "sourceId", src.ID, "heldRunId", held.ID)
 	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, res.Status))
 	return true
 }

@@ -234,7 +234,7 @@ func (s *Server) buildCore(ctx context.Context, p *parts) error {
 	}
 	p.prov = prov
 	p.gate = approval.NewGate(st, trustPolicyFunc(st), logger.With("component", "approval"))
-	s.tracker = runs.NewTracker(st, nil, logger.With("component", "execution"), runs.TrackerDeps{Gate: p.gate})
+	s.tracker = runs.NewTracker(st, nil, logger.With("component", "runs"), runs.TrackerDeps{Gate: p.gate})
 	deps := dispatch.Deps{
 		Events:   s.tracker,
 		JobData:  jobdata.WithJobCredential(jobdata.NewResolver(st, p.secrets, logger.With("component", "secrets")), s.blobs),
@@ -321,7 +321,7 @@ func (s *Server) buildPipeline(p *parts) {
 	if cfg.Ingress.AllowLocalSourceURLs {
 		libraries.Protocols = "file:https"
 	}
-	s.processor = ingest.NewProcessor(p.st, s.tracker, s.log.With("component", "pipeline"), ingest.ProcessorDeps{
+	s.processor = ingest.NewProcessor(p.st, s.tracker, s.log.With("component", "ingest"), ingest.ProcessorDeps{
 		Libraries: libraries,
 		Forges:    p.forges,
 		// Workflow concurrency groups: recorded at run creation, admitted

@@ -188,7 +188,7 @@ func (s *Server) Run(stop context.Context) error {
 	// Unwound in this order: the HTTP server, the agent sockets, the
 	// pipeline, then run control's sweeps.
 	s.cleanup.pushFunc("run control", s.runctl.Wait)
-	s.cleanup.pushFunc("pipeline", s.processor.Stop)
+	s.cleanup.pushFunc("ingest", s.processor.Stop)
 	s.cleanup.push("agent sockets", func(ctx context.Context) error { s.dispatcher.Shutdown(ctx); return nil })
 	s.cleanup.push("HTTP server", s.httpSrv.Shutdown)
 	if s.logArchive != nil {

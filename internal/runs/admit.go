@@ -41,7 +41,7 @@ func (t *Tracker) Reevaluate(ctx context.Context, runID string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	if err := t.evaluateLocked(ctx, runID, t.now()); err != nil {
-		return fmt.Errorf("execution: reevaluate run %s: %w", runID, err)
+		return fmt.Errorf("runs: reevaluate run %s: %w", runID, err)
 	}
 	return nil
 }

@@ -32,11 +32,11 @@ func (t *Tracker) CancelJobs(ctx context.Context, runID, reason string) (*Cancel
 	mu.Lock()
 	defer mu.Unlock()
 	if _, err := t.st.GetRun(ctx, runID); err != nil {
-		return nil, fmt.Errorf("execution: run %s: %w", runID, err)
+		return nil, fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	jobs, err := t.st.ListJobs(ctx, runID)
 	if err != nil {
-		return nil, fmt.Errorf("execution: run %s: %w", runID, err)
+		return nil, fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	at := t.now()
 	res := &CancelResult{}
@@ -47,7 +47,7 @@ func (t *Tracker) CancelJobs(ctx context.Context, runID, reason string) (*Cancel
 			ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending, status.JobQueued, status.JobHeld}, status.JobCancelled,
 				store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 			if err != nil {
-				return nil, fmt.Errorf("execution: cancel job %s: %w", j.ID, err)
+				return nil, fmt.Errorf("runs: cancel job %s: %w", j.ID, err)
 			}
 			if err := t.refresh(ctx, j); err != nil {
 				return nil, err

@@ -137,7 +137,7 @@ func (t *Tracker) condition(ctx context.Context, getRun func() (*store.Run, erro
 	}
 	env, err := LoadConditionEnv(ctx, t.st, run, j, jobs)
 	if err != nil {
-		return "", false, fmt.Errorf("execution: condition of job %s: %w", j.ID, err)
+		return "", false, fmt.Errorf("runs: condition of job %s: %w", j.ID, err)
 	}
 	skip, evalErr := EvalJobCondition(cond, env)
 	if evalErr == nil {
@@ -148,7 +148,7 @@ func (t *Tracker) condition(ctx context.Context, getRun func() (*store.Run, erro
 	ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobFailed,
 		store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero})
 	if err != nil {
-		return "", false, fmt.Errorf("execution: fail job %s: %w", j.ID, err)
+		return "", false, fmt.Errorf("runs: fail job %s: %w", j.ID, err)
 	}
 	if ok {
 		t.log.Info("job condition failed", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "error", evalErr)
@@ -189,11 +189,11 @@ func (t *Tracker) carryOver(ctx context.Context, jobs []*store.Job, carried map[
 		}
 		if _, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, st,
 			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero}); err != nil {
-			return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
+			return fmt.Errorf("runs: carry over job %s: %w", j.ID, err)
 		}
 		if len(c.Outputs) > 0 {
 			if err := t.st.PutJobOutputs(ctx, j.ID, c.Outputs); err != nil {
-				return fmt.Errorf("execution: carry over job %s: %w", j.ID, err)
+				return fmt.Errorf("runs: carry over job %s: %w", j.ID, err)
 			}
 		}
 	}

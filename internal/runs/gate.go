@@ -105,7 +105,7 @@ func (t *Tracker) checkGate(ctx context.Context, run func() (*store.Run, error),
 		ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobFailed,
 			store.JobUpdate{ErrorMessage: &msg, CompletedAt: &at, DurationMs: &zero})
 		if err != nil {
-			return false, fmt.Errorf("execution: reject job %s: %w", j.ID, err)
+			return false, fmt.Errorf("runs: reject job %s: %w", j.ID, err)
 		}
 		if ok {
 			t.log.Info("job rejected by dispatch gate", "runId", j.RunID, "jobId", j.ID, "job", j.JobName, "reason", msg)
@@ -125,7 +125,7 @@ func (t *Tracker) ReleaseHeld(ctx context.Context, runID string, jobIDs []string
 	empty := ""
 	for _, id := range jobIDs {
 		if _, err := t.st.UpdateJobStatus(ctx, id, []status.Job{status.JobHeld}, status.JobPending, store.JobUpdate{PendingReason: &empty}); err != nil {
-			return fmt.Errorf("execution: release held job %s: %w", id, err)
+			return fmt.Errorf("runs: release held job %s: %w", id, err)
 		}
 	}
 	if err := t.evaluateLocked(ctx, runID, t.now()); err != nil {
@@ -147,12 +147,12 @@ func (t *Tracker) CancelHeld(ctx context.Context, runID string, jobIDs []string,
 		ok, err := t.st.UpdateJobStatus(ctx, id, []status.Job{status.JobHeld}, status.JobCancelled,
 			store.JobUpdate{ErrorMessage: &message, CompletedAt: &at, DurationMs: &zero})
 		if err != nil {
-			return fmt.Errorf("execution: cancel held job %s: %w", id, err)
+			return fmt.Errorf("runs: cancel held job %s: %w", id, err)
 		}
 		if ok {
 			j, err := t.st.GetJob(ctx, id)
 			if err != nil {
-				return fmt.Errorf("execution: job %s: %w", id, err)
+				return fmt.Errorf("runs: job %s: %w", id, err)
 			}
 			t.log.Info("held job cancelled", "runId", runID, "jobId", id, "job", j.JobName, "reason", message)
 			t.fireJobFinished(j, status.JobCancelled)

@@ -43,10 +43,10 @@ func (t *Tracker) prepareRun(run *store.Run, jobs []*store.Job, now time.Time) e
 			j.RunID = run.ID
 		}
 		if j.RunID != run.ID {
-			return fmt.Errorf("execution: job %s belongs to run %s, not %s", j.ID, j.RunID, run.ID)
+			return fmt.Errorf("runs: job %s belongs to run %s, not %s", j.ID, j.RunID, run.ID)
 		}
 		if names[j.JobName] {
-			return fmt.Errorf("execution: duplicate job name %q in run %s", j.JobName, run.ID)
+			return fmt.Errorf("runs: duplicate job name %q in run %s", j.JobName, run.ID)
 		}
 		names[j.JobName] = true
 		j.Status = status.JobPending
@@ -62,10 +62,10 @@ func (t *Tracker) prepareRun(run *store.Run, jobs []*store.Job, now time.Time) e
 	for _, j := range jobs {
 		for _, n := range j.Needs {
 			if !names[n.Upstream] {
-				return fmt.Errorf("execution: job %q needs unknown job %q", j.JobName, n.Upstream)
+				return fmt.Errorf("runs: job %q needs unknown job %q", j.JobName, n.Upstream)
 			}
 			if n.Upstream == j.JobName {
-				return fmt.Errorf("execution: job %q needs itself", j.JobName)
+				return fmt.Errorf("runs: job %q needs itself", j.JobName)
 			}
 		}
 	}

@@ -46,7 +46,7 @@ const UpstreamUnmetPrefix = "upstream_unmet: "
 
 // ErrNoJobs is returned by CreateRun for a run without jobs (such a run could
 // never complete).
-var ErrNoJobs = errors.New("execution: run has no jobs")
+var ErrNoJobs = errors.New("runs: run has no jobs")
 
 // Enqueuer hands a ready job to dispatch.
 type Enqueuer interface {
@@ -140,11 +140,11 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 	mu.Lock()
 	defer mu.Unlock()
 	if err := t.st.CreateRun(ctx, run, jobs); err != nil {
-		return fmt.Errorf("execution: create run %s: %w", run.ID, err)
+		return fmt.Errorf("runs: create run %s: %w", run.ID, err)
 	}
 	if rc != nil && (len(rc.Inputs) > 0 || len(rc.ChangedPaths) > 0) {
 		if err := t.st.PutRunContext(ctx, run.ID, rc); err != nil {
-			return fmt.Errorf("execution: create run %s: %w", run.ID, err)
+			return fmt.Errorf("runs: create run %s: %w", run.ID, err)
 		}
 	}
 	if err := t.carryOver(ctx, jobs, carried, from, now); err != nil {
@@ -163,7 +163,7 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 	at = at.UTC()
 	job, err := t.st.GetJob(ctx, jobID)
 	if err != nil {
-		return fmt.Errorf("execution: job %s: %w", jobID, err)
+		return fmt.Errorf("runs: job %s: %w", jobID, err)
 	}
 	u := store.JobUpdate{LastHeartbeatAt: &at}
 	if agentID != "" {
@@ -174,18 +174,18 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 	}
 	changed, err := t.st.UpdateJobStatus(ctx, jobID, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
 	if err != nil {
-		return fmt.Errorf("execution: start job %s: %w", jobID, err)
+		return fmt.Errorf("runs: start job %s: %w", jobID, err)
 	}
 	if !changed {
 		if job.Status == status.JobRunning {
 			if err := t.st.TouchJobHeartbeat(ctx, jobID, at); err != nil {
-				return fmt.Errorf("execution: heartbeat job %s: %w", jobID, err)
+				return fmt.Errorf("runs: heartbeat job %s: %w", jobID, err)
 			}
 		}
 		return nil
 	}
 	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, status.RunsMovingTo(status.RunRunning), status.RunRunning, store.RunUpdate{StartedAt: &at}); err != nil {
-		return fmt.Errorf("execution: start run %s: %w", job.RunID, err)
+		return fmt.Errorf("runs: start run %s: %w", job.RunID, err)
 	}
 	t.log.Info("job started", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "agentId", agentID)
 	return nil
@@ -200,12 +200,12 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 // non-terminal status, ErrNotFound (wrapped), store errors.
 func (t *Tracker) JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error {
 	if !final.IsTerminal() {
-		return fmt.Errorf("execution: job %s: %q is not a terminal job status", jobID, final)
+		return fmt.Errorf("runs: job %s: %q is not a terminal job status", jobID, final)
 	}
 	at = at.UTC()
 	job, err := t.st.GetJob(ctx, jobID)
 	if err != nil {
-		return fmt.Errorf("execution: job %s: %w", jobID, err)
+		return fmt.Errorf("runs: job %s: %w", jobID, err)
 	}
 	mu := t.runLock(job.RunID)
 	mu.Lock()
@@ -221,7 +221,7 @@ func (t *Tracker) JobFinished(ctx context.Context, jobID string, final status.Jo
 		}
 		changed, err := t.st.UpdateJobStatus(ctx, jobID, nil, final, u)
 		if err != nil {
-			return fmt.Errorf("execution: finish job %s: %w", jobID, err)
+			return fmt.Errorf("runs: finish job %s: %w", jobID, err)
 		}
 		if changed {
 			t.log.Info("job finished", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "status", final)
@@ -237,7 +237,7 @@ func (t *Tracker) JobFinished(ctx context.Context, jobID string, final status.Jo
 // never overwritten by a non-terminal one.
 func (t *Tracker) StepStatus(ctx context.Context, s *store.Step) error {
 	if err := t.st.UpsertStep(ctx, s); err != nil {
-		return fmt.Errorf("execution: step %d of job %s: %w", s.StepIndex, s.JobID, err)
+		return fmt.Errorf("runs: step %d of job %s: %w", s.StepIndex, s.JobID, err)
 	}
 	return nil
 }
@@ -250,12 +250,12 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	var errs []error
 	queued, err := t.st.ListJobsByStatus(ctx, []status.Job{status.JobQueued})
 	if err != nil {
-		return fmt.Errorf("execution: recover: %w", err)
+		return fmt.Errorf("runs: recover: %w", err)
 	}
 	if len(queued) > 0 {
 		entries, err := t.st.ListQueue(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("execution: recover: %w", err)
+			return fmt.Errorf("runs: recover: %w", err)
 		}
 		inQueue := make(map[string]bool, len(entries))
 		for _, e := range entries {
@@ -282,7 +282,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	}
 	pending, err := t.st.ListJobsByStatus(ctx, []status.Job{status.JobPending})
 	if err != nil {
-		return fmt.Errorf("execution: recover: %w", err)
+		return fmt.Errorf("runs: recover: %w", err)
 	}
 	for _, j := range pending {
 		add(j.RunID)
@@ -291,7 +291,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	for offset := 0; ; offset += page {
 		runs, _, err := t.st.ListRuns(ctx, store.RunFilter{Statuses: []status.Run{status.RunPending, status.RunRunning, status.RunCancelling, status.RunHeld}, Limit: page, Offset: offset})
 		if err != nil {
-			return fmt.Errorf("execution: recover: %w", err)
+			return fmt.Errorf("runs: recover: %w", err)
 		}
 		for _, r := range runs {
 			add(r.ID)
@@ -312,7 +312,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.log.Error("recovery incomplete", "error", err)
-		return fmt.Errorf("execution: recover: %w", err)
+		return fmt.Errorf("runs: recover: %w", err)
 	}
 	return nil
 }
@@ -323,7 +323,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time) error {
 	jobs, err := t.st.ListJobs(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("execution: run %s: %w", runID, err)
+		return fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	byName := make(map[string]*store.Job, len(jobs))
 	for _, j := range jobs {
@@ -335,7 +335,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 		if run == nil {
 			r, err := t.st.GetRun(ctx, runID)
 			if err != nil {
-				return nil, fmt.Errorf("execution: run %s: %w", runID, err)
+				return nil, fmt.Errorf("runs: run %s: %w", runID, err)
 			}
 			run = r
 		}
@@ -365,7 +365,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobSkipped,
 					store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 				if err != nil {
-					return fmt.Errorf("execution: skip job %s: %w", j.ID, err)
+					return fmt.Errorf("runs: skip job %s: %w", j.ID, err)
 				}
 				if ok {
 					t.log.Info("job skipped", "runId", runID, "jobId", j.ID, "job", j.JobName, "reason", reason)
@@ -386,7 +386,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 				}
 				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
 				if err != nil {
-					return fmt.Errorf("execution: release job %s: %w", j.ID, err)
+					return fmt.Errorf("runs: release job %s: %w", j.ID, err)
 				}
 				if err := t.refresh(ctx, j); err != nil {
 					return err
@@ -402,7 +402,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 		}
 	}
 	if err := t.markRunHeld(ctx, runID, jobs); err != nil {
-		return fmt.Errorf("execution: run %s: %w", runID, err)
+		return fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	return t.completeIfDone(ctx, runID, jobs, at)
 }
@@ -412,7 +412,7 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 func (t *Tracker) refresh(ctx context.Context, j *store.Job) error {
 	fresh, err := t.st.GetJob(ctx, j.ID)
 	if err != nil {
-		return fmt.Errorf("execution: job %s: %w", j.ID, err)
+		return fmt.Errorf("runs: job %s: %w", j.ID, err)
 	}
 	*j = *fresh
 	return nil
@@ -479,7 +479,7 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	}
 	run, err := t.st.GetRun(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("execution: run %s: %w", runID, err)
+		return fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	if run.Status.IsTerminal() {
 		return nil
@@ -499,7 +499,7 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	}
 	changed, err := t.st.UpdateRunStatus(ctx, runID, nil, final, u)
 	if err != nil {
-		return fmt.Errorf("execution: complete run %s: %w", runID, err)
+		return fmt.Errorf("runs: complete run %s: %w", runID, err)
 	}
 	if !changed {
 		return nil
@@ -510,7 +510,7 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	}
 	done, err := t.st.GetRun(ctx, runID)
 	if err != nil {
-		return fmt.Errorf("execution: run %s: %w", runID, err)
+		return fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	for _, s := range t.subs {
 		s.RunFinished(done)
