@@ -306,7 +306,7 @@ func assertNothingLeft(t *testing.T, runID string, pids ...int) {
 }
 
 // TestGracefulCancelSIGKILLsTrappingStepRunsCleanupAndLeavesNoProcess
-// proves peer rows 15, 16, 17 and 23 end to end: kici-admin runs cancel on a
+// proves, end to end, that kici-admin runs cancel on a
 // step that ignores SIGTERM and sleeps past the grace shows the run
 // cancelling, SIGKILLs the step's whole process group after the 1 s grace,
 // runs the on-cancel cleanup step, ends the run cancelled, and leaves no
@@ -389,8 +389,8 @@ jobs:
 	}
 }
 
-// TestKillNineAgentMidStepFailsJobFastAndLeavesNothing proves peer rows 2,
-// 3 and 22 for single-use agents: kill -9 of the agent mid-step fails the
+// TestKillNineAgentMidStepFailsJobFastAndLeavesNothing proves, for
+// single-use agents, that kill -9 of the agent mid-step fails the
 // started job at once ("agent lost", never silently re-run), the run ends,
 // and the step's processes die with the agent.
 func TestKillNineAgentMidStepFailsJobFastAndLeavesNothing(t *testing.T) {
@@ -431,7 +431,7 @@ jobs:
 }
 
 // TestOrchestratorKillNineRestartCompletesRunOnceAndAgentReportsLand proves
-// peer rows 1 and 20: kill -9 of the orchestrator mid-run, restart on the
+// recovery from kill -9 of the orchestrator mid-run, restart on the
 // same database and address: the agent reconnects and reclaims its job by
 // id, its status reports land, the downstream job is dispatched, the run
 // completes, and no job runs twice.
@@ -523,7 +523,7 @@ jobs:
 }
 
 // TestDrainFinishesRunningJobsHoldsQueuedOnesAndResumeDispatches proves
-// the drain contract (and peer row 26: a drained orchestrator spawns
+// the drain contract (a drained orchestrator also spawns
 // nothing): running jobs finish, new ones stay queued with reason
 // "draining", resume dispatches them.
 func TestDrainFinishesRunningJobsHoldsQueuedOnesAndResumeDispatches(t *testing.T) {
@@ -575,8 +575,8 @@ jobs:
 	}
 }
 
-// TestConcurrencyGroupNewestPushCancelsInProgressRun proves peer row 21
-// (cancel-in-progress, KiCI's default): a second push to the same group
+// TestConcurrencyGroupNewestPushCancelsInProgressRun proves
+// cancel-in-progress (KiCI's default): a second push to the same group
 // cancels the first run, which ends cancelled, and the second succeeds.
 func TestConcurrencyGroupNewestPushCancelsInProgressRun(t *testing.T) {
 	marks := marksDir(t)
@@ -612,7 +612,7 @@ jobs:
 }
 
 // TestConcurrencyGroupQueuedRunsRunOneAfterTheOther proves the queue half
-// of peer row 21: with cancelInProgress false the second run waits,
+// of concurrency groups: with cancelInProgress false the second run waits,
 // pending, until the first ends, then runs; executions never overlap.
 func TestConcurrencyGroupQueuedRunsRunOneAfterTheOther(t *testing.T) {
 	marks := marksDir(t)
@@ -753,7 +753,7 @@ func waitFileContains(t *testing.T, timeout time.Duration, what, path, substr st
 }
 
 // TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan
-// proves peer rows 1 and 29 with a static agent: after kill -9 and restart
+// proves, with a static agent, that after kill -9 and restart
 // of the orchestrator the agent reclaims its running job by id, reports it,
 // and takes new jobs; an agent that is itself killed and restarted with the
 // same identity re-registers without its job, which then fails at once
@@ -805,8 +805,8 @@ func TestStaticAgentSurvivesOrchestratorRestartAndRestartedAgentFailsOrphan(t *t
 	assertNothingLeft(t, run3)
 }
 
-// TestStalledAgentJobTimesOutStaleAndRunEnds proves peer rows 2 and 22 for
-// a stalled (not dead) worker: a static agent frozen with SIGSTOP keeps its
+// TestStalledAgentJobTimesOutStaleAndRunEnds proves the
+// stale-job timeout for a stalled (not dead) worker: a static agent frozen with SIGSTOP keeps its
 // socket open but sends no job heartbeat; the job becomes timed_out_stale
 // within the stale threshold, the run fails, and once the agent thaws it
 // obeys the orchestrator's cancel and its step leaves nothing running.

@@ -12,8 +12,8 @@ import (
 	"kici.dev/kici/internal/runs/status"
 )
 
-// TestAgentDrainFinishesJobRefusesNewWorkAndExits proves peer row 28 on the
-// agent side: once draining (SIGUSR1), a dispatch is rejected "draining",
+// TestAgentDrainFinishesJobRefusesNewWorkAndExits proves the drain
+// contract on the agent side: once draining (SIGUSR1), a dispatch is rejected "draining",
 // the running job finishes normally (not cancelled), and the agent exits.
 func TestAgentDrainFinishesJobRefusesNewWorkAndExits(t *testing.T) {
 	h := startAgent(t, agenttest.Options{}, nil)

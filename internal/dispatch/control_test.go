@@ -47,7 +47,7 @@ func TestOrchestratorDrainHoldsQueuedJobsUntilResume(t *testing.T) {
 	}
 }
 
-// TestDrainingAgentIsHandedNothing proves peer row 28: once an agent has
+// TestDrainingAgentIsHandedNothing proves that once an agent has
 // announced it is draining, no job is assigned to it.
 func TestDrainingAgentIsHandedNothing(t *testing.T) {
 	h := newHarness(t, Config{}, nil)

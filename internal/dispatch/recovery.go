@@ -16,7 +16,7 @@ import (
 // agent re-registers in time and lists the job in inFlightJobs, the job is
 // reclaimed (recovering → running, tracking and slot restored). If it
 // re-registers without the job, the job fails at once: the agent restarted
-// and lost it (peer row 29). If the deadline passes first, the job fails
+// and lost it. If the deadline passes first, the job fails
 // with "agent disconnected and did not reconnect within the recovery
 // window". Reclaim is keyed on the job id and the agent that owns it.
 

@@ -74,8 +74,8 @@ func TestStaticAgentReclaimsJobWithinRecoveryWindow(t *testing.T) {
 	})
 }
 
-// TestStaticAgentNotBackWithinWindowFailsJob proves peer rows 2 and 22 for
-// static agents: a job on an agent that never returns fails after the
+// TestStaticAgentNotBackWithinWindowFailsJob proves, for
+// static agents, that a job on an agent that never returns fails after the
 // recovery window instead of staying running.
 func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
 	h := newHarness(t, Config{RecoveryWindow: 300 * time.Millisecond, RedriveInterval: 50 * time.Millisecond}, nil)
@@ -91,7 +91,7 @@ func TestStaticAgentNotBackWithinWindowFailsJob(t *testing.T) {
 	}
 }
 
-// TestAgentRestartWithoutJobFailsItAtOnce proves peer row 29: an agent that
+// TestAgentRestartWithoutJobFailsItAtOnce proves that an agent that
 // re-registers with the same identity and an empty in-flight set had
 // restarted; its jobs fail immediately (no waiting for a timeout).
 func TestAgentRestartWithoutJobFailsItAtOnce(t *testing.T) {

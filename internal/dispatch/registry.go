@@ -160,7 +160,7 @@ func (r *registry) isClosed() bool {
 
 // noteAgentStatus records an agent's drain flag from agent.status: a
 // draining agent (SIGUSR1, or a single-use agent after its job) is handed
-// no new job (peer row 28: once draining is announced, no assignment).
+// no new job (once draining is announced, no assignment).
 func (r *registry) noteAgentStatus(c *agentConn, m *protocol.AgentStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

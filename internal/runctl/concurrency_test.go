@@ -54,7 +54,7 @@ func groupFixture(t *testing.T) *fixture {
 }
 
 // TestConcurrencyGroupQueuesRunsOneAfterTheOther proves the queue half of
-// peer row 21: with cancelInProgress false and max 1, a second run of the
+// concurrency groups: with cancelInProgress false and max 1, a second run of the
 // group waits (pending) until the first ends, on any terminal path.
 func TestConcurrencyGroupQueuesRunsOneAfterTheOther(t *testing.T) {
 	f := groupFixture(t)

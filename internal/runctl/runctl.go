@@ -9,7 +9,7 @@
 //     being cancelled becomes cancelled ("cancel not confirmed: …");
 //   - job deadlines: a running job past its `timeout` plus a grace (during
 //     which the agent's own deadline should have fired) fails with
-//     "job_timeout: …" (peer rows 4–5);
+//     "job_timeout: …";
 //   - run deadlines: a run past its workflow `timeout` is cancelled
 //     ("workflow_timeout: …"); if its jobs are still not terminal a grace
 //     later, they fail;

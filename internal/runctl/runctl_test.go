@@ -209,7 +209,7 @@ func TestCancelRunWaitsForAgentsThenEnds(t *testing.T) {
 	}
 }
 
-// TestCancelRunWithAgentGoneEndsAtOnce proves peer row 23: abort always
+// TestCancelRunWithAgentGoneEndsAtOnce proves that abort always
 // succeeds, including when the assigned agent is gone.
 func TestCancelRunWithAgentGoneEndsAtOnce(t *testing.T) {
 	f := newFixture(t, Config{})
@@ -224,7 +224,7 @@ func TestCancelRunWithAgentGoneEndsAtOnce(t *testing.T) {
 	}
 }
 
-// TestStaleJobTimesOutAndRunEnds proves peer rows 2 and 22: a job whose
+// TestStaleJobTimesOutAndRunEnds proves that a job whose
 // agent stopped heartbeating becomes timed_out_stale and the run fails.
 func TestStaleJobTimesOutAndRunEnds(t *testing.T) {
 	f := newFixture(t, Config{StaleThreshold: 10 * time.Second, QueueTimeout: -1})
@@ -262,7 +262,7 @@ func TestStaleJobTimesOutAndRunEnds(t *testing.T) {
 	}
 }
 
-// TestServerOwnedJobDeadline proves peer rows 4 and 5: a job past its
+// TestServerOwnedJobDeadline proves that a job past its
 // timeout (plus the grace) fails on the orchestrator's authority even
 // though its agent keeps heartbeating or is gone.
 func TestServerOwnedJobDeadline(t *testing.T) {

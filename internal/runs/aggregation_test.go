@@ -7,8 +7,8 @@ import (
 	"kici.dev/kici/internal/runs/status"
 )
 
-// TestRunStatusNeverStuckUnderRandomJobEvents proves peer row 20 (status
-// aggregation stuck): for random orders of job terminal reports (with
+// TestRunStatusNeverStuckUnderRandomJobEvents proves that run
+// status aggregation never sticks: for random orders of job terminal reports (with
 // replays, conflicting late reports, concurrent senders and cancels of
 // unstarted jobs), every run completes exactly once, never stays
 // running with all jobs terminal, and its status is the one derived from

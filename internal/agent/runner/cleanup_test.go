@@ -66,8 +66,7 @@ func waitPids(t *testing.T, dir string) (int, int) {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil && !isZombie(pid) }
 
-// TestGracefulCancelEscalatesThenRunsCleanupSteps proves peer rows 16 and
-// 17: a graceful cancel sends SIGTERM, waits the job's gracePeriod, SIGKILLs
+// TestGracefulCancelEscalatesThenRunsCleanupSteps proves that a graceful cancel sends SIGTERM, waits the job's gracePeriod, SIGKILLs
 // the step's whole process group, then runs the steps marked to run on
 // cancel (and only those), and the job ends cancelled.
 func TestGracefulCancelEscalatesThenRunsCleanupSteps(t *testing.T) {
@@ -167,7 +166,7 @@ func TestOnFailureStepRunsAfterFailure(t *testing.T) {
 	}
 }
 
-// TestNoisyStepKilledAtJobDeadlineAndCleanupRuns proves peer rows 4 and 17:
+// TestNoisyStepKilledAtJobDeadlineAndCleanupRuns proves that
 // a step that prints continuously is still killed at the job's deadline
 // (within timeout + grace), and the failure-path cleanup step runs on the
 // timeout path too.
@@ -194,7 +193,7 @@ func TestNoisyStepKilledAtJobDeadlineAndCleanupRuns(t *testing.T) {
 	}
 }
 
-// TestServerCancelStopsJobBlockedInNetworkCall proves peer row 19: when the
+// TestServerCancelStopsJobBlockedInNetworkCall proves that when the
 // orchestrator ends a job (job.cancel, forced as for a server-side
 // deadline) while the agent is stuck in a network call (a checkout from a
 // server that never answers), the agent stops at once.
