@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"kici.dev/kici/internal/backup"
 	"kici.dev/kici/internal/cli"
 	"kici.dev/kici/internal/cli/direct"
 	"kici.dev/kici/internal/orchestrator"
@@ -22,13 +23,13 @@ func admin(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cli.Version = orchestrator.Version
-	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open, Migrate: migrate, Backup: backup})
+	return cli.Run(ctx, args, cli.IO{OpenDatabase: direct.Open, Migrate: migrate, Backup: writeBackup})
 }
 
-// backup serves `kici-admin backup` (orchestrator.Backup) and prints what
+// writeBackup serves `kici-admin backup` (backup.Backup) and prints what
 // it wrote and what else to keep.
-func backup(ctx context.Context, req cli.BackupRequest, stdout io.Writer) error {
-	res, err := orchestrator.Backup(ctx, req.DataDir, req.Out, req.WithKey, os.Getenv)
+func writeBackup(ctx context.Context, req cli.BackupRequest, stdout io.Writer) error {
+	res, err := backup.Backup(ctx, req.DataDir, req.Out, req.WithKey, os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -163,7 +163,11 @@ const (
 )
 
 // DatabasePath is the SQLite file used when DatabaseURL is empty.
-func (c *Config) DatabasePath() string { return filepath.Join(c.DataDir, "kici.db") }
+func (c *Config) DatabasePath() string { return DatabaseFile(c.DataDir) }
+
+// DatabaseFile is the embedded SQLite database file of the data directory
+// dataDir: <dataDir>/kici.db.
+func DatabaseFile(dataDir string) string { return filepath.Join(dataDir, "kici.db") }
 
 // Load builds a Config from environ (os.Environ() form, "KEY=value").
 // Errors (joined, one per problem): any KICI_* variable not in Vars

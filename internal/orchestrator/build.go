@@ -18,6 +18,7 @@ import (
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/backup"
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
@@ -30,6 +31,7 @@ import (
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/pieces"
 	"kici.dev/kici/internal/provenance"
+	"kici.dev/kici/internal/readiness"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/scaler"
@@ -87,7 +89,7 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	}
 	s.cleanup.push("data directory lock", func(context.Context) error { return dataLock.Close() })
 	if cfg.DatabaseURL == "" {
-		if s.restored, err = detectRestore(ctx, sqlitePath(cfg.DataDir)); err != nil {
+		if s.restored, err = backup.DetectMarker(ctx, cfg.DatabasePath()); err != nil {
 			return err
 		}
 	}
@@ -97,7 +99,7 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	raw := p.raw
 	s.cleanup.push("store", func(context.Context) error { return raw.Close() })
 	if cfg.DatabaseURL != "" {
-		if s.restored, s.restoreNotBefore, err = detectCopiedDatabase(ctx, raw, s.log); err != nil {
+		if s.restored, s.restoreNotBefore, err = backup.DetectCopiedDatabase(ctx, raw, s.log); err != nil {
 			return err
 		}
 	}
@@ -107,8 +109,8 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	// Webhook secrets are encrypted at rest like every other secret.
 	p.st = secrets.SealSources(raw, p.ring)
 	s.store = p.st
-	if sr, ok := raw.(schemaReader); ok {
-		s.dbHealth = &dbHealth{db: sr}
+	if sr, ok := raw.(readiness.SchemaReader); ok {
+		s.dbHealth = readiness.NewDatabase(sr)
 	}
 	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
 		return err
@@ -352,10 +354,10 @@ func (s *Server) connect(p *parts) {
 	s.scaler.Serve(s.dispatcher)
 	p.sm.Wire(s.metrics, p.st, s.dispatcher)
 	// Leader, nodes, database, pending deliveries.
-	ops := servermetrics.Ops{Store: p.st, AliveWithin: membership.NodeLiveFor, Timeout: ReadyTimeout,
+	ops := servermetrics.Ops{Store: p.st, AliveWithin: membership.NodeLiveFor, Timeout: readiness.Timeout,
 		Leading: func() bool { return s.ingress != nil && s.ingress.sched.Leading() }}
 	if s.dbHealth != nil {
-		ops.Database = s.dbHealth.answer
+		ops.Database = s.dbHealth.Answer
 	}
 	servermetrics.RegisterOps(s.metrics, ops)
 }
@@ -423,4 +425,14 @@ func (s *Server) buildHTTP(p *parts) error {
 	guard := httpguard.New(httpguard.Config{BodyGrace: cfg.RequestBodyGrace})
 	s.httpSrv = &http.Server{Handler: guard.Handler(ui.SessionBridge(p.sm.Instrument(mux)), unauthenticatedRequest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return nil
+}
+
+// readyFunc is the admin API's readiness check (readiness.Checker): nil,
+// always ready, for a store that cannot report its schema.
+func (s *Server) readyFunc() func(context.Context) error {
+	if s.dbHealth == nil {
+		return nil
+	}
+	c := &readiness.Checker{DB: s.dbHealth, Draining: s.dispatcher.Draining, Nodes: s.node}
+	return c.Ready
 }

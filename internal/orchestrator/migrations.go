@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store/postgres"
@@ -33,10 +32,10 @@ func OpenMigrations(ctx context.Context, cfg *config.Config) (m *sqlstore.Migrat
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := sqlite.OpenAsIs(ctx, filepath.Join(cfg.DataDir, "kici.db"))
+	st, err := sqlite.OpenAsIs(ctx, cfg.DatabasePath())
 	if err != nil {
 		lock.Close()
-		return nil, nil, fmt.Errorf("open %s: %w", filepath.Join(cfg.DataDir, "kici.db"), err)
+		return nil, nil, fmt.Errorf("open %s: %w", cfg.DatabasePath(), err)
 	}
 	if m, err = sqlite.Migrations(st.DB()); err != nil {
 		st.Close()

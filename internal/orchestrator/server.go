@@ -20,6 +20,7 @@ import (
 
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/backup"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/forgestatus"
@@ -28,6 +29,7 @@ import (
 	"kici.dev/kici/internal/membership"
 	"kici.dev/kici/internal/memtrim"
 	"kici.dev/kici/internal/notify"
+	"kici.dev/kici/internal/readiness"
 	"kici.dev/kici/internal/retention"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
@@ -52,7 +54,7 @@ type Server struct {
 	processor  *ingest.Processor
 	tracker    *runs.Tracker
 	// restored is set when the node starts on a restored backup.
-	restored   *restoreStart
+	restored   *backup.RestoreStart
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
 	logArchive *logArchive // finished step logs to the blob store; nil when off
@@ -71,7 +73,7 @@ type Server struct {
 	peers      *membership.Peers     // the other nodes of a cluster; nil on SQLite
 	node       *membership.Node      // this node's registry row, heartbeats and drain
 	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
-	dbHealth   *dbHealth             // database round trips for /ready and /metrics (readiness.go)
+	dbHealth   *readiness.Database   // database round trips for /ready and /metrics; nil for a store without a schema
 	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
 	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
 	handOver   atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
@@ -87,7 +89,7 @@ func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
 		return postgres.Open(ctx, cfg.DatabaseURL)
 	}
-	return sqlite.Open(ctx, sqlitePath(cfg.DataDir))
+	return sqlite.Open(ctx, cfg.DatabasePath())
 }
 
 // New prepares a server: creates the data directory (0700), opens the store,
@@ -160,7 +162,7 @@ func (s *Server) Run(stop context.Context) error {
 	ctx, endLoops := context.WithCancel(context.WithoutCancel(stop))
 	defer endLoops()
 	if s.restored != nil {
-		if err := s.endInFlight(ctx, s.restored); err != nil {
+		if err := s.restored.EndInFlight(ctx, s.store, s.tracker, s.log); err != nil {
 			s.cleanup.unwind(context.Background(), s.log)
 			return fmt.Errorf("start on a restored backup: end the jobs in flight at backup time: %w", err)
 		}
