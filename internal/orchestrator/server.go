@@ -79,7 +79,7 @@ type Server struct {
 	handOver   atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
 
 	// restoreNotBefore: no schedule instant before it fires (the first
-	// start on a restored PostgreSQL database; restore.go).
+	// start on a restored PostgreSQL database; backup.DetectCopiedDatabase).
 	restoreNotBefore time.Time
 }
 
