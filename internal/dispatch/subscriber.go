@@ -38,3 +38,14 @@ func (d *Dispatcher) IdleAgents() map[string]bool {
 	}
 	return idle
 }
+
+// AgentJobs maps each connected agent's id to the unfinished jobs it owns
+// (scaler.Registry: the scaler's status shows the job of a warm pool agent
+// handed one through dispatch).
+func (d *Dispatcher) AgentJobs() map[string][]string {
+	jobs := map[string][]string{}
+	for _, a := range d.Agents() {
+		jobs[a.ID] = a.JobIDs
+	}
+	return jobs
+}

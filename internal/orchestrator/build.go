@@ -34,7 +34,6 @@ import (
 	"kici.dev/kici/internal/readiness"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
-	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/secrets"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/servermetrics"
@@ -395,7 +394,7 @@ func (s *Server) buildHTTP(p *parts) error {
 		Ready:      s.readyFunc(),
 
 		ClusterSettings: p.settings,
-		ScalerStatus:    func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
+		ScalerStatus:    s.scaler.Status,
 
 		RunControl: s.runctl,
 		Rerun:      s.processor,

@@ -10,7 +10,6 @@ import (
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/runctl"
-	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/web"
 )
@@ -31,7 +30,7 @@ func newWebUI(cfg *config.Config, st store.Store, adminAuth *auth.AdminAuth, log
 		Store: st, Auth: adminAuth, Logs: logs,
 		Cancel: s.runctl, Rerun: s.processor, Approval: s.decider,
 		Agents:   func() []dispatch.AgentInfo { return s.dispatcher.Agents() },
-		Scalers:  func() scaler.Status { return scalerStatus(s.scaler, s.dispatcher.Agents()) },
+		Scalers:  s.scaler.Status,
 		Drain:    func() runctl.DrainStatus { return s.runctl.Drain() },
 		Settings: settings, Version: Version, Mode: cfg.Mode,
 		PublicURL: fc.PublicURL, SignIn: signIn,

@@ -50,6 +50,9 @@ type Options struct {
 	// dispatcher, which forgets the spawn and re-drives the queue
 	// (debounced) now that capacity is free.
 	Exited func(agentID string, err error)
+	// AgentJobs, set by Serve, maps each connected agent to the jobs it
+	// runs as the dispatcher sees them, for Status.
+	AgentJobs func() map[string][]string
 	// WarmPoolInterval is the warm-pool tick (default 30 s, KiCI); exits
 	// and reloads also trigger a pass.
 	WarmPoolInterval time.Duration

@@ -11,6 +11,9 @@ type Registry interface {
 	// AgentExited is told that an agent the Manager started has ended or
 	// its spawn failed (err says why).
 	AgentExited(agentID string, err error)
+	// AgentJobs maps each connected agent id to the unfinished jobs it
+	// owns (sorted; none for an idle agent).
+	AgentJobs() map[string][]string
 }
 
 // Serve connects the Manager to the agent registry once it exists and runs
@@ -18,7 +21,7 @@ type Registry interface {
 // while it is wired, before any agent is spawned.
 func (m *Manager) Serve(r Registry) {
 	m.mu.Lock()
-	m.opts.IdleAgents, m.opts.Exited = r.IdleAgents, r.AgentExited
+	m.opts.IdleAgents, m.opts.Exited, m.opts.AgentJobs = r.IdleAgents, r.AgentExited, r.AgentJobs
 	m.mu.Unlock()
 	m.kickWarm()
 }
@@ -28,4 +31,15 @@ func (m *Manager) idleAgents() func() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.opts.IdleAgents
+}
+
+// agentJobs returns the registry's agent → jobs map, or nil before Serve.
+func (m *Manager) agentJobs() map[string][]string {
+	m.mu.Lock()
+	f := m.opts.AgentJobs
+	m.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
 }

@@ -14,9 +14,12 @@ import (
 type fakeRegistry struct {
 	mu    sync.Mutex
 	exits []string
+	jobs  map[string][]string
 }
 
 func (r *fakeRegistry) IdleAgents() map[string]bool { return map[string]bool{} }
+
+func (r *fakeRegistry) AgentJobs() map[string][]string { return r.jobs }
 
 func (r *fakeRegistry) AgentExited(agentID string, _ error) {
 	r.mu.Lock()

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -53,14 +54,22 @@ type Status struct {
 	Scalers         []ScalerStatus `json:"scalers"`
 }
 
-// Status returns what each scaler is doing.
+// Status returns what each scaler is doing. An agent's JobID is the job it
+// was spawned for or, for a warm pool agent spawned without one and handed
+// a job later through ordinary dispatch (which the Manager does not
+// track), the jobs the registry says it runs, comma-separated.
 func (m *Manager) Status() Status {
+	running := m.agentJobs() // before m.mu: the registry has its own locks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := Status{GlobalMaxAgents: m.cfg.GlobalMaxAgents, Reloads: m.reloads, Scalers: []ScalerStatus{}}
 	byScaler := map[*scalerState][]AgentStatus{}
 	for _, a := range m.agents {
-		byScaler[a.sc] = append(byScaler[a.sc], AgentStatus{AgentID: a.id, JobID: a.jobID, RunID: a.runID, State: a.state, Warm: a.warm, CreatedAt: a.createdAt.UTC()})
+		job := a.jobID
+		if job == "" {
+			job = strings.Join(running[a.id], ",")
+		}
+		byScaler[a.sc] = append(byScaler[a.sc], AgentStatus{AgentID: a.id, JobID: job, RunID: a.runID, State: a.state, Warm: a.warm, CreatedAt: a.createdAt.UTC()})
 	}
 	for _, sc := range m.scalers {
 		s := ScalerStatus{Name: sc.entry.Name, Type: sc.entry.Type, Retiring: sc.retiring, MaxAgents: sc.entry.MaxAgents,

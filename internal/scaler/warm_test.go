@@ -45,6 +45,17 @@ scalers:
 			}
 			return out
 		},
+		AgentJobs: func() map[string][]string {
+			mu.Lock()
+			defer mu.Unlock()
+			out := map[string][]string{}
+			for k, idle := range registry {
+				if !idle {
+					out[k] = []string{"job-of-" + k}
+				}
+			}
+			return out
+		},
 		Backends: func(e *Entry, exited func(string, error)) (Backend, error) {
 			b = &fakeBackend{name: e.Name, exited: exited, running: map[string]bool{}}
 			return b, nil
@@ -89,6 +100,13 @@ scalers:
 	}
 	if st.Active != 3 || warm != 2 {
 		t.Fatalf("status %+v", st)
+	}
+	// The agent handed a job through dispatch shows it, though it was
+	// spawned without one.
+	for _, a := range st.Agents {
+		if want := map[bool]string{true: "job-of-" + ids[0]}[a.AgentID == ids[0]]; a.JobID != want {
+			t.Errorf("agent %s shows job %q, want %q", a.AgentID, a.JobID, want)
+		}
 	}
 	b.mu.Lock()
 	third := b.reqs[2].AgentID
