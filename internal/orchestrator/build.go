@@ -111,7 +111,7 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	if sr, ok := raw.(readiness.SchemaReader); ok {
 		s.dbHealth = readiness.NewDatabase(sr)
 	}
-	if s.nodeID, err = nodeID(cfg.DataDir); err != nil {
+	if s.nodeID, err = membership.LoadNodeID(cfg.DataDir); err != nil {
 		return err
 	}
 	p.adminAuth = auth.NewAdminAuth(p.st, bootstrapTokens(cfg))
@@ -154,7 +154,7 @@ func (s *Server) openLogsAndSettings(ctx context.Context, p *parts) (err error) 
 	s.metrics = prometheus.NewRegistry()
 	p.sm = servermetrics.New(s.metrics)
 	if archive != nil {
-		registerLogArchiveMetrics(s.metrics, archive)
+		servermetrics.RegisterLogArchive(s.metrics, archive)
 	}
 	s.retention, err = newRetention(p.st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention"))
 	return err

@@ -44,7 +44,7 @@ type ingressWiring struct {
 // an observed orchestrator never accepts).
 func setupIngress(ctx context.Context, cfg *config.Config, st store.Store, proc *ingest.Processor,
 	settings *cluster.Reader, holder string, logger *slog.Logger) (*ingressWiring, error) {
-	window, err := catchUpWindow(os.Environ())
+	window, err := scheduler.CatchUpWindowFromEnv(os.Environ())
 	if err != nil {
 		return nil, err
 	}
