@@ -7,12 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"kici.dev/kici/internal/contexts"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/lockfile"
@@ -201,14 +200,8 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	if p.handleKiciComment(ctx, tr, src, ev, jsonStr(payload, "comment", "body")) {
 		return tr, nil
 	}
-	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)
-	if fork && forkPolicy == store.ForkIgnore {
-		p.countForkIgnored()
-		tr.Summary = forkIgnoredSummary
-		return tr, nil
-	}
-	if ownStatus(ev) {
-		tr.Summary = ownStatusSummary
+	forkPolicy, fork, stop := p.screenForgeEvent(ctx, tr, src, ev)
+	if stop {
 		return tr, nil
 	}
 	defaultBranch := jsonStr(payload, "repository", "default_branch")
@@ -243,14 +236,8 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		notes = append(notes, commit.note)
 		lockRef, lockSource = defaultBranch, "base"
 	case fork:
-		// A fork's lock file is the contributor's to write: read the base
-		// branch's, whatever the policy (as KiCI does: allow runs with the base
-		// lock; hold runs it once approved).
-		base := lref.BaseRef
-		if base == "" {
-			base = ev.BaseBranch
-		}
-		notes = append(notes, fmt.Sprintf("pull request from a fork (trust tier unknown, fork policy %q): using the lock of base branch %s", forkPolicy, base))
+		base, note := forkBaseLock(forkPolicy, ev, lref)
+		notes = append(notes, note)
 		lockRef, lockSource = base, "base"
 	case lref.BaseRef != "":
 		author := jsonStr(payload, "pull_request", "user", "login")
@@ -264,32 +251,14 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 		}
 	}
 	tr.Ref, tr.SHA = jsonStr(payload, "ref"), lockRef
-	res, err := fg.Locks.Get(ctx, "github:"+src.ID, repo, lockRef, func(ctx context.Context, maxBytes int64) ([]byte, error) {
-		b, err := client.GetFile(ctx, inst, repo, lockfetch.LockPath, lockRef, maxBytes)
-		switch {
-		case errors.Is(err, ghapi.ErrNotFound):
-			return nil, lockfetch.ErrMissing
-		case errors.Is(err, ghapi.ErrTooLarge):
-			return nil, lockfetch.ErrTooLarge
-		}
-		return b, err
-	})
+	res, err := fg.Locks.Get(ctx, "github:"+src.ID, repo, lockRef, gitHubLockFetch(client, inst, repo, lockRef))
 	if err != nil {
 		return tr, fmt.Errorf("fetch lock of %s at %q: %w", repo, lockRef, err)
 	}
-	switch res.Status {
-	case lockfetch.StatusMissing:
-		tr.LockStatus = LockMissing
-		tr.Summary = strings.Join(append(notes, "no lock file at "+orHead(lockRef)), "; ")
-		return tr, nil
-	case lockfetch.StatusCorrupt:
-		tr.LockStatus = LockCorrupt
-		return tr, fmt.Errorf("%s: invalid lock file at %s: %s", LockCorrupt, orHead(lockRef), res.Detail)
-	case lockfetch.StatusTooLarge:
-		tr.LockStatus = LockTooLarge
-		return tr, fmt.Errorf("%s: %s", LockTooLarge, res.Detail)
+	lf, err := usableLock(tr, res, orHead(lockRef), notes)
+	if lf == nil {
+		return tr, err
 	}
-	lf := res.Lock
 
 	if trigger.NeedsChangedFiles(lf) {
 		files, err := p.githubChangedFiles(ctx, client, inst, repo, ev, payload)
@@ -325,17 +294,7 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: jsonStr(payload, "repository", "clone_url"),
 		Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername, LockFileSource: lockSource}
-	if commit != nil {
-		rc.TrustTier = commit.tier
-	}
-	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
-	if err == nil {
-		err = p.matchOrgWide(ctx, d, tr, src, ev, rc, b)
-	}
-	if len(notes) > 0 {
-		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
-	}
-	return tr, err
+	return tr, p.createForgeRuns(ctx, d, tr, src, ev, lf, rc, commit, notes, b)
 }
 
 func orHead(ref string) string {
@@ -373,64 +332,6 @@ func (p *Processor) githubChangedFiles(ctx context.Context, c *ghapi.Client, ins
 		return files, nil
 	}
 	return []string{}, nil
-}
-
-// matchAndCreate matches each workflow against ev, records the decisions on
-// tr and stages in b a run per matched workflow that has none yet for this
-// delivery, stored or staged (a re-processing after a crash, or a second
-// trigger type of the same delivery, creates nothing twice). Runs are
-// keyed by repository and workflow name.
-func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *Trace, wfs []lockfile.Workflow, ev *trigger.Event,
-	rcFor func(wf *lockfile.Workflow) RunContext, b *stagedRuns) error {
-	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: d.ID, Limit: 100})
-	if err != nil {
-		return fmt.Errorf("runs of delivery %s: %w", d.ID, err)
-	}
-	existing := map[string]*store.Run{}
-	for _, r := range runs {
-		existing[r.RepoIdentifier+"\x00"+r.WorkflowName+"\x00"+r.WorkflowOrigin] = r
-	}
-	for _, nr := range *b {
-		existing[nr.Run.RepoIdentifier+"\x00"+nr.Run.WorkflowName+"\x00"+nr.Run.WorkflowOrigin] = nr.Run
-	}
-	matched := 0
-	for i := range wfs {
-		wf := &wfs[i]
-		dec := trigger.MatchWorkflow(wf, ev)
-		tr.Workflows = append(tr.Workflows, dec)
-		if !dec.Matched {
-			continue
-		}
-		matched++
-		rc := rcFor(wf).withEvent(ev)
-		if r, ok := existing[rc.RepoIdentifier+"\x00"+wf.Name+"\x00"+rc.WorkflowOrigin]; ok {
-			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
-			continue
-		}
-		rc.LibraryDrift = p.libraryDrift(ctx, tr, wf) // librarydrift.go
-		run, jobs, err := BuildRun(wf, rc)
-		if err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		if err := p.enterGroup(ctx, wf, run, d.Event); err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		if err := p.stage(b, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: run.ID, Jobs: len(jobs)})
-	}
-	tr.Summary = fmt.Sprintf("%d of %d workflows matched; %d runs created", matched, len(wfs), len(tr.Runs))
-	if len(wfs) == 0 {
-		tr.Summary = "no workflows to match"
-	}
-	if len(tr.Errors) > 0 {
-		return errors.New(strings.Join(tr.Errors, "; "))
-	}
-	return nil
 }
 
 // RegisterableTriggers are the trigger kinds matched against the

@@ -156,15 +156,7 @@ func (h *ghHarness) process(id string) (*store.Delivery, *Trace, *store.EventLog
 
 func (h *ghHarness) runs(id string) map[string]*store.Run {
 	h.t.Helper()
-	runs, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id, Limit: 100})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	out := map[string]*store.Run{}
-	for _, r := range runs {
-		out[r.WorkflowName] = r
-	}
-	return out
+	return runsByWorkflow(h.t, h.st, id)
 }
 
 // A push to the default branch reads the lock at `after` through the App's

@@ -388,42 +388,13 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 	p.withLocalGates(ctx, repo, push.After, ev)
 	p.registerLocal(ctx, src, repoIdent, push.Ref, push.After, lf)
 
-	existing, err := p.existingRuns(ctx, d.ID)
+	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
+		RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}
+	matched, err := p.matchWorkflows(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
 	if err != nil {
 		return tr, err
 	}
-	matched := 0
-	for i := range lf.Workflows {
-		wf := &lf.Workflows[i]
-		dec := trigger.MatchWorkflow(wf, ev)
-		tr.Workflows = append(tr.Workflows, dec)
-		if !dec.Matched {
-			continue
-		}
-		matched++
-		if r, ok := existing[wf.Name]; ok && r.WorkflowOrigin == "" {
-			tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: r.ID})
-			continue
-		}
-		run, jobs, err := BuildRun(wf, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
-			RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login,
-			LibraryDrift: p.libraryDrift(ctx, tr, wf)}.withEvent(ev))
-		if err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		if err := p.enterGroup(ctx, wf, run, d.Event); err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		if err := p.stage(b, run, jobs, eventRunContext(wf, dec, ev)); err != nil {
-			tr.Errors = append(tr.Errors, fmt.Sprintf("workflow %q: %v", wf.Name, err))
-			continue
-		}
-		tr.Runs = append(tr.Runs, RunRef{WorkflowName: wf.Name, RunID: run.ID, Jobs: len(jobs)})
-	}
-	if err := p.matchOrgWide(ctx, d, tr, src, ev, RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repoIdent,
-		RepoURL: "file://" + repo.Path(), Ref: push.Ref, SHA: push.After, TriggeredBy: push.Sender.Login}, b); err != nil && len(tr.Errors) == 0 {
+	if err := p.matchOrgWide(ctx, d, tr, src, ev, rc, b); err != nil && len(tr.Errors) == 0 {
 		tr.Errors = append(tr.Errors, err.Error())
 	}
 	tr.Summary = fmt.Sprintf("%d of %d workflows matched; %d runs created", matched, len(lf.Workflows), len(tr.Runs))
@@ -439,19 +410,4 @@ func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns
 		return tr, errors.New(strings.Join(tr.Errors, "; "))
 	}
 	return tr, nil
-}
-
-// existingRuns returns the runs already created for a delivery, by workflow.
-func (p *Processor) existingRuns(ctx context.Context, deliveryID string) (map[string]*store.Run, error) {
-	out := map[string]*store.Run{}
-	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: deliveryID, Limit: 100})
-	if err != nil {
-		return nil, fmt.Errorf("runs of delivery %s: %w", deliveryID, err)
-	}
-	for _, r := range runs {
-		if r.WorkflowOrigin == "" {
-			out[r.WorkflowName] = r
-		}
-	}
-	return out, nil
 }

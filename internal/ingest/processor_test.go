@@ -163,9 +163,15 @@ func (h *harness) delivery(id string) (*store.Delivery, *Trace) {
 
 func (h *harness) runsOf(id string) map[string]*store.Run {
 	h.t.Helper()
-	runs, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id, Limit: 100})
+	return runsByWorkflow(h.t, h.st, id)
+}
+
+// runsByWorkflow returns the runs of delivery id by workflow name.
+func runsByWorkflow(t *testing.T, st store.Store, id string) map[string]*store.Run {
+	t.Helper()
+	runs, _, err := st.ListRuns(context.Background(), store.RunFilter{DeliveryID: id, Limit: 100})
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out := map[string]*store.Run{}
 	for _, r := range runs {

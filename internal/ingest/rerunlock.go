@@ -100,16 +100,7 @@ func (p *Processor) rerunGitHubLock(ctx context.Context, orig *store.Run, src *s
 // client (with installation inst for an App), via the lock cache.
 func (p *Processor) gitHubLockAt(ctx context.Context, src *store.Source, client *ghapi.Client, inst int64, orig *store.Run) (*lockfile.LockFile, error) {
 	repo, sha := orig.RepoIdentifier, orig.SHA
-	res, err := p.forges().Locks.Get(ctx, "github:"+src.ID, repo, sha, func(ctx context.Context, maxBytes int64) ([]byte, error) {
-		b, err := client.GetFile(ctx, inst, repo, lockfetch.LockPath, sha, maxBytes)
-		switch {
-		case errors.Is(err, ghapi.ErrNotFound):
-			return nil, lockfetch.ErrMissing
-		case errors.Is(err, ghapi.ErrTooLarge):
-			return nil, lockfetch.ErrTooLarge
-		}
-		return b, err
-	})
+	res, err := p.forges().Locks.Get(ctx, "github:"+src.ID, repo, sha, gitHubLockFetch(client, inst, repo, sha))
 	return rerunResult(res, err, orig)
 }
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/lockfetch"
-	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/universal"
 	"kici.dev/kici/internal/store"
@@ -48,14 +47,8 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	var payload map[string]any
 	_ = json.Unmarshal(d.Payload, &payload)
-	forkPolicy, fork := p.forkPolicy(ctx, src.OrgID, ev)
-	if fork && forkPolicy == store.ForkIgnore {
-		p.countForkIgnored()
-		tr.Summary = forkIgnoredSummary
-		return tr, nil
-	}
-	if ownStatus(ev) {
-		tr.Summary = ownStatusSummary
+	forkPolicy, fork, stop := p.screenForgeEvent(ctx, tr, src, ev)
+	if stop {
 		return tr, nil
 	}
 	lockRef, lockSource := lref.Ref, ""
@@ -76,11 +69,8 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 		}
 	}
 	if fork {
-		base := lref.BaseRef
-		if base == "" {
-			base = ev.BaseBranch
-		}
-		notes = append(notes, fmt.Sprintf("pull request from a fork (trust tier unknown, fork policy %q): using the lock of base branch %s", forkPolicy, base))
+		base, note := forkBaseLock(forkPolicy, ev, lref)
+		notes = append(notes, note)
 		lockRef, lockSource = base, "base"
 	}
 	var auth *lockfetch.GitAuth
@@ -94,19 +84,10 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	if err != nil {
 		return tr, fmt.Errorf("fetch lock of %s at %q: %w", repo, lockRef, err)
 	}
-	switch res.Status {
-	case lockfetch.StatusMissing:
-		tr.LockStatus = LockMissing
-		tr.Summary = strings.Join(append(notes, "no lock file at "+lockRef), "; ")
-		return tr, nil
-	case lockfetch.StatusCorrupt:
-		tr.LockStatus = LockCorrupt
-		return tr, fmt.Errorf("%s: invalid lock file at %s: %s", LockCorrupt, lockRef, res.Detail)
-	case lockfetch.StatusTooLarge:
-		tr.LockStatus = LockTooLarge
-		return tr, fmt.Errorf("%s: %s", LockTooLarge, res.Detail)
+	lf, err := usableLock(tr, res, lockRef, notes)
+	if lf == nil {
+		return tr, err
 	}
-	lf := res.Lock
 	if trigger.NeedsChangedFiles(lf) && ev.ChangedFiles == nil {
 		ev.ChangedFiles = pushedFiles(payload)
 	}
@@ -137,17 +118,7 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 	}
 	rc := RunContext{DeliveryID: d.ID, Source: src, RepoIdentifier: repo, RepoURL: repoURL, Ref: ref, SHA: sha, TriggeredBy: ev.SenderUsername,
 		LockFileSource: lockSource}
-	if commit != nil {
-		rc.TrustTier = commit.tier
-	}
-	err = p.matchAndCreate(ctx, d, tr, lf.Workflows, ev, func(*lockfile.Workflow) RunContext { return rc }, b)
-	if err == nil {
-		err = p.matchOrgWide(ctx, d, tr, src, ev, rc, b)
-	}
-	if len(notes) > 0 {
-		tr.Summary = strings.Join(notes, "; ") + "; " + tr.Summary
-	}
-	return tr, err
+	return tr, p.createForgeRuns(ctx, d, tr, src, ev, lf, rc, commit, notes, b)
 }
 
 // pushedFiles collects the added, modified and removed files of a push

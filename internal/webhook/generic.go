@@ -15,10 +15,8 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"kici.dev/kici/internal/provider"
@@ -121,140 +119,105 @@ func (in *Ingress) Generic() http.Handler {
 }
 
 func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		fail(w, http.StatusMethodNotAllowed, "method not allowed")
+	if !postOnly(w, r) {
 		return
 	}
 	org, name := pathParams(r)
-	if org == "" || name == "" {
-		fail(w, http.StatusNotFound, "source not found")
+	var src *store.Source
+	err := store.ErrNotFound
+	if org != "" && name != "" {
+		src, err = in.st.GetSourceByName(r.Context(), org, name)
+	}
+	if err == nil && src.Provider == provider.GitHub {
+		err = store.ErrNotFound // GitHub sources have their own route
+	}
+	q := in.admit(w, r, genericRoute, src, err, "orgId", org)
+	if q == nil {
 		return
 	}
-	ctx := r.Context()
-	src, err := in.st.GetSourceByName(ctx, org, name)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && src.Provider == provider.GitHub) {
-		fail(w, http.StatusNotFound, "source not found")
+	set := q.settings()
+	if set == nil {
 		return
 	}
-	if err != nil {
-		in.log.Error("webhook: source lookup failed", "orgId", org, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
-		return
-	}
-	if !src.Enabled {
-		in.refuseDisabled(w, r, src, "generic", r.Header.Get(HeaderDelivery), r.Header.Get(HeaderEventType))
-		return
-	}
-	set, err := in.settings(ctx, src)
-	if err != nil {
-		in.log.Error("webhook: settings lookup failed", "sourceId", src.ID, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
-		return
-	}
-	rawID := strings.TrimSpace(r.Header.Get(HeaderDelivery))
 	eventHeader := HeaderEventType
 	if set.Git != nil {
 		if h := universal.EventHeader(set.Git.Preset); h != "" {
 			eventHeader = h
 		}
 		for _, h := range forgeDeliveryHeaders {
-			if rawID == "" {
-				rawID = strings.TrimSpace(r.Header.Get(h))
+			if q.rawID == "" {
+				q.rawID = strings.TrimSpace(r.Header.Get(h))
 			}
 		}
 	}
-	if rawID == "" {
-		rawID = strings.TrimSpace(r.Header.Get(HeaderRequestID))
+	if q.rawID == "" {
+		q.rawID = strings.TrimSpace(r.Header.Get(HeaderRequestID))
 	}
-	event := strings.TrimSpace(r.Header.Get(eventHeader))
-	if event == "" && set.Git != nil && set.Git.Preset == universal.PresetForgejo {
-		event = strings.TrimSpace(r.Header.Get("X-Gitea-Event"))
-	}
-	rej := func(status int, msg string, body []byte, size int64) {
-		in.reject(w, r, src, "generic", rawID, event, status, msg, body, size)
+	q.event = strings.TrimSpace(r.Header.Get(eventHeader))
+	if q.event == "" && set.Git != nil && set.Git.Preset == universal.PresetForgejo {
+		q.event = strings.TrimSpace(r.Header.Get("X-Gitea-Event"))
 	}
 
 	limit := set.MaxPayloadBytes
 	if limit <= 0 {
 		limit = DefaultSourceMaxPayloadBytes
 	}
-	limit = min(limit, MaxBodyBytes)
-	body, tooBig, err := readCapped(w, r, limit)
-	if tooBig {
-		rej(http.StatusRequestEntityTooLarge, "payload too large (limit "+strconv.FormatInt(limit, 10)+" bytes)", nil, max(r.ContentLength, 0))
+	if !q.readBody(min(limit, MaxBodyBytes)) {
 		return
 	}
-	if err != nil {
-		fail(w, http.StatusBadRequest, "could not read body")
-		return
-	}
-	size := int64(len(body))
+	body := q.body
 
-	status, msg, err := in.verifyGeneric(ctx, src, set, r, body)
+	status, msg, err := in.verifyGeneric(r.Context(), src, set, r, body)
 	if err != nil {
-		in.log.Error("webhook: secrets lookup failed", "sourceId", src.ID, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
+		q.internalError("secrets lookup", err)
 		return
 	}
 	if status != 0 {
-		rej(status, msg, body, size)
+		q.reject(status, msg)
 		return
 	}
-	if ok, wait := in.limiter.Allow(src.ID, set.RateLimitRPM); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-		rej(http.StatusTooManyRequests, "rate limit exceeded", body, size)
+	if !q.withinRateLimit(set.RateLimitRPM) {
 		return
 	}
 
-	if event == "" {
+	if q.event == "" {
 		if src.Provider == provider.Local || set.Git != nil {
-			rej(http.StatusBadRequest, "missing "+eventHeader+" header", body, size)
+			q.reject(http.StatusBadRequest, "missing "+eventHeader+" header")
 			return
 		}
-		event = DefaultGenericEvent
+		q.event = DefaultGenericEvent
 	}
-	if len(event) > 100 || !eventName(event) {
-		rej(http.StatusBadRequest, "invalid "+eventHeader+" header", body, size)
+	if len(q.event) > 100 || !eventName(q.event) {
+		q.reject(http.StatusBadRequest, "invalid "+eventHeader+" header")
 		return
 	}
 	if !json.Valid(body) {
-		rej(http.StatusBadRequest, "body is not valid JSON", body, size)
+		q.reject(http.StatusBadRequest, "body is not valid JSON")
 		return
 	}
 	if set.IdempotencyKeyHeader != "" || set.IdempotencyKeyPath != "" {
 		key, where := idempotencyKey(r, body, set)
 		if key == "" {
-			rej(http.StatusBadRequest, "missing idempotency key ("+where+")", body, size)
+			q.reject(http.StatusBadRequest, "missing idempotency key ("+where+")")
 			return
 		}
-		rawID = key
+		q.rawID = key
 	}
-	if rawID == "" {
+	if q.rawID == "" {
 		sum := sha256.Sum256(body)
-		rawID = hex.EncodeToString(sum[:])
+		q.rawID = hex.EncodeToString(sum[:])
 	}
-	if len(rawID) > MaxRawDeliveryIDLen || !printable(rawID) {
-		rej(http.StatusBadRequest, "invalid delivery id header", body, size)
+	if len(q.rawID) > MaxRawDeliveryIDLen || !printable(q.rawID) {
+		q.reject(http.StatusBadRequest, "invalid delivery id header")
 		return
 	}
-	var head struct {
-		Action     string `json:"action"`
-		Ref        string `json:"ref"`
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
-	}
-	if json.Unmarshal(body, &head) != nil {
-		head.Action, head.Ref, head.Repository.FullName = "", "", ""
-	}
+	head := readHead(body)
 	action := head.Action
-	if src.Provider != provider.Local && set.Git == nil && event != DefaultGenericEvent {
-		action = event
+	if src.Provider != provider.Local && set.Git == nil && q.event != DefaultGenericEvent {
+		// A plain generic source's event name is its action.
+		action = q.event
 	}
-	d := &store.Delivery{ID: src.RoutingKey + ":" + rawID, SourceID: src.ID, OrgID: src.OrgID, Event: event,
-		Payload: json.RawMessage(body), ReceivedAt: in.opts.Now()}
-	in.accept(w, r, d, in.logEntry(src, event, truncate(action, 100), truncate(head.Repository.FullName, 200), truncate(head.Ref, 300), body))
+	q.accept(action, head.Repository.FullName, head.Ref)
 }
 
 // forgeDeliveryHeaders carry a forge's delivery id (universal-git sources).
@@ -324,8 +287,6 @@ func (in *Ingress) verifyGeneric(ctx context.Context, src *store.Source, set *st
 	}
 }
 
-// printable reports whether s is non-empty visible ASCII (no spaces or
-// control characters).
 // eventName reports whether s is a usable event name: printable ASCII,
 // inner spaces allowed (every GitLab event name has one, "Push Hook"), no
 // leading or trailing space, no control characters.
@@ -368,6 +329,8 @@ func verifyBareHMAC(header string, body []byte, secrets []string) bool {
 	return VerifyHMAC("sha256="+h, body, secrets)
 }
 
+// printable reports whether s is non-empty visible ASCII (no spaces or
+// control characters).
 func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] <= ' ' || s[i] > '~' {

@@ -68,21 +68,8 @@ func sign(body []byte) string {
 
 func (e *env) post(t *testing.T, path string, body []byte, hdr map[string]string) (int, Response) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r Response
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatalf("status %d, undecodable body: %v", resp.StatusCode, err)
-	}
-	return resp.StatusCode, r
+	code, r, _ := postWebhook(t, e.srv.URL+path, body, map[string]string{"Content-Type": "application/json"}, hdr)
+	return code, r
 }
 
 var pushBody = []byte(`{"ref":"refs/heads/main","before":"0000000000000000000000000000000000000000","after":"1111111111111111111111111111111111111111","repository":{"full_name":"acme/app","path":"/srv/app"},"sender":{"login":"dev"}}`)

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,31 +41,18 @@ func (in *Ingress) GitHub() http.Handler {
 }
 
 func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		fail(w, http.StatusMethodNotAllowed, "method not allowed")
+	if !postOnly(w, r) {
 		return
 	}
 	org, id := r.PathValue("orgId"), r.PathValue("sourceId")
 	ctx := r.Context()
 	src, err := in.st.GetSource(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (src.Provider != provider.GitHub || src.OrgID != org)) {
-		fail(w, http.StatusNotFound, "source not found")
-		return
+	if err == nil && (src.Provider != provider.GitHub || src.OrgID != org) {
+		err = store.ErrNotFound // the route serves only its org's GitHub sources
 	}
-	if err != nil {
-		in.log.Error("webhook: source lookup failed", "sourceId", id, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
+	q := in.admit(w, r, githubRoute, src, err, "sourceId", id)
+	if q == nil {
 		return
-	}
-	if !src.Enabled {
-		in.refuseDisabled(w, r, src, "github", r.Header.Get(HeaderGitHubDelivery), r.Header.Get(HeaderGitHubEvent))
-		return
-	}
-	delivery := strings.TrimSpace(r.Header.Get(HeaderGitHubDelivery))
-	event := strings.TrimSpace(r.Header.Get(HeaderGitHubEvent))
-	rej := func(status int, msg string, body []byte, size int64) {
-		in.reject(w, r, src, "github", delivery, event, status, msg, body, size)
 	}
 
 	limit := in.opts.MaxGitHubPayloadBytes
@@ -75,80 +61,53 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 			limit = n
 		}
 	}
-	body, tooBig, err := readCapped(w, r, limit)
-	if tooBig {
-		rej(http.StatusRequestEntityTooLarge, "payload too large (limit "+strconv.FormatInt(limit, 10)+" bytes)", nil, max(r.ContentLength, 0))
+	if !q.readBody(limit) {
 		return
 	}
-	if err != nil {
-		fail(w, http.StatusBadRequest, "could not read body")
-		return
-	}
-	size := int64(len(body))
+	body := q.body
 
 	tType, tID := r.Header.Get(HeaderHookTargetType), r.Header.Get(HeaderHookTargetID)
 	if tType != "" || tID != "" {
 		appID, isApp := strings.CutPrefix(src.RoutingKey, GitHubRoutingKeyPrefix)
 		n, perr := strconv.ParseInt(tID, 10, 64)
 		if tType != "integration" || perr != nil || !isApp || strconv.FormatInt(n, 10) != appID {
-			rej(http.StatusBadRequest, "installation target headers do not match this source's GitHub App", body, size)
+			q.reject(http.StatusBadRequest, "installation target headers do not match this source's GitHub App")
 			return
 		}
 	}
-	if delivery == "" || event == "" {
-		rej(http.StatusBadRequest, "missing "+HeaderGitHubDelivery+" or "+HeaderGitHubEvent+" header", body, size)
+	if q.rawID == "" || q.event == "" {
+		q.reject(http.StatusBadRequest, "missing "+HeaderGitHubDelivery+" or "+HeaderGitHubEvent+" header")
 		return
 	}
-	if len(delivery) > MaxRawDeliveryIDLen || !printable(delivery) || len(event) > 100 || !printable(event) {
-		rej(http.StatusBadRequest, "invalid "+HeaderGitHubDelivery+" or "+HeaderGitHubEvent+" header", body, size)
+	if len(q.rawID) > MaxRawDeliveryIDLen || !printable(q.rawID) || len(q.event) > 100 || !printable(q.event) {
+		q.reject(http.StatusBadRequest, "invalid "+HeaderGitHubDelivery+" or "+HeaderGitHubEvent+" header")
 		return
 	}
 
 	secrets, err := in.activeSecrets(ctx, src)
 	if err != nil {
-		in.log.Error("webhook: secrets lookup failed", "sourceId", src.ID, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
+		q.internalError("secrets lookup", err)
 		return
 	}
 	if len(secrets) == 0 {
-		rej(http.StatusUnprocessableEntity, "source has no active webhook secret (misconfigured)", body, size)
+		q.reject(http.StatusUnprocessableEntity, "source has no active webhook secret (misconfigured)")
 		return
 	}
 	if !VerifyHMAC(r.Header.Get(HeaderHubSignature), body, secrets) {
-		rej(http.StatusUnauthorized, "invalid signature", body, size)
+		q.reject(http.StatusUnauthorized, "invalid signature")
 		return
 	}
 
-	set, err := in.settings(ctx, src)
-	if err != nil {
-		in.log.Error("webhook: settings lookup failed", "sourceId", src.ID, "error", err)
-		fail(w, http.StatusInternalServerError, "internal error")
+	set := q.settings()
+	if set == nil || !q.withinRateLimit(set.RateLimitRPM) {
 		return
-	}
-	if ok, wait := in.limiter.Allow(src.ID, set.RateLimitRPM); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-		rej(http.StatusTooManyRequests, "rate limit exceeded", body, size)
-		return
-	}
-
-	var head struct {
-		Action     string `json:"action"`
-		Ref        string `json:"ref"`
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
 	}
 	if !isJSONObject(body) {
-		rej(http.StatusBadRequest, "body is not a JSON object", body, size)
+		q.reject(http.StatusBadRequest, "body is not a JSON object")
 		return
 	}
-	if json.Unmarshal(body, &head) != nil {
-		// A field of an unexpected type: the event log keeps none of them.
-		head.Action, head.Ref, head.Repository.FullName = "", "", ""
-	}
-	d := &store.Delivery{ID: src.RoutingKey + ":" + delivery, SourceID: src.ID, OrgID: src.OrgID, Event: event,
-		Payload: json.RawMessage(body), ReceivedAt: in.opts.Now()}
-	in.accept(w, r, d, in.logEntry(src, event, truncate(head.Action, 100), truncate(head.Repository.FullName, 200), truncate(head.Ref, 300), body))
+	head := readHead(body)
+	q.accept(head.Action, head.Repository.FullName, head.Ref)
 }
 
 // isJSONObject reports whether body is one valid JSON object.

@@ -76,27 +76,14 @@ func signWith(key string, body []byte) string {
 
 func (e *ghEnv) postGH(t *testing.T, event, delivery string, body []byte, hdr map[string]string) (int, Response, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/webhook/acme/github/"+e.src.ID, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	std := map[string]string{"Content-Type": "application/json"}
 	if event != "" {
-		req.Header.Set(HeaderGitHubEvent, event)
+		std[HeaderGitHubEvent] = event
 	}
 	if delivery != "" {
-		req.Header.Set(HeaderGitHubDelivery, delivery)
+		std[HeaderGitHubDelivery] = delivery
 	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r Response
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatalf("status %d, undecodable body: %v", resp.StatusCode, err)
-	}
-	return resp.StatusCode, r, resp.Header
+	return postWebhook(t, e.srv.URL+"/webhook/acme/github/"+e.src.ID, body, std, hdr)
 }
 
 func (e *ghEnv) traces(t *testing.T) (deliveries, logEntries, rejected int) {

@@ -12,12 +12,22 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// postRaw posts body to path with hdr and decodes the answer.
+// postRaw posts body to url with hdr and decodes the answer.
 func postRaw(t *testing.T, url string, body []byte, hdr map[string]string) (int, Response) {
 	t.Helper()
+	code, r, _ := postWebhook(t, url, body, hdr)
+	return code, r
+}
+
+// postWebhook posts body to url with the headers of each map in turn (a
+// later map's value wins) and decodes the answer.
+func postWebhook(t *testing.T, url string, body []byte, hdrs ...map[string]string) (int, Response, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	for k, v := range hdr {
-		req.Header.Set(k, v)
+	for _, hdr := range hdrs {
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -28,7 +38,7 @@ func postRaw(t *testing.T, url string, body []byte, hdr map[string]string) (int,
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		t.Fatalf("status %d, undecodable body: %v", resp.StatusCode, err)
 	}
-	return resp.StatusCode, r
+	return resp.StatusCode, r, resp.Header
 }
 
 // lifecycleEnv is a GitHub source and a generic source behind one ingress.
