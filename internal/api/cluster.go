@@ -69,7 +69,7 @@ func (s *server) clusterView(ctx context.Context) (apitypes.ClusterNodeList, err
 	}
 	for _, n := range nodes {
 		age := now.Sub(n.HeartbeatAt)
-		st := apitypes.ClusterNodeStatus{ClusterNode: apitypes.ClusterNode(*n), Alive: age < within,
+		st := apitypes.ClusterNodeStatus{ClusterNode: *n, Alive: age < within,
 			HeartbeatAgeMs: max(age.Milliseconds(), 0), AliveWithinMs: within.Milliseconds(), Leases: held[n.ID]}
 		if st.Leases == nil {
 			st.Leases = []string{}

@@ -63,7 +63,7 @@ func NewJobView(j *store.Job) apitypes.JobView {
 		MatrixValues: j.MatrixValues, AgentID: strPtr(j.AgentID), StartedAt: j.StartedAt,
 		CompletedAt: j.CompletedAt, DurationMs: j.DurationMs, ErrorMessage: strPtr(j.ErrorMessage),
 		RoutingReason: strPtr(j.PendingReason), RunsOnLabels: labels, CreatedAt: j.CreatedAt,
-		Needs: needViews(j.Needs), TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
+		Needs: orEmpty(j.Needs), TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
 	}
 }
 

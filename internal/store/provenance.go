@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // Signing key statuses (see docs/kici-compatibility.md#provenance).
@@ -41,23 +43,10 @@ type SigningKey struct {
 	RevokedAt        *time.Time `json:"revokedAt,omitempty"`
 }
 
-// Attestation is one stored provenance bundle: one subject
-// of one job, keyed like KiCI's storage key
-// provenance/{runId}/{jobId}/{subjectDigest}.kici.json.
-type Attestation struct {
-	ID    string `json:"id"`
-	RunID string `json:"runId"`
-	JobID string `json:"jobId"`
-	// SubjectName is the artifact name (e.g. "dist/app.tar.gz").
-	SubjectName string `json:"subjectName"`
-	// SubjectDigest is "sha256:<64 lowercase hex>".
-	SubjectDigest string `json:"subjectDigest"`
-	// Kid is the signing key that signed the bundle.
-	Kid string `json:"kid"`
-	// Bundle is the kici provenance bundle JSON.
-	Bundle    json.RawMessage `json:"bundle"`
-	CreatedAt time.Time       `json:"createdAt"`
-}
+// Attestation is one stored provenance bundle: one subject of one job,
+// keyed like KiCI's storage key provenance/{runId}/{jobId}/{subjectDigest}.kici.json;
+// the admin API serves it as it is (a list leaves Bundle out).
+type Attestation = apitypes.Attestation
 
 // ProvenanceStore persists signing keys and attestation bundles.
 type ProvenanceStore interface {

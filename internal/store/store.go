@@ -15,6 +15,7 @@ import (
 	"errors"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 )
@@ -113,13 +114,9 @@ type Run struct {
 	DurationMs     *int64     `json:"durationMs,omitempty"`
 }
 
-// Need is one DAG edge: this job waits for Upstream (a job name within the
-// run, one matrix leg per edge) and runs only if its terminal status is in
-// RunOn.
-type Need struct {
-	Upstream string       `json:"name"`
-	RunOn    []status.Job `json:"runOn"`
-}
+// Need is one DAG edge of a job (jobs.needs); the admin API serves it
+// as it is.
+type Need = apitypes.Need
 
 // Job is one job (one matrix leg) of a run (execution_jobs). Status uses
 // KiCI's job words: pending, queued, running, recovering, cancelling,
