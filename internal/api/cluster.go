@@ -152,7 +152,7 @@ func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *apity
 		return
 	}
 	total := clusterDrainTotal(view.Nodes)
-	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.Drain()), Node: view.Self,
+	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: s.d.RunControl.Drain(), Node: view.Self,
 		Cluster: &total, Nodes: view.Nodes})
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
 )
@@ -40,8 +39,6 @@ func mapSlice[S, D any](in []S, f func(S) D) []D {
 	}
 	return out
 }
-
-func drainView(d runctl.DrainStatus) apitypes.DrainStatus { return apitypes.DrainStatus(d) }
 
 func scalersView(st scaler.Status) apitypes.ScalersView {
 	return apitypes.ScalersView{GlobalMaxAgents: st.GlobalMaxAgents, Active: st.Active, Reloads: st.Reloads,

@@ -3,7 +3,10 @@
 // semantics of KiCI's matcher (see docs/kici-compatibility.md#matching).
 package trigger
 
-import "kici.dev/kici/internal/provider"
+import (
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
+)
 
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).
 type Event struct {
@@ -54,35 +57,9 @@ type Event struct {
 	BaseBranch string `json:"baseBranch,omitempty"`
 }
 
-// Check is one entry of a decision trace (KiCI decision-trace.ts).
-type Check struct {
-	// Check names what was compared: "event type", "action", "branch",
-	// "target branch", "source branch", "paths", "repo", "tag pattern", …
-	Check string `json:"check"`
-	// Pattern is the filter (multiple patterns joined with "|"; paths as
-	// "include: [..] exclude: [..]").
-	Pattern string `json:"pattern"`
-	// Value is what the event carried ("(missing)" when absent).
-	Value string `json:"value"`
-	// Passed reports whether the check let the trigger continue.
-	Passed bool `json:"passed"`
-	// Reason explains a failure (or a pass with no filter).
-	Reason string `json:"reason"`
-}
+// Check is one entry of a decision trace.
+type Check = apitypes.Check
 
-// Decision is the outcome of matching one workflow against one event.
-type Decision struct {
-	// Name is the workflow name.
-	Name string `json:"name"`
-	// Matched reports whether some trigger passed.
-	Matched bool `json:"matched"`
-	// MatchedTrigger is the 0-based index of the first passing trigger;
-	// null when none matched.
-	MatchedTrigger *int `json:"matchedTrigger"`
-	// Checks is the trace: the winning trigger's checks, or every trigger's
-	// checks concatenated when none matched.
-	Checks []Check `json:"checks"`
-	// Summary is "Matched trigger <n> (<type>)", "No triggers matched" or
-	// "No triggers defined".
-	Summary string `json:"summary"`
-}
+// Decision is the outcome of matching one workflow against one event; the
+// admin API serves it as it is (GET /event-log/{deliveryId} trace).
+type Decision = apitypes.Decision
