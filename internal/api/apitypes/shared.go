@@ -8,10 +8,10 @@ import (
 	"kici.dev/kici/internal/runs/status"
 )
 
-// Shapes the server also keeps as rows (store, runctl). They are repeated
-// here, field for field with the same JSON, so a client decodes them
-// without linking the server; package api converts its rows into them and
-// a test there keeps the JSON of both identical.
+// Shapes the server also keeps as rows (store, runctl, ingest, trigger,
+// runstream). They are defined here only, and the server's packages alias
+// them, so a client decodes them without linking the server and the server
+// serves its rows as they are (see the package doc).
 
 // ClusterNode is one orchestrator of the cluster as last reported by its
 // heartbeat.
