@@ -58,7 +58,7 @@ func scalerView(sc scaler.ScalerStatus) apitypes.ScalerView {
 func eventLogEntryView(e *store.EventLogEntry) apitypes.EventLogEntry {
 	return apitypes.EventLogEntry{
 		ID: e.ID, DeliveryID: e.DeliveryID, OrgID: e.OrgID, SourceID: e.SourceID, RoutingKey: e.RoutingKey, Event: e.Event,
-		Action: e.Action, Source: e.Source, Provider: e.Provider, RepoIdentifier: e.RepoIdentifier, Ref: e.Ref, Status: string(e.Status),
+		Action: e.Action, Source: e.Source, Provider: e.Provider, RepoIdentifier: e.RepoIdentifier, Ref: e.Ref, Status: e.Status,
 		MatchedCount: e.MatchedCount, RunIDs: e.RunIDs, ErrorMessage: e.ErrorMessage, PayloadSizeBytes: e.PayloadSizeBytes,
 		PayloadHash: e.PayloadHash, PayloadOmittedReason: e.PayloadOmittedReason, ReceivedAt: e.ReceivedAt, ProcessedAt: e.ProcessedAt,
 	}

@@ -10,17 +10,18 @@ import (
 )
 
 // EventLogStatus is the outcome recorded on an event-log entry
-// (event_log.status); a string in JSON and the database.
-type EventLogStatus string
+// (event_log.status); the admin API serves it, so it is apitypes'.
+type EventLogStatus = apitypes.EventLogStatus
 
 // Event-log statuses (KiCI's event_log.status; see
-// docs/kici-compatibility.md#ingress).
+// docs/kici-compatibility.md#ingress); apitypes' constants under the
+// store's names.
 const (
-	EventLogReceived        EventLogStatus = "received"         // persisted, not processed yet
-	EventLogProcessed       EventLogStatus = "processed"        // matched (possibly no workflow)
-	EventLogDuplicate       EventLogStatus = "duplicate"        // a replay of an accepted delivery
-	EventLogLockfileMissing EventLogStatus = "lockfile_missing" // no lock file at the event ref
-	EventLogFailed          EventLogStatus = "failed"           // processing failed; ErrorMessage says why
+	EventLogReceived        = apitypes.EventLogReceived        // persisted, not processed yet
+	EventLogProcessed       = apitypes.EventLogProcessed       // matched (possibly no workflow)
+	EventLogDuplicate       = apitypes.EventLogDuplicate       // a replay of an accepted delivery
+	EventLogLockfileMissing = apitypes.EventLogLockfileMissing // no lock file at the event ref
+	EventLogFailed          = apitypes.EventLogFailed          // processing failed; ErrorMessage says why
 )
 
 // EventLogStatuses lists every event-log status, for filter validation.
@@ -107,7 +108,8 @@ type SourceSecret struct {
 
 // EventLogEntry is one row of the event log: every accepted delivery has
 // one (Duplicate false), every replay of it one more (Status duplicate).
-// The payload is stored gzipped.
+// The payload is stored gzipped and never served: this is why the row is
+// not apitypes.EventLogEntry, which package api copies it into without it.
 type EventLogEntry struct {
 	ID             string         `json:"id"`
 	DeliveryID     string         `json:"deliveryId"`

@@ -36,7 +36,10 @@ type NotificationSubscription struct {
 // NotificationDelivery is one outbox row: a message for one subscription
 // about one run's outcome, and the state of its delivery. (SubscriptionID,
 // RunID, Outcome) is unique, so an outcome observed twice (by two nodes,
-// or again after a restart) is sent once.
+// or again after a restart) is sent once. The row holds the message's
+// payload, which is never served: this is why it is not
+// apitypes.NotificationDeliveryView, which package api copies it into
+// without the payload.
 type NotificationDelivery struct {
 	ID             string `json:"id"`
 	SubscriptionID string `json:"subscriptionId"`

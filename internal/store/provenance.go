@@ -22,7 +22,9 @@ const (
 
 // SigningKey is one orchestrator provenance signing key
 // (orchestrator_signing_keys). Kid is the RFC 7638 SHA-256 thumbprint of the
-// public JWK.
+// public JWK. The row holds the sealed private half, which is never served:
+// this is why it is not apitypes.SigningKey, which package api copies it
+// into without that field.
 type SigningKey struct {
 	Kid string `json:"kid"`
 	// PublicJWK is the public half as a JWK (EC P-256, alg ES256, use sig).

@@ -1,0 +1,28 @@
+package apitypes
+
+// The store's words the served shapes carry. They are named here, in the
+// leaf the clients link, so a served field and the store's row have one
+// type; the store declares them again as aliases under its own names.
+
+// EventLogStatus is the outcome recorded on an event-log entry
+// (event_log.status); a string in JSON and the database.
+type EventLogStatus string
+
+// Event-log statuses (KiCI's event_log.status; see
+// docs/kici-compatibility.md#ingress).
+const (
+	// EventLogReceived: persisted, not processed yet.
+	EventLogReceived EventLogStatus = "received"
+	// EventLogProcessed: matched (possibly no workflow).
+	EventLogProcessed EventLogStatus = "processed"
+	// EventLogDuplicate: a replay of an accepted delivery.
+	EventLogDuplicate EventLogStatus = "duplicate"
+	// EventLogLockfileMissing: no lock file at the event ref.
+	EventLogLockfileMissing EventLogStatus = "lockfile_missing"
+	// EventLogFailed: processing failed; ErrorMessage says why.
+	EventLogFailed EventLogStatus = "failed"
+	// EventLogMissed: a schedule instant that fell due while no scheduler
+	// held the lease and was older than the catch-up window; it was not
+	// fired, and says so instead of vanishing.
+	EventLogMissed EventLogStatus = "missed"
+)
