@@ -26,3 +26,17 @@ const (
 	// fired, and says so instead of vanishing.
 	EventLogMissed EventLogStatus = "missed"
 )
+
+// NotificationDeliveryStatus is the state of a notification outbox row
+// (notification_deliveries.status); notify.DeliveryStatus on the server.
+type NotificationDeliveryStatus string
+
+// Notification delivery statuses.
+const (
+	// NotificationPending: not delivered yet; retried at nextAttemptAt.
+	NotificationPending NotificationDeliveryStatus = "pending"
+	// NotificationDelivered: the receiver accepted the message.
+	NotificationDelivered NotificationDeliveryStatus = "delivered"
+	// NotificationFailed: refused for good or out of attempts; not retried.
+	NotificationFailed NotificationDeliveryStatus = "failed"
+)
