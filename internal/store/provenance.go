@@ -8,16 +8,21 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 )
 
+// SigningKeyStatus is the state of a signing key; apitypes', as the admin
+// API serves it.
+type SigningKeyStatus = apitypes.SigningKeyStatus
+
 // Signing key statuses (see docs/kici-compatibility.md#provenance).
 // Exactly one key is active; rotation demotes the active key to
 // retiring and any retiring key to retired in the same transaction. The
 // trusted (published) set is active + retiring + retired; a revoked key is
-// never published again and can never be reactivated.
+// never published again and can never be reactivated. The words are
+// apitypes', as the admin API serves them.
 const (
-	SigningKeyActive   = "active"
-	SigningKeyRetiring = "retiring"
-	SigningKeyRetired  = "retired"
-	SigningKeyRevoked  = "revoked"
+	SigningKeyActive   = apitypes.SigningKeyActive
+	SigningKeyRetiring = apitypes.SigningKeyRetiring
+	SigningKeyRetired  = apitypes.SigningKeyRetired
+	SigningKeyRevoked  = apitypes.SigningKeyRevoked
 )
 
 // SigningKey is one orchestrator provenance signing key
@@ -37,12 +42,12 @@ type SigningKey struct {
 	// SignerKind is "db" (the only custody this build implements).
 	SignerKind string `json:"signerKind"`
 	// Status is one of the SigningKey* constants.
-	Status           string     `json:"status"`
-	RevocationReason string     `json:"revocationReason,omitempty"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	ActivatedAt      *time.Time `json:"activatedAt,omitempty"`
-	RetiredAt        *time.Time `json:"retiredAt,omitempty"`
-	RevokedAt        *time.Time `json:"revokedAt,omitempty"`
+	Status           apitypes.SigningKeyStatus `json:"status"`
+	RevocationReason string                    `json:"revocationReason,omitempty"`
+	CreatedAt        time.Time                 `json:"createdAt"`
+	ActivatedAt      *time.Time                `json:"activatedAt,omitempty"`
+	RetiredAt        *time.Time                `json:"retiredAt,omitempty"`
+	RevokedAt        *time.Time                `json:"revokedAt,omitempty"`
 }
 
 // Attestation is one stored provenance bundle: one subject of one job,

@@ -40,3 +40,23 @@ const (
 	// NotificationFailed: refused for good or out of attempts; not retried.
 	NotificationFailed NotificationDeliveryStatus = "failed"
 )
+
+// SigningKeyStatus is the state of a provenance signing key
+// (orchestrator_signing_keys.status; see
+// docs/kici-compatibility.md#provenance).
+type SigningKeyStatus string
+
+// Signing key statuses. Exactly one key is active; rotation demotes the
+// active key to retiring and any retiring key to retired. The trusted
+// (published) set is active + retiring + retired; a revoked key is never
+// published again and can never be reactivated.
+const (
+	// SigningKeyActive signs new bundles.
+	SigningKeyActive SigningKeyStatus = "active"
+	// SigningKeyRetiring was active until the last rotation; still trusted.
+	SigningKeyRetiring SigningKeyStatus = "retiring"
+	// SigningKeyRetired is trusted but signs nothing.
+	SigningKeyRetired SigningKeyStatus = "retired"
+	// SigningKeyRevoked is no longer trusted.
+	SigningKeyRevoked SigningKeyStatus = "revoked"
+)
