@@ -105,7 +105,7 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: body.Type, GlobPattern: body.GlobPattern,
+	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: store.ContextType(body.Type), GlobPattern: body.GlobPattern,
 		Enabled: true, BranchRestrictions: []string{}, TriggerTypeFilters: []string{}, RepoPatterns: []string{}, CreatedBy: callerTokenID(r)}
 	if c.Type == "" {
 		c.Type = store.ContextTypeFixed
@@ -172,7 +172,7 @@ func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
 	// fixed. A glob type needs a pattern this route has no field for, so
 	// only fixed is stored.
 	switch body.Type {
-	case "", store.ContextTypeFixed, "template":
+	case "", string(store.ContextTypeFixed), "template":
 	default:
 		writeError(w, http.StatusBadRequest, `type must be "fixed" or "template"`)
 		return

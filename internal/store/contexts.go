@@ -91,11 +91,15 @@ const (
 	ConcurrencyCancelPending = "cancel-pending"
 )
 
-// Context types (KiCI contexts.type). "template" is accepted by the CLI but
-// never stored.
+// ContextType is how a context is matched (KiCI contexts.type); apitypes',
+// as the admin API serves it.
+type ContextType = apitypes.ContextType
+
+// Context types (KiCI contexts.type), apitypes' constants. "template" is
+// accepted by the CLI but never stored.
 const (
-	ContextTypeFixed = "fixed"
-	ContextTypeGlob  = "glob"
+	ContextTypeFixed = apitypes.ContextTypeFixed
+	ContextTypeGlob  = apitypes.ContextTypeGlob
 )
 
 // Context is one context row (contexts); the admin API serves it as it
