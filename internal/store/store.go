@@ -188,25 +188,29 @@ type QueueEntry struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
-// Agent token kinds.
+// AgentTokenKind is the kind of an agent token; apitypes', as the admin
+// API serves it.
+type AgentTokenKind = apitypes.AgentTokenKind
+
+// Agent token kinds, apitypes' constants.
 const (
-	AgentTokenStatic    = "static"
-	AgentTokenEphemeral = "ephemeral"
+	AgentTokenStatic    = apitypes.AgentTokenStatic
+	AgentTokenEphemeral = apitypes.AgentTokenEphemeral
 )
 
 // AgentToken is an agent pre-shared key. Only the SHA-256 hash of the
 // plaintext ("kat_" + 64 hex) is stored, with a 12-char display prefix.
 // An ephemeral token is bound to one agent id (BoundAgentID).
 type AgentToken struct {
-	ID           string     `json:"id"`
-	TokenHash    string     `json:"-"`
-	Prefix       string     `json:"tokenPrefix"`
-	Kind         string     `json:"agentType"`
-	BoundAgentID string     `json:"createdBy,omitempty"`
-	Labels       []string   `json:"labels,omitempty"`
-	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
-	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
+	ID           string         `json:"id"`
+	TokenHash    string         `json:"-"`
+	Prefix       string         `json:"tokenPrefix"`
+	Kind         AgentTokenKind `json:"agentType"`
+	BoundAgentID string         `json:"createdBy,omitempty"`
+	Labels       []string       `json:"labels,omitempty"`
+	ExpiresAt    *time.Time     `json:"expiresAt,omitempty"`
+	RevokedAt    *time.Time     `json:"revokedAt,omitempty"`
+	CreatedAt    time.Time      `json:"createdAt"`
 
 	// MandatoryLabels (KiCI mandatory_labels, a taint) are only written by
 	// SecurityStore.CreateAgentTokenAudited and read with

@@ -60,3 +60,48 @@ const (
 	// SigningKeyRevoked is no longer trusted.
 	SigningKeyRevoked SigningKeyStatus = "revoked"
 )
+
+// CheckRunDelivery says where the delivery of a check run's (or commit
+// status's) desired state to its forge stands (GET /check-runs
+// "delivery").
+type CheckRunDelivery string
+
+// Delivery words of a check run.
+const (
+	// CheckDelivered: the forge accepted the state kici wants it to show.
+	CheckDelivered CheckRunDelivery = "delivered"
+	// CheckPending: a newer state waits for its turn (coalescing).
+	CheckPending CheckRunDelivery = "pending"
+	// CheckRetrying: the last attempt failed with a retryable error.
+	CheckRetrying CheckRunDelivery = "retrying"
+	// CheckFailed: the forge refused the state (4xx); not retried.
+	CheckFailed CheckRunDelivery = "failed"
+)
+
+// AgentTokenKind is the kind of an agent token (agentType in the API).
+type AgentTokenKind string
+
+// Agent token kinds.
+const (
+	// AgentTokenStatic is a token an operator created for any number of
+	// agents.
+	AgentTokenStatic AgentTokenKind = "static"
+	// AgentTokenEphemeral is a token a scaler minted for one agent
+	// (bound to its id).
+	AgentTokenEphemeral AgentTokenKind = "ephemeral"
+)
+
+// WebSessionKind says what a web UI session stands for.
+type WebSessionKind string
+
+// Kinds of web UI session.
+const (
+	// WebSessionToken is a session opened with an admin token: the
+	// token (by its hash) is re-checked on every request, so revoking
+	// the token ends the session.
+	WebSessionToken WebSessionKind = "token"
+	// WebSessionPerson is a session of a person signed in through an
+	// OpenID Connect provider or a forge's OAuth2: the role and scope
+	// were mapped at sign-in and are kept on the row.
+	WebSessionPerson WebSessionKind = "person"
+)
