@@ -23,7 +23,7 @@ import (
 // simply match no run row.
 var StatusFilterValues = status.FilterWords()
 
-func strPtr(s string) *string {
+func strPtr[S ~string](s S) *S {
 	if s == "" {
 		return nil
 	}

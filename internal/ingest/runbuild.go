@@ -31,7 +31,7 @@ type RunContext struct {
 	TriggeredBy    string
 	// TriggerType, TargetBranch and TrustTier are the run's gate facts
 	// (store.Run); withEvent fills them from the matched event.
-	TriggerType  string
+	TriggerType  trigger.Kind
 	TargetBranch string
 	TrustTier    string
 	// LockFileSource is "base" when the lock came from the base branch.

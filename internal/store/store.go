@@ -94,7 +94,7 @@ type Run struct {
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// TriggerType is the matched trigger's type (push, pull_request,
 	// manual, schedule, …; "" when unknown).
-	TriggerType string `json:"triggerType,omitempty"`
+	TriggerType apitypes.TriggerKind `json:"triggerType,omitempty"`
 	// TargetBranch is the branch a run targets: the pushed branch, or a
 	// pull request's base branch ("" for tags and internal triggers).
 	TargetBranch string `json:"targetBranch,omitempty"`
@@ -260,7 +260,7 @@ type RunFilter struct {
 	// type (push, pull_request, …); Branch runs whose target branch, or
 	// whose refs/heads/ ref, is that branch.
 	SourceID    string
-	TriggerType string
+	TriggerType apitypes.TriggerKind
 	Branch      string
 }
 

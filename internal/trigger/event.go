@@ -8,6 +8,37 @@ import (
 	"kici.dev/kici/internal/provider"
 )
 
+// Kind is the normalized event type (push, pull_request, schedule, …);
+// apitypes', as a run's triggerType is served.
+type Kind = apitypes.TriggerKind
+
+// Event kinds, apitypes' constants under the matcher's names.
+const (
+	KindPush             = apitypes.TriggerPush
+	KindTag              = apitypes.TriggerTag
+	KindPullRequest      = apitypes.TriggerPullRequest
+	KindComment          = apitypes.TriggerComment
+	KindReview           = apitypes.TriggerReview
+	KindReviewComment    = apitypes.TriggerReviewComment
+	KindRelease          = apitypes.TriggerRelease
+	KindDispatch         = apitypes.TriggerDispatch
+	KindCreate           = apitypes.TriggerCreate
+	KindDelete           = apitypes.TriggerDelete
+	KindStatus           = apitypes.TriggerStatus
+	KindWorkflowRun      = apitypes.TriggerWorkflowRun
+	KindFork             = apitypes.TriggerFork
+	KindStar             = apitypes.TriggerStar
+	KindWatch            = apitypes.TriggerWatch
+	KindSchedule         = apitypes.TriggerSchedule
+	KindWorkflowComplete = apitypes.TriggerWorkflowComplete
+	KindJobComplete      = apitypes.TriggerJobComplete
+	KindLifecycle        = apitypes.TriggerLifecycle
+	KindKiciEvent        = apitypes.TriggerKiciEvent
+	KindGenericWebhook   = apitypes.TriggerGenericWebhook
+	KindManual           = apitypes.TriggerManual
+	KindRerun            = apitypes.TriggerRerun
+)
+
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).
 type Event struct {
 	// Type is the normalized event type: push, tag, pull_request, comment,
@@ -15,7 +46,7 @@ type Event struct {
 	// workflow_run, fork, star, watch, schedule, workflow_complete,
 	// job_complete, lifecycle, kici_event, generic_webhook, or a raw event
 	// name for webhook triggers.
-	Type string `json:"type"`
+	Type Kind `json:"type"`
 	// Action is the event's action (e.g. "opened"); "" when the event has
 	// none.
 	Action string `json:"action,omitempty"`

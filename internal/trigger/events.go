@@ -59,7 +59,7 @@ func CrossSourceEvent(eventName string, body []byte, sourceRepo string) (*Event,
 		return nil, err
 	}
 	action, _ := p["action"].(string)
-	return &Event{Type: eventName, Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic, SourceRepo: sourceRepo}, nil
+	return &Event{Type: Kind(eventName), Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic, SourceRepo: sourceRepo}, nil
 }
 
 // KiciEvent is the event an emitted user event becomes (KiCI

@@ -39,10 +39,10 @@ type RunView struct {
 	// TrustTier is "trusted", "unknown" (a fork pull request) or null (a
 	// provider without a fork model); LockFileSource is "base" when the
 	// lock was read from the base branch (KiCI run fields).
-	TriggerType    *string `json:"triggerType"`
-	TargetBranch   *string `json:"targetBranch"`
-	TrustTier      *string `json:"trustTier"`
-	LockFileSource *string `json:"lockFileSource"`
+	TriggerType    *TriggerKind `json:"triggerType"`
+	TargetBranch   *string      `json:"targetBranch"`
+	TrustTier      *string      `json:"trustTier"`
+	LockFileSource *string      `json:"lockFileSource"`
 	// WorkflowOrigin is where an organization-wide workflow that made
 	// this run was defined ("<repo>@<sha>:<file>"); absent for a run of the
 	// repository's own workflow (kici).

@@ -105,3 +105,59 @@ const (
 	// were mapped at sign-in and are kept on the row.
 	WebSessionPerson WebSessionKind = "person"
 )
+
+// TriggerKind is the kind of event a run was triggered by: the normalized
+// event type the trigger matcher compares (trigger.Kind on the server), or
+// how an operator started the run (manual, rerun). A webhook trigger may
+// carry a raw event name outside this list.
+type TriggerKind string
+
+// Trigger kinds.
+const (
+	// TriggerPush is a branch push.
+	TriggerPush TriggerKind = "push"
+	// TriggerTag is a tag push.
+	TriggerTag TriggerKind = "tag"
+	// TriggerPullRequest is a pull or merge request event.
+	TriggerPullRequest TriggerKind = "pull_request"
+	// TriggerComment is an issue or pull request comment.
+	TriggerComment TriggerKind = "comment"
+	// TriggerReview is a pull request review.
+	TriggerReview TriggerKind = "review"
+	// TriggerReviewComment is a comment on a pull request's diff.
+	TriggerReviewComment TriggerKind = "review_comment"
+	// TriggerRelease is a release event.
+	TriggerRelease TriggerKind = "release"
+	// TriggerDispatch is a repository dispatch.
+	TriggerDispatch TriggerKind = "dispatch"
+	// TriggerCreate is a branch or tag creation.
+	TriggerCreate TriggerKind = "create"
+	// TriggerDelete is a branch or tag deletion.
+	TriggerDelete TriggerKind = "delete"
+	// TriggerStatus is a commit status event.
+	TriggerStatus TriggerKind = "status"
+	// TriggerWorkflowRun is a forge workflow-run event.
+	TriggerWorkflowRun TriggerKind = "workflow_run"
+	// TriggerFork is a repository fork.
+	TriggerFork TriggerKind = "fork"
+	// TriggerStar is a repository star.
+	TriggerStar TriggerKind = "star"
+	// TriggerWatch is a repository watch.
+	TriggerWatch TriggerKind = "watch"
+	// TriggerSchedule is a cron schedule instant (an internal event).
+	TriggerSchedule TriggerKind = "schedule"
+	// TriggerWorkflowComplete is a finished run (an internal event).
+	TriggerWorkflowComplete TriggerKind = "workflow_complete"
+	// TriggerJobComplete is a finished job (an internal event).
+	TriggerJobComplete TriggerKind = "job_complete"
+	// TriggerLifecycle is a source lifecycle event.
+	TriggerLifecycle TriggerKind = "lifecycle"
+	// TriggerKiciEvent is a custom event posted to kici (an internal event).
+	TriggerKiciEvent TriggerKind = "kici_event"
+	// TriggerGenericWebhook is a delivery of a generic webhook source.
+	TriggerGenericWebhook TriggerKind = "generic_webhook"
+	// TriggerManual is a run an operator started.
+	TriggerManual TriggerKind = "manual"
+	// TriggerRerun is a rerun of an earlier run.
+	TriggerRerun TriggerKind = "rerun"
+)

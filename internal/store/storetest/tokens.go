@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -105,7 +106,7 @@ func testListRuns(t *testing.T, s store.Store) {
 		r.DeliveryID = fmt.Sprintf("d%d", i/5)
 		r.Status = statuses[i%5]
 		r.SourceID = []string{"src-a", "src-b", ""}[i%3]
-		r.TriggerType = []string{"push", "pull_request"}[i%2]
+		r.TriggerType = []apitypes.TriggerKind{apitypes.TriggerPush, apitypes.TriggerPullRequest}[i%2]
 		// Branch facts: a pushed branch (ref), a pull request's base
 		// (target branch), a tag (neither).
 		switch i % 4 {
