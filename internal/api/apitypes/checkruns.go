@@ -3,7 +3,9 @@ package apitypes
 import "time"
 
 // CheckRunView is one row of GET /check-runs: what kici posted for a job
-// on its forge and the last delivery result.
+// on its forge and the last delivery result. It is not store.CheckRun, which
+// holds the request bodies and hashes that are never served; package api
+// copies the served fields and derives Delivery from the hashes.
 type CheckRunView struct {
 	JobID          string           `json:"jobId"`
 	RunID          string           `json:"runId"`
