@@ -13,7 +13,9 @@
 // never be served (a delivery's payload, a sealed private key, a token or
 // cookie hash) keeps a type of its own in the store, and package api copies
 // it into the apitypes shape field by field, leaving that field behind.
-// The store's vocabularies these shapes use (event-log and delivery
-// statuses, trigger kinds, …) are named types of this package or of a leaf
-// package it may import, for the same reason.
+// The server's vocabularies these shapes carry (event-log and notification
+// delivery statuses, trigger kinds, context types, …) are named types of
+// this package or of a leaf package it may import (runs/status,
+// approval/hold, provider), for the same reason; the server's packages
+// alias them under their own names (store.EventLogStatus, trigger.Kind).
 package apitypes

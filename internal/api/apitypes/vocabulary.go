@@ -1,8 +1,9 @@
 package apitypes
 
-// The store's words the served shapes carry. They are named here, in the
-// leaf the clients link, so a served field and the store's row have one
-// type; the store declares them again as aliases under its own names.
+// The server's words the served shapes carry. They are named here, in the
+// leaf the clients link, so a served field and the server's row have one
+// type; the server's packages alias them under their own names
+// (store.EventLogStatus, notify.DeliveryStatus, trigger.Kind, …).
 
 // EventLogStatus is the outcome recorded on an event-log entry
 // (event_log.status); a string in JSON and the database.
