@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/contexts"
 	"kici.dev/kici/internal/ingest"
 	"kici.dev/kici/internal/runctl"
@@ -111,6 +113,8 @@ func TestSharedShapesAreTheRows(t *testing.T) {
 		{apitypes.Decision{}, trigger.Decision{}},
 		{apitypes.Check{}, trigger.Check{}},
 		{apitypes.LineEvent{}, runstream.LineEvent{}},
+		{apitypes.ClusterSettingsView{}, cluster.View{}},
+		{apitypes.HeldRunDecision{}, approval.Result{}},
 	}
 	for _, p := range pairs {
 		if a, r := reflect.TypeOf(p.api), reflect.TypeOf(p.row); a != r {

@@ -209,7 +209,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	res, err := s.d.Approvals.Decide(r.Context(), d)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, apitypes.HeldRunDecision(res))
+		writeJSON(w, http.StatusOK, res)
 	case errors.Is(err, approval.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, approval.ErrIneligible):
