@@ -80,13 +80,13 @@ func (ef *eventFlags) buildEvent(args []string) (*trigger.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		if typ != "" && typ != nev.Type {
+		if typ != "" && trigger.Kind(typ) != nev.Type {
 			return nil, fmt.Errorf("the %s payload normalizes to event type %q, not %q", ef.ghEvent, nev.Type, typ)
 		}
 		ev = nev
 	case typ == "":
 		return nil, fmt.Errorf("name the event type (push, tag, pr, comment, …) or give --payload with --event")
-	case typ == "generic_webhook":
+	case trigger.Kind(typ) == trigger.KindGenericWebhook:
 		// generic_webhook payloads carry the source name; --repo is not it.
 		if body == nil {
 			body = []byte("{}")
@@ -95,9 +95,9 @@ func (ef *eventFlags) buildEvent(args []string) (*trigger.Event, error) {
 		if err := json.Unmarshal(body, &p); err != nil {
 			return nil, fmt.Errorf("--payload: %v", err)
 		}
-		ev = &trigger.Event{Type: typ, Payload: p, TargetBranch: trigger.GenericTargetBranch, Provider: provider.Generic}
+		ev = &trigger.Event{Type: trigger.Kind(typ), Payload: p, TargetBranch: trigger.GenericTargetBranch, Provider: provider.Generic}
 	default:
-		ev = &trigger.Event{Type: typ, Provider: provider.Local}
+		ev = &trigger.Event{Type: trigger.Kind(typ), Provider: provider.Local}
 		if body != nil {
 			var p map[string]any
 			if err := json.Unmarshal(body, &p); err != nil {
@@ -256,7 +256,7 @@ pattern, value, passed, reason}], summary}], "unroutable":[warning]}
 
 // printDecisions renders decisions for a terminal.
 func printDecisions(w io.Writer, ev *trigger.Event, ds []trigger.Decision) {
-	desc := ev.Type
+	desc := string(ev.Type)
 	if ev.Action != "" {
 		desc += " (" + ev.Action + ")"
 	}

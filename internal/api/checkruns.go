@@ -7,16 +7,17 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Delivery words of a check run in GET /check-runs.
+// Delivery words of a check run in GET /check-runs (apitypes'; see
+// apitypes.CheckRunDelivery).
 const (
 	// CheckDelivered: the forge accepted the state kici wants it to show.
-	CheckDelivered = "delivered"
+	CheckDelivered = apitypes.CheckDelivered
 	// CheckPending: a newer state waits for its turn (coalescing).
-	CheckPending = "pending"
+	CheckPending = apitypes.CheckPending
 	// CheckRetrying: the last attempt failed with a retryable error.
-	CheckRetrying = "retrying"
+	CheckRetrying = apitypes.CheckRetrying
 	// CheckFailed: the forge refused the state (4xx); not retried.
-	CheckFailed = "failed"
+	CheckFailed = apitypes.CheckFailed
 )
 
 // CheckRunViewOf maps a tracking row to its API view.

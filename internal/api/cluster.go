@@ -69,7 +69,7 @@ func (s *server) clusterView(ctx context.Context) (apitypes.ClusterNodeList, err
 	}
 	for _, n := range nodes {
 		age := now.Sub(n.HeartbeatAt)
-		st := apitypes.ClusterNodeStatus{ClusterNode: apitypes.ClusterNode(*n), Alive: age < within,
+		st := apitypes.ClusterNodeStatus{ClusterNode: *n, Alive: age < within,
 			HeartbeatAgeMs: max(age.Milliseconds(), 0), AliveWithinMs: within.Milliseconds(), Leases: held[n.ID]}
 		if st.Leases == nil {
 			st.Leases = []string{}
@@ -152,7 +152,7 @@ func (s *server) clusterDrain(w http.ResponseWriter, r *http.Request, req *apity
 		return
 	}
 	total := clusterDrainTotal(view.Nodes)
-	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.Drain()), Node: view.Self,
+	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: s.d.RunControl.Drain(), Node: view.Self,
 		Cluster: &total, Nodes: view.Nodes})
 }
 

@@ -20,7 +20,7 @@ func (s *server) listContextVariables(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ContextVariableList{Variables: variableViews(vars)})
+	writeJSON(w, http.StatusOK, apitypes.ContextVariableList{Variables: derefAll(vars)})
 }
 
 // putContextVariable is PUT /contexts/{name}/variables/{key}?orgId= with
@@ -134,7 +134,7 @@ func (s *server) listContextSourceOverrides(w http.ResponseWriter, r *http.Reque
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ContextSourceOverrideList{Overrides: overrideViews(list)})
+	writeJSON(w, http.StatusOK, apitypes.ContextSourceOverrideList{Overrides: derefAll(list)})
 }
 
 // putContextSourceOverride is PUT /contexts/{name}/source-overrides/{key}

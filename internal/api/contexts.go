@@ -105,7 +105,7 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: body.Type, GlobPattern: body.GlobPattern,
+	c := &store.Context{OrgID: body.OrgID, Name: body.Name, Type: store.ContextType(body.Type), GlobPattern: body.GlobPattern,
 		Enabled: true, BranchRestrictions: []string{}, TriggerTypeFilters: []string{}, RepoPatterns: []string{}, CreatedBy: callerTokenID(r)}
 	if c.Type == "" {
 		c.Type = store.ContextTypeFixed
@@ -172,7 +172,7 @@ func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
 	// fixed. A glob type needs a pattern this route has no field for, so
 	// only fixed is stored.
 	switch body.Type {
-	case "", store.ContextTypeFixed, "template":
+	case "", string(store.ContextTypeFixed), "template":
 	default:
 		writeError(w, http.StatusBadRequest, `type must be "fixed" or "template"`)
 		return
@@ -236,7 +236,7 @@ func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 	rows := make([]apitypes.ContextWithSecretKeys, 0, len(list))
 	for _, c := range list {
 		if !includeSecrets {
-			rows = append(rows, apitypes.ContextWithSecretKeys{Context: contextView(c)})
+			rows = append(rows, apitypes.ContextWithSecretKeys{Context: *c})
 			continue
 		}
 		keys, err := s.contextSecretKeys(r, c)
@@ -244,7 +244,7 @@ func (s *server) listContexts(w http.ResponseWriter, r *http.Request) {
 			s.internalError(w, r, err)
 			return
 		}
-		rows = append(rows, apitypes.ContextWithSecretKeys{Context: contextView(c), SecretKeys: keys})
+		rows = append(rows, apitypes.ContextWithSecretKeys{Context: *c, SecretKeys: keys})
 	}
 	writeJSON(w, http.StatusOK, apitypes.ContextList{Contexts: rows})
 }
@@ -298,7 +298,7 @@ func (s *server) getContext(w http.ResponseWriter, r *http.Request) {
 		s.contextStoreErr(w, r, err, "Context not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ContextDetail{Context: contextView(c), Variables: variableViews(vars), Bindings: bindingViews(bs)})
+	writeJSON(w, http.StatusOK, apitypes.ContextDetail{Context: *c, Variables: derefAll(vars), Bindings: derefAll(bs)})
 }
 
 // deleteContext is DELETE /contexts/{name}?orgId=: {deleted:true}; bindings,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs/status"
@@ -213,7 +214,7 @@ func TestContextTemplates(t *testing.T) {
 		t.Fatalf("template: %d %v", code, m)
 	}
 	c, err := e.st.GetContext(context.Background(), "acme", "staging")
-	if err != nil || c.Type != "fixed" || len(c.RequiredReviewers) != 1 {
+	if err != nil || c.Type != apitypes.ContextTypeFixed || len(c.RequiredReviewers) != 1 {
 		t.Fatalf("stored template: %+v %v", c, err)
 	}
 	e.do("PUT", ctxBase+"/staging/variables/A?orgId=acme", e.owner, `{"value":"x","locked":true}`)

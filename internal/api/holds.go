@@ -108,7 +108,7 @@ func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
 	for _, h := range holds {
 		v := apitypes.HeldRunView{ID: h.ID, RunID: h.RunID, JobID: strPtr(h.JobID), HoldType: h.HoldType, QueueType: h.QueueType,
 			Status: h.Status, HoldScope: h.HoldScope, Reason: h.Reason, Contexts: h.Contexts, Group: strPtr(h.Group),
-			ExpiresAt: h.ExpiresAt, CreatedAt: h.CreatedAt, Clauses: clauseViews(h.Clauses), Approvals: approvalViews(h.Approvals),
+			ExpiresAt: h.ExpiresAt, CreatedAt: h.CreatedAt, Clauses: orEmpty(h.Clauses), Approvals: orEmpty(h.Approvals),
 			ResolvedBy: strPtr(h.ResolvedBy), ResolveNote: strPtr(h.ResolveNote)}
 		if h.JobID != "" {
 			name, seen := jobNames[h.JobID]
@@ -209,7 +209,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	res, err := s.d.Approvals.Decide(r.Context(), d)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, apitypes.HeldRunDecision(res))
+		writeJSON(w, http.StatusOK, res)
 	case errors.Is(err, approval.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, approval.ErrIneligible):

@@ -29,7 +29,7 @@ var serverLayers = []struct {
 	name string
 	pkgs []string
 }{
-	{"foundation", []string{"internal/runs/status", "internal/approval/hold", "internal/spawn", "internal/scaler/scalerconfig", "internal/scaler/fcapi"}},
+	{"foundation", []string{"internal/api/apitypes", "internal/runs/status", "internal/approval/hold", "internal/spawn", "internal/scaler/scalerconfig", "internal/scaler/fcapi"}},
 	{"runs", []string{"internal/runs"}},
 	{"components on runs", []string{"internal/dispatch", "internal/scaler", "internal/approval", "internal/forgestatus"}},
 	{"run control and ingest", []string{"internal/runctl", "internal/ingest", "internal/jobdata", "internal/servermetrics"}},
@@ -154,6 +154,8 @@ func TestImportDirectionRule(t *testing.T) {
 		{"internal/runs", "internal/runs/status", true},
 		{"internal/runs", "internal/store", true},
 		{"internal/store/sqlite", "internal/store", true},
+		{"internal/store", "internal/api/apitypes", true},
+		{"internal/store", "internal/api", false},
 		{"internal/orchestrator", "internal/api", true},
 		{"internal/runs", "internal/dispatch", false},
 		{"internal/store", "internal/runs", false},

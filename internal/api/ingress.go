@@ -215,7 +215,7 @@ func (s *server) listRejected(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.RejectedDeliveryList{Rejected: rejectedViews(recs)})
+	writeJSON(w, http.StatusOK, apitypes.RejectedDeliveryList{Rejected: derefAll(recs)})
 }
 
 // ---------------------------------------------------------------- event log
@@ -396,7 +396,7 @@ func (s *server) listRegistrations(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.RegistrationList{Registrations: mapSlice(regs, registrationView), Total: len(regs)})
+	writeJSON(w, http.StatusOK, apitypes.RegistrationList{Registrations: derefAll(regs), Total: len(regs)})
 }
 
 func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
@@ -408,7 +408,7 @@ func (s *server) getRegistration(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.RegistrationEnvelope{Registration: registrationView(g)})
+	writeJSON(w, http.StatusOK, apitypes.RegistrationEnvelope{Registration: *g})
 }
 
 // sourceURLs is the guard of forge URLs (Deps.SourceURLs; nil refuses

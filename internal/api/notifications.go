@@ -123,7 +123,7 @@ func (s *server) testNotification(w http.ResponseWriter, r *http.Request) {
 func (s *server) listNotificationDeliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rows, err := s.d.Store.ListNotificationDeliveries(r.Context(), store.NotificationDeliveryFilter{
-		SubscriptionID: q.Get("subscriptionId"), RunID: q.Get("runId"), Status: q.Get("status"), Limit: 200})
+		SubscriptionID: q.Get("subscriptionId"), RunID: q.Get("runId"), Status: apitypes.NotificationDeliveryStatus(q.Get("status")), Limit: 200})
 	if err != nil {
 		s.internalError(w, r, err)
 		return

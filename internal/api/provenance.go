@@ -144,11 +144,7 @@ func (s *server) listAttestations(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	out := make([]apitypes.Attestation, 0, len(list))
-	for _, a := range list {
-		out = append(out, attestationView(a))
-	}
-	writeJSON(w, http.StatusOK, apitypes.AttestationList{Attestations: out})
+	writeJSON(w, http.StatusOK, apitypes.AttestationList{Attestations: derefAll(list)})
 }
 
 // GET /api/v1/admin/attestations/{id}
@@ -162,7 +158,7 @@ func (s *server) getAttestation(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, attestationView(a))
+	writeJSON(w, http.StatusOK, a)
 }
 
 // keysAvailable answers 503 when signing is not configured.

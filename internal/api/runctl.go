@@ -73,7 +73,7 @@ func (s *server) getDrain(w http.ResponseWriter, r *http.Request) {
 		s.clusterDrain(w, r, nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.Drain())})
+	writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: s.d.RunControl.Drain()})
 }
 
 func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
@@ -95,9 +95,9 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 	}
 	switch req.Action {
 	case "drain":
-		writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.SetDraining(true))})
+		writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: s.d.RunControl.SetDraining(true)})
 	case "resume":
-		writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: drainView(s.d.RunControl.SetDraining(false))})
+		writeJSON(w, http.StatusOK, apitypes.ClusterDrainStatus{DrainStatus: s.d.RunControl.SetDraining(false)})
 	default:
 		writeError(w, http.StatusBadRequest, `Invalid action: must be "drain" or "resume"`)
 	}

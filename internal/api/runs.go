@@ -23,7 +23,7 @@ import (
 // simply match no run row.
 var StatusFilterValues = status.FilterWords()
 
-func strPtr(s string) *string {
+func strPtr[S ~string](s S) *S {
 	if s == "" {
 		return nil
 	}
@@ -63,7 +63,7 @@ func NewJobView(j *store.Job) apitypes.JobView {
 		MatrixValues: j.MatrixValues, AgentID: strPtr(j.AgentID), StartedAt: j.StartedAt,
 		CompletedAt: j.CompletedAt, DurationMs: j.DurationMs, ErrorMessage: strPtr(j.ErrorMessage),
 		RoutingReason: strPtr(j.PendingReason), RunsOnLabels: labels, CreatedAt: j.CreatedAt,
-		Needs: needViews(j.Needs), TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
+		Needs: orEmpty(j.Needs), TimeoutMs: i64Ptr(j.TimeoutMs), LastHeartbeatAt: j.LastHeartbeatAt,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
@@ -25,7 +26,7 @@ func TestRunsListBranchFilter(t *testing.T) {
 			RepoIdentifier: "o/app", RepoURL: "file:///x", Ref: ref, SHA: strings.Repeat("b", 40),
 			DeliveryID: "generic:o:s:b", OrgID: "o", CreatedAt: base.Add(time.Duration(i+1) * time.Minute)}
 		if strings.HasPrefix(ref, "refs/pull/") {
-			run.TriggerType, run.TargetBranch = "pull_request", "main"
+			run.TriggerType, run.TargetBranch = apitypes.TriggerPullRequest, "main"
 		}
 		if err := e.st.CreateRun(context.Background(), run, nil); err != nil {
 			t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 
-	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 )
 
@@ -22,7 +21,7 @@ func (s *server) getClusterSettings(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.ClusterSettingsView(*v))
+	writeJSON(w, http.StatusOK, v)
 }
 
 // patchClusterSettings answers PATCH /api/v1/admin/cluster-settings: a
@@ -54,7 +53,7 @@ func (s *server) patchClusterSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("cluster settings changed", "version", v.Version, "requestId", w.Header().Get(RequestIDHeader))
-	writeJSON(w, http.StatusOK, apitypes.ClusterSettingsView(*v))
+	writeJSON(w, http.StatusOK, v)
 }
 
 // listScalers answers GET /api/v1/admin/scalers with what each scaler is

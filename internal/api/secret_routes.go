@@ -233,5 +233,5 @@ func (s *server) listAccessLog(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.AccessLogList{Entries: accessLogViews(entries)})
+	writeJSON(w, http.StatusOK, apitypes.AccessLogList{Entries: derefAll(entries)})
 }

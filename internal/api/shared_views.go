@@ -2,15 +2,33 @@ package api
 
 import (
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/store"
 )
 
-// Conversions from the server's rows to the apitypes shapes that repeat
-// them (apitypes/shared.go). The types are field-for-field identical, so a
-// Go conversion copies them; a field added to one side only stops these
-// conversions from compiling, which is the point.
+// The store's rows that the admin API serves as they are (ClusterNode,
+// Registration, Context, …) are apitypes types; the store declares them as
+// aliases. Only rows with a field that is never served (a payload, a sealed
+// key) keep a store type of their own and are copied here.
+
+// derefAll copies the rows ps points at; never nil, so an empty list is
+// JSON [] rather than null.
+func derefAll[T any](ps []*T) []T {
+	out := make([]T, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, *p)
+	}
+	return out
+}
+
+// orEmpty is s, or an empty slice for nil, so the list is JSON [] rather
+// than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
 
 // mapSlice converts every element of in with f; never nil, so an empty
 // list is JSON [] rather than null.
@@ -21,12 +39,6 @@ func mapSlice[S, D any](in []S, f func(S) D) []D {
 	}
 	return out
 }
-
-func clusterNodeViews(ns []*store.ClusterNode) []apitypes.ClusterNode {
-	return mapSlice(ns, func(n *store.ClusterNode) apitypes.ClusterNode { return apitypes.ClusterNode(*n) })
-}
-
-func drainView(d runctl.DrainStatus) apitypes.DrainStatus { return apitypes.DrainStatus(d) }
 
 func scalersView(st scaler.Status) apitypes.ScalersView {
 	return apitypes.ScalersView{GlobalMaxAgents: st.GlobalMaxAgents, Active: st.Active, Reloads: st.Reloads,
@@ -42,43 +54,14 @@ func scalerView(sc scaler.ScalerStatus) apitypes.ScalerView {
 		RefusedTotal: sc.RefusedTotal, Agents: mapSlice(sc.Agents, func(a scaler.AgentStatus) apitypes.ScalerAgentView { return apitypes.ScalerAgentView(a) })}
 }
 
-func clauseViews(cs []store.ApprovalClause) []apitypes.ApprovalClause {
-	return mapSlice(cs, func(c store.ApprovalClause) apitypes.ApprovalClause { return apitypes.ApprovalClause(c) })
-}
-
-func approvalViews(as []store.HeldRunApproval) []apitypes.HeldRunApproval {
-	return mapSlice(as, func(a store.HeldRunApproval) apitypes.HeldRunApproval { return apitypes.HeldRunApproval(a) })
-}
-
-func needViews(ns []store.Need) []apitypes.Need {
-	return mapSlice(ns, func(n store.Need) apitypes.Need { return apitypes.Need(n) })
-}
-
 // eventLogEntryView copies e without its stored gzipped payload.
 func eventLogEntryView(e *store.EventLogEntry) apitypes.EventLogEntry {
 	return apitypes.EventLogEntry{
 		ID: e.ID, DeliveryID: e.DeliveryID, OrgID: e.OrgID, SourceID: e.SourceID, RoutingKey: e.RoutingKey, Event: e.Event,
-		Action: e.Action, Source: e.Source, Provider: e.Provider, RepoIdentifier: e.RepoIdentifier, Ref: e.Ref, Status: string(e.Status),
+		Action: e.Action, Source: e.Source, Provider: e.Provider, RepoIdentifier: e.RepoIdentifier, Ref: e.Ref, Status: e.Status,
 		MatchedCount: e.MatchedCount, RunIDs: e.RunIDs, ErrorMessage: e.ErrorMessage, PayloadSizeBytes: e.PayloadSizeBytes,
 		PayloadHash: e.PayloadHash, PayloadOmittedReason: e.PayloadOmittedReason, ReceivedAt: e.ReceivedAt, ProcessedAt: e.ProcessedAt,
 	}
-}
-
-func rejectedViews(rs []*store.RejectedDelivery) []apitypes.RejectedDelivery {
-	return mapSlice(rs, func(r *store.RejectedDelivery) apitypes.RejectedDelivery { return apitypes.RejectedDelivery(*r) })
-}
-
-func registrationView(g *store.Registration) apitypes.Registration { return apitypes.Registration(*g) }
-
-func accessLogViews(es []*store.AccessLogEntry) []apitypes.AccessLogEntry {
-	return mapSlice(es, func(e *store.AccessLogEntry) apitypes.AccessLogEntry { return apitypes.AccessLogEntry(*e) })
-}
-
-// attestationView is an attestation as listed (the list carries no bundle)
-// or fetched.
-func attestationView(a *store.Attestation) apitypes.Attestation {
-	return apitypes.Attestation{ID: a.ID, RunID: a.RunID, JobID: a.JobID, SubjectName: a.SubjectName, SubjectDigest: a.SubjectDigest,
-		Kid: a.Kid, Bundle: a.Bundle, CreatedAt: a.CreatedAt}
 }
 
 // signingKeyView is k without its sealed private half.

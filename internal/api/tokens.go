@@ -198,7 +198,7 @@ func cleanLabels(in []string) ([]string, string) {
 }
 
 func (s *server) listAgentTokens(w http.ResponseWriter, r *http.Request) {
-	typ := r.URL.Query().Get("type")
+	typ := store.AgentTokenKind(r.URL.Query().Get("type"))
 	if typ != "" && typ != store.AgentTokenStatic && typ != store.AgentTokenEphemeral {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("type %q must be static or ephemeral", typ))
 		return

@@ -19,7 +19,7 @@ func (s *server) listWebSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := apitypes.WebSessionList{Sessions: []apitypes.WebSessionView{}}
 	for _, x := range rows {
-		out.Sessions = append(out.Sessions, apitypes.WebSessionView{ID: x.ID, Kind: string(x.Kind), Subject: x.Subject, Name: x.Name,
+		out.Sessions = append(out.Sessions, apitypes.WebSessionView{ID: x.ID, Kind: x.Kind, Subject: x.Subject, Name: x.Name,
 			Role: x.Role, RoutingKey: x.RoutingKey, Client: x.Client, CreatedAt: x.CreatedAt, LastSeenAt: x.LastSeenAt})
 	}
 	writeJSON(w, http.StatusOK, out)

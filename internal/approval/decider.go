@@ -97,7 +97,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		}
 	}
 	if dec.Decision == Reject {
-		to, res.Status = hold.Rejected, "rejected"
+		to, res.Status = hold.Rejected, hold.Rejected
 	} else {
 		open := 0
 		for i := range clauses {
@@ -115,9 +115,9 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		if !dec.Operator && len(rec.Clauses) == 0 && open > 0 {
 			return Result{}, fmt.Errorf("%w: %s has no open clause to satisfy (open: %s)", ErrIneligible, dec.Approver, strings.Join(openClauses(clauses), ", "))
 		}
-		res.Status = "released"
+		res.Status = hold.Released
 		if open > 0 {
-			res.Status = string(hold.Pending)
+			res.Status = hold.Pending
 			res.Remaining = openClauses(clauses)
 		} else {
 			to = hold.Approved

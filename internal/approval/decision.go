@@ -3,7 +3,11 @@
 // timers, and the sweeper that expires holds nobody decided in time.
 package approval
 
-import "errors"
+import (
+	"errors"
+
+	"kici.dev/kici/internal/api/apitypes"
+)
 
 // Decision words.
 const (
@@ -33,13 +37,9 @@ type Decision struct {
 	ActorTokenID, ActorTokenLabel, ActorRole string
 }
 
-// Result is the state of a hold after a decision: Status "pending" (more
-// clauses must be satisfied; Remaining lists them), "released" (the held
-// work resumes) or "rejected" (the held work is cancelled).
-type Result struct {
-	Status    string   `json:"status"`
-	Remaining []string `json:"remainingClauses,omitempty"`
-}
+// Result is the state of a hold after a decision (pending, released or
+// rejected); the admin API serves it as it is.
+type Result = apitypes.HeldRunDecision
 
 // Errors of Decide.
 var (

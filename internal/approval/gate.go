@@ -215,7 +215,7 @@ func jobContexts(job *store.Job) ([]string, error) {
 func Facts(run *store.Run, routingKey string) contexts.RunFacts {
 	return contexts.RunFacts{
 		OrgID: run.OrgID, Repo: run.RepoIdentifier, RoutingKey: routingKey,
-		TriggerType: run.TriggerType, TargetBranch: run.TargetBranch, TrustTier: run.TrustTier,
+		TriggerType: string(run.TriggerType), TargetBranch: run.TargetBranch, TrustTier: run.TrustTier,
 	}
 }
 

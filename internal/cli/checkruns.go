@@ -64,7 +64,7 @@ the next try is) or failed (the forge refused it with a 4xx; LAST ERROR says why
 				if c.LastStatusCode != 0 && last != "" {
 					last = "HTTP " + strconv.Itoa(c.LastStatusCode) + ": " + last
 				}
-				t.row(c.Name, c.Provider, c.Repo, c.DesiredState, orDash(c.PostedState), c.Delivery, strconv.Itoa(c.Attempts),
+				t.row(c.Name, c.Provider, c.Repo, c.DesiredState, orDash(c.PostedState), string(c.Delivery), strconv.Itoa(c.Attempts),
 					fmtTime(c.NextAttemptAt), orDash(truncCell(last, 80)), c.JobID)
 			}
 			t.flush()

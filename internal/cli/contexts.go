@@ -295,7 +295,7 @@ func contextType(c *apitypes.Context) string {
 	if c.Type == apitypes.ContextTypeGlob {
 		return "glob(" + c.GlobPattern + ")"
 	}
-	return c.Type
+	return string(c.Type)
 }
 
 func joinOr(l []string, empty string) string {

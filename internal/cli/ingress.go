@@ -223,7 +223,7 @@ func (a *app) eventLogCommand() *cobra.Command {
 			}
 			t := newTable(a.out(), "DELIVERY", "EVENT", "ACTION", "REPO", "STATUS", "MATCHED", "RECEIVED")
 			for _, d := range resp.Deliveries {
-				t.row(d.DeliveryID, d.Event, dash(d.Action), dash(d.RepoIdentifier), d.Status, strconv.Itoa(d.MatchedCount), fmtTime(&d.ReceivedAt))
+				t.row(d.DeliveryID, d.Event, dash(d.Action), dash(d.RepoIdentifier), string(d.Status), strconv.Itoa(d.MatchedCount), fmtTime(&d.ReceivedAt))
 			}
 			t.flush()
 			fmt.Fprintf(a.out(), "%d of %d\n", len(resp.Deliveries), resp.Total)

@@ -133,7 +133,7 @@ retried with backoff; "deliveries" shows each one's state (see docs/notification
 				if d.LastStatusCode != 0 && last != "" {
 					last = strconv.Itoa(d.LastStatusCode) + ": " + last
 				}
-				t.row(d.ID, d.SubscriptionID, d.RunID, d.Outcome, d.Channel, d.Status, strconv.Itoa(d.Attempts), fmtTime(d.NextAttemptAt),
+				t.row(d.ID, d.SubscriptionID, d.RunID, d.Outcome, d.Channel, string(d.Status), strconv.Itoa(d.Attempts), fmtTime(d.NextAttemptAt),
 					orDash(truncCell(last, 80)))
 			}
 			t.flush()

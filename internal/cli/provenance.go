@@ -100,7 +100,7 @@ func (a *app) signingKeyCommand() *cobra.Command {
 			}
 			t := newTable(a.out(), "KID", "STATUS", "CREATED", "RETIRED", "REVOKED", "REASON")
 			for _, k := range resp.Keys {
-				t.row(k.Kid, k.Status, fmtTime(&k.CreatedAt), fmtTime(k.RetiredAt), fmtTime(k.RevokedAt), k.RevocationReason)
+				t.row(k.Kid, string(k.Status), fmtTime(&k.CreatedAt), fmtTime(k.RetiredAt), fmtTime(k.RevokedAt), k.RevocationReason)
 			}
 			t.flush()
 			return nil

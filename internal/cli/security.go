@@ -184,7 +184,7 @@ func (a *app) agentCommand() *cobra.Command {
 				if v.ExpiresAt != nil {
 					exp = fmtTime(v.ExpiresAt)
 				}
-				t.row(v.ID, v.TokenPrefix, v.AgentType, ls, orDash(strings.Join(v.MandatoryLabels, ",")), fmtTime(&v.CreatedAt), exp)
+				t.row(v.ID, v.TokenPrefix, string(v.AgentType), ls, orDash(strings.Join(v.MandatoryLabels, ",")), fmtTime(&v.CreatedAt), exp)
 			}
 			t.flush()
 			return nil

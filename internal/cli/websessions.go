@@ -44,7 +44,7 @@ func (a *app) sessionCommand() *cobra.Command {
 				if role == "" {
 					role = "(token's)"
 				}
-				t.row(v.ID, terminalSafe(v.Subject), terminalSafe(v.Name), v.Kind, role, terminalSafe(rk), terminalSafe(v.Client),
+				t.row(v.ID, terminalSafe(v.Subject), terminalSafe(v.Name), string(v.Kind), role, terminalSafe(rk), terminalSafe(v.Client),
 					fmtTime(&v.CreatedAt), fmtTime(&v.LastSeenAt))
 			}
 			t.flush()

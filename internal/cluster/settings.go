@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -206,16 +207,9 @@ func (r *Reader) Invalidate() {
 	r.mu.Unlock()
 }
 
-// View is the API shape of the settings (GET and PATCH answers): Settings
-// holds every knob by wire name, null when it is not overridden;
-// Effective holds the value in force; Defaults the configured defaults.
-type View struct {
-	Settings  map[string]*int64 `json:"settings"`
-	Effective map[string]int64  `json:"effective"`
-	Defaults  map[string]int64  `json:"defaults"`
-	Version   int64             `json:"version"`
-	UpdatedAt *time.Time        `json:"updatedAt"`
-}
+// View is the API shape of the settings (GET and PATCH answers); the
+// admin API serves it as it is.
+type View = apitypes.ClusterSettingsView
 
 // View reads the settings from the database (uncached).
 func (r *Reader) View(ctx context.Context) (*View, error) {

@@ -39,7 +39,7 @@ type commitEvent struct {
 // "waiting for approval" status starts nothing.
 func ownStatus(ev *trigger.Event) bool {
 	ctxName, _ := ev.Payload["context"].(string)
-	return ev.Type == "status" && strings.HasPrefix(ctxName, forgestatus.StatusContextPrefix)
+	return ev.Type == trigger.KindStatus && strings.HasPrefix(ctxName, forgestatus.StatusContextPrefix)
 }
 
 // ownStatusSummary is the trace summary of an ignored kici status.
@@ -51,9 +51,9 @@ const ownStatusSummary = "ignored: a commit status kici posted itself (context "
 // fork rule applies) and releases (only writers create them) are not.
 func namesCommitOnly(ev *trigger.Event, lref provider.LockRef) bool {
 	switch ev.Type {
-	case "status":
+	case trigger.KindStatus:
 		return true
-	case "push", "tag", "pull_request", "review", "review_comment", "release":
+	case trigger.KindPush, trigger.KindTag, trigger.KindPullRequest, trigger.KindReview, trigger.KindReviewComment, trigger.KindRelease:
 		return false
 	}
 	return lockfetch.IsSHA(lref.Ref)

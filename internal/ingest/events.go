@@ -17,10 +17,10 @@ import (
 
 // Internal event kinds (the Event of an internal delivery).
 const (
-	KindKiciEvent        = "kici_event"
-	KindWorkflowComplete = "workflow_complete"
-	KindJobComplete      = "job_complete"
-	KindSchedule         = "schedule"
+	KindKiciEvent        = trigger.KindKiciEvent
+	KindWorkflowComplete = trigger.KindWorkflowComplete
+	KindJobComplete      = trigger.KindJobComplete
+	KindSchedule         = trigger.KindSchedule
 )
 
 // MaxChainDepth bounds chains of internal events (a run started by an
@@ -34,7 +34,7 @@ const MaxChainDepth = 10
 // never lost and, keyed by a deterministic id, never processed twice; it is
 // matched against the registration index.
 type InternalEvent struct {
-	Kind string `json:"kind"`
+	Kind trigger.Kind `json:"kind"`
 	// kici_event
 	EventName        string          `json:"eventName,omitempty"`
 	Payload          json.RawMessage `json:"payload,omitempty"`
@@ -71,8 +71,8 @@ func (p *Processor) Emit(ctx context.Context, id, orgID string, ie *InternalEven
 	}
 	sum := sha256.Sum256(body)
 	now := time.Now().UTC()
-	d := &store.Delivery{ID: id, OrgID: orgID, Event: ie.Kind, Payload: body, ReceivedAt: now}
-	e := &store.EventLogEntry{OrgID: orgID, RoutingKey: ie.SourceRoutingKey, Event: ie.Kind, Action: ie.EventName, Source: "internal",
+	d := &store.Delivery{ID: id, OrgID: orgID, Event: string(ie.Kind), Payload: body, ReceivedAt: now}
+	e := &store.EventLogEntry{OrgID: orgID, RoutingKey: ie.SourceRoutingKey, Event: string(ie.Kind), Action: ie.EventName, Source: "internal",
 		Provider: provider.Kici, RepoIdentifier: ie.SourceRepo, PayloadSizeBytes: int64(len(body)), PayloadHash: hex.EncodeToString(sum[:]),
 		PayloadGz: gzipBytes(body)}
 	err = p.st.AcceptDelivery(context.WithoutCancel(ctx), d, e)
@@ -115,7 +115,7 @@ func (p *Processor) RunFinished(run *store.Run) {
 	}
 	ie := &InternalEvent{Kind: KindWorkflowComplete, WorkflowName: run.WorkflowName, Status: string(run.Status), RunID: run.ID,
 		SourceRepo: run.RepoIdentifier, ChainDepth: depth}
-	if _, err := p.Emit(ctx, KindWorkflowComplete+":"+run.ID, run.OrgID, ie); err != nil {
+	if _, err := p.Emit(ctx, string(KindWorkflowComplete)+":"+run.ID, run.OrgID, ie); err != nil {
 		p.log.Error("ingest: emit workflow_complete", "runId", run.ID, "error", err)
 	}
 }
@@ -137,7 +137,7 @@ func (p *Processor) JobFinished(job *store.Job) {
 	}
 	ie := &InternalEvent{Kind: KindJobComplete, WorkflowName: run.WorkflowName, JobName: job.JobName, Status: string(job.Status),
 		RunID: run.ID, JobID: job.ID, SourceRepo: run.RepoIdentifier, ChainDepth: depth}
-	if _, err := p.Emit(ctx, KindJobComplete+":"+job.ID, run.OrgID, ie); err != nil {
+	if _, err := p.Emit(ctx, string(KindJobComplete)+":"+job.ID, run.OrgID, ie); err != nil {
 		p.log.Error("ingest: emit job_complete", "jobId", job.ID, "error", err)
 	}
 }
@@ -185,7 +185,7 @@ func (p *Processor) handleInternal(ctx context.Context, d *store.Delivery, b *st
 	keep := func(g *store.Registration) bool {
 		return ie.Kind != KindSchedule || (g.SourceID == ie.TargetSourceID && g.RepoIdentifier == ie.TargetRepo && g.WorkflowName == ie.TargetWorkflow)
 	}
-	n, err := p.matchRegistrations(ctx, d, tr, d.OrgID, ie.Kind, keep, ev, "kici:"+ie.Kind, b)
+	n, err := p.matchRegistrations(ctx, d, tr, d.OrgID, string(ie.Kind), keep, ev, "kici:"+string(ie.Kind), b)
 	tr.Summary = fmt.Sprintf("%s event matched against %d registrations; %s", ie.Kind, n, tr.Summary)
 	return tr, err
 }

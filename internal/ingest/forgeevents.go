@@ -31,8 +31,8 @@ func (p *Processor) reply(ctx context.Context, src *store.Source, ev *trigger.Ev
 type RerunRefuser func(ctx context.Context, src *store.Source, repo, sha string, installation int64, why string)
 
 // decisionReply is the answer to an accepted `/kici approve|reject`.
-func decisionReply(verb, runID, who, status string) string {
-	switch hold.Status(status) {
+func decisionReply(verb, runID, who string, status hold.Status) string {
+	switch status {
 	case hold.Approved:
 		return fmt.Sprintf("kici: run %s approved by @%s; it runs now.", runID, who)
 	case hold.Rejected:

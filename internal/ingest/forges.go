@@ -271,9 +271,9 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 
 	ref, sha := tr.Ref, ""
 	switch ev.Type {
-	case "push", "tag":
+	case trigger.KindPush, trigger.KindTag:
 		sha = jsonStr(payload, "after")
-	case "pull_request", "review", "review_comment":
+	case trigger.KindPullRequest, trigger.KindReview, trigger.KindReviewComment:
 		sha = jsonStr(payload, "pull_request", "head", "sha")
 		ref = "refs/heads/" + ev.SourceBranch
 	default:
@@ -283,11 +283,11 @@ func (p *Processor) handleGitHub(ctx context.Context, d *store.Delivery, src *st
 	}
 	if client != nil && lockfetch.IsSHA(sha) && !ghprov.IsZeroSHA(sha) {
 		ev.Files = githubFiles{ctx: ctx, client: client, inst: inst, repo: repo, sha: sha}
-		if ev.CommitMessage == "" && ev.Type == "pull_request" {
+		if ev.CommitMessage == "" && ev.Type == trigger.KindPullRequest {
 			ev.LoadCommitMessage = githubCommitMessage(ctx, client, inst, repo, sha) // gates.go
 		}
 	}
-	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
+	if ev.Type == trigger.KindPush && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && !ghprov.IsZeroSHA(sha) {
 		if err := p.register(ctx, tr, src, repo, jsonStr(payload, "repository", "clone_url"), tr.Ref, sha, lf); err != nil {
 			return tr, err
 		}
@@ -310,7 +310,7 @@ func orHead(ref string) string {
 // other events have none.
 func (p *Processor) githubChangedFiles(ctx context.Context, c *ghapi.Client, inst int64, repo string, ev *trigger.Event, payload map[string]any) ([]string, error) {
 	switch ev.Type {
-	case "push":
+	case trigger.KindPush:
 		before, after := jsonStr(payload, "before"), jsonStr(payload, "after")
 		if before == "" || after == "" || ghprov.IsZeroSHA(before) || ghprov.IsZeroSHA(after) {
 			return []string{}, nil
@@ -320,7 +320,7 @@ func (p *Processor) githubChangedFiles(ctx context.Context, c *ghapi.Client, ins
 			return nil, fmt.Errorf("changed files of %s %s...%s: %w", repo, before, after, err)
 		}
 		return files, nil
-	case "pull_request":
+	case trigger.KindPullRequest:
 		n := jsonInt(payload, "pull_request", "number")
 		if n == 0 {
 			n = jsonInt(payload, "number")

@@ -366,7 +366,7 @@ func TestInternalEventsMatchRegistrations(t *testing.T) {
 	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, status.JobFailed, "boom", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	jid, wid := KindJobComplete+":"+jobs[0].ID, KindWorkflowComplete+":"+ci.ID
+	jid, wid := string(KindJobComplete)+":"+jobs[0].ID, string(KindWorkflowComplete)+":"+ci.ID
 	for _, id := range []string{jid, wid} {
 		if err := h.proc.Process(h.ctx, id); err != nil {
 			t.Fatalf("process %s: %v", id, err)

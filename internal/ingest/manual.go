@@ -11,6 +11,7 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // Errors of StartManualRun.
@@ -111,7 +112,7 @@ func (p *Processor) StartManualRun(ctx context.Context, req ManualRun) (*store.R
 	}
 	inputs = lockfile.WithInputDefaults(wf, inputs)
 	rc := RunContext{Source: src, RepoIdentifier: repoIdent, RepoURL: repoURL, Ref: ref, SHA: sha,
-		TriggeredBy: req.By, TriggerType: "manual"}
+		TriggeredBy: req.By, TriggerType: trigger.KindManual}
 	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
 		rc.TargetBranch = b
 	}

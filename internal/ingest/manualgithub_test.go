@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/store"
 )
@@ -33,7 +34,7 @@ func TestManualRunGitHubAppSourceByBranch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("manual run by branch: %v", err)
 	}
-	if run.SHA != shaHead || run.Ref != "refs/heads/release" || run.RepoIdentifier != ghRepo || run.TriggerType != "manual" {
+	if run.SHA != shaHead || run.Ref != "refs/heads/release" || run.RepoIdentifier != ghRepo || run.TriggerType != apitypes.TriggerManual {
 		t.Fatalf("run at %s %s %s (%s), want %s refs/heads/release %s manual", run.SHA, run.Ref, run.RepoIdentifier, run.TriggerType, shaHead, ghRepo)
 	}
 	if run.RepoURL != "https://github.com/acme/api.git" {

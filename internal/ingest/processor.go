@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
@@ -51,37 +52,12 @@ const (
 	maxTracedFiles = 300
 )
 
-// Trace is the decision record stored as JSON in a delivery's Decisions.
-type Trace struct {
-	// Summary is a one-line outcome, e.g. "no lock file at <sha>" or
-	// "2 of 3 workflows matched; 2 runs created".
-	Summary string `json:"summary"`
-	// Event is the delivery's event name; Ref and SHA the pushed ref/commit.
-	Event string `json:"event,omitempty"`
-	Ref   string `json:"ref,omitempty"`
-	SHA   string `json:"sha,omitempty"`
-	// ChangedFiles is set when some trigger filters on paths (first 300).
-	ChangedFiles []string `json:"changedFiles,omitempty"`
-	// Workflows holds one trigger decision per lock workflow, in lock order.
-	Workflows []trigger.Decision `json:"workflows,omitempty"`
-	// Runs lists the runs created for matched workflows.
-	Runs []RunRef `json:"runs,omitempty"`
-	// Errors lists per-workflow failures (the delivery is then "failed").
-	Errors []string `json:"errors,omitempty"`
-	// Warnings are what the runs created should show without failing,
-	// each `workflow "<name>": <text>` (library drift, librarydrift.go).
-	Warnings []string `json:"warnings,omitempty"`
-	// LockStatus is set when the lock could not be used: lockfile_missing,
-	// lockfile_corrupt or lockfile_too_large.
-	LockStatus string `json:"lockStatus,omitempty"`
-}
+// Trace is the decision record of a processed delivery, stored with its
+// event-log entry; the admin API serves it as it is.
+type Trace = apitypes.Trace
 
-// RunRef names a run created for a delivery.
-type RunRef struct {
-	WorkflowName string `json:"workflowName"`
-	RunID        string `json:"runId"`
-	Jobs         int    `json:"jobs"`
-}
+// RunRef is a run a delivery created.
+type RunRef = apitypes.RunRef
 
 // Processor turns persisted deliveries into runs. Create it with
 // NewProcessor; it is safe for concurrent use.

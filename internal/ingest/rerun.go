@@ -8,13 +8,14 @@ import (
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/trigger"
 )
 
 // TriggerTypeRerun is the trigger type a rerun records (KiCI's run origin
 // `rerun` in TRIGGER_EVENT_TYPES): the run was started by an operator, not
 // by the event that started its parent, so a context whose
 // triggerTypeFilters omit it does not pass for reruns.
-const TriggerTypeRerun = "rerun"
+const TriggerTypeRerun = trigger.KindRerun
 
 // Errors of Rerun.
 var (

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
@@ -40,7 +41,7 @@ func TestRerunCreatesLinkedRunAtSameCommit(t *testing.T) {
 	if re.ID == orig.ID || re.SHA != c1 || re.WorkflowName != "ci" || re.TriggeredBy != "alice" || re.DeliveryID != "" || re.SourceID != orig.SourceID {
 		t.Errorf("rerun = %+v", re)
 	}
-	if orig.TriggerType != "push" || re.TriggerType != "rerun" {
+	if orig.TriggerType != apitypes.TriggerPush || re.TriggerType != apitypes.TriggerRerun {
 		t.Errorf("trigger types: original %q, rerun %q; want push and rerun", orig.TriggerType, re.TriggerType)
 	}
 	jobs, err := h.st.ListJobs(h.ctx, re.ID)

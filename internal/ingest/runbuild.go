@@ -31,7 +31,7 @@ type RunContext struct {
 	TriggeredBy    string
 	// TriggerType, TargetBranch and TrustTier are the run's gate facts
 	// (store.Run); withEvent fills them from the matched event.
-	TriggerType  string
+	TriggerType  trigger.Kind
 	TargetBranch string
 	TrustTier    string
 	// LockFileSource is "base" when the lock came from the base branch.
@@ -73,20 +73,20 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 		switch {
 		case ev.BaseBranch != "":
 			rc.TargetBranch = ev.BaseBranch
-		case ev.Type == "push":
+		case ev.Type == trigger.KindPush:
 			rc.TargetBranch = ev.TargetBranch
-		case strings.HasPrefix(rc.Ref, "refs/heads/") && ev.Type != "tag":
+		case strings.HasPrefix(rc.Ref, "refs/heads/") && ev.Type != trigger.KindTag:
 			rc.TargetBranch = strings.TrimPrefix(rc.Ref, "refs/heads/")
 		}
 	}
 	if rc.TrustTier == "" && hasForkModel(ev.Provider) {
 		switch ev.Type {
-		case "pull_request", "review", "review_comment":
+		case trigger.KindPullRequest, trigger.KindReview, trigger.KindReviewComment:
 			rc.TrustTier = store.TrustTrusted
 			if ev.IsForkPR {
 				rc.TrustTier = store.TrustUnknown
 			}
-		case "push", "tag":
+		case trigger.KindPush, trigger.KindTag:
 			rc.TrustTier = store.TrustTrusted
 		}
 	}

@@ -83,7 +83,7 @@ func (p *Processor) effectiveForkPolicy(ctx context.Context, orgID string) strin
 func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store.Source, ev *trigger.Event, body string) (handled bool) {
 	decide := p.getDecider()
 	dirProvider := directoryProvider(ev.Provider)
-	if decide == nil || ev.Type != "comment" || dirProvider == "" {
+	if decide == nil || ev.Type != trigger.KindComment || dirProvider == "" {
 		return false
 	}
 	first, _, _ := strings.Cut(body, "\n")

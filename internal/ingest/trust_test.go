@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/lockfetch"
 	"kici.dev/kici/internal/runs"
@@ -70,7 +71,7 @@ func TestForkPullRequestHeldWithBaseLock(t *testing.T) {
 		t.Fatalf("summary %q does not explain the fork's base lock", tr.Summary)
 	}
 	r := runs["from-base"]
-	if r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.TriggerType != "pull_request" || r.TargetBranch != "main" || r.SHA != shaHead {
+	if r.TrustTier != store.TrustUnknown || r.LockFileSource != "base" || r.TriggerType != apitypes.TriggerPullRequest || r.TargetBranch != "main" || r.SHA != shaHead {
 		t.Fatalf("run facts %+v", r)
 	}
 	if got, _ := h.st.GetRun(h.ctx, r.ID); got.Status != status.RunHeld {

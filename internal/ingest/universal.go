@@ -97,17 +97,17 @@ func (p *Processor) handleUniversal(ctx context.Context, d *store.Delivery, src 
 		sha = lref.Ref
 	}
 	ref := tr.Ref
-	if ev.Type == "pull_request" {
+	if ev.Type == trigger.KindPullRequest {
 		ref = "refs/heads/" + ev.SourceBranch
 	}
 	defaultBranch := jsonStr(payload, "repository", "default_branch")
-	if ev.Type == "push" && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && sha != "" {
+	if ev.Type == trigger.KindPush && defaultBranch != "" && tr.Ref == "refs/heads/"+defaultBranch && sha != "" {
 		if err := p.register(ctx, tr, src, repo, repoURL, tr.Ref, sha, lf); err != nil {
 			return tr, err
 		}
 	}
 	withForgeCommitMessage(ev, payload)
-	if (ev.Type == "push" || ev.Type == "pull_request") && sha != "" && strings.Trim(sha, "0") != "" {
+	if (ev.Type == trigger.KindPush || ev.Type == trigger.KindPullRequest) && sha != "" && strings.Trim(sha, "0") != "" {
 		// The gates read the commit through git, like the lock (gates.go).
 		gg := &gitGates{ctx: ctx, url: repoURL, sha: sha, auth: auth}
 		defer gg.close()

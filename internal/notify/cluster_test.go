@@ -73,7 +73,7 @@ func TestNotifyTwoNodesOnPostgresSendEachMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			if r.Status != string(notify.DeliveryDelivered) {
+			if r.Status != notify.DeliveryDelivered {
 				return false
 			}
 		}

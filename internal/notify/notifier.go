@@ -249,7 +249,7 @@ func (n *Notifier) enqueue(ctx context.Context, subs []*store.NotificationSubscr
 			continue
 		}
 		if _, err := n.st.EnqueueNotification(ctx, &store.NotificationDelivery{ID: uuid.NewString(), SubscriptionID: s.ID, OrgID: s.OrgID,
-			RunID: r.ID, Outcome: string(o), Channel: s.Channel, Payload: body, Status: string(DeliveryPending)}); err != nil {
+			RunID: r.ID, Outcome: string(o), Channel: s.Channel, Payload: body, Status: DeliveryPending}); err != nil {
 			n.log.Warn("notify: enqueue", "runId", r.ID, "subscription", s.ID, "err", err)
 			return // seen stays unset: tried again next pass
 		}
@@ -269,7 +269,7 @@ func TestDelivery(sub *store.NotificationSubscription, publicURL string, now tim
 		CreatedAt: now, CompletedAt: &now}
 	body, _ := json.Marshal(NewMessage(run, OutcomeTest, publicURL))
 	return &store.NotificationDelivery{ID: id, SubscriptionID: sub.ID, OrgID: sub.OrgID, RunID: run.ID, Outcome: string(OutcomeTest),
-		Channel: sub.Channel, Payload: body, Status: string(DeliveryPending)}
+		Channel: sub.Channel, Payload: body, Status: DeliveryPending}
 }
 
 // Deliver sends every due outbox row this node can claim.

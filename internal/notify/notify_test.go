@@ -126,7 +126,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 		rows := deliveries(t, s, "n-hook")
 		return len(rows) == 1 && rows[0].Attempts >= 1 && rows[0].LastError != ""
 	})
-	if rows := deliveries(t, s, "n-hook"); rows[0].Status != string(notify.DeliveryPending) || rows[0].NextAttemptAt == nil {
+	if rows := deliveries(t, s, "n-hook"); rows[0].Status != notify.DeliveryPending || rows[0].NextAttemptAt == nil {
 		t.Fatalf("after the receiver died the row is %+v, want pending with a retry time", rows[0])
 	}
 	first.Close()
@@ -148,7 +148,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 		t.Errorf("delivered %s %s", ev.event, ev.body)
 	}
 	rows := deliveries(t, s, "n-hook")
-	if rows[0].Status != string(notify.DeliveryDelivered) || rows[0].Attempts < 2 || ev.delivery != rows[0].ID {
+	if rows[0].Status != notify.DeliveryDelivered || rows[0].Attempts < 2 || ev.delivery != rows[0].ID {
 		t.Errorf("row after the retry: %+v (header delivery %s)", rows[0], ev.delivery)
 	}
 
@@ -297,7 +297,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 		t.Errorf("mail (tls=%v, to=%v):\n%s", overTLS, to, msg)
 	}
 	wait.For(t, 15*time.Second, "the slack message", func() bool {
-		return len(deliveries(t, s, "n-slack")) == 1 && deliveries(t, s, "n-slack")[0].Status == string(notify.DeliveryDelivered)
+		return len(deliveries(t, s, "n-slack")) == 1 && deliveries(t, s, "n-slack")[0].Status == notify.DeliveryDelivered
 	})
 	slackMu.Lock()
 	if len(slackText) != 1 || !strings.Contains(slackText[0], `"text":"kici: ci of acme/app (main) failed`) {
@@ -307,7 +307,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	if rows := deliveries(t, s, "n-other"); len(rows) != 0 {
 		t.Errorf("a subscription of another workflow was told: %+v", rows)
 	}
-	if rows := deliveries(t, s, "n-mail"); rows[0].Status != string(notify.DeliveryDelivered) {
+	if rows := deliveries(t, s, "n-mail"); rows[0].Status != notify.DeliveryDelivered {
 		t.Errorf("mail row %+v", rows[0])
 	}
 }

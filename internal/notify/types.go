@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -61,17 +62,18 @@ const (
 	ChannelEmail Channel = "email"
 )
 
-// DeliveryStatus is the state of an outbox row.
-type DeliveryStatus string
+// DeliveryStatus is the state of an outbox row; the admin API serves it,
+// so it is apitypes'.
+type DeliveryStatus = apitypes.NotificationDeliveryStatus
 
-// Delivery statuses (the store's status column).
+// Delivery statuses (the store's status column), apitypes' constants.
 const (
 	// DeliveryPending: not delivered yet; retried at next_attempt_at.
-	DeliveryPending DeliveryStatus = "pending"
+	DeliveryPending = apitypes.NotificationPending
 	// DeliveryDelivered: the receiver accepted the message.
-	DeliveryDelivered DeliveryStatus = "delivered"
+	DeliveryDelivered = apitypes.NotificationDelivered
 	// DeliveryFailed: refused for good or out of attempts; not retried.
-	DeliveryFailed DeliveryStatus = "failed"
+	DeliveryFailed = apitypes.NotificationFailed
 )
 
 // ParseOutcomes parses a comma-separated list of outcomes ("" = every

@@ -89,7 +89,7 @@ func (w *ingressWiring) mount(mux *http.ServeMux) {
 
 // emit persists an operator-emitted kici_event as an internal delivery.
 func (w *ingressWiring) emit(ctx context.Context, req apitypes.EmitRequest) (string, error) {
-	id := ingest.KindKiciEvent + ":" + uuid.NewString()
+	id := string(ingest.KindKiciEvent) + ":" + uuid.NewString()
 	_, err := w.proc.Emit(ctx, id, req.OrgID, &ingest.InternalEvent{Kind: ingest.KindKiciEvent, EventName: req.EventName,
 		Payload: json.RawMessage(req.Payload), SourceRepo: req.SourceRepo, SourceRoutingKey: req.SourceRoutingKey})
 	return id, err

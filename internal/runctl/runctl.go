@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/runs"
@@ -190,14 +191,9 @@ func (c *Controller) Start(ctx context.Context) {
 // Wait blocks until the sweeper started by Start has returned.
 func (c *Controller) Wait() { c.wg.Wait() }
 
-// DrainStatus is the orchestrator drain snapshot (admin-orchestrator-drain:
-// {draining, jobsRunning}).
-type DrainStatus struct {
-	// Draining is true while new jobs stay queued.
-	Draining bool `json:"draining"`
-	// JobsRunning counts jobs handed to agents and not finished.
-	JobsRunning int `json:"jobsRunning"`
-}
+// DrainStatus is the orchestrator's drain state; the admin API serves it
+// as it is.
+type DrainStatus = apitypes.DrainStatus
 
 // SetDraining turns drain mode on (true) or off and returns the snapshot.
 func (c *Controller) SetDraining(on bool) DrainStatus {

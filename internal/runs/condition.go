@@ -50,7 +50,7 @@ var resultRank = map[status.Job]int{
 func ConditionEnv(run *store.Run, rc *store.RunContext, job *store.Job, jobs []*store.Job, outputs map[string]map[string]string) expr.Env {
 	env := expr.Env{
 		Event: expr.Event{
-			Type: run.TriggerType, Ref: run.Ref, SHA: run.SHA, Actor: run.TriggeredBy,
+			Type: string(run.TriggerType), Ref: run.Ref, SHA: run.SHA, Actor: run.TriggeredBy,
 			Repo: run.RepoIdentifier, TargetBranch: run.TargetBranch,
 		},
 		Matrix: job.MatrixValues,

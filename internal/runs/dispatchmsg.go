@@ -53,7 +53,7 @@ func NewJobDispatch(run *store.Run, rc *store.RunContext, job *store.Job, jobs [
 		RepoURL: run.RepoURL, Ref: run.Ref, SHA: run.SHA,
 		JobConfig: job.Config, MatrixValues: job.MatrixValues, Env: env,
 		Inputs: cenv.Inputs,
-		Event: &protocol.EventInfo{Type: run.TriggerType, Actor: run.TriggeredBy, Repo: run.RepoIdentifier,
+		Event: &protocol.EventInfo{Type: string(run.TriggerType), Actor: run.TriggeredBy, Repo: run.RepoIdentifier,
 			TargetBranch: run.TargetBranch, ChangedPaths: cenv.Event.ChangedPaths},
 		Timestamp: time.Now().UnixMilli(),
 	}

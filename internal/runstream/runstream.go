@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
 )
@@ -149,15 +150,9 @@ func StepFinished(ctx context.Context, st store.Store, job *store.Job, idx int) 
 	return false, nil
 }
 
-// LineEvent is the data of a "line" event: N is the 0-based line offset,
-// TS unix milliseconds, Stream stdout or stderr, Msg the text as logged
-// (a client renders it inert). The event id is N+1.
-type LineEvent struct {
-	N      int    `json:"n"`
-	TS     int64  `json:"ts"`
-	Stream string `json:"stream"`
-	Msg    string `json:"msg"`
-}
+// LineEvent is the data of a "line" event of a step's log stream; the
+// clients decode it as apitypes.LineEvent.
+type LineEvent = apitypes.LineEvent
 
 // EndEvent is the data of the final "end" event of a log stream: the step
 // is finished and every line up to Cursor was sent.

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // ContextStore persists contexts (formerly "environments"): named policy
@@ -79,14 +81,9 @@ type ContextStore interface {
 	ContextSlotRuns(ctx context.Context, orgID, grp string) ([]string, error)
 }
 
-// ContextSourceOverride replaces a context variable for runs of one source
-// (KiCI context_source_overrides), unless that variable is locked.
-type ContextSourceOverride struct {
-	RoutingKey string    `json:"routing_key"`
-	Key        string    `json:"key"`
-	Value      string    `json:"value"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
+// ContextSourceOverride replaces a context variable for the runs of one
+// source (context_source_overrides); the admin API serves it as it is.
+type ContextSourceOverride = apitypes.ContextSourceOverride
 
 // Concurrency strategies (KiCI contexts.concurrency_strategy).
 const (
@@ -94,78 +91,27 @@ const (
 	ConcurrencyCancelPending = "cancel-pending"
 )
 
-// Context types (KiCI contexts.type). "template" is accepted by the CLI but
-// never stored.
+// ContextType is how a context is matched (KiCI contexts.type); apitypes',
+// as the admin API serves it.
+type ContextType = apitypes.ContextType
+
+// Context types (KiCI contexts.type), apitypes' constants. "template" is
+// accepted by the CLI but never stored.
 const (
-	ContextTypeFixed = "fixed"
-	ContextTypeGlob  = "glob"
+	ContextTypeFixed = apitypes.ContextTypeFixed
+	ContextTypeGlob  = apitypes.ContextTypeGlob
 )
 
-// Context is one context row (KiCI contexts). The JSON form is the raw
-// snake_case row KiCI's list and show routes return.
-type Context struct {
-	ID    string `json:"id"`
-	OrgID string `json:"org_id"`
-	Name  string `json:"name"`
-	// Type is ContextTypeFixed or ContextTypeGlob.
-	Type string `json:"type"`
-	// GlobPattern is the name pattern of a glob context ("" for fixed).
-	GlobPattern string `json:"glob_pattern"`
-	Enabled     bool   `json:"enabled"`
-	// BranchRestrictions are branch globs a run's target branch must match
-	// (empty = any branch); never nil.
-	BranchRestrictions []string `json:"branch_restrictions"`
-	// RequiredReviewers lists reviewers whose approval holds a job; nil =
-	// no approval required.
-	RequiredReviewers []string `json:"required_reviewers"`
-	// WaitTimerSeconds delays dispatch; nil = no timer.
-	WaitTimerSeconds *int64 `json:"wait_timer_seconds"`
-	// HoldExpirySeconds bounds how long a hold waits; nil = default 3600 s.
-	HoldExpirySeconds *int64 `json:"hold_expiry_seconds"`
-	// MinimumTrust is "trusted" or nil.
-	MinimumTrust        *string `json:"minimum_trust"`
-	AllowLocalExecution bool    `json:"allow_local_execution"`
-	// TriggerTypeFilters are the trigger types (push, pull_request,
-	// manual, …) a run must come from (empty = any); never nil.
-	TriggerTypeFilters []string `json:"trigger_type_filters"`
-	// RepoPatterns are "owner/name" globs the run's repository must match
-	// (empty = any); never nil.
-	RepoPatterns []string `json:"repo_patterns"`
-	// ConcurrencyLimit caps how many jobs of the context's concurrency
-	// group (the first context a job names) may be queued or running at
-	// once across the org; nil = no limit (KiCI concurrency_limit).
-	ConcurrencyLimit *int64 `json:"concurrency_limit"`
-	// ConcurrencyStrategy says what a job that finds the group full does
-	// (KiCI concurrency_strategy): ConcurrencyQueue waits its turn;
-	// ConcurrencyCancelPending waits too, but cancels the group's jobs
-	// already waiting, so only the newest waits. Never "" once stored.
-	ConcurrencyStrategy string `json:"concurrency_strategy"`
-	// ConcurrencyTimeoutMs bounds how long a job waits for a slot; nil =
-	// the default, 1 800 000 ms (KiCI concurrency_timeout_ms).
-	ConcurrencyTimeoutMs *int64 `json:"concurrency_timeout_ms"`
-	// AllowUntrusted lets runs of trust tier "unknown" (fork pull
-	// requests) receive this context's secrets; kici's addition, default
-	// false: an untrusted run gets no secrets.
-	AllowUntrusted bool      `json:"allow_untrusted"`
-	CreatedBy      string    `json:"created_by"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-}
+// Context is one context row (contexts); the admin API serves it as it
+// is, in camelCase. The store keeps BranchRestrictions, TriggerTypeFilters
+// and RepoPatterns non-nil.
+type Context = apitypes.Context
 
-// ContextBinding binds a context to secret scopes matching ScopePattern on
-// agents matching HostPattern (KiCI context_bindings).
-type ContextBinding struct {
-	ScopePattern string    `json:"scope_pattern"`
-	HostPattern  string    `json:"host_pattern"`
-	CreatedAt    time.Time `json:"created_at"`
-}
+// ContextBinding binds a context to secret scopes matching ScopePattern
+// on agents matching HostPattern (context_bindings); the admin API serves
+// it as it is.
+type ContextBinding = apitypes.ContextBinding
 
-// ContextVariable is one org-level variable of a context (KiCI
-// context_variables). A Locked variable is never overridden by a source
-// override.
-type ContextVariable struct {
-	Key       string    `json:"key"`
-	Value     string    `json:"value"`
-	Locked    bool      `json:"locked"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
+// ContextVariable is one org-level variable of a context
+// (context_variables); the admin API serves it as it is.
+type ContextVariable = apitypes.ContextVariable

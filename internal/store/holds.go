@@ -9,30 +9,18 @@ import (
 
 	"github.com/google/uuid"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 )
 
-// ApprovalClause is one clause of an approval requirement (KiCI
-// approval_requirement.clauses): Kind "user" with Value a reviewer id.
-// Clauses are ANDed; SatisfiedBy is set once an eligible approver approved.
-type ApprovalClause struct {
-	Kind        string `json:"kind"`
-	Value       string `json:"value"`
-	SatisfiedBy string `json:"satisfiedBy,omitempty"`
-}
+// ApprovalClause is one clause of a hold's approval requirement; the
+// admin API serves it as it is.
+type ApprovalClause = apitypes.ApprovalClause
 
-// HeldRunApproval is one recorded decision on a hold (KiCI
-// held_run_approvals).
-type HeldRunApproval struct {
-	Approver string `json:"approver"`
-	// Decision is "approve" or "reject".
-	Decision string `json:"decision"`
-	// Clauses lists the clause values this decision satisfied.
-	Clauses []string  `json:"clausesSatisfied,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	At      time.Time `json:"at"`
-}
+// HeldRunApproval is one recorded decision on a hold
+// (held_run_approvals); the admin API serves it as it is.
+type HeldRunApproval = apitypes.HeldRunApproval
 
 // HeldRun is one hold (KiCI held_runs). ID is a uuid.
 type HeldRun struct {

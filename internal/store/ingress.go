@@ -5,21 +5,23 @@ import (
 	"encoding/json"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 )
 
 // EventLogStatus is the outcome recorded on an event-log entry
-// (event_log.status); a string in JSON and the database.
-type EventLogStatus string
+// (event_log.status); the admin API serves it, so it is apitypes'.
+type EventLogStatus = apitypes.EventLogStatus
 
 // Event-log statuses (KiCI's event_log.status; see
-// docs/kici-compatibility.md#ingress).
+// docs/kici-compatibility.md#ingress); apitypes' constants under the
+// store's names.
 const (
-	EventLogReceived        EventLogStatus = "received"         // persisted, not processed yet
-	EventLogProcessed       EventLogStatus = "processed"        // matched (possibly no workflow)
-	EventLogDuplicate       EventLogStatus = "duplicate"        // a replay of an accepted delivery
-	EventLogLockfileMissing EventLogStatus = "lockfile_missing" // no lock file at the event ref
-	EventLogFailed          EventLogStatus = "failed"           // processing failed; ErrorMessage says why
+	EventLogReceived        = apitypes.EventLogReceived        // persisted, not processed yet
+	EventLogProcessed       = apitypes.EventLogProcessed       // matched (possibly no workflow)
+	EventLogDuplicate       = apitypes.EventLogDuplicate       // a replay of an accepted delivery
+	EventLogLockfileMissing = apitypes.EventLogLockfileMissing // no lock file at the event ref
+	EventLogFailed          = apitypes.EventLogFailed          // processing failed; ErrorMessage says why
 )
 
 // EventLogStatuses lists every event-log status, for filter validation.
@@ -89,30 +91,9 @@ type GitHubConfig struct {
 	Token string `json:"token,omitempty"`
 }
 
-// GitConfig is the configuration of a universal-git source (KiCI
-// git_config; see docs/kici-compatibility.md#ingress).
-type GitConfig struct {
-	// Preset is forgejo, gitea, gogs, gitlab-repo, github-repo or custom.
-	Preset string `json:"preset"`
-	// PayloadPaths and EventMapping configure the custom preset.
-	PayloadPaths map[string]string `json:"payloadPaths,omitempty"`
-	EventMapping map[string]string `json:"eventMapping,omitempty"`
-	// GitURLTemplate is the clone URL with {repo} ("owner/name"), {owner}
-	// and {name} placeholders, e.g. https://git.example.com/{repo}.git.
-	GitURLTemplate string `json:"gitUrlTemplate"`
-	// CredentialType is "" (anonymous), pat or basic; the credential is sent
-	// as an HTTP Authorization header, never in the URL.
-	CredentialType string `json:"credentialType,omitempty"`
-	// Username goes with basic (and pat) credentials.
-	Username string `json:"username,omitempty"`
-	// Credential is the token or password.
-	Credential string `json:"credential,omitempty"`
-	// APIBaseURL is the forge's web root for commit statuses (Gitea:
-	// <root>/api/v1, GitLab: <root>/api/v4), e.g. https://git.example.com;
-	// "" = derived from an http(s) GitURLTemplate (the part before {repo}
-	// or {owner}).
-	APIBaseURL string `json:"apiBaseUrl,omitempty"`
-}
+// GitConfig is the configuration of a universal-git source; the admin
+// API serves it as it is.
+type GitConfig = apitypes.GitConfig
 
 // SourceSecret is one webhook secret of a source. Every secret whose
 // RevokedAt is nil is active: a delivery signed with any of them passes,
@@ -127,7 +108,8 @@ type SourceSecret struct {
 
 // EventLogEntry is one row of the event log: every accepted delivery has
 // one (Duplicate false), every replay of it one more (Status duplicate).
-// The payload is stored gzipped.
+// The payload is stored gzipped and never served: this is why the row is
+// not apitypes.EventLogEntry, which package api copies it into without it.
 type EventLogEntry struct {
 	ID             string         `json:"id"`
 	DeliveryID     string         `json:"deliveryId"`
@@ -179,49 +161,18 @@ type EventLogFilter struct {
 	Offset     int
 }
 
-// RejectedDelivery records a request the ingress refused after finding its
-// source (bad signature, over the cap, rate limited, bad headers). The body
-// is never kept, only its size and hash.
-type RejectedDelivery struct {
-	ID               string    `json:"id"`
-	SourceID         string    `json:"sourceId"`
-	OrgID            string    `json:"orgId"`
-	Route            string    `json:"route"` // github | generic
-	DeliveryHeader   string    `json:"deliveryHeader,omitempty"`
-	Event            string    `json:"event,omitempty"`
-	StatusCode       int       `json:"statusCode"`
-	Reason           string    `json:"reason"`
-	RemoteAddr       string    `json:"remoteAddr,omitempty"`
-	PayloadSizeBytes int64     `json:"payloadSizeBytes"`
-	PayloadHash      string    `json:"payloadHash,omitempty"`
-	ReceivedAt       time.Time `json:"receivedAt"`
-}
+// RejectedDelivery records a request the ingress refused after finding
+// its source; the admin API serves it as it is.
+type RejectedDelivery = apitypes.RejectedDelivery
 
 // MaxRejectedPerSource is how many rejected-delivery records are kept per
 // source (newest first; records sharing the cut-off millisecond are all
 // kept): refused requests cannot grow the store unbounded.
 const MaxRejectedPerSource = 1000
 
-// Registration is one default-branch workflow that event, schedule and
-// lifecycle triggers are matched against (KiCI's registration index;
-// see docs/kici-compatibility.md#triggers).
-type Registration struct {
-	ID             string        `json:"id"`
-	OrgID          string        `json:"customerId"`
-	SourceID       string        `json:"sourceId"`
-	RoutingKey     string        `json:"routingKey"`
-	Provider       provider.Name `json:"provider"`
-	RepoIdentifier string        `json:"repoIdentifier"`
-	RepoURL        string        `json:"repoUrl"`
-	Ref            string        `json:"ref"`
-	SHA            string        `json:"commitSha"`
-	WorkflowName   string        `json:"workflowName"`
-	// TriggerTypes are the `_type`s of the workflow's triggers, in order.
-	TriggerTypes []string `json:"triggerTypes"`
-	// Workflow is the lock workflow entry as JSON.
-	Workflow  json.RawMessage `json:"lockEntry"`
-	CreatedAt time.Time       `json:"createdAt"`
-}
+// Registration is one default-branch workflow of the registration index;
+// the admin API serves it as it is.
+type Registration = apitypes.Registration
 
 // RegistrationFilter selects registrations. Empty fields do not filter.
 type RegistrationFilter struct {

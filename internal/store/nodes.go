@@ -3,31 +3,13 @@ package store
 import (
 	"context"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
-// ClusterNode is one orchestrator of the cluster as last reported by its
-// heartbeat.
-type ClusterNode struct {
-	// ID is the node id (<KICI_DATA_DIR>/node-id).
-	ID string `json:"id"`
-	// Address is the node's base URL.
-	Address string `json:"address"`
-	// Version is the node's build version.
-	Version string `json:"version"`
-	// StartedAt is when the node process started.
-	StartedAt time.Time `json:"startedAt"`
-	// HeartbeatAt is the node's last heartbeat.
-	HeartbeatAt time.Time `json:"lastHeartbeatAt"`
-	// Draining is the node's drain mode; the node applies it at its next
-	// heartbeat.
-	Draining bool `json:"draining"`
-	// JobsRunning counts jobs the node handed to agents and not finished,
-	// as of its last heartbeat.
-	JobsRunning int `json:"jobsRunning"`
-	// AgentsConnected counts the agents connected to the node, as of its
-	// last heartbeat.
-	AgentsConnected int `json:"agentsConnected"`
-}
+// ClusterNode is one orchestrator of the cluster (cluster_nodes), the
+// row its heartbeat writes; the admin API serves it as it is.
+type ClusterNode = apitypes.ClusterNode
 
 // Lease is a named lease (the scheduler's, the retention sweeper's, …)
 // and the node holding it until ExpiresAt.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // NotificationSubscription is one notification subscription: the runs it
@@ -36,7 +38,10 @@ type NotificationSubscription struct {
 // NotificationDelivery is one outbox row: a message for one subscription
 // about one run's outcome, and the state of its delivery. (SubscriptionID,
 // RunID, Outcome) is unique, so an outcome observed twice (by two nodes,
-// or again after a restart) is sent once.
+// or again after a restart) is sent once. The row holds the message's
+// payload, which is never served: this is why it is not
+// apitypes.NotificationDeliveryView, which package api copies it into
+// without the payload.
 type NotificationDelivery struct {
 	ID             string `json:"id"`
 	SubscriptionID string `json:"subscriptionId"`
@@ -47,16 +52,15 @@ type NotificationDelivery struct {
 	// Payload is the message's JSON document (the webhook body; the Slack
 	// and email renderings are made from it).
 	Payload json.RawMessage `json:"-"`
-	// Status is the delivery word (notify.DeliveryStatus: pending,
-	// delivered, failed).
-	Status         string     `json:"status"`
-	Attempts       int        `json:"attempts"`
-	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
-	LastError      string     `json:"lastError,omitempty"`
-	LastStatusCode int        `json:"lastStatusCode,omitempty"`
-	DeliveredAt    *time.Time `json:"deliveredAt,omitempty"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	UpdatedAt      time.Time  `json:"updatedAt"`
+	// Status is the delivery word (pending, delivered, failed).
+	Status         apitypes.NotificationDeliveryStatus `json:"status"`
+	Attempts       int                                 `json:"attempts"`
+	NextAttemptAt  *time.Time                          `json:"nextAttemptAt,omitempty"`
+	LastError      string                              `json:"lastError,omitempty"`
+	LastStatusCode int                                 `json:"lastStatusCode,omitempty"`
+	DeliveredAt    *time.Time                          `json:"deliveredAt,omitempty"`
+	CreatedAt      time.Time                           `json:"createdAt"`
+	UpdatedAt      time.Time                           `json:"updatedAt"`
 }
 
 // NotificationDeliveryFilter selects outbox rows. Empty fields do not
@@ -64,7 +68,7 @@ type NotificationDelivery struct {
 type NotificationDeliveryFilter struct {
 	SubscriptionID string
 	RunID          string
-	Status         string
+	Status         apitypes.NotificationDeliveryStatus
 	Limit          int
 }
 

@@ -4,23 +4,32 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
+
+// SigningKeyStatus is the state of a signing key; apitypes', as the admin
+// API serves it.
+type SigningKeyStatus = apitypes.SigningKeyStatus
 
 // Signing key statuses (see docs/kici-compatibility.md#provenance).
 // Exactly one key is active; rotation demotes the active key to
 // retiring and any retiring key to retired in the same transaction. The
 // trusted (published) set is active + retiring + retired; a revoked key is
-// never published again and can never be reactivated.
+// never published again and can never be reactivated. The words are
+// apitypes', as the admin API serves them.
 const (
-	SigningKeyActive   = "active"
-	SigningKeyRetiring = "retiring"
-	SigningKeyRetired  = "retired"
-	SigningKeyRevoked  = "revoked"
+	SigningKeyActive   = apitypes.SigningKeyActive
+	SigningKeyRetiring = apitypes.SigningKeyRetiring
+	SigningKeyRetired  = apitypes.SigningKeyRetired
+	SigningKeyRevoked  = apitypes.SigningKeyRevoked
 )
 
 // SigningKey is one orchestrator provenance signing key
 // (orchestrator_signing_keys). Kid is the RFC 7638 SHA-256 thumbprint of the
-// public JWK.
+// public JWK. The row holds the sealed private half, which is never served:
+// this is why it is not apitypes.SigningKey, which package api copies it
+// into without that field.
 type SigningKey struct {
 	Kid string `json:"kid"`
 	// PublicJWK is the public half as a JWK (EC P-256, alg ES256, use sig).
@@ -33,31 +42,18 @@ type SigningKey struct {
 	// SignerKind is "db" (the only custody this build implements).
 	SignerKind string `json:"signerKind"`
 	// Status is one of the SigningKey* constants.
-	Status           string     `json:"status"`
-	RevocationReason string     `json:"revocationReason,omitempty"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	ActivatedAt      *time.Time `json:"activatedAt,omitempty"`
-	RetiredAt        *time.Time `json:"retiredAt,omitempty"`
-	RevokedAt        *time.Time `json:"revokedAt,omitempty"`
+	Status           apitypes.SigningKeyStatus `json:"status"`
+	RevocationReason string                    `json:"revocationReason,omitempty"`
+	CreatedAt        time.Time                 `json:"createdAt"`
+	ActivatedAt      *time.Time                `json:"activatedAt,omitempty"`
+	RetiredAt        *time.Time                `json:"retiredAt,omitempty"`
+	RevokedAt        *time.Time                `json:"revokedAt,omitempty"`
 }
 
-// Attestation is one stored provenance bundle: one subject
-// of one job, keyed like KiCI's storage key
-// provenance/{runId}/{jobId}/{subjectDigest}.kici.json.
-type Attestation struct {
-	ID    string `json:"id"`
-	RunID string `json:"runId"`
-	JobID string `json:"jobId"`
-	// SubjectName is the artifact name (e.g. "dist/app.tar.gz").
-	SubjectName string `json:"subjectName"`
-	// SubjectDigest is "sha256:<64 lowercase hex>".
-	SubjectDigest string `json:"subjectDigest"`
-	// Kid is the signing key that signed the bundle.
-	Kid string `json:"kid"`
-	// Bundle is the kici provenance bundle JSON.
-	Bundle    json.RawMessage `json:"bundle"`
-	CreatedAt time.Time       `json:"createdAt"`
-}
+// Attestation is one stored provenance bundle: one subject of one job,
+// keyed like KiCI's storage key provenance/{runId}/{jobId}/{subjectDigest}.kici.json;
+// the admin API serves it as it is (a list leaves Bundle out).
+type Attestation = apitypes.Attestation
 
 // ProvenanceStore persists signing keys and attestation bundles.
 type ProvenanceStore interface {

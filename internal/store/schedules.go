@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // EventLogMissed is the event-log status of schedule instants that fell
 // due while no scheduler held the lease and were older than the catch-up
 // window: they were not fired, and say so instead of vanishing.
-const EventLogMissed EventLogStatus = "missed"
+const EventLogMissed = apitypes.EventLogMissed
 
 // ScheduleStore is what the scheduler keeps across leaders: the lease
 // release of a graceful stop, and the instants each schedule fired, so a

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
 // SecurityStore holds the operator's security state: routing-key scopes of
@@ -93,27 +95,9 @@ type SealedValue struct {
 	Ciphertext []byte
 }
 
-// AccessLogEntry is one access-log row: an admin write, a secret read or a
-// secret resolution (KiCI access log audit rows).
-type AccessLogEntry struct {
-	ID int64 `json:"id"`
-	// At is when the action happened (zero = now on insert).
-	At time.Time `json:"at"`
-	// TokenID and TokenLabel identify the caller ("" for the system).
-	TokenID    string `json:"tokenId,omitempty"`
-	TokenLabel string `json:"tokenLabel,omitempty"`
-	// Role is the caller's role.
-	Role string `json:"role,omitempty"`
-	// Action names what was done, e.g. "token.create", "secret.set",
-	// "secret.resolve".
-	Action string `json:"action"`
-	// Resource names what it was done to, e.g. "secret:acme:release:npm_token".
-	Resource string `json:"resource"`
-	// RoutingKey is the routing-key scope of the caller's token, if any.
-	RoutingKey string `json:"routingKey,omitempty"`
-	// Detail is a short human-readable note (never a secret value).
-	Detail string `json:"detail,omitempty"`
-}
+// AccessLogEntry is one access-log row (access_log); the admin API
+// serves it as it is.
+type AccessLogEntry = apitypes.AccessLogEntry
 
 // AccessLogFilter selects access-log entries. Empty fields do not filter;
 // Limit defaults to 100 (max 1000).

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 )
@@ -93,7 +94,7 @@ type Run struct {
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// TriggerType is the matched trigger's type (push, pull_request,
 	// manual, schedule, …; "" when unknown).
-	TriggerType string `json:"triggerType,omitempty"`
+	TriggerType apitypes.TriggerKind `json:"triggerType,omitempty"`
 	// TargetBranch is the branch a run targets: the pushed branch, or a
 	// pull request's base branch ("" for tags and internal triggers).
 	TargetBranch string `json:"targetBranch,omitempty"`
@@ -113,13 +114,9 @@ type Run struct {
 	DurationMs     *int64     `json:"durationMs,omitempty"`
 }
 
-// Need is one DAG edge: this job waits for Upstream (a job name within the
-// run, one matrix leg per edge) and runs only if its terminal status is in
-// RunOn.
-type Need struct {
-	Upstream string       `json:"name"`
-	RunOn    []status.Job `json:"runOn"`
-}
+// Need is one DAG edge of a job (jobs.needs); the admin API serves it
+// as it is.
+type Need = apitypes.Need
 
 // Job is one job (one matrix leg) of a run (execution_jobs). Status uses
 // KiCI's job words: pending, queued, running, recovering, cancelling,
@@ -191,25 +188,29 @@ type QueueEntry struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
-// Agent token kinds.
+// AgentTokenKind is the kind of an agent token; apitypes', as the admin
+// API serves it.
+type AgentTokenKind = apitypes.AgentTokenKind
+
+// Agent token kinds, apitypes' constants.
 const (
-	AgentTokenStatic    = "static"
-	AgentTokenEphemeral = "ephemeral"
+	AgentTokenStatic    = apitypes.AgentTokenStatic
+	AgentTokenEphemeral = apitypes.AgentTokenEphemeral
 )
 
 // AgentToken is an agent pre-shared key. Only the SHA-256 hash of the
 // plaintext ("kat_" + 64 hex) is stored, with a 12-char display prefix.
 // An ephemeral token is bound to one agent id (BoundAgentID).
 type AgentToken struct {
-	ID           string     `json:"id"`
-	TokenHash    string     `json:"-"`
-	Prefix       string     `json:"tokenPrefix"`
-	Kind         string     `json:"agentType"`
-	BoundAgentID string     `json:"createdBy,omitempty"`
-	Labels       []string   `json:"labels,omitempty"`
-	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
-	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
+	ID           string         `json:"id"`
+	TokenHash    string         `json:"-"`
+	Prefix       string         `json:"tokenPrefix"`
+	Kind         AgentTokenKind `json:"agentType"`
+	BoundAgentID string         `json:"createdBy,omitempty"`
+	Labels       []string       `json:"labels,omitempty"`
+	ExpiresAt    *time.Time     `json:"expiresAt,omitempty"`
+	RevokedAt    *time.Time     `json:"revokedAt,omitempty"`
+	CreatedAt    time.Time      `json:"createdAt"`
 
 	// MandatoryLabels (KiCI mandatory_labels, a taint) are only written by
 	// SecurityStore.CreateAgentTokenAudited and read with
@@ -259,7 +260,7 @@ type RunFilter struct {
 	// type (push, pull_request, …); Branch runs whose target branch, or
 	// whose refs/heads/ ref, is that branch.
 	SourceID    string
-	TriggerType string
+	TriggerType apitypes.TriggerKind
 	Branch      string
 }
 

@@ -3,21 +3,21 @@ package store
 import (
 	"context"
 	"time"
+
+	"kici.dev/kici/internal/api/apitypes"
 )
 
-// WebSessionKind says what a web UI session stands for.
-type WebSessionKind string
+// WebSessionKind says what a web UI session stands for; apitypes', as the
+// admin API serves it.
+type WebSessionKind = apitypes.WebSessionKind
 
-// Kinds of WebSession.
+// Kinds of WebSession, apitypes' constants.
 const (
-	// WebSessionToken is a session opened with an admin token: the
-	// token (by its hash) is re-checked on every request, so revoking
-	// the token ends the session.
-	WebSessionToken WebSessionKind = "token"
+	// WebSessionToken is a session opened with an admin token.
+	WebSessionToken = apitypes.WebSessionToken
 	// WebSessionPerson is a session of a person signed in through an
-	// OpenID Connect provider or a forge's OAuth2: the role and scope
-	// were mapped at sign-in and are kept on the row.
-	WebSessionPerson WebSessionKind = "person"
+	// identity provider.
+	WebSessionPerson = apitypes.WebSessionPerson
 )
 
 // WebSession is one signed-in browser of the web UI. The cookie value is

@@ -3,7 +3,41 @@
 // semantics of KiCI's matcher (see docs/kici-compatibility.md#matching).
 package trigger
 
-import "kici.dev/kici/internal/provider"
+import (
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/provider"
+)
+
+// Kind is the normalized event type (push, pull_request, schedule, …);
+// apitypes', as a run's triggerType is served.
+type Kind = apitypes.TriggerKind
+
+// Event kinds, apitypes' constants under the matcher's names.
+const (
+	KindPush             = apitypes.TriggerPush
+	KindTag              = apitypes.TriggerTag
+	KindPullRequest      = apitypes.TriggerPullRequest
+	KindComment          = apitypes.TriggerComment
+	KindReview           = apitypes.TriggerReview
+	KindReviewComment    = apitypes.TriggerReviewComment
+	KindRelease          = apitypes.TriggerRelease
+	KindDispatch         = apitypes.TriggerDispatch
+	KindCreate           = apitypes.TriggerCreate
+	KindDelete           = apitypes.TriggerDelete
+	KindStatus           = apitypes.TriggerStatus
+	KindWorkflowRun      = apitypes.TriggerWorkflowRun
+	KindFork             = apitypes.TriggerFork
+	KindStar             = apitypes.TriggerStar
+	KindWatch            = apitypes.TriggerWatch
+	KindSchedule         = apitypes.TriggerSchedule
+	KindWorkflowComplete = apitypes.TriggerWorkflowComplete
+	KindJobComplete      = apitypes.TriggerJobComplete
+	KindLifecycle        = apitypes.TriggerLifecycle
+	KindKiciEvent        = apitypes.TriggerKiciEvent
+	KindGenericWebhook   = apitypes.TriggerGenericWebhook
+	KindManual           = apitypes.TriggerManual
+	KindRerun            = apitypes.TriggerRerun
+)
 
 // Event is a normalized forge or internal event (KiCI SimulatedEvent).
 type Event struct {
@@ -12,7 +46,7 @@ type Event struct {
 	// workflow_run, fork, star, watch, schedule, workflow_complete,
 	// job_complete, lifecycle, kici_event, generic_webhook, or a raw event
 	// name for webhook triggers.
-	Type string `json:"type"`
+	Type Kind `json:"type"`
 	// Action is the event's action (e.g. "opened"); "" when the event has
 	// none.
 	Action string `json:"action,omitempty"`
@@ -54,35 +88,9 @@ type Event struct {
 	BaseBranch string `json:"baseBranch,omitempty"`
 }
 
-// Check is one entry of a decision trace (KiCI decision-trace.ts).
-type Check struct {
-	// Check names what was compared: "event type", "action", "branch",
-	// "target branch", "source branch", "paths", "repo", "tag pattern", …
-	Check string `json:"check"`
-	// Pattern is the filter (multiple patterns joined with "|"; paths as
-	// "include: [..] exclude: [..]").
-	Pattern string `json:"pattern"`
-	// Value is what the event carried ("(missing)" when absent).
-	Value string `json:"value"`
-	// Passed reports whether the check let the trigger continue.
-	Passed bool `json:"passed"`
-	// Reason explains a failure (or a pass with no filter).
-	Reason string `json:"reason"`
-}
+// Check is one entry of a decision trace.
+type Check = apitypes.Check
 
-// Decision is the outcome of matching one workflow against one event.
-type Decision struct {
-	// Name is the workflow name.
-	Name string `json:"name"`
-	// Matched reports whether some trigger passed.
-	Matched bool `json:"matched"`
-	// MatchedTrigger is the 0-based index of the first passing trigger;
-	// null when none matched.
-	MatchedTrigger *int `json:"matchedTrigger"`
-	// Checks is the trace: the winning trigger's checks, or every trigger's
-	// checks concatenated when none matched.
-	Checks []Check `json:"checks"`
-	// Summary is "Matched trigger <n> (<type>)", "No triggers matched" or
-	// "No triggers defined".
-	Summary string `json:"summary"`
-}
+// Decision is the outcome of matching one workflow against one event; the
+// admin API serves it as it is (GET /event-log/{deliveryId} trace).
+type Decision = apitypes.Decision

@@ -42,7 +42,7 @@ func GenericEvent(sourceName, eventName string, body []byte) (*Event, error) {
 		return nil, err
 	}
 	p["source"] = sourceName
-	ev := &Event{Type: "generic_webhook", Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic}
+	ev := &Event{Type: KindGenericWebhook, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic}
 	if eventName != DefaultGenericEventName {
 		ev.Action = eventName
 	}
@@ -59,7 +59,7 @@ func CrossSourceEvent(eventName string, body []byte, sourceRepo string) (*Event,
 		return nil, err
 	}
 	action, _ := p["action"].(string)
-	return &Event{Type: eventName, Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic, SourceRepo: sourceRepo}, nil
+	return &Event{Type: Kind(eventName), Action: action, Payload: p, TargetBranch: GenericTargetBranch, Provider: provider.Generic, SourceRepo: sourceRepo}, nil
 }
 
 // KiciEvent is the event an emitted user event becomes (KiCI
@@ -67,7 +67,7 @@ func CrossSourceEvent(eventName string, body []byte, sourceRepo string) (*Event,
 // sourceRepo, sourceRoutingKey}.
 func KiciEvent(name string, payload any, sourceRepo, sourceRoutingKey string) *Event {
 	return &Event{
-		Type: "kici_event",
+		Type: KindKiciEvent,
 		Payload: map[string]any{
 			"eventName":        name,
 			"payload":          payload,
@@ -94,7 +94,7 @@ func withExtra(base map[string]any, extra map[string]any) map[string]any {
 // that do not override those.
 func WorkflowCompleteEvent(workflowName, status, sourceRepo string, extra map[string]any) *Event {
 	return &Event{
-		Type:       "workflow_complete",
+		Type:       KindWorkflowComplete,
 		Payload:    withExtra(map[string]any{"workflowName": workflowName, "status": status, "sourceRepo": sourceRepo}, extra),
 		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
@@ -106,7 +106,7 @@ func WorkflowCompleteEvent(workflowName, status, sourceRepo string, extra map[st
 // status (success|failed|cancelled|skipped), sourceRepo} plus extra keys.
 func JobCompleteEvent(workflowName, jobName, status, sourceRepo string, extra map[string]any) *Event {
 	return &Event{
-		Type:       "job_complete",
+		Type:       KindJobComplete,
 		Payload:    withExtra(map[string]any{"workflowName": workflowName, "jobName": jobName, "status": status, "sourceRepo": sourceRepo}, extra),
 		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,
@@ -118,7 +118,7 @@ func JobCompleteEvent(workflowName, jobName, status, sourceRepo string, extra ma
 // registrationId, scheduledAt (RFC 3339, UTC)}.
 func ScheduleEvent(cronExpression, registrationID string, scheduledAt time.Time) *Event {
 	return &Event{
-		Type: "schedule",
+		Type: KindSchedule,
 		Payload: map[string]any{
 			"cronExpression": cronExpression,
 			"registrationId": registrationID,
@@ -133,7 +133,7 @@ func ScheduleEvent(cronExpression, registrationID string, scheduledAt time.Time)
 // {lifecycleEvent, sourceRepo} plus extra keys.
 func LifecycleEvent(lifecycleEvent, sourceRepo string, extra map[string]any) *Event {
 	return &Event{
-		Type:       "lifecycle",
+		Type:       KindLifecycle,
 		Payload:    withExtra(map[string]any{"lifecycleEvent": lifecycleEvent, "sourceRepo": sourceRepo}, extra),
 		Provider:   provider.Kici,
 		SourceRepo: sourceRepo,

@@ -21,30 +21,30 @@ type matcherFunc func(t *lockfile.Trigger, ev *Event, tr *tracer) bool
 // kinds maps a trigger `_type` to the event type it requires and its checks.
 // To support a new kind, add an entry here.
 var kinds = map[string]struct {
-	eventType string
+	eventType Kind
 	match     matcherFunc
 }{
-	"push":              {"push", matchPush},
-	"pr":                {"pull_request", matchPR},
-	"tag":               {"tag", matchTag},
-	"comment":           {"comment", matchComment},
-	"review":            {"review", matchReview},
-	"review_comment":    {"review_comment", matchActionRepo},
-	"release":           {"release", matchActionRepo},
-	"star":              {"star", matchActionRepo},
-	"watch":             {"watch", matchActionRepo},
-	"dispatch":          {"dispatch", matchDispatch},
-	"create":            {"create", matchCreateDelete},
-	"delete":            {"delete", matchCreateDelete},
-	"status":            {"status", matchStatus},
-	"workflow_run":      {"workflow_run", matchWorkflowRun},
-	"fork":              {"fork", matchRepoOnly},
-	"schedule":          {"schedule", matchSchedule},
-	"workflow_complete": {"workflow_complete", matchWorkflowComplete},
-	"job_complete":      {"job_complete", matchJobComplete},
-	"lifecycle":         {"lifecycle", matchLifecycle},
-	"kici_event":        {"kici_event", matchKiciEvent},
-	"generic_webhook":   {"generic_webhook", matchGenericWebhook},
+	"push":              {KindPush, matchPush},
+	"pr":                {KindPullRequest, matchPR},
+	"tag":               {KindTag, matchTag},
+	"comment":           {KindComment, matchComment},
+	"review":            {KindReview, matchReview},
+	"review_comment":    {KindReviewComment, matchActionRepo},
+	"release":           {KindRelease, matchActionRepo},
+	"star":              {KindStar, matchActionRepo},
+	"watch":             {KindWatch, matchActionRepo},
+	"dispatch":          {KindDispatch, matchDispatch},
+	"create":            {KindCreate, matchCreateDelete},
+	"delete":            {KindDelete, matchCreateDelete},
+	"status":            {KindStatus, matchStatus},
+	"workflow_run":      {KindWorkflowRun, matchWorkflowRun},
+	"fork":              {KindFork, matchRepoOnly},
+	"schedule":          {KindSchedule, matchSchedule},
+	"workflow_complete": {KindWorkflowComplete, matchWorkflowComplete},
+	"job_complete":      {KindJobComplete, matchJobComplete},
+	"lifecycle":         {KindLifecycle, matchLifecycle},
+	"kici_event":        {KindKiciEvent, matchKiciEvent},
+	"generic_webhook":   {KindGenericWebhook, matchGenericWebhook},
 }
 
 // MatchWorkflow evaluates wf's triggers in order against ev; the first
@@ -99,17 +99,17 @@ func NeedsChangedFiles(lf *lockfile.LockFile) bool {
 func matchTrigger(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	if t.Type == "webhook" {
 		// webhook: the raw event name must be one of events.
-		if !tr.add("event type", strings.Join(t.Events, "|"), ev.Type, slices.Contains(t.Events, ev.Type), "event type not in events") {
+		if !tr.add("event type", strings.Join(t.Events, "|"), string(ev.Type), slices.Contains(t.Events, string(ev.Type)), "event type not in events") {
 			return false
 		}
 		return checkAction(t.Actions, ev, tr) && checkRepos(t.Repos, ev, tr)
 	}
 	k, ok := kinds[t.Type]
 	if !ok {
-		tr.add("event type", t.Type, ev.Type, false, "trigger type not supported yet")
+		tr.add("event type", t.Type, string(ev.Type), false, "trigger type not supported yet")
 		return false
 	}
-	if !tr.add("event type", k.eventType, ev.Type, ev.Type == k.eventType, "event type differs") {
+	if !tr.add("event type", string(k.eventType), string(ev.Type), ev.Type == k.eventType, "event type differs") {
 		return false
 	}
 	return k.match(t, ev, tr)

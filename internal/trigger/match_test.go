@@ -162,7 +162,7 @@ func TestOtherKinds(t *testing.T) {
 				panic(err)
 			}
 		}
-		return Event{Type: typ, Action: action, Payload: p}
+		return Event{Type: Kind(typ), Action: action, Payload: p}
 	}
 	runCases(t, []matchCase{
 		{"comment deleted", lockfile.Trigger{Type: "comment", Actions: []string{"created"}}, pl("comment", "deleted", ""), false},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/runs/status"
@@ -99,7 +100,7 @@ func (u *UI) badge(w http.ResponseWriter, r *http.Request) {
 	}
 	st := badgeNoRuns
 	for _, run := range runs {
-		if run.TriggerType == "pull_request" || (branch != "" && run.Ref != "refs/heads/"+branch) {
+		if run.TriggerType == apitypes.TriggerPullRequest || (branch != "" && run.Ref != "refs/heads/"+branch) {
 			continue
 		}
 		if s, ok := badgeStates[run.Status]; ok {

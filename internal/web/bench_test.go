@@ -13,6 +13,7 @@ import (
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/store"
@@ -146,7 +147,7 @@ func BenchmarkRunsPage25Deliveries(b *testing.B) {
 		}
 		if err := h.st.CreateRun(ctx, &store.Run{ID: fmt.Sprintf("77777777-0000-0000-0000-%012d", i), WorkflowName: "ci", Status: status.RunSuccess,
 			Provider: provider.GitHub, RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("e", 40), DeliveryID: del.ID,
-			SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now.Add(time.Duration(i+1) * time.Second)}, nil); err != nil {
+			SourceID: "src-1", OrgID: "demo", TriggerType: apitypes.TriggerPush, CreatedAt: now.Add(time.Duration(i+1) * time.Second)}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/logstore"
@@ -134,7 +135,7 @@ func (h *harness) seed() {
 	now := time.Now().UTC()
 	run := &store.Run{ID: h.runID, WorkflowName: "ci", Status: status.RunRunning, Provider: provider.Generic, RepoIdentifier: "demo/app",
 		Ref: "refs/heads/main", SHA: strings.Repeat("a", 40), DeliveryID: del.ID, SourceID: src.ID, OrgID: "demo",
-		TriggerType: "push", TargetBranch: "main", CreatedAt: now, StartedAt: &now}
+		TriggerType: apitypes.TriggerPush, TargetBranch: "main", CreatedAt: now, StartedAt: &now}
 	cfg := json.RawMessage(`{"steps":[{"name":"compile"},{"name":"test"}]}`)
 	jobs := []*store.Job{
 		{ID: "22222222-0000-0000-0000-000000000001", RunID: run.ID, JobName: evilJob, BaseJobName: evilJob, Status: status.JobRunning, Config: cfg, CreatedAt: now, StartedAt: &now},

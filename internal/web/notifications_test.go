@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
@@ -28,7 +29,7 @@ func TestNotificationsPageShowsSubscriptionsAndDeliveries(t *testing.T) {
 	enqueue := func(id, runID, outcome string) {
 		t.Helper()
 		if _, err := h.st.EnqueueNotification(ctx, &store.NotificationDelivery{ID: id, SubscriptionID: sub.ID, OrgID: "demo", RunID: runID,
-			Outcome: outcome, Channel: "slack", Payload: []byte(`{}`), Status: "pending", CreatedAt: now, UpdatedAt: now}); err != nil {
+			Outcome: outcome, Channel: "slack", Payload: []byte(`{}`), Status: apitypes.NotificationPending, CreatedAt: now, UpdatedAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/protocol"
@@ -40,7 +41,7 @@ func (h *harness) forkRun(t *testing.T) (*store.Run, *store.HeldRun) {
 	now := time.Now().UTC()
 	run := &store.Run{ID: "33333333-3333-3333-3333-333333333333", WorkflowName: "ci", Status: status.RunHeld, Provider: provider.GitHub,
 		RepoIdentifier: "demo/app", Ref: "refs/pull/42/head", SHA: strings.Repeat("b", 40), DeliveryID: del.ID, SourceID: "src-1",
-		OrgID: "demo", TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, CreatedAt: now}
+		OrgID: "demo", TriggerType: apitypes.TriggerPullRequest, TargetBranch: "main", TrustTier: store.TrustUnknown, CreatedAt: now}
 	if err := h.st.CreateRun(ctx, run, []*store.Job{{ID: "44444444-0000-0000-0000-000000000001", RunID: run.ID, JobName: "test",
 		BaseJobName: "test", Status: status.JobHeld, Config: json.RawMessage(`{"steps":[{"name":"go test"}]}`), CreatedAt: now}}); err != nil {
 		t.Fatal(err)
@@ -244,7 +245,7 @@ func TestRunsListShowsCommitTitleAndActor(t *testing.T) {
 	now := time.Now().UTC()
 	if err := h.st.CreateRun(ctx, &store.Run{ID: "55555555-5555-5555-5555-555555555555", WorkflowName: "ci", Status: status.RunSuccess,
 		Provider: provider.Generic, RepoIdentifier: "demo/app", Ref: "refs/heads/main", SHA: strings.Repeat("c", 40), DeliveryID: "d-multi",
-		SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now}, nil); err != nil {
+		SourceID: "src-1", OrgID: "demo", TriggerType: apitypes.TriggerPush, CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := h.client()
@@ -287,7 +288,7 @@ func TestRerunFailedJobsAndRerunLinks(t *testing.T) {
 	now := time.Now().UTC()
 	mk := func(id string, st status.Run) {
 		if err := h.st.CreateRun(ctx, &store.Run{ID: id, WorkflowName: "ci", Status: st, Provider: provider.Generic, RepoIdentifier: "demo/app",
-			Ref: "refs/heads/main", SHA: strings.Repeat("d", 40), SourceID: "src-1", OrgID: "demo", TriggerType: "push", CreatedAt: now}, nil); err != nil {
+			Ref: "refs/heads/main", SHA: strings.Repeat("d", 40), SourceID: "src-1", OrgID: "demo", TriggerType: apitypes.TriggerPush, CreatedAt: now}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 
@@ -56,7 +57,7 @@ func (u *UI) runsPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 	d := runsData{Status: q.Get("status"), Source: q.Get("source"), Branch: q.Get("branch"),
 		Workflow: q.Get("workflow"), Trigger: q.Get("trigger"), Statuses: runStatuses, Triggers: triggerTypes,
 		Limit: runsPageSize, SourceNames: map[string]string{}}
-	f := store.RunFilter{WorkflowName: d.Workflow, SourceID: d.Source, Branch: d.Branch, TriggerType: d.Trigger,
+	f := store.RunFilter{WorkflowName: d.Workflow, SourceID: d.Source, Branch: d.Branch, TriggerType: apitypes.TriggerKind(d.Trigger),
 		RoutingKey: p.RoutingKey, Limit: runsPageSize}
 	if d.Status != "" {
 		f.Statuses = []status.Run{status.Run(d.Status)}

@@ -12,6 +12,7 @@ import (
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/store"
 )
@@ -299,7 +300,7 @@ func TestRunsFiltersAndPages(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		r := &store.Run{ID: "44444444-0000-0000-0000-0000000000" + string(rune('a'+i/10)) + string(rune('0'+i%10)),
 			WorkflowName: "nightly", Status: []status.Run{status.RunSuccess, status.RunFailed}[i%2], Provider: provider.Generic, RepoIdentifier: "demo/app",
-			Ref: "refs/heads/release", OrgID: "demo", TriggerType: "schedule", CreatedAt: base.Add(time.Duration(i) * time.Second)}
+			Ref: "refs/heads/release", OrgID: "demo", TriggerType: apitypes.TriggerSchedule, CreatedAt: base.Add(time.Duration(i) * time.Second)}
 		if err := h.st.CreateRun(ctx, r, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -12,12 +12,16 @@ const (
 	ConcurrencyCancelPending = "cancel-pending"
 )
 
+// ContextType is how a context is matched to the names jobs ask for (KiCI
+// contexts.type).
+type ContextType string
+
 // Context types (KiCI contexts.type).
 const (
 	// ContextTypeFixed is a context matched by its exact name.
-	ContextTypeFixed = "fixed"
+	ContextTypeFixed ContextType = "fixed"
 	// ContextTypeGlob is a context whose GlobPattern matches the names jobs ask for.
-	ContextTypeGlob = "glob"
+	ContextTypeGlob ContextType = "glob"
 )
 
 // DefaultConcurrencyTimeoutMs is how long a job waits for a concurrency slot
@@ -33,7 +37,7 @@ type Context struct {
 	OrgID string `json:"orgId"`
 	Name  string `json:"name"`
 	// Type is ContextTypeFixed or ContextTypeGlob.
-	Type string `json:"type"`
+	Type ContextType `json:"type"`
 	// GlobPattern is the name pattern of a glob context ("" for fixed).
 	GlobPattern string `json:"globPattern"`
 	Enabled     bool   `json:"enabled"`

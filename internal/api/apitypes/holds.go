@@ -37,6 +37,6 @@ type HeldRunView struct {
 // Remaining is absent when no clause is left. An approver not eligible
 // for any open clause gets HTTP 409 {"error", "status": "ineligible"}.
 type HeldRunDecision struct {
-	Status    string   `json:"status"`
-	Remaining []string `json:"remainingClauses,omitempty"`
+	Status    hold.Status `json:"status"`
+	Remaining []string    `json:"remainingClauses,omitempty"`
 }

@@ -55,19 +55,19 @@ type NotificationTestQueued struct {
 // NotificationDeliveryView is one outbox row: a message about a run's
 // outcome and the state of its delivery (pending, delivered, failed).
 type NotificationDeliveryView struct {
-	ID             string     `json:"id"`
-	SubscriptionID string     `json:"subscriptionId"`
-	RunID          string     `json:"runId"`
-	Outcome        string     `json:"outcome"`
-	Channel        string     `json:"channel"`
-	Status         string     `json:"status"`
-	Attempts       int        `json:"attempts"`
-	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
-	LastError      string     `json:"lastError,omitempty"`
-	LastStatusCode int        `json:"lastStatusCode,omitempty"`
-	DeliveredAt    *time.Time `json:"deliveredAt,omitempty"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	UpdatedAt      time.Time  `json:"updatedAt"`
+	ID             string                     `json:"id"`
+	SubscriptionID string                     `json:"subscriptionId"`
+	RunID          string                     `json:"runId"`
+	Outcome        string                     `json:"outcome"`
+	Channel        string                     `json:"channel"`
+	Status         NotificationDeliveryStatus `json:"status"`
+	Attempts       int                        `json:"attempts"`
+	NextAttemptAt  *time.Time                 `json:"nextAttemptAt,omitempty"`
+	LastError      string                     `json:"lastError,omitempty"`
+	LastStatusCode int                        `json:"lastStatusCode,omitempty"`
+	DeliveredAt    *time.Time                 `json:"deliveredAt,omitempty"`
+	CreatedAt      time.Time                  `json:"createdAt"`
+	UpdatedAt      time.Time                  `json:"updatedAt"`
 }
 
 // NotificationDeliveryList is the body of GET /notification-deliveries.

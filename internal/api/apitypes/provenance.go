@@ -16,12 +16,12 @@ type SigningKey struct {
 	// SignerKind is "db" (the only custody this build implements).
 	SignerKind string `json:"signerKind"`
 	// Status is active, retiring, retired or revoked.
-	Status           string     `json:"status"`
-	RevocationReason string     `json:"revocationReason,omitempty"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	ActivatedAt      *time.Time `json:"activatedAt,omitempty"`
-	RetiredAt        *time.Time `json:"retiredAt,omitempty"`
-	RevokedAt        *time.Time `json:"revokedAt,omitempty"`
+	Status           SigningKeyStatus `json:"status"`
+	RevocationReason string           `json:"revocationReason,omitempty"`
+	CreatedAt        time.Time        `json:"createdAt"`
+	ActivatedAt      *time.Time       `json:"activatedAt,omitempty"`
+	RetiredAt        *time.Time       `json:"retiredAt,omitempty"`
+	RevokedAt        *time.Time       `json:"revokedAt,omitempty"`
 }
 
 // Attestation is one provenance bundle of one subject of one job (GET

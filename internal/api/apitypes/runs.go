@@ -15,7 +15,9 @@ const (
 	DefaultLogLimit, MaxLogLimit = 500, 2000
 )
 
-// RunView is a run in API responses.
+// RunView is a run in API responses. It is not store.Run: the API answers
+// null for an unset optional field (KiCI's run shape) where the row omits
+// it, and adds ParentRunID, so package api copies the row into it.
 type RunView struct {
 	RunID          string        `json:"runId"`
 	WorkflowName   string        `json:"workflowName"`
@@ -39,10 +41,10 @@ type RunView struct {
 	// TrustTier is "trusted", "unknown" (a fork pull request) or null (a
 	// provider without a fork model); LockFileSource is "base" when the
 	// lock was read from the base branch (KiCI run fields).
-	TriggerType    *string `json:"triggerType"`
-	TargetBranch   *string `json:"targetBranch"`
-	TrustTier      *string `json:"trustTier"`
-	LockFileSource *string `json:"lockFileSource"`
+	TriggerType    *TriggerKind `json:"triggerType"`
+	TargetBranch   *string      `json:"targetBranch"`
+	TrustTier      *string      `json:"trustTier"`
+	LockFileSource *string      `json:"lockFileSource"`
 	// WorkflowOrigin is where an organization-wide workflow that made
 	// this run was defined ("<repo>@<sha>:<file>"); absent for a run of the
 	// repository's own workflow (kici).
@@ -81,7 +83,9 @@ type JobView struct {
 	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
-// StepView is a step in API responses.
+// StepView is a step in API responses. It is not store.Step: the API
+// answers null for an unset optional field where the row omits it, and
+// leaves out the row's run and job ids.
 type StepView struct {
 	StepIndex    int         `json:"stepIndex"`
 	StepName     string      `json:"stepName"`

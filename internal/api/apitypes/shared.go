@@ -8,10 +8,10 @@ import (
 	"kici.dev/kici/internal/runs/status"
 )
 
-// Shapes the server also keeps as rows (store, runctl). They are repeated
-// here, field for field with the same JSON, so a client decodes them
-// without linking the server; package api converts its rows into them and
-// a test there keeps the JSON of both identical.
+// Shapes the server also keeps as rows (store, runctl, ingest, trigger,
+// runstream). They are defined here only, and the server's packages alias
+// them, so a client decodes them without linking the server and the server
+// serves its rows as they are (see the package doc).
 
 // ClusterNode is one orchestrator of the cluster as last reported by its
 // heartbeat.
@@ -61,26 +61,26 @@ type HeldRunApproval struct {
 // EventLogEntry is one entry of the event log: every accepted delivery has
 // one, every replay of it one more (Status duplicate).
 type EventLogEntry struct {
-	ID                   string        `json:"id"`
-	DeliveryID           string        `json:"deliveryId"`
-	OrgID                string        `json:"orgId"`
-	SourceID             string        `json:"sourceId,omitempty"`
-	RoutingKey           string        `json:"routingKey"`
-	Event                string        `json:"event"`
-	Action               string        `json:"action,omitempty"`
-	Source               string        `json:"source"` // direct | internal
-	Provider             provider.Name `json:"provider"`
-	RepoIdentifier       string        `json:"repoIdentifier,omitempty"`
-	Ref                  string        `json:"ref,omitempty"`
-	Status               string        `json:"status"`
-	MatchedCount         int           `json:"matchedCount"`
-	RunIDs               []string      `json:"runIds,omitempty"`
-	ErrorMessage         string        `json:"errorMessage,omitempty"`
-	PayloadSizeBytes     int64         `json:"payloadSizeBytes"`
-	PayloadHash          string        `json:"payloadHash"` // sha256 hex of the raw body
-	PayloadOmittedReason string        `json:"payloadOmittedReason,omitempty"`
-	ReceivedAt           time.Time     `json:"receivedAt"`
-	ProcessedAt          *time.Time    `json:"processedAt,omitempty"`
+	ID                   string         `json:"id"`
+	DeliveryID           string         `json:"deliveryId"`
+	OrgID                string         `json:"orgId"`
+	SourceID             string         `json:"sourceId,omitempty"`
+	RoutingKey           string         `json:"routingKey"`
+	Event                string         `json:"event"`
+	Action               string         `json:"action,omitempty"`
+	Source               string         `json:"source"` // direct | internal
+	Provider             provider.Name  `json:"provider"`
+	RepoIdentifier       string         `json:"repoIdentifier,omitempty"`
+	Ref                  string         `json:"ref,omitempty"`
+	Status               EventLogStatus `json:"status"`
+	MatchedCount         int            `json:"matchedCount"`
+	RunIDs               []string       `json:"runIds,omitempty"`
+	ErrorMessage         string         `json:"errorMessage,omitempty"`
+	PayloadSizeBytes     int64          `json:"payloadSizeBytes"`
+	PayloadHash          string         `json:"payloadHash"` // sha256 hex of the raw body
+	PayloadOmittedReason string         `json:"payloadOmittedReason,omitempty"`
+	ReceivedAt           time.Time      `json:"receivedAt"`
+	ProcessedAt          *time.Time     `json:"processedAt,omitempty"`
 }
 
 // Need is one DAG edge: this job waits for Upstream (a job name within the

@@ -52,7 +52,9 @@ type LocalConfig struct {
 	Path string `json:"path"`
 }
 
-// SourceView is a source in API responses (never its secret).
+// SourceView is a source in API responses (never its secret). It is not
+// store.Source, which holds the webhook secret and the local path; package
+// api copies the served fields and adds the webhook path.
 type SourceView struct {
 	ID                 string        `json:"id"`
 	OrgID              string        `json:"orgId"`

@@ -30,11 +30,11 @@ type AgentTokenView struct {
 	TokenPrefix string `json:"tokenPrefix"`
 	// Labels is the token's label scope (see AgentTokenCreated; null =
 	// no scope).
-	Labels    []string   `json:"labels" nullable:"true"`
-	AgentType string     `json:"agentType"`
-	CreatedBy string     `json:"createdBy,omitempty"`
-	CreatedAt time.Time  `json:"createdAt"`
-	ExpiresAt *time.Time `json:"expiresAt"`
+	Labels    []string       `json:"labels" nullable:"true"`
+	AgentType AgentTokenKind `json:"agentType"`
+	CreatedBy string         `json:"createdBy,omitempty"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ExpiresAt *time.Time     `json:"expiresAt"`
 	// MandatoryLabels are the token's taint (KiCI mandatory_labels);
 	// listed for static tokens, omitted when none.
 	MandatoryLabels []string `json:"mandatoryLabels,omitempty"`
@@ -66,8 +66,8 @@ type AgentTokenCreated struct {
 	// null when none.
 	MandatoryLabels []string `json:"mandatoryLabels" nullable:"true"`
 	// AgentType is always "static" here.
-	AgentType string    `json:"agentType"`
-	CreatedAt time.Time `json:"createdAt"`
+	AgentType AgentTokenKind `json:"agentType"`
+	CreatedAt time.Time      `json:"createdAt"`
 	// ExpiresAt is null for a token that never expires.
 	ExpiresAt *time.Time `json:"expiresAt"`
 }

@@ -8,7 +8,7 @@ type WebSessionView struct {
 	ID string `json:"id"`
 	// Kind is "person" (signed in through an identity provider) or
 	// "token" (signed in with an admin token).
-	Kind string `json:"kind"`
+	Kind WebSessionKind `json:"kind"`
 	// Subject is the person's identity ("gitea:alice",
 	// "oidc:<issuer-host>:<sub>") or "service:<token id>".
 	Subject string `json:"subject"`

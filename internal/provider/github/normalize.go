@@ -80,7 +80,7 @@ func normalize(prov, eventName string, payload []byte) (*trigger.Event, LockRef,
 		return nil, head, err
 	}
 	ev := &trigger.Event{
-		Type:           eventName,
+		Type:           trigger.Kind(eventName),
 		Action:         provider.Str(p, "action"),
 		Payload:        p,
 		Provider:       provider.Name(prov),
@@ -170,14 +170,14 @@ func supported(eventName string) bool {
 
 // RefKind classifies a full git ref: "refs/tags/X" ⇒ ("tag", X),
 // "refs/heads/X" ⇒ ("push", X), anything else ⇒ ("push", ref verbatim).
-func RefKind(ref string) (eventType, name string) {
+func RefKind(ref string) (eventType trigger.Kind, name string) {
 	if t, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
-		return "tag", t
+		return trigger.KindTag, t
 	}
 	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
-		return "push", b
+		return trigger.KindPush, b
 	}
-	return "push", ref
+	return trigger.KindPush, ref
 }
 
 // IsFork reports whether a pull request object comes from a fork: its head

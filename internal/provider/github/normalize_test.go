@@ -123,7 +123,7 @@ func TestNormalizeEveryFixture(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q", name, field, got, want)
 			}
 		}
-		check("type", ev.Type, exp.Type)
+		check("type", string(ev.Type), exp.Type)
 		check("action", ev.Action, deref(exp.Action))
 		check("targetBranch", ev.TargetBranch, deref(exp.TargetBranch))
 		check("sourceBranch", ev.SourceBranch, deref(exp.SourceBranch))
@@ -250,6 +250,6 @@ func TestNormalizeEdgeCases(t *testing.T) {
 			t.Errorf("%s %q: %v", tc.event, tc.body, err)
 			continue
 		}
-		tc.check(t, ev.Type, ev.TargetBranch)
+		tc.check(t, string(ev.Type), ev.TargetBranch)
 	}
 }

@@ -135,7 +135,7 @@ func TestParsePushPayload(t *testing.T) {
 		"refs/tags/v1.2":       {"tag", "v1.2"},
 		"refs/notes/x":         {"push", "refs/notes/x"},
 	} {
-		if typ, name := RefKind(ref); typ != want[0] || name != want[1] {
+		if typ, name := RefKind(ref); string(typ) != want[0] || name != want[1] {
 			t.Errorf("RefKind(%s) = %s %s", ref, typ, name)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"kici.dev/kici/internal/trigger"
 )
 
 // PushPayload is the body of a local-source push delivery (what
@@ -61,14 +63,14 @@ func ParsePushPayload(data []byte) (*PushPayload, error) {
 // RefKind classifies a full ref: branch ("refs/heads/X" ⇒ "push", X), tag
 // ("refs/tags/X" ⇒ "tag", X), anything else ⇒ "push" with the ref verbatim
 // (KiCI GitHub normalizer rules).
-func RefKind(ref string) (eventType, name string) {
+func RefKind(ref string) (eventType trigger.Kind, name string) {
 	if t, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
-		return "tag", t
+		return trigger.KindTag, t
 	}
 	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
-		return "push", b
+		return trigger.KindPush, b
 	}
-	return "push", ref
+	return trigger.KindPush, ref
 }
 
 // Deleted reports whether the push deleted its ref (after is zero).

@@ -51,7 +51,7 @@ func normalizeCustom(cfg Config, eventName string, body []byte) (*trigger.Event,
 		vals[k] = v
 	}
 	ev := &trigger.Event{
-		Type:           typ,
+		Type:           trigger.Kind(typ),
 		Action:         vals[PathAction],
 		Payload:        p,
 		Provider:       prov,
@@ -66,7 +66,7 @@ func normalizeCustom(cfg Config, eventName string, body []byte) (*trigger.Event,
 	case vals[PathBranch] != "":
 		ev.TargetBranch = vals[PathBranch]
 	case vals[PathRef] != "":
-		var kind string
+		var kind trigger.Kind
 		kind, ev.TargetBranch = github.RefKind(vals[PathRef])
 		if typ == "push" {
 			ev.Type = kind

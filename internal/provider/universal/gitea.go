@@ -34,7 +34,7 @@ func normalizeGitea(preset, eventName string, body []byte) (*trigger.Event, prov
 		return nil, head, err
 	}
 	ev := &trigger.Event{
-		Type:           eventName,
+		Type:           trigger.Kind(eventName),
 		Action:         provider.Str(p, "action"),
 		Payload:        p,
 		Provider:       provider.Name(preset),

@@ -30,7 +30,7 @@ type want struct {
 
 func checkEvent(t *testing.T, name string, ev *trigger.Event, ref provider.LockRef, w want, prov string) {
 	t.Helper()
-	got := want{ev.Type, ev.Action, ev.TargetBranch, ev.SourceBranch, ev.BaseBranch, ev.SourceRepo, ev.SenderUsername, ref.Ref, ref.BaseRef, ev.IsForkPR}
+	got := want{string(ev.Type), ev.Action, ev.TargetBranch, ev.SourceBranch, ev.BaseBranch, ev.SourceRepo, ev.SenderUsername, ref.Ref, ref.BaseRef, ev.IsForkPR}
 	if got != w {
 		t.Errorf("%s:\n got %+v\nwant %+v", name, got, w)
 	}

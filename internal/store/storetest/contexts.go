@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
@@ -48,7 +49,7 @@ func testContexts(t *testing.T, s store.Store) {
 		t.Fatalf("upsert existing: %v %v %q want id %q", created, err, again.ID, c.ID)
 	}
 	got, _ = s.GetContext(ctx, "acme", "release")
-	if got.Type != "glob" || got.GlobPattern != "rel*" || got.Enabled || got.RequiredReviewers != nil ||
+	if got.Type != apitypes.ContextTypeGlob || got.GlobPattern != "rel*" || got.Enabled || got.RequiredReviewers != nil ||
 		got.WaitTimerSeconds != nil || got.MinimumTrust != nil || len(got.BranchRestrictions) != 0 || got.BranchRestrictions == nil ||
 		got.CreatedBy != "tok-1" {
 		t.Fatalf("after upsert: %+v", got)
@@ -58,7 +59,7 @@ func testContexts(t *testing.T, s store.Store) {
 	if err := s.UpdateContextPolicy(ctx, "acme", "release", func(c *store.Context) error {
 		c.RequiredReviewers = []string{"bob", "carol"}
 		c.Enabled = true
-		c.Type = "fixed" // not a policy field: ignored
+		c.Type = apitypes.ContextTypeFixed // not a policy field: ignored
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -72,14 +73,14 @@ func testContexts(t *testing.T, s store.Store) {
 		t.Fatalf("mutate error: %v", err)
 	}
 	got2, _ := s.GetContext(ctx, "acme", "release")
-	if !got2.Enabled || !reflect.DeepEqual(got2.RequiredReviewers, []string{"bob", "carol"}) || got2.Type != "glob" {
+	if !got2.Enabled || !reflect.DeepEqual(got2.RequiredReviewers, []string{"bob", "carol"}) || got2.Type != apitypes.ContextTypeGlob {
 		t.Fatalf("after policy: %+v", got2)
 	}
 	if err := s.UpdateContextPolicy(ctx, "acme", "nope", func(*store.Context) error { return nil }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("policy unknown: %v", err)
 	}
 
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "alpha", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "alpha", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.ListContexts(ctx, "acme")
@@ -140,7 +141,7 @@ func testContexts(t *testing.T, s store.Store) {
 	if err := s.DeleteContext(ctx, "acme", "release"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if vs, err := s.ListContextVariables(ctx, "acme", "release"); err != nil || len(vs) != 0 {
@@ -198,7 +199,7 @@ func testContextGateFields(t *testing.T, s store.Store) {
 // ErrNotFound cases and the cascade with the context.
 func testContextSourceOverrides(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	put := func(rk, key, value string) *store.ContextSourceOverride {
@@ -240,7 +241,7 @@ func testContextSourceOverrides(t *testing.T, s store.Store) {
 
 	// Overrides cascade with the context.
 	must(t, s.DeleteContext(ctx, "acme", "release"))
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "release", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	all, err = s.ListContextSourceOverrides(ctx, "acme", "release", "")
@@ -256,7 +257,7 @@ func testContextSourceOverrides(t *testing.T, s store.Store) {
 func testContextDeleteBlockedByHolds(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	for _, org := range []string{"acme", "other"} {
-		if _, err := s.UpsertContext(ctx, &store.Context{OrgID: org, Name: "release", Type: "fixed", Enabled: true}, nil); err != nil {
+		if _, err := s.UpsertContext(ctx, &store.Context{OrgID: org, Name: "release", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,13 +318,13 @@ func testContextConcurrencyLimit(t *testing.T, s store.Store) {
 		must(t, err)
 		return c.ConcurrencyLimit
 	}
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "open", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "open", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := limit("open"); got != nil {
 		t.Fatalf("default limit: %d, want nil", *got)
 	}
-	c := &store.Context{OrgID: "acme", Name: "deploy", Type: "fixed", Enabled: true, ConcurrencyLimit: pint64(2)}
+	c := &store.Context{OrgID: "acme", Name: "deploy", Type: apitypes.ContextTypeFixed, Enabled: true, ConcurrencyLimit: pint64(2)}
 	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,7 @@ func testContextConcurrencyStrategy(t *testing.T, s store.Store) {
 		must(t, err)
 		return c
 	}
-	plain := &store.Context{OrgID: "acme", Name: "open", Type: "fixed", Enabled: true}
+	plain := &store.Context{OrgID: "acme", Name: "open", Type: apitypes.ContextTypeFixed, Enabled: true}
 	if _, err := s.UpsertContext(ctx, plain, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +516,7 @@ func testContextConcurrencyStrategy(t *testing.T, s store.Store) {
 		t.Fatalf("defaults: strategy=%q timeout=%v, want queue and nil", c.ConcurrencyStrategy, c.ConcurrencyTimeoutMs)
 	}
 
-	c := &store.Context{OrgID: "acme", Name: "deploy", Type: "fixed", Enabled: true, ConcurrencyLimit: pint64(1),
+	c := &store.Context{OrgID: "acme", Name: "deploy", Type: apitypes.ContextTypeFixed, Enabled: true, ConcurrencyLimit: pint64(1),
 		ConcurrencyStrategy: store.ConcurrencyCancelPending, ConcurrencyTimeoutMs: pint64(60_000)}
 	if _, err := s.UpsertContext(ctx, c, nil); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
@@ -29,7 +30,7 @@ func testNotifications(t *testing.T, s store.Store) {
 	}
 
 	d := &store.NotificationDelivery{ID: "d1", SubscriptionID: "n1", OrgID: "org", RunID: "run-1", Outcome: "failed", Channel: "webhook",
-		Payload: []byte(`{"event":"run.failed"}`), Status: "pending", CreatedAt: at(1)}
+		Payload: []byte(`{"event":"run.failed"}`), Status: apitypes.NotificationPending, CreatedAt: at(1)}
 	if ok, err := s.EnqueueNotification(ctx, d); err != nil || !ok {
 		t.Fatalf("enqueue: %v %v", ok, err)
 	}
@@ -62,7 +63,7 @@ func testNotifications(t *testing.T, s store.Store) {
 	must(t, s.RecordNotificationAttempt(ctx, "d1", store.NotificationAttempt{OK: true, At: at(32)}))
 	rows, err := s.ListNotificationDeliveries(ctx, store.NotificationDeliveryFilter{RunID: "run-1"})
 	must(t, err)
-	if len(rows) != 1 || rows[0].Status != "delivered" || rows[0].Attempts != 2 || rows[0].LastError != "" || rows[0].DeliveredAt == nil ||
+	if len(rows) != 1 || rows[0].Status != apitypes.NotificationDelivered || rows[0].Attempts != 2 || rows[0].LastError != "" || rows[0].DeliveredAt == nil ||
 		!rows[0].DeliveredAt.Equal(at(32)) {
 		t.Errorf("after delivery: %+v", rows)
 	}

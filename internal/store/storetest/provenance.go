@@ -63,7 +63,7 @@ func testProvenance(t *testing.T, s store.Store) {
 	// Rotation: active → retiring; next rotation: retiring → retired.
 	must(t, s.RotateSigningKey(ctx, key("second")))
 	must(t, s.RotateSigningKey(ctx, key("third")))
-	status := map[string]string{}
+	status := map[string]store.SigningKeyStatus{}
 	list, err := s.ListSigningKeys(ctx)
 	must(t, err)
 	for _, k := range list {

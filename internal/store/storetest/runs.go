@@ -9,6 +9,7 @@ import (
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/store"
 )
 
@@ -18,7 +19,7 @@ func fullRun(id string, created time.Time) *store.Run {
 	return &store.Run{ID: id, WorkflowName: "ci", Status: status.RunPending, Provider: provider.Local, RepoIdentifier: "org/repo",
 		RepoURL: "file:///srv/repo", Ref: "refs/heads/main", SHA: "0123456789abcdef0123456789abcdef01234567",
 		DeliveryID: "generic:o:s:1", SourceID: "src", OrgID: "org", TriggeredBy: "alice", TimeoutMs: 3_600_000,
-		TriggerType: "pull_request", TargetBranch: "main", TrustTier: store.TrustUnknown, LockFileSource: "base",
+		TriggerType: apitypes.TriggerPullRequest, TargetBranch: "main", TrustTier: store.TrustUnknown, LockFileSource: "base",
 		WorkflowOrigin: "org/policies@0123456789ab:.kici/workflows/lint.yaml", CreatedAt: created}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
@@ -63,7 +64,7 @@ func testSourceLifecycle(t *testing.T, s store.Store) {
 	run := fullRun("run-a", at(4))
 	run.SourceID, run.DeliveryID = "src-a", d.ID
 	must(t, s.CreateRun(ctx, run, []*store.Job{{ID: "job-a", JobName: "build"}}))
-	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "prod", Type: "fixed", Enabled: true}, nil); err != nil {
+	if _, err := s.UpsertContext(ctx, &store.Context{OrgID: "acme", Name: "prod", Type: apitypes.ContextTypeFixed, Enabled: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, rk := range []string{"generic:acme:src-a", "generic:acme:src-keep", "github:7"} {

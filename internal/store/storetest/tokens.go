@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/store"
@@ -105,7 +106,7 @@ func testListRuns(t *testing.T, s store.Store) {
 		r.DeliveryID = fmt.Sprintf("d%d", i/5)
 		r.Status = statuses[i%5]
 		r.SourceID = []string{"src-a", "src-b", ""}[i%3]
-		r.TriggerType = []string{"push", "pull_request"}[i%2]
+		r.TriggerType = []apitypes.TriggerKind{apitypes.TriggerPush, apitypes.TriggerPullRequest}[i%2]
 		// Branch facts: a pushed branch (ref), a pull request's base
 		// (target branch), a tag (neither).
 		switch i % 4 {
@@ -164,12 +165,12 @@ func testListRuns(t *testing.T, s store.Store) {
 	check("repo", store.RunFilter{Repo: "org/b", Limit: 3}, func(r *store.Run) bool { return r.RepoIdentifier == "org/b" })
 	check("delivery", store.RunFilter{DeliveryID: "d2"}, func(r *store.Run) bool { return r.DeliveryID == "d2" })
 	check("source", store.RunFilter{SourceID: "src-b", Limit: 100}, func(r *store.Run) bool { return r.SourceID == "src-b" })
-	check("trigger type", store.RunFilter{TriggerType: "pull_request", Limit: 100}, func(r *store.Run) bool { return r.TriggerType == "pull_request" })
+	check("trigger type", store.RunFilter{TriggerType: apitypes.TriggerPullRequest, Limit: 100}, func(r *store.Run) bool { return r.TriggerType == apitypes.TriggerPullRequest })
 	check("branch main (pushed or targeted)", store.RunFilter{Branch: "main", Limit: 100}, func(r *store.Run) bool { return r.TargetBranch == "main" })
 	check("branch with a slash", store.RunFilter{Branch: "feature/x", Limit: 100}, func(r *store.Run) bool { return r.Ref == "refs/heads/feature/x" })
 	check("branch is not a tag", store.RunFilter{Branch: "v1", Limit: 100}, func(*store.Run) bool { return false })
-	check("source and trigger", store.RunFilter{SourceID: "src-a", TriggerType: "push", Limit: 100},
-		func(r *store.Run) bool { return r.SourceID == "src-a" && r.TriggerType == "push" })
+	check("source and trigger", store.RunFilter{SourceID: "src-a", TriggerType: apitypes.TriggerPush, Limit: 100},
+		func(r *store.Run) bool { return r.SourceID == "src-a" && r.TriggerType == apitypes.TriggerPush })
 	since := at(20)
 	check("since (strictly later)", store.RunFilter{Since: &since}, func(r *store.Run) bool { return r.CreatedAt.After(since) })
 	check("combined", store.RunFilter{Statuses: []status.Run{status.RunPending, status.RunSuccess}, Repo: "org/a", WorkflowName: "ci", Limit: 100},
