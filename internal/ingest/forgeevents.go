@@ -33,7 +33,7 @@ type RerunRefuser func(ctx context.Context, src *store.Source, repo, sha string,
 // decisionReply is the answer to an accepted `/kici approve|reject`.
 func decisionReply(verb, runID, who string, status hold.Status) string {
 	switch status {
-	case hold.Approved:
+	case hold.Approved, hold.Released: // the decider answers released when the last clause is satisfied
 		return fmt.Sprintf("kici: run %s approved by @%s; it runs now.", runID, who)
 	case hold.Rejected:
 		return fmt.Sprintf("kici: run %s rejected by @%s; its held jobs are cancelled.", runID, who)
