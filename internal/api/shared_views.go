@@ -22,10 +22,6 @@ func mapSlice[S, D any](in []S, f func(S) D) []D {
 	return out
 }
 
-func clusterNodeViews(ns []*store.ClusterNode) []apitypes.ClusterNode {
-	return mapSlice(ns, func(n *store.ClusterNode) apitypes.ClusterNode { return apitypes.ClusterNode(*n) })
-}
-
 func drainView(d runctl.DrainStatus) apitypes.DrainStatus { return apitypes.DrainStatus(d) }
 
 func scalersView(st scaler.Status) apitypes.ScalersView {

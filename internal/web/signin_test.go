@@ -228,7 +228,7 @@ func newFakeGitHub(t *testing.T, login string) *fakeGitHub {
 	api := func(path string, v func() any) {
 		mux.HandleFunc("GET /api"+path, func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer gho_test" {
-				http.Error(w, `{"message":"Bad credentials"}`, 401)
+				http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
 				return
 			}
 			_ = json.NewEncoder(w).Encode(v())
