@@ -219,7 +219,9 @@ func (o *orchestrator) do(t *testing.T, method, path, body string) (int, string)
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, b.String()
 }
 
@@ -592,6 +594,8 @@ func metricsText(t *testing.T, o *orchestrator) string {
 	}
 	defer resp.Body.Close()
 	var mb bytes.Buffer
-	mb.ReadFrom(resp.Body)
+	if _, err := mb.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	return mb.String()
 }

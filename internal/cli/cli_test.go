@@ -238,7 +238,9 @@ func TestTriggerLocal(t *testing.T) {
 	}
 	// Exact wire keys.
 	var raw map[string]any
-	json.Unmarshal(d.body, &raw)
+	if err := json.Unmarshal(d.body, &raw); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := raw["repository"].(map[string]any)["full_name"]; !ok {
 		t.Fatalf("wire keys: %s", d.body)
 	}
@@ -253,7 +255,9 @@ func TestTriggerLocal(t *testing.T) {
 	h.mu.Lock()
 	d = h.deliveries[1]
 	h.mu.Unlock()
-	json.Unmarshal(d.body, &p)
+	if err := json.Unmarshal(d.body, &p); err != nil {
+		t.Fatal(err)
+	}
 	if !d.sigOK || p.After != first || p.Before != ZeroSHA || p.Ref != "refs/heads/main" {
 		t.Fatalf("root commit payload: %+v sig=%v", p, d.sigOK)
 	}
@@ -264,7 +268,9 @@ func TestTriggerLocal(t *testing.T) {
 	h.mu.Lock()
 	d = h.deliveries[2]
 	h.mu.Unlock()
-	json.Unmarshal(d.body, &p)
+	if err := json.Unmarshal(d.body, &p); err != nil {
+		t.Fatal(err)
+	}
 	if p.Ref != "refs/tags/v1" || p.After != first {
 		t.Fatalf("tag payload: %+v", p)
 	}
@@ -285,7 +291,9 @@ func TestTriggerLocal(t *testing.T) {
 	var g struct {
 		Source apitypes.SourceView `json:"source"`
 	}
-	json.Unmarshal([]byte(out), &g)
+	if err := json.Unmarshal([]byte(out), &g); err != nil {
+		t.Fatal(err)
+	}
 	_, errs, code = h.run("source", "trigger-local", g.Source.ID)
 	if code != 1 || !strings.Contains(errs, "needs a local source") {
 		t.Fatalf("generic: %d %q", code, errs)
@@ -316,10 +324,16 @@ func TestRunsCommands(t *testing.T) {
 	failed, _ := h.addRun(status.RunFailed, base)
 	run, jobs := h.addRun(status.RunRunning, base.Add(time.Minute))
 	reason := "no agent with labels [gpu]"
-	h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason})
+	if _, err := h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
+		t.Fatal(err)
+	}
 	exit1, dur := 1, int64(2500)
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, DurationMs: &dur})
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: status.StepFailed, ExitCode: &exit1, DurationMs: &dur})
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, DurationMs: &dur}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: status.StepFailed, ExitCode: &exit1, DurationMs: &dur}); err != nil {
+		t.Fatal(err)
+	}
 
 	out := h.mustRun("runs", "list")
 	if !strings.Contains(out, "RUN ID") || strings.Index(out, run.ID) > strings.Index(out, failed.ID) || !strings.Contains(out, "Showing 1–2 of 2") {
@@ -435,7 +449,9 @@ func TestLogsFollowAndWait(t *testing.T) {
 	line := func(s string) []protocol.LogLine {
 		return []protocol.LogLine{{Timestamp: time.Now().UnixMilli(), Stream: "stdout", Text: s}}
 	}
-	h.logs.Append(run.ID, jobs[0].ID, -1, line("cloning"))
+	if err := h.logs.Append(run.ID, jobs[0].ID, -1, line("cloning")); err != nil {
+		t.Fatal(err)
+	}
 
 	// The "agent": progresses the run while the CLI follows.
 	go func() {
