@@ -296,7 +296,7 @@ func (o *orchestrator) get(t *testing.T, path string, v any) {
 	if resp.StatusCode != 200 {
 		var b bytes.Buffer
 		if _, err := b.ReadFrom(resp.Body); err != nil {
-			t.Fatal(err)
+			t.Fatalf("GET %s: %d (body: %v)", path, resp.StatusCode, err)
 		}
 		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b.String())
 	}
