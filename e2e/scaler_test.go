@@ -307,8 +307,11 @@ scalers:
 		t.Fatal(err)
 	}
 	var mb bytes.Buffer
-	mb.ReadFrom(resp.Body)
+	_, err = mb.ReadFrom(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(mb.String(), `kici_orch_scaler_spawns_total{backend="bare-metal",scaler="metal"} 20`) ||
 		!strings.Contains(mb.String(), "kici_orch_scaler_spawn_refusals_total") {
 		t.Errorf("/metrics lacks the scaler series:\n%s", mb.String())

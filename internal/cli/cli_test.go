@@ -86,7 +86,9 @@ func newHarness(t *testing.T) *harness {
 		h.mu.Unlock()
 		if !ok {
 			w.WriteHeader(401)
-			w.Write([]byte(`{"error":"Invalid signature"}`))
+			if _, err := w.Write([]byte(`{"error":"Invalid signature"}`)); err != nil {
+				t.Error(err)
+			}
 			return
 		}
 		w.WriteHeader(202)
@@ -454,27 +456,34 @@ func TestLogsFollowAndWait(t *testing.T) {
 	}
 
 	// The "agent": progresses the run while the CLI follows.
+	// It reports a failed write with t.Error: it is not the test's goroutine.
+	agentErr := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	changed := func(_ bool, err error) { agentErr(err) }
 	go func() {
 		now := time.Now().UTC()
 		wait.Elapse(ctx, 150*time.Millisecond) // the agent paces the run's progress
-		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunRunning, store.RunUpdate{StartedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepRunning})
+		changed(h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunRunning, store.RunUpdate{StartedAt: &now}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now}))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepRunning}))
 		for i := 0; i < 3; i++ {
-			h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i)))
+			agentErr(h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i))))
 			wait.Elapse(ctx, 60*time.Millisecond)
 		}
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepSuccess})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepRunning})
-		h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg"))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepSuccess}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now}))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepRunning}))
+		agentErr(h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg")))
 		wait.Elapse(ctx, 100*time.Millisecond)
-		h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other"))
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepFailed})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobFailed, store.JobUpdate{CompletedAt: &now})
+		agentErr(h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other")))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepFailed}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobFailed, store.JobUpdate{CompletedAt: &now}))
 		reason := "Failed jobs: test (1.22)"
-		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunFailed, store.RunUpdate{CompletedAt: &now, FailureReason: &reason})
+		changed(h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunFailed, store.RunUpdate{CompletedAt: &now, FailureReason: &reason}))
 	}()
 
 	done := make(chan struct{})
