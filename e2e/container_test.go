@@ -235,10 +235,14 @@ func TestScalerContainerBackend(t *testing.T) {
 		resp.Body.Close()
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(line, "kici_orch_scaler_spawn_duration_seconds_sum{") && strings.Contains(line, name) {
-				fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &sum)
+				if _, err := fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &sum); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if strings.HasPrefix(line, "kici_orch_scaler_spawn_duration_seconds_count{") && strings.Contains(line, name) {
-				fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &count)
+				if _, err := fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &count); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if count > 0 {

@@ -295,7 +295,9 @@ func (o *orchestrator) get(t *testing.T, path string, v any) {
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
+		if _, err := b.ReadFrom(resp.Body); err != nil {
+			t.Fatalf("GET %s: %d (body: %v)", path, resp.StatusCode, err)
+		}
 		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b.String())
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {

@@ -167,7 +167,10 @@ func dsseCheck(t *testing.T, bundle []byte) error {
 	pae = append(pae, body...)
 	x, _ := base64.RawURLEncoding.DecodeString(k.X)
 	y, _ := base64.RawURLEncoding.DecodeString(k.Y)
-	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
+		return fmt.Errorf("public key: %v", err)
+	}
 	sig, err := base64.StdEncoding.DecodeString(b.DSSE.Signatures[0].Sig)
 	if err != nil || len(sig) != 64 {
 		return fmt.Errorf("signature is not 64 raw bytes: %v", err)

@@ -219,7 +219,9 @@ func (o *orchestrator) do(t *testing.T, method, path, body string) (int, string)
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, b.String()
 }
 
@@ -305,8 +307,11 @@ scalers:
 		t.Fatal(err)
 	}
 	var mb bytes.Buffer
-	mb.ReadFrom(resp.Body)
+	_, err = mb.ReadFrom(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(mb.String(), `kici_orch_scaler_spawns_total{backend="bare-metal",scaler="metal"} 20`) ||
 		!strings.Contains(mb.String(), "kici_orch_scaler_spawn_refusals_total") {
 		t.Errorf("/metrics lacks the scaler series:\n%s", mb.String())
@@ -592,6 +597,8 @@ func metricsText(t *testing.T, o *orchestrator) string {
 	}
 	defer resp.Body.Close()
 	var mb bytes.Buffer
-	mb.ReadFrom(resp.Body)
+	if _, err := mb.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	return mb.String()
 }

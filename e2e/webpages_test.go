@@ -120,7 +120,9 @@ func TestWebPagesAtPhoneAndDesktopWidth(t *testing.T) {
 		})()`)
 		var left, right, inner int
 		var scrolls bool
-		fmt.Sscanf(reach, "%d %d %d %t", &left, &right, &inner, &scrolls)
+		if _, err := fmt.Sscanf(reach, "%d %d %d %t", &left, &right, &inner, &scrolls); err != nil {
+			t.Fatal(err)
+		}
 		if left < 0 || right > inner+1 {
 			t.Errorf("%d px: the runs table's last column cannot be reached (left %d, right %d, screen %d)", width, left, right, inner)
 		}

@@ -151,3 +151,35 @@ func TestMakeTestRunsDepsFirst(t *testing.T) {
 		t.Fatal(".ci/run installs packages itself; make test must do it")
 	}
 }
+
+// TestGolangciLintCachedSkipsInstall: with the release already in the
+// cache, golangci-lint.sh installs nothing (go is never run), reports the
+// cached binary's version and prints its path.
+func TestGolangciLintCachedSkipsInstall(t *testing.T) {
+	cache := t.TempDir()
+	bin := filepath.Join(cache, "golangci-lint-v9.9.9", "golangci-lint")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 9.9.9\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stubs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(stubs, "go"), []byte("#!/bin/sh\necho \"go $*\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "golangci-lint.sh")
+	cmd.Env = append(os.Environ(), "KICI_TEST_CACHE="+cache, "GOLANGCI_LINT_VERSION=v9.9.9", "PATH="+stubs+":"+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("golangci-lint.sh: %v\n%s", err, stderr.String())
+	}
+	if got := strings.TrimSpace(string(out)); got != bin {
+		t.Fatalf("printed %q, want the cached binary %q", got, bin)
+	}
+	if strings.Contains(stderr.String(), "installing") || strings.Contains(stderr.String(), "go ") || !strings.Contains(stderr.String(), "9.9.9") {
+		t.Fatalf("stderr should only report the cached version 9.9.9:\n%s", stderr.String())
+	}
+}

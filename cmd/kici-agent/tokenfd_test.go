@@ -26,7 +26,9 @@ func TestTokenFromDescriptorNeverInEnviron(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.WriteString(token + "\n")
+	if _, err := w.WriteString(token + "\n"); err != nil {
+		t.Fatal(err)
+	}
 	w.Close()
 	cmd := exec.Command(agentBin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KICI_ORCHESTRATOR_URL=" + srv.URL,

@@ -329,7 +329,9 @@ func TestHookInstall(t *testing.T) {
 	if err := os.WriteFile(wfPath, []byte("name: x\non: {push: {branches: [{regex: \"(?=x)\"}]}}\njobs: {a: {run: \"true\"}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exec.Command("git", "-C", repo, "add", "-A").Run()
+	if err := exec.Command("git", "-C", repo, "add", "-A").Run(); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := commit("broken"); err == nil || !strings.Contains(out, "lookahead") || !strings.Contains(out, "commit aborted") {
 		t.Fatalf("broken workflow commit: %v\n%s", err, out)
 	}

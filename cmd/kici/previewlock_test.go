@@ -25,7 +25,9 @@ func TestPreviewExplicitLockInsideDriftedRepository(t *testing.T) {
 	}
 	// The current repository: its workflow edited without recompiling.
 	repo := newRepo(t, bin, map[string]string{"ci.yaml": "on: push\njobs:\n  a: {run: echo old}\n"})
-	os.WriteFile(filepath.Join(repo, ".kici", "workflows", "ci.yaml"), []byte("on: push\njobs:\n  a: {run: echo new-step}\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, ".kici", "workflows", "ci.yaml"), []byte("on: push\njobs:\n  a: {run: echo new-step}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	out, stderr, code := runKici(t, bin, repo, "preview", "push", "--branch", "main", "--lock", lock)
 	if code != 0 || !strings.Contains(out, "deploy") || strings.Contains(out+stderr, "drift") {

@@ -60,10 +60,14 @@ func gitIn(t *testing.T, repo string, args ...string) {
 func TestRunLocalOutputsConditionsAndDirtyTree(t *testing.T) {
 	bin := sharedKici(t)
 	repo := newRepo(t, bin, map[string]string{"outputs.yaml": outputsWorkflow})
-	os.WriteFile(filepath.Join(repo, "VERSION"), []byte("1.9.0\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, "VERSION"), []byte("1.9.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, repo, "add", "VERSION")
 	gitIn(t, repo, "commit", "-qm", "version")
-	os.WriteFile(filepath.Join(repo, "VERSION"), []byte("2.1.0\n"), 0o644) // uncommitted edit
+	if err := os.WriteFile(filepath.Join(repo, "VERSION"), []byte("2.1.0\n"), 0o644); err != nil { // uncommitted edit
+		t.Fatal(err)
+	}
 	before, _ := exec.Command("git", "-C", repo, "status", "--porcelain").Output()
 
 	out, stderr, code := runKici(t, bin, repo, "run", "local", "push", "--branch", "main")
@@ -108,7 +112,9 @@ func TestRunLocalOutputsConditionsAndDirtyTree(t *testing.T) {
 func TestStaleLockRefused(t *testing.T) {
 	bin := sharedKici(t)
 	repo := newRepo(t, bin, map[string]string{"ci.yaml": "on: push\njobs:\n  a: {run: echo old}\n"})
-	os.WriteFile(filepath.Join(repo, ".kici", "workflows", "ci.yaml"), []byte("on: push\njobs:\n  a: {run: echo new-step}\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, ".kici", "workflows", "ci.yaml"), []byte("on: push\njobs:\n  a: {run: echo new-step}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	want := "workflow drift: .kici/workflows/ci.yaml does not match the lock file .kici/kici.lock.json (its contentHash differs): run `kici compile`"
 	for _, args := range [][]string{{"preview", "push", "--branch", "main"}, {"run", "local", "push", "--branch", "main"}} {
 		_, stderr, code := runKici(t, bin, repo, args...)

@@ -85,7 +85,8 @@ func parseIntParam(r *http.Request, name string, def, min int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < min {
-		return 0, fmt.Errorf("Invalid %s %q: must be an integer ≥ %d", name, v, min)
+		// The text is the API's answer as is, capitalized like its other answers.
+		return 0, fmt.Errorf("Invalid %s %q: must be an integer ≥ %d", name, v, min) //nolint:staticcheck // ST1005: shown to the caller verbatim, never wrapped
 	}
 	return n, nil
 }

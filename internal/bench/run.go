@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 					note("postgres: not measured: %v", err)
 					break
 				}
-				defer pgtest.Stop()
+				defer func() { _ = pgtest.Stop() }() // best effort: the throwaway server's data is not needed
 				extra = append(extra, "KICI_DATABASE_URL="+url)
 			}
 			if err := run(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {

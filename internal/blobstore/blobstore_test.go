@@ -129,7 +129,9 @@ func TestDirRejectsEscapingKeysAndLeavesNoTemp(t *testing.T) {
 			t.Errorf("key %q: err = %v", k, err)
 		}
 	}
-	d.Put(ctx, "k", io.LimitReader(rand.Reader, 100), 10)
+	if _, err := d.Put(ctx, "k", io.LimitReader(rand.Reader, 100), 10); !errors.Is(err, blobstore.ErrTooLarge) {
+		t.Fatalf("100 bytes under a limit of 10: err = %v, want ErrTooLarge", err)
+	}
 	if ents, _ := os.ReadDir(filepath.Join(root, "tmp")); len(ents) != 0 {
 		t.Fatalf("temp files left after a cut upload: %v", ents)
 	}

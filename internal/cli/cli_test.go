@@ -86,7 +86,9 @@ func newHarness(t *testing.T) *harness {
 		h.mu.Unlock()
 		if !ok {
 			w.WriteHeader(401)
-			w.Write([]byte(`{"error":"Invalid signature"}`))
+			if _, err := w.Write([]byte(`{"error":"Invalid signature"}`)); err != nil {
+				t.Error(err)
+			}
 			return
 		}
 		w.WriteHeader(202)
@@ -238,7 +240,9 @@ func TestTriggerLocal(t *testing.T) {
 	}
 	// Exact wire keys.
 	var raw map[string]any
-	json.Unmarshal(d.body, &raw)
+	if err := json.Unmarshal(d.body, &raw); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := raw["repository"].(map[string]any)["full_name"]; !ok {
 		t.Fatalf("wire keys: %s", d.body)
 	}
@@ -253,7 +257,9 @@ func TestTriggerLocal(t *testing.T) {
 	h.mu.Lock()
 	d = h.deliveries[1]
 	h.mu.Unlock()
-	json.Unmarshal(d.body, &p)
+	if err := json.Unmarshal(d.body, &p); err != nil {
+		t.Fatal(err)
+	}
 	if !d.sigOK || p.After != first || p.Before != ZeroSHA || p.Ref != "refs/heads/main" {
 		t.Fatalf("root commit payload: %+v sig=%v", p, d.sigOK)
 	}
@@ -264,7 +270,9 @@ func TestTriggerLocal(t *testing.T) {
 	h.mu.Lock()
 	d = h.deliveries[2]
 	h.mu.Unlock()
-	json.Unmarshal(d.body, &p)
+	if err := json.Unmarshal(d.body, &p); err != nil {
+		t.Fatal(err)
+	}
 	if p.Ref != "refs/tags/v1" || p.After != first {
 		t.Fatalf("tag payload: %+v", p)
 	}
@@ -285,7 +293,9 @@ func TestTriggerLocal(t *testing.T) {
 	var g struct {
 		Source apitypes.SourceView `json:"source"`
 	}
-	json.Unmarshal([]byte(out), &g)
+	if err := json.Unmarshal([]byte(out), &g); err != nil {
+		t.Fatal(err)
+	}
 	_, errs, code = h.run("source", "trigger-local", g.Source.ID)
 	if code != 1 || !strings.Contains(errs, "needs a local source") {
 		t.Fatalf("generic: %d %q", code, errs)
@@ -316,10 +326,16 @@ func TestRunsCommands(t *testing.T) {
 	failed, _ := h.addRun(status.RunFailed, base)
 	run, jobs := h.addRun(status.RunRunning, base.Add(time.Minute))
 	reason := "no agent with labels [gpu]"
-	h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason})
+	if _, err := h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
+		t.Fatal(err)
+	}
 	exit1, dur := 1, int64(2500)
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, DurationMs: &dur})
-	h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: status.StepFailed, ExitCode: &exit1, DurationMs: &dur})
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess, DurationMs: &dur}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 1, StepName: "Unit tests", Status: status.StepFailed, ExitCode: &exit1, DurationMs: &dur}); err != nil {
+		t.Fatal(err)
+	}
 
 	out := h.mustRun("runs", "list")
 	if !strings.Contains(out, "RUN ID") || strings.Index(out, run.ID) > strings.Index(out, failed.ID) || !strings.Contains(out, "Showing 1–2 of 2") {
@@ -435,30 +451,39 @@ func TestLogsFollowAndWait(t *testing.T) {
 	line := func(s string) []protocol.LogLine {
 		return []protocol.LogLine{{Timestamp: time.Now().UnixMilli(), Stream: "stdout", Text: s}}
 	}
-	h.logs.Append(run.ID, jobs[0].ID, -1, line("cloning"))
+	if err := h.logs.Append(run.ID, jobs[0].ID, -1, line("cloning")); err != nil {
+		t.Fatal(err)
+	}
 
 	// The "agent": progresses the run while the CLI follows.
+	// It reports a failed write with t.Error: it is not the test's goroutine.
+	agentErr := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	changed := func(_ bool, err error) { agentErr(err) }
 	go func() {
 		now := time.Now().UTC()
 		wait.Elapse(ctx, 150*time.Millisecond) // the agent paces the run's progress
-		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunRunning, store.RunUpdate{StartedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepRunning})
+		changed(h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunRunning, store.RunUpdate{StartedAt: &now}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now}))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepRunning}))
 		for i := 0; i < 3; i++ {
-			h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i)))
+			agentErr(h.logs.Append(run.ID, jobs[0].ID, 0, line(fmt.Sprintf("compiling %d", i))))
 			wait.Elapse(ctx, 60*time.Millisecond)
 		}
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepSuccess})
-		h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now})
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepRunning})
-		h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg"))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Compile", Status: status.StepSuccess}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[0].ID, nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobRunning, store.JobUpdate{StartedAt: &now}))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepRunning}))
+		agentErr(h.logs.Append(run.ID, jobs[1].ID, 0, line("ok pkg")))
 		wait.Elapse(ctx, 100*time.Millisecond)
-		h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other"))
-		h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepFailed})
-		h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobFailed, store.JobUpdate{CompletedAt: &now})
+		agentErr(h.logs.Append(run.ID, jobs[1].ID, 0, line("FAIL other")))
+		agentErr(h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[1].ID, StepIndex: 0, StepName: "Test", Status: status.StepFailed}))
+		changed(h.st.UpdateJobStatus(ctx, jobs[1].ID, nil, status.JobFailed, store.JobUpdate{CompletedAt: &now}))
 		reason := "Failed jobs: test (1.22)"
-		h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunFailed, store.RunUpdate{CompletedAt: &now, FailureReason: &reason})
+		changed(h.st.UpdateRunStatus(ctx, run.ID, nil, status.RunFailed, store.RunUpdate{CompletedAt: &now, FailureReason: &reason}))
 	}()
 
 	done := make(chan struct{})

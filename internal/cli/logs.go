@@ -157,7 +157,7 @@ func (a *app) drainStream(ctx context.Context, c *Client, runID string, st *logS
 			b.WriteString(formatLogLine(a.json, raw, st.label, logLineJSON{JobID: st.job.JobID, Job: st.job.JobName,
 				Step: st.index, StepName: st.name, TS: l.TS, Stream: l.Stream, Msg: l.Msg}))
 		}
-		a.out().Write([]byte(b.String()))
+		_, _ = a.out().Write([]byte(b.String())) // terminal output, as fmt.Fprint: nowhere to report a failed write
 		st.cursor = page.NextCursor
 		if len(page.Lines) < limit || len(page.Lines) == 0 {
 			return nil

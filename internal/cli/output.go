@@ -32,17 +32,17 @@ func (t *table) flush() { _ = t.tw.Flush() }
 func printJSON(w io.Writer, raw []byte) {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		w.Write(raw)
+		_, _ = w.Write(raw) // terminal output, as fmt.Fprint: nowhere to report a failed write
 		return
 	}
 	buf.WriteByte('\n')
-	w.Write(buf.Bytes())
+	_, _ = w.Write(buf.Bytes())
 }
 
 // printValue writes v as indented JSON.
 func printValue(w io.Writer, v any) {
 	b, _ := json.MarshalIndent(v, "", "  ")
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // fmtTime formats a timestamp in local time, "-" when nil.

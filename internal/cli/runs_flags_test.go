@@ -53,9 +53,15 @@ func TestRunsLogsJSON(t *testing.T) {
 	h := newHarness(t)
 	run, jobs := h.addRun(status.RunSuccess, time.Now().UTC())
 	ts := time.Now().UnixMilli()
-	h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess})
-	h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: "stdout", Text: "cloning"}})
-	h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: "stderr", Text: "warn \x1b[31mred\x1b[0m"}})
+	if err := h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: "stdout", Text: "cloning"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: "stderr", Text: "warn \x1b[31mred\x1b[0m"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	out := h.mustRun("runs", "logs", run.ID, "--job", "build", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")

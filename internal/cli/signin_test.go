@@ -14,12 +14,14 @@ import (
 func TestSignInCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "signin.yaml")
-	os.WriteFile(good, []byte(`providers:
+	if err := os.WriteFile(good, []byte(`providers:
   - {name: gitea, kind: gitea, url: "https://git.example.com", clientId: a, clientSecret: b}
 roles:
   - {users: ["gitea:alice"], role: owner}
   - {groups: [acme/release], role: admin, routingKey: "generic:acme:x"}
-`), 0o600)
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run := func(args ...string) (string, int) {
 		var out bytes.Buffer
 		code := Run(context.Background(), args, IO{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
@@ -32,7 +34,9 @@ roles:
 		t.Errorf("carol: %d %s", code, out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("roles:\n  - {users: [\"gitea:alice\"], role: root}\n"), 0o600)
+	if err := os.WriteFile(bad, []byte("roles:\n  - {users: [\"gitea:alice\"], role: root}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := run("signin", "check", bad); code != 1 || !strings.Contains(out, `role "root"`) {
 		t.Errorf("bad file: %d %s", code, out)
 	}

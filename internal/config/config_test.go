@@ -141,7 +141,9 @@ func TestDataDirResolution(t *testing.T) {
 		}
 	}
 	f := filepath.Join(base, "file")
-	os.WriteFile(f, nil, 0o600)
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if dirWritable(f) {
 		t.Error("a file is not a writable dir")
 	}
@@ -215,7 +217,9 @@ func TestEndpointDeadProcess(t *testing.T) {
 	if err := WriteLocalEndpoint(dir, "http://127.0.0.1:1", 1<<30); err != nil {
 		t.Fatal(err)
 	}
-	WriteAdminToken(dir, "kadm_x")
+	if err := WriteAdminToken(dir, "kadm_x"); err != nil {
+		t.Fatal(err)
+	}
 	_, _, err := ReadLocalEndpoint(dir)
 	if err == nil || !strings.Contains(err.Error(), "is not running): start kici-orchestrator or pass --url/--token") {
 		t.Fatalf("err = %v", err)
@@ -273,7 +277,9 @@ func TestFindAgentBinary(t *testing.T) {
 		t.Fatalf("on PATH: %q %v", got, err)
 	}
 	plain := filepath.Join(dir, "plain")
-	os.WriteFile(plain, nil, 0o644)
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := FindAgentBinary(&Config{AgentBinary: plain}); err == nil || !strings.Contains(err.Error(), "not an executable file") {
 		t.Fatalf("not executable: %v", err)
 	}

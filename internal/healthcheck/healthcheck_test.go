@@ -15,10 +15,14 @@ func TestProbeStatuses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
-			w.Write([]byte(`{"status":"ok"}`))
+			if _, err := w.Write([]byte(`{"status":"ok"}`)); err != nil {
+				t.Error(err)
+			}
 		case "/ready":
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`{"status":"not_ready","error":"Not ready: database down"}`))
+			if _, err := w.Write([]byte(`{"status":"not_ready","error":"Not ready: database down"}`)); err != nil {
+				t.Error(err)
+			}
 		case "/slow":
 			wait.Elapse(r.Context(), 500*time.Millisecond) // a server slower than the probe's timeout
 		}

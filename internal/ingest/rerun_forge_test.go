@@ -211,9 +211,13 @@ func TestRerunUniversalGitSource(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
-	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
+	if err := os.MkdirAll(filepath.Join(work, ".kici"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, root, "init", "-q", "-b", "main", work)
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("ci", `[{"_type":"push"}]`)), 0o644)
+	if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("ci", `[{"_type":"push"}]`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "lock")
 	sha := gitIn(t, work, "rev-parse", "HEAD")
@@ -240,7 +244,9 @@ func TestRerunUniversalGitSource(t *testing.T) {
 	finishRun(t, st, orig.ID)
 
 	// The branch moves on in the forge with a lock of two jobs.
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfTwoJobsJSON("ci")), 0o644)
+	if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfTwoJobsJSON("ci")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, work, "commit", "-qam", "second job")
 	gitIn(t, work, "push", "-q", forge, "main")
 	proc.Forges = NewForges(0) // no cached lock

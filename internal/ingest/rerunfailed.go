@@ -13,8 +13,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// ErrUnknownJob: RerunJobs was asked to rerun a job name the run does not
-// have.
+// ErrUnknownJob is returned when RerunJobs is asked to rerun a job name the
+// run does not have.
 var ErrUnknownJob = errors.New("run has no such job")
 
 // RerunFailed is Rerun that runs again only the jobs of runID that did not

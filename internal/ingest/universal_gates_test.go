@@ -24,7 +24,9 @@ func TestUniversalGatesReadTheCommitThroughGit(t *testing.T) {
 		wfJSON("pr-feat", `[{"_type":"pr","commitMessage":{"matches":[{"type":"regex","pattern":"^feat"}]}}]`),
 		wfJSON("pr-any", `[{"_type":"pr"}]`),
 	))
-	os.WriteFile(filepath.Join(work, "deploy.json"), []byte(`{"enabled": true}`), 0o644)
+	if err := os.WriteFile(filepath.Join(work, "deploy.json"), []byte(`{"enabled": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, work, "add", "-A")
 	gitIn(t, work, "commit", "-qm", "fix: lock")
 	mainSHA := gitIn(t, work, "rev-parse", "HEAD")

@@ -146,7 +146,9 @@ func TestUniversalForkPullRequestUnderTrustPolicy(t *testing.T) {
 	gitIn(t, work, "commit", "-qm", "base")
 	baseSHA := gitIn(t, work, "rev-parse", "HEAD")
 	gitIn(t, work, "checkout", "-q", "-b", "fork")
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-head", pr)), 0o644)
+	if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), lockJSON(wfJSON("from-head", pr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, work, "commit", "-qam", "fork")
 	headSHA := gitIn(t, work, "rev-parse", "HEAD")
 	st, src := universalSource(t, root, work, "gitea", "gitea")

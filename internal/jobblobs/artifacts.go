@@ -16,8 +16,8 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// ErrLimit: an artifact upload would pass artifactMaxPerRun or the org's
-// artifactQuotaBytes.
+// ErrLimit is returned when an artifact upload would pass artifactMaxPerRun
+// or the org's artifactQuotaBytes.
 var ErrLimit = errors.New("artifact limit reached")
 
 // UploadArtifact stores body as the job's artifact name, which the job

@@ -75,7 +75,9 @@ func TestCacheOutcomesAndKeys(t *testing.T) {
 	// Branch refs expire; SHAs do not.
 	now := time.Unix(1000, 0)
 	c.now = func() time.Time { return now }
-	c.Get(ctx, "github", "o/b", "main", fetch(goodLock, nil))
+	if _, err := c.Get(ctx, "github", "o/b", "main", fetch(goodLock, nil)); err != nil {
+		t.Fatal(err)
+	}
 	now = now.Add(DefaultRefTTL + time.Second)
 	if r, _ := c.Get(ctx, "github", "o/b", "main", fetch(goodLock, nil)); r.Cached {
 		t.Fatal("branch entry served after its TTL")
@@ -161,13 +163,21 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 func TestFetchGitLock(t *testing.T) {
 	work := t.TempDir()
 	gitRun(t, work, "init", "-q", "-b", "main")
-	os.MkdirAll(filepath.Join(work, ".kici"), 0o755)
-	os.WriteFile(filepath.Join(work, "README"), []byte("x"), 0o644)
+	if err := os.MkdirAll(filepath.Join(work, ".kici"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "README"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitRun(t, work, "add", "-A")
 	gitRun(t, work, "commit", "-qm", "no lock")
 	noLock := gitRun(t, work, "rev-parse", "HEAD")
-	os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), []byte(goodLock), 0o644)
-	os.WriteFile(filepath.Join(work, "big.bin"), []byte(strings.Repeat("z", 1<<20)), 0o644)
+	if err := os.WriteFile(filepath.Join(work, ".kici/kici.lock.json"), []byte(goodLock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "big.bin"), []byte(strings.Repeat("z", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gitRun(t, work, "add", "-A")
 	gitRun(t, work, "commit", "-qm", "lock")
 	withLock := gitRun(t, work, "rev-parse", "HEAD")

@@ -61,9 +61,6 @@ type Workflow struct {
 	// expanded from, with the commit or content hash each resolved to
 	// (kici, YAML `uses:`; pieces.go).
 	Pieces []PieceOrigin `json:"pieces,omitempty"`
-
-	// includeKeys[i] is the authored key order of Include[i] (nil = sorted).
-	includeKeys [][]string
 }
 
 // Concurrency is the workflow-level concurrency setting. Group is a kici

@@ -109,7 +109,9 @@ func TestPartialTrailingLineNotReturned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"ts":5,"msg":"half`)
+	if _, err := f.WriteString(`{"ts":5,"msg":"half`); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	page, next, err := fs.Read(runID, jobID, 1, 0, 10)
 	if err != nil || len(page) != 2 || next != 2 {

@@ -52,7 +52,9 @@ func TestIndexRebuiltFromTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	f.WriteString(`{"ts":5,"msg":"to`)
+	if _, err := f.WriteString(`{"ts":5,"msg":"to`); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	fs2 := NewFS(root)
 	if got := strings.Join(texts(t, fs2, 0), "|"); got != want(50) {

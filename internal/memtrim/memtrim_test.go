@@ -79,8 +79,7 @@ func TestRealRuntimeReturnsFreedHeap(t *testing.T) {
 	for i := 0; i < 64<<10; i++ {
 		keep = append(keep, make([]byte, 1024))
 	}
-	runtime.KeepAlive(keep)
-	keep = nil
+	runtime.KeepAlive(keep) // keep is garbage from here on
 	runtime.GC()
 	before := ReadStats()
 	if before.HeapFree < 32<<20 {

@@ -109,7 +109,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	first := &http.Server{Handler: rc}
-	go first.Serve(l)
+	go func() { _ = first.Serve(l) }() // it ends when the test closes it; that error says only so
 
 	sub := &store.NotificationSubscription{ID: "n-hook", OrgID: "acme", Outcomes: []string{"failed", "fixed"}, Channel: "webhook",
 		Target: "http://" + addr + "/hook", Secret: secret, Enabled: true, CreatedAt: time.Now().Add(-time.Minute)}
@@ -138,7 +138,7 @@ func TestNotifyWebhookSignedRetriedAfterReceiverDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := &http.Server{Handler: rc}
-	go second.Serve(l2)
+	go func() { _ = second.Serve(l2) }() // it ends when the test closes it; that error says only so
 	t.Cleanup(func() { second.Close() })
 
 	wait.For(t, 15*time.Second, "the retried delivery", func() bool { return len(rc.events()) == 1 })
@@ -256,7 +256,7 @@ func TestNotifyEmailOverSTARTTLSWithAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }() // it ends when the test closes it; that error says only so
 	defer srv.Close()
 
 	var slackMu sync.Mutex

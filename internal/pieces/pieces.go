@@ -169,7 +169,9 @@ func (r *Resolver) Library(ctx context.Context, url, ref, p string) (*File, erro
 		return nil, fmt.Errorf("%s at %s: %w", p, commit[:12], ErrNotFound)
 	}
 	var size int64
-	fmt.Sscan(strings.TrimSpace(string(out)), &size)
+	if _, err := fmt.Sscan(strings.TrimSpace(string(out)), &size); err != nil {
+		return nil, fmt.Errorf("%s at %s: size %q: %w", p, commit[:12], out, err)
+	}
 	if size > MaxPieceBytes {
 		return nil, fmt.Errorf("%s is %d bytes; a piece file may be at most %d bytes", p, size, MaxPieceBytes)
 	}

@@ -149,7 +149,10 @@ func independentDSSEVerify(t *testing.T, raw []byte) error {
 	pae := fmt.Sprintf("DSSEv1 %d %s %d %s", len(b.DSSE.PayloadType), b.DSSE.PayloadType, len(body), body)
 	x, _ := base64.RawURLEncoding.DecodeString(b.VM.PublicKey.X)
 	y, _ := base64.RawURLEncoding.DecodeString(b.VM.PublicKey.Y)
-	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	if err != nil {
+		return fmt.Errorf("public key: %v", err)
+	}
 	sig, err := base64.StdEncoding.DecodeString(b.DSSE.Signatures[0].Sig)
 	if err != nil || len(sig) != 64 {
 		return fmt.Errorf("signature: %v len %d", err, len(sig))

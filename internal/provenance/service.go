@@ -190,8 +190,7 @@ func (s *Service) BuilderID() string {
 
 // statement builds the in-toto/SLSA statement for one subject.
 func (s *Service) statement(run *store.Run, job *store.Job, sub SubjectInput, now time.Time) *Statement {
-	var meta *BuildMetadata
-	meta = &BuildMetadata{InvocationID: run.ID + "/" + job.ID}
+	meta := &BuildMetadata{InvocationID: run.ID + "/" + job.ID}
 	if job.StartedAt != nil {
 		meta.StartedOn = job.StartedAt.UTC().Format(time.RFC3339)
 	}

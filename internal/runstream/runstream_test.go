@@ -122,7 +122,9 @@ func TestStepLogsResumeFromLastEventIDAndEnd(t *testing.T) {
 	evs = readThen(t, f.stream, "3", 100, 2, func() { // after lines 4 and 5
 		f.appendLines(t, 6, 7)
 		now := time.Now().UTC()
-		f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
+		if err := f.st.UpsertStep(context.Background(), &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now}); err != nil {
+			t.Error(err) // not the test's goroutine: readThen runs this beside its read
+		}
 	})
 	var msgs []string
 	for _, e := range evs {
@@ -163,9 +165,16 @@ func TestRunEventsSnapshotChangesAndEnd(t *testing.T) {
 	evs := readThen(t, f.srv.URL+"/runs/r-1/events", "", 100, 3, func() { // after the run, job and step snapshot
 		ctx := context.Background()
 		now := time.Now().UTC()
-		f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now})
-		f.st.UpdateJobStatus(ctx, "j-1", nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now})
-		f.st.UpdateRunStatus(ctx, "r-1", nil, status.RunSuccess, store.RunUpdate{CompletedAt: &now})
+		// t.Error, not Fatal: readThen runs this beside its read.
+		if err := f.st.UpsertStep(ctx, &store.Step{RunID: "r-1", JobID: "j-1", StepIndex: 0, StepName: "s", Status: status.StepSuccess, CompletedAt: &now}); err != nil {
+			t.Error(err)
+		}
+		if _, err := f.st.UpdateJobStatus(ctx, "j-1", nil, status.JobSuccess, store.JobUpdate{CompletedAt: &now}); err != nil {
+			t.Error(err)
+		}
+		if _, err := f.st.UpdateRunStatus(ctx, "r-1", nil, status.RunSuccess, store.RunUpdate{CompletedAt: &now}); err != nil {
+			t.Error(err)
+		}
 	})
 	var got []string
 	for _, e := range evs {

@@ -47,7 +47,6 @@ func register(t *testing.T, st store.Store, name, cron, tz string, at time.Time)
 type recorder struct {
 	mu    sync.Mutex
 	fired map[string]*ingest.InternalEvent
-	st    store.Store
 }
 
 func (r *recorder) emit(ctx context.Context, id, org string, ie *ingest.InternalEvent) (bool, error) {

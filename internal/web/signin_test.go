@@ -216,19 +216,23 @@ func newFakeGitHub(t *testing.T, login string) *fakeGitHub {
 		}
 		if ch == "" || base64.RawURLEncoding.EncodeToString(sum[:]) != ch || id != "gh-client" || secret != "gh-secret" {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte(`{"error":"bad_verification_code"}`))
+			if _, err := w.Write([]byte(`{"error":"bad_verification_code"}`)); err != nil {
+				t.Error(err)
+			}
 			return
 		}
 		f.mu.Lock()
 		f.exchangeOK = true
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"access_token":"gho_test","token_type":"bearer","scope":"read:user,read:org"}`))
+		if _, err := w.Write([]byte(`{"access_token":"gho_test","token_type":"bearer","scope":"read:user,read:org"}`)); err != nil {
+			t.Error(err)
+		}
 	})
 	api := func(path string, v func() any) {
 		mux.HandleFunc("GET /api"+path, func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer gho_test" {
-				http.Error(w, `{"message":"Bad credentials"}`, 401)
+				http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
 				return
 			}
 			_ = json.NewEncoder(w).Encode(v())

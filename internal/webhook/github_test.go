@@ -439,7 +439,9 @@ func TestUniversalGitSourceHeaders(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var r Response
-		json.NewDecoder(resp.Body).Decode(&r)
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
 		return resp.StatusCode, r
 	}
 	if code, r := post(map[string]string{"X-Event-Type": "push"}); code != 400 || !strings.Contains(r.Error, "X-Gitea-Event") {

@@ -29,7 +29,9 @@ func (l *logBuf) String() string {
 
 func TestCheckoutFileURLExactSHA(t *testing.T) {
 	repo, first := agenttest.GitRepo(t, map[string]string{"a.txt": "one"})
-	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("two"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	agenttest.Git(t, repo, "commit", "-q", "-am", "second")
 	second := agenttest.Git(t, repo, "rev-parse", "HEAD")
 

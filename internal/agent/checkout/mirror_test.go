@@ -23,7 +23,9 @@ import (
 // mirror's).
 func TestMirrorCheckoutConcurrentJobs(t *testing.T) {
 	repo, first := agenttest.GitRepo(t, map[string]string{"a.txt": "one"})
-	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("two"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	agenttest.Git(t, repo, "commit", "-q", "-am", "second")
 	second := agenttest.Git(t, repo, "rev-parse", "HEAD")
 	root := filepath.Join(t.TempDir(), "mirrors")
@@ -91,7 +93,9 @@ func TestMirrorCheckoutConcurrentJobs(t *testing.T) {
 	}
 
 	// A new commit: the next job fetches it into the same mirror.
-	os.WriteFile(filepath.Join(repo, "b.txt"), []byte("three"), 0o644)
+	if err := os.WriteFile(filepath.Join(repo, "b.txt"), []byte("three"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	agenttest.Git(t, repo, "add", "b.txt")
 	agenttest.Git(t, repo, "commit", "-q", "-m", "third")
 	third := agenttest.Git(t, repo, "rev-parse", "HEAD")

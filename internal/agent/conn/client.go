@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,8 +87,6 @@ type Client struct {
 	box        *outbox
 	registered atomic.Bool
 	closing    atomic.Bool
-	mu         sync.Mutex
-	conn       *websocket.Conn
 }
 
 // New returns a Client; it does not connect until Run.

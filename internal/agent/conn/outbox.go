@@ -370,11 +370,4 @@ func (o *outbox) len() int {
 	return n
 }
 
-// queued reports whether frames wait to be written (not counting unacked).
-func (o *outbox) queued() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.items) > 0 || o.spilling()
-}
-
 func marshal(msg any) ([]byte, error) { return json.Marshal(msg) }

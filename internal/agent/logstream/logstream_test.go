@@ -87,11 +87,19 @@ func TestPartialLinesStreamsAndClose(t *testing.T) {
 	var sk sink
 	s := New(Options{Flush: sk.flush})
 	out, errw := s.Writer(Stdout), s.Writer(Stderr)
-	io.WriteString(out, "hel")
-	io.WriteString(errw, "oops\n")
-	io.WriteString(out, "lo\r\nwor")
+	if _, err := io.WriteString(out, "hel"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(errw, "oops\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(out, "lo\r\nwor"); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
-	io.WriteString(out, "ignored\n")
+	if _, err := io.WriteString(out, "ignored\n"); err != nil {
+		t.Fatal(err)
+	}
 	got := sk.lines()
 	want := []protocol.LogLine{{Stream: Stderr, Text: "oops"}, {Stream: Stdout, Text: "hello"}, {Stream: Stdout, Text: "wor"}}
 	if len(got) != len(want) {
@@ -125,8 +133,12 @@ func TestLongLinesInvalidUTF8AndMasking(t *testing.T) {
 	s := New(Options{Flush: sk.flush, Masker: NewMasker([]string{"hunter2"})})
 	w := s.Writer(Stdout)
 	long := strings.Repeat("é", MaxLineBytes) // 2 bytes each → 2×MaxLineBytes bytes
-	io.WriteString(w, long+"\n")
-	io.WriteString(w, "bad \xff\xfe byte, password hunter2\n")
+	if _, err := io.WriteString(w, long+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, "bad \xff\xfe byte, password hunter2\n"); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	got := sk.lines()
 	if len(got) != 3 {

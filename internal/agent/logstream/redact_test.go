@@ -158,7 +158,9 @@ func BenchmarkMaskStream(b *testing.B) {
 			b.SetBytes(int64(len(line)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				w.Write(line)
+				if _, err := w.Write(line); err != nil {
+					b.Fatal(err)
+				}
 			}
 			s.Close()
 		})

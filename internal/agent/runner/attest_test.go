@@ -99,7 +99,9 @@ func ask(t *testing.T, sock string, req AttestRequest) AttestResponse {
 	}
 	defer c.Close()
 	b, _ := json.Marshal(req)
-	c.Write(append(b, '\n'))
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
 	var resp AttestResponse
 	if err := json.NewDecoder(c).Decode(&resp); err != nil {
 		t.Fatal(err)

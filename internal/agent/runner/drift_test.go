@@ -32,8 +32,12 @@ func TestDriftCheck(t *testing.T) {
 	locked := []byte("on: push\njobs:\n  a: {run: echo locked}\n")
 	edited := []byte("on: push\njobs:\n  a: {run: echo edited}\n")
 	wfPath := filepath.Join(repo, ".kici", "workflows", "ci.yaml")
-	os.MkdirAll(filepath.Dir(wfPath), 0o755)
-	os.WriteFile(wfPath, edited, 0o644)
+	if err := os.MkdirAll(filepath.Dir(wfPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wfPath, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	git("add", "-A")
 	git("commit", "-qm", "edit without recompiling")
 	sha := git("rev-parse", "HEAD")

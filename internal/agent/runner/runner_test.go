@@ -36,10 +36,16 @@ func TestRetryDelay(t *testing.T) {
 
 func TestResolveWorkingDir(t *testing.T) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "a", "b"), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	outside := t.TempDir()
-	os.Symlink(outside, filepath.Join(root, "link"))
-	os.WriteFile(filepath.Join(root, "file"), nil, 0o644)
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if d, err := ResolveWorkingDir(root, "a/b"); err != nil || d != filepath.Join(root, "a", "b") {
 		t.Errorf("a/b: %q %v", d, err)
 	}
@@ -84,7 +90,9 @@ func TestTimeoutEscalatesToSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pids")
 	script := filepath.Join(dir, "s.sh")
-	os.WriteFile(script, []byte("trap '' TERM\nsleep 60 &\necho $$ $! > "+pidFile+"\nwhile true; do echo spam; sleep 0.01; done\n"), 0o600)
+	if err := os.WriteFile(script, []byte("trap '' TERM\nsleep 60 &\necho $$ $! > "+pidFile+"\nwhile true; do echo spam; sleep 0.01; done\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
 	start := time.Now()
 	res := runProcess(procSpec{

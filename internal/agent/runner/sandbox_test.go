@@ -64,7 +64,9 @@ func BenchmarkStepStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	root := b.TempDir()
-	os.Chmod(root, 0o711)
+	if err := os.Chmod(root, 0o711); err != nil {
+		b.Fatal(err)
+	}
 	work := filepath.Join(root, "kici-job-1")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		b.Fatal(err)

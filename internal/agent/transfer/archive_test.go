@@ -14,10 +14,18 @@ import (
 
 func TestPackUnpackRoundTrip(t *testing.T) {
 	src := t.TempDir()
-	os.MkdirAll(filepath.Join(src, "a/b"), 0o755)
-	os.WriteFile(filepath.Join(src, "a/b/f.txt"), []byte("hello"), 0o644)
-	os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh"), 0o755)
-	os.Symlink("/usr/bin/python3", filepath.Join(src, "link")) // a virtualenv's bin/python
+	if err := os.MkdirAll(filepath.Join(src, "a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "a/b/f.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin/python3", filepath.Join(src, "link")); err != nil { // a virtualenv's bin/python
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	st, err := Pack(&buf, []Root{{Dir: src}, {Dir: filepath.Join(src, "missing")}})
 	if err != nil || st.Files != 3 || st.Skipped != 0 {
@@ -49,8 +57,12 @@ func rawArchive(t *testing.T, names ...string) *bytes.Buffer {
 	zw, _ := zstd.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
 	for _, n := range names {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: 1})
-		tw.Write([]byte("x"))
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tw.Close()
 	zw.Close()
@@ -70,11 +82,15 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 	// An existing symlink in the root (a committed one) is never written
 	// through.
 	root := t.TempDir()
-	os.Symlink(outside, filepath.Join(root, "link"))
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := Unpack(rawArchive(t, "0/link/pwned"), []Root{{Dir: root}}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("write through a symlinked dir: %v", err)
 	}
-	os.Symlink(filepath.Join(outside, "f"), filepath.Join(root, "flink"))
+	if err := os.Symlink(filepath.Join(outside, "f"), filepath.Join(root, "flink")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := Unpack(rawArchive(t, "0/flink"), []Root{{Dir: root}}); err == nil {
 		t.Error("write through a symlinked file accepted")
 	}
@@ -103,12 +119,20 @@ func TestUnpackNeverWritesThroughAPlantedLink(t *testing.T) {
 		var buf bytes.Buffer
 		zw, _ := zstd.NewWriter(&buf)
 		tw := tar.NewWriter(zw)
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/link", Linkname: outside, Mode: 0o777})
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/flink", Linkname: filepath.Join(outside, "f"), Mode: 0o777})
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/link", Linkname: outside, Mode: 0o777}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "0/flink", Linkname: filepath.Join(outside, "f"), Mode: 0o777}); err != nil {
+			t.Fatal(err)
+		}
 		h := tc.after
-		tw.WriteHeader(&h)
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
 		if h.Size > 0 {
-			tw.Write([]byte("x"))
+			if _, err := tw.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tw.Close()
 		zw.Close()
@@ -124,8 +148,12 @@ func TestUnpackNeverWritesThroughAPlantedLink(t *testing.T) {
 func TestMatchFiles(t *testing.T) {
 	root := t.TempDir()
 	for _, f := range []string{"out/a.bin", "out/sub/b.bin", "out/x.tmp", ".git/config", "src/c.go"} {
-		os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755)
-		os.WriteFile(filepath.Join(root, f), nil, 0o644)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := MatchFiles(root, []string{"out/**", "!out/*.tmp", "**/config"})
 	if err != nil || strings.Join(got, ",") != "out/a.bin,out/sub/b.bin" {

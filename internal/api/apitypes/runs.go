@@ -9,10 +9,16 @@ import (
 
 // Page sizes.
 const (
-	// DefaultRunLimit and MaxRunLimit bound GET /runs ?limit.
-	DefaultRunLimit, MaxRunLimit = 20, 100
-	// DefaultLogLimit and MaxLogLimit bound the logs route's ?limit.
-	DefaultLogLimit, MaxLogLimit = 500, 2000
+	// DefaultRunLimit is GET /runs's ?limit when it is absent.
+	DefaultRunLimit = 20
+	// MaxRunLimit is the most runs GET /runs returns; a larger ?limit is
+	// lowered to it.
+	MaxRunLimit = 100
+	// DefaultLogLimit is the logs route's ?limit when it is absent.
+	DefaultLogLimit = 500
+	// MaxLogLimit is the most lines the logs route returns; a larger ?limit
+	// is lowered to it.
+	MaxLogLimit = 2000
 )
 
 // RunView is a run in API responses. It is not store.Run: the API answers

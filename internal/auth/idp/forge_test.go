@@ -28,7 +28,7 @@ func fakeForge(t *testing.T, tokenPath string, api map[string]any) *httptest.Ser
 	for path, body := range api {
 		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer at-1" {
-				http.Error(w, "unauthorized", 401)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
 			_ = json.NewEncoder(w).Encode(body)

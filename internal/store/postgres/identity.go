@@ -97,7 +97,7 @@ func CheckIdentity(ctx context.Context, db *sql.DB) (IdentityCheck, error) {
 	if err != nil {
 		return c, err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit it only returns sql.ErrTxDone
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(identityLockKey)); err != nil {
 		return c, fmt.Errorf("identity lock: %w", err)
 	}

@@ -157,7 +157,7 @@ func empty(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit it only returns sql.ErrTxDone
 	for _, q := range append([]string{"SET LOCAL session_replication_role = replica"}, stmts...) {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)

@@ -103,7 +103,7 @@ func TestCachedStatementsNestedAndRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit it only returns sql.ErrTxDone
 	const q = `SELECT id FROM w WHERE id >= ? ORDER BY id`
 	outer, err := tx.QueryContext(ctx, q, 1)
 	if err != nil {

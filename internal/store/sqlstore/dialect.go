@@ -133,14 +133,6 @@ func (d *Dialect) forUpdate() string {
 	return ""
 }
 
-// greatest is the name of the two-argument maximum function.
-func (d *Dialect) greatest() string {
-	if d.Postgres {
-		return "GREATEST"
-	}
-	return "MAX"
-}
-
 // jsonArrayHas is a condition "the JSON array in column col has the string
 // bound to placeholder ph".
 func (d *Dialect) jsonArrayHas(col, ph string) string {

@@ -189,7 +189,6 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 	// 12 workflow holds: i%2 org, i%3 run, i%4 status; created at i
 	// seconds (two sharing a time), expiring at 100-i seconds.
 	statuses := []hold.Status{hold.Pending, hold.Approved, hold.Pending, hold.Expired}
-	var all []*store.HeldRun
 	for i := 0; i < 12; i++ {
 		h := &store.HeldRun{ID: fmt.Sprintf("h%02d", i), OrgID: []string{"acme", "other"}[i%2], RunID: fmt.Sprintf("r%d", i%3),
 			HoldType: hold.Reviewer, QueueType: hold.QueueContext, HoldScope: hold.ScopeWorkflow,
@@ -204,7 +203,6 @@ func testListHeldRuns(t *testing.T, s store.Store) {
 				nil, statuses[i%4], "alice", "", at(50))
 			wantChanged(t, "resolve "+h.ID, ok, err, true)
 		}
-		all = append(all, h)
 	}
 	// A job hold, to filter on.
 	heldJobsRun(t, s)

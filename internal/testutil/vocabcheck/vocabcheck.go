@@ -161,5 +161,5 @@ func ExportImporter(fset *token.FileSet, exports map[string]string) types.Import
 			return nil, fmt.Errorf("no export data for %s", path)
 		}
 		return os.Open(file)
-	}).(types.Importer)
+	})
 }
