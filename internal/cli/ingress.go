@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
-	"kici.dev/kici/internal/decisiontrace"
+	"kici.dev/kici/internal/cli/decisiontrace"
 	"kici.dev/kici/internal/provider"
 )
 
