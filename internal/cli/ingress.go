@@ -175,11 +175,7 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
 		Use: "revoke <source-id> <secret-id>", Short: "Revoke a webhook secret", Args: cobra.ExactArgs(2),
 		Example: "  kici-admin source secrets revoke <source-id> <secret-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, path(args[0])+"/"+url.PathEscape(args[1]), nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "Revoked secret %s\n", args[1])
-			return nil
+			return a.deleteAndConfirm(cmd, path(args[0])+"/"+url.PathEscape(args[1]), nil, fmt.Sprintf("Revoked secret %s", args[1]))
 		},
 	}
 	cmd.AddCommand(list, rotate, revoke)

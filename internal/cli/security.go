@@ -92,11 +92,7 @@ func (a *app) tokenCommand() *cobra.Command {
 		Example: "  kici-admin token revoke 6f1d0c7e-…",
 		Use:     "revoke <token-id>", Short: "Revoke an admin token: it gets 401 from now on", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "token %s revoked\n", args[0])
-			return nil
+			return a.deleteAndConfirm(cmd, apitypes.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, fmt.Sprintf("token %s revoked", args[0]))
 		},
 	}
 	cmd.AddCommand(create, list, revoke)
@@ -326,11 +322,7 @@ func (a *app) secretCommand() *cobra.Command {
 				path = apitypes.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
 				what = "secret " + args[0] + ":" + args[1]
 			}
-			if done, err := a.callJSON(cmd, http.MethodDelete, path, nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "%s deleted\n", terminalSafe(what))
-			return nil
+			return a.deleteAndConfirm(cmd, path, nil, fmt.Sprintf("%s deleted", terminalSafe(what)))
 		},
 	}
 	orgFlag(del)
