@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/decisiontrace"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/github"
@@ -270,27 +272,21 @@ func printDecisions(w io.Writer, ev *trigger.Event, ds []trigger.Decision) {
 		}
 	}
 	fmt.Fprintf(w, "event: %s — %d of %d workflows would run\n", desc, matched, len(ds))
-	for _, d := range ds {
-		mark := "SKIP"
-		if d.Matched {
-			mark = "RUN "
+	decisiontrace.Print(w, traceDecisions(ds))
+}
+
+// traceDecisions converts the matcher's decisions to their API form, the
+// one the trace printer reads (the two types carry the same fields).
+func traceDecisions(ds []trigger.Decision) []apitypes.Decision {
+	out := make([]apitypes.Decision, len(ds))
+	for i, d := range ds {
+		checks := make([]apitypes.Check, len(d.Checks))
+		for j, c := range d.Checks {
+			checks[j] = apitypes.Check(c)
 		}
-		fmt.Fprintf(w, "\n%s %s: %s\n", mark, d.Name, d.Summary)
-		for _, c := range d.Checks {
-			status := "pass"
-			if !c.Passed {
-				status = "FAIL"
-			}
-			line := fmt.Sprintf("    [%s] %s: %s", status, c.Check, c.Value)
-			if c.Pattern != "" {
-				line += " vs " + c.Pattern
-			}
-			if c.Reason != "" {
-				line += " — " + c.Reason
-			}
-			fmt.Fprintln(w, strings.TrimRight(line, " "))
-		}
+		out[i] = apitypes.Decision{Name: d.Name, Matched: d.Matched, MatchedTrigger: d.MatchedTrigger, Checks: checks, Summary: d.Summary}
 	}
+	return out
 }
 
 // currentBranch is the branch checked out in dir, or "" (detached HEAD, not

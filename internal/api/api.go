@@ -32,29 +32,6 @@ import (
 // MaxBodyBytes caps every request body: 25 MiB (KiCI's global body limit).
 const MaxBodyBytes = 25 << 20
 
-// Permissions checked by the admin routes (see docs/admin-api.md); the
-// role × permission matrix lives in package auth.
-const (
-	// PermRunRead gates the run, job and log read routes (all roles).
-	PermRunRead = auth.PermRunRead
-	// PermSourceRead gates listing and reading sources (all roles).
-	PermSourceRead = auth.PermSourceRead
-	// PermSourceCreate gates creating sources (owner, admin).
-	PermSourceCreate = auth.PermSourceCreate
-	// PermSourceSecretRead gates reading a source's webhook secret (owner, admin).
-	PermSourceSecretRead = auth.PermSourceSecretRead
-	// PermSourceUpdate gates rotating and revoking webhook secrets (owner, admin).
-	PermSourceUpdate = auth.PermSourceUpdate
-	// PermEventLogRead gates the event log and rejected deliveries (all roles).
-	PermEventLogRead = auth.PermEventLogRead
-	// PermEventLogReadPayload additionally gates event-log payloads (owner, admin).
-	PermEventLogReadPayload = auth.PermEventLogReadPayload
-	// PermContextCreate gates emitting events (owner, admin).
-	PermContextCreate = auth.PermContextCreate
-	// PermContextRead gates the registration index (every role).
-	PermContextRead = auth.PermContextRead
-)
-
 // Deps are the router's collaborators.
 type Deps struct {
 	// Store is the persistence layer (required).

@@ -127,23 +127,11 @@ func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := body.apply(c); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	status, ok := s.upsertContext(w, r, c, &body.contextPolicy, nil)
+	if !ok {
 		return
 	}
-	created, err := s.d.Store.UpsertContext(r.Context(), c, nil)
-	if errors.Is(err, store.ErrConflict) { // a concurrent create of the same name
-		writeError(w, http.StatusConflict, "Conflict: resource already exists")
-		return
-	} else if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, apitypes.ContextCreated{EnvID: c.ID, Created: created})
+	writeJSON(w, status, apitypes.ContextCreated{EnvID: c.ID, Created: status == http.StatusCreated})
 }
 
 // createContextTemplate is POST /contexts/templates: upserts a context named
@@ -189,23 +177,11 @@ func (s *server) createContextTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &store.Context{OrgID: body.OrgID, Name: body.TemplateName, Type: store.ContextTypeFixed, Enabled: true,
 		BranchRestrictions: []string{}, TriggerTypeFilters: []string{}, RepoPatterns: []string{}, CreatedBy: callerTokenID(r)}
-	if err := body.apply(c); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	status, ok := s.upsertContext(w, r, c, &body.contextPolicy, body.Variables)
+	if !ok {
 		return
 	}
-	created, err := s.d.Store.UpsertContext(r.Context(), c, body.Variables)
-	if errors.Is(err, store.ErrConflict) { // a concurrent create of the same name
-		writeError(w, http.StatusConflict, "Conflict: resource already exists")
-		return
-	} else if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, apitypes.ContextTemplateCreated{ContextCreated: apitypes.ContextCreated{EnvID: c.ID, Created: created}, VariablesSet: len(body.Variables)})
+	writeJSON(w, status, apitypes.ContextTemplateCreated{ContextCreated: apitypes.ContextCreated{EnvID: c.ID, Created: status == http.StatusCreated}, VariablesSet: len(body.Variables)})
 }
 
 // listContexts is GET /contexts?orgId=[&includeSecrets=true]: {contexts:[row…]}
@@ -328,4 +304,27 @@ func pendingHeldRunsMsg(err error, org string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("Context has %d pending held run(s) — approve or reject them first, or cancel their runs (kici-admin held-run list --org %s)", e.Count, org)
+}
+
+// upsertContext applies a create request's policy fields to c and stores it
+// with vars, answering 400 for a policy it refuses, 409 when a concurrent
+// create took the name and 500 when the store fails. On success it returns
+// the status to answer: 201 when c is new, 200 when it replaced one.
+func (s *server) upsertContext(w http.ResponseWriter, r *http.Request, c *store.Context, policy *contextPolicy, vars map[string]string) (int, bool) {
+	if err := policy.apply(c); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return 0, false
+	}
+	created, err := s.d.Store.UpsertContext(r.Context(), c, vars)
+	if errors.Is(err, store.ErrConflict) { // a concurrent create of the same name
+		writeError(w, http.StatusConflict, "Conflict: resource already exists")
+		return 0, false
+	} else if err != nil {
+		s.internalError(w, r, err)
+		return 0, false
+	}
+	if created {
+		return http.StatusCreated, true
+	}
+	return http.StatusOK, true
 }

@@ -37,6 +37,17 @@ func platformConnected(mode string) bool {
 	return false
 }
 
+// platformRefuses answers 409 with message(mode) when the orchestrator runs
+// Platform-connected, where the Platform owns what the route would change,
+// and reports whether it answered.
+func (s *server) platformRefuses(w http.ResponseWriter, message func(mode string) string) bool {
+	if !platformConnected(s.d.Mode) {
+		return false
+	}
+	writeError(w, http.StatusConflict, message(s.d.Mode))
+	return true
+}
+
 // heldRunsPlatformMsg is the 409 body of the held-run routes in a
 // Platform-connected mode.
 func heldRunsPlatformMsg(mode string) string {
@@ -80,8 +91,7 @@ func customerParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 // Every successful listing is an access-log row held_run.list.read (who
 // looked at the approval queue is part of the audit trail).
 func (s *server) listHeldRuns(w http.ResponseWriter, r *http.Request) {
-	if platformConnected(s.d.Mode) {
-		writeError(w, http.StatusConflict, heldRunsPlatformMsg(s.d.Mode))
+	if s.platformRefuses(w, heldRunsPlatformMsg) {
 		return
 	}
 	org, ok := customerParam(w, r)
@@ -155,8 +165,7 @@ func orDefault(s, def string) string {
 // asUserId the approver is the calling token ("service:<tokenId>", an
 // operator override); with it, the named approval-directory member.
 func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
-	if platformConnected(s.d.Mode) {
-		writeError(w, http.StatusConflict, heldRunsPlatformMsg(s.d.Mode))
+	if s.platformRefuses(w, heldRunsPlatformMsg) {
 		return
 	}
 	if s.d.Approvals == nil {

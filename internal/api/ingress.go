@@ -312,8 +312,8 @@ func (s *server) getEventLog(w http.ResponseWriter, r *http.Request) {
 		out.Trace, out.ErrorMessage = d.Decisions, &d.Error
 	}
 	if v := r.URL.Query().Get("includePayload"); v == "true" || v == "1" {
-		if p, ok := auth.PrincipalFrom(r.Context()); !ok || !auth.HasPermission(p.Role, PermEventLogReadPayload) {
-			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+PermEventLogReadPayload+"\"")
+		if p, ok := auth.PrincipalFrom(r.Context()); !ok || !auth.HasPermission(p.Role, auth.PermEventLogReadPayload) {
+			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+auth.PermEventLogReadPayload+"\"")
 			return
 		}
 		switch {

@@ -13,16 +13,6 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Permissions of the run-control routes.
-const (
-	// PermRunCancel gates POST /runs/{runId}/cancel (owner, admin; KiCI run.cancel).
-	PermRunCancel = auth.PermRunCancel
-	// PermOrchestratorDrain gates switching drain mode (owner, admin; KiCI
-	// orchestrator.drain); reading the drain state needs only
-	// settings.read, which an auditor holds.
-	PermOrchestratorDrain = auth.PermOrchestratorDrain
-)
-
 // RunController cancels runs and holds drain mode (implemented by
 // runctl.Controller).
 type RunController interface {
@@ -102,10 +92,6 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `Invalid action: must be "drain" or "resume"`)
 	}
 }
-
-// PermRunRerun gates POST /runs/{runId}/rerun (owner, admin; kici's own:
-// KiCI offers reruns only through its platform).
-const PermRunRerun = auth.PermRunRerun
 
 // Rerunner creates reruns (implemented by ingest.Processor).
 type Rerunner interface {

@@ -45,9 +45,13 @@ func orgParam(w http.ResponseWriter, org string) bool {
 	return true
 }
 
-// scopeParam normalises a secret scope, answering 400 when it is invalid.
-func scopeParam(w http.ResponseWriter, raw string) (string, bool) {
-	scope, err := secrets.NormalizeScope(raw)
+// orgScopeParams checks the organization and normalises the secret scope
+// a route names, answering 400 when either is invalid.
+func orgScopeParams(w http.ResponseWriter, org, rawScope string) (scope string, ok bool) {
+	if !orgParam(w, org) {
+		return "", false
+	}
+	scope, err := secrets.NormalizeScope(rawScope)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return "", false
@@ -75,11 +79,11 @@ func (s *server) listSecretScopes(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) listSecretKeys(w http.ResponseWriter, r *http.Request) {
 	svc := s.secretsOr503(w)
-	q := r.URL.Query()
-	if svc == nil || !orgParam(w, q.Get("orgId")) {
+	if svc == nil {
 		return
 	}
-	scope, ok := scopeParam(w, q.Get("scope"))
+	q := r.URL.Query()
+	scope, ok := orgScopeParams(w, q.Get("orgId"), q.Get("scope"))
 	if !ok {
 		return
 	}
@@ -100,10 +104,10 @@ func (s *server) createSecretScope(w http.ResponseWriter, r *http.Request) {
 		OrgID string `json:"orgId"`
 		Scope string `json:"scope"`
 	}
-	if !decodeBody(w, r, &b) || !orgParam(w, b.OrgID) {
+	if !decodeBody(w, r, &b) {
 		return
 	}
-	scope, ok := scopeParam(w, b.Scope)
+	scope, ok := orgScopeParams(w, b.OrgID, b.Scope)
 	if !ok {
 		return
 	}
@@ -117,11 +121,11 @@ func (s *server) createSecretScope(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) deleteSecretScope(w http.ResponseWriter, r *http.Request) {
 	svc := s.secretsOr503(w)
-	org := r.PathValue("orgId")
-	if svc == nil || !orgParam(w, org) {
+	if svc == nil {
 		return
 	}
-	scope, ok := scopeParam(w, r.PathValue("scope"))
+	org := r.PathValue("orgId")
+	scope, ok := orgScopeParams(w, org, r.PathValue("scope"))
 	if !ok {
 		return
 	}
@@ -149,10 +153,7 @@ func (s *server) putSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, key := r.PathValue("orgId"), r.PathValue("key")
-	if !orgParam(w, org) {
-		return
-	}
-	scope, ok := scopeParam(w, r.PathValue("scope"))
+	scope, ok := orgScopeParams(w, org, r.PathValue("scope"))
 	if !ok {
 		return
 	}

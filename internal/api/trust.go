@@ -65,8 +65,7 @@ func (s *server) getTrustPolicy(w http.ResponseWriter, r *http.Request) {
 // trust_policy.updated access row (detail: the patch and the merged policy)
 // commit in one transaction.
 func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
-	if platformConnected(s.d.Mode) {
-		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+	if s.platformRefuses(w, trustPlatformMsg) {
 		return
 	}
 	var b struct {
@@ -212,8 +211,7 @@ func (s *server) getTrustDirectory(w http.ResponseWriter, r *http.Request) {
 // re-registers) a member, replacing the links of that user and of that
 // provider user id; audited as trust_directory.updated.
 func (s *server) patchTrustDirectory(w http.ResponseWriter, r *http.Request) {
-	if platformConnected(s.d.Mode) {
-		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+	if s.platformRefuses(w, trustPlatformMsg) {
 		return
 	}
 	var b struct {
@@ -265,8 +263,7 @@ func (s *server) patchTrustDirectory(w http.ResponseWriter, r *http.Request) {
 // platformManaged, removed} (removed false, and no access row, when the user
 // was not a member).
 func (s *server) deleteTrustDirectory(w http.ResponseWriter, r *http.Request) {
-	if platformConnected(s.d.Mode) {
-		writeError(w, http.StatusConflict, trustPlatformMsg(s.d.Mode))
+	if s.platformRefuses(w, trustPlatformMsg) {
 		return
 	}
 	org, ok := customerParam(w, r)

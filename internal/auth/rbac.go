@@ -51,7 +51,7 @@ const (
 	PermSettingsRead        = "settings.read"
 	PermSettingsWrite       = "settings.write"
 	PermDatabaseAdmin       = "database.admin"
-	PermRunRerun            = "run.rerun"
+	PermRunRerun            = "run.rerun" // kici's own: KiCI offers reruns only through its platform
 	PermSecretList          = "secret.list"
 )
 

@@ -156,6 +156,16 @@ func (a *app) call(cmd *cobra.Command, method, path string, query url.Values, in
 	return data, nil
 }
 
+// deleteAndConfirm sends DELETE path?query and, unless --json printed the
+// answer, prints confirmation: what the delete commands say on success.
+func (a *app) deleteAndConfirm(cmd *cobra.Command, path string, query url.Values, confirmation string) error {
+	if printed, err := a.callJSON(cmd, http.MethodDelete, path, query, nil, nil); printed || err != nil {
+		return err
+	}
+	fmt.Fprintln(a.out(), confirmation)
+	return nil
+}
+
 // callJSON is call for commands with a --json mode: with --json it prints the
 // raw answer and reports printed, so the caller renders out only when it did
 // not (and on no error).

@@ -271,11 +271,7 @@ func (a *app) contextCommand() *cobra.Command {
 			if err := requireFlags("org", org, "name", name); err != nil {
 				return err
 			}
-			if done, err := a.callJSON(cmd, http.MethodDelete, contextPath(name), orgQuery(org), nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "context %s deleted\n", name)
-			return nil
+			return a.deleteAndConfirm(cmd, contextPath(name), orgQuery(org), fmt.Sprintf("context %s deleted", name))
 		},
 	}
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runs/status"
 )
@@ -75,7 +76,7 @@ func (a *app) printTail(ctx context.Context, c *Client, w io.Writer, runID, jobI
 		fmt.Fprintln(w, "(no output)")
 	}
 	for _, l := range lines {
-		fmt.Fprintln(w, terminalSafe(l.Msg))
+		fmt.Fprintln(w, termsafe.Line(l.Msg))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/decisiontrace"
 	"kici.dev/kici/internal/provider"
 )
 
@@ -174,11 +175,7 @@ func (a *app) sourceSecretsCommand() *cobra.Command {
 		Use: "revoke <source-id> <secret-id>", Short: "Revoke a webhook secret", Args: cobra.ExactArgs(2),
 		Example: "  kici-admin source secrets revoke <source-id> <secret-id>",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, path(args[0])+"/"+url.PathEscape(args[1]), nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "Revoked secret %s\n", args[1])
-			return nil
+			return a.deleteAndConfirm(cmd, path(args[0])+"/"+url.PathEscape(args[1]), nil, fmt.Sprintf("Revoked secret %s", args[1]))
 		},
 	}
 	cmd.AddCommand(list, rotate, revoke)
@@ -343,29 +340,12 @@ func printDelivery(a *app, d *apitypes.EventLogView, tr *apitypes.Trace, errMsg 
 	if len(tr.ChangedFiles) > 0 {
 		fmt.Fprintf(w, "Changed:   %s\n", strings.Join(tr.ChangedFiles, ", "))
 	}
-	if len(tr.Workflows) > 0 {
-		fmt.Fprintln(w, "\nDecision trace:")
-	}
-	for _, dec := range tr.Workflows {
-		mark := "✗"
-		if dec.Matched {
-			mark = "✓"
-		}
-		fmt.Fprintf(w, "  %s %s — %s\n", mark, dec.Name, dec.Summary)
-		for _, c := range dec.Checks {
-			res := "pass"
-			if !c.Passed {
-				res = "FAIL"
-			}
-			line := fmt.Sprintf("      [%s] %s: pattern %q, value %q", res, c.Check, c.Pattern, c.Value)
-			if c.Reason != "" {
-				line += " — " + c.Reason
-			}
-			fmt.Fprintln(w, line)
-		}
+	decisiontrace.Print(w, tr.Workflows)
+	if len(tr.Errors) > 0 {
+		fmt.Fprintln(w)
 	}
 	for _, e := range tr.Errors {
-		fmt.Fprintf(w, "  error: %s\n", e)
+		fmt.Fprintf(w, "error: %s\n", e)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -140,7 +141,7 @@ func formatLogLine(asJSON, raw bool, label string, l logLineJSON) string {
 	if raw {
 		label = ""
 	}
-	return label + terminalSafe(l.Msg) + "\n"
+	return label + termsafe.Line(l.Msg) + "\n"
 }
 
 // drainStream reads and prints every available page of one stream.

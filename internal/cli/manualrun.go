@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 )
 
 func (a *app) runsStartCommand() *cobra.Command {
@@ -68,7 +69,7 @@ run succeeded, 1 otherwise.`,
 			case a.quiet:
 				fmt.Fprintln(a.out(), resp.Run.RunID)
 			default:
-				fmt.Fprintf(a.out(), "run %s started (%s at %s)\n", resp.Run.RunID, cellSafe(resp.Run.WorkflowName), resp.Run.SHA)
+				fmt.Fprintf(a.out(), "run %s started (%s at %s)\n", resp.Run.RunID, termsafe.Cell(resp.Run.WorkflowName), resp.Run.SHA)
 			}
 			if !follow {
 				return nil

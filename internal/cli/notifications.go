@@ -88,11 +88,7 @@ retried with backoff; "deliveries" shows each one's state (see docs/notification
 		Example: `  kici-admin notification remove 6f1c…`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if printed, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/notifications/"+url.PathEscape(args[0]), nil, nil, nil); err != nil || printed {
-				return err
-			}
-			fmt.Fprintf(a.out(), "removed subscription %s\n", args[0])
-			return nil
+			return a.deleteAndConfirm(cmd, apitypes.AdminPrefix+"/notifications/"+url.PathEscape(args[0]), nil, fmt.Sprintf("removed subscription %s", args[0]))
 		},
 	}
 	test := &cobra.Command{

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"kici.dev/kici/internal/cli/termsafe"
 )
 
 // table writes aligned columns; call flush when done.
@@ -21,7 +23,7 @@ func newTable(w io.Writer, headers ...string) *table {
 
 func (t *table) row(cols ...string) {
 	for i, c := range cols {
-		cols[i] = cellSafe(c)
+		cols[i] = termsafe.Cell(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }

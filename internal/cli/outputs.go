@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 )
 
 // printJobOutputs lists the outputs each job exported, after the jobs
@@ -18,7 +19,7 @@ func printJobOutputs(w io.Writer, jobs []apitypes.JobView) {
 		if len(j.Outputs) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\noutputs of %s:\n", cellSafe(j.JobName))
+		fmt.Fprintf(w, "\noutputs of %s:\n", termsafe.Cell(j.JobName))
 		names := make([]string, 0, len(j.Outputs))
 		for k := range j.Outputs {
 			names = append(names, k)
@@ -27,9 +28,9 @@ func printJobOutputs(w io.Writer, jobs []apitypes.JobView) {
 		for _, k := range names {
 			lines := strings.Split(j.Outputs[k], "\n")
 			for i, l := range lines {
-				lines[i] = cellSafe(l)
+				lines[i] = termsafe.Cell(l)
 			}
-			fmt.Fprintf(w, "  %s = %s\n", cellSafe(k), strings.Join(lines, "\n    "))
+			fmt.Fprintf(w, "  %s = %s\n", termsafe.Cell(k), strings.Join(lines, "\n    "))
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 )
 
 // ---------------------------------------------------------------- token
@@ -82,7 +83,7 @@ func (a *app) tokenCommand() *cobra.Command {
 				if v.ExpiresAt != nil {
 					exp = fmtTime(v.ExpiresAt)
 				}
-				t.row(v.ID, terminalSafe(v.Label), v.Role, terminalSafe(rk), fmtTime(&v.CreatedAt), exp, strconv.FormatBool(v.Revoked))
+				t.row(v.ID, termsafe.Line(v.Label), v.Role, termsafe.Line(rk), fmtTime(&v.CreatedAt), exp, strconv.FormatBool(v.Revoked))
 			}
 			t.flush()
 			return nil
@@ -92,11 +93,7 @@ func (a *app) tokenCommand() *cobra.Command {
 		Example: "  kici-admin token revoke 6f1d0c7e-…",
 		Use:     "revoke <token-id>", Short: "Revoke an admin token: it gets 401 from now on", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "token %s revoked\n", args[0])
-			return nil
+			return a.deleteAndConfirm(cmd, apitypes.AdminPrefix+"/tokens/"+url.PathEscape(args[0]), nil, fmt.Sprintf("token %s revoked", args[0]))
 		},
 	}
 	cmd.AddCommand(create, list, revoke)
@@ -237,7 +234,7 @@ func (a *app) secretCommand() *cobra.Command {
 				return err
 			}
 			for _, s := range resp.Scopes {
-				fmt.Fprintln(a.out(), terminalSafe(s))
+				fmt.Fprintln(a.out(), termsafe.Line(s))
 			}
 			return nil
 		},
@@ -252,7 +249,7 @@ func (a *app) secretCommand() *cobra.Command {
 				return err
 			}
 			for _, k := range resp.Keys {
-				fmt.Fprintln(a.out(), terminalSafe(k))
+				fmt.Fprintln(a.out(), termsafe.Line(k))
 			}
 			return nil
 		},
@@ -306,7 +303,7 @@ func (a *app) secretCommand() *cobra.Command {
 			if done, err := a.callJSON(cmd, http.MethodPut, path, nil, map[string]string{"value": v}, nil); done || err != nil {
 				return err
 			}
-			fmt.Fprintf(a.out(), "secret %s:%s set\n", terminalSafe(args[0]), terminalSafe(args[1]))
+			fmt.Fprintf(a.out(), "secret %s:%s set\n", termsafe.Line(args[0]), termsafe.Line(args[1]))
 			return nil
 		},
 	}
@@ -326,11 +323,7 @@ func (a *app) secretCommand() *cobra.Command {
 				path = apitypes.AdminPrefix + "/secrets/" + url.PathEscape(org) + "/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
 				what = "secret " + args[0] + ":" + args[1]
 			}
-			if done, err := a.callJSON(cmd, http.MethodDelete, path, nil, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "%s deleted\n", terminalSafe(what))
-			return nil
+			return a.deleteAndConfirm(cmd, path, nil, fmt.Sprintf("%s deleted", termsafe.Line(what)))
 		},
 	}
 	orgFlag(del)
@@ -407,7 +400,7 @@ func (a *app) accessLogCommand() *cobra.Command {
 					by = "system"
 				}
 				at := e.At
-				t.row(fmtTime(&at), terminalSafe(e.Action), terminalSafe(e.Resource), terminalSafe(by), terminalSafe(e.Detail))
+				t.row(fmtTime(&at), termsafe.Line(e.Action), termsafe.Line(e.Resource), termsafe.Line(by), termsafe.Line(e.Detail))
 			}
 			t.flush()
 			return nil

@@ -92,11 +92,7 @@ func (a *app) variableCommand() *cobra.Command {
 		Short:   "Delete a variable",
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if done, err := a.callJSON(cmd, http.MethodDelete, contextPath(args[1], "variables", args[2]), orgQuery(args[0]), nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "variable %s of %s deleted\n", args[2], args[1])
-			return nil
+			return a.deleteAndConfirm(cmd, contextPath(args[1], "variables", args[2]), orgQuery(args[0]), fmt.Sprintf("variable %s of %s deleted", args[2], args[1]))
 		},
 	}
 	cmd.AddCommand(list, set, del)
@@ -174,11 +170,7 @@ is never overridden.`,
 			}
 			q := orgQuery(org)
 			q.Set("routingKey", rk)
-			if done, err := a.callJSON(cmd, http.MethodDelete, contextPath(name, "source-overrides", args[0]), q, nil, nil); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out(), "override of %s for %s deleted from %s\n", args[0], rk, name)
-			return nil
+			return a.deleteAndConfirm(cmd, contextPath(name, "source-overrides", args[0]), q, fmt.Sprintf("override of %s for %s deleted from %s", args[0], rk, name))
 		},
 	}
 	for _, c := range []*cobra.Command{list, set, del} {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/cli/termsafe"
 )
 
 // sessionCommand is `kici-admin session list|revoke`: the web UI's
@@ -44,7 +45,7 @@ func (a *app) sessionCommand() *cobra.Command {
 				if role == "" {
 					role = "(token's)"
 				}
-				t.row(v.ID, terminalSafe(v.Subject), terminalSafe(v.Name), string(v.Kind), role, terminalSafe(rk), terminalSafe(v.Client),
+				t.row(v.ID, termsafe.Line(v.Subject), termsafe.Line(v.Name), string(v.Kind), role, termsafe.Line(rk), termsafe.Line(v.Client),
 					fmtTime(&v.CreatedAt), fmtTime(&v.LastSeenAt))
 			}
 			t.flush()
@@ -69,7 +70,7 @@ func (a *app) sessionCommand() *cobra.Command {
 				if done, err := a.callJSON(cmd, http.MethodDelete, apitypes.AdminPrefix+"/web-sessions", url.Values{"subject": {revokeUser}}, nil, &resp); done || err != nil {
 					return err
 				}
-				fmt.Fprintf(a.out(), "%d session(s) of %s revoked\n", resp.Revoked, terminalSafe(revokeUser))
+				fmt.Fprintf(a.out(), "%d session(s) of %s revoked\n", resp.Revoked, termsafe.Line(revokeUser))
 			default:
 				return fmt.Errorf("give a session id or --user <identity>, not both (kici-admin session list shows them)")
 			}

@@ -38,9 +38,17 @@ func (h *harness) reconnect(tok, id, resume string, inFlight ...protocol.InFligh
 // its harness.
 func (h *harness) restarted(cfg Config, deps Deps) *harness {
 	h.t.Helper()
+	return h.restartedWithLogs(cfg, deps, h.logs)
+}
+
+// restartedWithLogs is restarted whose dispatcher stores log lines in logs
+// (the new harness's logs field is set only when logs is the recording
+// double).
+func (h *harness) restartedWithLogs(cfg Config, deps Deps, logs LogSink) *harness {
+	h.t.Helper()
 	ev := newEvents(h.st)
 	deps.Events = ev
-	d2 := New(cfg, h.st, h.aa, h.logs, nil, nil, deps)
+	d2 := New(cfg, h.st, h.aa, logs, nil, nil, deps)
 	srv := httptest.NewServer(d2)
 	h.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -48,7 +56,8 @@ func (h *harness) restarted(cfg Config, deps Deps) *harness {
 		d2.Shutdown(ctx)
 		srv.Close()
 	})
-	return &harness{t: h.t, st: h.st, aa: h.aa, d: d2, ev: ev, logs: h.logs, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
+	recorded, _ := logs.(*logSink)
+	return &harness{t: h.t, st: h.st, aa: h.aa, d: d2, ev: ev, logs: recorded, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}
 }
 
 func (h *harness) startedCount(id string) int {

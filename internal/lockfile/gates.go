@@ -92,16 +92,12 @@ func CheckGateRegex(p Pattern) error {
 func (f *yfile) gatePattern(n ast.Node, what string) (Pattern, bool) {
 	p := Pattern{Type: "regex"}
 	if s, ok := f.scalar(n); ok {
-		p.Pattern = s
-	} else {
-		entries, ok := f.mapping(n, what)
-		if !ok {
+		if s == "" {
+			f.errorf(n, "%s: empty regex", what)
 			return p, false
 		}
-		p.Pattern, p.Flags = f.regexEntry(entries, what, what+".")
-	}
-	if p.Pattern == "" {
-		f.errorf(n, "%s: empty regex", what)
+		p.Pattern = s
+	} else if p.Pattern, p.Flags, ok = f.regexMapping(n, what); !ok {
 		return p, false
 	}
 	if err := CheckGateRegex(p); err != nil {

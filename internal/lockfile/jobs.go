@@ -294,14 +294,8 @@ func (f *yfile) labelList(n ast.Node, what string) []LabelMatcher {
 			}
 			continue
 		}
-		entries, ok := f.mapping(it, what+" entries")
-		if !ok {
-			continue
-		}
 		m := LabelMatcher{Kind: "regex"}
-		m.Source, m.Flags = f.regexEntry(entries, what+" entry", what+" ")
-		if m.Source == "" {
-			f.errorf(it, "%s: a regex label entry needs `regex`", what)
+		if m.Source, m.Flags, ok = f.regexMapping(it, what+" entry"); !ok {
 			continue
 		}
 		if err := pattern.CheckSafeRegex(m.Source, m.Flags); err != nil {

@@ -33,25 +33,12 @@ func ValidSecretRef(ref string) bool {
 // environment variable names, values secret references. Secret values never
 // appear in a workflow; only where to find them.
 func (f *yfile) secretMap(n ast.Node, what string) map[string]string {
-	if isNull(f.resolve(n)) {
-		return nil
-	}
-	entries, ok := f.mapping(n, what)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]string, len(entries))
-	for _, e := range entries {
-		if !validEnvName(e.key) {
-			f.errorf(e.knode, "%s: %q is not a valid environment variable name (letters, digits and _, not starting with a digit)", what, e.key)
-			continue
-		}
+	return f.envVarMap(n, what, func(e kv) (string, bool) {
 		v, ok := f.scalar(e.val)
 		if !ok || !ValidSecretRef(v) {
 			f.errorf(e.val, "%s: %s must name a secret as \"<scope>:<key>\" (e.g. release:npm_token)", what, e.key)
-			continue
+			return "", false
 		}
-		out[e.key] = v
-	}
-	return out
+		return v, true
+	})
 }

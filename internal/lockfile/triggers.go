@@ -296,14 +296,8 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 			out = append(out, Pattern{Type: "glob", Pattern: s})
 			continue
 		}
-		entries, ok := f.mapping(it, what+" entries")
-		if !ok {
-			continue
-		}
 		p := Pattern{Type: "regex"}
-		p.Pattern, p.Flags = f.regexEntry(entries, what+" entry", what+" ")
-		if p.Pattern == "" {
-			f.errorf(it, "%s: a regex entry needs `regex`", what)
+		if p.Pattern, p.Flags, ok = f.regexMapping(it, what+" entry"); !ok {
 			continue
 		}
 		if !f.checkRegex(it, p.Pattern, p.Flags, what) {

@@ -199,24 +199,32 @@ func (f *yfile) mapping(n ast.Node, what string) ([]kv, bool) {
 	return applyMerges(out), true
 }
 
-// strict reports unknown keys of a mapping.
-// regexEntry decodes a {regex, flags} mapping (its entries; what names
-// it when other keys are refused, valuePrefix is put before "regex" or
-// "flags" in errors about a value): the pattern ("" when missing or
-// empty, reported) and its flags.
-func (f *yfile) regexEntry(entries []kv, what, valuePrefix string) (src, flags string) {
+// regexMapping decodes the {regex, flags} form of a pattern (n must be a
+// mapping): it reports other keys and a missing or empty `regex`, and leaves
+// checking the regex to the caller, whose rules differ (a trigger pattern
+// may be negated with "!", a gate's is bounded in length).
+func (f *yfile) regexMapping(n ast.Node, what string) (src, flags string, ok bool) {
+	entries, ok := f.mapping(n, what)
+	if !ok {
+		return "", "", false
+	}
 	f.strict(entries, what, "regex", "flags")
 	for _, e := range entries {
 		switch e.key {
 		case "regex":
-			src, _ = f.nonEmptyStr(e.val, valuePrefix+"regex")
+			src, _ = f.str(e.val, what+" regex")
 		case "flags":
-			flags, _ = f.str(e.val, valuePrefix+"flags")
+			flags, _ = f.str(e.val, what+" flags")
 		}
 	}
-	return src, flags
+	if src == "" {
+		f.errorf(n, "%s: a {regex, flags} entry needs a non-empty `regex`", what)
+		return "", "", false
+	}
+	return src, flags, true
 }
 
+// strict reports unknown keys of a mapping.
 func (f *yfile) strict(entries []kv, what string, allowed ...string) {
 	for _, e := range entries {
 		found := false
@@ -385,6 +393,24 @@ func (f *yfile) intRange(n ast.Node, what string, lo, hi int) (int, bool) {
 
 // envMap decodes a mapping of environment variables.
 func (f *yfile) envMap(n ast.Node, what string) map[string]string {
+	return f.envVarMap(n, what, func(e kv) (string, bool) {
+		if isNull(f.resolve(e.val)) {
+			return "", true
+		}
+		v, ok := f.scalar(e.val)
+		if !ok {
+			f.errorf(e.val, "%s: value of %s must be a string, got %s", what, e.key, describe(f.resolve(e.val)))
+			return "", false
+		}
+		f.envTemplate(e.val, v, e.key, f.inJob)
+		return v, true
+	})
+}
+
+// envVarMap decodes a mapping keyed by environment variable names (null is
+// no mapping): it reports an invalid name and keeps each entry whose value
+// decodes, value having reported the others.
+func (f *yfile) envVarMap(n ast.Node, what string, value func(e kv) (string, bool)) map[string]string {
 	if isNull(f.resolve(n)) {
 		return nil
 	}
@@ -398,17 +424,9 @@ func (f *yfile) envMap(n ast.Node, what string) map[string]string {
 			f.errorf(e.knode, "%s: %q is not a valid environment variable name (letters, digits and _, not starting with a digit)", what, e.key)
 			continue
 		}
-		if isNull(f.resolve(e.val)) {
-			out[e.key] = ""
-			continue
+		if v, ok := value(e); ok {
+			out[e.key] = v
 		}
-		v, ok := f.scalar(e.val)
-		if !ok {
-			f.errorf(e.val, "%s: value of %s must be a string, got %s", what, e.key, describe(f.resolve(e.val)))
-			continue
-		}
-		out[e.key] = v
-		f.envTemplate(e.val, v, e.key, f.inJob)
 	}
 	return out
 }

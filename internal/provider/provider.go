@@ -83,6 +83,15 @@ func Str(m map[string]any, path ...string) string {
 	return s
 }
 
+// DefaultBranch returns the repository's default branch named at path, or
+// "main" when the payload does not name one.
+func DefaultBranch(m map[string]any, path ...string) string {
+	if b := Str(m, path...); b != "" {
+		return b
+	}
+	return "main"
+}
+
 // Obj returns the object at path, or nil.
 func Obj(m map[string]any, path ...string) map[string]any {
 	o, _ := Value(m, path...).(map[string]any)

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"kici.dev/kici/internal/protocol"
@@ -77,3 +78,25 @@ type EventLog interface {
 // BackendFactory builds the backend of a scaler entry; exited must be
 // called once when an agent the backend started has ended.
 type BackendFactory func(e *Entry, exited func(agentID string, err error)) (Backend, error)
+
+// waitEnded waits until done is closed (an agent's end has been handled
+// and reported) or ctx ends, whichever comes first.
+func waitEnded(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// destroyAll destroys the agents ids at once, each with destroy, and
+// returns when every call has: a backend's Shutdown, which must not pay
+// one stop grace per agent.
+func destroyAll(ctx context.Context, ids []string, destroy func(ctx context.Context, id string) error) {
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { _ = destroy(ctx, id) })
+	}
+	wg.Wait()
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -300,12 +302,7 @@ func (c *Container) Destroy(ctx context.Context, id string) error {
 	if _, err := c.cli.ContainerStop(ctx, cr.id, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 		_, _ = c.cli.ContainerRemove(ctx, cr.id, client.ContainerRemoveOptions{Force: true})
 	}
-	select {
-	case <-cr.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return waitEnded(ctx, cr.done)
 }
 
 // Release lets go of a running agent container (HandOver): Shutdown no
@@ -393,17 +390,9 @@ func (c *Container) reap(ctx context.Context, exitedOnly bool) (int, error) {
 func (c *Container) Shutdown(ctx context.Context) {
 	c.mu.Lock()
 	c.closed = true
-	ids := make([]string, 0, len(c.ctrs))
-	for id := range c.ctrs {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(c.ctrs))
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Destroy(ctx, id) }()
-	}
-	wg.Wait()
+	destroyAll(ctx, ids, c.Destroy)
 	c.cli.Close()
 }
 

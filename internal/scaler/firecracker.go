@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -380,12 +382,7 @@ func (f *Firecracker) Destroy(ctx context.Context, id string) error {
 	f.mu.Unlock()
 	if !running {
 		// A spawn in flight: its own unwinding removes it.
-		select {
-		case <-v.done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return waitEnded(ctx, v.done)
 	}
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := v.api.Action(actx, fcapi.ActionSendCtrlAltDel)
@@ -400,12 +397,7 @@ func (f *Firecracker) Destroy(ctx context.Context, id string) error {
 	case <-ctx.Done():
 		_ = v.proc.Kill()
 	}
-	select {
-	case <-v.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitEnded(ctx, v.done)
 }
 
 // Shutdown refuses further spawns and destroys every VM (bounded by ctx).
@@ -415,15 +407,7 @@ func (f *Firecracker) Shutdown(ctx context.Context) {
 		f.closed = true
 		close(f.stop)
 	}
-	ids := make([]string, 0, len(f.vms))
-	for id := range f.vms {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(f.vms))
 	f.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = f.Destroy(ctx, id) }()
-	}
-	wg.Wait()
+	destroyAll(ctx, ids, f.Destroy)
 }

@@ -167,21 +167,6 @@ func NewManager(cfg *Config, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// CanServe reports whether some scaler has a label set for labels (no
-// exclusions).
-func (m *Manager) CanServe(labels []string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := findBackend(m.scalers, labels, nil)
-	return ok
-}
-
-// Spawn is SpawnFor with the job's id only (no labels: the first label set
-// without a gate).
-func (m *Manager) Spawn(ctx context.Context, jobID string) (string, error) {
-	return m.SpawnFor(ctx, spawn.Request{JobID: jobID})
-}
-
 // SpawnFor picks the label set for the job (findBackend), reserves one
 // agent against globalMaxAgents and the scaler's maxAgents (all or
 // nothing), mints the agent id and returns it at once; the backend spawn

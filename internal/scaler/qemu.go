@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -339,12 +341,7 @@ func (q *QEMU) Destroy(ctx context.Context, id string) error {
 	v.destroying = true
 	q.mu.Unlock()
 	if v.cmd == nil || v.cmd.Process == nil {
-		select { // a spawn in flight: its unwinding removes it
-		case <-v.done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return waitEnded(ctx, v.done) // a spawn in flight: its unwinding removes it
 	}
 	pgid := v.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -355,29 +352,16 @@ func (q *QEMU) Destroy(ctx context.Context, id string) error {
 	case <-ctx.Done():
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-v.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitEnded(ctx, v.done)
 }
 
 // Shutdown refuses further spawns and destroys every VM (bounded by ctx).
 func (q *QEMU) Shutdown(ctx context.Context) {
 	q.mu.Lock()
 	q.closed = true
-	ids := make([]string, 0, len(q.vms))
-	for id := range q.vms {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(q.vms))
 	q.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = q.Destroy(ctx, id) }()
-	}
-	wg.Wait()
+	destroyAll(ctx, ids, q.Destroy)
 }
 
 // ReapOrphans kills the QEMU processes of this scaler's VMs it does not

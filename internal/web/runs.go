@@ -339,13 +339,30 @@ func actor(p auth.Principal) string {
 	return p.Label
 }
 
-func (u *UI) cancelRun(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
-	run, ok := u.loadRun(w, r, p, auth.PermRunCancel)
+// runActionTarget loads the run a run page's POST acts on, which the caller
+// needs perm for, once the service the action needs is wired (else 503
+// with unavailable).
+func (u *UI) runActionTarget(w http.ResponseWriter, r *http.Request, p auth.Principal, perm string, wired bool, unavailable string) (*store.Run, bool) {
+	run, ok := u.loadRun(w, r, p, perm)
 	if !ok {
-		return
+		return nil, false
 	}
-	if u.d.Cancel == nil {
-		u.errorPage(w, r, http.StatusServiceUnavailable, "Run control not available")
+	if !wired {
+		u.errorPage(w, r, http.StatusServiceUnavailable, unavailable)
+		return nil, false
+	}
+	return run, true
+}
+
+// auditRunAction records a run page's action as the admin API route it
+// stands for (POST /api/v1/admin/runs/{runId}/<action>).
+func (u *UI) auditRunAction(r *http.Request, p auth.Principal, runID, action string) {
+	u.audit(r, p, "POST /api/v1/admin/runs/{runId}/"+action, "/api/v1/admin/runs/"+runID+"/"+action)
+}
+
+func (u *UI) cancelRun(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
+	run, ok := u.runActionTarget(w, r, p, auth.PermRunCancel, u.d.Cancel != nil, "Run control not available")
+	if !ok {
 		return
 	}
 	_, err := u.d.Cancel.CancelRun(r.Context(), run.ID, r.PostFormValue("force") == "true", actor(p))
@@ -360,17 +377,13 @@ func (u *UI) cancelRun(w http.ResponseWriter, r *http.Request, s *session, p aut
 		u.internalError(w, r, err)
 		return
 	}
-	u.audit(r, p, "POST /api/v1/admin/runs/{runId}/cancel", "/api/v1/admin/runs/"+run.ID+"/cancel")
+	u.auditRunAction(r, p, run.ID, "cancel")
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID)+"?flash=cancelled", http.StatusSeeOther)
 }
 
 func (u *UI) rerunRun(w http.ResponseWriter, r *http.Request, s *session, p auth.Principal) {
-	run, ok := u.loadRun(w, r, p, auth.PermRunRerun)
+	run, ok := u.runActionTarget(w, r, p, auth.PermRunRerun, u.d.Rerun != nil, "Reruns are not available")
 	if !ok {
-		return
-	}
-	if u.d.Rerun == nil {
-		u.errorPage(w, r, http.StatusServiceUnavailable, "Reruns are not available")
 		return
 	}
 	rerun := u.d.Rerun.Rerun
@@ -394,6 +407,6 @@ func (u *UI) rerunRun(w http.ResponseWriter, r *http.Request, s *session, p auth
 		u.internalError(w, r, err)
 		return
 	}
-	u.audit(r, p, "POST /api/v1/admin/runs/{runId}/rerun", "/api/v1/admin/runs/"+run.ID+"/rerun")
+	u.auditRunAction(r, p, run.ID, "rerun")
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(nr.ID)+"?flash=rerun", http.StatusSeeOther)
 }

@@ -70,6 +70,21 @@ func NormalizeAs(providerName, eventName string, payload []byte) (*trigger.Event
 	return normalize(providerName, eventName, payload)
 }
 
+// EventBase is the part of an event that GitHub-shaped payloads (GitHub's
+// and the Gitea family's) carry the same way: type, action, payload,
+// provider, source repository and sender id. The sender's login is left to
+// the caller: the Gitea family names it in more than one field.
+func EventBase(prov, eventName string, p map[string]any) *trigger.Event {
+	return &trigger.Event{
+		Type:         trigger.Kind(eventName),
+		Action:       provider.Str(p, "action"),
+		Payload:      p,
+		Provider:     provider.Name(prov),
+		SourceRepo:   provider.Str(p, "repository", "full_name"),
+		SenderUserID: provider.Int(p, "sender", "id"),
+	}
+}
+
 func normalize(prov, eventName string, payload []byte) (*trigger.Event, LockRef, error) {
 	head := LockRef{Ref: provider.HEAD}
 	if !supported(eventName) {
@@ -79,19 +94,9 @@ func normalize(prov, eventName string, payload []byte) (*trigger.Event, LockRef,
 	if err != nil {
 		return nil, head, err
 	}
-	ev := &trigger.Event{
-		Type:           trigger.Kind(eventName),
-		Action:         provider.Str(p, "action"),
-		Payload:        p,
-		Provider:       provider.Name(prov),
-		SourceRepo:     provider.Str(p, "repository", "full_name"),
-		SenderUsername: provider.Str(p, "sender", "login"),
-		SenderUserID:   provider.Int(p, "sender", "id"),
-	}
-	defaultBranch := provider.Str(p, "repository", "default_branch")
-	if defaultBranch == "" {
-		defaultBranch = "main"
-	}
+	ev := EventBase(prov, eventName, p)
+	ev.SenderUsername = provider.Str(p, "sender", "login")
+	defaultBranch := provider.DefaultBranch(p, "repository", "default_branch")
 	ref := head
 	switch eventName {
 	case "push":

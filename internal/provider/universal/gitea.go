@@ -33,22 +33,12 @@ func normalizeGitea(preset, eventName string, body []byte) (*trigger.Event, prov
 	if err != nil {
 		return nil, head, err
 	}
-	ev := &trigger.Event{
-		Type:           trigger.Kind(eventName),
-		Action:         provider.Str(p, "action"),
-		Payload:        p,
-		Provider:       provider.Name(preset),
-		SourceRepo:     provider.Str(p, "repository", "full_name"),
-		SenderUsername: userLogin(provider.Obj(p, "sender")),
-		SenderUserID:   provider.Int(p, "sender", "id"),
-	}
+	ev := github.EventBase(preset, eventName, p)
+	ev.SenderUsername = userLogin(provider.Obj(p, "sender"))
 	if ev.SenderUsername == "" {
 		ev.SenderUsername = userLogin(provider.Obj(p, "pusher"))
 	}
-	defaultBranch := provider.Str(p, "repository", "default_branch")
-	if defaultBranch == "" {
-		defaultBranch = "main"
-	}
+	defaultBranch := provider.DefaultBranch(p, "repository", "default_branch")
 	ref := head
 	switch eventName {
 	case "push":

@@ -44,10 +44,7 @@ func normalizeGitLab(eventName string, body []byte) (*trigger.Event, provider.Lo
 		ev.SenderUsername = provider.Str(p, "user", "username")
 		ev.SenderUserID = provider.Int(p, "user", "id")
 	}
-	defaultBranch := provider.Str(p, "project", "default_branch")
-	if defaultBranch == "" {
-		defaultBranch = "main"
-	}
+	defaultBranch := provider.DefaultBranch(p, "project", "default_branch")
 	ref := head
 	switch eventName {
 	case "Push Hook", "Tag Push Hook":

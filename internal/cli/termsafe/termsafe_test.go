@@ -1,8 +1,8 @@
-package cli
+package termsafe
 
 import "testing"
 
-func TestTerminalSafe(t *testing.T) {
+func TestLine(t *testing.T) {
 	cases := map[string]string{
 		"plain text\twith tab":          "plain text\twith tab",
 		"\x1b[31mred\x1b[0m":            "\x1b[31mred\x1b[0m",
@@ -13,8 +13,8 @@ func TestTerminalSafe(t *testing.T) {
 		"\x1b[1;32;40mok\x1b[m \x1b[5A": "\x1b[1;32;40mok\x1b[m ^[[5A",
 	}
 	for in, want := range cases {
-		if got := terminalSafe(in); got != want {
-			t.Errorf("terminalSafe(%q) = %q, want %q", in, got, want)
+		if got := Line(in); got != want {
+			t.Errorf("Line(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -22,7 +22,7 @@ func TestTerminalSafe(t *testing.T) {
 // Table cells carry text other people wrote (rejection reasons, comments,
 // variable values): no escape sequence, colour or not, reaches the
 // terminal, and a cell stays on one line.
-func TestCellSafe(t *testing.T) {
+func TestCell(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain reason":       "plain reason",
 		"line1\nline2":       "line1 line2",
@@ -32,8 +32,8 @@ func TestCellSafe(t *testing.T) {
 		"\x1b]0;title\x07":   "^[]0;title^G",
 		"unicode ✓ stays":    "unicode ✓ stays",
 	} {
-		if got := cellSafe(in); got != want {
-			t.Errorf("cellSafe(%q) = %q, want %q", in, got, want)
+		if got := Cell(in); got != want {
+			t.Errorf("Cell(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -1,4 +1,8 @@
-package cli
+// Package termsafe makes text others wrote safe to print on an operator's
+// terminal: control characters are shown in caret notation instead of
+// being interpreted. It is shared by the admin client and the trace printer
+// that kici preview also links.
+package termsafe
 
 import (
 	"regexp"
@@ -9,19 +13,19 @@ import (
 // the only escape sequence log output may pass to the terminal.
 var sgrRE = regexp.MustCompile(`^\x1b\[[0-9;]{0,32}m`)
 
-// terminalSafe makes a log line safe to print on an operator's terminal:
+// Line makes a log line safe to print on an operator's terminal:
 // colour sequences are kept, every other control character (cursor moves,
 // screen clears, window-title OSC sequences, carriage returns, bells) is
 // shown in caret notation (^[, ^M, ^G) instead of being interpreted. Step
 // output is untrusted: it must not be able to rewrite what the operator sees.
-func terminalSafe(s string) string { return caretControls(s, true) }
+func Line(s string) string { return caretControls(s, true) }
 
-// cellSafe makes a table cell safe and single-line: tabs and newlines
+// Cell makes a table cell safe and single-line: tabs and newlines
 // become spaces and every other control character, escape sequences
 // included, is shown in caret notation. Cells carry names, reasons and
 // values others wrote (a rejection reason, a pull-request comment, a
 // variable): unlike log lines, they keep no colours.
-func cellSafe(s string) string {
+func Cell(s string) string {
 	return caretControls(strings.NewReplacer("\t", " ", "\n", " ").Replace(s), false)
 }
 
