@@ -153,7 +153,7 @@ func reloadState(t *testing.T, f *fcFixture, doc string) string {
 	must(t, err)
 	must(t, f.m.Reload(cfg))
 	s := scalerNamed(f.m, "fc")
-	return s.State + ": " + s.StateReason
+	return string(s.State) + ": " + s.StateReason
 }
 
 // On a host without the bridge, a firecracker scaler that may not

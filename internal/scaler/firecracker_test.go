@@ -809,15 +809,15 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	}
 	// kici-admin scaler list says so: degraded, with the reason; the other
 	// scaler is active.
-	states := func() map[string]string {
-		m := map[string]string{}
+	states := func() map[BackendType]string {
+		m := map[BackendType]string{}
 		for _, sc := range f.m.Status().Scalers {
-			m[sc.Type] = sc.State + ": " + sc.StateReason
+			m[sc.Type] = string(sc.State) + ": " + sc.StateReason
 		}
 		return m
 	}
-	if st := states(); !strings.HasPrefix(st["firecracker"], "degraded: ") || !strings.Contains(st["firecracker"], "bridge kici-brt is missing") ||
-		!strings.HasPrefix(st["bare-metal"], "active") {
+	if st := states(); !strings.HasPrefix(st[TypeFirecracker], string(ScalerDegraded)+": ") || !strings.Contains(st[TypeFirecracker], "bridge kici-brt is missing") ||
+		!strings.HasPrefix(st[TypeBareMetal], string(ScalerActive)) {
 		t.Fatalf("scaler states %q, want the firecracker one degraded with its reason and the other active", st)
 	}
 	// Once the operator fixes the host, a reload brings the scaler back.

@@ -7,11 +7,11 @@ import (
 
 // ScalerStatus is one scaler in the admin view (GET /api/v1/admin/scalers).
 type ScalerStatus struct {
-	Name        string `json:"name"`
-	Type        string `json:"type"`
-	Retiring    bool   `json:"retiring"`
-	State       string `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
-	StateReason string `json:"stateReason,omitempty"`
+	Name        string      `json:"name"`
+	Type        BackendType `json:"type"`
+	Retiring    bool        `json:"retiring"`
+	State       State       `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
+	StateReason string      `json:"stateReason,omitempty"`
 	// Accel is how a VM scaler's guests run (qemu scalers; empty for
 	// other types): AccelKVM, AccelTCG (KVM was tried and failed),
 	// AccelForcedTCG (accel: tcg in the configuration), AccelProbing

@@ -14,7 +14,7 @@ import (
 func newAgentID(e *Entry) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return "scaler-" + e.Type + "-" + hex.EncodeToString(b[:])
+	return "scaler-" + string(e.Type) + "-" + hex.EncodeToString(b[:])
 }
 
 // AgentRegistered runs a warm-pool pass when agentID, now registered, is a

@@ -8,7 +8,7 @@ import (
 // TypeQEMU is the microVM backend driven through QEMU: a VM per job on any
 // Linux host, with KVM where it works and software emulation (TCG) where
 // it does not (docs/scaling.md, "QEMU microVMs").
-const TypeQEMU = "qemu"
+const TypeQEMU BackendType = "qemu"
 
 // QEMU defaults.
 const (
