@@ -37,7 +37,7 @@ func TestParseOutputs(t *testing.T) {
 func runJob(t *testing.T, job lockfile.Job, d *protocol.JobDispatch) (*Result, *recorder) {
 	t.Helper()
 	no := false
-	job.Type, job.Name, job.Checkout = "static", "build", &no
+	job.Type, job.Name, job.Checkout = lockfile.JobStatic, "build", &no
 	cfg, err := json.Marshal(job)
 	if err != nil {
 		t.Fatal(err)
