@@ -164,11 +164,11 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b struct {
-		CustomerID string `json:"customerId"`
-		HeldRunID  string `json:"heldRunId"`
-		Decision   string `json:"decision"`
-		Reason     string `json:"reason"`
-		AsUserID   string `json:"asUserId"`
+		CustomerID string                `json:"customerId"`
+		HeldRunID  string                `json:"heldRunId"`
+		Decision   approval.DecisionWord `json:"decision"`
+		Reason     string                `json:"reason"`
+		AsUserID   string                `json:"asUserId"`
 	}
 	if !decodeBody(w, r, &b) {
 		return
@@ -209,7 +209,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	res, err := s.d.Approvals.Decide(r.Context(), d)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, apitypes.HeldRunDecision(res))
+		writeJSON(w, http.StatusOK, apitypes.HeldRunDecision{Status: string(res.Status), Remaining: res.Remaining})
 	case errors.Is(err, approval.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, approval.ErrIneligible):

@@ -88,7 +88,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	if h.HoldType == hold.Concurrency {
 		return Result{}, fmt.Errorf("%w: a concurrency hold ends when a slot of its context group frees up; it cannot be approved or rejected (cancel the run instead)", ErrIneligible)
 	}
-	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: dec.Decision, Reason: dec.Reason, At: now}
+	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: string(dec.Decision), Reason: dec.Reason, At: now}
 	clauses := append([]store.ApprovalClause(nil), h.Clauses...)
 	to, res := hold.Status(""), Result{}
 	if !dec.Operator {
@@ -97,7 +97,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		}
 	}
 	if dec.Decision == Reject {
-		to, res.Status = hold.Rejected, "rejected"
+		to, res.Status = hold.Rejected, hold.Rejected
 	} else {
 		open := 0
 		for i := range clauses {
@@ -115,9 +115,9 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 		if !dec.Operator && len(rec.Clauses) == 0 && open > 0 {
 			return Result{}, fmt.Errorf("%w: %s has no open clause to satisfy (open: %s)", ErrIneligible, dec.Approver, strings.Join(openClauses(clauses), ", "))
 		}
-		res.Status = "released"
+		res.Status = hold.Released
 		if open > 0 {
-			res.Status = string(hold.Pending)
+			res.Status = hold.Pending
 			res.Remaining = openClauses(clauses)
 		} else {
 			to = hold.Approved
@@ -136,7 +136,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	}
 	if err := d.st.AppendAccessLog(ctx, &store.AccessLogEntry{
 		TokenID: dec.ActorTokenID, TokenLabel: dec.ActorTokenLabel, Role: dec.ActorRole,
-		Action: "held_run." + dec.Decision, Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: detail,
+		Action: "held_run." + string(dec.Decision), Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: detail,
 	}); err != nil {
 		return Result{}, fmt.Errorf("decision committed but its access-log row failed: %w", err)
 	}

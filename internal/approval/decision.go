@@ -3,12 +3,23 @@
 // timers, and the sweeper that expires holds nobody decided in time.
 package approval
 
-import "errors"
+import (
+	"errors"
+
+	"kici.dev/kici/internal/approval/hold"
+)
+
+// DecisionWord is what an approver decides on a hold: Approve or Reject
+// (KiCI POST /api/v1/admin/held-runs/decision `decision`, see
+// docs/kici-compatibility.md#approvals-and-trust-policy).
+type DecisionWord string
 
 // Decision words.
 const (
-	Approve = "approve"
-	Reject  = "reject"
+	// Approve satisfies the approver's open clauses of the hold.
+	Approve DecisionWord = "approve"
+	// Reject rejects the hold: its held work is cancelled.
+	Reject DecisionWord = "reject"
 )
 
 // Decision is one approve/reject request on a hold (KiCI POST
@@ -17,7 +28,7 @@ type Decision struct {
 	OrgID     string
 	HeldRunID string
 	// Decision is Approve or Reject.
-	Decision string
+	Decision DecisionWord
 	// Reason is the approver's note (optional, at most 1 KiB).
 	Reason string
 	// Approver is the subject recorded for the decision, e.g.
@@ -33,12 +44,12 @@ type Decision struct {
 	ActorTokenID, ActorTokenLabel, ActorRole string
 }
 
-// Result is the state of a hold after a decision: Status "pending" (more
-// clauses must be satisfied; Remaining lists them), "released" (the held
-// work resumes) or "rejected" (the held work is cancelled).
+// Result is the state of a hold after a decision: Status hold.Pending (more
+// clauses must be satisfied; Remaining lists them), hold.Released (the held
+// work resumes) or hold.Rejected (the held work is cancelled).
 type Result struct {
-	Status    string   `json:"status"`
-	Remaining []string `json:"remainingClauses,omitempty"`
+	Status    hold.Status `json:"status"`
+	Remaining []string    `json:"remainingClauses,omitempty"`
 }
 
 // Errors of Decide.

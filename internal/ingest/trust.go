@@ -136,7 +136,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 		return refuse("the run has no pending security hold")
 	}
 	res, err := decide(ctx, approval.Decision{
-		OrgID: src.OrgID, HeldRunID: held.ID, Decision: verb, Reason: reason, Approver: member.UserID,
+		OrgID: src.OrgID, HeldRunID: held.ID, Decision: approval.DecisionWord(verb), Reason: reason, Approver: member.UserID,
 		ActorTokenLabel: dirProvider + ":" + ev.SenderUsername,
 	})
 	if err != nil {
@@ -144,6 +144,6 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 	}
 	tr.Summary = fmt.Sprintf("/kici %s %s by %s (%s): hold %s", verb, runID, ev.SenderUsername, member.UserID, res.Status)
 	p.log.Info("ingest: "+tr.Summary, "sourceId", src.ID, "heldRunId", held.ID)
-	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, res.Status))
+	p.reply(ctx, src, ev, decisionReply(verb, runID, ev.SenderUsername, string(res.Status)))
 	return true
 }

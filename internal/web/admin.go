@@ -107,7 +107,7 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 		u.errorPage(w, r, http.StatusServiceUnavailable, "Held-run decisions are not available on this orchestrator")
 		return
 	}
-	decision := r.PostFormValue("decision")
+	decision := approval.DecisionWord(r.PostFormValue("decision"))
 	comment := r.PostFormValue("comment")
 	if decision != approval.Approve && decision != approval.Reject {
 		u.errorPage(w, r, http.StatusBadRequest, approval.ErrBadDecision.Error())
