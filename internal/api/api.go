@@ -21,6 +21,7 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provenance"
@@ -76,7 +77,7 @@ type Deps struct {
 	// "observed" refuses GitHub-App sources; in platform, hybrid and
 	// observed mode the held-run routes and the trust-policy writes answer
 	// 409 (the KiCI Platform decides).
-	Mode string
+	Mode config.Mode
 	// EmitEvent persists and submits an emitted kici_event; nil ⇒ the emit
 	// route answers 503.
 	EmitEvent EmitFunc

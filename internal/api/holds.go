@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 )
 
@@ -29,17 +30,13 @@ type HoldDecider interface {
 
 // platformConnected reports whether mode attaches the orchestrator to the
 // KiCI Platform (platform, hybrid, observed); "" is independent.
-func platformConnected(mode string) bool {
-	switch mode {
-	case "platform", "hybrid", ModeObserved:
-		return true
-	}
-	return false
+func platformConnected(mode config.Mode) bool {
+	return mode.PlatformConnected()
 }
 
 // heldRunsPlatformMsg is the 409 body of the held-run routes in a
 // Platform-connected mode.
-func heldRunsPlatformMsg(mode string) string {
+func heldRunsPlatformMsg(mode config.Mode) string {
 	return fmt.Sprintf("Held runs are decided on the KiCI Platform in %s mode: use the Platform dashboard, `kici approve <runId>`, or a `/kici approve` pull-request comment", mode)
 }
 

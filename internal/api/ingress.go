@@ -21,6 +21,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provider"
@@ -29,7 +30,7 @@ import (
 )
 
 // ModeObserved is the orchestrator mode that refuses GitHub-App sources.
-const ModeObserved = "observed"
+const ModeObserved = config.ModeObserved
 
 // ObservedRefusal is the 400 message of a GitHub-App source creation on an
 // observed orchestrator (KiCI admin-sources: those sources are ingested

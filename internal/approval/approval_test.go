@@ -169,14 +169,14 @@ func TestReviewersHoldUntilEveryClauseIsApproved(t *testing.T) {
 		t.Fatalf("carol approving: %v, want ErrIneligible", err)
 	}
 	res, err := h.decide(id, Approve, "alice", "")
-	if err != nil || res.Status != "pending" || !slices.Equal(res.Remaining, []string{"user:bob"}) {
+	if err != nil || res.Status != hold.Pending || !slices.Equal(res.Remaining, []string{"user:bob"}) {
 		t.Fatalf("alice approving: %+v %v", res, err)
 	}
 	h.sweep()
 	if h.enq.queued(j.ID) {
 		t.Fatal("job queued with bob's clause still open")
 	}
-	if res, err = h.decide(id, Approve, "bob", "ship it"); err != nil || res.Status != "released" {
+	if res, err = h.decide(id, Approve, "bob", "ship it"); err != nil || res.Status != hold.Released {
 		t.Fatalf("bob approving: %+v %v", res, err)
 	}
 	if _, err := h.decide(id, Approve, "bob", ""); !errors.Is(err, ErrNotFound) {
@@ -200,7 +200,7 @@ func TestOperatorApprovalSatisfiesEveryClause(t *testing.T) {
 	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice", "bob"}})
 	run, jobs := h.run(store.TrustTrusted, map[string][]string{"deploy": {"release"}})
 	res, err := h.decide(h.pendingHolds(run.ID)[0].ID, Approve, ServicePrefix+"tok1", "")
-	if err != nil || res.Status != "released" {
+	if err != nil || res.Status != hold.Released {
 		t.Fatalf("%+v %v", res, err)
 	}
 	h.sweep()
@@ -214,7 +214,7 @@ func TestRejectionCancelsTheJobAndSkipsDownstream(t *testing.T) {
 	h.context(&store.Context{Name: "release", Enabled: true, RequiredReviewers: []string{"alice"}})
 	run, jobs := h.run(store.TrustTrusted, map[string][]string{"build": {"release"}, "deploy": nil})
 	res, err := h.decide(h.pendingHolds(run.ID)[0].ID, Reject, "alice", "not today")
-	if err != nil || res.Status != "rejected" {
+	if err != nil || res.Status != hold.Rejected {
 		t.Fatalf("%+v %v", res, err)
 	}
 	h.sweep()
@@ -489,7 +489,7 @@ func TestMembersDecideOnlyWhereTheyQualify(t *testing.T) {
 	if _, err := h.decide(tid, Approve, "alice", ""); !errors.Is(err, ErrIneligible) {
 		t.Fatalf("a member ending a wait timer: %v", err)
 	}
-	if res, err := h.decide(tid, Approve, ServicePrefix+"op", "ship now"); err != nil || res.Status != "released" {
+	if res, err := h.decide(tid, Approve, ServicePrefix+"op", "ship now"); err != nil || res.Status != hold.Released {
 		t.Fatalf("operator ending a wait timer: %+v %v", res, err)
 	}
 	h.sweep()

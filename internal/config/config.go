@@ -13,14 +13,40 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// Mode is the orchestrator mode, KICI_MODE: one of the Mode* constants
+// (KiCI's orchestrator modes, see docs/kici-compatibility.md#environment-variables).
+type Mode string
+
+// Orchestrator modes.
+const (
+	// ModeIndependent is kici's default: the orchestrator decides held runs
+	// and keeps the trust policy itself.
+	ModeIndependent Mode = "independent"
+	// ModeObserved leaves held runs and the trust policy to the KiCI
+	// Platform and refuses GitHub-App sources (docs/ingress.md).
+	ModeObserved Mode = "observed"
+	// ModeHybrid leaves held runs and the trust policy to the KiCI Platform.
+	ModeHybrid Mode = "hybrid"
+	// ModePlatform leaves held runs and the trust policy to the KiCI
+	// Platform and serves no direct GitHub route (docs/ingress.md).
+	ModePlatform Mode = "platform"
+)
+
 // Modes accepted by KICI_MODE (KiCI's orchestrator modes).
-var Modes = []string{"independent", "observed", "hybrid", "platform"}
+var Modes = []Mode{ModeIndependent, ModeObserved, ModeHybrid, ModePlatform}
+
+// PlatformConnected reports whether m hands held-run decisions and the
+// trust policy to the KiCI Platform (platform, hybrid and observed).
+func (m Mode) PlatformConnected() bool {
+	return m == ModePlatform || m == ModeHybrid || m == ModeObserved
+}
 
 // LogLevels accepted by KICI_LOG_LEVEL.
 var LogLevels = []string{"debug", "info", "warn", "error"}
@@ -33,7 +59,7 @@ const (
 	// DefaultPort is the listen port when KICI_PORT is unset.
 	DefaultPort = 4000
 	// DefaultMode is the orchestrator mode when KICI_MODE is unset.
-	DefaultMode = "independent"
+	DefaultMode = ModeIndependent
 	// DefaultMaxAgents is the process-scaler limit when KICI_MAX_AGENTS is unset.
 	DefaultMaxAgents = 4
 	// DefaultLogLevel is the log level when KICI_LOG_LEVEL is unset.
@@ -71,7 +97,7 @@ type Config struct {
 	// BootstrapAdminToken is KICI_BOOTSTRAP_ADMIN_TOKEN (owner role), or "".
 	BootstrapAdminToken string
 	// Mode is KICI_MODE: independent (default), observed, hybrid or platform.
-	Mode string
+	Mode Mode
 	// MaxAgents is KICI_MAX_AGENTS (embedded process scaler), default 4.
 	MaxAgents int
 	// AgentBinary is KICI_AGENT_BINARY, default kici-agent beside the
@@ -221,10 +247,10 @@ func Load(environ []string) (*Config, error) {
 		}
 	}
 	if v := get("KICI_MODE"); v != "" {
-		if !oneOf(v, Modes) {
-			errs = append(errs, fmt.Errorf("KICI_MODE=%q: unknown mode (allowed: %s)", v, strings.Join(Modes, ", ")))
+		if !slices.Contains(Modes, Mode(v)) {
+			errs = append(errs, fmt.Errorf("KICI_MODE=%q: unknown mode (allowed: %s)", v, joinModes(Modes)))
 		} else {
-			c.Mode = v
+			c.Mode = Mode(v)
 		}
 	}
 	if v := get("KICI_LOG_LEVEL"); v != "" {
@@ -392,6 +418,15 @@ func defaultAgentBinary() string {
 		return p
 	}
 	return ""
+}
+
+// joinModes lists ms separated by ", ".
+func joinModes(ms []Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
 }
 
 func oneOf(s string, list []string) bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -154,7 +155,7 @@ type runData struct {
 	CanDecide bool
 	// Platform is the mode when held runs are decided on the KiCI
 	// Platform ("" otherwise).
-	Platform string
+	Platform config.Mode
 	Terminal bool
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
