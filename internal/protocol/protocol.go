@@ -246,12 +246,18 @@ type EventInfo struct {
 	ChangedPaths []string `json:"changedPaths,omitempty"`
 }
 
+// AuthKind is the scheme of a SourceAuth: AuthBasic, the only one (kici).
+type AuthKind string
+
+// AuthBasic is HTTP basic authentication: User and Secret.
+const AuthBasic AuthKind = "basic"
+
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an
 // Authorization header, never in the URL).
 type SourceAuth struct {
-	Kind   string `json:"kind"` // "basic"
-	User   string `json:"user"`
-	Secret string `json:"secret"`
+	Kind   AuthKind `json:"kind"` // AuthBasic
+	User   string   `json:"user"`
+	Secret string   `json:"secret"`
 }
 
 // JobCancel asks the agent to cancel one job. Force means SIGKILL, no cleanup.
@@ -272,13 +278,26 @@ type JobAck struct {
 	Timestamp int64       `json:"timestamp"`
 }
 
-// JobReject refuses a dispatch; Reason is "busy" or "draining".
+// RejectReason is why an agent refused a dispatch (JobReject.Reason):
+// RejectBusy or RejectDraining (KiCI job.reject reasons, see
+// docs/kici-compatibility.md#agent-protocol).
+type RejectReason string
+
+// Reasons of a job.reject.
+const (
+	// RejectBusy: the agent already runs as many jobs as it may.
+	RejectBusy RejectReason = "busy"
+	// RejectDraining: the agent is draining and takes no new job.
+	RejectDraining RejectReason = "draining"
+)
+
+// JobReject refuses a dispatch; Reason is RejectBusy or RejectDraining.
 type JobReject struct {
-	Type      MessageType `json:"type"`
-	RunID     string      `json:"runId"`
-	JobID     string      `json:"jobId"`
-	Reason    string      `json:"reason"`
-	Timestamp int64       `json:"timestamp"`
+	Type      MessageType  `json:"type"`
+	RunID     string       `json:"runId"`
+	JobID     string       `json:"jobId"`
+	Reason    RejectReason `json:"reason"`
+	Timestamp int64        `json:"timestamp"`
 }
 
 // StepResult summarises one step in a terminal JobStatus.
