@@ -15,7 +15,7 @@ const DefaultStepLogMaxBytes = 256 << 20
 // CapMarkerStream is the stream of the line that marks where a step's log
 // was cut by the size cap; CapMarkerPrefix starts its text.
 const (
-	CapMarkerStream = "kici"
+	CapMarkerStream protocol.LogStream = "kici"
 	CapMarkerPrefix = "[kici] log truncated:"
 )
 

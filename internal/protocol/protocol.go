@@ -371,11 +371,26 @@ type StepStatus struct {
 	LogBytesStreamed int64           `json:"logBytesStreamed,omitempty"`
 }
 
-// LogLine is one output line of a step. Stream is "stdout" or "stderr".
+// LogStream names the output a LogLine came from: StreamStdout or
+// StreamStderr from an agent (KiCI log.chunk `stream`, see
+// docs/kici-compatibility.md#agent-protocol); the orchestrator's log store
+// adds its own marker stream (logstore.CapMarkerStream).
+type LogStream string
+
+// Streams of a step's output.
+const (
+	// StreamStdout is the step's standard output (or both outputs merged).
+	StreamStdout LogStream = "stdout"
+	// StreamStderr is the step's standard error.
+	StreamStderr LogStream = "stderr"
+)
+
+// LogLine is one output line of a step. Stream is StreamStdout or
+// StreamStderr.
 type LogLine struct {
-	Timestamp int64  `json:"ts"` // unix ms
-	Stream    string `json:"stream,omitempty"`
-	Text      string `json:"msg"`
+	Timestamp int64     `json:"ts"` // unix ms
+	Stream    LogStream `json:"stream,omitempty"`
+	Text      string    `json:"msg"`
 }
 
 // LogChunk carries a batch of log lines for one step (StepIndex -1 is the

@@ -153,10 +153,10 @@ func StepFinished(ctx context.Context, st store.Store, job *store.Job, idx int) 
 // TS unix milliseconds, Stream stdout or stderr, Msg the text as logged
 // (a client renders it inert). The event id is N+1.
 type LineEvent struct {
-	N      int    `json:"n"`
-	TS     int64  `json:"ts"`
-	Stream string `json:"stream"`
-	Msg    string `json:"msg"`
+	N      int                `json:"n"`
+	TS     int64              `json:"ts"`
+	Stream protocol.LogStream `json:"stream"`
+	Msg    string             `json:"msg"`
 }
 
 // EndEvent is the data of the final "end" event of a log stream: the step

@@ -45,7 +45,7 @@ type stepRow struct {
 
 type logLine struct {
 	N      int // 1-based line number
-	Stream string
+	Stream protocol.LogStream
 	HTML   any
 	// TS is when the line was logged (UTC, "15:04:05.000"), set only
 	// when the page shows timestamps; Stamp is the full time (tooltip).
