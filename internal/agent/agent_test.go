@@ -255,7 +255,7 @@ func TestAgentRejectsWhenBusyAndCancels(t *testing.T) {
 		_, ok := r.Msg.(*protocol.JobReject)
 		return ok
 	}).Msg.(*protocol.JobReject)
-	if rej.JobID != "j2" || rej.Reason != "busy" {
+	if rej.JobID != "j2" || rej.Reason != protocol.RejectBusy {
 		t.Errorf("reject: %+v", rej)
 	}
 	waitFile(t, pidFile)

@@ -54,8 +54,8 @@ func TestRunsLogsJSON(t *testing.T) {
 	run, jobs := h.addRun(status.RunSuccess, time.Now().UTC())
 	ts := time.Now().UnixMilli()
 	h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess})
-	h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: "stdout", Text: "cloning"}})
-	h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: "stderr", Text: "warn \x1b[31mred\x1b[0m"}})
+	h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: protocol.StreamStdout, Text: "cloning"}})
+	h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: protocol.StreamStderr, Text: "warn \x1b[31mred\x1b[0m"}})
 
 	out := h.mustRun("runs", "logs", run.ID, "--job", "build", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -16,7 +16,7 @@ const DefaultStepLogMaxBytes = 256 << 20
 // was cut by the size cap; CapMarkerPrefix starts its text.
 const (
 	CapMarkerStream protocol.LogStream = "kici"
-	CapMarkerPrefix = "[kici] log truncated:"
+	CapMarkerPrefix                    = "[kici] log truncated:"
 )
 
 // capMarker is the line stored once when a step's agent output passes max

@@ -152,7 +152,7 @@ func (h *harness) seed() {
 	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "compile", Status: status.StepRunning, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: 1, Stream: "stdout", Text: evilLog}}); err != nil {
+	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: 1, Stream: protocol.StreamStdout, Text: evilLog}}); err != nil {
 		t.Fatal(err)
 	}
 }
