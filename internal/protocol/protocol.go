@@ -478,10 +478,18 @@ type ProvenanceAttestResult struct {
 	Attestations []AttestationRef `json:"attestations,omitempty"`
 }
 
+// ErrorCode classifies an ErrorMessage (KiCI's error frame `code`, see
+// docs/kici-compatibility.md#agent-protocol).
+type ErrorCode string
+
+// ErrorInvalidMessage is the code of the error frame sent before a close
+// with CloseInvalidMessage: a malformed or unexpected frame.
+const ErrorInvalidMessage ErrorCode = "INVALID_MESSAGE"
+
 // ErrorMessage reports a protocol error to the peer before a close.
 type ErrorMessage struct {
 	Type    MessageType `json:"type"`
-	Code    string      `json:"code"`
+	Code    ErrorCode   `json:"code"`
 	Message string      `json:"message"`
 }
 

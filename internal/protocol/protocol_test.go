@@ -34,7 +34,7 @@ func sampleMessages() []any {
 		&AgentRegister{Type: TypeAgentRegister, AgentID: "a1", LogAcks: true},
 		&RegisterAck{Type: TypeRegisterAck, AgentID: "a1", LogAcks: true},
 		&JobHeartbeat{Type: TypeJobHeartbeat, RunID: "r1", JobID: "j1"},
-		&ErrorMessage{Type: TypeErrorMessage, Code: "INVALID_MESSAGE", Message: "bad"},
+		&ErrorMessage{Type: TypeErrorMessage, Code: ErrorInvalidMessage, Message: "bad"},
 		&ProvenanceAttest{Type: TypeProvenanceAttest, RequestID: "q1", RunID: "r1", JobID: "j1", Subjects: []AttestSubject{{Name: "a", Digest: map[string]string{"sha256": "00"}}}},
 		&ProvenanceAttestResult{Type: TypeProvenanceAttestResult, RequestID: "q1", JobID: "j1", OK: true, Attestations: []AttestationRef{{ID: "x", SubjectName: "a", SubjectDigest: "sha256:00"}}},
 	}
