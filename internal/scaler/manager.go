@@ -100,11 +100,18 @@ type scalerState struct {
 	refusedJobs map[string]bool
 }
 
+// AgentState is where a scaler's agent is in its life (AgentStatus.State):
+// one of the Agent* constants, a kici vocabulary of the admin scaler view.
+type AgentState string
+
 // Agent states.
 const (
-	stateQueued   = "queued"   // reserved, waiting for a spawn slot
-	stateSpawning = "spawning" // backend.Spawn in flight
-	stateRunning  = "running"  // started; bound to its job until it ends
+	// AgentQueued: reserved for a job, waiting for a spawn slot.
+	AgentQueued AgentState = "queued"
+	// AgentSpawning: the backend's Spawn is in flight.
+	AgentSpawning AgentState = "spawning"
+	// AgentRunning: started; bound to its job until it ends.
+	AgentRunning AgentState = "running"
 )
 
 type agentRec struct {
@@ -113,7 +120,7 @@ type agentRec struct {
 	ls               *LabelSet
 	warm             bool      // unbound pool agent, not yet given a job
 	idleSince        time.Time // first seen idle (warm agents)
-	state            string
+	state            AgentState
 	createdAt        time.Time
 	cancel           context.CancelFunc
 	stop             bool // Stop asked while queued or spawning
@@ -216,7 +223,7 @@ func (m *Manager) SpawnFor(_ context.Context, req spawn.Request) (string, error)
 		return "", fmt.Errorf("%w (scaler %s: %d/%d agents)", ErrAtCapacity, c.sc.entry.Name, c.sc.active, c.sc.entry.MaxAgents)
 	}
 	rec := &agentRec{id: newAgentID(c.sc.entry), jobID: req.JobID, runID: req.RunID,
-		sc: c.sc, ls: c.ls, state: stateQueued, createdAt: time.Now()}
+		sc: c.sc, ls: c.ls, state: AgentQueued, createdAt: time.Now()}
 	c.sc.active++
 	delete(c.sc.refusedJobs, req.JobID)
 	m.agents[rec.id] = rec

@@ -41,7 +41,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 	defer cancel()
 	defer acancel()
 	m.mu.Lock()
-	rec.state = stateSpawning
+	rec.state = AgentSpawning
 	sc.spawning++
 	m.updateGaugesLocked()
 	m.mu.Unlock()
@@ -98,7 +98,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 		return
 	}
 	m.mu.Lock()
-	rec.state = stateRunning
+	rec.state = AgentRunning
 	sc.spawned++
 	stop := rec.stop
 	m.updateGaugesLocked()
@@ -157,7 +157,7 @@ func (m *Manager) exitFor(name string) func(agentID string, err error) {
 func (m *Manager) agentExited(agentID string, err error) {
 	m.mu.Lock()
 	rec := m.agents[agentID]
-	if rec == nil || rec.state != stateRunning {
+	if rec == nil || rec.state != AgentRunning {
 		// Unknown, or a spawn still unwinding (runSpawn owns it).
 		m.mu.Unlock()
 		return
@@ -190,7 +190,7 @@ func (m *Manager) Stop(agentID string) {
 		return
 	}
 	rec.stop = true
-	running := rec.state == stateRunning
+	running := rec.state == AgentRunning
 	cancel := rec.cancel
 	m.mu.Unlock()
 	if running {

@@ -37,12 +37,12 @@ type ScalerStatus struct {
 
 // AgentStatus is one agent of a scaler.
 type AgentStatus struct {
-	AgentID   string    `json:"agentId"`
-	JobID     string    `json:"jobId"`
-	RunID     string    `json:"runId,omitempty"`
-	State     string    `json:"state"`
-	Warm      bool      `json:"warm"`
-	CreatedAt time.Time `json:"createdAt"`
+	AgentID   string     `json:"agentId"`
+	JobID     string     `json:"jobId"`
+	RunID     string     `json:"runId,omitempty"`
+	State     AgentState `json:"state"`
+	Warm      bool       `json:"warm"`
+	CreatedAt time.Time  `json:"createdAt"`
 }
 
 // Status is the admin view of the scalers.
@@ -76,7 +76,7 @@ func (m *Manager) Status() Status {
 		}
 		sort.Slice(s.Agents, func(i, j int) bool { return s.Agents[i].AgentID < s.Agents[j].AgentID })
 		for _, a := range s.Agents {
-			if a.State == stateQueued {
+			if a.State == AgentQueued {
 				s.Queued++
 			}
 		}
