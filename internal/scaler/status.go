@@ -13,15 +13,15 @@ type ScalerStatus struct {
 	State       State       `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
 	StateReason string      `json:"stateReason,omitempty"`
 	// Accel is how a VM scaler's guests run (qemu scalers; empty for
-	// other types): AccelKVM, AccelTCG (KVM was tried and failed),
+	// other types): AccelUsingKVM, AccelUsingTCG (KVM was tried and failed),
 	// AccelForcedTCG (accel: tcg in the configuration), AccelProbing
 	// while the start-up boot probe runs, AccelNone when no probe boot
 	// succeeded (the scaler is then degraded with the reason).
-	Accel string `json:"accel,omitempty"`
+	Accel AccelState `json:"accel,omitempty"`
 	// BootMs is the probe boot's duration in milliseconds, from QEMU's
 	// start to the guest's init (0 until measured).
 	BootMs int64 `json:"bootMs,omitempty"`
-	// AccelNote says why KVM was not used when Accel is AccelTCG.
+	// AccelNote says why KVM was not used when Accel is AccelUsingTCG.
 	AccelNote           string        `json:"accelNote,omitempty"`
 	MaxAgents           int           `json:"maxAgents"`
 	MaxConcurrentSpawns int           `json:"maxConcurrentSpawns"`
@@ -89,27 +89,36 @@ func (m *Manager) Status() Status {
 	return st
 }
 
-// Accelerations a VM scaler reports in ScalerStatus.Accel (besides
-// AccelKVM and AccelTCG).
+// AccelState is how a VM scaler's guests run, as ScalerStatus.Accel
+// reports it: one of the AccelUsing*, AccelForcedTCG, AccelProbing and
+// AccelNone constants (kici's qemu backend, docs/scaling.md).
+type AccelState string
+
+// Accelerations a VM scaler reports in ScalerStatus.Accel.
 const (
+	// AccelUsingKVM: the guests use KVM (the probe boot with KVM succeeded).
+	AccelUsingKVM AccelState = "kvm"
+	// AccelUsingTCG: software emulation because KVM was tried and failed
+	// (AccelNote says why).
+	AccelUsingTCG AccelState = "tcg"
 	// AccelForcedTCG: software emulation because the configuration says
 	// accel: tcg (no KVM probe ran).
-	AccelForcedTCG = "forced-tcg"
+	AccelForcedTCG AccelState = "forced-tcg"
 	// AccelProbing: the start-up boot probe has not ended yet.
-	AccelProbing = "probing"
+	AccelProbing AccelState = "probing"
 	// AccelNone: no probe boot succeeded; the scaler is degraded.
-	AccelNone = "none"
+	AccelNone AccelState = "none"
 )
 
 // AccelStatus is how a VM backend's guests run, for Status.
 type AccelStatus struct {
-	// Accel is one of AccelKVM, AccelTCG, AccelForcedTCG, AccelProbing,
-	// AccelNone.
-	Accel string
+	// Accel is one of AccelUsingKVM, AccelUsingTCG, AccelForcedTCG,
+	// AccelProbing, AccelNone.
+	Accel AccelState
 	// BootTime is the probe boot's duration (0 until measured or when it
 	// failed).
 	BootTime time.Duration
-	// Note says why KVM was not used (AccelTCG) or why no boot succeeded
+	// Note says why KVM was not used (AccelUsingTCG) or why no boot succeeded
 	// (AccelNone).
 	Note string
 }

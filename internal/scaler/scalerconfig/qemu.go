@@ -21,11 +21,19 @@ const (
 	DefaultQEMUUser = 65534
 )
 
+// Accel is how a qemu scaler's guests are accelerated, its `accel`: one of
+// the Accel* constants (kici's qemu backend, docs/scaling.md).
+type Accel string
+
 // Accelerations of a qemu scaler (accel).
 const (
-	AccelAuto = "auto" // a boot probe with KVM at start; TCG when it fails
-	AccelKVM  = "kvm"
-	AccelTCG  = "tcg"
+	// AccelAuto boots a probe with KVM at start and falls back to TCG when
+	// it fails (the default).
+	AccelAuto Accel = "auto"
+	// AccelKVM uses hardware virtualisation (/dev/kvm) and fails without it.
+	AccelKVM Accel = "kvm"
+	// AccelTCG uses QEMU's software emulation.
+	AccelTCG Accel = "tcg"
 )
 
 // Networks of a qemu scaler's guests (network).
@@ -49,7 +57,7 @@ type QEMUEntry struct {
 	// cpio, `make vm-image`); required, absolute.
 	InitrdPath string `yaml:"initrdPath" json:"initrdPath,omitempty"`
 	// Accel is auto (default), kvm or tcg.
-	Accel string `yaml:"accel" json:"accel,omitempty"`
+	Accel Accel `yaml:"accel" json:"accel,omitempty"`
 	// Machine is QEMU's machine type: microvm (default) or pc.
 	Machine string `yaml:"machine" json:"machine,omitempty"`
 	// VMDir holds the VMs' directories (default /var/lib/kici/vms).
