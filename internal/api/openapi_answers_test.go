@@ -97,7 +97,7 @@ func newAnswersEnv(t *testing.T) *answersEnv {
 		{ID: "n3", Address: "http://n3:4000", Version: "test", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-time.Hour)}}}
 	scalers := scaler.Status{GlobalMaxAgents: 50, Active: 1, Scalers: []scaler.ScalerStatus{
 		{Name: "docker", Type: "docker", State: scaler.ScalerActive, MaxAgents: 4, MaxConcurrentSpawns: 2, Active: 1,
-			Agents: []scaler.AgentStatus{{AgentID: "a1", JobID: "j1", RunID: "r1", State: "running", CreatedAt: now}}},
+			Agents: []scaler.AgentStatus{{AgentID: "a1", JobID: "j1", RunID: "r1", State: scaler.AgentRunning, CreatedAt: now}}},
 		{Name: "fc", Type: "firecracker", Retiring: true, State: scaler.ScalerRetiring, StateReason: "removed by a reload",
 			LabelSets: [][]string{{"linux", "kvm"}}, Agents: []scaler.AgentStatus{}},
 	}}

@@ -462,7 +462,7 @@ func TestInvalidMessageCloses4003(t *testing.T) {
 	if code != protocol.CloseInvalidMessage {
 		t.Fatalf("close %d, want 4003", code)
 	}
-	if len(msgs) != 1 || msgs[0].(*protocol.ErrorMessage).Code != "INVALID_MESSAGE" {
+	if len(msgs) != 1 || msgs[0].(*protocol.ErrorMessage).Code != protocol.ErrorInvalidMessage {
 		t.Fatalf("want an INVALID_MESSAGE error frame, got %+v", msgs)
 	}
 	// unknown types are ignored, the socket stays up
