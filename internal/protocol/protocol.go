@@ -215,7 +215,7 @@ type JobDispatch struct {
 	// (KiCI job.dispatch upstreamJobOutputs/Statuses); step conditions
 	// read them as needs.<job>.outputs / .result.
 	UpstreamJobOutputs  map[string]map[string]string `json:"upstreamJobOutputs,omitempty"`
-	UpstreamJobStatuses map[string]string            `json:"upstreamJobStatuses,omitempty"`
+	UpstreamJobStatuses map[string]status.Job        `json:"upstreamJobStatuses,omitempty"`
 	// Inputs are the run's inputs (manual and scheduled runs) and Event
 	// what step conditions see of the triggering event. kici.
 	Inputs map[string]any `json:"inputs,omitempty"`

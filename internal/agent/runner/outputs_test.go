@@ -67,7 +67,7 @@ echo "internal=x" >> "$KICI_OUTPUT"`, Secrets: map[string]string{"TOK": "s:tok"}
 		},
 	}
 	res, rec := runJob(t, job, &protocol.JobDispatch{Secrets: map[string]string{"s:tok": "hunter2"},
-		UpstreamJobStatuses: map[string]string{"up": "success"}})
+		UpstreamJobStatuses: map[string]status.Job{"up": status.JobSuccess}})
 	if res.State != status.JobSuccess {
 		t.Fatalf("state = %s (%s)", res.State, res.Error)
 	}
