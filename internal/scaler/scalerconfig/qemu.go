@@ -36,15 +36,19 @@ const (
 	AccelTCG Accel = "tcg"
 )
 
+// GuestNetwork is how a qemu scaler's guests reach the network, its
+// `network`: NetworkUser or NetworkTap (kici's qemu backend, docs/scaling.md).
+type GuestNetwork string
+
 // Networks of a qemu scaler's guests (network).
 const (
 	// NetworkUser is QEMU's user-mode network, restricted to forwarded
 	// ports (the orchestrator's and hostPorts).
-	NetworkUser = "user"
+	NetworkUser GuestNetwork = "user"
 	// NetworkTap puts each guest on the bridge of the file's firecracker:
 	// block through a TAP of its own, with an address from its subnet and
 	// the same nftables contract as Firecracker VMs.
-	NetworkTap = "tap"
+	NetworkTap GuestNetwork = "tap"
 )
 
 // QEMUEntry are the qemu-only fields of a scaler entry. kernelPath,
@@ -69,7 +73,7 @@ type QEMUEntry struct {
 	// GuestNetwork (network) is user (default) or tap (NetworkUser,
 	// NetworkTap). With tap, hostPorts are ports of the bridge's gateway
 	// address.
-	GuestNetwork string `yaml:"network" json:"network,omitempty"`
+	GuestNetwork GuestNetwork `yaml:"network" json:"network,omitempty"`
 }
 
 // validateQEMU checks and defaults a qemu entry (path p).
