@@ -83,7 +83,7 @@ type Config struct {
 	DatabaseURL string
 	// StepLogStore is KICI_STEP_LOG_STORE: StepLogsPostgres (the default
 	// with a DatabaseURL) or StepLogsFiles (the default without).
-	StepLogStore string
+	StepLogStore StepLogStore
 	// StepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES: the per-step cap on
 	// stored agent output, default DefaultStepLogMaxBytes; 0 = no cap.
 	StepLogMaxBytes int64
@@ -180,12 +180,17 @@ func (c *Config) Scheme() string {
 	return "http"
 }
 
+// StepLogStore is where step logs are kept, KICI_STEP_LOG_STORE:
+// StepLogsPostgres or StepLogsFiles (a kici setting, see
+// docs/configuration.md).
+type StepLogStore string
+
 // Values of KICI_STEP_LOG_STORE.
 const (
 	// StepLogsPostgres keeps step logs in the PostgreSQL database.
-	StepLogsPostgres = "postgres"
+	StepLogsPostgres StepLogStore = "postgres"
 	// StepLogsFiles keeps step logs under <data dir>/logs.
-	StepLogsFiles = "files"
+	StepLogsFiles StepLogStore = "files"
 )
 
 // DatabasePath is the SQLite file used when DatabaseURL is empty.
@@ -311,7 +316,7 @@ func Load(environ []string) (*Config, error) {
 	if c.DatabaseURL != "" {
 		c.StepLogStore = StepLogsPostgres
 	}
-	switch v := get("KICI_STEP_LOG_STORE"); {
+	switch v := StepLogStore(get("KICI_STEP_LOG_STORE")); {
 	case v == "":
 	case v != StepLogsFiles && v != StepLogsPostgres:
 		errs = append(errs, fmt.Errorf("KICI_STEP_LOG_STORE=%q: must be %s or %s", v, StepLogsPostgres, StepLogsFiles))
