@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/spawn"
 )
 
@@ -16,14 +17,28 @@ import (
 // global or the scaler's agent cap is reached.
 var ErrAtCapacity = spawn.ErrAtCapacity
 
+// EventType names a scaler lifecycle event written to a job's provisioning
+// log: one of the Event* constants (KiCI ScalerEventType, see
+// docs/kici-compatibility.md#scaling).
+type EventType string
+
 // Scaler lifecycle event types (KiCI ScalerEventType).
 const (
-	EventProvisioning = "scaler.provisioning"
-	EventReady        = "scaler.ready"
-	EventFailed       = "scaler.failed"
-	EventConnecting   = "agent.connecting"
-	EventDestroyed    = "scaler.destroyed"
+	// EventProvisioning: a step of starting the job's agent.
+	EventProvisioning EventType = "scaler.provisioning"
+	// EventReady: the agent is up.
+	EventReady EventType = "scaler.ready"
+	// EventFailed: starting the agent failed.
+	EventFailed EventType = "scaler.failed"
+	// EventConnecting: the agent is connecting to the orchestrator.
+	EventConnecting EventType = "agent.connecting"
+	// EventDestroyed: the agent was removed.
+	EventDestroyed EventType = "scaler.destroyed"
 )
+
+// EventStream is the LogLine.Stream of the lifecycle events in a job's
+// provisioning log.
+const EventStream protocol.LogStream = "scaler"
 
 // Options configure a Manager.
 type Options struct {

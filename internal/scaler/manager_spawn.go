@@ -19,7 +19,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 	defer m.spawnsWG.Done()
 	sc := rec.sc
 	entry := sc.entry
-	emit := func(t, d string) { m.emit(rec, t, d) }
+	emit := func(t EventType, d string) { m.emit(rec, t, d) }
 	emit(EventProvisioning, fmt.Sprintf("scaler %s (%s): agent %s reserved for job, waiting for a spawn slot", entry.Name, entry.Type, rec.id))
 
 	actx, acancel := context.WithCancel(m.ctx)
@@ -211,10 +211,10 @@ func (m *Manager) destroy(rec *agentRec) {
 }
 
 // emit records a lifecycle event in the job's provisioning log (the
-// job-level log bucket, stream "scaler"). Host paths and addresses are
+// job-level log bucket, stream EventStream). Host paths and addresses are
 // withheld from the job's copy (joblog.go) and kept on the orchestrator's
 // log.
-func (m *Manager) emit(rec *agentRec, eventType, detail string) {
+func (m *Manager) emit(rec *agentRec, eventType EventType, detail string) {
 	if m.opts.Events == nil || rec.runID == "" || rec.jobID == "" {
 		return
 	}
@@ -222,7 +222,7 @@ func (m *Manager) emit(rec *agentRec, eventType, detail string) {
 	if withheld {
 		m.log.Info("provisioning event (host details withheld from the job log)", "job", rec.jobID, "agent", rec.id, "event", eventType, "detail", detail)
 	}
-	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: "scaler", Text: "[" + eventType + "] " + shown}
+	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: EventStream, Text: "[" + string(eventType) + "] " + shown}
 	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
 		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
 	}
