@@ -373,8 +373,8 @@ type StepStatus struct {
 
 // LogStream names the output a LogLine came from: StreamStdout or
 // StreamStderr from an agent (KiCI log.chunk `stream`, see
-// docs/kici-compatibility.md#agent-protocol); the orchestrator's log store
-// adds its own marker stream (logstore.CapMarkerStream).
+// docs/kici-compatibility.md#agent-protocol); the orchestrator adds its own
+// streams (logstore.CapMarkerStream, scaler.EventStream).
 type LogStream string
 
 // Streams of a step's output.
