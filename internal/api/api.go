@@ -174,7 +174,7 @@ func (s *server) handlePath(mux *http.ServeMux, path string, hs map[string]http.
 
 // gate puts h behind the authorizer with perm; without one the route is
 // unavailable (fail closed).
-func (s *server) gate(perm string, h http.HandlerFunc) http.Handler {
+func (s *server) gate(perm auth.Permission, h http.HandlerFunc) http.Handler {
 	if s.d.Auth == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "Admin API not available")

@@ -314,7 +314,7 @@ func (s *server) getEventLog(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := r.URL.Query().Get("includePayload"); v == "true" || v == "1" {
 		if p, ok := auth.PrincipalFrom(r.Context()); !ok || !auth.HasPermission(p.Role, PermEventLogReadPayload) {
-			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+PermEventLogReadPayload+"\"")
+			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+string(PermEventLogReadPayload)+"\"")
 			return
 		}
 		switch {

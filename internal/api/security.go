@@ -53,7 +53,7 @@ func callerRoutingKey(r *http.Request) string {
 // gateScoped is gate plus the routing-key scope rule for route ("METHOD
 // path"): scope-aware routes check the addressed run's or source's key,
 // every other route refuses scoped tokens.
-func (s *server) gateScoped(route, perm string, h http.HandlerFunc) http.Handler {
+func (s *server) gateScoped(route string, perm auth.Permission, h http.HandlerFunc) http.Handler {
 	kind := scopeAwareRoutes[route]
 	h = s.audited(route, h)
 	return s.gate(perm, func(w http.ResponseWriter, r *http.Request) {

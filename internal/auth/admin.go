@@ -126,7 +126,7 @@ func (a *AdminAuth) Authenticate(ctx context.Context, header string) (Principal,
 // caller is available to h through PrincipalFrom. Require panics when perm
 // is not in the permission matrix, so a mistyped gate fails at start-up
 // rather than silently denying (or allowing) everything.
-func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
+func (a *AdminAuth) Require(perm Permission, h http.Handler) http.Handler {
 	if !IsPermission(perm) {
 		panic(fmt.Sprintf("auth: unknown permission %q", perm))
 	}
