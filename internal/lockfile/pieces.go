@@ -316,7 +316,7 @@ func substituteTyped(data []byte, descs map[string]InputDescriptor, with map[str
 	out := typedRefRE.ReplaceAllFunc(data, func(m []byte) []byte {
 		sm := typedRefRE.FindSubmatch(m)
 		d, ok := descs[string(sm[2])]
-		if !ok || (d.Type != "number" && d.Type != "integer" && d.Type != "boolean") {
+		if !ok || (d.Type != InputNumber && d.Type != InputInteger && d.Type != InputBoolean) {
 			return m
 		}
 		changed = true
