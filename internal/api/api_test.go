@@ -49,9 +49,9 @@ func openTestStore(t *testing.T, dir string) (store.Store, *auth.AdminAuth) {
 }
 
 // issueToken issues an admin token of role, labelled with the role name.
-func issueToken(t *testing.T, a *auth.AdminAuth, role string) string {
+func issueToken(t *testing.T, a *auth.AdminAuth, role auth.Role) string {
 	t.Helper()
-	tok, _, err := a.IssueAdminToken(context.Background(), role, role, 0)
+	tok, _, err := a.IssueAdminToken(context.Background(), string(role), role, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

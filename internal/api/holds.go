@@ -186,7 +186,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	d := approval.Decision{OrgID: b.CustomerID, HeldRunID: b.HeldRunID, Decision: b.Decision, Reason: b.Reason,
-		Approver: approval.ServicePrefix + p.TokenID, Operator: true, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role}
+		Approver: approval.ServicePrefix + p.TokenID, Operator: true, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: string(p.Role)}
 	if b.AsUserID != "" {
 		members, err := s.d.Store.ListDirectoryMembers(r.Context(), b.CustomerID)
 		if err != nil {

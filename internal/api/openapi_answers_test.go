@@ -306,7 +306,7 @@ func (e *answersEnv) tokenAnswers(t *testing.T) {
 	now := time.Now().UTC()
 	for i, id := range []string{"ws-1", "ws-2"} {
 		if err := e.st.CreateWebSession(context.Background(), &store.WebSession{ID: id, CookieHash: fmt.Sprint("h", i), Kind: store.WebSessionPerson,
-			Subject: "gitea:alice", Name: "Alice", Role: auth.RoleAdmin, CreatedAt: now, LastSeenAt: now}); err != nil {
+			Subject: "gitea:alice", Name: "Alice", Role: string(auth.RoleAdmin), CreatedAt: now, LastSeenAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}

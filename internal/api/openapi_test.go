@@ -25,8 +25,8 @@ import (
 // naming it.
 func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 	st, a := openTestStore(t, t.TempDir())
-	tokens := map[string]string{}
-	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
+	tokens := map[auth.Role]string{}
+	for _, role := range []auth.Role{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
 		tokens[role] = issueToken(t, a, role)
 	}
 	mux, mounted := newRouter(Deps{Store: st, Auth: a, Version: "test"})

@@ -100,7 +100,7 @@ func (s *server) runInScope(ctx context.Context, id, rk string) (bool, error) {
 // auditEntry starts an access-log entry for the caller of r.
 func auditEntry(r *http.Request, action, resource, detail string) *store.AccessLogEntry {
 	p, _ := auth.PrincipalFrom(r.Context())
-	return &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role, RoutingKey: p.RoutingKey,
+	return &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role), RoutingKey: p.RoutingKey,
 		Action: action, Resource: resource, Detail: detail}
 }
 

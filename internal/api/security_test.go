@@ -77,7 +77,7 @@ func newSecEnv(t *testing.T) *secEnv {
 }
 
 // createToken creates an admin token over the API and returns (id, plaintext).
-func (e *secEnv) createToken(role, routingKey string) (string, string) {
+func (e *secEnv) createToken(role auth.Role, routingKey string) (string, string) {
 	e.t.Helper()
 	body := fmt.Sprintf(`{"label":"t-%s","role":%q}`, role, role)
 	if routingKey != "" {

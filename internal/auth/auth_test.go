@@ -98,9 +98,9 @@ func TestMatrixCounts(t *testing.T) {
 		PermTokenManage, PermKeyRotate, PermRunRead, PermRunCancel, PermEventLogRead,
 		PermEventLogReadPayload, PermAccessLogRead, PermScheduledJobTrigger, PermAttestationRetry,
 		PermEventDLQRead, PermEventDLQManage, PermOrchestratorDrain, PermCITrustRead, PermCITrustAdmin}
-	count := map[string]int{}
+	count := map[Role]int{}
 	for _, p := range kici {
-		for _, r := range []string{RoleOwner, RoleAdmin, RoleAuditor} {
+		for _, r := range []Role{RoleOwner, RoleAdmin, RoleAuditor} {
 			if HasPermission(r, p) {
 				count[r]++
 			}

@@ -2,11 +2,19 @@ package auth
 
 import "slices"
 
+// Role is an admin token's or a signed-in user's role: RoleOwner, RoleAdmin
+// or RoleAuditor (KiCI admin_tokens.role, see
+// docs/kici-compatibility.md#admin-api).
+type Role string
+
 // Roles of admin API tokens (KiCI admin_tokens.role).
 const (
-	RoleOwner   = "owner"
-	RoleAdmin   = "admin"
-	RoleAuditor = "auditor"
+	// RoleOwner holds every permission.
+	RoleOwner Role = "owner"
+	// RoleAdmin holds every permission but the token and key management ones.
+	RoleAdmin Role = "admin"
+	// RoleAuditor holds the reads that reveal no credential.
+	RoleAuditor Role = "auditor"
 )
 
 // Permission names an action an admin token's role may hold: one of the
@@ -62,9 +70,9 @@ const (
 
 // Role sets used by the matrix below.
 var (
-	allRoles   = []string{RoleOwner, RoleAdmin, RoleAuditor}
-	ownerAdmin = []string{RoleOwner, RoleAdmin}
-	ownerOnly  = []string{RoleOwner}
+	allRoles   = []Role{RoleOwner, RoleAdmin, RoleAuditor}
+	ownerAdmin = []Role{RoleOwner, RoleAdmin}
+	ownerOnly  = []Role{RoleOwner}
 )
 
 // rolePermissions is the single role × permission matrix. Rows marked KiCI are
@@ -75,7 +83,7 @@ var (
 // credentials like token.manage). Every read is open to an auditor except
 // credential values (source.secret.read, secret.reveal) and token listings
 // (token.manage, agent_token.manage).
-var rolePermissions = map[Permission][]string{
+var rolePermissions = map[Permission][]Role{
 	// KiCI
 	PermContextCreate:       ownerAdmin,
 	PermContextUpdate:       ownerAdmin,
@@ -126,8 +134,8 @@ var rolePermissions = map[Permission][]string{
 }
 
 // permsByRole is rolePermissions inverted, built once.
-var permsByRole = func() map[string]map[Permission]bool {
-	m := map[string]map[Permission]bool{}
+var permsByRole = func() map[Role]map[Permission]bool {
+	m := map[Role]map[Permission]bool{}
 	for perm, roles := range rolePermissions {
 		for _, r := range roles {
 			if m[r] == nil {
@@ -141,10 +149,10 @@ var permsByRole = func() map[string]map[Permission]bool {
 
 // HasPermission reports whether role holds perm. Unknown roles and unknown
 // permissions hold nothing.
-func HasPermission(role string, perm Permission) bool { return permsByRole[role][perm] }
+func HasPermission(role Role, perm Permission) bool { return permsByRole[role][perm] }
 
 // IsRole reports whether role is one of owner, admin, auditor.
-func IsRole(role string) bool {
+func IsRole(role Role) bool {
 	return role == RoleOwner || role == RoleAdmin || role == RoleAuditor
 }
 

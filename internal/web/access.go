@@ -92,7 +92,7 @@ func (u *UI) internalError(w http.ResponseWriter, r *http.Request, err error) {
 // name as the admin API route that does the same thing, so the audit trail
 // reads the same whichever way an operator acted.
 func (u *UI) audit(r *http.Request, p auth.Principal, action, resource string) {
-	e := &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role, RoutingKey: p.RoutingKey,
+	e := &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role), RoutingKey: p.RoutingKey,
 		Action: action, Resource: resource, Detail: "via web UI"}
 	if err := u.d.Store.AppendAccessLog(r.Context(), e); err != nil {
 		u.log.Error("web: access log write failed", "action", action, "error", err)

@@ -77,7 +77,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		}
 		d.Rows = append(d.Rows, row)
 	}
-	if err := u.d.Store.AppendAccessLog(ctx, &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role,
+	if err := u.d.Store.AppendAccessLog(ctx, &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role),
 		Action: "held_run.list.read", Resource: "held_runs:*", Detail: "via web UI"}); err != nil {
 		u.internalError(w, r, err)
 		return
@@ -135,7 +135,7 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 	}
 	_, err = u.d.Approval.Decide(r.Context(), approval.Decision{OrgID: h.OrgID, HeldRunID: h.ID, Decision: decision,
 		Reason: comment, Approver: p.Approver(), Operator: operator,
-		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role})
+		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: string(p.Role)})
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
 		u.errorPage(w, r, http.StatusNotFound, err.Error())

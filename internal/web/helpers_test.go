@@ -67,8 +67,8 @@ type harness struct {
 	cancel  *fakeCancel
 	now     time.Time
 	nowMu   sync.Mutex
-	tokens  map[string]string // role -> plaintext
-	tokenID map[string]string
+	tokens  map[auth.Role]string // role -> plaintext
+	tokenID map[auth.Role]string
 	runID   string
 	jobIDs  []string
 }
@@ -81,9 +81,9 @@ func newBenchHarness(t testing.TB, mut ...func(*Deps)) *harness {
 	ctx := context.Background()
 	st := teststore.SQLite(t)
 	h := &harness{t: t, st: st, auth: auth.NewAdminAuth(st, nil), logs: logstore.NewFS(t.TempDir()),
-		cancel: &fakeCancel{}, now: time.Now(), tokens: map[string]string{}, tokenID: map[string]string{}}
-	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
-		plain, tok, err := h.auth.IssueAdminToken(ctx, role+"-token", role, 0)
+		cancel: &fakeCancel{}, now: time.Now(), tokens: map[auth.Role]string{}, tokenID: map[auth.Role]string{}}
+	for _, role := range []auth.Role{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
+		plain, tok, err := h.auth.IssueAdminToken(ctx, string(role)+"-token", role, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
