@@ -75,7 +75,7 @@ func (rf *routeFlags) unroutable(lf *lockfile.LockFile, ds []trigger.Decision) (
 func exactLabels(ms []lockfile.LabelMatcher) []string {
 	out := []string{}
 	for _, m := range ms {
-		if m.Kind == "exact" {
+		if m.Kind == lockfile.MatcherExact {
 			out = append(out, strings.ToLower(m.Value))
 		}
 	}

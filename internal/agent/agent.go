@@ -29,12 +29,6 @@ const (
 	SignalFlushTimeout = 15 * time.Second
 )
 
-// Reject reasons (job.reject).
-const (
-	RejectBusy     = "busy"
-	RejectDraining = "draining"
-)
-
 // Options holds the parts of an Agent that tests replace. Zero values use
 // the production defaults.
 type Options struct {
@@ -310,12 +304,12 @@ func (a *Agent) onMessage(msg any) {
 
 func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 	a.mu.Lock()
-	reason := ""
+	var reason protocol.RejectReason
 	switch {
 	case a.draining:
-		reason = RejectDraining
+		reason = protocol.RejectDraining
 	case a.current != nil:
-		reason = RejectBusy
+		reason = protocol.RejectBusy
 	}
 	if reason != "" {
 		active := 0
@@ -325,7 +319,7 @@ func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 		a.mu.Unlock()
 		a.log.Info("rejecting dispatch", "jobId", d.JobID, "reason", reason)
 		a.client.Send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: d.RunID, JobID: d.JobID, Reason: reason, Timestamp: time.Now().UnixMilli()})
-		a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: active, Draining: reason == RejectDraining})
+		a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: active, Draining: reason == protocol.RejectDraining})
 		return
 	}
 	a.current = d

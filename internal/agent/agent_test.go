@@ -110,7 +110,7 @@ func TestAgentRunsJobEndToEnd(t *testing.T) {
 	}
 
 	job := lockfile.Job{
-		Type: "static", Name: "build",
+		Type: lockfile.JobStatic, Name: "build",
 		Env: map[string]string{"JOB_VAR": "job", "OVERRIDE": "job"},
 		Steps: []lockfile.Step{
 			{Name: "hello", Run: "cat hello.txt\necho \"job=$KICI_JOB_ID ws=$KICI_WORKSPACE var=$JOB_VAR/$OVERRIDE\"\necho \"token=${KICI_AGENT_TOKEN:-unset} host=${SECRET_HOST_VAR:-unset}\"\necho to-stderr >&2\npwd",
@@ -255,7 +255,7 @@ func TestAgentRejectsWhenBusyAndCancels(t *testing.T) {
 		_, ok := r.Msg.(*protocol.JobReject)
 		return ok
 	}).Msg.(*protocol.JobReject)
-	if rej.JobID != "j2" || rej.Reason != "busy" {
+	if rej.JobID != "j2" || rej.Reason != protocol.RejectBusy {
 		t.Errorf("reject: %+v", rej)
 	}
 	waitFile(t, pidFile)

@@ -37,7 +37,7 @@ func TestAgentDrainFinishesJobRefusesNewWorkAndExits(t *testing.T) {
 		_, ok := r.Msg.(*protocol.JobReject)
 		return ok
 	}).Msg.(*protocol.JobReject)
-	if rej.JobID != "j2" || rej.Reason != RejectDraining {
+	if rej.JobID != "j2" || rej.Reason != protocol.RejectDraining {
 		t.Errorf("reject = %+v, want j2 draining", rej)
 	}
 	select {

@@ -21,6 +21,7 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provenance"
@@ -53,7 +54,7 @@ type Deps struct {
 	// "observed" refuses GitHub-App sources; in platform, hybrid and
 	// observed mode the held-run routes and the trust-policy writes answer
 	// 409 (the KiCI Platform decides).
-	Mode string
+	Mode config.Mode
 	// EmitEvent persists and submits an emitted kici_event; nil ⇒ the emit
 	// route answers 503.
 	EmitEvent EmitFunc
@@ -150,7 +151,7 @@ func (s *server) handlePath(mux *http.ServeMux, path string, hs map[string]http.
 
 // gate puts h behind the authorizer with perm; without one the route is
 // unavailable (fail closed).
-func (s *server) gate(perm string, h http.HandlerFunc) http.Handler {
+func (s *server) gate(perm auth.Permission, h http.HandlerFunc) http.Handler {
 	if s.d.Auth == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "Admin API not available")

@@ -49,9 +49,9 @@ func openTestStore(t *testing.T, dir string) (store.Store, *auth.AdminAuth) {
 }
 
 // issueToken issues an admin token of role, labelled with the role name.
-func issueToken(t *testing.T, a *auth.AdminAuth, role string) string {
+func issueToken(t *testing.T, a *auth.AdminAuth, role auth.Role) string {
 	t.Helper()
-	tok, _, err := a.IssueAdminToken(context.Background(), role, role, 0)
+	tok, _, err := a.IssueAdminToken(context.Background(), string(role), role, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	// Logs: 7 lines in step 1 (running), 2 in step 0 (success).
 	var lines []protocol.LogLine
 	for i := 0; i < 7; i++ {
-		lines = append(lines, protocol.LogLine{Timestamp: int64(1000 + i), Stream: "stdout", Text: fmt.Sprintf("line %d", i)})
+		lines = append(lines, protocol.LogLine{Timestamp: int64(1000 + i), Stream: protocol.StreamStdout, Text: fmt.Sprintf("line %d", i)})
 	}
 	if err := e.logs.Append(run.ID, jobs[0].ID, 1, lines); err != nil {
 		t.Fatal(err)

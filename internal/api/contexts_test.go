@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/auth"
+
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs/status"
@@ -236,7 +238,7 @@ func TestContextTemplates(t *testing.T) {
 func TestContextRoutesRefuseAuditorWritesAndScopedTokens(t *testing.T) {
 	e := newSecEnv(t)
 	e.do("POST", ctxBase, e.owner, `{"orgId":"acme","name":"release"}`)
-	_, scoped := e.createToken("owner", "generic:acme:x")
+	_, scoped := e.createToken(auth.RoleOwner, "generic:acme:x")
 	for _, r := range Routes {
 		parts := strings.Fields(r)
 		if !strings.HasPrefix(parts[1], ctxBase) {

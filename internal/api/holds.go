@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 )
 
@@ -29,18 +30,14 @@ type HoldDecider interface {
 
 // platformConnected reports whether mode attaches the orchestrator to the
 // KiCI Platform (platform, hybrid, observed); "" is independent.
-func platformConnected(mode string) bool {
-	switch mode {
-	case "platform", "hybrid", ModeObserved:
-		return true
-	}
-	return false
+func platformConnected(mode config.Mode) bool {
+	return mode.PlatformConnected()
 }
 
 // platformRefuses answers 409 with message(mode) when the orchestrator runs
 // Platform-connected, where the Platform owns what the route would change,
 // and reports whether it answered.
-func (s *server) platformRefuses(w http.ResponseWriter, message func(mode string) string) bool {
+func (s *server) platformRefuses(w http.ResponseWriter, message func(mode config.Mode) string) bool {
 	if !platformConnected(s.d.Mode) {
 		return false
 	}
@@ -50,7 +47,7 @@ func (s *server) platformRefuses(w http.ResponseWriter, message func(mode string
 
 // heldRunsPlatformMsg is the 409 body of the held-run routes in a
 // Platform-connected mode.
-func heldRunsPlatformMsg(mode string) string {
+func heldRunsPlatformMsg(mode config.Mode) string {
 	return fmt.Sprintf("Held runs are decided on the KiCI Platform in %s mode: use the Platform dashboard, `kici approve <runId>`, or a `/kici approve` pull-request comment", mode)
 }
 
@@ -173,11 +170,11 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b struct {
-		CustomerID string `json:"customerId"`
-		HeldRunID  string `json:"heldRunId"`
-		Decision   string `json:"decision"`
-		Reason     string `json:"reason"`
-		AsUserID   string `json:"asUserId"`
+		CustomerID string                `json:"customerId"`
+		HeldRunID  string                `json:"heldRunId"`
+		Decision   approval.DecisionWord `json:"decision"`
+		Reason     string                `json:"reason"`
+		AsUserID   string                `json:"asUserId"`
 	}
 	if !decodeBody(w, r, &b) {
 		return
@@ -198,7 +195,7 @@ func (s *server) decideHeldRun(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	d := approval.Decision{OrgID: b.CustomerID, HeldRunID: b.HeldRunID, Decision: b.Decision, Reason: b.Reason,
-		Approver: approval.ServicePrefix + p.TokenID, Operator: true, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role}
+		Approver: approval.ServicePrefix + p.TokenID, Operator: true, ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: string(p.Role)}
 	if b.AsUserID != "" {
 		members, err := s.d.Store.ListDirectoryMembers(r.Context(), b.CustomerID)
 		if err != nil {

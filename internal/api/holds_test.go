@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/approval"
@@ -19,7 +20,7 @@ import (
 
 // newModeEnv is env over a real SQLite store with the real approval
 // decider (approvals false: none) in the given orchestrator mode.
-func newModeEnv(t *testing.T, mode string, approvals bool) *env {
+func newModeEnv(t *testing.T, mode config.Mode, approvals bool) *env {
 	t.Helper()
 	st, a := openTestStore(t, t.TempDir())
 	owner := issueToken(t, a, auth.RoleOwner)
@@ -168,7 +169,7 @@ func TestHeldRunListAndDecisions(t *testing.T) {
 }
 
 func TestHeldRunRoutesOutsideIndependentMode(t *testing.T) {
-	for _, mode := range []string{"platform", "hybrid", "observed"} {
+	for _, mode := range []config.Mode{config.ModePlatform, config.ModeHybrid, config.ModeObserved} {
 		e := newModeEnv(t, mode, true)
 		for _, c := range []struct{ method, path, body string }{
 			{"GET", "/api/v1/admin/held-runs?customerId=o", ""},
@@ -182,7 +183,7 @@ func TestHeldRunRoutesOutsideIndependentMode(t *testing.T) {
 		}
 	}
 	// Independent mode without a decider: the decision route is unavailable.
-	e := newModeEnv(t, "independent", false)
+	e := newModeEnv(t, config.DefaultMode, false)
 	if code, m, _ := e.do("POST", "/api/v1/admin/held-runs/decision", e.owner, `{"customerId":"o","heldRunId":"x","decision":"approve"}`); code != http.StatusServiceUnavailable {
 		t.Fatalf("no decider: %d %v", code, m)
 	}

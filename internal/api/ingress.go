@@ -21,6 +21,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/ghapi"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provider"
@@ -29,7 +30,7 @@ import (
 )
 
 // ModeObserved is the orchestrator mode that refuses GitHub-App sources.
-const ModeObserved = "observed"
+const ModeObserved = config.ModeObserved
 
 // ObservedRefusal is the 400 message of a GitHub-App source creation on an
 // observed orchestrator (KiCI admin-sources: those sources are ingested
@@ -313,7 +314,7 @@ func (s *server) getEventLog(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := r.URL.Query().Get("includePayload"); v == "true" || v == "1" {
 		if p, ok := auth.PrincipalFrom(r.Context()); !ok || !auth.HasPermission(p.Role, auth.PermEventLogReadPayload) {
-			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+auth.PermEventLogReadPayload+"\"")
+			writeError(w, http.StatusForbidden, "Reading payloads needs permission \""+string(auth.PermEventLogReadPayload)+"\"")
 			return
 		}
 		switch {

@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/netguard"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
@@ -24,7 +25,7 @@ type ingressEnv struct {
 	emitted []apitypes.EmitRequest
 }
 
-func newIngressEnv(t *testing.T, mode string) *ingressEnv {
+func newIngressEnv(t *testing.T, mode config.Mode) *ingressEnv {
 	t.Helper()
 	st, a := openTestStore(t, t.TempDir())
 	owner := issueToken(t, a, auth.RoleOwner)
@@ -49,7 +50,7 @@ func jsonBody(v any) string {
 }
 
 func TestGitHubSourceCreation(t *testing.T) {
-	e := newIngressEnv(t, "independent")
+	e := newIngressEnv(t, config.DefaultMode)
 	app := map[string]any{"provider": "github", "orgId": "acme", "name": "gh", "appId": 77, "privateKey": e.fake.PrivateKeyPEM, "apiBaseUrl": e.fake.URL}
 	code, m, _ := e.do("POST", apitypes.AdminPrefix+"/sources", e.owner, jsonBody(app))
 	if code != 201 || m["routingKey"] != "github:77" || !strings.HasPrefix(m["webhookUrl"].(string), "/webhook/acme/github/") {

@@ -48,7 +48,7 @@ func OpenAPIDocument(version string) map[string]any {
 			op["security"] = []any{}
 		} else {
 			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
-			op[PermissionExtension] = rt.perm
+			op[PermissionExtension] = string(rt.perm)
 		}
 		var params []any
 		for _, p := range pathParams(rt.path) {

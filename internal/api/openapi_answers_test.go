@@ -97,7 +97,7 @@ func newAnswersEnv(t *testing.T) *answersEnv {
 		{ID: "n3", Address: "http://n3:4000", Version: "test", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-time.Hour)}}}
 	scalers := scaler.Status{GlobalMaxAgents: 50, Active: 1, Scalers: []scaler.ScalerStatus{
 		{Name: "docker", Type: "docker", State: scaler.ScalerActive, MaxAgents: 4, MaxConcurrentSpawns: 2, Active: 1,
-			Agents: []scaler.AgentStatus{{AgentID: "a1", JobID: "j1", RunID: "r1", State: "running", CreatedAt: now}}},
+			Agents: []scaler.AgentStatus{{AgentID: "a1", JobID: "j1", RunID: "r1", State: scaler.AgentRunning, CreatedAt: now}}},
 		{Name: "fc", Type: "firecracker", Retiring: true, State: scaler.ScalerRetiring, StateReason: "removed by a reload",
 			LabelSets: [][]string{{"linux", "kvm"}}, Agents: []scaler.AgentStatus{}},
 	}}
@@ -306,7 +306,7 @@ func (e *answersEnv) tokenAnswers(t *testing.T) {
 	now := time.Now().UTC()
 	for i, id := range []string{"ws-1", "ws-2"} {
 		if err := e.st.CreateWebSession(context.Background(), &store.WebSession{ID: id, CookieHash: fmt.Sprint("h", i), Kind: store.WebSessionPerson,
-			Subject: "gitea:alice", Name: "Alice", Role: auth.RoleAdmin, CreatedAt: now, LastSeenAt: now}); err != nil {
+			Subject: "gitea:alice", Name: "Alice", Role: string(auth.RoleAdmin), CreatedAt: now, LastSeenAt: now}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,8 +25,8 @@ import (
 // naming it.
 func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 	st, a := openTestStore(t, t.TempDir())
-	tokens := map[string]string{}
-	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
+	tokens := map[auth.Role]string{}
+	for _, role := range []auth.Role{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
 		tokens[role] = issueToken(t, a, role)
 	}
 	mux, mounted := newRouter(Deps{Store: st, Auth: a, Version: "test"})
@@ -88,7 +88,7 @@ func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 			t.Errorf("%s: documented as needing %s but answers %d without a token", pattern, perm, code)
 		}
 		for role, tok := range tokens {
-			if auth.HasPermission(role, perm) {
+			if auth.HasPermission(role, auth.Permission(perm)) {
 				continue
 			}
 			if code, msg := call(method, concrete, tok); code != http.StatusForbidden || !strings.Contains(msg, fmt.Sprintf("permission %q", perm)) {
@@ -98,7 +98,7 @@ func TestOpenAPIDescribesEveryMountedRoute(t *testing.T) {
 	}
 	// Routes the table documents but serves through another pattern are
 	// listed too, with their permission.
-	if op := doc.Paths[apitypes.AdminPrefix+"/secrets/scopes/{orgId}/{scope}"]["delete"]; op == nil || op[PermissionExtension] != auth.PermSecretDelete {
+	if op := doc.Paths[apitypes.AdminPrefix+"/secrets/scopes/{orgId}/{scope}"]["delete"]; op == nil || op[PermissionExtension] != string(auth.PermSecretDelete) {
 		t.Errorf("DELETE /secrets/scopes/{orgId}/{scope}: %v", op)
 	}
 }

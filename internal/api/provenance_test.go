@@ -102,7 +102,7 @@ func TestProvenanceRoutes(t *testing.T) {
 		t.Fatalf("digest mismatch verdict: %v", v)
 	}
 	if v := verify(`{"bundle":` + bundle + `,"audience":"someone-else"}`); v["verified"] != false ||
-		v["failures"].([]any)[0].(map[string]any)["reason"] != provenance.ReasonTokenAudience {
+		v["failures"].([]any)[0].(map[string]any)["reason"] != string(provenance.ReasonTokenAudience) {
 		t.Fatalf("audience verdict: %v", v)
 	}
 	for body, want := range map[string]string{`{`: "invalid_json", `{}`: "bundle_required", `{"bundle":null}`: "bundle_required",
@@ -157,7 +157,7 @@ func TestProvenanceRoutes(t *testing.T) {
 		t.Fatalf("unknown key revoke: %d", code)
 	}
 	v = verify(`{"bundle":` + bundle + `}`)
-	if v["verified"] != false || v["failures"].([]any)[0].(map[string]any)["reason"] != provenance.ReasonTokenKeyRevoked {
+	if v["verified"] != false || v["failures"].([]any)[0].(map[string]any)["reason"] != string(provenance.ReasonTokenKeyRevoked) {
 		t.Fatalf("bundle after revocation: %v", v)
 	}
 	_, jwks, _ = e.do("GET", "/.well-known/jwks.json", "", "")

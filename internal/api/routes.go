@@ -18,7 +18,7 @@ type route struct {
 	path string
 	// perm is the RBAC permission the caller's token needs; "" = public
 	// (no authentication).
-	perm string
+	perm auth.Permission
 	// summary is the operation's one-line description (OpenAPI summary).
 	summary string
 	// handle serves the route; nil for an alias (servedBy).
@@ -47,7 +47,7 @@ type route struct {
 // recorder and the access log name it.
 func (rt route) key() string { return rt.method + " " + rt.path }
 
-func adm(method, path, perm, summary string, h func(*server, http.ResponseWriter, *http.Request)) route {
+func adm(method, path string, perm auth.Permission, summary string, h func(*server, http.ResponseWriter, *http.Request)) route {
 	return route{method: method, path: apitypes.AdminPrefix + path, perm: perm, summary: summary, handle: h}
 }
 
@@ -185,7 +185,7 @@ func routeStrings() []string {
 		if perm == "" {
 			perm = "-"
 		}
-		out = append(out, rt.key()+" "+perm)
+		out = append(out, rt.key()+" "+string(perm))
 	}
 	return out
 }

@@ -275,7 +275,7 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	page := apitypes.LogsPage{Lines: make([]apitypes.LogLineView, 0, len(lines)), NextCursor: next}
 	for _, l := range lines {
-		page.Lines = append(page.Lines, apitypes.LogLineView{TS: l.Timestamp, Stream: l.Stream, Msg: l.Text})
+		page.Lines = append(page.Lines, apitypes.LogLineView{TS: l.Timestamp, Stream: string(l.Stream), Msg: l.Text})
 	}
 	page.Complete = terminal && len(lines) < limit
 	writeJSON(w, http.StatusOK, page)

@@ -53,7 +53,7 @@ func callerRoutingKey(r *http.Request) string {
 // gateScoped is gate plus the routing-key scope rule for route ("METHOD
 // path"): scope-aware routes check the addressed run's or source's key,
 // every other route refuses scoped tokens.
-func (s *server) gateScoped(route, perm string, h http.HandlerFunc) http.Handler {
+func (s *server) gateScoped(route string, perm auth.Permission, h http.HandlerFunc) http.Handler {
 	kind := scopeAwareRoutes[route]
 	h = s.audited(route, h)
 	return s.gate(perm, func(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +100,7 @@ func (s *server) runInScope(ctx context.Context, id, rk string) (bool, error) {
 // auditEntry starts an access-log entry for the caller of r.
 func auditEntry(r *http.Request, action, resource, detail string) *store.AccessLogEntry {
 	p, _ := auth.PrincipalFrom(r.Context())
-	return &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role, RoutingKey: p.RoutingKey,
+	return &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role), RoutingKey: p.RoutingKey,
 		Action: action, Resource: resource, Detail: detail}
 }
 

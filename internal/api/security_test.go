@@ -77,7 +77,7 @@ func newSecEnv(t *testing.T) *secEnv {
 }
 
 // createToken creates an admin token over the API and returns (id, plaintext).
-func (e *secEnv) createToken(role, routingKey string) (string, string) {
+func (e *secEnv) createToken(role auth.Role, routingKey string) (string, string) {
 	e.t.Helper()
 	body := fmt.Sprintf(`{"label":"t-%s","role":%q}`, role, role)
 	if routingKey != "" {
@@ -93,7 +93,7 @@ func (e *secEnv) createToken(role, routingKey string) (string, string) {
 // auditorHiddenReads are the only GET routes an auditor may not call: two
 // return webhook secret values and two list credentials (admin and agent
 // tokens). docs/security.md documents the same list.
-var auditorHiddenReads = map[string]string{
+var auditorHiddenReads = map[string]auth.Permission{
 	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secret":  auth.PermSourceSecretRead,
 	"GET " + apitypes.AdminPrefix + "/generic-sources/{id}/webhook-secrets": auth.PermSourceSecretRead,
 	"GET " + apitypes.AdminPrefix + "/tokens":                               auth.PermTokenManage,
@@ -147,7 +147,7 @@ func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
 			continue
 		}
 		if want, hidden := auditorHiddenReads[route]; hidden {
-			if perm != want || code != http.StatusForbidden {
+			if perm != string(want) || code != http.StatusForbidden {
 				t.Errorf("%s as auditor: %d %v, want 403 (documented credential read, %s)", r, code, m, want)
 			}
 			continue
@@ -171,7 +171,7 @@ func TestAuditorIsReadOnlyOnEveryRoute(t *testing.T) {
 			continue
 		}
 		_, hidden := auditorHiddenReads[parts[0]+" "+parts[1]]
-		if holds := auth.HasPermission(auth.RoleAuditor, parts[2]); holds != (parts[0] == "GET" && !hidden) {
+		if holds := auth.HasPermission(auth.RoleAuditor, auth.Permission(parts[2])); holds != (parts[0] == "GET" && !hidden) {
 			t.Errorf("%s: auditor holds %s = %t", r, parts[2], holds)
 		}
 	}

@@ -48,10 +48,12 @@ func scalersView(st scaler.Status) apitypes.ScalersView {
 // scalerView copies sc; LabelSets stays null for a scaler without label
 // sets.
 func scalerView(sc scaler.ScalerStatus) apitypes.ScalerView {
-	return apitypes.ScalerView{Name: sc.Name, Type: sc.Type, Retiring: sc.Retiring, State: sc.State, StateReason: sc.StateReason,
-		Accel: sc.Accel, BootMs: sc.BootMs, AccelNote: sc.AccelNote, MaxAgents: sc.MaxAgents, MaxConcurrentSpawns: sc.MaxConcurrentSpawns, LabelSets: sc.LabelSets, Active: sc.Active,
+	return apitypes.ScalerView{Name: sc.Name, Type: string(sc.Type), Retiring: sc.Retiring, State: string(sc.State), StateReason: sc.StateReason,
+		Accel: string(sc.Accel), BootMs: sc.BootMs, AccelNote: sc.AccelNote, MaxAgents: sc.MaxAgents, MaxConcurrentSpawns: sc.MaxConcurrentSpawns, LabelSets: sc.LabelSets, Active: sc.Active,
 		Spawning: sc.Spawning, Queued: sc.Queued, SpawnedTotal: sc.SpawnedTotal, FailedTotal: sc.FailedTotal,
-		RefusedTotal: sc.RefusedTotal, Agents: mapSlice(sc.Agents, func(a scaler.AgentStatus) apitypes.ScalerAgentView { return apitypes.ScalerAgentView(a) })}
+		RefusedTotal: sc.RefusedTotal, Agents: mapSlice(sc.Agents, func(a scaler.AgentStatus) apitypes.ScalerAgentView {
+			return apitypes.ScalerAgentView{AgentID: a.AgentID, JobID: a.JobID, RunID: a.RunID, State: string(a.State), Warm: a.Warm, CreatedAt: a.CreatedAt}
+		})}
 }
 
 // eventLogEntryView copies e without its stored gzipped payload.

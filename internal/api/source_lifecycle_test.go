@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/auth"
+
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
@@ -55,8 +57,8 @@ func TestSourceDeleteEnableDisable(t *testing.T) {
 		}
 	}
 	// A token of another routing key is refused; one of this key may act.
-	_, other := e.createToken("owner", "generic:acme:someone-else")
-	_, mine := e.createToken("admin", rk)
+	_, other := e.createToken(auth.RoleOwner, "generic:acme:someone-else")
+	_, mine := e.createToken(auth.RoleAdmin, rk)
 	for _, c := range []struct{ method, path string }{{"DELETE", base + id}, {"POST", base + id + "/disable"}, {"POST", base + "src-gh/disable"}} {
 		if code, m, _ := e.do(c.method, c.path, other, ""); code != http.StatusForbidden || m["error"] != msgScopeMismatch {
 			t.Fatalf("other key %s %s: %d %v, want 403 scope mismatch", c.method, c.path, code, m)

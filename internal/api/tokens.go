@@ -40,7 +40,7 @@ func (s *server) createAdminToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "label must be 1-255 characters")
 		return
 	}
-	if !auth.IsRole(b.Role) {
+	if !auth.IsRole(auth.Role(b.Role)) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("role %q must be owner, admin or auditor", b.Role))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trustpolicy"
 )
@@ -21,7 +22,7 @@ import (
 
 // trustPlatformMsg is the 409 body of the trust-policy and directory writes
 // in a Platform-connected mode.
-func trustPlatformMsg(mode string) string {
+func trustPlatformMsg(mode config.Mode) string {
 	return fmt.Sprintf("The trust policy and approval directory are managed by the KiCI Platform in %s mode: change them in the Platform dashboard", mode)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 )
 
@@ -129,7 +130,7 @@ func TestTrustDirectory(t *testing.T) {
 }
 
 func TestTrustWritesRefusedWhenPlatformManaged(t *testing.T) {
-	for _, mode := range []string{"platform", "hybrid", "observed"} {
+	for _, mode := range []config.Mode{config.ModePlatform, config.ModeHybrid, config.ModeObserved} {
 		e := newModeEnv(t, mode, false)
 		for _, c := range []struct{ method, path, body string }{
 			{"PATCH", tpBase, `{"customerId":"acme","forkPolicy":"allow"}`},

@@ -145,7 +145,7 @@ func (h *harness) sweep() {
 	}
 }
 
-func (h *harness) decide(holdID, verb, approver, reason string) (Result, error) {
+func (h *harness) decide(holdID string, verb DecisionWord, approver, reason string) (Result, error) {
 	return h.dec.Decide(h.ctx, Decision{OrgID: "acme", HeldRunID: holdID, Decision: verb, Approver: approver, Reason: reason,
 		Operator: strings.HasPrefix(approver, ServicePrefix)})
 }
@@ -474,7 +474,7 @@ func TestMembersDecideOnlyWhereTheyQualify(t *testing.T) {
 	}
 	run, _ := h.runNamed("run-rev", store.TrustTrusted, map[string][]string{"deploy": {"release"}})
 	id := h.pendingHolds(run.ID)[0].ID
-	for _, verb := range []string{Reject, Approve} {
+	for _, verb := range []DecisionWord{Reject, Approve} {
 		if _, err := h.decide(id, verb, "dave", ""); !errors.Is(err, ErrIneligible) {
 			t.Fatalf("dave (linked as github user bob) %s: %v, want ErrIneligible", verb, err)
 		}

@@ -88,7 +88,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	if h.HoldType == hold.Concurrency {
 		return Result{}, fmt.Errorf("%w: a concurrency hold ends when a slot of its context group frees up; it cannot be approved or rejected (cancel the run instead)", ErrIneligible)
 	}
-	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: dec.Decision, Reason: dec.Reason, At: now}
+	rec := &store.HeldRunApproval{Approver: dec.Approver, Decision: string(dec.Decision), Reason: dec.Reason, At: now}
 	clauses := append([]store.ApprovalClause(nil), h.Clauses...)
 	to, res := hold.Status(""), Result{}
 	if !dec.Operator {
@@ -136,7 +136,7 @@ func (d *Decider) Decide(ctx context.Context, dec Decision) (Result, error) {
 	}
 	if err := d.st.AppendAccessLog(ctx, &store.AccessLogEntry{
 		TokenID: dec.ActorTokenID, TokenLabel: dec.ActorTokenLabel, Role: dec.ActorRole,
-		Action: "held_run." + dec.Decision, Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: detail,
+		Action: "held_run." + string(dec.Decision), Resource: "held_run:" + h.ID + ":run:" + h.RunID, Detail: detail,
 	}); err != nil {
 		return Result{}, fmt.Errorf("decision committed but its access-log row failed: %w", err)
 	}

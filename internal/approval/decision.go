@@ -9,10 +9,17 @@ import (
 	"kici.dev/kici/internal/api/apitypes"
 )
 
+// DecisionWord is what an approver decides on a hold: Approve or Reject
+// (KiCI POST /api/v1/admin/held-runs/decision `decision`, see
+// docs/kici-compatibility.md#approvals-and-trust-policy).
+type DecisionWord string
+
 // Decision words.
 const (
-	Approve = "approve"
-	Reject  = "reject"
+	// Approve satisfies the approver's open clauses of the hold.
+	Approve DecisionWord = "approve"
+	// Reject rejects the hold: its held work is cancelled.
+	Reject DecisionWord = "reject"
 )
 
 // Decision is one approve/reject request on a hold (KiCI POST
@@ -21,7 +28,7 @@ type Decision struct {
 	OrgID     string
 	HeldRunID string
 	// Decision is Approve or Reject.
-	Decision string
+	Decision DecisionWord
 	// Reason is the approver's note (optional, at most 1 KiB).
 	Reason string
 	// Approver is the subject recorded for the decision, e.g.

@@ -23,7 +23,7 @@ type Principal struct {
 	// Label is the token's label.
 	Label string
 	// Role is owner, admin or auditor.
-	Role string
+	Role Role
 	// RoutingKey is the token's routing-key scope ("" = unscoped): a scoped
 	// token only reaches resources carrying that key.
 	RoutingKey string
@@ -126,7 +126,7 @@ func (a *AdminAuth) Authenticate(ctx context.Context, header string) (Principal,
 // caller is available to h through PrincipalFrom. Require panics when perm
 // is not in the permission matrix, so a mistyped gate fails at start-up
 // rather than silently denying (or allowing) everything.
-func (a *AdminAuth) Require(perm string, h http.Handler) http.Handler {
+func (a *AdminAuth) Require(perm Permission, h http.Handler) http.Handler {
 	if !IsPermission(perm) {
 		panic(fmt.Sprintf("auth: unknown permission %q", perm))
 	}
@@ -224,14 +224,14 @@ func (a *AdminAuth) lookupHash(ctx context.Context, hash string) (Principal, err
 	if t.ExpiresAt != nil && !t.ExpiresAt.After(a.now()) {
 		return Principal{}, errors.New("token expired")
 	}
-	if !IsRole(t.Role) {
+	if !IsRole(Role(t.Role)) {
 		return Principal{}, errors.New("token has an unknown role")
 	}
 	rk, err := a.st.AdminTokenRoutingKey(ctx, t.ID)
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", errAuthUnavailable, err)
 	}
-	return Principal{TokenID: t.ID, Label: t.Label, Role: t.Role, RoutingKey: rk}, nil
+	return Principal{TokenID: t.ID, Label: t.Label, Role: Role(t.Role), RoutingKey: rk}, nil
 }
 
 // bearerToken extracts the token from "Bearer <token>" (scheme matched
@@ -254,7 +254,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // IssueAdminToken creates an admin token with role (owner, admin or auditor)
 // and label; ttl <= 0 means it never expires. It returns the plaintext
 // ("kadm_" + 64 hex, shown once) and the stored row.
-func (a *AdminAuth) IssueAdminToken(ctx context.Context, label, role string, ttl time.Duration) (string, *store.AdminToken, error) {
+func (a *AdminAuth) IssueAdminToken(ctx context.Context, label string, role Role, ttl time.Duration) (string, *store.AdminToken, error) {
 	if !IsRole(role) {
 		return "", nil, fmt.Errorf("auth: unknown role %q (want owner, admin or auditor)", role)
 	}
@@ -263,7 +263,7 @@ func (a *AdminAuth) IssueAdminToken(ctx context.Context, label, role string, ttl
 	t := &store.AdminToken{
 		ID:        uuid.NewString(),
 		Label:     label,
-		Role:      role,
+		Role:      string(role),
 		TokenHash: Hash(plain),
 		CreatedAt: now,
 	}

@@ -93,14 +93,14 @@ func TestAgentTokenValidate(t *testing.T) {
 func TestMatrixCounts(t *testing.T) {
 	// KiCI's 23 permissions; owner 23, admin 21, auditor 6 — plus
 	// kici's departure granting ci_trust.read to the auditor (7).
-	kici := []string{PermContextCreate, PermContextUpdate, PermContextDelete, PermContextRead,
+	kici := []Permission{PermContextCreate, PermContextUpdate, PermContextDelete, PermContextRead,
 		PermSecretRead, PermSecretWrite, PermSecretDelete, PermSecretReveal, PermAuditRead,
 		PermTokenManage, PermKeyRotate, PermRunRead, PermRunCancel, PermEventLogRead,
 		PermEventLogReadPayload, PermAccessLogRead, PermScheduledJobTrigger, PermAttestationRetry,
 		PermEventDLQRead, PermEventDLQManage, PermOrchestratorDrain, PermCITrustRead, PermCITrustAdmin}
-	count := map[string]int{}
+	count := map[Role]int{}
 	for _, p := range kici {
-		for _, r := range []string{RoleOwner, RoleAdmin, RoleAuditor} {
+		for _, r := range []Role{RoleOwner, RoleAdmin, RoleAuditor} {
 			if HasPermission(r, p) {
 				count[r]++
 			}
@@ -109,7 +109,7 @@ func TestMatrixCounts(t *testing.T) {
 	if len(kici) != 23 || count[RoleOwner] != 23 || count[RoleAdmin] != 21 || count[RoleAuditor] != 7 {
 		t.Fatalf("KiCI matrix counts: %v", count)
 	}
-	for _, p := range []string{PermTokenManage, PermKeyRotate} {
+	for _, p := range []Permission{PermTokenManage, PermKeyRotate} {
 		if HasPermission(RoleAdmin, p) {
 			t.Errorf("admin must not hold %s", p)
 		}
@@ -165,9 +165,10 @@ func TestRequireRBAC(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	cases := []struct {
-		name, header, perm string
-		status             int
-		body               string
+		name, header string
+		perm         Permission
+		status       int
+		body         string
 	}{
 		{"no header", "", PermRunRead, 401, "Missing authorization"},
 		{"basic scheme", "Basic abc", PermRunRead, 401, "Missing authorization"},

@@ -82,7 +82,7 @@ type RoleRule struct {
 	// Claims are ID-token claims that must all have these values.
 	Claims map[string]string `yaml:"claims" json:"claims"`
 	// Role is owner, admin or auditor.
-	Role string `yaml:"role" json:"role"`
+	Role Role `yaml:"role" json:"role"`
 	// RoutingKey is the scope of the people matched ("" = unscoped).
 	RoutingKey string `yaml:"routingKey" json:"routingKey"`
 }
@@ -140,7 +140,7 @@ func (m *RoleMap) Validate() error {
 
 // Resolve returns the role and routing-key scope of id from the first
 // rule that matches; ok is false when none does (the person is refused).
-func (m *RoleMap) Resolve(id Identity) (role, routingKey string, ok bool) {
+func (m *RoleMap) Resolve(id Identity) (role Role, routingKey string, ok bool) {
 	if m == nil {
 		return "", "", false
 	}

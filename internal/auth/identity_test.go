@@ -24,7 +24,8 @@ func TestRoleMapResolve(t *testing.T) {
 	}
 	cases := []struct {
 		id        Identity
-		role, rk  string
+		role      Role
+		rk        string
 		permitted bool
 	}{
 		{Identity{Kind: ProviderGitea, Subject: "alice"}, RoleOwner, "", true},

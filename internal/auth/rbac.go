@@ -1,13 +1,26 @@
 package auth
 
-import "sort"
+import "slices"
+
+// Role is an admin token's or a signed-in user's role: RoleOwner, RoleAdmin
+// or RoleAuditor (KiCI admin_tokens.role, see
+// docs/kici-compatibility.md#admin-api).
+type Role string
 
 // Roles of admin API tokens (KiCI admin_tokens.role).
 const (
-	RoleOwner   = "owner"
-	RoleAdmin   = "admin"
-	RoleAuditor = "auditor"
+	// RoleOwner holds every permission.
+	RoleOwner Role = "owner"
+	// RoleAdmin holds every permission but the token and key management ones.
+	RoleAdmin Role = "admin"
+	// RoleAuditor holds the reads that reveal no credential.
+	RoleAuditor Role = "auditor"
 )
+
+// Permission names an action an admin token's role may hold: one of the
+// Perm* constants (KiCI's permission names and kici's own, see
+// docs/kici-compatibility.md#admin-api).
+type Permission string
 
 // Permissions checked by admin routes. The first 23 are KiCI's exact set
 // (@kici-dev/orchestrator 0.9.1; see docs/kici-compatibility.md#admin-api).
@@ -16,50 +29,50 @@ const (
 // leaves GitHub sources, fleet listings and several other families ungated
 // ; kici gates every route, so those families get explicit names here.
 const (
-	PermContextCreate       = "context.create"
-	PermContextUpdate       = "context.update"
-	PermContextDelete       = "context.delete"
-	PermContextRead         = "context.read"
-	PermSecretRead          = "secret.read"
-	PermSecretWrite         = "secret.write"
-	PermSecretDelete        = "secret.delete"
-	PermSecretReveal        = "secret.reveal"
-	PermAuditRead           = "audit.read"
-	PermTokenManage         = "token.manage"
-	PermKeyRotate           = "key.rotate"
-	PermRunRead             = "run.read"
-	PermRunCancel           = "run.cancel"
-	PermEventLogRead        = "event_log.read"
-	PermEventLogReadPayload = "event_log.read_payload"
-	PermAccessLogRead       = "access_log.read"
-	PermScheduledJobTrigger = "scheduled_job.trigger"
-	PermAttestationRetry    = "attestation.retry"
-	PermEventDLQRead        = "event_dlq.read"
-	PermEventDLQManage      = "event_dlq.manage"
-	PermOrchestratorDrain   = "orchestrator.drain"
-	PermCITrustRead         = "ci_trust.read"
-	PermCITrustAdmin        = "ci_trust.admin"
-	PermSourceRead          = "source.read"
-	PermSourceCreate        = "source.create"
-	PermSourceUpdate        = "source.update"
-	PermSourceDelete        = "source.delete"
-	PermSourceTrigger       = "source.trigger"
-	PermSourceSecretRead    = "source.secret.read"
-	PermAgentRead           = "agent.read"
-	PermAgentManage         = "agent.manage"
-	PermAgentTokenManage    = "agent_token.manage"
-	PermSettingsRead        = "settings.read"
-	PermSettingsWrite       = "settings.write"
-	PermDatabaseAdmin       = "database.admin"
-	PermRunRerun            = "run.rerun" // kici's own: KiCI offers reruns only through its platform
-	PermSecretList          = "secret.list"
+	PermContextCreate       Permission = "context.create"
+	PermContextUpdate       Permission = "context.update"
+	PermContextDelete       Permission = "context.delete"
+	PermContextRead         Permission = "context.read"
+	PermSecretRead          Permission = "secret.read"
+	PermSecretWrite         Permission = "secret.write"
+	PermSecretDelete        Permission = "secret.delete"
+	PermSecretReveal        Permission = "secret.reveal"
+	PermAuditRead           Permission = "audit.read"
+	PermTokenManage         Permission = "token.manage"
+	PermKeyRotate           Permission = "key.rotate"
+	PermRunRead             Permission = "run.read"
+	PermRunCancel           Permission = "run.cancel"
+	PermEventLogRead        Permission = "event_log.read"
+	PermEventLogReadPayload Permission = "event_log.read_payload"
+	PermAccessLogRead       Permission = "access_log.read"
+	PermScheduledJobTrigger Permission = "scheduled_job.trigger"
+	PermAttestationRetry    Permission = "attestation.retry"
+	PermEventDLQRead        Permission = "event_dlq.read"
+	PermEventDLQManage      Permission = "event_dlq.manage"
+	PermOrchestratorDrain   Permission = "orchestrator.drain"
+	PermCITrustRead         Permission = "ci_trust.read"
+	PermCITrustAdmin        Permission = "ci_trust.admin"
+	PermSourceRead          Permission = "source.read"
+	PermSourceCreate        Permission = "source.create"
+	PermSourceUpdate        Permission = "source.update"
+	PermSourceDelete        Permission = "source.delete"
+	PermSourceTrigger       Permission = "source.trigger"
+	PermSourceSecretRead    Permission = "source.secret.read"
+	PermAgentRead           Permission = "agent.read"
+	PermAgentManage         Permission = "agent.manage"
+	PermAgentTokenManage    Permission = "agent_token.manage"
+	PermSettingsRead        Permission = "settings.read"
+	PermSettingsWrite       Permission = "settings.write"
+	PermDatabaseAdmin       Permission = "database.admin"
+	PermRunRerun            Permission = "run.rerun" // kici's own: KiCI offers reruns only through its platform
+	PermSecretList          Permission = "secret.list"
 )
 
 // Role sets used by the matrix below.
 var (
-	allRoles   = []string{RoleOwner, RoleAdmin, RoleAuditor}
-	ownerAdmin = []string{RoleOwner, RoleAdmin}
-	ownerOnly  = []string{RoleOwner}
+	allRoles   = []Role{RoleOwner, RoleAdmin, RoleAuditor}
+	ownerAdmin = []Role{RoleOwner, RoleAdmin}
+	ownerOnly  = []Role{RoleOwner}
 )
 
 // rolePermissions is the single role × permission matrix. Rows marked KiCI are
@@ -70,7 +83,7 @@ var (
 // credentials like token.manage). Every read is open to an auditor except
 // credential values (source.secret.read, secret.reveal) and token listings
 // (token.manage, agent_token.manage).
-var rolePermissions = map[string][]string{
+var rolePermissions = map[Permission][]Role{
 	// KiCI
 	PermContextCreate:       ownerAdmin,
 	PermContextUpdate:       ownerAdmin,
@@ -121,12 +134,12 @@ var rolePermissions = map[string][]string{
 }
 
 // permsByRole is rolePermissions inverted, built once.
-var permsByRole = func() map[string]map[string]bool {
-	m := map[string]map[string]bool{}
+var permsByRole = func() map[Role]map[Permission]bool {
+	m := map[Role]map[Permission]bool{}
 	for perm, roles := range rolePermissions {
 		for _, r := range roles {
 			if m[r] == nil {
-				m[r] = map[string]bool{}
+				m[r] = map[Permission]bool{}
 			}
 			m[r][perm] = true
 		}
@@ -136,22 +149,22 @@ var permsByRole = func() map[string]map[string]bool {
 
 // HasPermission reports whether role holds perm. Unknown roles and unknown
 // permissions hold nothing.
-func HasPermission(role, perm string) bool { return permsByRole[role][perm] }
+func HasPermission(role Role, perm Permission) bool { return permsByRole[role][perm] }
 
 // IsRole reports whether role is one of owner, admin, auditor.
-func IsRole(role string) bool {
+func IsRole(role Role) bool {
 	return role == RoleOwner || role == RoleAdmin || role == RoleAuditor
 }
 
 // IsPermission reports whether perm is a permission of the matrix.
-func IsPermission(perm string) bool { _, ok := rolePermissions[perm]; return ok }
+func IsPermission(perm Permission) bool { _, ok := rolePermissions[perm]; return ok }
 
 // Permissions returns every permission name, sorted.
-func Permissions() []string {
-	out := make([]string, 0, len(rolePermissions))
+func Permissions() []Permission {
+	out := make([]Permission, 0, len(rolePermissions))
 	for p := range rolePermissions {
 		out = append(out, p)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }

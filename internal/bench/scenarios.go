@@ -19,15 +19,15 @@ type jobView struct {
 	StartedAt   *time.Time `json:"startedAt"`
 	CompletedAt *time.Time `json:"completedAt"`
 	Steps       []struct {
-		Status      string     `json:"status"`
-		StartedAt   *time.Time `json:"startedAt"`
-		CompletedAt *time.Time `json:"completedAt"`
+		Status      status.Step `json:"status"`
+		StartedAt   *time.Time  `json:"startedAt"`
+		CompletedAt *time.Time  `json:"completedAt"`
 	} `json:"steps"`
 }
 
 type runView struct {
-	RunID  string `json:"runId"`
-	Status string `json:"status"`
+	RunID  string     `json:"runId"`
+	Status status.Run `json:"status"`
 }
 
 // runOf waits for the run of a delivery and returns it.

@@ -98,7 +98,7 @@ func handshake(ctx context.Context, url, token, id string, labels []string) (*we
 	if err != nil {
 		return nil, err
 	}
-	recv := func(want string) error {
+	recv := func(want protocol.MessageType) error {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			return err

@@ -223,16 +223,16 @@ fail with HTTP 409 and point to the dashboard, "kici approve" and "/kici approve
 					body["asUserId"] = as
 				}
 				var res struct {
-					Status    string   `json:"status"`
-					Remaining []string `json:"remainingClauses"`
+					Status    hold.Status `json:"status"`
+					Remaining []string    `json:"remainingClauses"`
 				}
 				if done, err := a.callJSON(cmd, http.MethodPost, heldDecisionPath, nil, body, &res); done || err != nil {
 					return err
 				}
 				switch res.Status {
-				case "pending":
+				case hold.Pending:
 					fmt.Fprintf(a.out(), "held run %s: approval recorded; still waiting for %s\n", id, strings.Join(res.Remaining, ", "))
-				case "released":
+				case hold.Released:
 					fmt.Fprintf(a.out(), "held run %s approved: the held work resumes\n", id)
 				default:
 					fmt.Fprintf(a.out(), "held run %s %s\n", id, res.Status)

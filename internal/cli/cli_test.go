@@ -449,7 +449,7 @@ func TestLogsFollowAndWait(t *testing.T) {
 	ctx := context.Background()
 	run, jobs := h.addRun(status.RunPending, time.Now().UTC())
 	line := func(s string) []protocol.LogLine {
-		return []protocol.LogLine{{Timestamp: time.Now().UnixMilli(), Stream: "stdout", Text: s}}
+		return []protocol.LogLine{{Timestamp: time.Now().UnixMilli(), Stream: protocol.StreamStdout, Text: s}}
 	}
 	if err := h.logs.Append(run.ID, jobs[0].ID, -1, line("cloning")); err != nil {
 		t.Fatal(err)

@@ -56,10 +56,10 @@ func TestRunsLogsJSON(t *testing.T) {
 	if err := h.st.UpsertStep(context.Background(), &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "Checkout", Status: status.StepSuccess}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: "stdout", Text: "cloning"}}); err != nil {
+	if err := h.logs.Append(run.ID, jobs[0].ID, -1, []protocol.LogLine{{Timestamp: ts, Stream: protocol.StreamStdout, Text: "cloning"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: "stderr", Text: "warn \x1b[31mred\x1b[0m"}}); err != nil {
+	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: ts, Stream: protocol.StreamStderr, Text: "warn \x1b[31mred\x1b[0m"}}); err != nil {
 		t.Fatal(err)
 	}
 

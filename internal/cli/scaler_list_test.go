@@ -16,7 +16,7 @@ import (
 func TestScalerListShowsVMAccelAndBootTime(t *testing.T) {
 	h := newHarness(t)
 	st := scaler.Status{GlobalMaxAgents: 10, Scalers: []scaler.ScalerStatus{
-		{Name: "vm-tcg", Type: "qemu", State: scaler.ScalerActive, Accel: "tcg", BootMs: 6912,
+		{Name: "vm-tcg", Type: "qemu", State: scaler.ScalerActive, Accel: scaler.AccelUsingTCG, BootMs: 6912,
 			AccelNote: "qemu-system-x86_64: failed to set MSR 0x10a", LabelSets: [][]string{{"vm"}}, Agents: []scaler.AgentStatus{}},
 		{Name: "vm-forced", Type: "qemu", State: scaler.ScalerActive, Accel: scaler.AccelForcedTCG, BootMs: 7050, Agents: []scaler.AgentStatus{}},
 		{Name: "vm-broken", Type: "qemu", State: scaler.ScalerDegraded, StateReason: "a probe boot failed: could not load kernel",

@@ -13,14 +13,40 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// Mode is the orchestrator mode, KICI_MODE: one of the Mode* constants
+// (KiCI's orchestrator modes, see docs/kici-compatibility.md#environment-variables).
+type Mode string
+
+// Orchestrator modes.
+const (
+	// ModeIndependent is kici's default: the orchestrator decides held runs
+	// and keeps the trust policy itself.
+	ModeIndependent Mode = "independent"
+	// ModeObserved leaves held runs and the trust policy to the KiCI
+	// Platform and refuses GitHub-App sources (docs/ingress.md).
+	ModeObserved Mode = "observed"
+	// ModeHybrid leaves held runs and the trust policy to the KiCI Platform.
+	ModeHybrid Mode = "hybrid"
+	// ModePlatform leaves held runs and the trust policy to the KiCI
+	// Platform and serves no direct GitHub route (docs/ingress.md).
+	ModePlatform Mode = "platform"
+)
+
 // Modes accepted by KICI_MODE (KiCI's orchestrator modes).
-var Modes = []string{"independent", "observed", "hybrid", "platform"}
+var Modes = []Mode{ModeIndependent, ModeObserved, ModeHybrid, ModePlatform}
+
+// PlatformConnected reports whether m hands held-run decisions and the
+// trust policy to the KiCI Platform (platform, hybrid and observed).
+func (m Mode) PlatformConnected() bool {
+	return m == ModePlatform || m == ModeHybrid || m == ModeObserved
+}
 
 // LogLevels accepted by KICI_LOG_LEVEL.
 var LogLevels = []string{"debug", "info", "warn", "error"}
@@ -33,7 +59,7 @@ const (
 	// DefaultPort is the listen port when KICI_PORT is unset.
 	DefaultPort = 4000
 	// DefaultMode is the orchestrator mode when KICI_MODE is unset.
-	DefaultMode = "independent"
+	DefaultMode = ModeIndependent
 	// DefaultMaxAgents is the process-scaler limit when KICI_MAX_AGENTS is unset.
 	DefaultMaxAgents = 4
 	// DefaultLogLevel is the log level when KICI_LOG_LEVEL is unset.
@@ -57,7 +83,7 @@ type Config struct {
 	DatabaseURL string
 	// StepLogStore is KICI_STEP_LOG_STORE: StepLogsPostgres (the default
 	// with a DatabaseURL) or StepLogsFiles (the default without).
-	StepLogStore string
+	StepLogStore StepLogStore
 	// StepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES: the per-step cap on
 	// stored agent output, default DefaultStepLogMaxBytes; 0 = no cap.
 	StepLogMaxBytes int64
@@ -71,7 +97,7 @@ type Config struct {
 	// BootstrapAdminToken is KICI_BOOTSTRAP_ADMIN_TOKEN (owner role), or "".
 	BootstrapAdminToken string
 	// Mode is KICI_MODE: independent (default), observed, hybrid or platform.
-	Mode string
+	Mode Mode
 	// MaxAgents is KICI_MAX_AGENTS (embedded process scaler), default 4.
 	MaxAgents int
 	// AgentBinary is KICI_AGENT_BINARY, default kici-agent beside the
@@ -154,12 +180,17 @@ func (c *Config) Scheme() string {
 	return "http"
 }
 
+// StepLogStore is where step logs are kept, KICI_STEP_LOG_STORE:
+// StepLogsPostgres or StepLogsFiles (a kici setting, see
+// docs/configuration.md).
+type StepLogStore string
+
 // Values of KICI_STEP_LOG_STORE.
 const (
 	// StepLogsPostgres keeps step logs in the PostgreSQL database.
-	StepLogsPostgres = "postgres"
+	StepLogsPostgres StepLogStore = "postgres"
 	// StepLogsFiles keeps step logs under <data dir>/logs.
-	StepLogsFiles = "files"
+	StepLogsFiles StepLogStore = "files"
 )
 
 // DatabasePath is the SQLite file used when DatabaseURL is empty.
@@ -225,10 +256,10 @@ func Load(environ []string) (*Config, error) {
 		}
 	}
 	if v := get("KICI_MODE"); v != "" {
-		if !oneOf(v, Modes) {
-			errs = append(errs, fmt.Errorf("KICI_MODE=%q: unknown mode (allowed: %s)", v, strings.Join(Modes, ", ")))
+		if !slices.Contains(Modes, Mode(v)) {
+			errs = append(errs, fmt.Errorf("KICI_MODE=%q: unknown mode (allowed: %s)", v, joinModes(Modes)))
 		} else {
-			c.Mode = v
+			c.Mode = Mode(v)
 		}
 	}
 	if v := get("KICI_LOG_LEVEL"); v != "" {
@@ -289,7 +320,7 @@ func Load(environ []string) (*Config, error) {
 	if c.DatabaseURL != "" {
 		c.StepLogStore = StepLogsPostgres
 	}
-	switch v := get("KICI_STEP_LOG_STORE"); {
+	switch v := StepLogStore(get("KICI_STEP_LOG_STORE")); {
 	case v == "":
 	case v != StepLogsFiles && v != StepLogsPostgres:
 		errs = append(errs, fmt.Errorf("KICI_STEP_LOG_STORE=%q: must be %s or %s", v, StepLogsPostgres, StepLogsFiles))
@@ -396,6 +427,15 @@ func defaultAgentBinary() string {
 		return p
 	}
 	return ""
+}
+
+// joinModes lists ms separated by ", ".
+func joinModes(ms []Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
 }
 
 func oneOf(s string, list []string) bool {

@@ -17,7 +17,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Host != "127.0.0.1" || c.Port != 4000 || c.Mode != "independent" || c.MaxAgents != 4 ||
+	if c.Host != "127.0.0.1" || c.Port != 4000 || c.Mode != DefaultMode || c.MaxAgents != 4 ||
 		c.LogLevel != "info" || c.DispatchAckTimeout != 10*time.Second || c.AgentTokenTTL != time.Hour ||
 		c.DatabaseURL != "" || c.DataDir != dir {
 		t.Fatalf("defaults: %+v", c)
@@ -42,7 +42,7 @@ func TestLoadValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DataDir != "/srv/kici" || c.Host != "0.0.0.0" || c.Port != 0 || c.Mode != "hybrid" || c.MaxAgents != 8 ||
+	if c.DataDir != "/srv/kici" || c.Host != "0.0.0.0" || c.Port != 0 || c.Mode != ModeHybrid || c.MaxAgents != 8 ||
 		c.LogLevel != "debug" || c.DispatchAckTimeout != 2500*time.Millisecond || c.AgentTokenTTL != time.Minute ||
 		c.DatabaseURL != "postgres://u@h/db" || c.BootstrapAdminToken != "kadm_x" || c.AgentBinary != "/opt/kici-agent" ||
 		c.OrchestratorURL != "ws://10.0.0.1:4000/ws" || c.ClusterAddress != "http://10.0.0.1:4000" {

@@ -181,7 +181,7 @@ func TestCheckGates(t *testing.T) {
 		name   string
 		bound  []Bound
 		facts  func(f *RunFacts)
-		reason string
+		reason GateReason
 		msg    string
 	}{
 		{"no restrictions", mk(func(c *store.Context) {}), nil, "", ""},

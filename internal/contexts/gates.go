@@ -29,12 +29,24 @@ type RunFacts struct {
 	TrustTier string
 }
 
+// GateReason is why a context's hard gate rejected a job: one of the
+// Reason* codes (KiCI's multi-context gate reasons, see
+// docs/kici-compatibility.md#contexts-and-secrets).
+type GateReason string
+
 // Gate rejection reasons (KiCI multi-context gate reasons).
 const (
-	ReasonContextDisabled  = "context_disabled"
-	ReasonBranchRestricted = "branch_restricted"
-	ReasonTriggerFiltered  = "trigger_filtered"
-	ReasonRepoUnmatched    = "repo_unmatched"
+	// ReasonContextDisabled: the context is disabled.
+	ReasonContextDisabled GateReason = "context_disabled"
+	// ReasonBranchRestricted: the run's target branch matches none of the
+	// context's branch restrictions.
+	ReasonBranchRestricted GateReason = "branch_restricted"
+	// ReasonTriggerFiltered: the run's trigger type is not in the context's
+	// trigger type filters.
+	ReasonTriggerFiltered GateReason = "trigger_filtered"
+	// ReasonRepoUnmatched: the run's repository matches none of the
+	// context's repository patterns.
+	ReasonRepoUnmatched GateReason = "repo_unmatched"
 )
 
 // Rejection is why a hard gate rejected a job: the context that rejected
@@ -42,7 +54,7 @@ const (
 // offending value and what was allowed.
 type Rejection struct {
 	Context string
-	Reason  string
+	Reason  GateReason
 	Detail  string
 }
 
@@ -76,7 +88,7 @@ func checkContext(f RunFacts, c *store.Context) *Rejection {
 	if c == nil {
 		return nil
 	}
-	reject := func(reason, format string, args ...any) *Rejection {
+	reject := func(reason GateReason, format string, args ...any) *Rejection {
 		return &Rejection{Context: c.Name, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
 	if !c.Enabled {

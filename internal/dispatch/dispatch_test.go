@@ -462,7 +462,7 @@ func TestInvalidMessageCloses4003(t *testing.T) {
 	if code != protocol.CloseInvalidMessage {
 		t.Fatalf("close %d, want 4003", code)
 	}
-	if len(msgs) != 1 || msgs[0].(*protocol.ErrorMessage).Code != "INVALID_MESSAGE" {
+	if len(msgs) != 1 || msgs[0].(*protocol.ErrorMessage).Code != protocol.ErrorInvalidMessage {
 		t.Fatalf("want an INVALID_MESSAGE error frame, got %+v", msgs)
 	}
 	// unknown types are ignored, the socket stays up
@@ -677,7 +677,7 @@ func TestRejectRequeuesAndFifthAttemptFails(t *testing.T) {
 		if jd.JobID != j.ID {
 			t.Fatal("wrong job")
 		}
-		c.send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: jd.RunID, JobID: jd.JobID, Reason: "busy"})
+		c.send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: jd.RunID, JobID: jd.JobID, Reason: protocol.RejectBusy})
 		if i < 5 {
 			wait.For(t, 5*time.Second, "requeued", func() bool {
 				e := h.entry(j.ID)
@@ -707,7 +707,7 @@ func TestRejectGoesToAnotherAgent(t *testing.T) {
 	j := h.job()
 	h.enqueue(j)
 	jd := a.dispatch()
-	a.send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: jd.RunID, JobID: jd.JobID, Reason: "draining"})
+	a.send(&protocol.JobReject{Type: protocol.TypeJobReject, RunID: jd.RunID, JobID: jd.JobID, Reason: protocol.RejectDraining})
 	if jd := b.dispatch(); jd.JobID != j.ID {
 		t.Fatal("rejected job not sent to b")
 	}

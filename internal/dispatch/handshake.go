@@ -168,7 +168,7 @@ func (r *registry) authFail(c *agentConn, code int, reason string) {
 
 // invalid sends an INVALID_MESSAGE error frame and closes with 4003.
 func (r *registry) invalid(c *agentConn, why string) {
-	_ = c.send(&protocol.ErrorMessage{Type: protocol.TypeErrorMessage, Code: "INVALID_MESSAGE", Message: why})
+	_ = c.send(&protocol.ErrorMessage{Type: protocol.TypeErrorMessage, Code: protocol.ErrorInvalidMessage, Message: why})
 	c.close(protocol.CloseInvalidMessage, why)
 }
 

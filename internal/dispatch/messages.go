@@ -116,7 +116,7 @@ func (fr *frameHandler) handleJobMessage(ctx context.Context, c *agentConn, js *
 			return
 		}
 		fr.log.Info("job rejected by agent", "job", jobID, "agent", c.id, "reason", m.Reason)
-		fr.q.requeueOrFail(ctx, jobID, &js.entry, "rejected by agent "+c.id+": "+m.Reason, c.id)
+		fr.q.requeueOrFail(ctx, jobID, &js.entry, "rejected by agent "+c.id+": "+string(m.Reason), c.id)
 	case *protocol.JobStatus:
 		fr.jobStatus(ctx, c, js, jobID, m, now)
 	case *protocol.StepStatus:

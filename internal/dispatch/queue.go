@@ -10,6 +10,7 @@ import (
 
 	"kici.dev/kici/internal/runs/status"
 
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
@@ -60,8 +61,8 @@ func excludeLabels(config json.RawMessage) []string {
 	}
 	var cfg struct {
 		ExcludeLabels []struct {
-			Kind  string `json:"kind"`
-			Value string `json:"value"`
+			Kind  lockfile.MatcherKind `json:"kind"`
+			Value string               `json:"value"`
 		} `json:"excludeLabels"`
 	}
 	if json.Unmarshal(config, &cfg) != nil {
@@ -69,7 +70,7 @@ func excludeLabels(config json.RawMessage) []string {
 	}
 	var out []string
 	for _, m := range cfg.ExcludeLabels {
-		if m.Kind == "exact" && m.Value != "" {
+		if m.Kind == lockfile.MatcherExact && m.Value != "" {
 			out = append(out, m.Value)
 		}
 	}

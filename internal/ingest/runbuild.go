@@ -120,7 +120,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 	legNames := map[string][]string{}
 	for i := range wf.Jobs {
 		j := &wf.Jobs[i]
-		if j.Type != "" && j.Type != "static" {
+		if j.Type != "" && j.Type != lockfile.JobStatic {
 			return nil, nil, fmt.Errorf("job %q: job type %q is not supported", j.Name, j.Type)
 		}
 		if _, dup := legNames[j.Name]; dup {
@@ -143,7 +143,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		j := &wf.Jobs[i]
 		labels := []string{}
 		for _, m := range j.RunsOn {
-			if m.Kind != "exact" {
+			if m.Kind != lockfile.MatcherExact {
 				return nil, nil, fmt.Errorf("job %q: runsOn matcher kind %q is not supported (only exact labels)", j.Name, m.Kind)
 			}
 			labels = append(labels, m.Value)

@@ -136,7 +136,7 @@ func (p *Processor) handleKiciComment(ctx context.Context, tr *Trace, src *store
 		return refuse("the run has no pending security hold")
 	}
 	res, err := decide(ctx, approval.Decision{
-		OrgID: src.OrgID, HeldRunID: held.ID, Decision: verb, Reason: reason, Approver: member.UserID,
+		OrgID: src.OrgID, HeldRunID: held.ID, Decision: approval.DecisionWord(verb), Reason: reason, Approver: member.UserID,
 		ActorTokenLabel: dirProvider + ":" + ev.SenderUsername,
 	})
 	if err != nil {

@@ -38,12 +38,20 @@ const (
 	DefaultRefTTL = 30 * time.Second
 )
 
+// Status is the outcome of reading one lock: one of the Status* constants,
+// kici's names for KiCI's lock outcomes (see docs/kici-compatibility.md#lock-file).
+type Status string
+
 // Outcome statuses of a fetch.
 const (
-	StatusOK       = "ok"
-	StatusMissing  = "missing"   // KiCI lockfile_missing: no lock at the ref
-	StatusCorrupt  = "corrupt"   // KiCI lockfile_corrupt: unparsable or invalid
-	StatusTooLarge = "too_large" // over the size cap (LockFileTooLargeError)
+	// StatusOK: the lock was read and parsed.
+	StatusOK Status = "ok"
+	// StatusMissing is KiCI lockfile_missing: no lock at the ref.
+	StatusMissing Status = "missing"
+	// StatusCorrupt is KiCI lockfile_corrupt: unparsable or invalid.
+	StatusCorrupt Status = "corrupt"
+	// StatusTooLarge: over the size cap (KiCI LockFileTooLargeError).
+	StatusTooLarge Status = "too_large"
 )
 
 // Errors a Fetch function returns to report a definite outcome.
@@ -57,7 +65,7 @@ var (
 // Result is the outcome of reading one lock.
 type Result struct {
 	// Status is one of the Status* constants.
-	Status string
+	Status Status
 	// Lock is the parsed lock (StatusOK only).
 	Lock *lockfile.LockFile
 	// Size is the raw size in bytes (0 when unknown).

@@ -34,7 +34,7 @@ func TestCacheOutcomesAndKeys(t *testing.T) {
 	cases := []struct {
 		name, body string
 		err        error
-		status     string
+		status     Status
 	}{
 		{"ok", goodLock, nil, StatusOK},
 		{"missing", "", ErrMissing, StatusMissing},

@@ -85,9 +85,9 @@ func TestCompileFullExample(t *testing.T) {
 		t.Fatalf("concurrency = %+v", c)
 	}
 	wantTriggers := []Trigger{
-		{Type: "push", Branches: []Pattern{{Type: "glob", Pattern: "main"}, {Type: "glob", Pattern: "release/*"}, {Type: "regex", Pattern: `^v\d+$`}},
+		{Type: "push", Branches: []Pattern{{Type: PatternGlob, Pattern: "main"}, {Type: PatternGlob, Pattern: "release/*"}, {Type: PatternRegex, Pattern: `^v\d+$`}},
 			Paths: []string{"**/*.go", "!docs/**"}},
-		{Type: "pr", Events: DefaultPREvents, TargetBranches: []Pattern{{Type: "glob", Pattern: "main"}}},
+		{Type: "pr", Events: DefaultPREvents, TargetBranches: []Pattern{{Type: PatternGlob, Pattern: "main"}}},
 	}
 	if !reflect.DeepEqual(wf.Triggers, wantTriggers) {
 		t.Fatalf("triggers = %+v", wf.Triggers)
@@ -106,7 +106,7 @@ func TestCompileFullExample(t *testing.T) {
 	if !reflect.DeepEqual(lint.Env, map[string]string{"GOFLAGS": "-mod=mod"}) {
 		t.Fatalf("lint env = %v", lint.Env)
 	}
-	if test.RunsOn[1].Kind != "regex" || test.RunsOn[1].Source != `^(?:kici:host:box-[^/]*)$` {
+	if test.RunsOn[1].Kind != MatcherRegex || test.RunsOn[1].Source != `^(?:kici:host:box-[^/]*)$` {
 		t.Fatalf("test runsOn = %+v", test.RunsOn)
 	}
 	var stepNames []string
@@ -173,8 +173,8 @@ jobs:
 	}
 	want := []Trigger{
 		{Type: "push"},
-		{Type: "tag", Patterns: []Pattern{{Type: "glob", Pattern: "v*"}}},
-		{Type: "pr", Repos: []Pattern{{Type: "glob", Pattern: "myorg/*"}, {Type: "glob", Pattern: "!myorg/secret-*"}}},
+		{Type: "tag", Patterns: []Pattern{{Type: PatternGlob, Pattern: "v*"}}},
+		{Type: "pr", Repos: []Pattern{{Type: PatternGlob, Pattern: "myorg/*"}, {Type: PatternGlob, Pattern: "!myorg/secret-*"}}},
 		{Type: "schedule", CronExpression: "0 3 * * 1", Timezone: "Europe/Berlin"},
 	}
 	if !reflect.DeepEqual(wf.Triggers, want) {

@@ -90,7 +90,7 @@ func CheckGateRegex(p Pattern) error {
 
 // gatePattern decodes a regex written as a string or as {regex, flags}.
 func (f *yfile) gatePattern(n ast.Node, what string) (Pattern, bool) {
-	p := Pattern{Type: "regex"}
+	p := Pattern{Type: PatternRegex}
 	if s, ok := f.scalar(n); ok {
 		if s == "" {
 			f.errorf(n, "%s: empty regex", what)
@@ -302,7 +302,7 @@ func validateGates(wf *Workflow) error {
 
 // checkTriggerRegex applies CheckGateRegex to a regex branch pattern.
 func checkTriggerRegex(p Pattern) error {
-	if p.Type != "regex" {
+	if p.Type != PatternRegex {
 		return nil
 	}
 	return CheckGateRegex(Pattern{Pattern: strings.TrimPrefix(p.Pattern, "!"), Flags: p.Flags})

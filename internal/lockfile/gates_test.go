@@ -101,7 +101,7 @@ func TestGatesCheckedAtLoad(t *testing.T) {
 		"regex": func(tr *Trigger) { tr.CommitMessage.Matches[0].Pattern = "(a|aa)+(b+)+" },
 		"path":  func(tr *Trigger) { tr.Requires[0].File = "a/../../etc/passwd" },
 		"branch": func(tr *Trigger) {
-			tr.Branches = []Pattern{{Type: "regex", Pattern: "(a*)*"}}
+			tr.Branches = []Pattern{{Type: PatternRegex, Pattern: "(a*)*"}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -16,17 +16,17 @@ import (
 // packages/engine/src/inputs/descriptor.ts): type is string, number,
 // integer, boolean, enum or literal.
 type InputDescriptor struct {
-	Type        string   `json:"type"`
-	Optional    bool     `json:"optional"`
-	Nullable    bool     `json:"nullable"`
-	Default     any      `json:"-"`
-	HasDefault  bool     `json:"-"`
-	Values      []string `json:"values,omitempty"`
-	Literal     any      `json:"literal,omitempty"`
-	Min         *float64 `json:"min,omitempty"`
-	Max         *float64 `json:"max,omitempty"`
-	Pattern     string   `json:"pattern,omitempty"`
-	Description string   `json:"description,omitempty"`
+	Type        InputType `json:"type"`
+	Optional    bool      `json:"optional"`
+	Nullable    bool      `json:"nullable"`
+	Default     any       `json:"-"`
+	HasDefault  bool      `json:"-"`
+	Values      []string  `json:"values,omitempty"`
+	Literal     any       `json:"literal,omitempty"`
+	Min         *float64  `json:"min,omitempty"`
+	Max         *float64  `json:"max,omitempty"`
+	Pattern     string    `json:"pattern,omitempty"`
+	Description string    `json:"description,omitempty"`
 }
 
 // MarshalJSON writes `default` only when one was given (null is a valid
@@ -78,7 +78,7 @@ func (d *InputDescriptor) Coerce(v any) (any, error) {
 		return nil, fmt.Errorf("must not be null")
 	}
 	switch d.Type {
-	case "string":
+	case InputString:
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("must be a string")
@@ -97,7 +97,7 @@ func (d *InputDescriptor) Coerce(v any) (any, error) {
 			}
 		}
 		return s, nil
-	case "number", "integer":
+	case InputNumber, InputInteger:
 		var f float64
 		switch x := v.(type) {
 		case float64:
@@ -120,14 +120,14 @@ func (d *InputDescriptor) Coerce(v any) (any, error) {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("must be a finite number")
 		}
-		if d.Type == "integer" && f != math.Trunc(f) {
+		if d.Type == InputInteger && f != math.Trunc(f) {
 			return nil, fmt.Errorf("%v is not an integer", f)
 		}
 		if d.Min != nil && f < *d.Min || d.Max != nil && f > *d.Max {
 			return nil, fmt.Errorf("%v out of range", f)
 		}
 		return f, nil
-	case "boolean":
+	case InputBoolean:
 		switch x := v.(type) {
 		case bool:
 			return x, nil
@@ -137,13 +137,13 @@ func (d *InputDescriptor) Coerce(v any) (any, error) {
 			}
 		}
 		return nil, fmt.Errorf("must be true or false")
-	case "enum":
+	case InputEnum:
 		s, ok := v.(string)
 		if !ok || !slices.Contains(d.Values, s) {
 			return nil, fmt.Errorf("must be one of %s", strings.Join(d.Values, ", "))
 		}
 		return s, nil
-	case "literal":
+	case InputLiteral:
 		if fmt.Sprint(v) != fmt.Sprint(d.Literal) {
 			return nil, fmt.Errorf("must be %v", d.Literal)
 		}
@@ -253,11 +253,11 @@ func (d *InputDescriptor) zero() any {
 		return nil
 	}
 	switch d.Type {
-	case "number", "integer":
+	case InputNumber, InputInteger:
 		return 0.0
-	case "boolean":
+	case InputBoolean:
 		return false
-	case "literal":
+	case InputLiteral:
 		return d.Literal
 	}
 	return "" // string, enum
@@ -273,7 +273,7 @@ func InputTypes(ts []Trigger) map[string]string {
 			out[name] = ""
 			continue
 		}
-		out[name] = d.Type
+		out[name] = string(d.Type)
 	}
 	return out
 }

@@ -248,7 +248,7 @@ func (f *yfile) runsOn(j *Job, n ast.Node, what string) {
 		}
 		for _, in := range j.RunsOn {
 			for _, ex := range j.ExcludeLabels {
-				if in.Kind == "exact" && ex.Kind == "exact" && in.Value == ex.Value {
+				if in.Kind == MatcherExact && ex.Kind == MatcherExact && in.Value == ex.Value {
 					f.errorf(n, "%s: label %q is both required and excluded", what, in.Value)
 				}
 			}

@@ -131,7 +131,7 @@ func TestContentHashMatchesEncoder(t *testing.T) {
 
 func TestEncodeFormat(t *testing.T) {
 	lf := &LockFile{SchemaVersion: 29, Source: SourceRef{File: "a", Export: "#default"}, Workflows: []Workflow{{
-		Name: "w", Triggers: []Trigger{}, Jobs: []Job{{Type: "static", Name: "j", RunsOn: []LabelMatcher{}, Needs: []Need{},
+		Name: "w", Triggers: []Trigger{}, Jobs: []Job{{Type: JobStatic, Name: "j", RunsOn: []LabelMatcher{}, Needs: []Need{},
 			Steps: []Step{{Name: "s", Run: "a && b < c > d \u2028"}}}},
 	}}}
 	b, err := Encode(lf)
@@ -227,7 +227,7 @@ func TestParseRejects(t *testing.T) {
 
 func TestExpandMatrix(t *testing.T) {
 	mk := func(values string, include, exclude []map[string]string) *Job {
-		return &Job{Name: "j", Matrix: &Matrix{Type: "static", Values: json.RawMessage(values)}, Include: include, Exclude: exclude}
+		return &Job{Name: "j", Matrix: &Matrix{Type: MatrixStatic, Values: json.RawMessage(values)}, Include: include, Exclude: exclude}
 	}
 	names := func(legs []Leg) []string {
 		var out []string

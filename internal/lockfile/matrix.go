@@ -48,7 +48,7 @@ func ExpandMatrix(job *Job) ([]Leg, error) {
 	if job.Matrix == nil {
 		return []Leg{{Name: job.Name}}, nil
 	}
-	if job.Matrix.Type != "" && job.Matrix.Type != "static" {
+	if job.Matrix.Type != "" && job.Matrix.Type != MatrixStatic {
 		return nil, fmt.Errorf("job %q: matrix type %q is not supported (only static matrices)", job.Name, job.Matrix.Type)
 	}
 	var legs []Leg
@@ -279,7 +279,7 @@ func (f *yfile) matrix(j *Job, n ast.Node, what string) {
 			}
 		}
 		raw, _ := marshalNoEscape(vals)
-		j.Matrix = &Matrix{Type: "static", Values: raw}
+		j.Matrix = &Matrix{Type: MatrixStatic, Values: raw}
 	} else {
 		entries, ok := f.mapping(n, what)
 		if !ok {
@@ -323,7 +323,7 @@ func (f *yfile) matrix(j *Job, n ast.Node, what string) {
 			buf.Write(vb)
 		}
 		buf.WriteByte('}')
-		j.Matrix = &Matrix{Type: "static", Values: json.RawMessage(buf.String())}
+		j.Matrix = &Matrix{Type: MatrixStatic, Values: json.RawMessage(buf.String())}
 		if excludeNode != nil {
 			j.Exclude, _ = f.matrixEntries(excludeNode, what+" exclude")
 			for i, ex := range j.Exclude {

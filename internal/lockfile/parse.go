@@ -31,7 +31,7 @@ func Parse(data []byte) (*LockFile, error) {
 		Workflows     []struct {
 			Name string `json:"name"`
 			Jobs []struct {
-				Type          string          `json:"_type"`
+				Type          JobType         `json:"_type"`
 				Name          string          `json:"name"`
 				RunsOn        json.RawMessage `json:"runsOn"`
 				ExcludeLabels json.RawMessage `json:"excludeLabels"`
@@ -57,7 +57,7 @@ func Parse(data []byte) (*LockFile, error) {
 	}
 	for _, wf := range head.Workflows {
 		for ji, j := range wf.Jobs {
-			if j.Type != "static" && j.Type != "" {
+			if j.Type != JobStatic && j.Type != "" {
 				continue
 			}
 			name := j.Name
@@ -113,7 +113,7 @@ func Parse(data []byte) (*LockFile, error) {
 			}
 		}
 		for _, j := range wf.Jobs {
-			if j.Type != "static" {
+			if j.Type != JobStatic {
 				continue
 			}
 			for ni, n := range j.Needs {
@@ -166,10 +166,10 @@ func checkTriggerFilters(t Trigger) error {
 // checkPattern validates a trigger pattern's shape and compiles it.
 func checkPattern(p Pattern) error {
 	switch p.Type {
-	case "glob":
+	case PatternGlob:
 		_, err := pattern.CompileGlob(p.Pattern)
 		return err
-	case "regex":
+	case PatternRegex:
 		_, err := pattern.CompileRegex(p.Pattern, p.Flags)
 		return err
 	}
@@ -205,18 +205,18 @@ func CheckLabelMatcherJSON(e json.RawMessage) error {
 	if err := json.Unmarshal(e, &m); err != nil {
 		return bad()
 	}
-	var kind string
+	var kind MatcherKind
 	if json.Unmarshal(m["kind"], &kind) != nil {
 		return bad()
 	}
 	switch kind {
-	case "exact":
+	case MatcherExact:
 		var v string
 		if json.Unmarshal(m["value"], &v) != nil || v == "" {
 			return bad()
 		}
 		return nil
-	case "regex":
+	case MatcherRegex:
 		var src, flags string
 		if json.Unmarshal(m["source"], &src) != nil {
 			return bad()

@@ -316,7 +316,7 @@ func substituteTyped(data []byte, descs map[string]InputDescriptor, with map[str
 	out := typedRefRE.ReplaceAllFunc(data, func(m []byte) []byte {
 		sm := typedRefRE.FindSubmatch(m)
 		d, ok := descs[string(sm[2])]
-		if !ok || (d.Type != "number" && d.Type != "integer" && d.Type != "boolean") {
+		if !ok || (d.Type != InputNumber && d.Type != InputInteger && d.Type != InputBoolean) {
 			return m
 		}
 		changed = true
@@ -425,7 +425,7 @@ func (f *yfile) absorb(pf *yfile, usesNode ast.Node) {
 // piece gives everything else. The overridden keys are recorded in
 // Job.PieceOverrides.
 func (f *yfile) usedJob(name string, knode, n ast.Node, wfEnv map[string]string) (Job, []needRef) {
-	j := Job{Type: "static", Name: name, RunsOn: []LabelMatcher{}, Needs: []Need{}, Steps: []Step{}}
+	j := Job{Type: JobStatic, Name: name, RunsOn: []LabelMatcher{}, Needs: []Need{}, Steps: []Step{}}
 	what := "job " + name
 	entries, ok := f.mapping(n, what)
 	if !ok {

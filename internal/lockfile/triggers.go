@@ -191,7 +191,16 @@ func (f *yfile) jsonValue(n ast.Node, what string) json.RawMessage {
 }
 
 // inputTypes are the dispatch/schedule input types (KiCI InputDescriptor).
-var inputTypes = []string{"string", "number", "integer", "boolean", "enum"}
+var inputTypes = []InputType{InputString, InputNumber, InputInteger, InputBoolean, InputEnum}
+
+// joinInputTypes lists ts separated by ", ".
+func joinInputTypes(ts []InputType) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
 
 // inputs decodes typed dispatch inputs: name → {type, optional, nullable,
 // default, values, min, max, pattern, description}, stored as KiCI
@@ -214,7 +223,8 @@ func (f *yfile) inputs(n ast.Node, what string) json.RawMessage {
 			fw := iw + "." + fe.key
 			switch fe.key {
 			case "type":
-				d.Type, _ = f.nonEmptyStr(fe.val, fw)
+				t, _ := f.nonEmptyStr(fe.val, fw)
+				d.Type = InputType(t)
 			case "optional":
 				d.Optional, _ = f.boolean(fe.val, fw)
 			case "nullable":
@@ -250,13 +260,13 @@ func (f *yfile) inputs(n ast.Node, what string) json.RawMessage {
 			}
 		}
 		if d.Type == "choice" { // the GitHub Actions name of enum
-			d.Type = "enum"
+			d.Type = InputEnum
 		}
 		if !slices.Contains(inputTypes, d.Type) {
-			f.errorf(e.val, "%s: type must be one of %s", iw, strings.Join(inputTypes, ", "))
+			f.errorf(e.val, "%s: type must be one of %s", iw, joinInputTypes(inputTypes))
 			continue
 		}
-		if d.Type == "enum" && len(d.Values) == 0 {
+		if d.Type == InputEnum && len(d.Values) == 0 {
 			f.errorf(e.val, "%s: an enum needs `values`", iw)
 			continue
 		}
@@ -293,10 +303,10 @@ func (f *yfile) patterns(n ast.Node, what string) []Pattern {
 			if !f.checkGlob(it, s, what) {
 				continue
 			}
-			out = append(out, Pattern{Type: "glob", Pattern: s})
+			out = append(out, Pattern{Type: PatternGlob, Pattern: s})
 			continue
 		}
-		p := Pattern{Type: "regex"}
+		p := Pattern{Type: PatternRegex}
 		if p.Pattern, p.Flags, ok = f.regexMapping(it, what+" entry"); !ok {
 			continue
 		}

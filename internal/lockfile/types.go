@@ -75,18 +75,18 @@ type Concurrency struct {
 // Pattern is a branch/tag/ref pattern: {type: glob|regex, pattern, flags?}
 // (KiCI LockBranchPattern).
 type Pattern struct {
-	Type    string `json:"type"`
-	Pattern string `json:"pattern"`
-	Flags   string `json:"flags,omitempty"`
+	Type    PatternType `json:"type"`
+	Pattern string      `json:"pattern"`
+	Flags   string      `json:"flags,omitempty"`
 }
 
 // LabelMatcher is a runsOn element: {kind:"exact", value} or
 // {kind:"regex", source, flags} (KiCI labels-match.ts). Nothing else is valid.
 type LabelMatcher struct {
-	Kind   string `json:"kind"`
-	Value  string `json:"value,omitempty"`
-	Source string `json:"source,omitempty"`
-	Flags  string `json:"flags,omitempty"`
+	Kind   MatcherKind `json:"kind"`
+	Value  string      `json:"value,omitempty"`
+	Source string      `json:"source,omitempty"`
+	Flags  string      `json:"flags,omitempty"`
 }
 
 // Trigger is one trigger entry, discriminated by Type (`_type`). It carries the
@@ -164,7 +164,7 @@ type Need struct {
 // Matrix is a static job matrix: {_type:"static", values} where values is a
 // list (legs named by value) or an object of dimensions.
 type Matrix struct {
-	Type   string          `json:"_type"`
+	Type   MatrixType      `json:"_type"`
 	Values json.RawMessage `json:"values"`
 }
 
@@ -218,7 +218,7 @@ type Step struct {
 // Job is a static job entry (KiCI LockJob, `_type: "static"`). Field order is
 // KiCI's emission order for the fields kici supports.
 type Job struct {
-	Type          string         `json:"_type"`
+	Type          JobType        `json:"_type"`
 	Name          string         `json:"name"`
 	RunsOn        []LabelMatcher `json:"runsOn"`
 	ExcludeLabels []LabelMatcher `json:"excludeLabels,omitempty"`

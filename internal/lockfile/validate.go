@@ -45,7 +45,7 @@ func validateSemantics(lf *LockFile) error {
 		index := map[string]int{}
 		var nodes []jobNode
 		for _, j := range wf.Jobs {
-			if j.Type != "static" {
+			if j.Type != JobStatic {
 				continue
 			}
 			ctx := fmt.Sprintf("workflow %q job %q", wf.Name, j.Name)

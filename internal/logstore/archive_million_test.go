@@ -30,7 +30,7 @@ func TestArchiveMillionLinesFromS3(t *testing.T) {
 	for off := 0; off < n; off += cap(batch) {
 		batch = batch[:0]
 		for i := off; i < off+cap(batch); i++ {
-			batch = append(batch, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: text(i)})
+			batch = append(batch, protocol.LogLine{Timestamp: int64(i), Stream: protocol.StreamStdout, Text: text(i)})
 		}
 		if _, err := a.AppendFrom(archRun, jobID, 0, int64(off), batch); err != nil {
 			t.Fatal(err)

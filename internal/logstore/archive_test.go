@@ -138,7 +138,7 @@ func TestArchiveReadsBackEveryLineAndRemovesLiveLines(t *testing.T) {
 				t.Fatalf("search from line 2000 found %d lines, first %v", len(found), found)
 			}
 			page, next, err := s.Read(archRun, jobID, 1, n-2, 10)
-			if err != nil || len(page) != 3 || next != n+1 || page[2].Text != "line 4999" || page[2].Stream != "stdout" {
+			if err != nil || len(page) != 3 || next != n+1 || page[2].Text != "line 4999" || page[2].Stream != protocol.StreamStdout {
 				t.Fatalf("last page = %+v next %d err %v", page, next, err)
 			}
 		}

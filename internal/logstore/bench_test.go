@@ -14,7 +14,7 @@ func BenchmarkAppend(b *testing.B) {
 	fs := NewFS(b.TempDir())
 	batch := make([]protocol.LogLine, 100)
 	for i := range batch {
-		batch[i] = protocol.LogLine{Text: fmt.Sprintf("line %d of the benchmark step output", i), Stream: "stdout", Timestamp: time.Now().UnixMilli()}
+		batch[i] = protocol.LogLine{Text: fmt.Sprintf("line %d of the benchmark step output", i), Stream: protocol.StreamStdout, Timestamp: time.Now().UnixMilli()}
 	}
 	b.ReportMetric(100, "lines/op")
 	for b.Loop() {

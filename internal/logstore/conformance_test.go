@@ -149,7 +149,7 @@ func TestConformanceReadByOffset(t *testing.T) {
 				t.Fatalf("Read(%d, %d) = %d lines, next %d; want %d", c.cursor, c.limit, len(page), next, c.want)
 			}
 			for i, l := range page {
-				if w := fmt.Sprintf("line %d", c.cursor+i); l.Text != w || l.Stream != "stdout" || l.Timestamp != int64(1000+c.cursor+i) {
+				if w := fmt.Sprintf("line %d", c.cursor+i); l.Text != w || l.Stream != protocol.StreamStdout || l.Timestamp != int64(1000+c.cursor+i) {
 					t.Fatalf("Read(%d, %d)[%d] = %+v, want %s", c.cursor, c.limit, i, l, w)
 				}
 			}

@@ -318,7 +318,7 @@ func appendLine(b []byte, l *protocol.LogLine, tag int64) []byte {
 	b = strconv.AppendInt(b, l.Timestamp, 10)
 	if l.Stream != "" {
 		b = append(b, `,"stream":`...)
-		b = appendJSONString(b, l.Stream)
+		b = appendJSONString(b, string(l.Stream))
 	}
 	b = append(b, `,"msg":`...)
 	b = appendJSONString(b, l.Text)

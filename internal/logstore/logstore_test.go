@@ -20,7 +20,7 @@ const (
 func lines(from, n int) []protocol.LogLine {
 	out := make([]protocol.LogLine, n)
 	for i := range out {
-		out[i] = protocol.LogLine{Timestamp: int64(1000 + from + i), Stream: "stdout", Text: fmt.Sprintf("line %d", from+i)}
+		out[i] = protocol.LogLine{Timestamp: int64(1000 + from + i), Stream: protocol.StreamStdout, Text: fmt.Sprintf("line %d", from+i)}
 	}
 	return out
 }
@@ -73,7 +73,7 @@ func TestAppendReadPagination(t *testing.T) {
 	if len(page) != 2 || page[0].Text != "line 8" || page[1].Text != "line 9" || next != 10 {
 		t.Fatalf("follow read = %+v next %d", page, next)
 	}
-	if page[0].Timestamp != 1008 || page[0].Stream != "stdout" {
+	if page[0].Timestamp != 1008 || page[0].Stream != protocol.StreamStdout {
 		t.Fatalf("fields not preserved: %+v", page[0])
 	}
 }
@@ -85,7 +85,7 @@ func TestReadMissingAndSpecialText(t *testing.T) {
 	if err != nil || len(page) != 0 || next != 4 {
 		t.Fatalf("missing log: %v %d %v", page, next, err)
 	}
-	special := []protocol.LogLine{{Timestamp: 1, Stream: "stderr", Text: "multi\nline <b>&\"quoted\""}}
+	special := []protocol.LogLine{{Timestamp: 1, Stream: protocol.StreamStderr, Text: "multi\nline <b>&\"quoted\""}}
 	if err := fs.Append(runID, jobID, JobStepIndex, special); err != nil {
 		t.Fatal(err)
 	}

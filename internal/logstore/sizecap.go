@@ -15,8 +15,8 @@ const DefaultStepLogMaxBytes = 256 << 20
 // CapMarkerStream is the stream of the line that marks where a step's log
 // was cut by the size cap; CapMarkerPrefix starts its text.
 const (
-	CapMarkerStream = "kici"
-	CapMarkerPrefix = "[kici] log truncated:"
+	CapMarkerStream protocol.LogStream = "kici"
+	CapMarkerPrefix                    = "[kici] log truncated:"
 )
 
 // capMarker is the line stored once when a step's agent output passes max

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -28,7 +29,7 @@ type MessageRun struct {
 	OrgID         string     `json:"orgId"`
 	SourceID      string     `json:"sourceId,omitempty"`
 	WorkflowName  string     `json:"workflowName"`
-	Status        string     `json:"status"`
+	Status        status.Run `json:"status"`
 	Repo          string     `json:"repoIdentifier,omitempty"`
 	Ref           string     `json:"ref,omitempty"`
 	Branch        string     `json:"targetBranch,omitempty"`
@@ -41,7 +42,7 @@ type MessageRun struct {
 // NewMessage describes run's outcome; publicURL is KICI_PUBLIC_URL.
 func NewMessage(run *store.Run, o Outcome, publicURL string) Message {
 	m := Message{Event: "run." + string(o), Outcome: o, Run: MessageRun{ID: run.ID, OrgID: run.OrgID, SourceID: run.SourceID,
-		WorkflowName: run.WorkflowName, Status: string(run.Status), Repo: run.RepoIdentifier, Ref: run.Ref, Branch: run.TargetBranch,
+		WorkflowName: run.WorkflowName, Status: run.Status, Repo: run.RepoIdentifier, Ref: run.Ref, Branch: run.TargetBranch,
 		SHA: run.SHA, TriggeredBy: run.TriggeredBy, FailureReason: run.FailureReason, CompletedAt: run.CompletedAt}}
 	if publicURL != "" {
 		m.URL = strings.TrimRight(publicURL, "/") + "/ui/runs/" + run.ID

@@ -27,12 +27,12 @@ import (
 // mode: in hybrid, independent and observed, not in platform (relay only)
 // — KiCI's shouldServeGithubIngress
 // (see docs/kici-compatibility.md#ingress).
-func ServesGitHubIngress(mode string) bool { return mode != "platform" }
+func ServesGitHubIngress(mode config.Mode) bool { return mode != config.ModePlatform }
 
 // ingressWiring is the webhook ingress and event emission of one server.
 type ingressWiring struct {
 	sched   *scheduler.Scheduler
-	mode    string
+	mode    config.Mode
 	in      *webhook.Ingress
 	proc    *ingest.Processor
 	webhook *slog.Logger

@@ -10,7 +10,7 @@ func benchChunk() *LogChunk {
 	off := int64(0)
 	lc := &LogChunk{Type: TypeLogChunk, RunID: "0b6c0f5e-2a43-4c43-9b0e-5f1a2b3c4d5e", JobID: "7d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6", Offset: &off}
 	for i := 0; i < 2000; i++ {
-		lc.Lines = append(lc.Lines, LogLine{Timestamp: 1764638400000 + int64(i), Stream: "stdout", Text: strconv.Itoa(i)})
+		lc.Lines = append(lc.Lines, LogLine{Timestamp: 1764638400000 + int64(i), Stream: StreamStdout, Text: strconv.Itoa(i)})
 	}
 	return lc
 }

@@ -37,7 +37,7 @@ func FuzzDecode(f *testing.F) {
 		if err := json.Unmarshal(frame, &env); err != nil {
 			t.Fatalf("Decode accepted a frame the envelope rejects: %v", err)
 		}
-		if got := reflect.ValueOf(msg).Elem().FieldByName("Type").String(); got != env.Type {
+		if got := reflect.ValueOf(msg).Elem().FieldByName("Type").String(); got != string(env.Type) {
 			t.Fatalf("frame of type %q decoded as a %T whose type is %q", env.Type, msg, got)
 		}
 		b1, err := json.Marshal(msg)

@@ -42,58 +42,63 @@ const (
 	CloseAckTimeout       = 4031 // dispatch ack timeout: job requeued
 )
 
+// MessageType is the "type" discriminator of an agent-channel frame: one of
+// the Type* constants (KiCI's message types, plus the kici additions marked
+// below), see docs/kici-compatibility.md#agent-protocol.
+type MessageType string
+
 // Message type names.
 const (
 	// orchestrator → agent
-	TypeAuthSuccess  = "auth.success"
-	TypeAuthFailure  = "auth.failure"
-	TypeRegisterAck  = "register.ack"
-	TypeJobDispatch  = "job.dispatch"
-	TypeJobCancel    = "job.cancel"
-	TypeLogAck       = "log.ack"
-	TypeJobStatusAck = "job.status.ack"
-	TypeErrorMessage = "error"
+	TypeAuthSuccess  MessageType = "auth.success"
+	TypeAuthFailure  MessageType = "auth.failure"
+	TypeRegisterAck  MessageType = "register.ack"
+	TypeJobDispatch  MessageType = "job.dispatch"
+	TypeJobCancel    MessageType = "job.cancel"
+	TypeLogAck       MessageType = "log.ack"
+	TypeJobStatusAck MessageType = "job.status.ack"
+	TypeErrorMessage MessageType = "error"
 
 	// agent → orchestrator
-	TypeAuthRequest   = "auth.request"
-	TypeAgentRegister = "agent.register"
-	TypeHeartbeat     = "heartbeat"
-	TypeAgentStatus   = "agent.status"
-	TypeJobAck        = "job.ack"
-	TypeJobReject     = "job.reject"
-	TypeJobStatus     = "job.status"
-	TypeStepStatus    = "step.status"
-	TypeLogChunk      = "log.chunk"
-	TypeJobHeartbeat  = "job.heartbeat"
+	TypeAuthRequest   MessageType = "auth.request"
+	TypeAgentRegister MessageType = "agent.register"
+	TypeHeartbeat     MessageType = "heartbeat"
+	TypeAgentStatus   MessageType = "agent.status"
+	TypeJobAck        MessageType = "job.ack"
+	TypeJobReject     MessageType = "job.reject"
+	TypeJobStatus     MessageType = "job.status"
+	TypeStepStatus    MessageType = "step.status"
+	TypeLogChunk      MessageType = "log.chunk"
+	TypeJobHeartbeat  MessageType = "job.heartbeat"
 
 	// provenance (kici): agent → orchestrator request, orchestrator → agent answer
-	TypeProvenanceAttest       = "provenance.attest"
-	TypeProvenanceAttestResult = "provenance.attest.result"
+	TypeProvenanceAttest       MessageType = "provenance.attest"
+	TypeProvenanceAttestResult MessageType = "provenance.attest.result"
 )
 
 // Envelope carries only the discriminator; Decode uses it to pick the type.
 type Envelope struct {
-	Type string `json:"type"`
+	Type MessageType `json:"type"`
 }
 
 // AuthRequest is the agent's first frame in token mode.
 type AuthRequest struct {
-	Type            string `json:"type"`
-	Token           string `json:"token"`
-	ProtocolVersion int    `json:"protocolVersion"`
+	Type            MessageType `json:"type"`
+	Token           string      `json:"token"`
+	ProtocolVersion int         `json:"protocolVersion"`
 }
 
 // AuthSuccess answers a valid AuthRequest.
 type AuthSuccess struct {
-	Type         string `json:"type"`
-	ConnectionID string `json:"connectionId"`
+	Type         MessageType `json:"type"`
+	ConnectionID string      `json:"connectionId"`
 }
 
 // AuthFailure answers an invalid AuthRequest; the socket then closes with
 // CloseAuthFailed and the agent must not reconnect.
 type AuthFailure struct {
-	Type   string `json:"type"`
-	Reason string `json:"reason"`
+	Type   MessageType `json:"type"`
+	Reason string      `json:"reason"`
 }
 
 // InFlightJob names a job an agent still runs when it (re)registers.
@@ -105,7 +110,7 @@ type InFlightJob struct {
 // AgentRegister registers (or re-registers) the agent with its labels. Labels
 // include the auto labels kici:os:*, kici:arch:*, kici:host:*.
 type AgentRegister struct {
-	Type           string        `json:"type"`
+	Type           MessageType   `json:"type"`
 	MessageID      string        `json:"messageId"`
 	AgentID        string        `json:"agentId"`
 	Labels         []string      `json:"labels"`
@@ -133,11 +138,11 @@ type AgentRegister struct {
 // RegisterAck completes registration. PendingDispatch tells a scaler-spawned
 // agent that its bound job is about to be dispatched.
 type RegisterAck struct {
-	Type            string   `json:"type"`
-	AgentID         string   `json:"agentId"`
-	Labels          []string `json:"labels"`
-	ScalerManaged   bool     `json:"scalerManaged"`
-	PendingDispatch bool     `json:"pendingDispatch,omitempty"`
+	Type            MessageType `json:"type"`
+	AgentID         string      `json:"agentId"`
+	Labels          []string    `json:"labels"`
+	ScalerManaged   bool        `json:"scalerManaged"`
+	PendingDispatch bool        `json:"pendingDispatch,omitempty"`
 	// LogAcks (kici) answers AgentRegister.LogAcks: the orchestrator stores
 	// chunks by offset and acknowledges them with LogAck. Absent, the agent
 	// treats a written chunk as delivered.
@@ -156,17 +161,17 @@ type RegisterAck struct {
 
 // Heartbeat is the connection-level liveness frame, every 30 s.
 type Heartbeat struct {
-	Type      string `json:"type"`
-	Timestamp int64  `json:"timestamp"` // unix ms
+	Type      MessageType `json:"type"`
+	Timestamp int64       `json:"timestamp"` // unix ms
 }
 
 // AgentStatus is the agent's self-report (informational; the orchestrator's
 // own count of active jobs is authoritative).
 type AgentStatus struct {
-	Type       string `json:"type"`
-	AgentID    string `json:"agentId"`
-	ActiveJobs int    `json:"activeJobs"`
-	Draining   bool   `json:"draining,omitempty"`
+	Type       MessageType `json:"type"`
+	AgentID    string      `json:"agentId"`
+	ActiveJobs int         `json:"activeJobs"`
+	Draining   bool        `json:"draining,omitempty"`
 }
 
 // JobDispatch hands a job to an agent. JobConfig is the lock job (one matrix
@@ -174,7 +179,7 @@ type AgentStatus struct {
 // the orchestrator computed. Credentials for the checkout, if any, travel in
 // SourceAuth and never inside RepoURL.
 type JobDispatch struct {
-	Type         string            `json:"type"`
+	Type         MessageType       `json:"type"`
 	MessageID    string            `json:"messageId"`
 	RunID        string            `json:"runId"`
 	JobID        string            `json:"jobId"`
@@ -210,7 +215,7 @@ type JobDispatch struct {
 	// (KiCI job.dispatch upstreamJobOutputs/Statuses); step conditions
 	// read them as needs.<job>.outputs / .result.
 	UpstreamJobOutputs  map[string]map[string]string `json:"upstreamJobOutputs,omitempty"`
-	UpstreamJobStatuses map[string]string            `json:"upstreamJobStatuses,omitempty"`
+	UpstreamJobStatuses map[string]status.Job        `json:"upstreamJobStatuses,omitempty"`
 	// Inputs are the run's inputs (manual and scheduled runs) and Event
 	// what step conditions see of the triggering event. kici.
 	Inputs map[string]any `json:"inputs,omitempty"`
@@ -241,39 +246,58 @@ type EventInfo struct {
 	ChangedPaths []string `json:"changedPaths,omitempty"`
 }
 
+// AuthKind is the scheme of a SourceAuth: AuthBasic, the only one (kici).
+type AuthKind string
+
+// AuthBasic is HTTP basic authentication: User and Secret.
+const AuthBasic AuthKind = "basic"
+
 // SourceAuth is the checkout credential: HTTP basic (user + secret, sent as an
 // Authorization header, never in the URL).
 type SourceAuth struct {
-	Kind   string `json:"kind"` // "basic"
-	User   string `json:"user"`
-	Secret string `json:"secret"`
+	Kind   AuthKind `json:"kind"` // AuthBasic
+	User   string   `json:"user"`
+	Secret string   `json:"secret"`
 }
 
 // JobCancel asks the agent to cancel one job. Force means SIGKILL, no cleanup.
 type JobCancel struct {
-	Type      string `json:"type"`
-	MessageID string `json:"messageId"`
-	RunID     string `json:"runId"`
-	JobID     string `json:"jobId"`
-	Reason    string `json:"reason"`
-	Force     bool   `json:"force,omitempty"`
+	Type      MessageType `json:"type"`
+	MessageID string      `json:"messageId"`
+	RunID     string      `json:"runId"`
+	JobID     string      `json:"jobId"`
+	Reason    string      `json:"reason"`
+	Force     bool        `json:"force,omitempty"`
 }
 
 // JobAck acknowledges a dispatch before any work starts.
 type JobAck struct {
-	Type      string `json:"type"`
-	RunID     string `json:"runId"`
-	JobID     string `json:"jobId"`
-	Timestamp int64  `json:"timestamp"`
+	Type      MessageType `json:"type"`
+	RunID     string      `json:"runId"`
+	JobID     string      `json:"jobId"`
+	Timestamp int64       `json:"timestamp"`
 }
 
-// JobReject refuses a dispatch; Reason is "busy" or "draining".
+// RejectReason is why an agent refused a dispatch (JobReject.Reason):
+// RejectBusy or RejectDraining (KiCI job.reject reasons, see
+// docs/kici-compatibility.md#agent-protocol).
+type RejectReason string
+
+// Reasons of a job.reject.
+const (
+	// RejectBusy: the agent already runs as many jobs as it may.
+	RejectBusy RejectReason = "busy"
+	// RejectDraining: the agent is draining and takes no new job.
+	RejectDraining RejectReason = "draining"
+)
+
+// JobReject refuses a dispatch; Reason is RejectBusy or RejectDraining.
 type JobReject struct {
-	Type      string `json:"type"`
-	RunID     string `json:"runId"`
-	JobID     string `json:"jobId"`
-	Reason    string `json:"reason"`
-	Timestamp int64  `json:"timestamp"`
+	Type      MessageType  `json:"type"`
+	RunID     string       `json:"runId"`
+	JobID     string       `json:"jobId"`
+	Reason    RejectReason `json:"reason"`
+	Timestamp int64        `json:"timestamp"`
 }
 
 // StepResult summarises one step in a terminal JobStatus.
@@ -301,7 +325,7 @@ const MaxJobOutputBytes = 1 << 20
 // JobStatus reports a job state: running, success, failed or cancelled.
 // Applying the same terminal status twice is a no-op on the orchestrator.
 type JobStatus struct {
-	Type      string         `json:"type"`
+	Type      MessageType    `json:"type"`
 	MessageID string         `json:"messageId"`
 	RunID     string         `json:"runId"`
 	JobID     string         `json:"jobId"`
@@ -336,7 +360,7 @@ const ContainerBuildStepName = "Build container image"
 // cancelled. StepIndex is the flat 0-based index in the job's steps, or
 // one of the reserved negative indexes (ContainerBuildStepIndex).
 type StepStatus struct {
-	Type             string          `json:"type"`
+	Type             MessageType     `json:"type"`
 	RunID            string          `json:"runId"`
 	JobID            string          `json:"jobId"`
 	StepIndex        int             `json:"stepIndex"`
@@ -347,11 +371,26 @@ type StepStatus struct {
 	LogBytesStreamed int64           `json:"logBytesStreamed,omitempty"`
 }
 
-// LogLine is one output line of a step. Stream is "stdout" or "stderr".
+// LogStream names the output a LogLine came from: StreamStdout or
+// StreamStderr from an agent (KiCI log.chunk `stream`, see
+// docs/kici-compatibility.md#agent-protocol); the orchestrator adds its own
+// streams (logstore.CapMarkerStream, scaler.EventStream).
+type LogStream string
+
+// Streams of a step's output.
+const (
+	// StreamStdout is the step's standard output (or both outputs merged).
+	StreamStdout LogStream = "stdout"
+	// StreamStderr is the step's standard error.
+	StreamStderr LogStream = "stderr"
+)
+
+// LogLine is one output line of a step. Stream is StreamStdout or
+// StreamStderr.
 type LogLine struct {
-	Timestamp int64  `json:"ts"` // unix ms
-	Stream    string `json:"stream,omitempty"`
-	Text      string `json:"msg"`
+	Timestamp int64     `json:"ts"` // unix ms
+	Stream    LogStream `json:"stream,omitempty"`
+	Text      string    `json:"msg"`
 }
 
 // LogChunk carries a batch of log lines for one step (StepIndex -1 is the
@@ -359,13 +398,13 @@ type LogLine struct {
 // ContainerBuildStepIndex). Seq numbers chunks per job from 0 so
 // the orchestrator can drop replays after a reconnect.
 type LogChunk struct {
-	Type      string    `json:"type"`
-	RunID     string    `json:"runId"`
-	JobID     string    `json:"jobId"`
-	StepIndex int       `json:"stepIndex"`
-	Seq       int64     `json:"seq"`
-	Lines     []LogLine `json:"lines"`
-	Timestamp int64     `json:"timestamp"`
+	Type      MessageType `json:"type"`
+	RunID     string      `json:"runId"`
+	JobID     string      `json:"jobId"`
+	StepIndex int         `json:"stepIndex"`
+	Seq       int64       `json:"seq"`
+	Lines     []LogLine   `json:"lines"`
+	Timestamp int64       `json:"timestamp"`
 	// Offset (kici, with LogAcks) is the number of lines the agent emitted
 	// for this job and step before the chunk's first line. The orchestrator
 	// stores a line once whatever the number of replays: lines below what
@@ -376,11 +415,11 @@ type LogChunk struct {
 // LogAck (kici) tells an agent that negotiated LogAcks that the first Offset
 // lines of a job's step are stored; the agent frees every chunk below.
 type LogAck struct {
-	Type      string `json:"type"`
-	RunID     string `json:"runId"`
-	JobID     string `json:"jobId"`
-	StepIndex int    `json:"stepIndex"`
-	Offset    int64  `json:"offset"`
+	Type      MessageType `json:"type"`
+	RunID     string      `json:"runId"`
+	JobID     string      `json:"jobId"`
+	StepIndex int         `json:"stepIndex"`
+	Offset    int64       `json:"offset"`
 }
 
 // JobStatusAck (kici) tells an agent that negotiated StatusAcks that the
@@ -388,18 +427,18 @@ type LogAck struct {
 // node answered): the agent stops resending it and may exit. State echoes
 // the acknowledged status.
 type JobStatusAck struct {
-	Type  string     `json:"type"`
-	RunID string     `json:"runId"`
-	JobID string     `json:"jobId"`
-	State status.Job `json:"state"`
+	Type  MessageType `json:"type"`
+	RunID string      `json:"runId"`
+	JobID string      `json:"jobId"`
+	State status.Job  `json:"state"`
 }
 
 // JobHeartbeat is the per-job liveness frame while a job runs.
 type JobHeartbeat struct {
-	Type      string `json:"type"`
-	RunID     string `json:"runId"`
-	JobID     string `json:"jobId"`
-	Timestamp int64  `json:"timestamp"`
+	Type      MessageType `json:"type"`
+	RunID     string      `json:"runId"`
+	JobID     string      `json:"jobId"`
+	Timestamp int64       `json:"timestamp"`
 }
 
 // AttestSubject is one artifact of a ProvenanceAttest: its name and digest
@@ -414,7 +453,7 @@ type AttestSubject struct {
 // builds the statement from its own run and job records, and accepts the
 // request only from the agent that currently owns the job.
 type ProvenanceAttest struct {
-	Type      string          `json:"type"`
+	Type      MessageType     `json:"type"`
 	RequestID string          `json:"requestId"`
 	RunID     string          `json:"runId"`
 	JobID     string          `json:"jobId"`
@@ -431,7 +470,7 @@ type AttestationRef struct {
 // ProvenanceAttestResult answers a ProvenanceAttest with the same RequestID:
 // OK with the stored attestations, or an Error.
 type ProvenanceAttestResult struct {
-	Type         string           `json:"type"`
+	Type         MessageType      `json:"type"`
 	RequestID    string           `json:"requestId"`
 	JobID        string           `json:"jobId"`
 	OK           bool             `json:"ok"`
@@ -439,11 +478,19 @@ type ProvenanceAttestResult struct {
 	Attestations []AttestationRef `json:"attestations,omitempty"`
 }
 
+// ErrorCode classifies an ErrorMessage (KiCI's error frame `code`, see
+// docs/kici-compatibility.md#agent-protocol).
+type ErrorCode string
+
+// ErrorInvalidMessage is the code of the error frame sent before a close
+// with CloseInvalidMessage: a malformed or unexpected frame.
+const ErrorInvalidMessage ErrorCode = "INVALID_MESSAGE"
+
 // ErrorMessage reports a protocol error to the peer before a close.
 type ErrorMessage struct {
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Type    MessageType `json:"type"`
+	Code    ErrorCode   `json:"code"`
+	Message string      `json:"message"`
 }
 
 // ErrUnknownType is returned by Decode for a well-formed frame whose type this
@@ -470,12 +517,12 @@ func Decode(frame []byte) (any, error) {
 }
 
 // typeOf returns the Type member of a decoded message.
-func typeOf(msg any) string {
-	return reflect.ValueOf(msg).Elem().FieldByName("Type").String()
+func typeOf(msg any) MessageType {
+	return MessageType(reflect.ValueOf(msg).Elem().FieldByName("Type").String())
 }
 
 // decodeAs decodes frame as the message struct of type t.
-func decodeAs(t string, frame []byte) (any, error) {
+func decodeAs(t MessageType, frame []byte) (any, error) {
 	env := Envelope{Type: t}
 	var msg any
 	switch env.Type {
@@ -535,7 +582,7 @@ func decodeAs(t string, frame []byte) (any, error) {
 // leadingType reads the type of a frame that starts with its "type" member,
 // as every frame this package encodes does, without a decoding pass over
 // the whole frame. Any other shape reports false and is decoded in full.
-func leadingType(frame []byte) (string, bool) {
+func leadingType(frame []byte) (MessageType, bool) {
 	const prefix = `{"type":"`
 	if !bytes.HasPrefix(frame, []byte(prefix)) {
 		return "", false
@@ -545,5 +592,5 @@ func leadingType(frame []byte) (string, bool) {
 	if end <= 0 || end > 64 || bytes.IndexByte(rest[:end], '\\') >= 0 {
 		return "", false
 	}
-	return string(rest[:end]), true
+	return MessageType(rest[:end]), true
 }

@@ -96,7 +96,7 @@ func (f *fixture) verify(t *testing.T, bundle []byte, digest *Digest) *Verdict {
 func reasons(v *Verdict) []string {
 	var out []string
 	for _, f := range v.Failures {
-		out = append(out, f.Code+"/"+f.Reason)
+		out = append(out, string(f.Code)+"/"+string(f.Reason))
 	}
 	sort.Strings(out)
 	return out
@@ -287,10 +287,10 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 			body = bytes.Replace(body, []byte("dist/app.tar.gz"), []byte("dist/app.tar.gx"), 1)
 			b.DSSEEnvelope.Payload = base64.StdEncoding.EncodeToString(body)
 			return encode(t, b)
-		}, nil, CodeDSSESignatureInvalid + "/" + ReasonDSSESignature},
+		}, nil, codeReason(CodeDSSESignatureInvalid, ReasonDSSESignature)},
 		{"wrong issuer in the token", func() []byte {
 			return withToken(mint(t, priv, kid, base, func(c *Claims) { c.Issuer = "https://evil.example" }))
-		}, nil, CodeIdentityTokenInvalid + "/" + ReasonTokenIssuer},
+		}, nil, codeReason(CodeIdentityTokenInvalid, ReasonTokenIssuer)},
 		{"token signed by an unknown key", func() []byte {
 			tok := mint(t, attacker, attackerKid, base, func(*Claims) {})
 			b := decodeBundle(t, good)
@@ -300,10 +300,10 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 				t.Fatal(err)
 			}
 			return encode(t, nb)
-		}, nil, CodeIdentityTokenInvalid + "/" + ReasonTokenKeyUnknown},
+		}, nil, codeReason(CodeIdentityTokenInvalid, ReasonTokenKeyUnknown)},
 		{"alg none", func() []byte {
 			return withToken(rawToken(t, map[string]string{"alg": "none", "kid": kid, "typ": "JWT"}, base, func(string) []byte { return nil }))
-		}, nil, CodeIdentityTokenInvalid + "/" + ReasonTokenAlgNone},
+		}, nil, codeReason(CodeIdentityTokenInvalid, ReasonTokenAlgNone)},
 		{"HS256 with the public key as secret", func() []byte {
 			pub := decodeBundle(t, good).VerificationMaterial.PublicKey
 			return withToken(rawToken(t, map[string]string{"alg": "HS256", "kid": kid, "typ": "JWT"}, base, func(in string) []byte {
@@ -311,18 +311,18 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 				m.Write([]byte(in))
 				return m.Sum(nil)
 			}))
-		}, nil, CodeIdentityTokenInvalid + "/" + ReasonTokenAlgHMAC},
+		}, nil, codeReason(CodeIdentityTokenInvalid, ReasonTokenAlgHMAC)},
 		{"expired token", func() []byte {
 			return withToken(mint(t, priv, kid, base, func(c *Claims) {
 				old := c.IssuedAt.Time().Add(-2 * time.Hour)
 				c.IssuedAt, c.NotBefore, c.Expiry = jwt.NewNumericDate(old), jwt.NewNumericDate(old), jwt.NewNumericDate(old.Add(TokenTTL))
 			}))
-		}, nil, CodeIdentityTokenInvalid + "/" + ReasonTokenExpired},
+		}, nil, codeReason(CodeIdentityTokenInvalid, ReasonTokenExpired)},
 		{"keyid not the thumbprint", func() []byte {
 			b := decodeBundle(t, good)
 			b.DSSEEnvelope.Signatures[0].KeyID = "key-1"
 			return encode(t, b)
-		}, nil, CodeDSSESignatureInvalid + "/" + ReasonKeyIDNotThumbprint},
+		}, nil, codeReason(CodeDSSESignatureInvalid, ReasonKeyIDNotThumbprint)},
 		{"statement for another run", func() []byte {
 			b := decodeBundle(t, good)
 			b.DSSEEnvelope = decodeBundle(t, other).DSSEEnvelope
@@ -330,9 +330,9 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 		}, nil, "" /* several: commit and run differ */},
 		{"statement for another commit", func() []byte {
 			return withToken(mint(t, priv, kid, base, func(c *Claims) { c.SHA = strings.Repeat("c", 40) }))
-		}, nil, CodeBuildContextMismatch + "/" + ReasonCommitMismatch},
+		}, nil, codeReason(CodeBuildContextMismatch, ReasonCommitMismatch)},
 		{"digest mismatch", func() []byte { return good }, &Digest{Alg: "sha256", Hex: digestOf("something else")},
-			CodeSubjectDigestMismatch + "/" + ReasonDigestNotInSubjects},
+			codeReason(CodeSubjectDigestMismatch, ReasonDigestNotInSubjects)},
 	}
 	seen := map[string]string{}
 	for _, tc := range cases {
@@ -343,8 +343,8 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 			}
 			got := reasons(v)
 			if tc.want == "" { // another run: run id and commit both differ
-				want := []string{CodeBuildContextMismatch + "/" + ReasonCommitMismatch, CodeBuildContextMismatch + "/" + ReasonJobIDMismatch,
-					CodeBuildContextMismatch + "/" + ReasonRunIDMismatch, CodeBuildContextMismatch + "/" + ReasonWorkflowMismatch}
+				want := []string{codeReason(CodeBuildContextMismatch, ReasonCommitMismatch), codeReason(CodeBuildContextMismatch, ReasonJobIDMismatch),
+					codeReason(CodeBuildContextMismatch, ReasonRunIDMismatch), codeReason(CodeBuildContextMismatch, ReasonWorkflowMismatch)}
 				if strings.Join(got, ",") != strings.Join(want, ",") {
 					t.Fatalf("failures %v, want %v", got, want)
 				}
@@ -364,7 +364,7 @@ func TestEachTamperingHasItsOwnReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := f.verify(t, good, nil)
-	if got := reasons(v); v.Verified || len(got) != 1 || got[0] != CodeIdentityTokenInvalid+"/"+ReasonTokenKeyRevoked {
+	if got := reasons(v); v.Verified || len(got) != 1 || got[0] != codeReason(CodeIdentityTokenInvalid, ReasonTokenKeyRevoked) {
 		t.Fatalf("after revocation: %v", got)
 	}
 }
@@ -517,3 +517,6 @@ func TestStatementValidation(t *testing.T) {
 		}
 	}
 }
+
+// codeReason is how reasons lists a failure: "<code>/<reason>".
+func codeReason(c FailureCode, r FailureReason) string { return string(c) + "/" + string(r) }

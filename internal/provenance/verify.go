@@ -14,62 +14,81 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
+// FailureCode is KiCI's verdict code of a failed verification rule: one of
+// the Code* constants (see docs/kici-compatibility.md#provenance).
+type FailureCode string
+
 // Verdict failure codes, KiCI's (see docs/kici-compatibility.md#provenance).
 // Each Failure also carries a Reason naming the exact rule that
 // failed, so that every kind of tampering is told apart.
 const (
-	CodeBundleSchemaInvalid     = "bundle_schema_invalid"
-	CodeStatementSchemaInvalid  = "statement_schema_invalid"
-	CodeIdentityTokenInvalid    = "identity_token_invalid"
-	CodeDSSESignatureInvalid    = "dsse_signature_invalid"
-	CodeBuildContextMismatch    = "build_context_mismatch"
-	CodeBuildContextUncheckable = "build_context_uncheckable"
-	CodeSubjectDigestMismatch   = "subject_digest_mismatch"
-	CodeModeBUnsupported        = "mode_b_unsupported"
+	CodeBundleSchemaInvalid     FailureCode = "bundle_schema_invalid"
+	CodeStatementSchemaInvalid  FailureCode = "statement_schema_invalid"
+	CodeIdentityTokenInvalid    FailureCode = "identity_token_invalid"
+	CodeDSSESignatureInvalid    FailureCode = "dsse_signature_invalid"
+	CodeBuildContextMismatch    FailureCode = "build_context_mismatch"
+	CodeBuildContextUncheckable FailureCode = "build_context_uncheckable"
+	CodeSubjectDigestMismatch   FailureCode = "subject_digest_mismatch"
+	CodeModeBUnsupported        FailureCode = "mode_b_unsupported"
 )
+
+// FailureReason names the precise rule a verification failed: one of the
+// Reason* constants, kici's refinement of FailureCode (docs/provenance.md).
+type FailureReason string
 
 // Failure reasons (kici's refinement of KiCI's verdict codes; see docs/provenance.md).
 const (
-	ReasonBundleMalformed      = "bundle_malformed"
-	ReasonMediaTypeUnsupported = "media_type_unsupported"
-	ReasonPayloadType          = "payload_type_invalid"
-	ReasonStatementInvalid     = "statement_invalid"
-	ReasonTokenMalformed       = "token_malformed"
-	ReasonTokenAlgNone         = "token_alg_none"
-	ReasonTokenAlgHMAC         = "token_alg_hmac"
-	ReasonTokenAlgNotES256     = "token_alg_not_es256"
-	ReasonTokenKeyUnknown      = "token_key_unknown"
-	ReasonTokenKeyRevoked      = "token_key_revoked"
-	ReasonTokenSignature       = "token_signature_invalid"
-	ReasonTokenIssuer          = "token_issuer_mismatch"
-	ReasonTokenAudience        = "token_audience_mismatch"
-	ReasonTokenExpired         = "token_expired"
-	ReasonTokenLifetime        = "token_lifetime_invalid"
-	ReasonKeyIDNotThumbprint   = "dsse_keyid_not_thumbprint"
-	ReasonDSSEKeyNotTokenKey   = "dsse_key_not_token_key"
-	ReasonDSSESignature        = "dsse_signature_mismatch"
-	ReasonRepositoryMismatch   = "repository_mismatch"
-	ReasonRefMismatch          = "ref_mismatch"
-	ReasonWorkflowMismatch     = "workflow_mismatch"
-	ReasonCommitMismatch       = "commit_mismatch"
-	ReasonRunIDMismatch        = "run_id_mismatch"
-	ReasonJobIDMismatch        = "job_id_mismatch"
-	ReasonContextMissing       = "build_context_missing"
-	ReasonDigestNotInSubjects  = "digest_not_in_subjects"
+	ReasonBundleMalformed      FailureReason = "bundle_malformed"
+	ReasonMediaTypeUnsupported FailureReason = "media_type_unsupported"
+	ReasonPayloadType          FailureReason = "payload_type_invalid"
+	ReasonStatementInvalid     FailureReason = "statement_invalid"
+	ReasonTokenMalformed       FailureReason = "token_malformed"
+	ReasonTokenAlgNone         FailureReason = "token_alg_none"
+	ReasonTokenAlgHMAC         FailureReason = "token_alg_hmac"
+	ReasonTokenAlgNotES256     FailureReason = "token_alg_not_es256"
+	ReasonTokenKeyUnknown      FailureReason = "token_key_unknown"
+	ReasonTokenKeyRevoked      FailureReason = "token_key_revoked"
+	ReasonTokenSignature       FailureReason = "token_signature_invalid"
+	ReasonTokenIssuer          FailureReason = "token_issuer_mismatch"
+	ReasonTokenAudience        FailureReason = "token_audience_mismatch"
+	ReasonTokenExpired         FailureReason = "token_expired"
+	ReasonTokenLifetime        FailureReason = "token_lifetime_invalid"
+	ReasonKeyIDNotThumbprint   FailureReason = "dsse_keyid_not_thumbprint"
+	ReasonDSSEKeyNotTokenKey   FailureReason = "dsse_key_not_token_key"
+	ReasonDSSESignature        FailureReason = "dsse_signature_mismatch"
+	ReasonRepositoryMismatch   FailureReason = "repository_mismatch"
+	ReasonRefMismatch          FailureReason = "ref_mismatch"
+	ReasonWorkflowMismatch     FailureReason = "workflow_mismatch"
+	ReasonCommitMismatch       FailureReason = "commit_mismatch"
+	ReasonRunIDMismatch        FailureReason = "run_id_mismatch"
+	ReasonJobIDMismatch        FailureReason = "job_id_mismatch"
+	ReasonContextMissing       FailureReason = "build_context_missing"
+	ReasonDigestNotInSubjects  FailureReason = "digest_not_in_subjects"
 )
+
+// CheckResult is the outcome of one area of a verification (Checks): Pass,
+// Fail or Skipped (KiCI's verdict shape, see
+// docs/kici-compatibility.md#provenance).
+type CheckResult string
 
 // Check results.
 const (
-	Pass    = "pass"
-	Fail    = "fail"
-	Skipped = "skipped"
+	Pass    CheckResult = "pass"
+	Fail    CheckResult = "fail"
+	Skipped CheckResult = "skipped"
 )
+
+// Mode is how a bundle was verified (Verdict.Mode): ModeKici for a bundle
+// signed by a kici orchestrator, ModeSigstore for a Sigstore bundle (KiCI's
+// mode B, not supported), ModeUnknown when the bundle is neither (see
+// docs/kici-compatibility.md#provenance).
+type Mode string
 
 // Verification modes.
 const (
-	ModeKici     = "kici"
-	ModeSigstore = "sigstore"
-	ModeUnknown  = "unknown"
+	ModeKici     Mode = "kici"
+	ModeSigstore Mode = "sigstore"
+	ModeUnknown  Mode = "unknown"
 )
 
 // Leeway is the clock-skew allowance of the token time checks.
@@ -77,18 +96,18 @@ const Leeway = 60 * time.Second
 
 // Failure is one failed rule: Code is KiCI's verdict code, Reason the precise rule.
 type Failure struct {
-	Code    string `json:"code"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
+	Code    FailureCode   `json:"code"`
+	Reason  FailureReason `json:"reason"`
+	Message string        `json:"message"`
 }
 
 // Checks are the per-area results: pass, fail or skipped.
 type Checks struct {
-	Schema       string `json:"schema"`
-	JWT          string `json:"jwt"`
-	DSSE         string `json:"dsse"`
-	BuildContext string `json:"buildContext"`
-	Digest       string `json:"digest"`
+	Schema       CheckResult `json:"schema"`
+	JWT          CheckResult `json:"jwt"`
+	DSSE         CheckResult `json:"dsse"`
+	BuildContext CheckResult `json:"buildContext"`
+	Digest       CheckResult `json:"digest"`
 }
 
 // Verdict is the verification result (KiCI shape). Verified requires
@@ -97,7 +116,7 @@ type Checks struct {
 // signature verified.
 type Verdict struct {
 	Verified  bool       `json:"verified"`
-	Mode      string     `json:"mode"`
+	Mode      Mode       `json:"mode"`
 	Checks    Checks     `json:"checks"`
 	Claims    *Claims    `json:"claims,omitempty"`
 	Statement *Statement `json:"statement,omitempty"`
@@ -123,12 +142,12 @@ type VerifyOptions struct {
 	Keys KeySet
 }
 
-func (v *Verdict) fail(code, reason, format string, a ...any) {
+func (v *Verdict) fail(code FailureCode, reason FailureReason, format string, a ...any) {
 	v.Failures = append(v.Failures, Failure{Code: code, Reason: reason, Message: fmt.Sprintf(format, a...)})
 }
 
 // HasReason reports whether the verdict failed with reason.
-func (v *Verdict) HasReason(reason string) bool {
+func (v *Verdict) HasReason(reason FailureReason) bool {
 	for _, f := range v.Failures {
 		if f.Reason == reason {
 			return true
@@ -366,7 +385,10 @@ func checkBuildContext(v *Verdict, c *Claims, st *Statement) {
 		v.fail(CodeBuildContextUncheckable, ReasonContextMissing, "identity token lacks build context claims")
 		return
 	}
-	pairs := []struct{ reason, what, stmt, claim string }{
+	pairs := []struct {
+		reason            FailureReason
+		what, stmt, claim string
+	}{
 		{ReasonRepositoryMismatch, "workflow.repository/repository", w.Repository, c.Repository},
 		{ReasonRefMismatch, "workflow.ref/ref", w.Ref, c.Ref},
 		{ReasonWorkflowMismatch, "workflow.path/workflow_ref", w.Path, c.WorkflowRef},

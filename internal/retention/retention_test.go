@@ -53,7 +53,7 @@ func TestSweepOnceDeletesExpiredRunsAndLogs(t *testing.T) {
 		if _, err := st.UpdateRunStatus(ctx, id, nil, "success", store.RunUpdate{CompletedAt: &finished}); err != nil {
 			t.Fatal(err)
 		}
-		if err := logs.Append(id, id+"-j", 0, []protocol.LogLine{{Text: "hello", Stream: "stdout"}}); err != nil {
+		if err := logs.Append(id, id+"-j", 0, []protocol.LogLine{{Text: "hello", Stream: protocol.StreamStdout}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"kici.dev/kici/internal/expr"
 	"kici.dev/kici/internal/protocol"
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -59,9 +60,9 @@ func NewJobDispatch(run *store.Run, rc *store.RunContext, job *store.Job, jobs [
 	}
 	if len(cenv.Needs) > 0 {
 		msg.UpstreamJobOutputs = map[string]map[string]string{}
-		msg.UpstreamJobStatuses = map[string]string{}
+		msg.UpstreamJobStatuses = map[string]status.Job{}
 		for name, n := range cenv.Needs {
-			msg.UpstreamJobStatuses[name] = n.Result
+			msg.UpstreamJobStatuses[name] = status.Job(n.Result)
 			if len(n.Outputs) > 0 {
 				msg.UpstreamJobOutputs[name] = n.Outputs
 			}

@@ -12,20 +12,25 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
+// Verdict is a Gate's decision on a ready job: GatePass, GateReject or
+// GateHeld (kici's dispatch-time context flow, see
+// docs/kici-compatibility.md#contexts-and-secrets).
+type Verdict string
+
 // Gate verdicts.
 const (
 	// GatePass: the job may be queued.
-	GatePass = "pass"
+	GatePass Verdict = "pass"
 	// GateReject: the job fails at once with GateResult.Message.
-	GateReject = "reject"
+	GateReject Verdict = "reject"
 	// GateHeld: the gate moved the job to status.JobHeld (with its hold); it
 	// resumes through ReleaseHeld or ends through CancelHeld.
-	GateHeld = "held"
+	GateHeld Verdict = "held"
 )
 
 // GateResult is a Gate's verdict on one ready job.
 type GateResult struct {
-	Verdict string
+	Verdict Verdict
 	// Message is the job's error message for GateReject.
 	Message string
 }

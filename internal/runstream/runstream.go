@@ -214,7 +214,7 @@ func (s *Streamer) StepLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		for i, l := range lines {
 			n := cursor + i
-			if ev.event(strconv.Itoa(n+1), "line", LineEvent{N: n, TS: l.Timestamp, Stream: l.Stream, Msg: l.Text}) != nil {
+			if ev.event(strconv.Itoa(n+1), "line", LineEvent{N: n, TS: l.Timestamp, Stream: string(l.Stream), Msg: l.Text}) != nil {
 				return
 			}
 		}

@@ -54,7 +54,7 @@ func (f *fixture) appendLines(t *testing.T, from, to int) {
 	t.Helper()
 	var ls []protocol.LogLine
 	for i := from; i <= to; i++ {
-		ls = append(ls, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: fmt.Sprintf("l%d", i)})
+		ls = append(ls, protocol.LogLine{Timestamp: int64(i), Stream: protocol.StreamStdout, Text: fmt.Sprintf("l%d", i)})
 	}
 	if err := f.logs.Append("r-1", "j-1", 0, ls); err != nil {
 		t.Fatal(err)

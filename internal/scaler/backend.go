@@ -40,7 +40,7 @@ type SpawnRequest struct {
 	// Limits are the resolved resource limits (0 = none).
 	Limits Limits
 	// Emit records a lifecycle event on the job's provisioning log.
-	Emit func(eventType, detail string)
+	Emit func(eventType EventType, detail string)
 	// Warm marks an unbound warm-pool agent: it must wait for a job as long
 	// as the pool keeps it (KICI_SCALER_IDLE_TIMEOUT is raised).
 	Warm bool

@@ -74,7 +74,7 @@ func TestBareMetalEnvGroupAndDestroyEscalation(t *testing.T) {
 	req := &SpawnRequest{AgentID: "scaler-bare-metal-0000abcd", JobID: "job-1", OrchestratorURL: "ws://127.0.0.1:1/ws",
 		Token: "kat_tok", Entry: &Entry{Name: "s", Type: TypeBareMetal},
 		LabelSet: &LabelSet{Labels: []string{"linux", "big"}, Env: map[string]string{"EXTRA": "1"}},
-		Emit:     func(et, d string) { events = append(events, et+" "+d) }}
+		Emit:     func(et EventType, d string) { events = append(events, string(et)+" "+d) }}
 	if err := b.Spawn(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestBareMetalCgroupsDegradeAndArgv(t *testing.T) {
 	var events []string
 	err := b.Spawn(context.Background(), &SpawnRequest{AgentID: "a1", Entry: &Entry{Name: "s", Type: TypeBareMetal, EnforceCgroups: true},
 		LabelSet: &LabelSet{Labels: []string{"x"}}, Limits: Limits{MemoryBytes: 1 << 30},
-		Emit: func(et, d string) { events = append(events, d) }})
+		Emit: func(_ EventType, d string) { events = append(events, d) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,9 @@ type (
 	FirecrackerNetwork = scalerconfig.FirecrackerNetwork
 )
 
+// BackendType is a scaler's backend type (scalerconfig.BackendType).
+type BackendType = scalerconfig.BackendType
+
 // Backend types of scalers.yaml (scalerconfig).
 const (
 	TypeBareMetal   = scalerconfig.TypeBareMetal

@@ -135,7 +135,7 @@ func (c *Container) ensureNetwork(ctx context.Context) error {
 
 // ensureImage applies the pull policy: Never requires the image locally,
 // IfNotPresent pulls only when missing, Always pulls.
-func (c *Container) ensureImage(ctx context.Context, ls *LabelSet, emit func(string, string)) error {
+func (c *Container) ensureImage(ctx context.Context, ls *LabelSet, emit func(EventType, string)) error {
 	_, err := c.cli.ImageInspect(ctx, ls.Image)
 	present := err == nil
 	if err != nil && !cerrdefs.IsNotFound(err) {

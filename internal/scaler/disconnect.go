@@ -36,7 +36,7 @@ func (m *Manager) AgentDisconnected(agentID string) {
 		case <-time.After(m.opts.DisconnectGrace):
 		}
 		m.mu.Lock()
-		still := m.agents[agentID] == rec && rec.state == stateRunning
+		still := m.agents[agentID] == rec && rec.state == AgentRunning
 		m.mu.Unlock()
 		if still {
 			m.log.Warn("the VM of a disconnected agent did not end on its own; destroying it", "scaler", rec.sc.entry.Name,

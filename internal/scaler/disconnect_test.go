@@ -59,7 +59,7 @@ func TestVMOfDisconnectedAgentIsDestroyedAfterGrace(t *testing.T) {
 			for _, sc := range f.m.Status().Scalers {
 				for _, a := range sc.Agents {
 					if a.AgentID == id {
-						return a.State == stateRunning
+						return a.State == AgentRunning
 					}
 				}
 			}

@@ -153,7 +153,7 @@ func reloadState(t *testing.T, f *fcFixture, doc string) string {
 	must(t, err)
 	must(t, f.m.Reload(cfg))
 	s := scalerNamed(f.m, "fc")
-	return s.State + ": " + s.StateReason
+	return string(s.State) + ": " + s.StateReason
 }
 
 // On a host without the bridge, a firecracker scaler that may not
@@ -242,7 +242,7 @@ func TestFirecrackerHostProvisionsRealBridgeAndTaps(t *testing.T) {
 		must(t, err)
 		ids = append(ids, id)
 	}
-	wait.For(t, 5*time.Second, "2 VMs running", func() bool { return f.agentState(ids[0]) == stateRunning && f.agentState(ids[1]) == stateRunning })
+	wait.For(t, 5*time.Second, "2 VMs running", func() bool { return f.agentState(ids[0]) == AgentRunning && f.agentState(ids[1]) == AgentRunning })
 	addrs := f.fc.host.alloc.InUse()
 	rules := h.rules(t)
 	for _, id := range ids {

@@ -318,7 +318,7 @@ func newFCFixture(t *testing.T, env *fcEnv, doc string, host HostRunner, timeout
 	return f
 }
 
-func (f *fcFixture) agentState(id string) string {
+func (f *fcFixture) agentState(id string) AgentState {
 	for _, s := range f.m.Status().Scalers {
 		for _, a := range s.Agents {
 			if a.AgentID == id {
@@ -504,7 +504,7 @@ func TestFirecrackerSpawnAndDestroyThroughManager(t *testing.T) {
 
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-1", RunID: "run-1", RunsOn: []string{"vm"}})
 	must(t, err)
-	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == stateRunning })
+	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == AgentRunning })
 	tap := tapName(id)
 	tag := "kici-fc:fc:" + id
 
@@ -655,7 +655,7 @@ func TestFirecrackerConcurrentSpawnsGetUniqueAddresses(t *testing.T) {
 	}
 	wait.For(t, 5*time.Second, "6 VMs running", func() bool {
 		for _, id := range ids {
-			if f.agentState(id) != stateRunning {
+			if f.agentState(id) != AgentRunning {
 				return false
 			}
 		}
@@ -759,13 +759,13 @@ func TestFirecrackerOrphanSweepAtStartAndReload(t *testing.T) {
 	// A live VM of this scaler survives the reload sweep; a new leftover does not.
 	id, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j", RunID: "r", RunsOn: []string{"vm"}})
 	must(t, err)
-	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == stateRunning })
+	wait.For(t, 5*time.Second, "VM running", func() bool { return f.agentState(id) == AgentRunning })
 	pid2 := leftover("scaler-firecracker-1badf00d")
 	cfg, err := scalerconfig.Parse("scalers.yaml", []byte(env.doc(env.jailer(t, ""), "")))
 	must(t, err)
 	must(t, f.m.Reload(cfg))
 	assertVMGone(t, f, "scaler-firecracker-1badf00d", pid2)
-	if f.agentState(id) != stateRunning || processGone(fakePid(t, env, id)) {
+	if f.agentState(id) != AgentRunning || processGone(fakePid(t, env, id)) {
 		t.Fatal("the reload sweep touched a tracked VM")
 	}
 	_, taps, rules := host.snapshot()
@@ -802,22 +802,22 @@ func TestFirecrackerHostNotReadyDegradesOnlyThatScaler(t *testing.T) {
 	// The other scaler keeps working.
 	oid, err := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "job-plain", RunID: "r", RunsOn: []string{"plain"}})
 	must(t, err)
-	wait.For(t, 5*time.Second, "other scaler's agent running", func() bool { return f.agentState(oid) == stateRunning })
+	wait.For(t, 5*time.Second, "other scaler's agent running", func() bool { return f.agentState(oid) == AgentRunning })
 	calls, taps, _ := host.snapshot()
 	if len(taps) != 0 || slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "tuntap") || strings.HasPrefix(c, "ip link add") }) {
 		t.Fatalf("a degraded scaler touched the host: %q", calls)
 	}
 	// kici-admin scaler list says so: degraded, with the reason; the other
 	// scaler is active.
-	states := func() map[string]string {
-		m := map[string]string{}
+	states := func() map[BackendType]string {
+		m := map[BackendType]string{}
 		for _, sc := range f.m.Status().Scalers {
-			m[sc.Type] = sc.State + ": " + sc.StateReason
+			m[sc.Type] = string(sc.State) + ": " + sc.StateReason
 		}
 		return m
 	}
-	if st := states(); !strings.HasPrefix(st["firecracker"], "degraded: ") || !strings.Contains(st["firecracker"], "bridge kici-brt is missing") ||
-		!strings.HasPrefix(st["bare-metal"], "active") {
+	if st := states(); !strings.HasPrefix(st[TypeFirecracker], string(ScalerDegraded)+": ") || !strings.Contains(st[TypeFirecracker], "bridge kici-brt is missing") ||
+		!strings.HasPrefix(st[TypeBareMetal], string(ScalerActive)) {
 		t.Fatalf("scaler states %q, want the firecracker one degraded with its reason and the other active", st)
 	}
 	// Once the operator fixes the host, a reload brings the scaler back.

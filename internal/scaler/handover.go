@@ -58,7 +58,7 @@ func (m *Manager) HandOver(ctx context.Context) []string {
 	m.mu.Lock()
 	var kept []string
 	for id, rec := range m.agents {
-		if isIdle, connected := idle[id]; rec.state != stateRunning || !connected || isIdle {
+		if isIdle, connected := idle[id]; rec.state != AgentRunning || !connected || isIdle {
 			continue
 		}
 		if r, ok := rec.sc.backend.(releaser); ok && r.Release(id) {

@@ -1,14 +1,18 @@
 package scaler
 
+// State is a scaler's health in the admin view (ScalerStatus.State): one of
+// the Scaler* constants, a kici vocabulary.
+type State string
+
 // Scaler states in Status (ScalerStatus.State).
 const (
 	// ScalerActive: the scaler spawns agents.
-	ScalerActive = "active"
+	ScalerActive State = "active"
 	// ScalerDegraded: the backend cannot spawn now (a Firecracker host that
 	// is not ready); its spawns fail with StateReason until a reload fixes it.
-	ScalerDegraded = "degraded"
+	ScalerDegraded State = "degraded"
 	// ScalerRetiring: removed by a reload, waiting for its agents to end.
-	ScalerRetiring = "retiring"
+	ScalerRetiring State = "retiring"
 )
 
 // hostChecker is a backend that can be unable to spawn at all
@@ -16,7 +20,7 @@ const (
 type hostChecker interface{ HostError() error }
 
 // stateOf is sc's state and, when not active, why.
-func stateOf(sc *scalerState) (state, reason string) {
+func stateOf(sc *scalerState) (state State, reason string) {
 	if sc.retiring {
 		return ScalerRetiring, "removed by a reload; waiting for its agents to end"
 	}

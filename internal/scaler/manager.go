@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/spawn"
 )
 
@@ -16,14 +17,28 @@ import (
 // global or the scaler's agent cap is reached.
 var ErrAtCapacity = spawn.ErrAtCapacity
 
+// EventType names a scaler lifecycle event written to a job's provisioning
+// log: one of the Event* constants (KiCI ScalerEventType, see
+// docs/kici-compatibility.md#scaling).
+type EventType string
+
 // Scaler lifecycle event types (KiCI ScalerEventType).
 const (
-	EventProvisioning = "scaler.provisioning"
-	EventReady        = "scaler.ready"
-	EventFailed       = "scaler.failed"
-	EventConnecting   = "agent.connecting"
-	EventDestroyed    = "scaler.destroyed"
+	// EventProvisioning: a step of starting the job's agent.
+	EventProvisioning EventType = "scaler.provisioning"
+	// EventReady: the agent is up.
+	EventReady EventType = "scaler.ready"
+	// EventFailed: starting the agent failed.
+	EventFailed EventType = "scaler.failed"
+	// EventConnecting: the agent is connecting to the orchestrator.
+	EventConnecting EventType = "agent.connecting"
+	// EventDestroyed: the agent was removed.
+	EventDestroyed EventType = "scaler.destroyed"
 )
+
+// EventStream is the LogLine.Stream of the lifecycle events in a job's
+// provisioning log.
+const EventStream protocol.LogStream = "scaler"
 
 // Options configure a Manager.
 type Options struct {
@@ -103,11 +118,18 @@ type scalerState struct {
 	refusedJobs map[string]bool
 }
 
+// AgentState is where a scaler's agent is in its life (AgentStatus.State):
+// one of the Agent* constants, a kici vocabulary of the admin scaler view.
+type AgentState string
+
 // Agent states.
 const (
-	stateQueued   = "queued"   // reserved, waiting for a spawn slot
-	stateSpawning = "spawning" // backend.Spawn in flight
-	stateRunning  = "running"  // started; bound to its job until it ends
+	// AgentQueued: reserved for a job, waiting for a spawn slot.
+	AgentQueued AgentState = "queued"
+	// AgentSpawning: the backend's Spawn is in flight.
+	AgentSpawning AgentState = "spawning"
+	// AgentRunning: started; bound to its job until it ends.
+	AgentRunning AgentState = "running"
 )
 
 type agentRec struct {
@@ -116,7 +138,7 @@ type agentRec struct {
 	ls               *LabelSet
 	warm             bool      // unbound pool agent, not yet given a job
 	idleSince        time.Time // first seen idle (warm agents)
-	state            string
+	state            AgentState
 	createdAt        time.Time
 	cancel           context.CancelFunc
 	stop             bool // Stop asked while queued or spawning
@@ -204,7 +226,7 @@ func (m *Manager) SpawnFor(_ context.Context, req spawn.Request) (string, error)
 		return "", fmt.Errorf("%w (scaler %s: %d/%d agents)", ErrAtCapacity, c.sc.entry.Name, c.sc.active, c.sc.entry.MaxAgents)
 	}
 	rec := &agentRec{id: newAgentID(c.sc.entry), jobID: req.JobID, runID: req.RunID,
-		sc: c.sc, ls: c.ls, state: stateQueued, createdAt: time.Now()}
+		sc: c.sc, ls: c.ls, state: AgentQueued, createdAt: time.Now()}
 	c.sc.active++
 	delete(c.sc.refusedJobs, req.JobID)
 	m.agents[rec.id] = rec

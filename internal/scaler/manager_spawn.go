@@ -19,7 +19,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 	defer m.spawnsWG.Done()
 	sc := rec.sc
 	entry := sc.entry
-	emit := func(t, d string) { m.emit(rec, t, d) }
+	emit := func(t EventType, d string) { m.emit(rec, t, d) }
 	emit(EventProvisioning, fmt.Sprintf("scaler %s (%s): agent %s reserved for job, waiting for a spawn slot", entry.Name, entry.Type, rec.id))
 
 	actx, acancel := context.WithCancel(m.ctx)
@@ -41,7 +41,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 	defer cancel()
 	defer acancel()
 	m.mu.Lock()
-	rec.state = stateSpawning
+	rec.state = AgentSpawning
 	sc.spawning++
 	m.updateGaugesLocked()
 	m.mu.Unlock()
@@ -98,7 +98,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 		return
 	}
 	m.mu.Lock()
-	rec.state = stateRunning
+	rec.state = AgentRunning
 	sc.spawned++
 	stop := rec.stop
 	m.updateGaugesLocked()
@@ -157,7 +157,7 @@ func (m *Manager) exitFor(name string) func(agentID string, err error) {
 func (m *Manager) agentExited(agentID string, err error) {
 	m.mu.Lock()
 	rec := m.agents[agentID]
-	if rec == nil || rec.state != stateRunning {
+	if rec == nil || rec.state != AgentRunning {
 		// Unknown, or a spawn still unwinding (runSpawn owns it).
 		m.mu.Unlock()
 		return
@@ -190,7 +190,7 @@ func (m *Manager) Stop(agentID string) {
 		return
 	}
 	rec.stop = true
-	running := rec.state == stateRunning
+	running := rec.state == AgentRunning
 	cancel := rec.cancel
 	m.mu.Unlock()
 	if running {
@@ -211,10 +211,10 @@ func (m *Manager) destroy(rec *agentRec) {
 }
 
 // emit records a lifecycle event in the job's provisioning log (the
-// job-level log bucket, stream "scaler"). Host paths and addresses are
+// job-level log bucket, stream EventStream). Host paths and addresses are
 // withheld from the job's copy (joblog.go) and kept on the orchestrator's
 // log.
-func (m *Manager) emit(rec *agentRec, eventType, detail string) {
+func (m *Manager) emit(rec *agentRec, eventType EventType, detail string) {
 	if m.opts.Events == nil || rec.runID == "" || rec.jobID == "" {
 		return
 	}
@@ -222,7 +222,7 @@ func (m *Manager) emit(rec *agentRec, eventType, detail string) {
 	if withheld {
 		m.log.Info("provisioning event (host details withheld from the job log)", "job", rec.jobID, "agent", rec.id, "event", eventType, "detail", detail)
 	}
-	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: "scaler", Text: "[" + eventType + "] " + shown}
+	line := protocol.LogLine{Timestamp: time.Now().UnixMilli(), Stream: EventStream, Text: "[" + string(eventType) + "] " + shown}
 	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
 		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
 	}

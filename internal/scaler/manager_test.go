@@ -482,7 +482,7 @@ scalers:
 	f.settings.timeout.Store(int64(time.Minute))
 	a, _ := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j1"})
 	rel <- struct{}{}
-	wait.For(t, 5*time.Second, "a running", func() bool { return f.m.Status().Scalers[0].Agents[0].State == stateRunning })
+	wait.For(t, 5*time.Second, "a running", func() bool { return f.m.Status().Scalers[0].Agents[0].State == AgentRunning })
 	b2, _ := f.m.SpawnFor(context.Background(), dispatch.ScaleRequest{JobID: "j2"})
 	wait.For(t, 5*time.Second, "b spawning", func() bool { return f.m.Status().Scalers[0].Spawning == 1 })
 	f.m.Stop(b2) // in flight: cancelled

@@ -78,21 +78,21 @@ func (m *Metrics) refusal(*Entry) {
 
 func (m *Metrics) failure(e *Entry) {
 	if m != nil {
-		m.failures.WithLabelValues(e.Type, "true").Inc()
+		m.failures.WithLabelValues(string(e.Type), "true").Inc()
 	}
 }
 
 func (m *Metrics) spawned(e *Entry, d time.Duration) {
 	if m != nil {
-		m.spawns.WithLabelValues(e.Name, e.Type).Inc()
-		m.spawnDur.WithLabelValues(e.Name, e.Type).Observe(d.Seconds())
+		m.spawns.WithLabelValues(e.Name, string(e.Type)).Inc()
+		m.spawnDur.WithLabelValues(e.Name, string(e.Type)).Observe(d.Seconds())
 	}
 }
 
 func (m *Metrics) gauges(e *Entry, active, spawning int) {
 	if m != nil {
-		m.active.WithLabelValues(e.Name, e.Type).Set(float64(active))
-		m.spawning.WithLabelValues(e.Name, e.Type).Set(float64(spawning))
+		m.active.WithLabelValues(e.Name, string(e.Type)).Set(float64(active))
+		m.spawning.WithLabelValues(e.Name, string(e.Type)).Set(float64(spawning))
 	}
 }
 

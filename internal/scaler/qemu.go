@@ -90,7 +90,7 @@ type QEMU struct {
 // ProbeResult is what the start-up boot probe found.
 type ProbeResult struct {
 	// Accel is the acceleration spawns use: kvm or tcg.
-	Accel string `json:"accel"`
+	Accel scalerconfig.Accel `json:"accel"`
 	// BootTime is how long the probe's boot took from QEMU's start to the
 	// guest's init.
 	BootTime time.Duration `json:"bootTimeNs"`
@@ -201,7 +201,7 @@ func (q *QEMU) AccelStatus() AccelStatus {
 	case p.Accel == AccelTCG && q.entry.Accel == AccelTCG:
 		return AccelStatus{Accel: AccelForcedTCG, BootTime: p.BootTime}
 	}
-	return AccelStatus{Accel: p.Accel, BootTime: p.BootTime, Note: p.KVMError}
+	return AccelStatus{Accel: AccelState(p.Accel), BootTime: p.BootTime, Note: p.KVMError}
 }
 
 // Spawn writes the VM's directory and initramfs and starts QEMU; it
@@ -247,7 +247,7 @@ func (q *QEMU) Spawn(ctx context.Context, req *SpawnRequest) error {
 	return nil
 }
 
-func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel string) error {
+func (q *QEMU) start(ctx context.Context, req *SpawnRequest, v *qemuVM, accel scalerconfig.Accel) error {
 	e := req.Entry
 	var boot *vmguest.Config
 	var fwds []vmForward

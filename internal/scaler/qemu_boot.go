@@ -127,7 +127,8 @@ func writeVMInitramfs(base, dst string, cfg *vmguest.Config, uid, gid int) error
 
 // qemuSpec is one QEMU invocation.
 type qemuSpec struct {
-	id, machine, accel      string
+	id, machine             string
+	accel                   scalerconfig.Accel
 	vcpus, memMib           int
 	kernel, initrd, console string
 	probe                   bool
@@ -153,11 +154,11 @@ func qemuArgs(s qemuSpec) []string {
 	if s.probe {
 		cmdline += " " + vmguest.ProbeArg
 	}
-	machine := s.machine + ",accel=" + s.accel
+	machine := s.machine + ",accel=" + string(s.accel)
 	args := []string{"-name", s.id, "-M", machine, "-m", strconv.Itoa(s.memMib), "-smp", strconv.Itoa(s.vcpus),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-serial", "file:" + s.console, "-kernel", s.kernel, "-initrd", s.initrd, "-append", cmdline}
-	if s.accel == "kvm" {
+	if s.accel == AccelKVM {
 		// -cpu host fails on nested hosts that hide this MSR from guests.
 		args = append(args, "-cpu", "host,-arch-capabilities")
 	}
@@ -187,7 +188,7 @@ func qemuArgs(s qemuSpec) []string {
 func (q *QEMU) runProbe() {
 	defer close(q.probeDone)
 	e := q.entry
-	try := func(accel string) (time.Duration, error) {
+	try := func(accel scalerconfig.Accel) (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), q.opts.ProbeTimeout)
 		defer cancel()
 		return q.probeBoot(ctx, accel)
@@ -232,7 +233,7 @@ const (
 
 // probeBoot boots the guest image with accel and the probe argument and
 // returns how long until QEMU ended with the init's ProbeOK on the console.
-func (q *QEMU) probeBoot(ctx context.Context, accel string) (time.Duration, error) {
+func (q *QEMU) probeBoot(ctx context.Context, accel scalerconfig.Accel) (time.Duration, error) {
 	e := q.entry
 	if accel == AccelKVM {
 		f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)

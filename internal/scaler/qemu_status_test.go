@@ -121,7 +121,7 @@ func TestQEMUScalerStatusShowsAccelAndBootTime(t *testing.T) {
 		must(t, os.WriteFile(gate, nil, 0o644))
 		wait.For(t, 5*time.Second, "the probe to end", func() bool { return scalerNamed(m, "vm").Accel != AccelProbing })
 		s := scalerNamed(m, "vm")
-		if s.Accel != AccelTCG || s.State != ScalerActive || s.BootMs < 150 || s.BootMs > 5000 {
+		if s.Accel != AccelUsingTCG || s.State != ScalerActive || s.BootMs < 150 || s.BootMs > 5000 {
 			t.Fatalf("after the probe: accel %q state %q bootMs %d, want tcg, active, the fake's ~150 ms", s.Accel, s.State, s.BootMs)
 		}
 		// Where /dev/kvm exists the fake's KVM boot fails; elsewhere

@@ -8,21 +8,21 @@ import (
 
 // ScalerStatus is one scaler in the admin view (GET /api/v1/admin/scalers).
 type ScalerStatus struct {
-	Name        string `json:"name"`
-	Type        string `json:"type"`
-	Retiring    bool   `json:"retiring"`
-	State       string `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
-	StateReason string `json:"stateReason,omitempty"`
+	Name        string      `json:"name"`
+	Type        BackendType `json:"type"`
+	Retiring    bool        `json:"retiring"`
+	State       State       `json:"state"` // ScalerActive, ScalerDegraded or ScalerRetiring
+	StateReason string      `json:"stateReason,omitempty"`
 	// Accel is how a VM scaler's guests run (qemu scalers; empty for
-	// other types): AccelKVM, AccelTCG (KVM was tried and failed),
+	// other types): AccelUsingKVM, AccelUsingTCG (KVM was tried and failed),
 	// AccelForcedTCG (accel: tcg in the configuration), AccelProbing
 	// while the start-up boot probe runs, AccelNone when no probe boot
 	// succeeded (the scaler is then degraded with the reason).
-	Accel string `json:"accel,omitempty"`
+	Accel AccelState `json:"accel,omitempty"`
 	// BootMs is the probe boot's duration in milliseconds, from QEMU's
 	// start to the guest's init (0 until measured).
 	BootMs int64 `json:"bootMs,omitempty"`
-	// AccelNote says why KVM was not used when Accel is AccelTCG.
+	// AccelNote says why KVM was not used when Accel is AccelUsingTCG.
 	AccelNote           string        `json:"accelNote,omitempty"`
 	MaxAgents           int           `json:"maxAgents"`
 	MaxConcurrentSpawns int           `json:"maxConcurrentSpawns"`
@@ -38,12 +38,12 @@ type ScalerStatus struct {
 
 // AgentStatus is one agent of a scaler.
 type AgentStatus struct {
-	AgentID   string    `json:"agentId"`
-	JobID     string    `json:"jobId"`
-	RunID     string    `json:"runId,omitempty"`
-	State     string    `json:"state"`
-	Warm      bool      `json:"warm"`
-	CreatedAt time.Time `json:"createdAt"`
+	AgentID   string     `json:"agentId"`
+	JobID     string     `json:"jobId"`
+	RunID     string     `json:"runId,omitempty"`
+	State     AgentState `json:"state"`
+	Warm      bool       `json:"warm"`
+	CreatedAt time.Time  `json:"createdAt"`
 }
 
 // Status is the admin view of the scalers.
@@ -85,7 +85,7 @@ func (m *Manager) Status() Status {
 		}
 		sort.Slice(s.Agents, func(i, j int) bool { return s.Agents[i].AgentID < s.Agents[j].AgentID })
 		for _, a := range s.Agents {
-			if a.State == stateQueued {
+			if a.State == AgentQueued {
 				s.Queued++
 			}
 		}
@@ -98,27 +98,36 @@ func (m *Manager) Status() Status {
 	return st
 }
 
-// Accelerations a VM scaler reports in ScalerStatus.Accel (besides
-// AccelKVM and AccelTCG).
+// AccelState is how a VM scaler's guests run, as ScalerStatus.Accel
+// reports it: one of the AccelUsing*, AccelForcedTCG, AccelProbing and
+// AccelNone constants (kici's qemu backend, docs/scaling.md).
+type AccelState string
+
+// Accelerations a VM scaler reports in ScalerStatus.Accel.
 const (
+	// AccelUsingKVM: the guests use KVM (the probe boot with KVM succeeded).
+	AccelUsingKVM AccelState = "kvm"
+	// AccelUsingTCG: software emulation because KVM was tried and failed
+	// (AccelNote says why).
+	AccelUsingTCG AccelState = "tcg"
 	// AccelForcedTCG: software emulation because the configuration says
 	// accel: tcg (no KVM probe ran).
-	AccelForcedTCG = "forced-tcg"
+	AccelForcedTCG AccelState = "forced-tcg"
 	// AccelProbing: the start-up boot probe has not ended yet.
-	AccelProbing = "probing"
+	AccelProbing AccelState = "probing"
 	// AccelNone: no probe boot succeeded; the scaler is degraded.
-	AccelNone = "none"
+	AccelNone AccelState = "none"
 )
 
 // AccelStatus is how a VM backend's guests run, for Status.
 type AccelStatus struct {
-	// Accel is one of AccelKVM, AccelTCG, AccelForcedTCG, AccelProbing,
-	// AccelNone.
-	Accel string
+	// Accel is one of AccelUsingKVM, AccelUsingTCG, AccelForcedTCG,
+	// AccelProbing, AccelNone.
+	Accel AccelState
 	// BootTime is the probe boot's duration (0 until measured or when it
 	// failed).
 	BootTime time.Duration
-	// Note says why KVM was not used (AccelTCG) or why no boot succeeded
+	// Note says why KVM was not used (AccelUsingTCG) or why no boot succeeded
 	// (AccelNone).
 	Note string
 }

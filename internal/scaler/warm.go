@@ -14,7 +14,7 @@ import (
 func newAgentID(e *Entry) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return "scaler-" + e.Type + "-" + hex.EncodeToString(b[:])
+	return "scaler-" + string(e.Type) + "-" + hex.EncodeToString(b[:])
 }
 
 // AgentRegistered runs a warm-pool pass when agentID, now registered, is a
@@ -132,7 +132,7 @@ func (m *Manager) warmPass() {
 		case registered:
 			registeredBusy = append(registeredBusy, a)
 		default:
-			if a.state != stateRunning || a.idleSince.IsZero() {
+			if a.state != AgentRunning || a.idleSince.IsZero() {
 				inFlight[k]++
 			}
 			// A warm agent seen idle before and gone from the registry now
@@ -182,7 +182,7 @@ func (m *Manager) warmPass() {
 		ls := sets[k]
 		deficit := size - len(r) - inFlight[k]
 		for ; ls != nil && deficit > 0 && sc.active < sc.entry.MaxAgents && total < m.cfg.GlobalMaxAgents; deficit-- {
-			rec := &agentRec{id: newAgentID(sc.entry), sc: sc, ls: ls, warm: true, state: stateQueued, createdAt: now}
+			rec := &agentRec{id: newAgentID(sc.entry), sc: sc, ls: ls, warm: true, state: AgentQueued, createdAt: now}
 			sc.active++
 			total++
 			m.agents[rec.id] = rec

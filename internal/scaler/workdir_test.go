@@ -79,7 +79,7 @@ func TestBareMetalRefusesUnsafeWorkDir(t *testing.T) {
 	}
 	b := NewBareMetal(BareMetalOptions{AgentBinary: "/bin/true", WorkDir: work, LogDir: filepath.Join(dir, "agents")}, nil)
 	req := &SpawnRequest{AgentID: "a1", Token: "kat_x", Entry: &Entry{Name: "s", Type: TypeBareMetal},
-		LabelSet: &LabelSet{}, Emit: func(string, string) {}}
+		LabelSet: &LabelSet{}, Emit: func(EventType, string) {}}
 	err := b.Spawn(t.Context(), req)
 	if err == nil || !strings.Contains(err.Error(), "work directory") {
 		t.Fatalf("Spawn with a world-writable work dir: err %v, want a work directory error", err)

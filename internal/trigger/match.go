@@ -173,7 +173,7 @@ func checkPatterns(tr *tracer, check string, pats []lockfile.Pattern, value stri
 func patternText(pats []lockfile.Pattern) string {
 	parts := make([]string, len(pats))
 	for i, p := range pats {
-		if p.Type == "regex" {
+		if p.Type == lockfile.PatternRegex {
 			parts[i] = "/" + p.Pattern + "/" + p.Flags
 		} else {
 			parts[i] = p.Pattern
@@ -185,13 +185,13 @@ func patternText(pats []lockfile.Pattern) string {
 // matchPattern matches one glob or regex pattern.
 func matchPattern(p lockfile.Pattern, value string) (bool, error) {
 	switch p.Type {
-	case "glob":
+	case lockfile.PatternGlob:
 		g, err := compileGlob(p.Pattern)
 		if err != nil {
 			return false, err
 		}
 		return g.Match(value), nil
-	case "regex":
+	case lockfile.PatternRegex:
 		re, err := compileRegex(p.Pattern, p.Flags)
 		if err != nil {
 			return false, err
@@ -349,7 +349,7 @@ func matchComment(t *lockfile.Trigger, ev *Event, tr *tracer) bool {
 	}
 	if t.BodyMatch != nil {
 		body, _ := payloadValue(ev.Payload, "comment", "body").(string)
-		check := "bodyMatch (" + t.BodyMatch.Type + ")"
+		check := "bodyMatch (" + string(t.BodyMatch.Type) + ")"
 		ok, err := matchPattern(*t.BodyMatch, body)
 		reason := "comment body does not match"
 		if err != nil {

@@ -11,13 +11,13 @@ import (
 func glob(ps ...string) []lockfile.Pattern {
 	out := make([]lockfile.Pattern, len(ps))
 	for i, p := range ps {
-		out[i] = lockfile.Pattern{Type: "glob", Pattern: p}
+		out[i] = lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: p}
 	}
 	return out
 }
 
 func re(p, flags string) lockfile.Pattern {
-	return lockfile.Pattern{Type: "regex", Pattern: p, Flags: flags}
+	return lockfile.Pattern{Type: lockfile.PatternRegex, Pattern: p, Flags: flags}
 }
 
 func wf(ts ...lockfile.Trigger) *lockfile.Workflow {
@@ -171,10 +171,10 @@ func TestOtherKinds(t *testing.T) {
 		{"comment issue on pr", lockfile.Trigger{Type: "comment", CommentOn: "issue"}, pl("comment", "created", `{"issue":{"pull_request":{}}}`), false},
 		{"comment pr on pr", lockfile.Trigger{Type: "comment", CommentOn: "pr"}, pl("comment", "created", `{"issue":{"pull_request":{}}}`), true},
 		{"comment pr on issue", lockfile.Trigger{Type: "comment", CommentOn: "pr"}, pl("comment", "created", `{"issue":{}}`), false},
-		{"body glob", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: "glob", Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"/deploy production"}}`), true},
-		{"body glob other", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: "glob", Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"just a comment"}}`), false},
-		{"body glob slash", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: "glob", Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"/deploy prod/eu"}}`), false},
-		{"body regex", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: "regex", Pattern: `^/deploy\s+\w+$`}}, pl("comment", "created", `{"comment":{"body":"/deploy staging"}}`), true},
+		{"body glob", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"/deploy production"}}`), true},
+		{"body glob other", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"just a comment"}}`), false},
+		{"body glob slash", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: "/deploy*"}}, pl("comment", "created", `{"comment":{"body":"/deploy prod/eu"}}`), false},
+		{"body regex", lockfile.Trigger{Type: "comment", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternRegex, Pattern: `^/deploy\s+\w+$`}}, pl("comment", "created", `{"comment":{"body":"/deploy staging"}}`), true},
 		{"review state", lockfile.Trigger{Type: "review", States: []string{"approved"}}, pl("review", "submitted", `{"review":{"state":"changes_requested"}}`), false},
 		{"review action", lockfile.Trigger{Type: "review", Actions: []string{"submitted"}}, pl("review", "dismissed", `{"review":{"state":"approved"}}`), false},
 		{"review empty lists", lockfile.Trigger{Type: "review"}, pl("review", "submitted", `{"review":{"state":"approved"}}`), true},

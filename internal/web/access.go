@@ -19,11 +19,11 @@ const (
 )
 
 // can reports whether p's role holds perm.
-func can(p auth.Principal, perm string) bool { return auth.HasPermission(p.Role, perm) }
+func can(p auth.Principal, perm auth.Permission) bool { return auth.HasPermission(p.Role, perm) }
 
 // require answers 403 unless p holds perm (and, when unscoped is set, p is
 // unscoped). It reports whether the request may go on.
-func (u *UI) require(w http.ResponseWriter, r *http.Request, p auth.Principal, perm string, unscoped bool) bool {
+func (u *UI) require(w http.ResponseWriter, r *http.Request, p auth.Principal, perm auth.Permission, unscoped bool) bool {
 	if !can(p, perm) {
 		u.errorPage(w, r, http.StatusForbidden, fmt.Sprintf("Role %q does not have permission %q", p.Role, perm))
 		return false
@@ -38,7 +38,7 @@ func (u *UI) require(w http.ResponseWriter, r *http.Request, p auth.Principal, p
 // loadRun checks perm and the run's scope, then loads {runId}: 403, 404 or
 // the run. A scoped caller gets 403 for another key's run and for an
 // unknown one alike, as from the API.
-func (u *UI) loadRun(w http.ResponseWriter, r *http.Request, p auth.Principal, perm string) (*store.Run, bool) {
+func (u *UI) loadRun(w http.ResponseWriter, r *http.Request, p auth.Principal, perm auth.Permission) (*store.Run, bool) {
 	if !u.require(w, r, p, perm, false) {
 		return nil, false
 	}
@@ -92,7 +92,7 @@ func (u *UI) internalError(w http.ResponseWriter, r *http.Request, err error) {
 // name as the admin API route that does the same thing, so the audit trail
 // reads the same whichever way an operator acted.
 func (u *UI) audit(r *http.Request, p auth.Principal, action, resource string) {
-	e := &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role, RoutingKey: p.RoutingKey,
+	e := &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role), RoutingKey: p.RoutingKey,
 		Action: action, Resource: resource, Detail: "via web UI"}
 	if err := u.d.Store.AppendAccessLog(r.Context(), e); err != nil {
 		u.log.Error("web: access log write failed", "action", action, "error", err)

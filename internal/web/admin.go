@@ -10,6 +10,7 @@ import (
 	"kici.dev/kici/internal/approval/hold"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runctl"
@@ -22,9 +23,7 @@ const maxComment = 1024
 
 // platformConnected reports whether mode leaves held-run decisions to the
 // KiCI Platform (platform, hybrid, observed).
-func platformConnected(mode string) bool {
-	return mode == "platform" || mode == "hybrid" || mode == "observed"
-}
+func platformConnected(mode config.Mode) bool { return mode.PlatformConnected() }
 
 type heldRow struct {
 	Hold    *store.HeldRun
@@ -41,7 +40,7 @@ type heldRow struct {
 type heldData struct {
 	Rows      []heldRow
 	CanDecide bool
-	Platform  string
+	Platform  config.Mode
 }
 
 // heldPage lists pending holds, as GET /held-runs does (ci_trust.read, an
@@ -78,7 +77,7 @@ func (u *UI) heldPage(w http.ResponseWriter, r *http.Request, s *session, p auth
 		}
 		d.Rows = append(d.Rows, row)
 	}
-	if err := u.d.Store.AppendAccessLog(ctx, &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: p.Role,
+	if err := u.d.Store.AppendAccessLog(ctx, &store.AccessLogEntry{TokenID: p.TokenID, TokenLabel: p.Label, Role: string(p.Role),
 		Action: "held_run.list.read", Resource: "held_runs:*", Detail: "via web UI"}); err != nil {
 		u.internalError(w, r, err)
 		return
@@ -100,14 +99,14 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 		return
 	}
 	if platformConnected(u.d.Mode) {
-		u.errorPage(w, r, http.StatusConflict, "Held runs are decided on the KiCI Platform in "+u.d.Mode+" mode")
+		u.errorPage(w, r, http.StatusConflict, "Held runs are decided on the KiCI Platform in "+string(u.d.Mode)+" mode")
 		return
 	}
 	if u.d.Approval == nil {
 		u.errorPage(w, r, http.StatusServiceUnavailable, "Held-run decisions are not available on this orchestrator")
 		return
 	}
-	decision := r.PostFormValue("decision")
+	decision := approval.DecisionWord(r.PostFormValue("decision"))
 	comment := r.PostFormValue("comment")
 	if decision != approval.Approve && decision != approval.Reject {
 		u.errorPage(w, r, http.StatusBadRequest, approval.ErrBadDecision.Error())
@@ -136,7 +135,7 @@ func (u *UI) decideHold(w http.ResponseWriter, r *http.Request, s *session, p au
 	}
 	_, err = u.d.Approval.Decide(r.Context(), approval.Decision{OrgID: h.OrgID, HeldRunID: h.ID, Decision: decision,
 		Reason: comment, Approver: p.Approver(), Operator: operator,
-		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: p.Role})
+		ActorTokenID: p.TokenID, ActorTokenLabel: p.Label, ActorRole: string(p.Role)})
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
 		u.errorPage(w, r, http.StatusNotFound, err.Error())
@@ -279,7 +278,7 @@ type settingsData struct {
 	Drain     *runctl.DrainStatus
 	Ready     bool
 	ReadyErr  string
-	Mode      string
+	Mode      config.Mode
 	PublicURL string
 }
 
@@ -291,7 +290,7 @@ func (u *UI) settingsPage(w http.ResponseWriter, r *http.Request, s *session, p 
 	}
 	d := settingsData{Mode: u.d.Mode, PublicURL: u.d.PublicURL, Ready: true}
 	if d.Mode == "" {
-		d.Mode = "independent"
+		d.Mode = config.ModeIndependent
 	}
 	if u.d.Settings != nil {
 		v, err := u.d.Settings.View(r.Context())

@@ -97,7 +97,7 @@ func BenchmarkJobPageLastPageOfMillionLineLog(b *testing.B) {
 	job := h.jobIDs[1]
 	batch := make([]protocol.LogLine, 0, 10000)
 	for i := 0; i < 1_000_000; i++ {
-		batch = append(batch, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: fmt.Sprintf("line %d of a long build log \x1b[32mok\x1b[0m", i+1)})
+		batch = append(batch, protocol.LogLine{Timestamp: int64(i), Stream: protocol.StreamStdout, Text: fmt.Sprintf("line %d of a long build log \x1b[32mok\x1b[0m", i+1)})
 		if len(batch) == cap(batch) {
 			if err := h.logs.Append(h.runID, job, 0, batch); err != nil {
 				b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -29,7 +30,7 @@ type graphNode struct {
 	// full one (shown as the box's tooltip).
 	TX, TY, DX  int
 	Label, Name string
-	Status      string
+	Status      status.Job
 	Href        string
 	JobID       string
 	Dur         string
@@ -100,7 +101,7 @@ func layoutGraph(runID string, jobs []*store.Job) needsGraph {
 			x := pad + c*(w+colGap)
 			y := pad + row*(nodeH+rowGap)
 			n := graphNode{X: x, Y: y, W: w, H: nodeH, TX: x + 10, TY: y + 22, DX: x + w - 8,
-				Label: truncate(labelMax, j.JobName), Name: j.JobName, Status: string(j.Status), JobID: j.ID,
+				Label: truncate(labelMax, j.JobName), Name: j.JobName, Status: j.Status, JobID: j.ID,
 				Href: "/ui/runs/" + runID + "/jobs/" + j.ID}
 			n.Dur = jobDur(j.Status, j.DurationMs)
 			g.Nodes[i] = n

@@ -68,8 +68,8 @@ type harness struct {
 	cancel  *fakeCancel
 	now     time.Time
 	nowMu   sync.Mutex
-	tokens  map[string]string // role -> plaintext
-	tokenID map[string]string
+	tokens  map[auth.Role]string // role -> plaintext
+	tokenID map[auth.Role]string
 	runID   string
 	jobIDs  []string
 }
@@ -82,9 +82,9 @@ func newBenchHarness(t testing.TB, mut ...func(*Deps)) *harness {
 	ctx := context.Background()
 	st := teststore.SQLite(t)
 	h := &harness{t: t, st: st, auth: auth.NewAdminAuth(st, nil), logs: logstore.NewFS(t.TempDir()),
-		cancel: &fakeCancel{}, now: time.Now(), tokens: map[string]string{}, tokenID: map[string]string{}}
-	for _, role := range []string{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
-		plain, tok, err := h.auth.IssueAdminToken(ctx, role+"-token", role, 0)
+		cancel: &fakeCancel{}, now: time.Now(), tokens: map[auth.Role]string{}, tokenID: map[auth.Role]string{}}
+	for _, role := range []auth.Role{auth.RoleOwner, auth.RoleAdmin, auth.RoleAuditor} {
+		plain, tok, err := h.auth.IssueAdminToken(ctx, string(role)+"-token", role, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func (h *harness) seed() {
 	if err := h.st.UpsertStep(ctx, &store.Step{RunID: run.ID, JobID: jobs[0].ID, StepIndex: 0, StepName: "compile", Status: status.StepRunning, StartedAt: &now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: 1, Stream: "stdout", Text: evilLog}}); err != nil {
+	if err := h.logs.Append(run.ID, jobs[0].ID, 0, []protocol.LogLine{{Timestamp: 1, Stream: protocol.StreamStdout, Text: evilLog}}); err != nil {
 		t.Fatal(err)
 	}
 }

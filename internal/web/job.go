@@ -31,7 +31,7 @@ const (
 type stepRow struct {
 	Index    int
 	Name     string
-	Status   string
+	Status   status.Step
 	Dur      string
 	Exit     *int
 	Error    string
@@ -45,7 +45,7 @@ type stepRow struct {
 
 type logLine struct {
 	N      int // 1-based line number
-	Stream string
+	Stream protocol.LogStream
 	HTML   any
 	// TS is when the line was logged (UTC, "15:04:05.000"), set only
 	// when the page shows timestamps; Stamp is the full time (tooltip).
@@ -218,7 +218,7 @@ func (u *UI) jobPage(w http.ResponseWriter, r *http.Request, s *session, p auth.
 	}
 	finished := job.Status.IsTerminal()
 	for _, row := range rows {
-		if row.Index == sel && isTerminalStep(row.Status) {
+		if row.Index == sel && row.Status.IsTerminal() {
 			finished = true
 		}
 	}
@@ -275,8 +275,6 @@ func isMissingLog(err error) bool {
 	return err != nil && strings.Contains(err.Error(), logstore.ErrInvalidPath.Error())
 }
 
-func isTerminalStep(s string) bool { return status.Step(s).IsTerminal() }
-
 // stepRows lists the setup bucket, the container image build (a job whose
 // container is built from a Dockerfile) and every step of the job's lock
 // config, with the state the agent reported.
@@ -302,16 +300,16 @@ func stepRows(job *store.Job, steps []*store.Step, base string, now time.Time) [
 	// An image built from the repository's Dockerfile is a step of its
 	// own, after the setup and before the job's steps.
 	if b := byIdx[protocol.ContainerBuildStepIndex]; b != nil || cfg.Container != nil && len(cfg.Container.Build) > 0 && string(cfg.Container.Build) != "null" {
-		row := stepRow{Index: protocol.ContainerBuildStepIndex, Name: protocol.ContainerBuildStepName, Status: string(status.StepPending)}
+		row := stepRow{Index: protocol.ContainerBuildStepIndex, Name: protocol.ContainerBuildStepName, Status: status.StepPending}
 		if b != nil {
-			row.Status, row.Error, row.Dur = string(b.Status), b.ErrorMessage, fmtDurPtr(b.DurationMs)
+			row.Status, row.Error, row.Dur = b.Status, b.ErrorMessage, fmtDurPtr(b.DurationMs)
 		} else if job.Status.IsTerminal() {
-			row.Status = string(status.StepSkipped)
+			row.Status = status.StepSkipped
 		}
 		rows = append(rows, row)
 	}
 	for i := 0; i < n; i++ {
-		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: string(status.StepPending)}
+		row := stepRow{Index: i, Name: fmt.Sprintf("step %d", i), Status: status.StepPending}
 		if i < len(cfg.Steps) && cfg.Steps[i].Name != "" {
 			row.Name = cfg.Steps[i].Name
 		}
@@ -319,7 +317,7 @@ func stepRows(job *store.Job, steps []*store.Step, base string, now time.Time) [
 			if s.StepName != "" {
 				row.Name = s.StepName
 			}
-			row.Status, row.Exit, row.Error = string(s.Status), s.ExitCode, s.ErrorMessage
+			row.Status, row.Exit, row.Error = s.Status, s.ExitCode, s.ErrorMessage
 			row.Dur = fmtDurPtr(s.DurationMs)
 			if s.Status == status.StepRunning && s.StartedAt != nil {
 				row.Since, row.Elapsed = s.StartedAt.UTC().Format(time.RFC3339), fmtElapsed(now.Sub(*s.StartedAt))
@@ -347,25 +345,25 @@ func hasStep(rows []stepRow, idx int) bool {
 // setupStatus is the state of the job's setup bucket: pending before the
 // job starts, running until its first step reports, then finished (the
 // agent sets up before it runs any step).
-func setupStatus(job *store.Job, steps []*store.Step) string {
+func setupStatus(job *store.Job, steps []*store.Step) status.Step {
 	switch {
 	case job.StartedAt == nil && !job.Status.IsTerminal():
-		return string(status.StepPending)
+		return status.StepPending
 	}
 	for _, s := range steps {
 		if s.Status != status.StepPending {
-			return string(status.StepSuccess)
+			return status.StepSuccess
 		}
 	}
 	switch job.Status {
 	case status.JobFailed, status.JobTimedOutStale:
 		// Ended before any step started: the setup is what failed.
-		return string(status.StepFailed)
+		return status.StepFailed
 	}
 	if job.Status.IsTerminal() {
-		return string(status.StepSuccess)
+		return status.StepSuccess
 	}
-	return string(status.StepRunning)
+	return status.StepRunning
 }
 
 // defaultStep picks the step to show first: the running one, else the
@@ -373,10 +371,10 @@ func setupStatus(job *store.Job, steps []*store.Step) string {
 func defaultStep(rows []stepRow) int {
 	last := -1
 	for _, r := range rows {
-		if s := status.Step(r.Status); s == status.StepRunning || s == status.StepFailed {
+		if s := r.Status; s == status.StepRunning || s == status.StepFailed {
 			return r.Index
 		}
-		if status.Step(r.Status) != status.StepPending {
+		if r.Status != status.StepPending {
 			last = r.Index
 		}
 	}

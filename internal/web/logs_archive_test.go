@@ -29,7 +29,7 @@ func TestLogPagesOfAnArchivedLog(t *testing.T) {
 	job := h.jobIDs[1]
 	var lines []protocol.LogLine
 	for i := 1; i <= 2500; i++ {
-		lines = append(lines, protocol.LogLine{Timestamp: int64(i), Stream: "stdout", Text: fmt.Sprintf("line %d", i)})
+		lines = append(lines, protocol.LogLine{Timestamp: int64(i), Stream: protocol.StreamStdout, Text: fmt.Sprintf("line %d", i)})
 	}
 	if err := arch.Append(h.runID, job, 0, lines); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestNotificationsPageShowsSubscriptionsAndDeliveries(t *testing.T) {
 	mustNotContain(t, "run page", run, `data-delivery-id="del-retry"`)
 
 	scoped := auth.NewAdminTokenPlaintext()
-	tok := &store.AdminToken{ID: "scoped-n", Label: "scoped", Role: auth.RoleAdmin, TokenHash: auth.Hash(scoped), CreatedAt: now}
+	tok := &store.AdminToken{ID: "scoped-n", Label: "scoped", Role: string(auth.RoleAdmin), TokenHash: auth.Hash(scoped), CreatedAt: now}
 	if err := h.st.CreateAdminTokenAudited(ctx, tok, "generic:demo:src-1", &store.AccessLogEntry{Action: "token.create"}); err != nil {
 		t.Fatal(err)
 	}

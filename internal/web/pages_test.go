@@ -185,7 +185,7 @@ func TestRunningStepAndJobShowElapsedTime(t *testing.T) {
 func TestLogTimestampsToggle(t *testing.T) {
 	h := newHarness(t)
 	at := time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
-	if err := h.logs.Append(h.runID, h.jobIDs[0], 1, []protocol.LogLine{{Timestamp: at.UnixMilli(), Stream: "stdout", Text: "hello"}}); err != nil {
+	if err := h.logs.Append(h.runID, h.jobIDs[0], 1, []protocol.LogLine{{Timestamp: at.UnixMilli(), Stream: protocol.StreamStdout, Text: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
 	c := h.client()
@@ -204,7 +204,7 @@ func TestPagedLogShowsLineCountAndEnds(t *testing.T) {
 	h := newHarness(t)
 	lines := make([]protocol.LogLine, 2500)
 	for i := range lines {
-		lines[i] = protocol.LogLine{Timestamp: 1, Stream: "stdout", Text: fmt.Sprintf("line %d", i+1)}
+		lines[i] = protocol.LogLine{Timestamp: 1, Stream: protocol.StreamStdout, Text: fmt.Sprintf("line %d", i+1)}
 	}
 	if err := h.logs.Append(h.runID, h.jobIDs[0], 1, lines); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/approval/hold"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/runs/status"
 
 	"kici.dev/kici/internal/auth"
@@ -155,7 +156,7 @@ type runData struct {
 	CanDecide bool
 	// Platform is the mode when held runs are decided on the KiCI
 	// Platform ("" otherwise).
-	Platform string
+	Platform config.Mode
 	Terminal bool
 	// Artifacts are the run's unexpired artifacts (caches-and-artifacts.md).
 	Artifacts []*store.Artifact
@@ -342,7 +343,7 @@ func actor(p auth.Principal) string {
 // runActionTarget loads the run a run page's POST acts on, which the caller
 // needs perm for, once the service the action needs is wired (else 503
 // with unavailable).
-func (u *UI) runActionTarget(w http.ResponseWriter, r *http.Request, p auth.Principal, perm string, wired bool, unavailable string) (*store.Run, bool) {
+func (u *UI) runActionTarget(w http.ResponseWriter, r *http.Request, p auth.Principal, perm auth.Permission, wired bool, unavailable string) (*store.Run, bool) {
 	run, ok := u.loadRun(w, r, p, perm)
 	if !ok {
 		return nil, false

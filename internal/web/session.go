@@ -195,7 +195,7 @@ func (u *UI) lookupSession(r *http.Request) (*session, auth.Principal, lookupRes
 		return nil, auth.Principal{}, sessionUnknown
 	}
 	if ss.row.Kind == store.WebSessionPerson {
-		return ss, auth.Principal{TokenID: ss.row.Subject, Label: ss.row.Name, Role: ss.row.Role,
+		return ss, auth.Principal{TokenID: ss.row.Subject, Label: ss.row.Name, Role: auth.Role(ss.row.Role),
 			RoutingKey: ss.row.RoutingKey, Person: ss.row.Subject}, sessionOK
 	}
 	p, status, _ := u.d.Auth.AuthenticateHash(r.Context(), ss.row.TokenHash)

@@ -129,14 +129,14 @@ func (u *UI) signInCallback(w http.ResponseWriter, r *http.Request) {
 		u.refused(w, r, id)
 		return
 	}
-	row := &store.WebSession{Kind: store.WebSessionPerson, Subject: id.ID(), Name: clip(id.Display(), 200), Role: role, RoutingKey: rk,
+	row := &store.WebSession{Kind: store.WebSessionPerson, Subject: id.ID(), Name: clip(id.Display(), 200), Role: string(role), RoutingKey: rk,
 		Client: auth.ClientAddr(r)}
 	cookie, _, err := u.sessions.create(r.Context(), row)
 	if err != nil {
 		u.internalError(w, r, err)
 		return
 	}
-	if err := u.d.Store.AppendAccessLog(r.Context(), &store.AccessLogEntry{TokenID: row.Subject, TokenLabel: row.Name, Role: role,
+	if err := u.d.Store.AppendAccessLog(r.Context(), &store.AccessLogEntry{TokenID: row.Subject, TokenLabel: row.Name, Role: string(role),
 		RoutingKey: rk, Action: "web.sign_in", Resource: "web_session:" + row.ID, Detail: row.Subject + " via " + p.Name()}); err != nil {
 		u.log.Error("web: access log write failed", "action", "web.sign_in", "error", err)
 	}

@@ -137,7 +137,7 @@ func TestSignInOIDC(t *testing.T) {
 	}
 
 	sessions, _ := h.st.ListWebSessions(context.Background(), id)
-	if len(sessions) != 1 || sessions[0].Role != auth.RoleAuditor || sessions[0].Kind != store.WebSessionPerson {
+	if len(sessions) != 1 || sessions[0].Role != string(auth.RoleAuditor) || sessions[0].Kind != store.WebSessionPerson {
 		t.Fatalf("stored sessions: %+v", sessions)
 	}
 	if n, err := h.st.DeleteWebSessionsOf(context.Background(), id); n != 1 || err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/auth"
+
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 )
@@ -33,7 +35,7 @@ func TestSourcesPageNamesForges(t *testing.T) {
 		}
 	}
 	c := h.client()
-	c.signIn(h.tokens["owner"])
+	c.signIn(h.tokens[auth.RoleOwner])
 	code, body, _ := c.get("/ui/sources")
 	if code != 200 {
 		t.Fatalf("sources page: %d", code)
@@ -63,7 +65,7 @@ func TestSourcesPageShowsOrgWideDenial(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.client()
-	c.signIn(h.tokens["owner"])
+	c.signIn(h.tokens[auth.RoleOwner])
 	_, body, _ := c.get("/ui/sources")
 	mustContain(t, "sources", body, "<dt>Org-wide workflows</dt><dd>denied by the operator</dd>")
 }

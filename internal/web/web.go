@@ -27,6 +27,7 @@ import (
 	"kici.dev/kici/internal/approval"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/dispatch"
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/scaler"
@@ -82,7 +83,8 @@ type Deps struct {
 
 	// Version and Mode (KICI_MODE) are shown on the settings page; in a
 	// Platform-connected mode held runs are decided on the Platform.
-	Version, Mode string
+	Version string
+	Mode    config.Mode
 	// PublicURL (KICI_PUBLIC_URL) is the address browsers use; an https
 	// URL marks the session cookie Secure even behind a TLS-terminating
 	// proxy.

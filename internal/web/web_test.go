@@ -271,7 +271,7 @@ func TestScopedTokenSeesOnlyItsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := auth.NewAdminTokenPlaintext()
-	tok := &store.AdminToken{ID: "scoped-1", Label: "scoped", Role: auth.RoleAdmin, TokenHash: auth.Hash(plain), CreatedAt: time.Now().UTC()}
+	tok := &store.AdminToken{ID: "scoped-1", Label: "scoped", Role: string(auth.RoleAdmin), TokenHash: auth.Hash(plain), CreatedAt: time.Now().UTC()}
 	if err := h.st.CreateAdminTokenAudited(ctx, tok, "generic:demo:src-1", &store.AccessLogEntry{Action: "token.create"}); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ValidateSHA(opts.SHA); err != nil {
 		return err
 	}
-	if opts.Auth != nil && opts.Auth.Kind != "" && opts.Auth.Kind != "basic" {
+	if opts.Auth != nil && opts.Auth.Kind != "" && opts.Auth.Kind != protocol.AuthBasic {
 		return fmt.Errorf("checkout: unsupported source auth kind %q (only basic)", opts.Auth.Kind)
 	}
 	timeout := opts.Timeout

@@ -103,7 +103,7 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 	var log logBuf
 	err := Run(context.Background(), Options{
 		RepoURL: srv.URL + "/o/r.git", SHA: strings.Repeat("0", 39) + "1", Dir: t.TempDir(),
-		Auth: &protocol.SourceAuth{Kind: "basic", User: user, Secret: secret}, Log: log.add,
+		Auth: &protocol.SourceAuth{Kind: protocol.AuthBasic, User: user, Secret: secret}, Log: log.add,
 	})
 	if err == nil {
 		t.Fatal("expected an error")

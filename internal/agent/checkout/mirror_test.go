@@ -171,7 +171,7 @@ func TestMirrorKeepsCredentialsOut(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "src")
 	var log logBuf
 	err := Run(context.Background(), Options{RepoURL: srv.URL + "/", SHA: sha, Dir: dir, MirrorRoot: root,
-		Auth: &protocol.SourceAuth{Kind: "basic", User: user, Secret: secret}, Log: log.add})
+		Auth: &protocol.SourceAuth{Kind: protocol.AuthBasic, User: user, Secret: secret}, Log: log.add})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -26,8 +26,8 @@ const (
 
 // Stream names used in protocol.LogLine.Stream.
 const (
-	Stdout = "stdout"
-	Stderr = "stderr"
+	Stdout = protocol.StreamStdout
+	Stderr = protocol.StreamStderr
 )
 
 // Options configures a Stream.
@@ -88,7 +88,7 @@ func New(opts Options) *Stream {
 // AddLine adds one line (without its newline) from stream (Stdout/Stderr or
 // "" for agent-generated lines). Invalid UTF-8 is replaced with U+FFFD, lines
 // longer than MaxLineBytes are split, secrets are masked.
-func (s *Stream) AddLine(stream, text string) {
+func (s *Stream) AddLine(stream protocol.LogStream, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.addLocked(stream, s.opts.Masker.Mask(text))
@@ -96,7 +96,7 @@ func (s *Stream) AddLine(stream, text string) {
 
 // addLocked adds one already masked line: masking happens before the line
 // is cut at MaxLineBytes, so no secret can straddle the cut.
-func (s *Stream) addLocked(stream, text string) {
+func (s *Stream) addLocked(stream protocol.LogStream, text string) {
 	if s.closed {
 		return
 	}
@@ -123,7 +123,7 @@ func (s *Stream) addLocked(stream, text string) {
 	}
 }
 
-func (s *Stream) addOneLocked(stream, text string) {
+func (s *Stream) addOneLocked(stream protocol.LogStream, text string) {
 	if s.truncated {
 		return
 	}
@@ -216,7 +216,7 @@ func (s *Stream) Truncated() bool {
 // possible secret prefix at the end of a write is held back until the next
 // write (or Close) decides it. A partial last line is held until more input
 // or Close.
-func (s *Stream) Writer(stream string) io.Writer {
+func (s *Stream) Writer(stream protocol.LogStream) io.Writer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := &lineWriter{s: s, stream: stream}
@@ -226,7 +226,7 @@ func (s *Stream) Writer(stream string) io.Writer {
 
 type lineWriter struct {
 	s      *Stream
-	stream string
+	stream protocol.LogStream
 	hold   []byte // unmasked bytes that may begin a secret
 	out    []byte // scratch for the masked bytes of one write
 	buf    []byte // the current partial line (masked)

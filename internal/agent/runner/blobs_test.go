@@ -34,7 +34,7 @@ func TestServicesWithoutContainerRefusedNotRunOnHost(t *testing.T) {
 func TestJobHome(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "env")
 	no := false
-	lj := lockfile.Job{Type: "static", Name: "b", Checkout: &no, Steps: []lockfile.Step{{Name: "s",
+	lj := lockfile.Job{Type: lockfile.JobStatic, Name: "b", Checkout: &no, Steps: []lockfile.Step{{Name: "s",
 		Run: `echo "home=$HOME gocache=${GOCACHE-unset} files=$(ls -A "$HOME" | wc -l)" > ` + out}}}
 	cfg, _ := json.Marshal(lj)
 	host := append(os.Environ(), "HOME=/root-shared", "GOCACHE=/shared/go-build")

@@ -37,7 +37,7 @@ func (r *recorder) Send(msg any) {
 func cleanupJob(t *testing.T, dir string, grace int) *protocol.JobDispatch {
 	t.Helper()
 	no := false
-	job := lockfile.Job{Type: "static", Name: "deploy", Checkout: &no, GracePeriod: grace, Steps: []lockfile.Step{
+	job := lockfile.Job{Type: lockfile.JobStatic, Name: "deploy", Checkout: &no, GracePeriod: grace, Steps: []lockfile.Step{
 		{Name: "stubborn", Run: "trap '' TERM\nsleep 300 &\necho $$ $! > " + filepath.Join(dir, "pids") + "\nwhile true; do sleep 0.05; done"},
 		{Name: "never", Run: "touch " + filepath.Join(dir, "never")},
 		{Name: "on-failure-only", RunOn: []string{"failed"}, Run: "touch " + filepath.Join(dir, "onfail")},
@@ -147,7 +147,7 @@ func TestForcedCancelSkipsCleanup(t *testing.T) {
 func TestOnFailureStepRunsAfterFailure(t *testing.T) {
 	dir := t.TempDir()
 	no := false
-	job := lockfile.Job{Type: "static", Name: "j", Checkout: &no, Steps: []lockfile.Step{
+	job := lockfile.Job{Type: lockfile.JobStatic, Name: "j", Checkout: &no, Steps: []lockfile.Step{
 		{Name: "boom", Run: "exit 4"},
 		{Name: "next", Run: "touch " + filepath.Join(dir, "next")},
 		{Name: "notify", RunOn: []string{"failed"}, Run: "touch " + filepath.Join(dir, "notified")},
@@ -173,7 +173,7 @@ func TestOnFailureStepRunsAfterFailure(t *testing.T) {
 func TestNoisyStepKilledAtJobDeadlineAndCleanupRuns(t *testing.T) {
 	dir := t.TempDir()
 	no := false
-	job := lockfile.Job{Type: "static", Name: "noisy", Checkout: &no, Timeout: 800, GracePeriod: 1, Steps: []lockfile.Step{
+	job := lockfile.Job{Type: lockfile.JobStatic, Name: "noisy", Checkout: &no, Timeout: 800, GracePeriod: 1, Steps: []lockfile.Step{
 		{Name: "spam", Run: "trap '' TERM\nwhile true; do echo spam; done"},
 		{Name: "report", RunOn: []string{"failed"}, Run: "touch " + filepath.Join(dir, "reported")},
 	}}
@@ -217,7 +217,7 @@ func TestServerCancelStopsJobBlockedInNetworkCall(t *testing.T) {
 			}
 		}
 	}()
-	job := lockfile.Job{Type: "static", Name: "stuck", Steps: []lockfile.Step{{Name: "s", Run: "echo never"}}}
+	job := lockfile.Job{Type: lockfile.JobStatic, Name: "stuck", Steps: []lockfile.Step{{Name: "s", Run: "echo never"}}}
 	cfg, _ := json.Marshal(job)
 	r := New(Options{WorkRoot: t.TempDir(), HostEnv: []string{"PATH=" + os.Getenv("PATH")}}, &recorder{})
 	done := make(chan *Result, 1)

@@ -43,7 +43,7 @@ func TestDriftCheck(t *testing.T) {
 	sha := git("rev-parse", "HEAD")
 
 	run := func(c *lockfile.DriftCheck) (*Result, *recorder) {
-		job := lockfile.Job{Type: "static", Name: "a", DriftCheck: c, Steps: []lockfile.Step{{Name: "s", Run: "true"}}}
+		job := lockfile.Job{Type: lockfile.JobStatic, Name: "a", DriftCheck: c, Steps: []lockfile.Step{{Name: "s", Run: "true"}}}
 		cfg, _ := json.Marshal(job)
 		rec := &recorder{}
 		r := New(Options{WorkRoot: t.TempDir(), HostEnv: os.Environ()}, rec)

@@ -83,7 +83,7 @@ func (j *job) undoAs(created []string) {
 // binary re-executed as a child with the step user's uid and gid (and no
 // supplementary groups), so the root agent never reads or writes a job
 // path itself.
-func (j *job) transferAs(ctx context.Context, op string, req transfer.ChildRequest, in io.Reader, out io.Writer) (transfer.ChildResult, error) {
+func (j *job) transferAs(ctx context.Context, op transfer.Op, req transfer.ChildRequest, in io.Reader, out io.Writer) (transfer.ChildResult, error) {
 	id := j.identity()
 	if in == nil {
 		in = bytes.NewReader(nil)
@@ -108,7 +108,7 @@ func (j *job) transferAs(ctx context.Context, op string, req transfer.ChildReque
 		reqW.Close()
 		return transfer.ChildResult{}, err
 	}
-	cmd := exec.CommandContext(ctx, j.r.opts.AgentBinary, transfer.ChildArg, op)
+	cmd := exec.CommandContext(ctx, j.r.opts.AgentBinary, transfer.ChildArg, string(op))
 	cmd.Env = []string{} // nothing of the agent's environment
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout = in, out

@@ -182,7 +182,7 @@ func (j *job) stepEnv(res *Result, upto int) expr.StepEnv {
 		env.Event.Tag = t
 	}
 	for name, st := range d.UpstreamJobStatuses {
-		env.Needs[name] = expr.Need{Result: st, Outputs: d.UpstreamJobOutputs[name]}
+		env.Needs[name] = expr.Need{Result: string(st), Outputs: d.UpstreamJobOutputs[name]}
 	}
 	for i := 0; i < upto && i < len(res.Steps); i++ {
 		s := expr.Step{Outcome: string(res.Steps[i].Status)}

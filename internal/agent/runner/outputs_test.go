@@ -37,7 +37,7 @@ func TestParseOutputs(t *testing.T) {
 func runJob(t *testing.T, job lockfile.Job, d *protocol.JobDispatch) (*Result, *recorder) {
 	t.Helper()
 	no := false
-	job.Type, job.Name, job.Checkout = "static", "build", &no
+	job.Type, job.Name, job.Checkout = lockfile.JobStatic, "build", &no
 	cfg, err := json.Marshal(job)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ echo "internal=x" >> "$KICI_OUTPUT"`, Secrets: map[string]string{"TOK": "s:tok"}
 		},
 	}
 	res, rec := runJob(t, job, &protocol.JobDispatch{Secrets: map[string]string{"s:tok": "hunter2"},
-		UpstreamJobStatuses: map[string]string{"up": "success"}})
+		UpstreamJobStatuses: map[string]status.Job{"up": status.JobSuccess}})
 	if res.State != status.JobSuccess {
 		t.Fatalf("state = %s (%s)", res.State, res.Error)
 	}

@@ -22,11 +22,18 @@ import (
 // descriptor 4.
 const ChildArg = "__kici-transfer"
 
+// Op is the operation a transfer child runs, its argument after ChildArg:
+// OpPack, OpUnpack or OpUndo (a kici-agent internal vocabulary).
+type Op string
+
 // Operations of a transfer child.
 const (
-	OpPack   = "pack"
-	OpUnpack = "unpack"
-	OpUndo   = "undo"
+	// OpPack writes an archive of ChildRequest.Roots to stdout.
+	OpPack Op = "pack"
+	// OpUnpack extracts an archive from stdin under ChildRequest.Roots.
+	OpUnpack Op = "unpack"
+	// OpUndo removes the paths a failed unpack created (ChildRequest.Created).
+	OpUndo Op = "undo"
 )
 
 // ChildRequest is the input of a transfer child.
@@ -65,7 +72,7 @@ func ChildMain(args []string) int {
 		fmt.Fprintln(os.Stderr, ChildArg+": request:", err)
 		return 2
 	}
-	res := RunChild(args[1], req, os.Stdin, os.Stdout)
+	res := RunChild(Op(args[1]), req, os.Stdin, os.Stdout)
 	if err := json.NewEncoder(resFile).Encode(res); err != nil {
 		return 2
 	}
@@ -78,7 +85,7 @@ func ChildMain(args []string) int {
 // RunChild performs one operation of a transfer child in this process: in
 // the child itself, or in the agent where the agent's user is the job's.
 // A failed unpack undoes what it created.
-func RunChild(op string, req ChildRequest, in io.Reader, out io.Writer) ChildResult {
+func RunChild(op Op, req ChildRequest, in io.Reader, out io.Writer) ChildResult {
 	var res ChildResult
 	var err error
 	switch op {
@@ -98,7 +105,7 @@ func RunChild(op string, req ChildRequest, in io.Reader, out io.Writer) ChildRes
 	case OpUndo:
 		Undo(req.Created)
 	default:
-		err = errors.New("unknown operation " + op)
+		err = errors.New("unknown operation " + string(op))
 	}
 	if err != nil {
 		res.Error = err.Error()

@@ -43,7 +43,7 @@ roles:
 	if p[2].URL != "https://git.example.com" || p[3].URL != "https://gitlab.com" {
 		t.Errorf("forge URLs: %q %q", p[2].URL, p[3].URL)
 	}
-	if role, _, ok := c.RoleMap().Resolve(identity("gitea", "alice")); !ok || role != "owner" {
+	if role, _, ok := c.RoleMap().Resolve(identity("gitea", "alice")); !ok || role != auth.RoleOwner {
 		t.Errorf("role map: %q %v", role, ok)
 	}
 }

@@ -19,9 +19,9 @@ var fuzzCustom = Config{
 }
 
 var fuzzWorkflow = &lockfile.Workflow{Name: "w", Triggers: []lockfile.Trigger{
-	{Type: "push", Branches: []lockfile.Pattern{{Type: "glob", Pattern: "**"}}, Paths: []string{"src/**"}},
+	{Type: "push", Branches: []lockfile.Pattern{{Type: lockfile.PatternGlob, Pattern: "**"}}, Paths: []string{"src/**"}},
 	{Type: "pr", Events: []string{"synchronize"}},
-	{Type: "comment", CommentOn: "pr", BodyMatch: &lockfile.Pattern{Type: "glob", Pattern: "/deploy*"}},
+	{Type: "comment", CommentOn: "pr", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: "/deploy*"}},
 	{Type: "review", States: []string{"approved"}},
 	{Type: "release"}, {Type: "create"}, {Type: "tag"}, {Type: "fork"},
 }}

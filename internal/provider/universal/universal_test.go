@@ -2,12 +2,13 @@ package universal
 
 import (
 	"errors"
-	"kici.dev/kici/internal/testutil/fixtures"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"kici.dev/kici/internal/testutil/fixtures"
 
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
@@ -78,7 +79,7 @@ func TestGiteaFamily(t *testing.T) {
 // TestGiteaCommentSourceAndReviewState: the payload gets GitHub-shaped
 // fields, so comment `on: issue|pr` and review `states` triggers work.
 func TestGiteaCommentSourceAndReviewState(t *testing.T) {
-	wf := &lockfile.Workflow{Name: "w", Triggers: []lockfile.Trigger{{Type: "comment", CommentOn: "issue", BodyMatch: &lockfile.Pattern{Type: "glob", Pattern: "/deploy*"}}}}
+	wf := &lockfile.Workflow{Name: "w", Triggers: []lockfile.Trigger{{Type: "comment", CommentOn: "issue", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternGlob, Pattern: "/deploy*"}}}}
 	ev, _, err := Normalize(Config{Preset: PresetGitea}, "issue_comment", read(t, "gitea-issue-comment.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestGitLab(t *testing.T) {
 		checkEvent(t, tc.file, ev, ref, tc.w, "gitlab-repo")
 	}
 	ev, _, _ := Normalize(cfg, "Note Hook", read(t, "gitlab-note.json"))
-	wf := &lockfile.Workflow{Name: "w", Triggers: []lockfile.Trigger{{Type: "comment", CommentOn: "pr", BodyMatch: &lockfile.Pattern{Type: "regex", Pattern: `^/deploy\s+\w+$`}}}}
+	wf := &lockfile.Workflow{Name: "w", Triggers: []lockfile.Trigger{{Type: "comment", CommentOn: "pr", BodyMatch: &lockfile.Pattern{Type: lockfile.PatternRegex, Pattern: `^/deploy\s+\w+$`}}}}
 	if d := trigger.MatchWorkflow(wf, ev); !d.Matched {
 		t.Errorf("MR note did not match a pr comment trigger: %+v", d)
 	}

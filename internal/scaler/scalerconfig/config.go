@@ -14,10 +14,17 @@ import (
 	"github.com/goccy/go-yaml"
 )
 
+// BackendType is a scaler's backend, the `type` of a scalers.yaml entry:
+// one of the Type* constants (KiCI's bare-metal, container and firecracker,
+// and the kici qemu backend), see docs/kici-compatibility.md#scaling.
+type BackendType string
+
 // Backend types accepted in scalers.yaml (KiCI `type`).
 const (
-	TypeBareMetal = "bare-metal"
-	TypeContainer = "container"
+	// TypeBareMetal runs each agent as a process on the orchestrator's host (KiCI).
+	TypeBareMetal BackendType = "bare-metal"
+	// TypeContainer runs each agent in a Docker container (KiCI).
+	TypeContainer BackendType = "container"
 )
 
 // DefaultGlobalMaxAgents is globalMaxAgents when the file omits it (KiCI).
@@ -60,7 +67,7 @@ type Entry struct {
 	// kici:scaler:<name> label and the kici-scaler-name container label.
 	Name string `yaml:"name" json:"name"`
 	// Type is bare-metal, container or firecracker. It cannot change on reload.
-	Type string `yaml:"type" json:"type"`
+	Type BackendType `yaml:"type" json:"type"`
 	// MaxAgents caps this scaler's agents (alive or spawning); required, > 0.
 	MaxAgents int `yaml:"maxAgents" json:"maxAgents"`
 	// MaxConcurrentSpawns bounds concurrent backend spawn calls (default 8).

@@ -9,7 +9,7 @@ import (
 )
 
 // TypeFirecracker is the Firecracker microVM backend type (KiCI).
-const TypeFirecracker = "firecracker"
+const TypeFirecracker BackendType = "firecracker"
 
 // Firecracker defaults (KiCI scalerEntrySchema and firecrackerNetworkSchema).
 const (

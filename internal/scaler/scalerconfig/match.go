@@ -63,7 +63,7 @@ func (e *Entry) enriched(ls *LabelSet) []string {
 	p, _ := e.platform()
 	l := append([]string(nil), ls.Labels...)
 	l = append(l, platformLabels(p)...)
-	l = append(l, "kici:scaler:"+e.Name, "kici:agent:"+e.Type)
+	l = append(l, "kici:scaler:"+e.Name, "kici:agent:"+string(e.Type))
 	if e.Roles != nil {
 		for _, r := range *e.Roles {
 			if r != "all" {

@@ -8,7 +8,7 @@ import (
 // TypeQEMU is the microVM backend driven through QEMU: a VM per job on any
 // Linux host, with KVM where it works and software emulation (TCG) where
 // it does not (docs/scaling.md, "QEMU microVMs").
-const TypeQEMU = "qemu"
+const TypeQEMU BackendType = "qemu"
 
 // QEMU defaults.
 const (
@@ -21,22 +21,34 @@ const (
 	DefaultQEMUUser = 65534
 )
 
+// Accel is how a qemu scaler's guests are accelerated, its `accel`: one of
+// the Accel* constants (kici's qemu backend, docs/scaling.md).
+type Accel string
+
 // Accelerations of a qemu scaler (accel).
 const (
-	AccelAuto = "auto" // a boot probe with KVM at start; TCG when it fails
-	AccelKVM  = "kvm"
-	AccelTCG  = "tcg"
+	// AccelAuto boots a probe with KVM at start and falls back to TCG when
+	// it fails (the default).
+	AccelAuto Accel = "auto"
+	// AccelKVM uses hardware virtualisation (/dev/kvm) and fails without it.
+	AccelKVM Accel = "kvm"
+	// AccelTCG uses QEMU's software emulation.
+	AccelTCG Accel = "tcg"
 )
+
+// GuestNetwork is how a qemu scaler's guests reach the network, its
+// `network`: NetworkUser or NetworkTap (kici's qemu backend, docs/scaling.md).
+type GuestNetwork string
 
 // Networks of a qemu scaler's guests (network).
 const (
 	// NetworkUser is QEMU's user-mode network, restricted to forwarded
 	// ports (the orchestrator's and hostPorts).
-	NetworkUser = "user"
+	NetworkUser GuestNetwork = "user"
 	// NetworkTap puts each guest on the bridge of the file's firecracker:
 	// block through a TAP of its own, with an address from its subnet and
 	// the same nftables contract as Firecracker VMs.
-	NetworkTap = "tap"
+	NetworkTap GuestNetwork = "tap"
 )
 
 // QEMUEntry are the qemu-only fields of a scaler entry. kernelPath,
@@ -49,7 +61,7 @@ type QEMUEntry struct {
 	// cpio, `make vm-image`); required, absolute.
 	InitrdPath string `yaml:"initrdPath" json:"initrdPath,omitempty"`
 	// Accel is auto (default), kvm or tcg.
-	Accel string `yaml:"accel" json:"accel,omitempty"`
+	Accel Accel `yaml:"accel" json:"accel,omitempty"`
 	// Machine is QEMU's machine type: microvm (default) or pc.
 	Machine string `yaml:"machine" json:"machine,omitempty"`
 	// VMDir holds the VMs' directories (default /var/lib/kici/vms).
@@ -61,7 +73,7 @@ type QEMUEntry struct {
 	// GuestNetwork (network) is user (default) or tap (NetworkUser,
 	// NetworkTap). With tap, hostPorts are ports of the bridge's gateway
 	// address.
-	GuestNetwork string `yaml:"network" json:"network,omitempty"`
+	GuestNetwork GuestNetwork `yaml:"network" json:"network,omitempty"`
 }
 
 // validateQEMU checks and defaults a qemu entry (path p).

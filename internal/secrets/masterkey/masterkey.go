@@ -37,11 +37,18 @@ const Size = 32
 // FileName is the embedded default key file inside the data directory.
 const FileName = "secret.key"
 
-// Source names where a loaded key came from.
+// Source names where a loaded key came from (Key.Source): SourceEnv,
+// SourceFile or SourceDataDir, kici's key sources (docs/configuration.md).
+type Source string
+
+// Sources of a loaded key.
 const (
-	SourceEnv     = "KICI_SECRET_KEY"
-	SourceFile    = "KICI_SECRET_KEY_FILE"
-	SourceDataDir = "data-dir"
+	// SourceEnv: the key is KICI_SECRET_KEY's value.
+	SourceEnv Source = "KICI_SECRET_KEY"
+	// SourceFile: the key was read from the file KICI_SECRET_KEY_FILE names.
+	SourceFile Source = "KICI_SECRET_KEY_FILE"
+	// SourceDataDir: the key is the data directory's FileName.
+	SourceDataDir Source = "data-dir"
 )
 
 // version prefixes every sealed value.
@@ -54,7 +61,7 @@ var ErrOpen = errors.New("masterkey: cannot open sealed value (wrong key, wrong 
 // Key is a loaded master key. It is safe for concurrent use.
 type Key struct {
 	aead   cipher.AEAD
-	source string
+	source Source
 }
 
 // New returns a Key from 32 raw bytes.
@@ -75,7 +82,7 @@ func New(raw []byte) (*Key, error) {
 
 // Source reports where the key came from: SourceEnv, SourceFile or
 // SourceDataDir ("" for New).
-func (k *Key) Source() string { return k.source }
+func (k *Key) Source() Source { return k.source }
 
 // Load resolves the master key as described in the package documentation.
 // getenv reads the environment (os.Getenv when nil). dataDir is only used
