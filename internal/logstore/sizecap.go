@@ -13,11 +13,11 @@ import (
 const DefaultStepLogMaxBytes = 256 << 20
 
 // CapMarkerStream is the stream of the line that marks where a step's log
-// was cut by the size cap; CapMarkerPrefix starts its text.
-const (
-	CapMarkerStream protocol.LogStream = "kici"
-	CapMarkerPrefix                    = "[kici] log truncated:"
-)
+// was cut by the size cap.
+const CapMarkerStream protocol.LogStream = "kici"
+
+// CapMarkerPrefix starts the text of the size cap's marker line.
+const CapMarkerPrefix = "[kici] log truncated:"
 
 // capMarker is the line stored once when a step's agent output passes max
 // bytes. The step goes on and its result is unchanged; only its output is
