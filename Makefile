@@ -64,8 +64,10 @@ test: test-deps
 # concurrent processes of one test binary, split by the durations in
 # e2e/testdata/durations.txt (scripts/e2eshard). The lint (what make lint
 # runs; spelled out, not a sub-make, so make -n stays a dry run) runs in the
-# background beside the unit tests (a few seconds once its cache is warm);
-# its output is shown when they end and its failure fails the target.
+# background beside the unit tests (a few seconds once its cache is warm;
+# the first run on a machine installs golangci-lint there, a few minutes
+# hidden behind the tests); its output is shown when they end and its
+# failure fails the target.
 E2E_SHARDS ?= 2
 test-run: build fmt-check vet lock-check
 	@lintlog=$$(mktemp); \

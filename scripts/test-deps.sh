@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages `make test` needs, when any is missing, then
-# builds the Gitea release the forge tests run against (scripts/gitea.sh)
-# and installs the golangci-lint release make lint runs
-# (scripts/golangci-lint.sh); both are cached, so only the first run on a
-# machine pays their few minutes.
+# builds the Gitea release the forge tests run against (scripts/gitea.sh);
+# it is cached, so only the first run on a machine pays its few minutes.
+# The golangci-lint release is installed (once, cached the same way) by
+# the lint of make test itself, which runs beside the unit tests so a first
+# install costs no wall time (scripts/golangci-lint.sh).
 # Idempotent: with everything installed it changes nothing and touches no
 # network. As root it runs `apt-get update` once, then `apt-get install -y`
 # of the missing packages; as another user it stops with the exact command
@@ -39,11 +40,9 @@ for p in "${PACKAGES[@]}"; do
   installed "$p" || missing+=("$p")
 done
 # gitea builds (once, cached by version) the real Gitea the corpus's
-# Gitea pipelines push to (e2e/gitea_harness_test.go); tools adds the
-# golangci-lint release the lint of make test runs (once, cached by
-# version; it reports the version it found).
+# Gitea pipelines push to (e2e/gitea_harness_test.go).
 gitea() { bash "$(dirname "$0")/gitea.sh" >/dev/null; }
-tools() { gitea; bash "$(dirname "$0")/golangci-lint.sh" >/dev/null; }
+tools() { gitea; }
 
 if [ ${#missing[@]} -eq 0 ]; then
   tools
