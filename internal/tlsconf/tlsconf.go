@@ -9,6 +9,7 @@
 package tlsconf
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -29,8 +30,7 @@ const (
 	CAFileVar = "KICI_TLS_CA_FILE"
 )
 
-// DefaultWatchInterval is how often Watch looks at the files' size and
-// modification time.
+// DefaultWatchInterval is how often Watch looks at the files' contents.
 const DefaultWatchInterval = 10 * time.Second
 
 // Reloader holds the serving certificate and swaps it on Reload; its
@@ -41,7 +41,7 @@ type Reloader struct {
 
 	mu    sync.RWMutex
 	cert  *tls.Certificate
-	stamp string // size and mtime of both files at the last load
+	stamp string // digest of both files' contents as they were read before the last load
 }
 
 // NewReloader loads certFile and keyFile. Errors name the files and what
@@ -58,21 +58,30 @@ func NewReloader(certFile, keyFile string) (*Reloader, error) {
 // the new certificate from the next handshake on. On error the previous
 // certificate stays in force and the error says why.
 func (r *Reloader) Reload() error {
-	stamp := r.fileStamp()
+	_, err := r.load()
+	return err
+}
+
+// load is Reload that also returns the files' stamp as read before the
+// load: Watch remembers it after a failed load, so the next tick retries
+// exactly when the files changed after that read (a pair caught
+// half-written is retried once its second file lands).
+func (r *Reloader) load() (stamp string, err error) {
+	stamp = r.fileStamp()
 	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
-		return fmt.Errorf("TLS certificate %s / key %s: %w (%s and %s must name a PEM certificate chain and its private key)",
+		return stamp, fmt.Errorf("TLS certificate %s / key %s: %w (%s and %s must name a PEM certificate chain and its private key)",
 			r.certFile, r.keyFile, err, CertFileVar, KeyFileVar)
 	}
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return fmt.Errorf("TLS certificate %s: %w", r.certFile, err)
+			return stamp, fmt.Errorf("TLS certificate %s: %w", r.certFile, err)
 		}
 	}
 	r.mu.Lock()
 	r.cert, r.stamp = &cert, stamp
 	r.mu.Unlock()
-	return nil
+	return stamp, nil
 }
 
 // Leaf returns the certificate being served (parsed).
@@ -96,8 +105,10 @@ func (r *Reloader) ServerConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate, NextProtos: []string{"http/1.1"}}
 }
 
-// Changed reports whether either file's size or modification time differs
-// from the last successful load.
+// Changed reports whether either file's contents differ from what the last
+// load read. Contents, not size and modification time: a renewed
+// certificate has the size of the old one, and two writes within one tick
+// of the file system's clock share a modification time.
 func (r *Reloader) Changed() bool {
 	s := r.fileStamp()
 	r.mu.RLock()
@@ -121,12 +132,12 @@ func (r *Reloader) Watch(stop <-chan struct{}, interval time.Duration, onReload 
 		case <-t.C:
 		}
 		if r.Changed() {
-			err := r.Reload()
+			stamp, err := r.load()
 			if err != nil {
-				// Remember the failed files so a half-written pair is not
-				// retried every tick; the next change retries.
+				// Remember the files that failed so a broken pair is not
+				// retried every tick; any later change retries.
 				r.mu.Lock()
-				r.stamp = r.fileStamp()
+				r.stamp = stamp
 				r.mu.Unlock()
 			}
 			onReload(err)
@@ -134,16 +145,19 @@ func (r *Reloader) Watch(stop <-chan struct{}, interval time.Duration, onReload 
 	}
 }
 
+// fileStamp digests both files' contents (a few KiB; read once per
+// watch tick), "missing" for a file that cannot be read.
 func (r *Reloader) fileStamp() string {
-	s := ""
+	h := sha256.New()
 	for _, f := range []string{r.certFile, r.keyFile} {
-		if fi, err := os.Stat(f); err == nil {
-			s += fmt.Sprintf("%d@%d;", fi.Size(), fi.ModTime().UnixNano())
-		} else {
-			s += "missing;"
+		b, err := os.ReadFile(f)
+		if err != nil {
+			b = []byte("missing")
 		}
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
 	}
-	return s
+	return string(h.Sum(nil))
 }
 
 // ClientConfig returns a client tls.Config trusting the system roots plus

@@ -91,3 +91,88 @@ func TestReloaderKeepsLastGoodPairAndClientCAChecks(t *testing.T) {
 		t.Fatalf("non-PEM CA file: %v", err)
 	}
 }
+
+// A renewal that leaves both files with their old sizes and modification
+// times (a renewed certificate has the old one's size; two writes within
+// one tick of the file system's clock share a time) is still seen.
+func TestChangedSeesARenewalOfTheSameSizeAndTime(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	selfSigned(t, 10, cert, key)
+	r, err := NewReloader(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(f string) int64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	oldCert, oldKey := size(cert), size(key)
+	old := time.Now().Add(-time.Minute).Truncate(time.Second)
+	// ECDSA signatures vary in length by a byte or two: renew until the
+	// new pair has the old sizes.
+	for i := 0; ; i++ {
+		if err := os.Chtimes(cert, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(key, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := r.Reload(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		selfSigned(t, 11, cert, key)
+		if size(cert) == oldCert && size(key) == oldKey {
+			break
+		}
+		if i == 50 {
+			t.Fatal("no renewal of the same size in 50 tries")
+		}
+	}
+	for _, f := range []string{cert, key} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r.Changed() {
+		t.Fatal("a renewal with the old sizes and modification times went unseen")
+	}
+}
+
+// Watch retries a pair it caught half-written once the second file lands.
+func TestWatchRetriesAHalfWrittenPair(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	selfSigned(t, 20, cert, key)
+	r, err := NewReloader(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, 16)
+	stop := make(chan struct{})
+	defer close(stop)
+	go r.Watch(stop, 5*time.Millisecond, func(err error) { results <- err })
+	// The certificate of the next pair arrives first.
+	next := filepath.Join(dir, "next")
+	selfSigned(t, 21, next+".c", next+".k")
+	if err := os.Rename(next+".c", cert); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-results; err == nil {
+		t.Fatal("a certificate without its key loaded")
+	}
+	if err := os.Rename(next+".k", key); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-results; err != nil {
+		t.Fatalf("the completed pair: %v", err)
+	}
+	if got := r.Leaf().SerialNumber.Int64(); got != 21 {
+		t.Fatalf("serving serial %d, want 21", got)
+	}
+}
