@@ -85,7 +85,7 @@ type Processor struct {
 	// groups records runs in their concurrency group (concurrency.go).
 	groups GroupEnterer
 
-	ch chan string
+	ch chan submitted
 
 	mu      sync.Mutex
 	claimed map[string]bool
@@ -148,7 +148,7 @@ func NewProcessor(st store.Store, tracker *runs.Tracker, logger *slog.Logger, de
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
+	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan submitted, DefaultQueueSize),
 		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
 		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
 		libraries: deps.Libraries}
@@ -184,10 +184,24 @@ func (p *Processor) Stop() {
 // the buffer is full the id is dropped here and the re-scan picks the
 // delivery up from the store.
 func (p *Processor) Submit(deliveryID string) {
+	p.submit(submitted{id: deliveryID})
+}
+
+// SubmitDelivery is Submit for a delivery whose row is in hand (the
+// webhook ingress has just stored it): its order key is taken from d, so
+// scheduling it reads nothing from the store (webhook.DeliverySubmitter).
+func (p *Processor) SubmitDelivery(d *store.Delivery) {
+	if d.Status != store.DeliveryReceived {
+		return
+	}
+	p.submit(submitted{id: d.ID, key: orderKey(d)})
+}
+
+func (p *Processor) submit(sub submitted) {
 	select {
-	case p.ch <- deliveryID:
+	case p.ch <- sub:
 	default:
-		p.log.Warn("ingest: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
+		p.log.Warn("ingest: submit buffer full; delivery left for re-scan", "deliveryId", sub.id)
 	}
 }
 

@@ -444,7 +444,7 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	leftover := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	// A buffer of one: the second Submit is dropped and must come back via
 	// the re-scan.
-	h.proc.ch = make(chan string, 1)
+	h.proc.ch = make(chan submitted, 1)
 	h.proc.RescanInterval = 100 * time.Millisecond
 	a := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	b := h.deliver("refs/heads/main", local.ZeroSHA, c1)
