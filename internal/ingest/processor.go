@@ -89,6 +89,11 @@ type Processor struct {
 
 	mu      sync.Mutex
 	claimed map[string]bool
+	// runless are the claimed deliveries no stored run names yet (the
+	// claim reported so, store.DeliveryClaimStore.TakeDelivery): their
+	// processing need not look for runs it would otherwise not create
+	// twice (matchruns.go). Guarded by mu.
+	runless map[string]bool
 	// nodeID holds this processor's store claims (claim.go); guarded by mu.
 	nodeID string
 	// repos are the local repositories read so far, by path (pool.go).
@@ -149,7 +154,7 @@ func NewProcessor(st store.Store, tracker *runs.Tracker, logger *slog.Logger, de
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan submitted, DefaultQueueSize),
-		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
+		claimed: map[string]bool{}, runless: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
 		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
 		libraries: deps.Libraries}
 }
@@ -225,9 +230,18 @@ func (p *Processor) claim(id string) bool {
 	return true
 }
 
+// hasNoRuns reports whether the claim of delivery id found no stored run
+// naming it.
+func (p *Processor) hasNoRuns(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runless[id]
+}
+
 func (p *Processor) unclaim(id string) {
 	p.mu.Lock()
 	delete(p.claimed, id)
+	delete(p.runless, id)
 	p.mu.Unlock()
 }
 
@@ -253,13 +267,18 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	// decides which one processes this delivery.
 	// The claim returns the delivery as it wrote it: still "received",
 	// and now this node's.
-	d, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
+	d, runsStored, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
 	if err != nil || d == nil {
 		p.unclaim(deliveryID)
 		if err != nil {
 			return fmt.Errorf("ingest: claim delivery %s: %w", deliveryID, err)
 		}
 		return nil
+	}
+	if !runsStored {
+		p.mu.Lock()
+		p.runless[deliveryID] = true
+		p.mu.Unlock()
 	}
 	var staged stagedRuns
 	var lost atomic.Bool
