@@ -513,6 +513,7 @@ type readCounter struct {
 	deliveries, runList int
 }
 
+// GetDelivery counts the read and reads.
 func (c *readCounter) GetDelivery(ctx context.Context, id string) (*store.Delivery, error) {
 	c.mu.Lock()
 	c.deliveries++
@@ -520,6 +521,7 @@ func (c *readCounter) GetDelivery(ctx context.Context, id string) (*store.Delive
 	return c.Store.GetDelivery(ctx, id)
 }
 
+// ListRuns counts the look-up and looks up.
 func (c *readCounter) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, int, error) {
 	c.mu.Lock()
 	c.runList++

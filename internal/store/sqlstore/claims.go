@@ -45,6 +45,7 @@ type trailing struct {
 	extra []any
 }
 
+// Scan implements scanner: dest, then the extra columns.
 func (t trailing) Scan(dest ...any) error { return t.r.Scan(append(dest, t.extra...)...) }
 
 // ReleaseDeliveryClaim clears holder's claim on a delivery.
