@@ -48,9 +48,15 @@ func (p *Processor) matchAndCreate(ctx context.Context, d *store.Delivery, tr *T
 // matched.
 func (p *Processor) matchWorkflows(ctx context.Context, d *store.Delivery, tr *Trace, wfs []lockfile.Workflow, ev *trigger.Event,
 	rcFor func(wf *lockfile.Workflow) RunContext, b *stagedRuns) (int, error) {
-	runs, _, err := p.st.ListRuns(ctx, store.RunFilter{DeliveryID: d.ID, Limit: 100})
-	if err != nil {
-		return 0, fmt.Errorf("runs of delivery %s: %w", d.ID, err)
+	// Runs are stored with the delivery's outcome, in the transaction
+	// that finishes it (Process), so a delivery whose claim found none
+	// stored has none: only a re-processing reads them.
+	var runs []*store.Run
+	if !p.hasNoRuns(d.ID) {
+		var err error
+		if runs, _, err = p.st.ListRuns(ctx, store.RunFilter{DeliveryID: d.ID, Limit: 100}); err != nil {
+			return 0, fmt.Errorf("runs of delivery %s: %w", d.ID, err)
+		}
 	}
 	existing := map[string]*store.Run{}
 	for _, r := range runs {

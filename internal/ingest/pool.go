@@ -65,6 +65,10 @@ type scheduler struct {
 
 type work struct{ key, id string }
 
+// submitted is a delivery queued by Submit (id alone: key "") or by
+// SubmitDelivery (key is its order key, computed from the row in hand).
+type submitted struct{ id, key string }
+
 func newScheduler(p *Processor) *scheduler {
 	n := p.Workers
 	if n <= 0 {
@@ -80,9 +84,9 @@ func (s *scheduler) full() bool { return len(s.known) >= maxScheduled }
 // idle reports whether nothing is queued or in flight.
 func (s *scheduler) idle() bool { return len(s.known) == 0 }
 
-// add schedules a delivery id (ignored if already scheduled). The delivery
-// is read once here for its order key; a delivery that is gone or already
-// processed is dropped.
+// add schedules a delivery id (ignored if already scheduled). A delivery
+// submitted by id alone is read once here for its order key; one that is
+// gone or already processed is dropped.
 func (s *scheduler) add(ctx context.Context, id string) {
 	if s.known[id] {
 		return
@@ -94,11 +98,22 @@ func (s *scheduler) add(ctx context.Context, id string) {
 		}
 		return
 	}
-	if d.Status != store.DeliveryReceived {
+	s.addRow(ctx, d)
+}
+
+// addRow schedules a delivery whose row is in hand (accepted just now,
+// or listed by the re-scan), so it costs no read of its own. One no
+// longer "received" is dropped; one processed meanwhile by another node
+// is found so by its claim (Process).
+func (s *scheduler) addRow(ctx context.Context, d *store.Delivery) {
+	s.addKeyed(ctx, d.ID, d.Status, orderKey(d))
+}
+
+func (s *scheduler) addKeyed(ctx context.Context, id string, st store.DeliveryStatus, key string) {
+	if s.known[id] || st != store.DeliveryReceived {
 		return
 	}
 	s.known[id] = true
-	key := orderKey(d)
 	if s.active[key] {
 		s.waiting[key] = append(s.waiting[key], id)
 		return
@@ -174,8 +189,12 @@ func (p *Processor) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-in:
-			s.add(ctx, id)
+		case sub := <-in:
+			if sub.key == "" {
+				s.add(ctx, sub.id)
+			} else {
+				s.addKeyed(ctx, sub.id, store.DeliveryReceived, sub.key)
+			}
 		case msg := <-s.done:
 			s.finished(ctx, msg)
 			if more && s.idle() {
@@ -209,7 +228,7 @@ func (p *Processor) rescan(ctx context.Context, s *scheduler) bool {
 		if !s.known[d.ID] {
 			added++
 		}
-		s.add(ctx, d.ID)
+		s.addRow(ctx, d)
 	}
 	return len(ds) == rescanBatch && added > 0
 }

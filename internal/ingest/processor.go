@@ -85,10 +85,15 @@ type Processor struct {
 	// groups records runs in their concurrency group (concurrency.go).
 	groups GroupEnterer
 
-	ch chan string
+	ch chan submitted
 
 	mu      sync.Mutex
 	claimed map[string]bool
+	// runless are the claimed deliveries no stored run names yet (the
+	// claim reported so, store.DeliveryClaimStore.TakeDelivery): their
+	// processing need not look for runs it would otherwise not create
+	// twice (matchruns.go). Guarded by mu.
+	runless map[string]bool
 	// nodeID holds this processor's store claims (claim.go); guarded by mu.
 	nodeID string
 	// repos are the local repositories read so far, by path (pool.go).
@@ -148,8 +153,8 @@ func NewProcessor(st store.Store, tracker *runs.Tracker, logger *slog.Logger, de
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan string, DefaultQueueSize),
-		claimed: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
+	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan submitted, DefaultQueueSize),
+		claimed: map[string]bool{}, runless: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
 		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
 		libraries: deps.Libraries}
 }
@@ -184,10 +189,24 @@ func (p *Processor) Stop() {
 // the buffer is full the id is dropped here and the re-scan picks the
 // delivery up from the store.
 func (p *Processor) Submit(deliveryID string) {
+	p.submit(submitted{id: deliveryID})
+}
+
+// SubmitDelivery is Submit for a delivery whose row is in hand (the
+// webhook ingress has just stored it): its order key is taken from d, so
+// scheduling it reads nothing from the store (webhook.DeliverySubmitter).
+func (p *Processor) SubmitDelivery(d *store.Delivery) {
+	if d.Status != store.DeliveryReceived {
+		return
+	}
+	p.submit(submitted{id: d.ID, key: orderKey(d)})
+}
+
+func (p *Processor) submit(sub submitted) {
 	select {
-	case p.ch <- deliveryID:
+	case p.ch <- sub:
 	default:
-		p.log.Warn("ingest: submit buffer full; delivery left for re-scan", "deliveryId", deliveryID)
+		p.log.Warn("ingest: submit buffer full; delivery left for re-scan", "deliveryId", sub.id)
 	}
 }
 
@@ -211,9 +230,18 @@ func (p *Processor) claim(id string) bool {
 	return true
 }
 
+// hasNoRuns reports whether the claim of delivery id found no stored run
+// naming it.
+func (p *Processor) hasNoRuns(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runless[id]
+}
+
 func (p *Processor) unclaim(id string) {
 	p.mu.Lock()
 	delete(p.claimed, id)
+	delete(p.runless, id)
 	p.mu.Unlock()
 }
 
@@ -239,13 +267,18 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	// decides which one processes this delivery.
 	// The claim returns the delivery as it wrote it: still "received",
 	// and now this node's.
-	d, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
+	d, runsStored, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
 	if err != nil || d == nil {
 		p.unclaim(deliveryID)
 		if err != nil {
 			return fmt.Errorf("ingest: claim delivery %s: %w", deliveryID, err)
 		}
 		return nil
+	}
+	if !runsStored {
+		p.mu.Lock()
+		p.runless[deliveryID] = true
+		p.mu.Unlock()
 	}
 	var staged stagedRuns
 	var lost atomic.Bool

@@ -444,7 +444,7 @@ func TestWorkerSubmitRescanAndAtMostOnce(t *testing.T) {
 	leftover := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	// A buffer of one: the second Submit is dropped and must come back via
 	// the re-scan.
-	h.proc.ch = make(chan string, 1)
+	h.proc.ch = make(chan submitted, 1)
 	h.proc.RescanInterval = 100 * time.Millisecond
 	a := h.deliver("refs/heads/main", local.ZeroSHA, c1)
 	b := h.deliver("refs/heads/main", local.ZeroSHA, c1)
@@ -502,5 +502,98 @@ func TestConcurrentProcessSameDelivery(t *testing.T) {
 	runs, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id, Limit: 100})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs %d (%v), want exactly 1", len(runs), err)
+	}
+}
+
+// readCounter counts the reads a delivery's scheduling and processing
+// could repeat: the delivery row and the runs already stored for it.
+type readCounter struct {
+	store.Store
+	mu                  sync.Mutex
+	deliveries, runList int
+}
+
+// GetDelivery counts the read and reads.
+func (c *readCounter) GetDelivery(ctx context.Context, id string) (*store.Delivery, error) {
+	c.mu.Lock()
+	c.deliveries++
+	c.mu.Unlock()
+	return c.Store.GetDelivery(ctx, id)
+}
+
+// ListRuns counts the look-up and looks up.
+func (c *readCounter) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, int, error) {
+	c.mu.Lock()
+	c.runList++
+	c.mu.Unlock()
+	return c.Store.ListRuns(ctx, f)
+}
+
+// A delivery handed over as the row the ingress stored is scheduled and
+// processed without reading the row again or looking for runs it cannot
+// have; one whose runs were stored by an earlier processing still looks
+// them up and creates none twice.
+func TestSubmittedRowIsNotReadBack(t *testing.T) {
+	h := newHarness(t)
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
+	rc := &readCounter{Store: h.st}
+	h.proc = NewProcessor(rc, runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
+	h.proc.RescanInterval = time.Hour
+	id := h.deliver("refs/heads/main", local.ZeroSHA, c1)
+	d, err := h.st.GetDelivery(h.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	h.proc.Start(ctx)
+	defer h.proc.Stop()
+	wait.Elapse(ctx, 50*time.Millisecond) // the start-up re-scan, which lists no delivery
+	h.proc.SubmitDelivery(d)
+	wait.For(t, 15*time.Second, "delivery processed", func() bool {
+		got, _ := h.delivery(id)
+		return got.Status == store.DeliveryProcessed
+	})
+	_, tr := h.delivery(id)
+	rc.mu.Lock()
+	gets, lists := rc.deliveries, rc.runList
+	rc.mu.Unlock()
+	if len(tr.Runs) == 0 || gets != 0 || lists != 0 {
+		t.Fatalf("runs %d, delivery reads %d, run look-ups %d; want runs and no read", len(tr.Runs), gets, lists)
+	}
+
+	// The same delivery back to "received" with its runs stored: the
+	// claim reports them, the processing looks them up and adds none.
+	before, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2 := h.deliver("refs/heads/main", local.ZeroSHA, c1)
+	for _, r := range before {
+		run, jobs := *r, []*store.Job{{ID: r.ID + "-again", JobName: "build"}}
+		run.ID, run.DeliveryID = r.ID+"-again", id2
+		if err := h.st.CreateRun(h.ctx, &run, jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d2, err := h.st.GetDelivery(h.ctx, id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.proc.SubmitDelivery(d2)
+	wait.For(t, 15*time.Second, "second delivery processed", func() bool {
+		got, _ := h.delivery(id2)
+		return got.Status == store.DeliveryProcessed
+	})
+	after, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id2, Limit: 100})
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("runs of the re-processed delivery %d (%v), want the %d stored before", len(after), err, len(before))
+	}
+	rc.mu.Lock()
+	lists = rc.runList
+	rc.mu.Unlock()
+	if lists == 0 {
+		t.Fatal("a delivery with stored runs was processed without looking them up")
 	}
 }

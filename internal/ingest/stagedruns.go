@@ -34,7 +34,7 @@ func (p *Processor) stage(b *stagedRuns, run *store.Run, jobs []*store.Job, rc *
 // tracker's recovery releases it.
 func (p *Processor) release(ctx context.Context, deliveryID string, b stagedRuns) {
 	for _, nr := range b {
-		if err := p.tracker.RunStored(ctx, nr.Run, len(nr.Jobs)); err != nil {
+		if err := p.tracker.RunStored(ctx, nr.Run, nr.Jobs); err != nil {
 			p.log.Error("ingest: release run", "deliveryId", deliveryID, "runId", nr.Run.ID, "error", err)
 		}
 	}

@@ -22,11 +22,29 @@ func (t *Tracker) PrepareRun(run *store.Run, jobs []*store.Job) error {
 
 // RunStored releases the ready jobs of a run that PrepareRun prepared and
 // the caller has stored (status queued + EnqueueJob), as CreateRun does
-// after its own write. A failure here leaves the run pending in the store,
-// where Recover and Reevaluate pick it up.
-func (t *Tracker) RunStored(ctx context.Context, run *store.Run, jobs int) error {
-	t.log.Info("run created", "runId", run.ID, "workflow", run.WorkflowName, "jobs", jobs)
-	return t.Reevaluate(ctx, run.ID)
+// after its own write. run and jobs are the rows as stored (all of the
+// run's jobs, in creation order): they are evaluated as they are rather
+// than read back, which spares a run just created two reads; a job some
+// other writer moved meanwhile is caught by the conditional update.
+// A failure here leaves the run pending in the store, where Recover and
+// Reevaluate pick it up.
+func (t *Tracker) RunStored(ctx context.Context, run *store.Run, jobs []*store.Job) error {
+	t.log.Info("run created", "runId", run.ID, "workflow", run.WorkflowName, "jobs", len(jobs))
+	mu := t.runLock(run.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	// Copies: the evaluation updates its jobs in place, and the caller's
+	// rows stay as it stored them.
+	own := make([]*store.Job, len(jobs))
+	for i, j := range jobs {
+		c := *j
+		own[i] = &c
+	}
+	r := *run
+	if err := t.evaluateWith(ctx, run.ID, t.now(), own, &r); err != nil {
+		return fmt.Errorf("runs: reevaluate run %s: %w", run.ID, err)
+	}
+	return nil
 }
 
 func (t *Tracker) prepareRun(run *store.Run, jobs []*store.Job, now time.Time) error {

@@ -321,16 +321,26 @@ func (t *Tracker) Recover(ctx context.Context) error {
 // changes, then completes the run if all jobs are terminal. The run's stripe
 // lock must be held.
 func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time) error {
-	jobs, err := t.st.ListJobs(ctx, runID)
-	if err != nil {
-		return fmt.Errorf("runs: run %s: %w", runID, err)
+	return t.evaluateWith(ctx, runID, at, nil, nil)
+}
+
+// evaluateWith is evaluateLocked from rows in hand: jobs (all the run's,
+// in creation order) and run as the caller has just stored them, so a
+// run just created costs no read of what it wrote. nil reads them from
+// the store. Every change is still a conditional update, so a row some
+// other writer changed meanwhile is never moved backwards or twice.
+func (t *Tracker) evaluateWith(ctx context.Context, runID string, at time.Time, jobs []*store.Job, run *store.Run) error {
+	if jobs == nil {
+		var err error
+		if jobs, err = t.st.ListJobs(ctx, runID); err != nil {
+			return fmt.Errorf("runs: run %s: %w", runID, err)
+		}
 	}
 	byName := make(map[string]*store.Job, len(jobs))
 	for _, j := range jobs {
 		byName[j.JobName] = j
 	}
 	admit := t.admission(ctx, runID)
-	var run *store.Run
 	getRun := func() (*store.Run, error) {
 		if run == nil {
 			r, err := t.st.GetRun(ctx, runID)
@@ -362,17 +372,15 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 			switch {
 			case reason != "":
 				zero := int64(0)
-				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobSkipped,
+				prev := *j
+				ok, err := t.move(ctx, j, []status.Job{status.JobPending}, status.JobSkipped,
 					store.JobUpdate{ErrorMessage: &reason, CompletedAt: &at, DurationMs: &zero})
 				if err != nil {
 					return fmt.Errorf("runs: skip job %s: %w", j.ID, err)
 				}
 				if ok {
 					t.log.Info("job skipped", "runId", runID, "jobId", j.ID, "job", j.JobName, "reason", reason)
-					t.fireJobFinished(j, status.JobSkipped)
-				}
-				if err := t.refresh(ctx, j); err != nil {
-					return err
+					t.fireJobFinished(&prev, status.JobSkipped)
 				}
 				changed = changed || j.Status.IsTerminal()
 			case release && admit():
@@ -384,12 +392,9 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 					changed = changed || j.Status.IsTerminal()
 					continue
 				}
-				ok, err := t.st.UpdateJobStatus(ctx, j.ID, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
+				ok, err := t.move(ctx, j, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
 				if err != nil {
 					return fmt.Errorf("runs: release job %s: %w", j.ID, err)
-				}
-				if err := t.refresh(ctx, j); err != nil {
-					return err
 				}
 				if ok {
 					t.log.Info("job released", "runId", runID, "jobId", j.ID, "job", j.JobName)
@@ -405,6 +410,22 @@ func (t *Tracker) evaluateLocked(ctx context.Context, runID string, at time.Time
 		return fmt.Errorf("runs: run %s: %w", runID, err)
 	}
 	return t.completeIfDone(ctx, runID, jobs, at)
+}
+
+// move changes j's status in the store (store.MoveJob) and leaves j as
+// the store has it afterwards: the row the change returned, or, when
+// nothing changed (a concurrent writer moved the job first), the row read
+// again. It reports whether the change was made.
+func (t *Tracker) move(ctx context.Context, j *store.Job, from []status.Job, to status.Job, u store.JobUpdate) (bool, error) {
+	row, err := t.st.MoveJob(ctx, j.ID, from, to, u)
+	if err != nil {
+		return false, err
+	}
+	if row == nil {
+		return false, t.refresh(ctx, j)
+	}
+	*j = *row
+	return true, nil
 }
 
 // refresh reloads j from the store in place (its row may have been changed

@@ -21,9 +21,12 @@ type DeliveryClaimStore interface {
 	ClaimDelivery(ctx context.Context, id, holder string, ttl time.Duration) (bool, error)
 	// TakeDelivery claims like ClaimDelivery and returns the claimed
 	// delivery as the same write left it (UPDATE … RETURNING: one round
-	// trip where a claim and a read took two); nil, with no error, when
-	// the claim was not given.
-	TakeDelivery(ctx context.Context, id, holder string, ttl time.Duration) (*Delivery, error)
+	// trip where a claim and a read took two), and whether runs naming
+	// the delivery are stored already (an earlier processing stored them
+	// without finishing it), so the first processing of a delivery, which
+	// can have none, need not look them up; nil, false, with no error,
+	// when the claim was not given.
+	TakeDelivery(ctx context.Context, id, holder string, ttl time.Duration) (d *Delivery, runsStored bool, err error)
 	// ReleaseDeliveryClaim drops holder's claim on a delivery it did not
 	// finish, so another node may take it at once. A claim held by someone
 	// else, or none, is left as it is.

@@ -379,6 +379,10 @@ type Store interface {
 	// UpdateJobStatus moves a job to `to` only if its status is in `from`
 	// (nil from = any non-terminal status). Reports whether a row changed.
 	UpdateJobStatus(ctx context.Context, id string, from []status.Job, to status.Job, u JobUpdate) (bool, error)
+	// MoveJob is UpdateJobStatus that returns the job as the change left
+	// it (nil when no row changed), so a caller that goes on with the row
+	// need not read it back.
+	MoveJob(ctx context.Context, id string, from []status.Job, to status.Job, u JobUpdate) (*Job, error)
 	// TouchJobHeartbeat sets last_heartbeat_at=at for a running job.
 	TouchJobHeartbeat(ctx context.Context, id string, at time.Time) error
 

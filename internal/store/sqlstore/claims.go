@@ -19,19 +19,34 @@ func (s *Store) ClaimDelivery(ctx context.Context, id, holder string, ttl time.D
 		holder, s.d.ts(at.Add(ttl)), id, store.DeliveryReceived, s.d.ts(at)))
 }
 
-// TakeDelivery claims like ClaimDelivery and returns the claimed row;
-// nil, nil when the claim was not given.
-func (s *Store) TakeDelivery(ctx context.Context, id, holder string, ttl time.Duration) (*store.Delivery, error) {
+// TakeDelivery claims like ClaimDelivery and returns the claimed row and
+// whether runs naming the delivery are stored already, all in the one
+// UPDATE … RETURNING; nil, false, nil when the claim was not given.
+func (s *Store) TakeDelivery(ctx context.Context, id, holder string, ttl time.Duration) (*store.Delivery, bool, error) {
 	at := now()
-	d, err := scanDelivery(s.queryRow(ctx, `UPDATE deliveries SET claimed_by = ?1, claim_expires_at = ?2
+	var runs bool
+	d, err := scanDelivery(trailing{s.queryRow(ctx, `UPDATE deliveries SET claimed_by = ?1, claim_expires_at = ?2
 		WHERE id = ?3 AND status = ?4 AND (claimed_by IS NULL OR claimed_by = ?1 OR claim_expires_at <= ?5)
-		RETURNING `+deliveryCols,
-		holder, s.d.ts(at.Add(ttl)), id, store.DeliveryReceived, s.d.ts(at)))
+		RETURNING `+deliveryCols+`, EXISTS (SELECT 1 FROM execution_runs r WHERE r.delivery_id = ?3)`,
+		holder, s.d.ts(at.Add(ttl)), id, store.DeliveryReceived, s.d.ts(at)), []any{&runs}})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, false, nil
 	}
-	return d, err
+	if err != nil {
+		return nil, false, err
+	}
+	return d, runs, nil
 }
+
+// trailing scans, after the columns a scan function asks for, the extra
+// columns a statement returns beyond them.
+type trailing struct {
+	r     scanner
+	extra []any
+}
+
+// Scan implements scanner: dest, then the extra columns.
+func (t trailing) Scan(dest ...any) error { return t.r.Scan(append(dest, t.extra...)...) }
 
 // ReleaseDeliveryClaim clears holder's claim on a delivery.
 func (s *Store) ReleaseDeliveryClaim(ctx context.Context, id, holder string) error {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -210,8 +211,26 @@ func (s *Store) ListJobsByStatus(ctx context.Context, statuses []status.Job) ([]
 // from = any non-terminal status) and writes the non-nil fields of u.
 // Reports whether a row changed.
 func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []status.Job, to status.Job, u store.JobUpdate) (bool, error) {
+	q, args := s.jobUpdate(id, from, to, u)
+	return changed(s.exec(ctx, q, args...))
+}
+
+// MoveJob is UpdateJobStatus returning the changed row (nil, nil when no
+// row changed): one statement where the tracker used to update and then
+// read the job back.
+func (s *Store) MoveJob(ctx context.Context, id string, from []status.Job, to status.Job, u store.JobUpdate) (*store.Job, error) {
+	q, args := s.jobUpdate(id, from, to, u)
+	j, err := scanJob(s.queryRow(ctx, q+` RETURNING `+jobSelectCols, args...))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return j, err
+}
+
+// jobUpdate is the conditional UPDATE of UpdateJobStatus and MoveJob.
+func (s *Store) jobUpdate(id string, from []status.Job, to status.Job, u store.JobUpdate) (string, []any) {
 	cond, condArgs := statusCond(from, store.TerminalJobStatuses)
-	return changed(s.exec(ctx, `UPDATE execution_jobs SET status = ?,
+	return `UPDATE execution_jobs SET status = ?,
 		agent_id = COALESCE(?::text, agent_id),
 		error_message = COALESCE(?::text, error_message),
 		pending_reason = COALESCE(?::text, pending_reason),
@@ -219,9 +238,9 @@ func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []status.Jo
 		completed_at = COALESCE(?, completed_at),
 		duration_ms = COALESCE(?, duration_ms),
 		last_heartbeat_at = COALESCE(?, last_heartbeat_at)
-		WHERE id = ? AND `+cond,
+		WHERE id = ? AND ` + cond,
 		append([]any{string(to), strArg(u.AgentID), strArg(u.ErrorMessage), strArg(u.PendingReason), s.d.tsPtr(u.StartedAt),
-			s.d.tsPtr(u.CompletedAt), int64Arg(u.DurationMs), s.d.tsPtr(u.LastHeartbeatAt), id}, condArgs...)...))
+			s.d.tsPtr(u.CompletedAt), int64Arg(u.DurationMs), s.d.tsPtr(u.LastHeartbeatAt), id}, condArgs...)
 }
 
 // TouchJobHeartbeat sets last_heartbeat_at=at for a running (or

@@ -32,19 +32,25 @@ func testDeliveryClaims(t *testing.T, s store.Store) {
 	// TakeDelivery: the claim and the row in one write; nothing for a
 	// delivery another holder has.
 	insert("t1")
-	took, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute)
+	took, runs, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute)
 	must(t, err)
 	if took == nil || took.ID != "t1" || took.Status != store.DeliveryReceived || string(took.Payload) != `{}` || took.SourceID != "s" {
 		t.Fatalf("TakeDelivery(t1) by node-a = %+v; want the received delivery with its payload", took)
 	}
-	if d, err := s.TakeDelivery(ctx, "t1", "node-b", time.Minute); err != nil || d != nil {
+	if runs {
+		t.Fatal("TakeDelivery(t1) reports runs stored for a delivery that has none")
+	}
+	if d, _, err := s.TakeDelivery(ctx, "t1", "node-b", time.Minute); err != nil || d != nil {
 		t.Fatalf("TakeDelivery(t1) by node-b under node-a's live claim = %+v, %v; want nil, nil", d, err)
 	}
-	if d, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute); err != nil || d == nil {
-		t.Fatalf("node-a taking its own t1 again = %+v, %v; want the delivery (a restarted node)", d, err)
+	// A run naming the delivery (stored by an earlier, unfinished
+	// processing) is reported with the claim.
+	must(t, s.CreateRun(ctx, &store.Run{ID: "t1-run", WorkflowName: "ci", DeliveryID: "t1"}, []*store.Job{{ID: "t1-job", JobName: "build"}}))
+	if d, runs, err := s.TakeDelivery(ctx, "t1", "node-a", time.Minute); err != nil || d == nil || !runs {
+		t.Fatalf("node-a taking its own t1 again = %+v, runs stored %v, %v; want the delivery (a restarted node) and its stored run", d, runs, err)
 	}
-	if d, err := s.TakeDelivery(ctx, "missing", "node-a", time.Minute); err != nil || d != nil {
-		t.Fatalf("TakeDelivery(missing) = %+v, %v; want nil, nil", d, err)
+	if d, runs, err := s.TakeDelivery(ctx, "missing", "node-a", time.Minute); err != nil || d != nil || runs {
+		t.Fatalf("TakeDelivery(missing) = %+v, %v, %v; want nil, false, nil", d, runs, err)
 	}
 
 	insert("d1")

@@ -199,6 +199,30 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	wantChanged(t, "unknown run", ok, err, false)
 }
 
+// testMoveJob: MoveJob changes like UpdateJobStatus and returns the row
+// as a read after it would; nil when the from-set does not match.
+func testMoveJob(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build", RunsOnLabels: []string{"linux"},
+		Needs: []store.Need{}, MatrixValues: map[string]string{"os": "linux"}}}))
+	got, err := s.MoveJob(ctx, "j", []status.Job{status.JobQueued}, status.JobRunning, store.JobUpdate{})
+	if err != nil || got != nil {
+		t.Fatalf("pending→running with from=[queued]: %v, %v; want nil, nil", got, err)
+	}
+	got, err = s.MoveJob(ctx, "j", []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{PendingReason: pstr("no agent online")})
+	must(t, err)
+	read, err := s.GetJob(ctx, "j")
+	must(t, err)
+	same(t, "moved row = row read back", read, got)
+	if got == nil || got.Status != status.JobQueued || got.PendingReason != "no agent online" {
+		t.Fatalf("moved job = %+v", got)
+	}
+	got, err = s.MoveJob(ctx, "missing", nil, status.JobQueued, store.JobUpdate{})
+	if err != nil || got != nil {
+		t.Fatalf("unknown job: %v, %v; want nil, nil", got, err)
+	}
+}
+
 func testJobTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build", RunsOnLabels: []string{"linux"}}}))

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CreateRunAtomic", testCreateRunAtomic},
 		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
 		{"RunTransitions", testRunTransitions},
+		{"MoveJob", testMoveJob},
 		{"JobTransitions", testJobTransitions},
 		{"ListJobsByStatus", testListJobsByStatus},
 		{"Steps", testSteps},
