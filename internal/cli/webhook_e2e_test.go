@@ -11,6 +11,7 @@ import (
 	"kici.dev/kici/internal/api"
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/webhook"
 )
@@ -33,7 +34,9 @@ func TestTriggerLocalRealWebhook(t *testing.T) {
 	}
 	var submitted []string
 	mux := api.NewRouter(api.Deps{Store: st, Auth: a, Logs: logstore.NewFS(filepath.Join(dir, "logs"))})
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, webhook.SubmitFunc(func(id string) { submitted = append(submitted, id) }), nil))
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(st, webhook.SubmitFunc(func(d *store.Delivery) {
+		submitted = append(submitted, d.ID)
+	}), nil))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	h := &harness{t: t, st: st, srv: srv, token: tok}

@@ -194,7 +194,7 @@ func (p *Processor) Submit(deliveryID string) {
 
 // SubmitDelivery is Submit for a delivery whose row is in hand (the
 // webhook ingress has just stored it): its order key is taken from d, so
-// scheduling it reads nothing from the store (webhook.DeliverySubmitter).
+// scheduling it reads nothing from the store (webhook.Submitter).
 func (p *Processor) SubmitDelivery(d *store.Delivery) {
 	if d.Status != store.DeliveryReceived {
 		return

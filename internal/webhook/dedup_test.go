@@ -26,7 +26,8 @@ func newWindowEnv(t *testing.T) *windowEnv {
 	t.Helper()
 	w := &windowEnv{env: newEnv(t), now: time.Now().UTC().Truncate(time.Millisecond)}
 	w.reader = cluster.NewReader(w.st, nil, time.Hour, nil)
-	in := NewIngress(w.st, SubmitFunc(func(id string) {
+	in := NewIngress(w.st, SubmitFunc(func(d *store.Delivery) {
+		id := d.ID
 		w.env.mu.Lock()
 		w.submitted = append(w.submitted, id)
 		w.env.mu.Unlock()

@@ -50,7 +50,8 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewGenericHandler(e.st, SubmitFunc(func(id string) {
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewGenericHandler(e.st, SubmitFunc(func(d *store.Delivery) {
+		id := d.ID
 		e.mu.Lock()
 		e.submitted = append(e.submitted, id)
 		e.mu.Unlock()
@@ -200,7 +201,9 @@ func (failingStore) AcceptDelivery(context.Context, *store.Delivery, *store.Even
 func TestPersistFailureIs500AndNotSubmitted(t *testing.T) {
 	e := newEnv(t)
 	var submitted []string
-	h := NewGenericHandler(failingStore{e.st}, SubmitFunc(func(id string) { submitted = append(submitted, id) }), nil)
+	h := NewGenericHandler(failingStore{e.st}, SubmitFunc(func(d *store.Delivery) {
+		submitted = append(submitted, d.ID)
+	}), nil)
 	req := httptest.NewRequest(http.MethodPost, "/webhook/acme/generic/app", bytes.NewReader(pushBody))
 	req.Header.Set(HeaderSignature, sign(pushBody))
 	req.Header.Set(HeaderEventType, "push")

@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"kici.dev/kici/internal/provider"
-	"kici.dev/kici/internal/testutil/fixtures"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/testutil/fixtures"
 
 	"github.com/google/uuid"
 
@@ -55,7 +56,8 @@ func newGHEnv(t *testing.T, opts Options, set *store.SourceSettings, secrets ...
 		defer e.mu.Unlock()
 		return e.clock
 	}
-	in := NewIngress(e.st, SubmitFunc(func(id string) {
+	in := NewIngress(e.st, SubmitFunc(func(d *store.Delivery) {
+		id := d.ID
 		e.mu.Lock()
 		e.submitted = append(e.submitted, id)
 		e.mu.Unlock()

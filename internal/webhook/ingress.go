@@ -61,27 +61,19 @@ type Options struct {
 }
 
 // Submitter takes each newly accepted delivery for asynchronous
-// processing (ingest.Processor); Submit must not block.
+// processing (ingest.Processor); SubmitDelivery must not block. It gets
+// the row just stored, so the processor schedules it without reading it
+// back (one round trip less per delivery).
 type Submitter interface {
-	// Submit queues the persisted delivery deliveryID.
-	Submit(deliveryID string)
-}
-
-// SubmitFunc is a function as a Submitter.
-type SubmitFunc func(deliveryID string)
-
-// Submit calls f.
-func (f SubmitFunc) Submit(deliveryID string) { f(deliveryID) }
-
-// DeliverySubmitter is a Submitter that also takes the accepted delivery
-// itself (ingest.Processor): it then schedules the delivery from the row
-// in hand instead of reading it back from the store, one round trip less
-// per delivery.
-type DeliverySubmitter interface {
-	Submitter
 	// SubmitDelivery queues the persisted delivery d.
 	SubmitDelivery(d *store.Delivery)
 }
+
+// SubmitFunc is a function as a Submitter.
+type SubmitFunc func(d *store.Delivery)
+
+// SubmitDelivery calls f.
+func (f SubmitFunc) SubmitDelivery(d *store.Delivery) { f(d) }
 
 // Ingress serves the webhook routes. Every accepted delivery is persisted,
 // with its event-log entry, in one transaction before the 2xx answer, then
@@ -114,7 +106,7 @@ func NewIngress(st store.Store, submit Submitter, opts Options) *Ingress {
 		opts.EventLogMaxPayloadBytes = DefaultEventLogMaxPayloadBytes
 	}
 	if submit == nil {
-		submit = SubmitFunc(func(string) {})
+		submit = SubmitFunc(func(*store.Delivery) {})
 	}
 	return &Ingress{st: st, submit: submit, log: opts.Logger, opts: opts, limiter: NewRateLimiter(opts.Now)}
 }
@@ -347,11 +339,7 @@ func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Deliv
 		return
 	}
 	in.log.Info("webhook: delivery accepted", "deliveryId", d.ID, "sourceId", d.SourceID, "event", d.Event, "bytes", len(d.Payload))
-	if ds, ok := in.submit.(DeliverySubmitter); ok {
-		ds.SubmitDelivery(d)
-	} else {
-		in.submit.Submit(d.ID)
-	}
+	in.submit.SubmitDelivery(d)
 	writeJSON(w, http.StatusAccepted, Response{Accepted: true, DeliveryID: d.ID})
 }
 
