@@ -8,7 +8,6 @@ package backup
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/filecopy"
 	"kici.dev/kici/internal/store/sqlite"
 )
 
@@ -58,27 +58,9 @@ func Backup(ctx context.Context, dataDir, out string, withKey bool, getenv func(
 		return nil, err
 	}
 	if keySrc != "" {
-		if err := copyPrivate(keySrc, res.KeyFile); err != nil {
+		if err := filecopy.ToNew(keySrc, res.KeyFile, 0o600); err != nil {
 			return nil, fmt.Errorf("copy master key: %w", err)
 		}
 	}
 	return res, nil
-}
-
-// copyPrivate copies src to a new file dst with mode 0600.
-func copyPrivate(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, in); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -3,12 +3,13 @@ package scaler
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"time"
+
+	"kici.dev/kici/internal/filecopy"
 )
 
 // JailSpec is one jailer invocation.
@@ -128,20 +129,7 @@ func linkOrCopy(src, dst string, uid, gid int) error {
 			return nil
 		}
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
+	if err := filecopy.ToNew(src, dst, 0o400); err != nil {
 		return err
 	}
 	return os.Chown(dst, uid, gid)
