@@ -151,7 +151,7 @@ type Controller struct {
 	// (concurrency.go); guarded by ungroupedMu.
 	ungrouped   map[string]struct{}
 	ungroupedMu sync.Mutex
-	wg              sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 // New returns a controller. logger may be nil.
