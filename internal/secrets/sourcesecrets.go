@@ -64,41 +64,6 @@ type sealedSources struct {
 // SealSources returns st with its sources' webhook secrets encrypted at
 // rest under ring (like every other secret kici stores); callers see
 // plaintext. Rows written before (plaintext) are read as they are until
-// GetIngressSource opens the source's webhook secret and each of its
-// secrets' values.
-func (s *sealedSources) GetIngressSource(ctx context.Context, id string) (*store.IngressSource, error) {
-	return s.openIngressSource(s.Store.GetIngressSource(ctx, id))
-}
-
-// GetIngressSourceByName opens the source's webhook secret and each of
-// its secrets' values.
-func (s *sealedSources) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
-	return s.openIngressSource(s.Store.GetIngressSourceByName(ctx, orgID, name))
-}
-
-// openIngressSource opens what GetIngressSource read. The source's own
-// secret failing to open fails the look-up, as GetSource does; a secret
-// row failing to open is kept in SecretsErr, so that only a route that
-// verifies with the secrets fails on it, as when they were read apart.
-func (s *sealedSources) openIngressSource(is *store.IngressSource, err error) (*store.IngressSource, error) {
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.openSource(is.Source, nil); err != nil {
-		return nil, err
-	}
-	if is.SecretsErr != nil {
-		return is, nil
-	}
-	for _, sec := range is.Secrets {
-		if sec.Secret, err = open(s.ring, sec.Secret, sourceSecretAAD(sec.ID)); err != nil {
-			is.Secrets, is.SecretsErr = nil, err
-			break
-		}
-	}
-	return is, nil
-}
-
 // SealStoredSourceSecrets rewrites them.
 func SealSources(st store.Store, ring *masterkey.Ring) store.Store {
 	return &sealedSources{Store: st, ring: ring}
@@ -223,6 +188,41 @@ func (s *sealedSources) ListSourceSecrets(ctx context.Context, sourceID string, 
 		}
 	}
 	return list, nil
+}
+
+// GetIngressSource opens the source's webhook secret and each of its
+// secrets' values.
+func (s *sealedSources) GetIngressSource(ctx context.Context, id string) (*store.IngressSource, error) {
+	return s.openIngressSource(s.Store.GetIngressSource(ctx, id))
+}
+
+// GetIngressSourceByName opens the source's webhook secret and each of
+// its secrets' values.
+func (s *sealedSources) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
+	return s.openIngressSource(s.Store.GetIngressSourceByName(ctx, orgID, name))
+}
+
+// openIngressSource opens what GetIngressSource read. The source's own
+// secret failing to open fails the look-up, as GetSource does; a secret
+// row failing to open is kept in SecretsErr, so that only a route that
+// verifies with the secrets fails on it, as when they were read apart.
+func (s *sealedSources) openIngressSource(is *store.IngressSource, err error) (*store.IngressSource, error) {
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.openSource(is.Source, nil); err != nil {
+		return nil, err
+	}
+	if is.SecretsErr != nil {
+		return is, nil
+	}
+	for _, sec := range is.Secrets {
+		if sec.Secret, err = open(s.ring, sec.Secret, sourceSecretAAD(sec.ID)); err != nil {
+			is.Secrets, is.SecretsErr = nil, err
+			break
+		}
+	}
+	return is, nil
 }
 
 // SealStoredSourceSecrets rewrites every webhook secret of st (the raw
