@@ -924,3 +924,21 @@ func TestStaticAgentReconnectKeepsStartedJob(t *testing.T) {
 	c2.status(jd, status.JobSuccess)
 	wait.For(t, 5*time.Second, "finished", func() bool { return len(h.ev.finishedOf(j.ID)) == 1 })
 }
+
+// A pending reason another node wrote on a job is cleared when this node
+// dispatches it, although this node never wrote one for it.
+func TestDispatchClearsAReasonWrittenElsewhere(t *testing.T) {
+	h := newHarness(t, Config{}, nil)
+	_ = h.agent("a1", h.staticToken(), "linux")
+	j := h.job("linux")
+	reason := "all matching agents busy"
+	if _, err := h.st.UpdateJobStatus(context.Background(), j.ID, []status.Job{status.JobQueued}, status.JobQueued,
+		store.JobUpdate{PendingReason: &reason}); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(j)
+	// The reason is cleared after the claim, before the message is sent.
+	wait.For(t, 5*time.Second, "dispatched job's reason cleared", func() bool {
+		return h.entry(j.ID).Status == store.QueueDispatched && h.getJob(j.ID).PendingReason == ""
+	})
+}

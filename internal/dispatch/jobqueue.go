@@ -62,11 +62,13 @@ func (q *jobQueue) kickRedrive() {
 }
 
 // forgetReason drops the pending reason last written for jobID (the job
-// left the queue).
-func (q *jobQueue) forgetReason(jobID string) {
+// left the queue) and reports whether there was one.
+func (q *jobQueue) forgetReason(jobID string) bool {
 	q.mu.Lock()
+	_, had := q.reasons[jobID]
 	delete(q.reasons, jobID)
 	q.mu.Unlock()
+	return had
 }
 
 // spawned forgets the spawn record of agentID, which has registered.

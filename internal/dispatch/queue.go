@@ -184,7 +184,7 @@ type outgoing struct {
 // nothing to send (the job ended meanwhile, or its rows could not be read:
 // the entry is then expired or requeued and the slot released).
 func (q *jobQueue) prepare(ctx context.Context, a *agentConn, e *store.QueueEntry) *outgoing {
-	msg, terminal, err := q.buildDispatch(ctx, a, e)
+	msg, stored, terminal, err := q.buildDispatch(ctx, a, e)
 	if err != nil || terminal {
 		q.reg.release(a)
 		if terminal {
@@ -206,11 +206,15 @@ func (q *jobQueue) prepare(ctx context.Context, a *agentConn, e *store.QueueEntr
 	js := &jobState{entry: *e, agentID: a.id, session: a.resume, holdsSlot: true, lastSeq: -1}
 	ackIn := q.ackWait(ctx, e)
 	q.reg.track(a, js, ackIn)
-	q.forgetReason(e.ID)
-
-	empty := ""
-	if _, err := q.st.UpdateJobStatus(ctx, e.ID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &empty}); err != nil {
-		q.log.Warn("clear pending reason", "job", e.ID, "err", err)
+	// The reason is cleared only when there is one: the job as just read
+	// had one (written by any node), or this node wrote one (perhaps
+	// after that read). A job routed straight to an idle agent, most
+	// of them, costs no write.
+	if wrote := q.forgetReason(e.ID); wrote || stored != "" {
+		empty := ""
+		if _, err := q.st.UpdateJobStatus(ctx, e.ID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &empty}); err != nil {
+			q.log.Warn("clear pending reason", "job", e.ID, "err", err)
+		}
 	}
 	return &outgoing{a: a, msg: msg}
 }
@@ -229,35 +233,36 @@ func (q *jobQueue) send(out *outgoing) {
 	q.log.Info("job dispatched", "job", out.msg.JobID, "agent", out.a.id)
 }
 
-// buildDispatch assembles job.dispatch from the job and run rows. terminal
-// is true when the job no longer needs to run.
-func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.QueueEntry) (*protocol.JobDispatch, bool, error) {
+// buildDispatch assembles job.dispatch from the job and run rows, and
+// returns the pending reason the job row held. terminal is true when the
+// job no longer needs to run.
+func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.QueueEntry) (msg *protocol.JobDispatch, pendingReason string, terminal bool, err error) {
 	job, err := q.st.GetJob(ctx, e.ID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, true, nil
+			return nil, "", true, nil
 		}
-		return nil, false, err
+		return nil, "", false, err
 	}
 	if job.Status.IsTerminal() {
-		return nil, true, nil
+		return nil, "", true, nil
 	}
 	run, err := q.st.GetRun(ctx, job.RunID)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
 	data, err := q.resolveJobData(ctx, run, job, a)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
-	msg, err := runs.LoadJobDispatch(ctx, q.st, run, job)
+	msg, err = runs.LoadJobDispatch(ctx, q.st, run, job)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
 	msg.Secrets, msg.ContextVars = data.Secrets, data.ContextVars
 	msg.JobCredential = data.JobCredential
 	msg.Untrusted = run.TrustTier == store.TrustUnknown
-	return msg, false, nil
+	return msg, job.PendingReason, false, nil
 }
 
 // requeueOrFail puts a dispatched entry back to pending with attempts+1 and

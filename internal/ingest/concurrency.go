@@ -13,13 +13,16 @@ import (
 // run is created (implemented by runctl.Controller).
 type GroupEnterer interface {
 	// EnterGroup records run (not created yet) in the group cfg names,
-	// rendered for event; no-op without a group.
+	// rendered for event; without a group (cfg nil or without one) it
+	// writes nothing but may note that the run has none, so admitting
+	// the run need not look for its group.
 	EnterGroup(ctx context.Context, run *store.Run, cfg *lockfile.Concurrency, event string) error
 }
 
-// enterGroup records run in wf's concurrency group, if any.
+// enterGroup records run in wf's concurrency group, if any; a run without
+// one is told too (see GroupEnterer).
 func (p *Processor) enterGroup(ctx context.Context, wf *lockfile.Workflow, run *store.Run, event string) error {
-	if p.groups == nil || wf.Concurrency == nil || !wf.Concurrency.HasGroup {
+	if p.groups == nil {
 		return nil
 	}
 	return p.groups.EnterGroup(ctx, run, wf.Concurrency, event)

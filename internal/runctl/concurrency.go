@@ -61,11 +61,27 @@ func RunFields(run *store.Run, event string) map[string]string {
 	}
 }
 
+// maxUngrouped bounds the runs remembered as having no group. A run is
+// forgotten when it finishes here, but one created here and finished by
+// another node, or staged and then not created, is not: past the bound
+// the set is emptied, which costs those runs still here one read each.
+const maxUngrouped = 1 << 14
+
 // EnterGroup records that run (not created yet) belongs to the workflow's
 // concurrency group; call it before the tracker creates the run. Without a
-// group it does nothing. Errors: an unknown template field, store errors.
+// group it writes nothing and remembers that the run has none, so Admit
+// and RunFinished need not look for its entry: only EnterGroup writes an
+// entry, with the run's id, before the run exists, so a run entered
+// without a group never gets one, on any node. Errors: an unknown template
+// field, store errors.
 func (c *Controller) EnterGroup(ctx context.Context, run *store.Run, cfg *lockfile.Concurrency, event string) error {
 	if cfg == nil || !cfg.HasGroup {
+		c.ungroupedMu.Lock()
+		if len(c.ungrouped) >= maxUngrouped {
+			clear(c.ungrouped)
+		}
+		c.ungrouped[run.ID] = struct{}{}
+		c.ungroupedMu.Unlock()
 		return nil
 	}
 	group, err := RenderGroup(cfg.Group, RunFields(run, event))
@@ -77,10 +93,22 @@ func (c *Controller) EnterGroup(ctx context.Context, run *store.Run, cfg *lockfi
 	return c.st.InsertConcurrencyEntry(ctx, e)
 }
 
+// isUngrouped reports whether EnterGroup was told runID has no group.
+func (c *Controller) isUngrouped(runID string) bool {
+	c.ungroupedMu.Lock()
+	defer c.ungroupedMu.Unlock()
+	_, ok := c.ungrouped[runID]
+	return ok
+}
+
 // Admit implements runs.Subscriber: a run outside any group is always
-// admitted; a run in a group is admitted per the rules above. Store errors
-// admit nothing (the sweeper retries).
+// admitted (without a read when EnterGroup was told so); a run in a group
+// is admitted per the rules above. Store errors admit nothing (the sweeper
+// retries).
 func (c *Controller) Admit(ctx context.Context, runID string) bool {
+	if c.isUngrouped(runID) {
+		return true
+	}
 	c.groupMu.Lock()
 	defer c.groupMu.Unlock()
 	e, err := c.st.GetConcurrencyEntry(ctx, runID)
@@ -176,6 +204,13 @@ func (c *Controller) supersede(e *store.ConcurrencyEntry, by string) {
 // RunFinished releases a finished run's slot and admits the next waiting
 // runs of its group (runs.Subscriber).
 func (c *Controller) RunFinished(run *store.Run) {
+	c.ungroupedMu.Lock()
+	_, none := c.ungrouped[run.ID]
+	delete(c.ungrouped, run.ID)
+	c.ungroupedMu.Unlock()
+	if none {
+		return // no slot to release, no group to promote
+	}
 	ctx := context.Background()
 	ok, err := c.st.SetConcurrencyStatus(ctx, run.ID, []string{store.ConcurrencyActive, store.ConcurrencyQueued}, store.ConcurrencyCompleted)
 	if err != nil || !ok {

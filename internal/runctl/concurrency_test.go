@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +131,59 @@ func TestConcurrencyGroupCancelsInProgressRun(t *testing.T) {
 	f.groupRun(t, "r3", other)
 	if j := f.job(t, "r3-deploy"); j.Status != status.JobQueued {
 		t.Errorf("run of another group = %s", j.Status)
+	}
+}
+
+// countingEntries counts the store's concurrency-entry reads and status
+// writes.
+type countingEntries struct {
+	store.Store
+	gets, sets atomic.Int32
+}
+
+// GetConcurrencyEntry counts, then reads.
+func (c *countingEntries) GetConcurrencyEntry(ctx context.Context, runID string) (*store.ConcurrencyEntry, error) {
+	c.gets.Add(1)
+	return c.Store.GetConcurrencyEntry(ctx, runID)
+}
+
+// SetConcurrencyStatus counts, then writes.
+func (c *countingEntries) SetConcurrencyStatus(ctx context.Context, runID string, from []string, to string) (bool, error) {
+	c.sets.Add(1)
+	return c.Store.SetConcurrencyStatus(ctx, runID, from, to)
+}
+
+// TestUngroupedRunReadsNoEntry proves that a run EnterGroup was told has no
+// group is admitted, and its end handled, without looking for its entry,
+// while a run it was not told about (created by another node) still is
+// looked up and admitted.
+func TestUngroupedRunReadsNoEntry(t *testing.T) {
+	f := groupFixture(t)
+	cs := &countingEntries{Store: f.st}
+	f.c.st = cs
+	ctx := context.Background()
+	f.groupRun(t, "r1", nil)
+	f.groupRun(t, "r2", &lockfile.Concurrency{})
+	for _, id := range []string{"r1", "r2"} {
+		if j := f.job(t, id+"-deploy"); j.Status != status.JobQueued {
+			t.Fatalf("ungrouped run %s job = %s, want queued", id, j.Status)
+		}
+	}
+	if !f.c.Admit(ctx, "r1") {
+		t.Fatal("ungrouped run not admitted")
+	}
+	f.start(t, "r1-deploy", true)
+	if err := f.tr.JobFinished(ctx, "r1-deploy", status.JobSuccess, "", f.now); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := cs.gets.Load(), cs.sets.Load(); n != 0 || m != 0 {
+		t.Fatalf("ungrouped runs: %d entry reads, %d status writes; want none", n, m)
+	}
+	if f.c.isUngrouped("r1") {
+		t.Error("a finished run is still remembered")
+	}
+	// A run this controller was not told about is looked up.
+	if !f.c.Admit(ctx, "elsewhere") || cs.gets.Load() != 1 {
+		t.Fatalf("unknown run: %d entry reads, want 1", cs.gets.Load())
 	}
 }

@@ -146,7 +146,12 @@ type Controller struct {
 	// (SweepUnroutable; guarded by sweepMu).
 	unroutableSince map[string]time.Time
 	groupMu         sync.Mutex // concurrency group decisions (concurrency.go)
-	wg              sync.WaitGroup
+	// ungrouped holds the runs EnterGroup was told have no concurrency
+	// group, so that admitting them and releasing their slot read nothing
+	// (concurrency.go); guarded by ungroupedMu.
+	ungrouped   map[string]struct{}
+	ungroupedMu sync.Mutex
+	wg          sync.WaitGroup
 }
 
 // New returns a controller. logger may be nil.
@@ -154,7 +159,8 @@ func New(cfg Config, st store.Store, dsp Dispatcher, tr Tracker, logger *slog.Lo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{cfg: cfg.withDefaults(), st: st, dsp: dsp, tr: tr, log: logger, now: func() time.Time { return time.Now().UTC() }}
+	return &Controller{cfg: cfg.withDefaults(), st: st, dsp: dsp, tr: tr, log: logger, now: func() time.Time { return time.Now().UTC() },
+		ungrouped: map[string]struct{}{}}
 }
 
 // Config returns the effective configuration.

@@ -190,6 +190,41 @@ func (s *sealedSources) ListSourceSecrets(ctx context.Context, sourceID string, 
 	return list, nil
 }
 
+// GetIngressSource opens the source's webhook secret and each of its
+// secrets' values.
+func (s *sealedSources) GetIngressSource(ctx context.Context, id string) (*store.IngressSource, error) {
+	return s.openIngressSource(s.Store.GetIngressSource(ctx, id))
+}
+
+// GetIngressSourceByName opens the source's webhook secret and each of
+// its secrets' values.
+func (s *sealedSources) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
+	return s.openIngressSource(s.Store.GetIngressSourceByName(ctx, orgID, name))
+}
+
+// openIngressSource opens what GetIngressSource read. The source's own
+// secret failing to open fails the look-up, as GetSource does; a secret
+// row failing to open is kept in SecretsErr, so that only a route that
+// verifies with the secrets fails on it, as when they were read apart.
+func (s *sealedSources) openIngressSource(is *store.IngressSource, err error) (*store.IngressSource, error) {
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.openSource(is.Source, nil); err != nil {
+		return nil, err
+	}
+	if is.SecretsErr != nil {
+		return is, nil
+	}
+	for _, sec := range is.Secrets {
+		if sec.Secret, err = open(s.ring, sec.Secret, sourceSecretAAD(sec.ID)); err != nil {
+			is.Secrets, is.SecretsErr = nil, err
+			break
+		}
+	}
+	return is, nil
+}
+
 // SealStoredSourceSecrets rewrites every webhook secret of st (the raw
 // store, not SealSources' view) sealed with the ring's current key:
 // plaintext rows from before encryption at rest, and sealed rows that

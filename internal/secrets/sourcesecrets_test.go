@@ -116,3 +116,49 @@ func TestWebhookSecretsEncryptedAtRestAndMigratedInPlace(t *testing.T) {
 		t.Fatalf("after rotation, new key alone: %v %+v", err, src)
 	}
 }
+
+// The webhook routes' one-statement look-up opens the source's secret and
+// every secret row through the sealed view. A row no key opens is kept in
+// SecretsErr (the look-up itself succeeds, as the source read did before
+// the secrets were read with it), while a source secret no key opens fails
+// the look-up, as GetSource does.
+func TestIngressSourceOpensSealedSecrets(t *testing.T) {
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	st := SealSources(raw, &masterkey.Ring{Current: testKey(t, 1)})
+	if err := st.CreateSourceWithSettings(ctx, &store.Source{ID: "s1", OrgID: "acme", Name: "hooks", Provider: "generic", RoutingKey: "rk1",
+		VerificationMethod: "hmac_sha256", WebhookSecret: "orig", Enabled: true}, &store.SourceSettings{RateLimitRPM: 3},
+		[]*store.SourceSecret{{ID: "a", Secret: "one"}, {ID: "b", Secret: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, get := range []func() (*store.IngressSource, error){
+		func() (*store.IngressSource, error) { return st.GetIngressSource(ctx, "s1") },
+		func() (*store.IngressSource, error) { return st.GetIngressSourceByName(ctx, "acme", "hooks") },
+	} {
+		is, err := get()
+		if err != nil || is.SecretsErr != nil || is.Source.WebhookSecret != "orig" || is.Settings.RateLimitRPM != 3 || len(is.Secrets) != 2 {
+			t.Fatalf("look-up: %v %+v", err, is)
+		}
+		got := map[string]bool{is.Secrets[0].Secret: true, is.Secrets[1].Secret: true}
+		if !got["one"] || !got["two"] {
+			t.Fatalf("secrets not opened: %+v %+v", is.Secrets[0], is.Secrets[1])
+		}
+	}
+	// A secret row sealed with a key the ring does not hold.
+	other := SealSources(raw, &masterkey.Ring{Current: testKey(t, 7)})
+	if err := other.AddSourceSecret(ctx, &store.SourceSecret{ID: "c", SourceID: "s1", Secret: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	is, err := st.GetIngressSource(ctx, "s1")
+	if err != nil || is.SecretsErr == nil || is.Secrets != nil || is.Source.WebhookSecret != "orig" {
+		t.Fatalf("unopenable secret row: err %v, %+v", err, is)
+	}
+	// The source's own secret under a key the ring does not hold.
+	if _, err := SealSources(raw, &masterkey.Ring{Current: testKey(t, 9)}).GetIngressSource(ctx, "s1"); err == nil {
+		t.Fatal("a wrong master key opened the source's webhook secret")
+	}
+}

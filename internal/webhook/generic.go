@@ -10,7 +10,6 @@ package webhook
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -123,22 +122,19 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := pathParams(r)
-	var src *store.Source
+	var is *store.IngressSource
 	err := store.ErrNotFound
 	if org != "" && name != "" {
-		src, err = in.st.GetSourceByName(r.Context(), org, name)
+		is, err = in.st.GetIngressSourceByName(r.Context(), org, name)
 	}
-	if err == nil && src.Provider == provider.GitHub {
+	if err == nil && is.Source.Provider == provider.GitHub {
 		err = store.ErrNotFound // GitHub sources have their own route
 	}
-	q := in.admit(w, r, genericRoute, src, err, "orgId", org)
+	q := in.admit(w, r, genericRoute, is, err, "orgId", org)
 	if q == nil {
 		return
 	}
-	set := q.settings()
-	if set == nil {
-		return
-	}
+	src, set := q.src, q.set
 	eventHeader := HeaderEventType
 	if set.Git != nil {
 		if h := universal.EventHeader(set.Git.Preset); h != "" {
@@ -167,7 +163,7 @@ func (in *Ingress) serveGeneric(w http.ResponseWriter, r *http.Request) {
 	}
 	body := q.body
 
-	status, msg, err := in.verifyGeneric(r.Context(), src, set, r, body)
+	status, msg, err := verifyGeneric(q, r, body)
 	if err != nil {
 		q.internalError("secrets lookup", err)
 		return
@@ -226,10 +222,11 @@ var forgeDeliveryHeaders = []string{"X-Forgejo-Delivery", "X-Gitea-Delivery", "X
 // verifyGeneric checks the request against the source's verification
 // method. It returns status 0 when the request passes, else the status and
 // message to answer (500 = misconfigured source).
-func (in *Ingress) verifyGeneric(ctx context.Context, src *store.Source, set *store.SourceSettings, r *http.Request, body []byte) (int, string, error) {
+func verifyGeneric(q *request, r *http.Request, body []byte) (int, string, error) {
+	src, set := q.src, q.set
 	switch src.VerificationMethod {
 	case VerifyHMACSHA256, VerifyBearerToken:
-		secrets, err := in.activeSecrets(ctx, src)
+		secrets, err := q.activeSecrets()
 		if err != nil {
 			return 0, "", err
 		}

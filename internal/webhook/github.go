@@ -46,14 +46,15 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 	}
 	org, id := r.PathValue("orgId"), r.PathValue("sourceId")
 	ctx := r.Context()
-	src, err := in.st.GetSource(ctx, id)
-	if err == nil && (src.Provider != provider.GitHub || src.OrgID != org) {
+	is, err := in.st.GetIngressSource(ctx, id)
+	if err == nil && (is.Source.Provider != provider.GitHub || is.Source.OrgID != org) {
 		err = store.ErrNotFound // the route serves only its org's GitHub sources
 	}
-	q := in.admit(w, r, githubRoute, src, err, "sourceId", id)
+	q := in.admit(w, r, githubRoute, is, err, "sourceId", id)
 	if q == nil {
 		return
 	}
+	src := q.src
 
 	limit := in.opts.MaxGitHubPayloadBytes
 	if in.opts.GitHubPayloadCap != nil {
@@ -84,7 +85,7 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	secrets, err := in.activeSecrets(ctx, src)
+	secrets, err := q.activeSecrets()
 	if err != nil {
 		q.internalError("secrets lookup", err)
 		return
@@ -98,8 +99,7 @@ func (in *Ingress) serveGitHub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	set := q.settings()
-	if set == nil || !q.withinRateLimit(set.RateLimitRPM) {
+	if !q.withinRateLimit(q.set.RateLimitRPM) {
 		return
 	}
 	if !isJSONObject(body) {

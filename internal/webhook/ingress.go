@@ -162,19 +162,16 @@ func (l *RateLimiter) Allow(key string, rpm int) (bool, time.Duration) {
 	return false, time.Duration(math.Max(1, wait)) * time.Second
 }
 
-// activeSecrets returns the secrets a delivery of src may be signed with:
-// the source's unrevoked rotation secrets when it has any, else its
+// activeSecrets returns the secrets a delivery of src may be signed with,
+// given all its secrets (revoked ones included, as the look-up read
+// them): the unrevoked rotation secrets when it has any, else its
 // original webhook secret.
-func (in *Ingress) activeSecrets(ctx context.Context, src *store.Source) ([]string, error) {
-	all, err := in.st.ListSourceSecrets(ctx, src.ID, false)
-	if err != nil {
-		return nil, err
-	}
+func activeSecrets(src *store.Source, all []*store.SourceSecret) []string {
 	if len(all) == 0 {
 		if src.WebhookSecret == "" {
-			return nil, nil
+			return nil
 		}
-		return []string{src.WebhookSecret}, nil
+		return []string{src.WebhookSecret}
 	}
 	var out []string
 	for _, s := range all {
@@ -182,7 +179,7 @@ func (in *Ingress) activeSecrets(ctx context.Context, src *store.Source) ([]stri
 			out = append(out, s.Secret)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // VerifyHMAC reports whether header ("sha256=<hex>") is the HMAC-SHA256 of
@@ -341,13 +338,4 @@ func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Deliv
 	in.log.Info("webhook: delivery accepted", "deliveryId", d.ID, "sourceId", d.SourceID, "event", d.Event, "bytes", len(d.Payload))
 	in.submit.SubmitDelivery(d)
 	writeJSON(w, http.StatusAccepted, Response{Accepted: true, DeliveryID: d.ID})
-}
-
-// settings returns a source's ingress settings (zero settings when none).
-func (in *Ingress) settings(ctx context.Context, src *store.Source) (*store.SourceSettings, error) {
-	set, err := in.st.GetSourceSettings(ctx, src.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return &store.SourceSettings{SourceID: src.ID}, nil
-	}
-	return set, err
 }

@@ -29,13 +29,19 @@ var (
 // and event name as read so far: a route may refine them (forge headers,
 // an idempotency key), and every rejection records their current value.
 type request struct {
-	in    *Ingress
-	w     http.ResponseWriter
-	r     *http.Request
-	src   *store.Source
-	route string
-	rawID string
-	event string
+	in  *Ingress
+	w   http.ResponseWriter
+	r   *http.Request
+	src *store.Source
+	// set is the source's settings (zero settings when it has none).
+	set *store.SourceSettings
+	// secrets are all the source's webhook secrets, revoked ones
+	// included; secretsErr is why they could not be read.
+	secrets    []*store.SourceSecret
+	secretsErr error
+	route      string
+	rawID      string
+	event      string
 	// body is nil until readBody succeeds.
 	body []byte
 }
@@ -51,12 +57,13 @@ func postOnly(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// admit takes the outcome of a route's source lookup: store.ErrNotFound
+// admit takes the outcome of a route's source look-up (the source with
+// its settings and secrets, read in one statement): store.ErrNotFound
 // (the route maps a source it does not serve to it too) answers 404
 // "source not found", any other error 500 (logged with logArgs, which name
 // what was looked up), and a disabled source 404 MsgSourceDisabled with a
 // rejected-delivery record. It returns nil when it has answered.
-func (in *Ingress) admit(w http.ResponseWriter, r *http.Request, rt route, src *store.Source, err error, logArgs ...any) *request {
+func (in *Ingress) admit(w http.ResponseWriter, r *http.Request, rt route, is *store.IngressSource, err error, logArgs ...any) *request {
 	if errors.Is(err, store.ErrNotFound) {
 		fail(w, http.StatusNotFound, "source not found")
 		return nil
@@ -66,11 +73,16 @@ func (in *Ingress) admit(w http.ResponseWriter, r *http.Request, rt route, src *
 		fail(w, http.StatusInternalServerError, "internal error")
 		return nil
 	}
+	src := is.Source
 	if !src.Enabled {
 		in.refuseDisabled(w, r, src, rt.name, r.Header.Get(rt.deliveryHeader), r.Header.Get(rt.eventHeader))
 		return nil
 	}
-	return &request{in: in, w: w, r: r, src: src, route: rt.name,
+	set := is.Settings
+	if set == nil {
+		set = &store.SourceSettings{SourceID: src.ID}
+	}
+	return &request{in: in, w: w, r: r, src: src, set: set, secrets: is.Secrets, secretsErr: is.SecretsErr, route: rt.name,
 		rawID: strings.TrimSpace(r.Header.Get(rt.deliveryHeader)), event: strings.TrimSpace(r.Header.Get(rt.eventHeader))}
 }
 
@@ -88,14 +100,13 @@ func (q *request) internalError(what string, err error) {
 	fail(q.w, http.StatusInternalServerError, "internal error")
 }
 
-// settings returns the source's ingress settings, or answers 500 and nil.
-func (q *request) settings() *store.SourceSettings {
-	set, err := q.in.settings(q.r.Context(), q.src)
-	if err != nil {
-		q.internalError("settings lookup", err)
-		return nil
+// activeSecrets returns the secrets a delivery may be signed with (see
+// activeSecrets), or the error that kept the look-up from reading them.
+func (q *request) activeSecrets() ([]string, error) {
+	if q.secretsErr != nil {
+		return nil, q.secretsErr
 	}
-	return set
+	return activeSecrets(q.src, q.secrets), nil
 }
 
 // readBody reads the body up to limit bytes. Over the cap it answers 413

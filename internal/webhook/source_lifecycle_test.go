@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/teststore"
 )
 
 // postRaw posts body to url with hdr and decodes the answer.
@@ -135,5 +138,58 @@ func TestDeletedSourceWebhookIs404(t *testing.T) {
 	}
 	if rej, _ := e.st.ListRejected(ctx, "", 10); len(rej) != 0 {
 		t.Fatalf("rejected records for a deleted source: %+v", rej)
+	}
+}
+
+// unopenedSecrets is a store whose source look-up could not open the
+// source's secret rows (a sealed row no key opens).
+type unopenedSecrets struct{ store.Store }
+
+// GetIngressSourceByName reads, then drops the secrets with an error.
+func (s unopenedSecrets) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
+	is, err := s.Store.GetIngressSourceByName(ctx, orgID, name)
+	if err == nil {
+		is.Secrets, is.SecretsErr = nil, errors.New("webhook secret: cannot open")
+	}
+	return is, err
+}
+
+// TestUnopenedSecretsFailOnlyWhereNeeded: secrets the look-up could not
+// open fail (500, no rejected record) only a route that verifies with
+// them; a disabled source is still refused 404 and a source verified
+// otherwise still accepts, as when the secrets were read apart.
+func TestUnopenedSecretsFailOnlyWhereNeeded(t *testing.T) {
+	st := teststore.SQLite(t)
+	ctx := context.Background()
+	for _, src := range []*store.Source{
+		{ID: "s-hmac", Name: "hmac", VerificationMethod: VerifyHMACSHA256, Enabled: true},
+		{ID: "s-none", Name: "none", VerificationMethod: VerifyNone, Enabled: true},
+		{ID: "s-off", Name: "off", VerificationMethod: VerifyHMACSHA256},
+	} {
+		src.OrgID, src.Provider, src.RoutingKey, src.CreatedAt = "acme", provider.Generic, "generic:acme:"+src.ID, time.Now().UTC()
+		if err := st.CreateSourceWithSettings(ctx, src, nil, []*store.SourceSecret{{Secret: secret}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", NewIngress(unopenedSecrets{st}, nil, Options{}).Generic())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	body := []byte(`{"ref":"refs/heads/main"}`)
+	post := func(name string) (int, Response) {
+		return postRaw(t, srv.URL+"/webhook/acme/generic/"+name, body, map[string]string{HeaderSignature: sign(body),
+			HeaderEventType: "push", HeaderDelivery: "d-" + name, "Content-Type": "application/json"})
+	}
+	if code, r := post("hmac"); code != http.StatusInternalServerError || r.Accepted {
+		t.Fatalf("hmac source with unopened secrets: %d %+v, want 500", code, r)
+	}
+	if code, r := post("none"); code != http.StatusAccepted || !r.Accepted {
+		t.Fatalf("unverified source: %d %+v, want 202", code, r)
+	}
+	if code, r := post("off"); code != http.StatusNotFound || r.Error != MsgSourceDisabled {
+		t.Fatalf("disabled source: %d %+v, want 404 %q", code, r, MsgSourceDisabled)
+	}
+	if rej, _ := st.ListRejected(ctx, "s-hmac", 10); len(rej) != 0 {
+		t.Fatalf("a store failure left rejected records: %+v", rej)
 	}
 }

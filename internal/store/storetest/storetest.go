@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RunControl", testRunControl},
 		{"CheckRuns", testCheckRuns},
 		{"SourceLifecycle", testSourceLifecycle},
+		{"IngressSource", testIngressSource},
 		{"ClusterSettings", testClusterSettings},
 		{"Security", testSecurity},
 		{"Contexts", testContexts},
