@@ -80,6 +80,11 @@ func (s *Store) GetSourceSettings(ctx context.Context, sourceID string) (*store.
 	if err := s.queryRow(ctx, `SELECT config, updated_at FROM source_settings WHERE source_id = ?`, sourceID).Scan(&cfg, tcol(&upd)); err != nil {
 		return nil, mapErr(err)
 	}
+	return decodeSettings(sourceID, cfg, upd)
+}
+
+// decodeSettings is a source_settings row as SourceSettings.
+func decodeSettings(sourceID, cfg string, upd time.Time) (*store.SourceSettings, error) {
 	var set store.SourceSettings
 	if err := json.Unmarshal([]byte(cfg), &set); err != nil {
 		return nil, err
@@ -451,8 +456,8 @@ func (s *Store) ScrubSourceSecrets(ctx context.Context) error {
 	return nil
 }
 
-// ingressSourceQuery reads a source, its settings and its secrets in one
-// statement: one row per secret (one with NULL secret columns when it has
+// ingressSourceQuery reads a source (sourceCols, in scanSource's order),
+// its settings and its secrets in one statement: one row per secret (one with NULL secret columns when it has
 // none), the source's and settings' columns repeated on each. A source has
 // a handful of secrets at most, so the repetition costs less than the two
 // round trips it saves on every delivery.
@@ -486,26 +491,22 @@ func scanIngressSource(rows *sql.Rows, err error) (*store.IngressSource, error) 
 	defer rows.Close()
 	var out *store.IngressSource
 	for rows.Next() {
-		var src store.Source
 		var cfg, secID, secVal sql.NullString
 		var setUpd, secCreated, secRevoked *time.Time
-		if err := rows.Scan(&src.ID, &src.OrgID, &src.Name, &src.Provider, &src.RoutingKey, &src.LocalPath,
-			&src.VerificationMethod, &src.WebhookSecret, &src.Enabled, tcol(&src.CreatedAt),
-			&cfg, ntcol(&setUpd), &secID, &secVal, ntcol(&secCreated), ntcol(&secRevoked)); err != nil {
+		src, err := scanSource(trailing{rows, []any{&cfg, ntcol(&setUpd), &secID, &secVal, ntcol(&secCreated), ntcol(&secRevoked)}})
+		if err != nil {
 			return nil, mapErr(err)
 		}
 		if out == nil {
-			out = &store.IngressSource{Source: &src}
+			out = &store.IngressSource{Source: src}
 			if cfg.Valid {
-				var set store.SourceSettings
-				if err := json.Unmarshal([]byte(cfg.String), &set); err != nil {
+				var upd time.Time
+				if setUpd != nil {
+					upd = *setUpd
+				}
+				if out.Settings, err = decodeSettings(src.ID, cfg.String, upd); err != nil {
 					return nil, err
 				}
-				set.SourceID = src.ID
-				if setUpd != nil {
-					set.UpdatedAt = *setUpd
-				}
-				out.Settings = &set
 			}
 		}
 		if secID.Valid {
