@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -64,7 +65,19 @@ type Config struct {
 	// JobHome gives each job a fresh HOME in its work directory
 	// (KICI_AGENT_JOB_HOME; runner.BlobOptions.JobHome).
 	JobHome bool
+	// InPod is KICI_AGENT_JOB_CONTAINER=pod: the agent runs in the job's
+	// own container of a Kubernetes pod (runner.Options.InPod).
+	InPod bool
 }
+
+// EnvJobContainer says where a job's `container:` is (kici addition):
+// unset, the agent starts it with Docker; "pod" (JobContainerPod), the
+// agent already runs inside it, a Kubernetes pod the kubernetes scaler
+// made with the job's services as sibling containers.
+const EnvJobContainer = "KICI_AGENT_JOB_CONTAINER"
+
+// JobContainerPod is the only value EnvJobContainer accepts.
+const JobContainerPod = "pod"
 
 // EnvVar documents one configuration variable.
 type EnvVar struct {
@@ -84,6 +97,8 @@ func EnvVars() []EnvVar {
 		{"KICI_TLS_CA_FILE", "", "PEM CA certificates trusted besides the system roots for a wss:// orchestrator (private CA, self-signed certificate)"},
 		{"KICI_AGENT_TOKEN", "", "agent token (kat_…); unset ⇒ no authentication request"},
 		{"KICI_AGENT_TOKEN_FD", "", "descriptor to read the token from to its end: 0 (standard input, the container scaler) or an inherited one ≥ 3, then closed (the bare-metal scaler)"},
+		{"KICI_AGENT_TOKEN_FILE", "", "regular file (≤ 4 KiB) to read the token from once at start: the kubernetes scaler's read-only Secret volume"},
+		{EnvJobContainer, "", "pod ⇒ the agent runs inside the job's container of a Kubernetes pod: steps run as processes here, services are the pod's sibling containers"},
 		{"KICI_LABELS", "", "comma-separated routing labels; the kici: prefix is reserved"},
 		{"KICI_MAX_LOG_SIZE_BYTES", "10485760", "per-step log cap in bytes (a dispatch value wins)"},
 		{"KICI_DEFAULT_STEP_TIMEOUT_MS", "1800000", "step timeout when a step sets none"},
@@ -189,6 +204,13 @@ func LoadConfig(environ []string) (*Config, error) {
 			return nil, err
 		}
 	}
+	switch v := strings.TrimSpace(env[EnvJobContainer]); v {
+	case "":
+	case JobContainerPod:
+		c.InPod = true
+	default:
+		return nil, fmt.Errorf("%s: want %q (the agent runs in the job's Kubernetes pod) or unset, got %q", EnvJobContainer, JobContainerPod, v)
+	}
 	for name, dst := range map[string]*bool{"KICI_SCALER_MANAGED": &c.ScalerManaged, "KICI_AGENT_JOB_HOME": &c.JobHome} {
 		switch v := strings.ToLower(strings.TrimSpace(env[name])); v {
 		case "", "false", "0", "no":
@@ -206,22 +228,34 @@ func (c *Config) AllLabels() []string {
 	return append(append([]string{}, c.Labels...), protocol.AutoLabels(runtime.GOOS, runtime.GOARCH, c.Hostname)...)
 }
 
-// maxTokenBytes bounds what is read from KICI_AGENT_TOKEN_FD.
+// maxTokenBytes bounds what is read from KICI_AGENT_TOKEN_FD or
+// KICI_AGENT_TOKEN_FILE.
 const maxTokenBytes = 4096
 
-// loadToken sets Token from KICI_AGENT_TOKEN or, for agents the bare-metal
-// scaler spawns, from the inherited descriptor KICI_AGENT_TOKEN_FD names:
-// read to EOF once, then closed, so the token never sits in the agent's
-// environment (readable by steps at /proc/<agent pid>/environ). Setting
-// both is an error.
+// loadToken sets Token from exactly one of KICI_AGENT_TOKEN,
+// KICI_AGENT_TOKEN_FD (agents the bare-metal and container scalers spawn)
+// and KICI_AGENT_TOKEN_FILE (the kubernetes scaler's pods), so that a
+// spawned agent's token never sits in its environment (readable by steps
+// at /proc/<agent pid>/environ, and in a pod spec by anyone who may read
+// pods). Setting more than one is an error.
 func (c *Config) loadToken(env map[string]string) error {
 	fdStr := strings.TrimSpace(env["KICI_AGENT_TOKEN_FD"])
+	file := strings.TrimSpace(env["KICI_AGENT_TOKEN_FILE"])
 	c.Token = strings.TrimSpace(env["KICI_AGENT_TOKEN"])
+	var set []string
+	for _, name := range []string{"KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FD", "KICI_AGENT_TOKEN_FILE"} {
+		if strings.TrimSpace(env[name]) != "" {
+			set = append(set, name)
+		}
+	}
+	if len(set) > 1 {
+		return fmt.Errorf("%s are set; set only one of them", strings.Join(set, " and "))
+	}
+	if file != "" {
+		return c.loadTokenFile(file)
+	}
 	if fdStr == "" {
 		return nil
-	}
-	if c.Token != "" {
-		return fmt.Errorf("KICI_AGENT_TOKEN_FD and KICI_AGENT_TOKEN are both set; set only one")
 	}
 	fd, err := strconv.Atoi(fdStr)
 	if err != nil || (fd != 0 && fd < 3) {
@@ -249,5 +283,48 @@ func (c *Config) loadToken(env map[string]string) error {
 	if c.Token == "" {
 		return fmt.Errorf("KICI_AGENT_TOKEN_FD: descriptor %d gave an empty token", fd)
 	}
+	return nil
+}
+
+// loadTokenFile reads the token from path once: a regular file (a
+// Kubernetes Secret volume's key is a symbolic link to one, which is
+// followed) of at most maxTokenBytes, with one trailing newline trimmed.
+// The kubernetes scaler mounts that Secret read-only, so the agent cannot
+// remove it; steps run as another user (or the file stays readable only
+// for the life of a one-job pod the token is valid for).
+func (c *Config) loadTokenFile(path string) error {
+	// O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if fi.Size() > maxTokenBytes {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %s holds %d bytes, more than %d", path, fi.Size(), maxTokenBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: reading %s: %w", path, err)
+	}
+	if len(b) > maxTokenBytes { // it grew after the stat
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %s holds more than %d bytes", path, maxTokenBytes)
+	}
+	tok := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if strings.TrimSpace(tok) == "" {
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %s is empty", path)
+	}
+	if strings.ContainsAny(tok, "\r\n") || strings.TrimSpace(tok) != tok {
+		// A token is one line of text; anything else is a wrong file,
+		// and a token with blanks around it would be refused anyway.
+		return fmt.Errorf("KICI_AGENT_TOKEN_FILE: %s is not one line without surrounding blanks", path)
+	}
+	c.Token = tok
 	return nil
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,5 +65,66 @@ func TestLoadConfigTokenFDErrors(t *testing.T) {
 	c, err := LoadConfig([]string{url, "KICI_AGENT_TOKEN= kat_plain "})
 	if err != nil || c.Token != "kat_plain" {
 		t.Fatalf("KICI_AGENT_TOKEN: token %q err %v", c.Token, err)
+	}
+}
+
+// writeToken writes content to a file of mode 0400 (as a Secret volume's
+// files are) and returns its path.
+func writeToken(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(content), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadConfigTokenFromFile(t *testing.T) {
+	url := "KICI_ORCHESTRATOR_URL=ws://127.0.0.1:1/ws"
+	// A Secret volume's key is a symbolic link into a ..data directory:
+	// the link is followed to the regular file.
+	dir := t.TempDir()
+	real := writeToken(t, "kat_from_secret\n")
+	link := filepath.Join(dir, "token")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{real, link, writeToken(t, "kat_from_secret")} {
+		c, err := LoadConfig([]string{url, "KICI_AGENT_TOKEN_FILE=" + path})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if c.Token != "kat_from_secret" {
+			t.Fatalf("%s: Token = %q, want kat_from_secret", path, c.Token)
+		}
+	}
+}
+
+func TestLoadConfigTokenFileErrors(t *testing.T) {
+	url := "KICI_ORCHESTRATOR_URL=ws://127.0.0.1:1/ws"
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := writeToken(t, "kat_ok\n")
+	cases := map[string]struct {
+		env  []string
+		want string
+	}{
+		"empty":             {[]string{url, "KICI_AGENT_TOKEN_FILE=" + writeToken(t, "")}, "is empty"},
+		"only a newline":    {[]string{url, "KICI_AGENT_TOKEN_FILE=" + writeToken(t, "\n")}, "is empty"},
+		"over 4 KiB":        {[]string{url, "KICI_AGENT_TOKEN_FILE=" + writeToken(t, strings.Repeat("k", maxTokenBytes+1))}, "more than 4096"},
+		"two lines":         {[]string{url, "KICI_AGENT_TOKEN_FILE=" + writeToken(t, "kat_a\nkat_b\n")}, "not one line"},
+		"directory":         {[]string{url, "KICI_AGENT_TOKEN_FILE=" + t.TempDir()}, "not a regular file"},
+		"fifo":              {[]string{url, "KICI_AGENT_TOKEN_FILE=" + fifo}, "not a regular file"},
+		"missing":           {[]string{url, "KICI_AGENT_TOKEN_FILE=/nonexistent/kici/token"}, "no such file"},
+		"with the plain":    {[]string{url, "KICI_AGENT_TOKEN=kat_x", "KICI_AGENT_TOKEN_FILE=" + good}, "set only one"},
+		"with a descriptor": {[]string{url, "KICI_AGENT_TOKEN_FD=" + strconv.Itoa(tokenFD(t, "kat_y")), "KICI_AGENT_TOKEN_FILE=" + good}, "set only one"},
+	}
+	for name, tc := range cases {
+		c, err := LoadConfig(tc.env)
+		if err == nil || !strings.Contains(err.Error(), "KICI_AGENT_TOKEN") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: config %+v err %v, want a KICI_AGENT_TOKEN error with %q", name, c, err, tc.want)
+		}
 	}
 }
