@@ -62,6 +62,12 @@ type Service struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Command []string          `json:"command,omitempty"`
 	Health  *HealthCheck      `json:"health,omitempty"`
+	// Ports are the TCP ports the service listens on (1–65535, distinct).
+	// Where the job's services are sibling containers of a Kubernetes pod
+	// (docs/kubernetes.md) they become container ports, and the agent waits
+	// until each accepts connections on 127.0.0.1 before the first step,
+	// since Health's command cannot run there.
+	Ports []int `json:"ports,omitempty"`
 }
 
 // HealthCheck is a service's readiness probe: Cmd (argv) every Interval
@@ -351,7 +357,7 @@ func (f *yfile) services(j *Job, n ast.Node, what string) {
 		if img, ok := f.scalar(e.val); ok {
 			s.Image = img
 		} else if fields, ok := f.mapping(e.val, sw); ok {
-			f.strict(fields, sw, "image", "env", "command", "health")
+			f.strict(fields, sw, "image", "env", "command", "health", "ports")
 			for _, fe := range fields {
 				switch fe.key {
 				case "image":
@@ -362,6 +368,8 @@ func (f *yfile) services(j *Job, n ast.Node, what string) {
 					s.Command, _ = f.strList(fe.val, sw+" command")
 				case "health":
 					s.Health = f.health(fe.val, sw+" health")
+				case "ports":
+					s.Ports = f.ports(fe.val, sw+" ports")
 				}
 			}
 		}
@@ -371,6 +379,29 @@ func (f *yfile) services(j *Job, n ast.Node, what string) {
 		}
 		j.Services = append(j.Services, s)
 	}
+}
+
+// ports decodes a service's list of distinct TCP ports (1–65535).
+func (f *yfile) ports(n ast.Node, what string) []int {
+	items, ok := f.sequence(n, what, true)
+	if !ok {
+		return nil
+	}
+	var out []int
+	seen := map[int]bool{}
+	for _, it := range items {
+		p, ok := f.intRange(it, what+" entries", 1, 65535)
+		if !ok {
+			continue
+		}
+		if seen[p] {
+			f.errorf(it, "%s: port %d is listed twice", what, p)
+			continue
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return out
 }
 
 func (f *yfile) health(n ast.Node, what string) *HealthCheck {

@@ -27,6 +27,7 @@ jobs:
         image: postgres:16
         env: {POSTGRES_PASSWORD: x}
         health: {cmd: [pg_isready], interval: 1s, retries: 30}
+        ports: [5432, 5433]
       cache: redis:7
     run: make
   test:
@@ -51,6 +52,9 @@ jobs:
 	if len(b.Services) != 2 || b.Services[0].Name != "db" || b.Services[0].Health.Interval != 1000 || b.Services[1].Image != "redis:7" {
 		t.Fatalf("services = %+v", b.Services)
 	}
+	if !slices.Equal(b.Services[0].Ports, []int{5432, 5433}) || b.Services[1].Ports != nil {
+		t.Fatalf("service ports = %v, %v", b.Services[0].Ports, b.Services[1].Ports)
+	}
 	if len(tj.Download) != 1 || tj.Download[0] != "bin" {
 		t.Fatalf("download = %v", tj.Download)
 	}
@@ -74,6 +78,10 @@ func TestCompileJobBlobsErrors(t *testing.T) {
 		"container: {options: ['--user=1']}":                        "needs an image or a build",
 		"services: {Bad_Name: x}":                                   "DNS label",
 		"services: {db: {env: {A: b}}}":                             "needs an image",
+		"services: {db: {image: x, ports: [0]}}":                    "between 1 and 65535",
+		"services: {db: {image: x, ports: [70000]}}":                "between 1 and 65535",
+		"services: {db: {image: x, ports: [web]}}":                  "must be an integer",
+		"services: {db: {image: x, ports: [80, 80]}}":               "listed twice",
 		"download: [bin]":                                           "no job in needs declares that artifact",
 	}
 	for field, want := range cases {
