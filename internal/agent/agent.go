@@ -134,6 +134,7 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 		Blobs:              blobOptions(cfg, a.client.URL),
 		Supervisor:         opts.Supervisor,
 		AgentBinary:        opts.AgentBinary,
+		InPod:              cfg.InPod,
 	}
 	if c := opts.Confinement; c != nil {
 		ropts.StepUser, ropts.UIDs, ropts.RefuseUntrusted = c.StepUser, c.UIDs, c.RefuseUntrusted

@@ -102,7 +102,11 @@ func (j *job) homeDir() string {
 // artifact fails the job (its steps expect the files).
 func (j *job) beforeSteps(log *logstream.Stream) (*blobState, error) {
 	bs := &blobState{home: j.homeDir()}
-	if err := j.startContainers(log); err != nil { // jobcontainer.go
+	start := j.startContainers // jobcontainer.go
+	if j.r.opts.InPod {
+		start = j.startPodContainer // podcontainer.go
+	}
+	if err := start(log); err != nil {
 		return bs, err
 	}
 	if len(j.cfg.Cache) == 0 && len(j.cfg.Artifacts) == 0 && len(j.cfg.Download) == 0 {

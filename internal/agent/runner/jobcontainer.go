@@ -473,10 +473,13 @@ func (j *job) containerEnv(env []string) []string {
 }
 
 // runAttempt runs one step attempt in the job container, or on the host
-// when the job has none.
+// when the job has none or the host is its pod (podcontainer.go).
 func (j *job) runAttempt(spec procSpec, stop stopSignal) procResult {
 	if j.ctr != nil {
 		return j.runContainerStep(spec, stop)
+	}
+	if j.pod != nil {
+		spec.Env = j.pod.podEnv(spec.Env, j.r.opts.HostEnv)
 	}
 	return runProcess(spec, stop)
 }

@@ -97,6 +97,11 @@ type Options struct {
 	// UIDs, when set, gives each job a uid of its own instead of StepUser
 	// (uidpool.go); the agent must be root.
 	UIDs *UIDPool
+	// InPod is set when the agent runs inside the job's own container of a
+	// Kubernetes pod (KICI_AGENT_JOB_CONTAINER=pod): a job's `container:`
+	// is this one and its services are the pod's (podcontainer.go), so no
+	// Docker Engine is used.
+	InPod bool
 	// RefuseUntrusted, when set, fails every job marked untrusted (a fork
 	// pull request) with this reason before anything runs: the agent
 	// cannot keep such a job's steps away from its host (confine.go).
@@ -199,6 +204,7 @@ type job struct {
 	started  time.Time
 	outs     *outputState   // outputs.go
 	ctr      *jobContainers // jobcontainer.go; nil runs steps on the host
+	pod      *podContainer  // podcontainer.go; set when this pod is the job's container
 }
 
 // Active returns the ids of jobs currently running.

@@ -106,7 +106,7 @@ func (j *job) runStep(i int, cleanup bool) protocol.StepResult {
 		return finish(status.StepFailed, nil, 1, err.Error())
 	}
 	argv, err := ShellArgv(step.Shell, script)
-	if err == nil && j.ctr != nil && step.Shell == "" {
+	if err == nil && (j.ctr != nil || j.pod != nil) && step.Shell == "" {
 		argv = ContainerDefaultArgv(script) // jobcontainer.go: bash if the image has it, else sh
 	}
 	if err != nil {
