@@ -59,7 +59,10 @@ type Confinement struct {
 // job's own from KICI_STEP_UID_RANGE (runner.UIDPool) unless
 // KICI_STEP_USER names one identity for all jobs (an account, created with
 // useradd or adduser when missing, or uid[:gid]); KICI_STEP_USER=root keeps
-// them as root. A malformed range is an error. As
+// them as root. A malformed range is an error. A root agent without the
+// capabilities to act as another user (missingStepUserCaps) keeps steps as
+// root with a loud summary, or fails when KICI_STEP_USER asked for a step
+// user. As
 // any other user, steps run as that user: nothing keeps them from its files,
 // so untrusted jobs are refused unless KICI_ALLOW_UNCONFINED_STEPS=true.
 // An unknown account name is an error.
@@ -99,6 +102,16 @@ func ResolveConfinement(environ []string, euid int) (*Confinement, error) {
 	}
 	if spec == "root" || spec == "0" {
 		return unconfined("steps run as root (" + EnvStepUser + "=root)")
+	}
+	// Root without the capabilities to act as another user (a container
+	// or pod that drops them) would fail every job when it hands the work
+	// directory over: steps run as root instead, said at start, unless
+	// the operator asked for a step user, which is then an error.
+	if missing := missingStepUserCaps(); len(missing) > 0 {
+		if spec != "" {
+			return nil, fmt.Errorf("%s=%s: this agent runs as root without %s, so it cannot run steps as another user; grant them (e.g. the container's default capabilities) or unset %s", EnvStepUser, spec, strings.Join(missing, ", "), EnvStepUser)
+		}
+		return unconfined("steps run as root: this agent runs as uid 0 without " + strings.Join(missing, ", ") + ", so it cannot give each job a uid of its own")
 	}
 	if spec == "" {
 		r := strings.TrimSpace(env[EnvStepUIDRange])

@@ -85,3 +85,40 @@ func TestTrySandboxRefusesUntrustedWithoutNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// A root agent without the capabilities to act as another user (a pod
+// whose securityContext drops them) does not fail its jobs: steps run as
+// root, the start-up summary says why, untrusted jobs are refused unless
+// allowed; when the operator asked for a step user, start-up fails.
+func TestRootWithoutCapabilitiesFallsBack(t *testing.T) {
+	saved := missingStepUserCaps
+	t.Cleanup(func() { missingStepUserCaps = saved })
+	missingStepUserCaps = func() []string { return []string{"CAP_CHOWN", "CAP_SETUID"} }
+
+	c, err := ResolveConfinement(nil, 0)
+	if err != nil || c.UIDs != nil || c.StepUser != nil || !c.Loud ||
+		!strings.Contains(c.Summary, "without CAP_CHOWN, CAP_SETUID") || !strings.Contains(c.RefuseUntrusted, EnvAllowUnconfined) {
+		t.Fatalf("root without capabilities: %+v %v", c, err)
+	}
+	c, err = ResolveConfinement([]string{EnvAllowUnconfined + "=true"}, 0)
+	if err != nil || c.UIDs != nil || c.RefuseUntrusted != "" {
+		t.Fatalf("root without capabilities, unconfined allowed: %+v %v", c, err)
+	}
+	if _, err := ResolveConfinement([]string{EnvStepUser + "=4242"}, 0); err == nil || !strings.Contains(err.Error(), "CAP_CHOWN, CAP_SETUID") {
+		t.Fatalf("a required step user without capabilities: %v", err)
+	}
+}
+
+func TestMissingCaps(t *testing.T) {
+	full := "Name:\tkici-agent\nCapInh:\t0000000000000000\nCapEff:\t00000000a80425fb\n" // Docker's default set
+	if got := missingCaps(full); len(got) != 0 {
+		t.Errorf("default container capabilities: missing %v", got)
+	}
+	none := "CapEff:\t0000000000000000\n"
+	if got := missingCaps(none); len(got) != len(stepUserCaps) {
+		t.Errorf("no capabilities: missing %v", got)
+	}
+	if got := missingCaps("CapEff:\t00000000000000c0\n"); !reflect.DeepEqual(got, []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL"}) {
+		t.Errorf("only setuid/setgid: missing %v", got)
+	}
+}
