@@ -4,6 +4,7 @@
 #               PostgreSQL, end-to-end with the real binaries)
 #   make lint   golangci-lint with .golangci.yml (scripts/golangci-lint.sh installs it)
 #   make image  the orchestrator container image (docs/deploy.md)
+#   make agent-image  the agent image of the kubernetes scaler's pods (docs/deploy.md)
 #   make install  binaries, systemd units and example env files under DESTDIR/PREFIX
 #   make test-ha  the high-availability acceptance tests at full size
 #   make acceptance  every pipeline of the corpus (testdata/pipelines) end to end
@@ -139,6 +140,16 @@ REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 image: build
 	bash deploy/image/rootfs.sh $(BIN) $(BIN)/image
 	docker build -q -t $(IMAGE) --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) $(BIN)/image
+
+# agent-image: the agent image the kubernetes scaler's job pods run (or copy
+# kici-agent from, for a job with `container:`): FROM scratch with kici-agent,
+# kici-step-supervisor and a static busybox, as the non-root user kici-agent.
+# deploy/image-agent/Dockerfile; docs/deploy.md.
+AGENT_IMAGE ?= kici-agent:$(VERSION)
+.PHONY: agent-image
+agent-image: build
+	bash deploy/image/rootfs.sh $(BIN) $(BIN)/image-agent agent
+	docker build -q -t $(AGENT_IMAGE) --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) $(BIN)/image-agent
 
 # install: the binaries, the systemd units of the orchestrator and of a
 # static agent, their sysusers.d entry, example environment files (never

@@ -75,6 +75,7 @@ func newRoot() *cobra.Command {
 			// environment block itself cannot be changed).
 			os.Unsetenv("KICI_AGENT_TOKEN")
 			os.Unsetenv("KICI_AGENT_TOKEN_FD")
+			os.Unsetenv("KICI_AGENT_TOKEN_FILE")
 			handler, err := config.LogHandler(os.Environ(), os.Stderr, logLevel(os.Getenv("KICI_LOG_LEVEL")))
 			if err != nil {
 				return err

@@ -128,3 +128,22 @@ func TestLoadConfigTokenFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// KICI_AGENT_JOB_CONTAINER accepts only "pod"; anything else stops the
+// agent at start rather than running container jobs some other way.
+func TestLoadConfigJobContainer(t *testing.T) {
+	url := "KICI_ORCHESTRATOR_URL=ws://127.0.0.1:1/ws"
+	c, err := LoadConfig([]string{url, EnvJobContainer + "=pod"})
+	if err != nil || !c.InPod {
+		t.Fatalf("pod: config %+v err %v", c, err)
+	}
+	c, err = LoadConfig([]string{url})
+	if err != nil || c.InPod {
+		t.Fatalf("unset: config %+v err %v", c, err)
+	}
+	for _, v := range []string{"docker", "Pod", "true"} {
+		if _, err := LoadConfig([]string{url, EnvJobContainer + "=" + v}); err == nil || !strings.Contains(err.Error(), EnvJobContainer) {
+			t.Errorf("%q: err %v, want a %s error", v, err, EnvJobContainer)
+		}
+	}
+}
