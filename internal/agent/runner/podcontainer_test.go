@@ -199,3 +199,32 @@ func TestPodJobWithoutContainer(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// In a pod whose image has no bash, a container step without `shell:`
+// runs with sh, as in a Docker job container (ContainerDefaultArgv).
+func TestPodJobImageWithoutBash(t *testing.T) {
+	sh := "/bin/dash"
+	if _, err := os.Stat(sh); err != nil {
+		sh = "/bin/busybox"
+	}
+	bin := t.TempDir() // the image's PATH: a POSIX shell and nothing else
+	if err := os.Symlink(sh, filepath.Join(bin, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "shell")
+	no := false
+	cfg, err := json.Marshal(lockfile.Job{Type: lockfile.JobStatic, Name: "b", Checkout: &no,
+		Container: &lockfile.Container{Image: "alpine:3"},
+		Steps:     []lockfile.Step{{Name: "s", Run: `echo "bash=${BASH_VERSION:-none}" > ` + out}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Options{WorkRoot: t.TempDir(), HostEnv: []string{"PATH=" + bin}, InPod: true}, &recorder{})
+	res := r.Run(context.Background(), &protocol.JobDispatch{RunID: "r", JobID: "j", JobConfig: cfg})
+	if res.State != status.JobSuccess {
+		t.Fatalf("result = %s %q", res.State, res.Error)
+	}
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "bash=none" {
+		t.Errorf("step ran with %q, want sh", b)
+	}
+}
