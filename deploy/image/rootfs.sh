@@ -92,7 +92,7 @@ if [ "$kind" = agent ]; then
   mkdir -p "$out/data/work" "$out/home"
   touch "$out/data/work/.kici-work" "$out/home/.kici-home"
   chmod 0711 "$out/data" "$out/data/work"
-  chmod 0700 "$out/home"
+  chmod 0755 "$out/home"
   cp "$(dirname "$0")/../image-agent/Dockerfile" "$out/Dockerfile"
   exit 0
 fi
