@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -138,6 +139,9 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 	}
 	if c := opts.Confinement; c != nil {
 		ropts.StepUser, ropts.UIDs, ropts.RefuseUntrusted = c.StepUser, c.UIDs, c.RefuseUntrusted
+	}
+	if cfg.InPod && ropts.UIDs != nil {
+		ropts.UIDs = podUIDPool(ropts.UIDs, cfg.WorkDir)
 	}
 	a.runner = runner.New(ropts, emitter{a})
 	return a
@@ -483,4 +487,17 @@ func nonEmpty(vals ...string) []string {
 		}
 	}
 	return out
+}
+
+// podUIDPool is p with its lock files in the work root: the agent is the
+// only one of its pod, so no other agent shares the uids, and a job's image
+// may have no writable /run (runner.DefaultUIDLockDir) while the work root
+// is the pod's own volume.
+func podUIDPool(p *runner.UIDPool, workDir string) *runner.UIDPool {
+	if workDir == "" {
+		workDir = os.TempDir()
+	}
+	q := *p
+	q.LockDir = filepath.Join(workDir, ".kici-step-uids")
+	return &q
 }

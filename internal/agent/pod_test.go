@@ -98,3 +98,80 @@ func TestAgentInPodWithTokenFile(t *testing.T) {
 		t.Errorf("the token was not masked in the log: %s", step)
 	}
 }
+
+// As root in a job pod (a job image whose user is root), the agent gives
+// the job's steps a uid of their own, taking it with lock files in its work
+// root rather than /run, which the image may not let it write: the steps
+// run as that uid and cannot read the token file, which stays root's.
+func TestRootAgentInPodStepsCannotReadToken(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root agent runs steps as another uid")
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	const token = "kat_root_pod_secret_42"
+	srv := agenttest.NewServer(t, agenttest.Options{Token: token})
+	// Directories a step user may traverse, as a pod's volumes are.
+	base, err := os.MkdirTemp("", "kici-pod-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	work, tokenDir := filepath.Join(base, "work"), filepath.Join(base, "token")
+	for _, d := range []string{base, work, tokenDir} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokenFile := filepath.Join(tokenDir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KICI_ORCHESTRATOR_URL=" + srv.URL, "KICI_AGENT_ID=root-pod-agent", "KICI_WORK_DIR=" + work,
+		"KICI_AGENT_TOKEN_FILE=" + tokenFile, EnvJobContainer + "=pod", EnvStepUIDRange + "=271000-271099"}
+	cfg, err := LoadConfig(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := ResolveConfinement(env, 0)
+	if err != nil || conf.UIDs == nil {
+		t.Fatalf("confinement %+v %v", conf, err)
+	}
+	a := New(cfg, slog.New(slog.DiscardHandler), Options{HostEnv: os.Environ(), Confinement: conf,
+		Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop")
+		}
+	}()
+	srv.WaitRegistrations(t, 1, 10*time.Second)
+	no := false
+	srv.Dispatch(t, &protocol.JobDispatch{RunID: "run-1", JobID: "job-1", JobName: "test", WorkflowName: "ci"}, lockfile.Job{
+		Type: lockfile.JobStatic, Name: "test", Checkout: &no,
+		Container: &lockfile.Container{Image: "debian:13"},
+		Steps:     []lockfile.Step{{Name: "s", Run: `echo "uid=$(id -u)"; if cat "` + tokenFile + `" >/dev/null 2>&1; then echo token=readable; else echo token=denied; fi; ls "` + work + `/.kici-step-uids" >/dev/null 2>&1 || echo lockdir=denied`}},
+	})
+	js, _ := srv.WaitJobTerminal(t, "job-1", 30*time.Second)
+	step := srv.LogText("job-1", 0)
+	if js.State != status.JobSuccess {
+		t.Fatalf("job: %+v %+v\nsetup log:\n%s\nstep log:\n%s", js, js.Data, srv.LogText("job-1", -1), step)
+	}
+	if !strings.Contains(step, "uid=2710") || !strings.Contains(step, "token=denied") {
+		t.Errorf("step log: %s", step)
+	}
+	// The lock directory is the agent's (0700): the step cannot list it.
+	if !strings.Contains(step, "lockdir=denied") {
+		t.Errorf("the step listed the uid lock directory: %s", step)
+	}
+	if ents, err := os.ReadDir(filepath.Join(work, ".kici-step-uids")); err != nil || len(ents) == 0 {
+		t.Errorf("uid lock files not in the work root: %v %v", ents, err)
+	}
+}
