@@ -31,4 +31,5 @@ const (
 	TypeContainer   = scalerconfig.TypeContainer
 	TypeFirecracker = scalerconfig.TypeFirecracker
 	TypeQEMU        = scalerconfig.TypeQEMU
+	TypeKubernetes  = scalerconfig.TypeKubernetes
 )

@@ -61,9 +61,24 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 			url = m.opts.OrchestratorURL
 		}
 		limits := m.cfg.Limits(ls)
+		pendingFn := m.opts.PendingReason
 		m.mu.Unlock()
+		var job *JobContainers
+		if entry.Type == TypeKubernetes && rec.jobID != "" && m.opts.JobContainers != nil {
+			if job, err = m.opts.JobContainers(ctx, rec.jobID); err != nil {
+				done <- fmt.Errorf("read the job's container and services: %w", err)
+				return
+			}
+		}
+		pending := func(reason string) {
+			if pendingFn != nil && rec.jobID != "" {
+				shown, _ := withholdHostDetails(reason)
+				pendingFn(rec.jobID, shown)
+			}
+		}
 		done <- sc.backend.Spawn(ctx, &SpawnRequest{AgentID: rec.id, JobID: rec.jobID, RunID: rec.runID,
-			Entry: entry, LabelSet: ls, OrchestratorURL: url, Token: token, Limits: limits, Emit: emit, Warm: rec.warm})
+			Entry: entry, LabelSet: ls, OrchestratorURL: url, Token: token, Limits: limits, Emit: emit, Warm: rec.warm,
+			Job: job, Pending: pending})
 	}()
 	var err error
 	timedOut := false
