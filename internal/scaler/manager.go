@@ -150,6 +150,7 @@ type agentRec struct {
 	createdAt        time.Time
 	cancel           context.CancelFunc
 	stop             bool // Stop asked while queued or spawning
+	stopReason       string
 }
 
 type failRec struct {

@@ -198,6 +198,11 @@ func (m *Manager) agentExited(agentID string, err error) {
 // Stop destroys agent agentID (dispatch.Spawner: the agent did not
 // register in time). A spawn still queued or in flight is cancelled.
 func (m *Manager) Stop(agentID string) {
+	m.stopFor(agentID, "stopped by the orchestrator: its job ended or was cancelled, or it did not register in time")
+}
+
+// stopFor is Stop with the reason a ReasonedDestroyer records.
+func (m *Manager) stopFor(agentID, reason string) {
 	m.mu.Lock()
 	rec := m.agents[agentID]
 	if rec == nil {
@@ -205,6 +210,7 @@ func (m *Manager) Stop(agentID string) {
 		return
 	}
 	rec.stop = true
+	rec.stopReason = reason
 	running := rec.state == AgentRunning
 	cancel := rec.cancel
 	m.mu.Unlock()
@@ -219,7 +225,16 @@ func (m *Manager) destroy(rec *agentRec) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := rec.sc.backend.Destroy(ctx, rec.id); err != nil {
+		m.mu.Lock()
+		reason := rec.stopReason
+		m.mu.Unlock()
+		var err error
+		if rd, ok := rec.sc.backend.(ReasonedDestroyer); ok && reason != "" {
+			err = rd.DestroyFor(ctx, rec.id, reason)
+		} else {
+			err = rec.sc.backend.Destroy(ctx, rec.id)
+		}
+		if err != nil {
 			m.log.Warn("destroy agent", "agent", rec.id, "err", err)
 		}
 	}()
