@@ -151,10 +151,13 @@ func TestSpawnWaitsUnschedulableThenRunsAndDestroyDeletes(t *testing.T) {
 	spawned := make(chan error, 1)
 	go func() { spawned <- b.Spawn(context.Background(), r.request(id)) }()
 	wait.For(t, 5*time.Second, "the pod to be created", func() bool { return exists(cs, "pod", id) })
-	sec, err := cs.CoreV1().Secrets("ci").Get(context.Background(), id+"-token", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The owner reference is patched in once the pod exists.
+	var sec *corev1.Secret
+	wait.For(t, 5*time.Second, "the Secret owned by its pod", func() bool {
+		var err error
+		sec, err = cs.CoreV1().Secrets("ci").Get(context.Background(), id+"-token", metav1.GetOptions{})
+		return err == nil && len(sec.OwnerReferences) > 0
+	})
 	if string(sec.Data[TokenKey]) != testToken || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Name != id {
 		t.Errorf("secret: token %q, owners %+v", sec.Data[TokenKey], sec.OwnerReferences)
 	}

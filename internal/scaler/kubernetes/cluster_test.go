@@ -136,10 +136,10 @@ func TestClusterUnschedulableShowsReasonAndSpecHoldsNoToken(t *testing.T) {
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted")
 	}
-	sec, err := cs.CoreV1().Secrets(ns).Get(context.Background(), SecretName(pod.Name), metav1.GetOptions{})
-	if err != nil || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != pod.UID {
-		t.Errorf("token Secret %v, owners %+v: want owned by the pod", err, sec.OwnerReferences)
-	}
+	wait.For(t, 10*time.Second, "the token Secret owned by the pod", func() bool {
+		sec, err := cs.CoreV1().Secrets(ns).Get(context.Background(), SecretName(pod.Name), metav1.GetOptions{})
+		return err == nil && len(sec.OwnerReferences) == 1 && sec.OwnerReferences[0].UID == pod.UID
+	})
 	cancel() // the spawn deadline
 	if err := <-spawned; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "unschedulable") {
 		t.Errorf("Spawn = %v, want cancelled with the reason", err)
