@@ -110,3 +110,11 @@ func (d *Dispatcher) ExpireQueued(ctx context.Context, jobID string) (bool, erro
 func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
 	return d.queue.wakeFor(ctx, jobID)
 }
+
+// SetPendingReason records reason as job jobID's pending reason while the
+// job is still queued (a scaler backend explaining why its agent's spawn
+// waits, e.g. an unschedulable pod); for a job no longer pending it does
+// nothing.
+func (d *Dispatcher) SetPendingReason(jobID, reason string) {
+	d.queue.setReason(d.queue.ctx, jobID, reason)
+}

@@ -166,7 +166,7 @@ func (s *Server) openLogsAndSettings(ctx context.Context, p *parts) (err error) 
 // gateway KICI_HOST may name.
 func (s *Server) startScalerAndListener(p *parts) (err error) {
 	cfg := s.cfg
-	if s.scaler, err = newScaler(cfg, p.agentBin, p.agentAuth, p.settings, p.logs, s.metrics, s.log.With("component", "scaler")); err != nil {
+	if s.scaler, err = newScaler(cfg, p.agentBin, p.agentAuth, p.settings, p.logs, p.st, s.metrics, s.log.With("component", "scaler")); err != nil {
 		return err
 	}
 	// The scaler may hold spawned agents and a warm-pool loop from here on;

@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,16 +15,36 @@ import (
 	"kici.dev/kici/internal/auth"
 	"kici.dev/kici/internal/cluster"
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/scaler/kubernetes"
 	"kici.dev/kici/internal/scaler/scalerconfig"
+	"kici.dev/kici/internal/store"
 )
+
+// jobContainers reads the container and services job jobID's lock entry
+// declares (nil when neither), for the kubernetes scaler's pod.
+func jobContainers(ctx context.Context, st store.Store, jobID string) (*scaler.JobContainers, error) {
+	job, err := st.GetJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	var lj lockfile.Job
+	if err := json.Unmarshal(job.Config, &lj); err != nil {
+		return nil, fmt.Errorf("job %s: lock entry: %w", jobID, err)
+	}
+	if lj.Container == nil && len(lj.Services) == 0 {
+		return nil, nil
+	}
+	return &scaler.JobContainers{Container: lj.Container, Services: lj.Services}, nil
+}
 
 // newScaler loads scalers.yaml (or the embedded default) and builds the
 // scaler Manager with its backends and metrics; it sees the dispatcher's
 // agents once the dispatcher exists (scaler.Manager.Serve).
 func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth, settings *cluster.Reader,
-	logs logstore.Store, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
+	logs logstore.Store, st store.Store, reg *prometheus.Registry, logger *slog.Logger) (*scaler.Manager, error) {
 	scfg, err := scalerconfig.LoadConfig(cfg.ScalerConfigPath, cfg.ScalerConfigDir, cfg.MaxAgents)
 	if err != nil {
 		return nil, err
@@ -34,7 +56,7 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 	return scaler.NewManager(scfg, scaler.Options{
 		Tokens:   agentAuth,
 		Settings: settings,
-		Backends: scaler.WithQEMU(scaler.WithFirecracker(scaler.Backends(scaler.BackendOptions{
+		Backends: kubernetes.With(scaler.WithQEMU(scaler.WithFirecracker(scaler.Backends(scaler.BackendOptions{
 			BareMetal: scaler.BareMetalOptions{
 				AgentBinary: agentBinary,
 				WorkDir:     workDir(cfg),
@@ -45,6 +67,10 @@ func newScaler(cfg *config.Config, agentBinary string, agentAuth *auth.AgentAuth
 			},
 			Container: scaler.ContainerOptions{Logger: logger},
 		}), scaler.FirecrackerOptions{Logger: logger, Networks: nets}), scaler.QEMUOptions{Logger: logger, Networks: nets}),
+			kubernetes.Options{Logger: logger}),
+		JobContainers: func(ctx context.Context, jobID string) (*scaler.JobContainers, error) {
+			return jobContainers(ctx, st, jobID)
+		},
 		Events:  logs,
 		Metrics: metrics,
 		Logger:  logger,

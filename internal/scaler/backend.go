@@ -5,11 +5,13 @@ import (
 	"sync"
 	"time"
 
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/protocol"
 )
 
 // Backend starts and stops the agents of one scaler. Implementations:
-// BareMetal (processes), Container (Docker Engine).
+// BareMetal (processes), Container (Docker Engine), Firecracker and QEMU
+// (microVMs), and internal/scaler/kubernetes (pods).
 type Backend interface {
 	// Spawn starts one agent and returns once it is started (its process or
 	// container runs). It must honour ctx: the Manager cancels it at the
@@ -44,6 +46,23 @@ type SpawnRequest struct {
 	// Warm marks an unbound warm-pool agent: it must wait for a job as long
 	// as the pool keeps it (KICI_SCALER_IDLE_TIMEOUT is raised).
 	Warm bool
+	// Job is the bound job's container and services, filled for backends
+	// that run them beside the agent (kubernetes: containers of the
+	// agent's pod); nil when the job declares neither, for an unbound
+	// agent, and for the other backends.
+	Job *JobContainers
+	// Pending shows why the spawn waits (e.g. "pod unschedulable: 0/3
+	// nodes are available") as the bound job's pending reason; never nil.
+	Pending func(reason string)
+}
+
+// JobContainers are the `container:` and `services:` of a bound job's lock
+// entry (lockfile.LockJob.Container and .Services).
+type JobContainers struct {
+	// Container is the image the job's steps run in; nil: on the agent.
+	Container *lockfile.Container
+	// Services are the job's sidecar containers.
+	Services []lockfile.Service
 }
 
 // Settings are the live knobs the Manager reads on every spawn (cluster

@@ -479,6 +479,20 @@ func agentVars(req *SpawnRequest, base []string) []string {
 	)
 }
 
+// AgentEnv is the environment of a spawned agent (NAME=value) without its
+// token: the forwarded KICI_AGENT_ENV_* values, the label set's env, then
+// the scaler's own settings, as every backend sets them. A backend that
+// delivers the token another way (a file, standard input) starts from it.
+func AgentEnv(req *SpawnRequest) []string {
+	var env []string
+	for _, kv := range agentVars(req, nil) {
+		if !strings.HasPrefix(kv, "KICI_AGENT_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // warmAgentIdleTimeoutMs is the agent-side idle timeout of warm agents
 // (ten years: effectively never).
 const warmAgentIdleTimeoutMs = "315360000000"

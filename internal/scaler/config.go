@@ -18,6 +18,9 @@ type (
 	Platform = scalerconfig.Platform
 	// ConfigError is a validation failure (scalerconfig.ConfigError).
 	ConfigError = scalerconfig.ConfigError
+	// Toleration is a kubernetes label set's pod toleration
+	// (scalerconfig.Toleration).
+	Toleration = scalerconfig.Toleration
 	// FirecrackerNetwork is the firecracker: block (scalerconfig.FirecrackerNetwork).
 	FirecrackerNetwork = scalerconfig.FirecrackerNetwork
 )
@@ -31,4 +34,5 @@ const (
 	TypeContainer   = scalerconfig.TypeContainer
 	TypeFirecracker = scalerconfig.TypeFirecracker
 	TypeQEMU        = scalerconfig.TypeQEMU
+	TypeKubernetes  = scalerconfig.TypeKubernetes
 )

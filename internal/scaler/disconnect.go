@@ -1,6 +1,9 @@
 package scaler
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // vmBackend is a backend whose agents run inside a machine of their own
 // (QEMU, Firecracker): the machine normally ends when its agent does (the
@@ -12,6 +15,21 @@ type vmBackend interface{ endsWithAgent() }
 
 func (*QEMU) endsWithAgent()        {}
 func (*Firecracker) endsWithAgent() {}
+
+// SandboxPerAgent is implemented by backends of other packages whose
+// agents run in a sandbox of their own that must end with the agent (the
+// kubernetes backend's pods): AgentDisconnected treats them as VMs.
+type SandboxPerAgent interface {
+	// SandboxEndsWithAgent marks the backend; it does nothing.
+	SandboxEndsWithAgent()
+}
+
+// ReasonedDestroyer is implemented by backends that record why an agent is
+// destroyed (on the job's log and the agent's exit error).
+type ReasonedDestroyer interface {
+	// DestroyFor destroys agent id like Backend.Destroy, giving reason.
+	DestroyFor(ctx context.Context, id, reason string) error
+}
 
 // AgentDisconnected hears that agentID's connection ended
 // (dispatch.Spawner). A scaler-managed agent never comes back
@@ -26,7 +44,9 @@ func (m *Manager) AgentDisconnected(agentID string) {
 	if rec == nil {
 		return
 	}
-	if _, ok := rec.sc.backend.(vmBackend); !ok {
+	_, vm := rec.sc.backend.(vmBackend)
+	_, sandbox := rec.sc.backend.(SandboxPerAgent)
+	if !vm && !sandbox {
 		return
 	}
 	go func() {
@@ -41,7 +61,7 @@ func (m *Manager) AgentDisconnected(agentID string) {
 		if still {
 			m.log.Warn("the VM of a disconnected agent did not end on its own; destroying it", "scaler", rec.sc.entry.Name,
 				"agent", agentID, "grace", m.opts.DisconnectGrace)
-			m.Stop(agentID)
+			m.stopFor(agentID, "agent lost: its connection ended and its sandbox did not end within "+m.opts.DisconnectGrace.String())
 		}
 	}()
 }

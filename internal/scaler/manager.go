@@ -68,6 +68,14 @@ type Options struct {
 	// AgentJobs, set by Serve, maps each connected agent to the jobs it
 	// runs as the dispatcher sees them, for Status.
 	AgentJobs func() map[string][]string
+	// JobContainers, if set, returns the container and services job jobID
+	// declares (nil when none), for the backends that run them inside the
+	// agent's own sandbox (TypeKubernetes): the orchestrator reads the
+	// job's lock entry from the store.
+	JobContainers func(ctx context.Context, jobID string) (*JobContainers, error)
+	// PendingReason, set by Serve, records reason as job jobID's pending
+	// reason while it is still queued (the dispatcher's).
+	PendingReason func(jobID, reason string)
 	// WarmPoolInterval is the warm-pool tick (default 30 s, KiCI); exits
 	// and reloads also trigger a pass.
 	WarmPoolInterval time.Duration
@@ -142,6 +150,7 @@ type agentRec struct {
 	createdAt        time.Time
 	cancel           context.CancelFunc
 	stop             bool // Stop asked while queued or spawning
+	stopReason       string
 }
 
 type failRec struct {

@@ -39,6 +39,11 @@ func (m *Manager) Reload(cfg *Config) error {
 				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
 					Msg: "socketPath and enforceCgroups cannot change on reload (restart, or add the scaler under a new name)"}
 			}
+			if scalerconfig.KubernetesImmutableChanged(sc.entry, e) {
+				m.mu.Unlock()
+				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",
+					Msg: "namespace and kubeconfig of a kubernetes scaler cannot change on reload (restart, or add the scaler under a new name)"}
+			}
 			if scalerconfig.QEMUImmutableChanged(sc.entry, e) {
 				m.mu.Unlock()
 				return &ConfigError{File: e.File(), Field: "scalers[" + e.Name + "]",

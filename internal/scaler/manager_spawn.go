@@ -61,9 +61,24 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 			url = m.opts.OrchestratorURL
 		}
 		limits := m.cfg.Limits(ls)
+		pendingFn := m.opts.PendingReason
 		m.mu.Unlock()
+		var job *JobContainers
+		if entry.Type == TypeKubernetes && rec.jobID != "" && m.opts.JobContainers != nil {
+			if job, err = m.opts.JobContainers(ctx, rec.jobID); err != nil {
+				done <- fmt.Errorf("read the job's container and services: %w", err)
+				return
+			}
+		}
+		pending := func(reason string) {
+			if pendingFn != nil && rec.jobID != "" {
+				shown, _ := withholdHostDetails(reason)
+				pendingFn(rec.jobID, shown)
+			}
+		}
 		done <- sc.backend.Spawn(ctx, &SpawnRequest{AgentID: rec.id, JobID: rec.jobID, RunID: rec.runID,
-			Entry: entry, LabelSet: ls, OrchestratorURL: url, Token: token, Limits: limits, Emit: emit, Warm: rec.warm})
+			Entry: entry, LabelSet: ls, OrchestratorURL: url, Token: token, Limits: limits, Emit: emit, Warm: rec.warm,
+			Job: job, Pending: pending})
 	}()
 	var err error
 	timedOut := false
@@ -183,6 +198,11 @@ func (m *Manager) agentExited(agentID string, err error) {
 // Stop destroys agent agentID (dispatch.Spawner: the agent did not
 // register in time). A spawn still queued or in flight is cancelled.
 func (m *Manager) Stop(agentID string) {
+	m.stopFor(agentID, "stopped by the orchestrator: its job ended or was cancelled, or it did not register in time")
+}
+
+// stopFor is Stop with the reason a ReasonedDestroyer records.
+func (m *Manager) stopFor(agentID, reason string) {
 	m.mu.Lock()
 	rec := m.agents[agentID]
 	if rec == nil {
@@ -190,6 +210,7 @@ func (m *Manager) Stop(agentID string) {
 		return
 	}
 	rec.stop = true
+	rec.stopReason = reason
 	running := rec.state == AgentRunning
 	cancel := rec.cancel
 	m.mu.Unlock()
@@ -204,7 +225,16 @@ func (m *Manager) destroy(rec *agentRec) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := rec.sc.backend.Destroy(ctx, rec.id); err != nil {
+		m.mu.Lock()
+		reason := rec.stopReason
+		m.mu.Unlock()
+		var err error
+		if rd, ok := rec.sc.backend.(ReasonedDestroyer); ok && reason != "" {
+			err = rd.DestroyFor(ctx, rec.id, reason)
+		} else {
+			err = rec.sc.backend.Destroy(ctx, rec.id)
+		}
+		if err != nil {
 			m.log.Warn("destroy agent", "agent", rec.id, "err", err)
 		}
 	}()

@@ -22,6 +22,9 @@ type Registry interface {
 func (m *Manager) Serve(r Registry) {
 	m.mu.Lock()
 	m.opts.IdleAgents, m.opts.Exited, m.opts.AgentJobs = r.IdleAgents, r.AgentExited, r.AgentJobs
+	if p, ok := r.(PendingReasons); ok {
+		m.opts.PendingReason = p.SetPendingReason
+	}
 	m.mu.Unlock()
 	m.kickWarm()
 }
@@ -42,4 +45,13 @@ func (m *Manager) agentJobs() map[string][]string {
 		return nil
 	}
 	return f()
+}
+
+// PendingReasons is implemented by a Registry that can show why a spawn
+// for a job waits (dispatch.Dispatcher): Serve points
+// Options.PendingReason at it.
+type PendingReasons interface {
+	// SetPendingReason records reason as job jobID's pending reason while
+	// the job is still queued; otherwise it does nothing.
+	SetPendingReason(jobID, reason string)
 }

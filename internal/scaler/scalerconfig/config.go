@@ -66,7 +66,8 @@ type Entry struct {
 	// Name is unique, [a-z0-9-], 1–63 characters; it appears in the
 	// kici:scaler:<name> label and the kici-scaler-name container label.
 	Name string `yaml:"name" json:"name"`
-	// Type is bare-metal, container or firecracker. It cannot change on reload.
+	// Type is bare-metal, container, firecracker, qemu or kubernetes. It
+	// cannot change on reload.
 	Type BackendType `yaml:"type" json:"type"`
 	// MaxAgents caps this scaler's agents (alive or spawning); required, > 0.
 	MaxAgents int `yaml:"maxAgents" json:"maxAgents"`
@@ -100,6 +101,8 @@ type Entry struct {
 	FirecrackerEntry `yaml:",inline"`
 	// QEMUEntry holds the qemu-only fields.
 	QEMUEntry `yaml:",inline"`
+	// KubernetesEntry holds the kubernetes-only fields.
+	KubernetesEntry `yaml:",inline"`
 
 	file string // the file the entry came from, for errors
 }
@@ -127,9 +130,10 @@ type Platform struct {
 type LabelSet struct {
 	// Labels are the agent's routing labels: lower-cased, no kici: prefix.
 	Labels []string `yaml:"labels" json:"labels"`
-	// Image (container, required) is the agent image.
+	// Image (container and kubernetes, required) is the agent image.
 	Image string `yaml:"image" json:"image,omitempty"`
-	// ImagePullPolicy (container) is Always, IfNotPresent (default) or Never.
+	// ImagePullPolicy (container and kubernetes) is Always, IfNotPresent
+	// (default) or Never.
 	ImagePullPolicy string `yaml:"imagePullPolicy" json:"imagePullPolicy,omitempty"`
 	// BinaryPath (bare-metal) is the kici-agent executable (default: the
 	// one found next to the orchestrator, KICI_AGENT_BINARY).
@@ -141,6 +145,8 @@ type LabelSet struct {
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
 	// FirecrackerLabelSet holds the firecracker-only fields.
 	FirecrackerLabelSet `yaml:",inline"`
+	// KubernetesLabelSet holds the kubernetes-only pod-template fields.
+	KubernetesLabelSet `yaml:",inline"`
 }
 
 // Resources are limits in KiCI's flat form: cpus (fractional, ≤ 256) and

@@ -120,7 +120,7 @@ func TestConfigErrorsNameFileAndField(t *testing.T) {
 		{"bad label", strings.Replace(base, "[x]", "[\"has space\"]", 1), []string{"scalers[0].labelSets[0].labels[0]", "invalid label"}},
 		{"version", strings.Replace(base, "version: 1", "version: 2", 1), []string{"version: must be 1"}},
 		{"no maxAgents", strings.Replace(base, "maxAgents: 1", "maxAgents: 0", 1), []string{"scalers[0].maxAgents"}},
-		{"bad type", strings.Replace(base, "bare-metal", "kubernetes", 1), []string{"scalers[0].type", "unsupported type"}},
+		{"bad type", strings.Replace(base, "bare-metal", "nomad", 1), []string{"scalers[0].type", "unsupported type"}},
 		{"bad name", strings.Replace(base, "name: a", "name: A_b", 1), []string{"scalers[0].name"}},
 		{"container without image", strings.Replace(base, "bare-metal", "container", 1), []string{"scalers[0].labelSets[0].image", "required"}},
 		{"image on bare-metal", base + "        image: x\n", []string{"scalers[0].labelSets[0].image"}},

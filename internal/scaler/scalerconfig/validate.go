@@ -62,11 +62,11 @@ func (e *Entry) validate(i int) error {
 		return bad(".name", "invalid scaler name %q: want 1–63 characters of a-z, 0-9 and -, starting and ending with a letter or digit", e.Name)
 	}
 	switch e.Type {
-	case TypeBareMetal, TypeContainer, TypeFirecracker, TypeQEMU:
+	case TypeBareMetal, TypeContainer, TypeFirecracker, TypeQEMU, TypeKubernetes:
 	case "":
-		return bad(".type", "required (bare-metal, container, firecracker or qemu)")
+		return bad(".type", "required (bare-metal, container, firecracker, qemu or kubernetes)")
 	default:
-		return bad(".type", "unsupported type %q (this build has bare-metal, container, firecracker and qemu)", e.Type)
+		return bad(".type", "unsupported type %q (this build has bare-metal, container, firecracker, qemu and kubernetes)", e.Type)
 	}
 	if e.MaxAgents <= 0 {
 		return bad(".maxAgents", "required: a positive integer")
@@ -135,6 +135,9 @@ func (e *Entry) validate(i int) error {
 	}
 	if len(e.LabelSets) == 0 {
 		return bad(".labelSets", "at least one label set is required")
+	}
+	if err := e.validateKubernetes(p); err != nil {
+		return err
 	}
 	if e.Type == TypeQEMU {
 		if err := e.validateQEMU(p); err != nil {
