@@ -9,6 +9,7 @@ package kubernetes
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/scaler"
 )
 
@@ -161,7 +163,7 @@ func BuildPod(req *scaler.SpawnRequest, p PodParams) (*corev1.Pod, *corev1.Secre
 	if jc := req.Job; jc != nil {
 		var hosts []string
 		for _, s := range jc.Services {
-			svc, err := serviceContainer(s.Name, s.Image, s.Env, s.Command)
+			svc, err := serviceContainer(s)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -209,23 +211,22 @@ func BuildPod(req *scaler.SpawnRequest, p PodParams) (*corev1.Pod, *corev1.Secre
 // serviceContainer is a job service as a sidecar of the pod: an init
 // container with restartPolicy Always (Kubernetes sidecar containers), so
 // it starts before the job's container and is stopped once it ends, and
-// the pod completes with the job.
-func serviceContainer(name, image string, env map[string]string, command []string) (corev1.Container, error) {
-	if len(ServicePrefix)+len(name) > 63 {
-		return corev1.Container{}, fmt.Errorf("service %q: name longer than %d characters cannot be a container name", name, 63-len(ServicePrefix))
+// the pod completes with the job. Its `ports:` become container ports
+// (what the agent waits for on 127.0.0.1 before the first step).
+func serviceContainer(s lockfile.Service) (corev1.Container, error) {
+	if len(ServicePrefix)+len(s.Name) > 63 {
+		return corev1.Container{}, fmt.Errorf("service %q: name longer than %d characters cannot be a container name", s.Name, 63-len(ServicePrefix))
 	}
 	c := corev1.Container{
-		Name: ServicePrefix + name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-		Args: command, RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways),
+		Name: ServicePrefix + s.Name, Image: s.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Args: s.Command, RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways),
 		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false)},
 	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
+	for _, port := range s.Ports {
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(port), Protocol: corev1.ProtocolTCP})
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: env[k]})
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: s.Env[k]})
 	}
 	return c, nil
 }

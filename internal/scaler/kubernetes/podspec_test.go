@@ -114,7 +114,7 @@ func TestJobContainerAndServicesPod(t *testing.T) {
 	req := spawnRequest()
 	req.Job = &scaler.JobContainers{
 		Container: &lockfile.Container{Image: "golang:1.26", Env: map[string]string{"CGO_ENABLED": "0"}},
-		Services: []lockfile.Service{{Name: "postgres", Image: "postgres:17", Env: map[string]string{"POSTGRES_PASSWORD": "x"}},
+		Services: []lockfile.Service{{Name: "postgres", Image: "postgres:17", Env: map[string]string{"POSTGRES_PASSWORD": "x"}, Ports: []int{5432}},
 			{Name: "redis", Image: "redis:8", Command: []string{"--port", "6380"}}},
 	}
 	pod, _, err := BuildPod(req, PodParams{Namespace: "ci", ScalerName: "pods", StopGrace: time.Second})
@@ -150,6 +150,9 @@ func TestJobContainerAndServicesPod(t *testing.T) {
 	}
 	if envOf(s.InitContainers[1])["POSTGRES_PASSWORD"] != "x" || !slices.Equal(s.InitContainers[2].Args, []string{"--port", "6380"}) {
 		t.Error("service env or command lost")
+	}
+	if ports := s.InitContainers[1].Ports; len(ports) != 1 || ports[0].ContainerPort != 5432 || ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("service ports = %+v, want 5432/TCP from the lock's ports", ports)
 	}
 	if len(s.HostAliases) != 1 || s.HostAliases[0].IP != "127.0.0.1" || !slices.Equal(s.HostAliases[0].Hostnames, []string{"postgres", "redis"}) {
 		t.Errorf("hostAliases = %+v", s.HostAliases)
