@@ -9,7 +9,7 @@
 # module@version` refuses. So a scratch module is generated under the cache
 # (never in kici's own go.mod): it requires k8s.io/kubernetes at the release
 # and replaces each staging module (the list is read from that release's own
-# go.mod) with its published v0.X.Y, then builds the four commands. The
+# go.mod) with its published v0.X.Y, then builds the commands. The
 # binaries are kept keyed by version: a later run finds them (checked with
 # `go version -m`, which names the k8s.io/kubernetes they were built from)
 # and prints the directory at once, touching no network.
@@ -28,7 +28,9 @@ staging=0.${version#1.} # k8s.io/kubernetes v1.X.Y publishes its staging modules
 root=${KICI_K8S_CACHE:-/var/cache/kici-k8s}
 src=$root/src
 bin=$root/bin
-commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# kube-proxy makes Services (ClusterIP, the kubernetes Service that
+# in-cluster clients dial) reachable from the pods.
+commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 packages=(
 	etcd-server                # etcd 3.4, the API server's store
 	containerd                 # the node's container runtime (its own instance: scripts/k8s/cluster.sh)
@@ -64,15 +66,12 @@ debian_packages() {
 	# is left alone.
 }
 
-# built reports whether every binary is present and was built from
+# built reports whether binary $1 is present and was built from
 # k8s.io/kubernetes at $version (Go records the module versions a binary
 # was linked from; `go version -m` prints them).
 built() {
-	local c
-	for c in "${commands[@]}"; do
-		[ -x "$bin/$c" ] || return 1
-		go version -m "$bin/$c" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+k8s.io/kubernetes[[:space:]]+v$version([[:space:]]|$)" || return 1
-	done
+	[ -x "$bin/$1" ] &&
+		go version -m "$bin/$1" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+k8s.io/kubernetes[[:space:]]+v$version([[:space:]]|$)"
 }
 
 # foreign_build waits for a `go build` of these commands started by hand
@@ -132,12 +131,16 @@ mkdir -p "$root"
 exec 9>"$root/build.lock"
 flock 9
 foreign_build
-if built; then
+missing=()
+for c in "${commands[@]}"; do
+	built "$c" || missing+=("$c")
+done
+if [ ${#missing[@]} -eq 0 ]; then
 	echo "$bin"
 	exit 0
 fi
 
-echo "building Kubernetes v$version's ${commands[*]} (once; about 20 minutes on 2 cores) into $bin" >&2
+echo "building Kubernetes v$version's ${missing[*]} (once; about 20 minutes on 2 cores for all) into $bin" >&2
 mkdir -p "$src" "$bin"
 scratch_module "$src"
 # The version variables are what `--version` and the Node object's
@@ -152,11 +155,11 @@ tmp=$bin/.build.tmp
 rm -rf "$tmp"
 mkdir -p "$tmp"
 pkgs=()
-for c in "${commands[@]}"; do
+for c in "${missing[@]}"; do
 	pkgs+=("k8s.io/kubernetes/cmd/$c")
 done
 (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
-for c in "${commands[@]}"; do
+for c in "${missing[@]}"; do
 	mv "$tmp/$c" "$bin/$c"
 done
 rmdir "$tmp"

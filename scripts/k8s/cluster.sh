@@ -128,6 +128,7 @@ certificates() {
 	cert controller-manager system:kube-controller-manager "" client
 	cert scheduler system:kube-scheduler "" client
 	cert kubelet "system:node:$node" system:nodes client
+	cert kube-proxy system:kube-proxy "" client
 	cert kubelet-serving "$node" "" server "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
 	if [ ! -f "$pki/sa.key" ]; then
 		openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
@@ -280,10 +281,31 @@ evictionHard:
 EOF
 }
 
+# kube_proxy_config: iptables mode, which makes the Services' ClusterIPs
+# (the kubernetes Service that in-cluster clients dial among them) reach
+# their pods. The conntrack table is left as the host has it.
+kube_proxy_config() {
+	cat >"$run/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $run/kube-proxy.kubeconfig
+hostnameOverride: $node
+mode: iptables
+clusterCIDR: $podcidr
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+EOF
+}
+
 up() {
 	[ "$(id -u)" = 0 ] || die "needs root (the kubelet and containerd)"
 	local c
-	for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+	for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
 		[ -x "$bin/$c" ] || die "$bin/$c missing: run scripts/k8s/build.sh"
 	done
 	for c in etcd containerd runc openssl curl; do
@@ -297,6 +319,7 @@ up() {
 	kubeconfig "$run/controller-manager.kubeconfig" controller-manager "https://127.0.0.1:$apiport"
 	kubeconfig "$run/scheduler.kubeconfig" scheduler "https://127.0.0.1:$apiport"
 	kubeconfig "$run/kubelet.kubeconfig" kubelet "https://127.0.0.1:$apiport"
+	kubeconfig "$run/kube-proxy.kubeconfig" kube-proxy "https://127.0.0.1:$apiport"
 
 	start etcd etcd --name kici-k8s --data-dir "$run/etcd" \
 		--listen-client-urls "http://127.0.0.1:$etcdport" --advertise-client-urls "http://127.0.0.1:$etcdport" \
@@ -345,6 +368,10 @@ up() {
 		--kubeconfig "$run/kubelet.kubeconfig" --root-dir "$run/kubelet/root" \
 		--hostname-override "$node" --node-ip "$ip" --v 1
 	waitfor "the node $node (Ready)" 120 "$logs/kubelet.log" node_ready
+
+	kube_proxy_config
+	start kube-proxy "$bin/kube-proxy" --config "$run/kube-proxy.yaml"
+	waitfor kube-proxy 60 "$logs/kube-proxy.log" curl -fsS http://127.0.0.1:10256/healthz
 	echo "cluster.sh: up; KICI_TEST_KUBECONFIG=$run/admin.kubeconfig" >&2
 }
 
@@ -413,6 +440,9 @@ stop() {
 }
 
 down() {
+	stop kube-proxy
+	# Its iptables chains (KUBE-*) outlive it; --cleanup removes them.
+	[ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >>"$logs/kube-proxy.log" 2>&1 || true
 	stop kubelet
 	# Every process of every pod is in the kubelet's kubepods cgroup: kill
 	# those, then the shims of this containerd (named by its socket), then
@@ -451,7 +481,7 @@ down() {
 
 status() {
 	local c rc=0
-	for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
+	for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
 		if alive "$c"; then
 			echo "$c: running (pid $(cat "$pids/$c.pid"))"
 		else
