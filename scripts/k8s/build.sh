@@ -68,10 +68,11 @@ debian_packages() {
 
 # built reports whether binary $1 is present and was built from
 # k8s.io/kubernetes at $version (Go records the module versions a binary
-# was linked from; `go version -m` prints them).
+# was linked from; `go version -m` prints them: "mod" for the module of
+# the command itself).
 built() {
 	[ -x "$bin/$1" ] &&
-		go version -m "$bin/$1" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+k8s.io/kubernetes[[:space:]]+v$version([[:space:]]|$)"
+		go version -m "$bin/$1" 2>/dev/null | grep -Eq "^[[:space:]]+(mod|dep)[[:space:]]+k8s.io/kubernetes[[:space:]]+v$version([[:space:]]|$)"
 }
 
 # foreign_build waits for a `go build` of these commands started by hand
