@@ -159,7 +159,7 @@ pkgs=()
 for c in "${missing[@]}"; do
 	pkgs+=("k8s.io/kubernetes/cmd/$c")
 done
-(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+(cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
 for c in "${missing[@]}"; do
 	mv "$tmp/$c" "$bin/$c"
 done

@@ -305,7 +305,7 @@ EOF
 up() {
 	[ "$(id -u)" = 0 ] || die "needs root (the kubelet and containerd)"
 	local c
-	for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+	for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
 		[ -x "$bin/$c" ] || die "$bin/$c missing: run scripts/k8s/build.sh"
 	done
 	for c in etcd containerd runc openssl curl; do
@@ -369,9 +369,13 @@ up() {
 		--hostname-override "$node" --node-ip "$ip" --v 1
 	waitfor "the node $node (Ready)" 120 "$logs/kubelet.log" node_ready
 
-	kube_proxy_config
-	start kube-proxy "$bin/kube-proxy" --config "$run/kube-proxy.yaml"
-	waitfor kube-proxy 60 "$logs/kube-proxy.log" curl -fsS http://127.0.0.1:10256/healthz
+	if [ -x "$bin/kube-proxy" ]; then
+		kube_proxy_config
+		start kube-proxy "$bin/kube-proxy" --config "$run/kube-proxy.yaml"
+		waitfor kube-proxy 60 "$logs/kube-proxy.log" curl -fsS http://127.0.0.1:10256/healthz
+	else
+		echo "cluster.sh: no $bin/kube-proxy: Services' ClusterIPs will not reach their pods (scripts/k8s/build.sh builds it)" >&2
+	fi
 	echo "cluster.sh: up; KICI_TEST_KUBECONFIG=$run/admin.kubeconfig" >&2
 }
 
@@ -481,7 +485,7 @@ down() {
 
 status() {
 	local c rc=0
-	for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
+	for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
 		if alive "$c"; then
 			echo "$c: running (pid $(cat "$pids/$c.pid"))"
 		else
