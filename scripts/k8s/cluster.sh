@@ -194,6 +194,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
   disable_apparmor = true
+  # This machine's root lacks CAP_SYS_RESOURCE (a sandbox of a VM), so no
+  # process may lower an oom_score_adj; the kubelet asks -998 for every
+  # pod sandbox and runc fails ("failed to update /proc/self/oom_score_adj:
+  # Permission denied"). Restricted, containerd clamps the request to its
+  # own score instead.
+  restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 
