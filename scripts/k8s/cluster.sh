@@ -48,6 +48,19 @@ hostip() {
 	ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1
 }
 
+# update writes its standard input to file $1 only when that changes it: a
+# running kube-proxy exits when its configuration file is rewritten, even
+# with the same content.
+update() {
+	local tmp=$1.new
+	cat >"$tmp"
+	if cmp -s "$tmp" "$1"; then
+		rm -f "$tmp"
+	else
+		mv "$tmp" "$1"
+	fi
+}
+
 alive() {
 	local f=$pids/$1.pid
 	[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
@@ -171,7 +184,7 @@ api() {
 
 containerd_config() {
 	mkdir -p "$run/containerd" "$run/cni/net.d" "$run/cni/ipam"
-	cat >"$run/containerd/config.toml" <<EOF
+	update "$run/containerd/config.toml" <<EOF
 # A containerd of the Kubernetes test node's own: its own root, state and
 # sockets, so Docker's containerd is never touched (scripts/k8s/cluster.sh).
 version = 2
@@ -221,7 +234,7 @@ EOF
 	# One bridge for the pods, NAT to the outside; the firewall plugin
 	# accepts the pods' traffic in FORWARD, which Docker's rules drop by
 	# default.
-	cat >"$run/cni/net.d/10-kici.conflist" <<EOF
+	update "$run/cni/net.d/10-kici.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "kici-pods",
@@ -249,7 +262,7 @@ EOF
 kubelet_config() {
 	local ip=$1
 	mkdir -p "$run/kubelet"
-	cat >"$run/kubelet/config.yaml" <<EOF
+	update "$run/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This machine has cgroup v1 only; the kubelet refuses it unless told.
@@ -291,7 +304,7 @@ EOF
 # (the kubernetes Service that in-cluster clients dial among them) reach
 # their pods. The conntrack table is left as the host has it.
 kube_proxy_config() {
-	cat >"$run/kube-proxy.yaml" <<EOF
+	update "$run/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -490,8 +503,9 @@ down() {
 }
 
 status() {
-	local c rc=0
-	for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
+	local c rc=0 all=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+	[ -x "$bin/kube-proxy" ] && all+=(kube-proxy)
+	for c in "${all[@]}"; do
 		if alive "$c"; then
 			echo "$c: running (pid $(cat "$pids/$c.pid"))"
 		else
