@@ -8,6 +8,8 @@
 #   make install  binaries, systemd units and example env files under DESTDIR/PREFIX
 #   make test-ha  the high-availability acceptance tests at full size
 #   make acceptance  every pipeline of the corpus (testdata/pipelines) end to end
+#   make test-k8s  the Kubernetes tests (build tag k8s) on a real one-node
+#               cluster this machine runs (scripts/k8s; docs/kubernetes.md)
 
 GO      ?= go
 BIN     := bin
@@ -196,3 +198,28 @@ acceptance: build test-deps
 
 clean:
 	rm -rf $(BIN) .demo
+
+# test-k8s: the Kubernetes tests (build tag k8s; never part of make test)
+# against a real cluster on this machine: scripts/k8s/build.sh builds
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet from
+# k8s.io/kubernetes once (cached under /var/cache/kici-k8s) and installs
+# etcd, containerd, runc and the CNI plugins from Debian;
+# scripts/k8s/cluster.sh up starts (or reuses) the control plane and one
+# node, and the orchestrator image (with kici-agent) is imported into the
+# node, since no registry is reachable. Then every package with k8s-tagged
+# tests runs with KICI_TEST_KUBECONFIG set; in ./e2e only the tests named
+# TestK8s… or TestKubernetes… run (the rest of ./e2e is make test's).
+# scripts/k8s/cluster.sh down stops the cluster; make test-k8s leaves it up
+# for the next run. Needs root. docs/kubernetes.md.
+K8S_RUN ?= /var/cache/kici-k8s/run
+K8S_E2E_TESTS ?= ^Test(K8s|Kubernetes)
+.PHONY: test-k8s
+test-k8s: image
+	bash scripts/k8s/build.sh >/dev/null
+	bash scripts/k8s/cluster.sh up
+	bash scripts/k8s/cluster.sh import $(IMAGE)
+	@pkgs=$$(grep -rlE --include='*_test.go' '^//go:build .*\bk8s\b' cmd internal e2e 2>/dev/null | xargs -r -n1 dirname | sort -u | grep -v '^e2e$$' | sed 's|^|./|'); \
+	export KICI_TEST_KUBECONFIG=$(K8S_RUN)/admin.kubeconfig KICI_TEST_K8S_IMAGE=$(IMAGE); \
+	if [ -n "$$pkgs" ]; then echo "$(GO) test -tags k8s -count=1 -timeout 40m $$pkgs"; $(GO) test -tags k8s -count=1 -timeout 40m $$pkgs || exit 1; fi; \
+	echo "$(GO) test -tags k8s -count=1 -timeout 40m -v -run '$(K8S_E2E_TESTS)' ./e2e"; \
+	$(GO) test -tags k8s -count=1 -timeout 40m -v -run '$(K8S_E2E_TESTS)' ./e2e
