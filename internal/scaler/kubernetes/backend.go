@@ -129,9 +129,27 @@ func New(e *scaler.Entry, o Options, exited func(agentID string, err error)) (*B
 	return b, nil
 }
 
+// Client rate limits of the backend's API client. client-go's defaults
+// (5 requests/s, bursts of 10) throttle a burst of spawns, each a Secret
+// create, a pod create and a patch: ten spawns at once waited seconds.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // restConfig is the client configuration: kubeconfig when set, else the
-// in-cluster service account (rest.InClusterConfig), else $KUBECONFIG.
+// in-cluster service account (rest.InClusterConfig), else $KUBECONFIG,
+// with the ClientQPS and ClientBurst rate limits.
 func restConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	return cfg, nil
+}
+
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -51,6 +52,7 @@ func clusterClient(t *testing.T) (k8s.Interface, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst // as the backend's own client
 	cs, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -281,4 +283,53 @@ func TestClusterJobContainerWithServiceRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, 30*time.Second, "the pod and Secret gone", func() bool { return gone(cs, ns, PodName(id)) })
+}
+
+// How many agent pods one backend starts at once here: N pods
+// (KICI_TEST_K8S_PODS, default 10) spawned together, each until its agent
+// container runs, then all destroyed. Logs pod create → running per pod
+// and the total; fails only if a pod does not start or is left behind.
+func TestClusterConcurrentPods(t *testing.T) {
+	cs, ns := clusterClient(t)
+	r := newRecorder()
+	b := clusterBackend(t, cs, ns, r)
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("KICI_TEST_K8S_PODS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, n)
+	start := time.Now()
+	for i := range n {
+		go func() {
+			req := clusterRequest(r, fmt.Sprintf("scaler-kubernetes-p%07d", i))
+			req.OrchestratorURL = "ws://192.0.2.1:4000/ws"
+			t0 := time.Now()
+			err := b.Spawn(ctx, req)
+			results <- result{time.Since(t0), err}
+		}()
+	}
+	var worst time.Duration
+	for range n {
+		res := <-results
+		if res.err != nil {
+			t.Errorf("spawn: %v", res.err)
+		}
+		worst = max(worst, res.took)
+	}
+	t.Logf("%d pods running %s after the first create (slowest spawn %s)", n, time.Since(start).Round(time.Millisecond), worst.Round(time.Millisecond))
+	t0 := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer scancel()
+	b.Shutdown(sctx)
+	wait.For(t, 2*time.Minute, "every pod gone", func() bool {
+		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0
+	})
+	t.Logf("%d pods deleted in %s", n, time.Since(t0).Round(time.Millisecond))
 }
