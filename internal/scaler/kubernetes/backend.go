@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"kici.dev/kici/internal/scaler"
 )
@@ -102,6 +103,10 @@ func New(e *scaler.Entry, o Options, exited func(agentID string, err error)) (*B
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	} else {
+		// client-go logs through klog (to stderr by default): its lines
+		// (throttling, watch restarts) join the orchestrator's log.
+		klog.SetSlogLogger(o.Logger.With("component", "client-go"))
 	}
 	cs := o.Client
 	if cs == nil {
