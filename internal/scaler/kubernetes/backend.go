@@ -313,6 +313,8 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 	b.ownSecret(ctx, created, secret.Name)
 	req.Emit(scaler.EventProvisioning, fmt.Sprintf("pod %s/%s created (%s from %s)", b.ns, created.Name, rec.main, created.Spec.Containers[0].Image))
 	shown := ""
+	tick := time.NewTicker(eventPoll)
+	defer tick.Stop()
 	for {
 		b.mu.Lock()
 		latest, deleted := rec.latest, rec.deleted
@@ -338,6 +340,15 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 		}
 		select {
 		case <-rec.updates:
+		case <-tick.C:
+			// Some failures show only as events (a sandbox the runtime
+			// cannot create, a volume that cannot mount), not in the
+			// pod's status.
+			if w := b.lastWarning(ctx, created); w != "" && w != shown {
+				shown = w
+				req.Emit(scaler.EventProvisioning, "pod "+created.Name+" waits: "+shown)
+				pending(shown)
+			}
 		case <-ctx.Done():
 			if shown != "" {
 				return undo(fmt.Errorf("%w; the pod still waited: %s", ctx.Err(), shown))
@@ -345,6 +356,35 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 			return undo(ctx.Err())
 		}
 	}
+}
+
+// eventPoll is how often a waiting spawn looks at its pod's events.
+const eventPoll = 5 * time.Second
+
+// lastWarning is the newest Warning event of pod other than the
+// scheduler's (the Unschedulable condition says that), as "event
+// <reason>: <message>"; "" when there is none or events may not be read
+// (the optional events: list permission, docs/kubernetes.md).
+func (b *Backend) lastWarning(ctx context.Context, pod *corev1.Pod) string {
+	evs, err := b.cs.CoreV1().Events(b.ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod.Name + ",involvedObject.uid=" + string(pod.UID) + ",type=Warning"})
+	if err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i := range evs.Items {
+		e := &evs.Items[i]
+		if e.Reason == "FailedScheduling" {
+			continue
+		}
+		if last == nil || e.LastTimestamp.After(last.LastTimestamp.Time) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return "event " + last.Reason + ": " + oneLine(last.Message)
 }
 
 // started marks rec spawned; a pod that ended between the last status
