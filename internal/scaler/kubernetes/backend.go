@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"kici.dev/kici/internal/scaler"
 )
@@ -102,6 +103,10 @@ func New(e *scaler.Entry, o Options, exited func(agentID string, err error)) (*B
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	} else {
+		// client-go logs through klog (to stderr by default): its lines
+		// (throttling, watch restarts) join the orchestrator's log.
+		klog.SetSlogLogger(o.Logger.With("component", "client-go"))
 	}
 	cs := o.Client
 	if cs == nil {
@@ -129,9 +134,27 @@ func New(e *scaler.Entry, o Options, exited func(agentID string, err error)) (*B
 	return b, nil
 }
 
+// Client rate limits of the backend's API client. client-go's defaults
+// (5 requests/s, bursts of 10) throttle a burst of spawns, each a Secret
+// create, a pod create and a patch: ten spawns at once waited seconds.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // restConfig is the client configuration: kubeconfig when set, else the
-// in-cluster service account (rest.InClusterConfig), else $KUBECONFIG.
+// in-cluster service account (rest.InClusterConfig), else $KUBECONFIG,
+// with the ClientQPS and ClientBurst rate limits.
 func restConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := loadRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	return cfg, nil
+}
+
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
@@ -290,6 +313,8 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 	b.ownSecret(ctx, created, secret.Name)
 	req.Emit(scaler.EventProvisioning, fmt.Sprintf("pod %s/%s created (%s from %s)", b.ns, created.Name, rec.main, created.Spec.Containers[0].Image))
 	shown := ""
+	tick := time.NewTicker(eventPoll)
+	defer tick.Stop()
 	for {
 		b.mu.Lock()
 		latest, deleted := rec.latest, rec.deleted
@@ -315,6 +340,15 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 		}
 		select {
 		case <-rec.updates:
+		case <-tick.C:
+			// Some failures show only as events (a sandbox the runtime
+			// cannot create, a volume that cannot mount), not in the
+			// pod's status.
+			if w := b.lastWarning(ctx, created); w != "" && w != shown {
+				shown = w
+				req.Emit(scaler.EventProvisioning, "pod "+created.Name+" waits: "+shown)
+				pending(shown)
+			}
 		case <-ctx.Done():
 			if shown != "" {
 				return undo(fmt.Errorf("%w; the pod still waited: %s", ctx.Err(), shown))
@@ -322,6 +356,35 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 			return undo(ctx.Err())
 		}
 	}
+}
+
+// eventPoll is how often a waiting spawn looks at its pod's events.
+const eventPoll = 5 * time.Second
+
+// lastWarning is the newest Warning event of pod other than the
+// scheduler's (the Unschedulable condition says that), as "event
+// <reason>: <message>"; "" when there is none or events may not be read
+// (the optional events: list permission, docs/kubernetes.md).
+func (b *Backend) lastWarning(ctx context.Context, pod *corev1.Pod) string {
+	evs, err := b.cs.CoreV1().Events(b.ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod.Name + ",involvedObject.uid=" + string(pod.UID) + ",type=Warning"})
+	if err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i := range evs.Items {
+		e := &evs.Items[i]
+		if e.Reason == "FailedScheduling" {
+			continue
+		}
+		if last == nil || e.LastTimestamp.After(last.LastTimestamp.Time) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return "event " + last.Reason + ": " + oneLine(last.Message)
 }
 
 // started marks rec spawned; a pod that ended between the last status

@@ -319,3 +319,30 @@ func TestShutdownDeletesEveryPod(t *testing.T) {
 		t.Error("Spawn after Shutdown succeeded")
 	}
 }
+
+// A failure seen only as a Warning event on the pod (here a volume that
+// cannot mount) becomes the job's pending reason while the spawn waits.
+func TestWarningEventShownWhileWaiting(t *testing.T) {
+	cs := fake.NewClientset()
+	r := newRecorder()
+	b := newBackend(t, cs, r)
+	id := "scaler-kubernetes-00000005"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spawned := make(chan error, 1)
+	go func() { spawned <- b.Spawn(ctx, r.request(id)) }()
+	wait.For(t, 5*time.Second, "the pod to be created", func() bool { return exists(cs, "pod", id) })
+	pod, err := cs.CoreV1().Pods("ci").Get(context.Background(), id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: id + ".1", Namespace: "ci"}, Type: corev1.EventTypeWarning,
+		Reason: "FailedMount", Message: `MountVolume.SetUp failed for volume "token"`,
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: id, Namespace: "ci", UID: pod.UID}, LastTimestamp: metav1.Now()}
+	if _, err := cs.CoreV1().Events("ci").Create(context.Background(), ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 3*eventPoll, "the event as the pending reason", func() bool { return r.sawPending("event FailedMount: MountVolume.SetUp failed") })
+	cancel()
+	<-spawned
+}

@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/scaler"
 	"kici.dev/kici/internal/testutil/wait"
 )
@@ -49,6 +52,7 @@ func clusterClient(t *testing.T) (k8s.Interface, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst // as the backend's own client
 	cs, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -211,4 +215,121 @@ func TestClusterRunningPodDestroyed(t *testing.T) {
 	if err, ok := r.exit(id); !ok || err == nil || !strings.Contains(err.Error(), "cancelled") {
 		t.Errorf("exit = %v (reported %v)", err, ok)
 	}
+}
+
+// An image the node does not have under imagePullPolicy Never cannot
+// start: the spawn fails at once with the kubelet's reason, and the pod
+// and its Secret are deleted. Needs a Ready node.
+func TestClusterMissingImageFailsSpawnWithReason(t *testing.T) {
+	cs, ns := clusterClient(t)
+	r := newRecorder()
+	b := clusterBackend(t, cs, ns, r)
+	id := "scaler-kubernetes-c0000003"
+	req := clusterRequest(r, id)
+	req.LabelSet.Image = "kici.local/no-such-image:0"
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	err := b.Spawn(ctx, req)
+	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") {
+		t.Fatalf("Spawn = %v, want ErrImageNeverPull (events %v)", err, r.events)
+	}
+	wait.For(t, 30*time.Second, "the pod and Secret deleted", func() bool { return gone(cs, ns, PodName(id)) })
+}
+
+// A job with `container:` and a service runs as one pod on a real node:
+// the agent binary copied into the job's image by the init container, the
+// service a sidecar, the service's name resolving to 127.0.0.1. Needs a
+// Ready node holding the agent image and KICI_TEST_K8S_SERVICE_IMAGE
+// (default kici.local/busybox:1, a busybox image).
+func TestClusterJobContainerWithServiceRuns(t *testing.T) {
+	cs, ns := clusterClient(t)
+	r := newRecorder()
+	b := clusterBackend(t, cs, ns, r)
+	svcImage := os.Getenv("KICI_TEST_K8S_SERVICE_IMAGE")
+	if svcImage == "" {
+		svcImage = "kici.local/busybox:1"
+	}
+	id := "scaler-kubernetes-c0000004"
+	req := clusterRequest(r, id)
+	req.OrchestratorURL = "ws://192.0.2.1:4000/ws"
+	req.Job = &scaler.JobContainers{
+		Container: &lockfile.Container{Image: clusterImage()},
+		Services:  []lockfile.Service{{Name: "db", Image: svcImage, Command: []string{"sh", "-c", "sleep 3600"}}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := b.Spawn(ctx, req); err != nil {
+		t.Fatalf("Spawn: %v (events %v)", err, r.events)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Get(context.Background(), PodName(id), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, c := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+		switch {
+		case c.State.Running != nil:
+			states[c.Name] = "running"
+		case c.State.Terminated != nil:
+			states[c.Name] = "exited " + strconv.Itoa(int(c.State.Terminated.ExitCode))
+		default:
+			states[c.Name] = "waiting"
+		}
+	}
+	if states[CopyContainer] != "exited 0" || states["svc-db"] != "running" || states[JobContainer] != "running" {
+		t.Errorf("container states %v: want the copy done, the service and the job running", states)
+	}
+	if err := b.DestroyFor(context.Background(), id, "job finished"); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, "the pod and Secret gone", func() bool { return gone(cs, ns, PodName(id)) })
+}
+
+// How many agent pods one backend starts at once here: N pods
+// (KICI_TEST_K8S_PODS, default 10) spawned together, each until its agent
+// container runs, then all destroyed. Logs pod create → running per pod
+// and the total; fails only if a pod does not start or is left behind.
+func TestClusterConcurrentPods(t *testing.T) {
+	cs, ns := clusterClient(t)
+	r := newRecorder()
+	b := clusterBackend(t, cs, ns, r)
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("KICI_TEST_K8S_PODS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, n)
+	start := time.Now()
+	for i := range n {
+		go func() {
+			req := clusterRequest(r, fmt.Sprintf("scaler-kubernetes-p%07d", i))
+			req.OrchestratorURL = "ws://192.0.2.1:4000/ws"
+			t0 := time.Now()
+			err := b.Spawn(ctx, req)
+			results <- result{time.Since(t0), err}
+		}()
+	}
+	var worst time.Duration
+	for range n {
+		res := <-results
+		if res.err != nil {
+			t.Errorf("spawn: %v", res.err)
+		}
+		worst = max(worst, res.took)
+	}
+	t.Logf("%d pods running %s after the first create (slowest spawn %s)", n, time.Since(start).Round(time.Millisecond), worst.Round(time.Millisecond))
+	t0 := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer scancel()
+	b.Shutdown(sctx)
+	wait.For(t, 2*time.Minute, "every pod gone", func() bool {
+		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0
+	})
+	t.Logf("%d pods deleted in %s", n, time.Since(t0).Round(time.Millisecond))
 }
