@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,36 +89,48 @@ type podWatch struct {
 
 func watchPods(t *testing.T, cs *kubernetes.Clientset, ns, name string) *podWatch {
 	t.Helper()
-	w, err := cs.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: "kici-scaler-name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	ctx := t.Context()
 	pw := &podWatch{firstSeen: map[string]time.Time{}, running: map[string]bool{}}
 	go func() {
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
+		// A watch may end, or open with an error event (the API server on
+		// this etcd answers "too large resource version" now and then):
+		// open it again until the test ends.
+		for ctx.Err() == nil {
+			w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kici-scaler-name=" + name})
+			if err != nil {
+				wait.Elapse(ctx, 100*time.Millisecond)
 				continue
 			}
-			pw.mu.Lock()
-			if job := pod.Annotations["kici.dev/job-id"]; job != "" {
-				if _, seen := pw.firstSeen[job]; !seen {
-					pw.firstSeen[job] = time.Now()
+			for ev := range w.ResultChan() {
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					break
 				}
+				pw.record(ev.Type, pod)
 			}
-			pw.running[pod.Name] = ev.Type != watch.Deleted && pod.Status.Phase == corev1.PodRunning
-			n := 0
-			for _, r := range pw.running {
-				if r {
-					n++
-				}
-			}
-			pw.maxRunning = max(pw.maxRunning, n)
-			pw.mu.Unlock()
+			w.Stop()
 		}
 	}()
 	return pw
+}
+
+// record notes one event of pod.
+func (pw *podWatch) record(typ watch.EventType, pod *corev1.Pod) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if job := pod.Annotations["kici.dev/job-id"]; job != "" {
+		if _, seen := pw.firstSeen[job]; !seen {
+			pw.firstSeen[job] = time.Now()
+		}
+	}
+	pw.running[pod.Name] = typ != watch.Deleted && pod.Status.Phase == corev1.PodRunning
+	n := 0
+	for _, r := range pw.running {
+		if r {
+			n++
+		}
+	}
+	pw.maxRunning = max(pw.maxRunning, n)
 }
 
 // k8sJob is a job row with its start time.
@@ -290,18 +303,26 @@ func TestKubernetesCancelDeletesThePod(t *testing.T) {
 	}
 }
 
-// TestKubernetesAgentPodKilled: the agent's pod deleted at once under a
-// running job fails the job with the agent's loss as reason, and nothing of
-// the pod remains.
+// TestKubernetesAgentPodKilled: the agent killed in its pod (SIGKILL, as
+// the OOM killer or a crash does) under a running job fails the job with
+// the agent's loss as reason, and the pod is deleted. A pod deleted
+// through the API instead gets SIGTERM first: its agent says it is shutting
+// down and the job ends cancelled, as for any agent told to stop.
 func TestKubernetesAgentPodKilled(t *testing.T) {
 	cs, ns := k8sClient(t)
 	name := "k8s-kill"
 	o := k8sOrchestrator(t, cs, ns, name, 2)
-	runID, pod, job := startLong(t, o, cs, ns, name)
-	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
+	runID, podName, job := startLong(t, o, cs, ns, name)
+	pod, err := cs.CoreV1().Pods(ns).Get(context.Background(), podName, metav1.GetOptions{})
+	if err != nil || len(pod.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s: %v", podName, err)
 	}
-	r := o.waitRunStatus(t, runID, 2*time.Minute, "failure", "cancelled")
+	ctrID := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	sock := filepath.Join(filepath.Dir(os.Getenv("KICI_TEST_KUBECONFIG")), "containerd", "containerd.sock")
+	if out, err := exec.Command("ctr", "-a", sock, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", ctrID).CombinedOutput(); err != nil {
+		t.Fatalf("killing the agent's container %s: %v\n%s", ctrID, err, out)
+	}
+	r := o.waitRunStatus(t, runID, 2*time.Minute, "failed", "cancelled")
 	var got k8sJob
 	for _, j := range o.k8sJobs(t, runID) {
 		if j.JobID == job.JobID {
@@ -309,11 +330,29 @@ func TestKubernetesAgentPodKilled(t *testing.T) {
 		}
 	}
 	t.Logf("run %s; job %s: %q", r.Status, got.Status, got.ErrorMessage)
-	if r.Status != "failure" || got.Status != "failure" {
-		t.Errorf("run %s, job %s; want both failure", r.Status, got.Status)
+	if r.Status != "failed" || got.Status != "failed" {
+		t.Errorf("run %s, job %s; want both failed", r.Status, got.Status)
 	}
 	if !strings.Contains(strings.ToLower(got.ErrorMessage), "agent") {
 		t.Errorf("job error %q does not name the agent's loss", got.ErrorMessage)
+	}
+	if !wait.Until(60*time.Second, func() bool { return len(scalerPods(t, cs, ns, name)) == 0 }) {
+		t.Errorf("pods left: %d", len(scalerPods(t, cs, ns, name)))
+	}
+
+	runID, podName, job = startLong(t, o, cs, ns, name)
+	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), podName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = o.waitRunStatus(t, runID, 2*time.Minute, "failed", "cancelled")
+	for _, j := range o.k8sJobs(t, runID) {
+		if j.JobID == job.JobID {
+			got = j
+		}
+	}
+	t.Logf("pod deleted: run %s; job %s: %q", r.Status, got.Status, got.ErrorMessage)
+	if got.Status != "cancelled" || !strings.Contains(got.ErrorMessage, "shutting down") {
+		t.Errorf("job of a deleted pod: %s %q, want cancelled: agent shutting down", got.Status, got.ErrorMessage)
 	}
 	if !wait.Until(60*time.Second, func() bool { return len(scalerPods(t, cs, ns, name)) == 0 }) {
 		t.Errorf("pods left: %d", len(scalerPods(t, cs, ns, name)))
