@@ -65,6 +65,9 @@ func (o Object) Name() string { s, _ := Get(o, "metadata", "name").(string); ret
 // Get walks nested maps (string keys) and lists (int indexes) of v and
 // returns the value at path, or nil when any step is missing.
 func Get(v any, path ...any) any {
+	if o, ok := v.(Object); ok {
+		v = map[string]any(o)
+	}
 	for _, p := range path {
 		switch k := p.(type) {
 		case string:
