@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,6 +163,31 @@ func TestChartInstallsReadyAndDrainsOnPodDelete(t *testing.T) {
 			t.Logf("namespace %s:\n%s\n%s", ns, out, logs)
 		}
 	})
+	// What the API server holds: every object of the chart, and RBAC that
+	// lets the orchestrators' service account manage job pods and their
+	// token Secrets in this namespace and nothing else.
+	for _, obj := range []string{"deployment/kici", "service/kici", "secret/kici", "serviceaccount/kici", "poddisruptionbudget/kici"} {
+		k.must("-n", ns, "get", obj, "-o", "name")
+	}
+	sa := "system:serviceaccount:" + ns + ":kici"
+	canI := func(verb, resource, namespace string) bool {
+		out, _ := k.run("auth", "can-i", verb, resource, "--as", sa, "-n", namespace)
+		return strings.TrimSpace(out) == "yes"
+	}
+	scaler := !slices.Contains(set, "kubernetesScaler.enabled=false")
+	for _, c := range []struct {
+		verb, resource, namespace string
+		want                      bool
+	}{
+		{"create", "pods", ns, scaler}, {"watch", "pods", ns, scaler}, {"delete", "pods", ns, scaler},
+		{"create", "secrets", ns, scaler}, {"delete", "secrets", ns, scaler},
+		{"get", "secrets", ns, false}, {"update", "pods", ns, false}, {"create", "pods/exec", ns, false},
+		{"create", "pods", "default", false}, {"list", "nodes", "", false}, {"create", "deployments", ns, false},
+	} {
+		if got := canI(c.verb, c.resource, c.namespace); got != c.want {
+			t.Errorf("service account %s can %s %s in %q: %v, want %v", sa, c.verb, c.resource, c.namespace, got, c.want)
+		}
+	}
 	dep := "deployment/kici"
 	k.must("-n", ns, "rollout", "status", dep, "--timeout", "8m")
 	t.Logf("%d replicas ready %.1fs after helm install", replicas, time.Since(start).Seconds())
