@@ -148,6 +148,13 @@ func checkChart(t *testing.T, objs []Object, valueSet string) {
 		}
 	}
 
+	// Service links would put KICI_SERVICE_HOST, KICI_PORT=tcp://… of a
+	// Service named kici into the environment, and the orchestrator
+	// refuses unknown KICI_* variables (seen on a real cluster).
+	if Get(pod, "spec", "enableServiceLinks") != false {
+		t.Errorf("enableServiceLinks = %v, want false", Get(pod, "spec", "enableServiceLinks"))
+	}
+
 	// Stateless replicas: S3 and PostgreSQL shared, the data dir on an emptyDir.
 	if plain("KICI_STORAGE_TYPE") != "s3" || plain("KICI_STORAGE_BUCKET") == "" {
 		t.Errorf("storage %q bucket %q, want s3 with a bucket", plain("KICI_STORAGE_TYPE"), plain("KICI_STORAGE_BUCKET"))
