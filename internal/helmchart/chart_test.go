@@ -279,7 +279,7 @@ func checkScalerAndRBAC(t *testing.T, objs []Object, pod, c map[string]any, env 
 			}
 		}
 	}
-	want := map[string][]string{"pods": {"create", "get", "list", "watch", "delete"}, "secrets": {"create", "delete", "list"}}
+	want := map[string][]string{"pods": {"create", "get", "list", "watch", "delete"}, "secrets": {"create", "patch", "delete", "list"}}
 	for res, verbs := range got {
 		slices.Sort(verbs)
 		w := slices.Clone(want[res])

@@ -180,7 +180,7 @@ func TestChartInstallsReadyAndDrainsOnPodDelete(t *testing.T) {
 		want                      bool
 	}{
 		{"create", "pods", ns, scaler}, {"watch", "pods", ns, scaler}, {"delete", "pods", ns, scaler},
-		{"create", "secrets", ns, scaler}, {"delete", "secrets", ns, scaler},
+		{"create", "secrets", ns, scaler}, {"patch", "secrets", ns, scaler}, {"delete", "secrets", ns, scaler},
 		{"get", "secrets", ns, false}, {"update", "pods", ns, false}, {"create", "pods/exec", ns, false},
 		{"create", "pods", "default", false}, {"list", "nodes", "", false}, {"create", "deployments", ns, false},
 	} {
