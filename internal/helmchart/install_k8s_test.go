@@ -173,7 +173,12 @@ func TestChartInstallsReadyAndDrainsOnPodDelete(t *testing.T) {
 	}
 	sa := "system:serviceaccount:" + ns + ":kici"
 	canI := func(verb, resource, namespace string) bool {
-		out, _ := k.run("auth", "can-i", verb, resource, "--as", sa, "-n", namespace)
+		args := []string{"auth", "can-i", verb, resource, "--as", sa, "-n", namespace}
+		if r, sub, ok := strings.Cut(resource, "/"); ok { // "pods/exec" alone would be the pod named exec
+			args[3] = r
+			args = append(args, "--subresource", sub)
+		}
+		out, _ := k.run(args...)
 		return strings.TrimSpace(out) == "yes"
 	}
 	scaler := !slices.Contains(set, "kubernetesScaler.enabled=false")
@@ -222,6 +227,12 @@ func TestChartInstallsReadyAndDrainsOnPodDelete(t *testing.T) {
 	wait.For(t, 60*time.Second, "the admin API to list every replica as an alive node", func() bool {
 		return len(aliveNodes(t, base, token)) == replicas && everyPodAlive(t, k, ns, base, token)
 	})
+
+	// The scaler started with the Role it was given: no request of the
+	// replicas was refused by RBAC (orphan sweep, informer).
+	if out := k.must("-n", ns, "logs", "-l", "app.kubernetes.io/component=orchestrator", "--tail=-1", "--prefix"); strings.Contains(out, "forbidden") {
+		t.Errorf("a replica was refused by the API server:\n%s", tail(out, 20))
+	}
 
 	// Delete one pod: it drains (its log says so) and is gone within its grace.
 	pod := strings.TrimSpace(k.must("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=orchestrator", "-o", "jsonpath={.items[0].metadata.name}"))
