@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages `make test` needs, when any is missing, then
-# builds the Gitea release the forge tests run against (scripts/gitea.sh);
-# it is cached, so only the first run on a machine pays its few minutes.
+# builds the Gitea release the forge tests run against (scripts/gitea.sh)
+# and the Helm release the chart tests use (scripts/helm.sh); both are
+# cached, so only the first run on a machine pays their few minutes.
 # The golangci-lint release is installed (once, cached the same way) by
 # the lint of make test itself, which runs beside the unit tests so a first
 # install costs no wall time (scripts/golangci-lint.sh).
@@ -42,7 +43,10 @@ done
 # gitea builds (once, cached by version) the real Gitea the corpus's
 # Gitea pipelines push to (e2e/gitea_harness_test.go).
 gitea() { bash "$(dirname "$0")/gitea.sh" >/dev/null; }
-tools() { gitea; }
+# helm installs (once, cached by version) the Helm release the chart tests
+# render and lint deploy/helm/kici with (internal/helmchart).
+helm() { bash "$(dirname "$0")/helm.sh" >/dev/null; }
+tools() { gitea; helm; }
 
 if [ ${#missing[@]} -eq 0 ]; then
   tools

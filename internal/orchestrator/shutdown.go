@@ -60,7 +60,14 @@ func (s *Server) drainBeforeStop(ctx context.Context) {
 	s.runctl.SetDraining(true)
 	s.node.Beat(ctx)
 	running := s.dispatcher.JobsRunning()
-	if grace <= 0 || running == 0 {
+	if grace <= 0 {
+		return
+	}
+	if running == 0 {
+		// Said even with nothing to wait for, so that whoever stopped the
+		// node (a pod deletion, a rolling update) sees in its log that it
+		// drained.
+		s.log.Info("stopping: drained, no job running")
 		return
 	}
 	s.log.Info("stopping: draining first; running jobs finish before the node stops", "jobsRunning", running, "grace", grace)
