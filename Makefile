@@ -216,6 +216,7 @@ K8S_E2E_TESTS ?= ^Test(K8s|Kubernetes)
 .PHONY: test-k8s
 test-k8s: image
 	bash scripts/k8s/build.sh >/dev/null
+	bash scripts/helm.sh >/dev/null
 	bash scripts/k8s/cluster.sh up
 	bash scripts/k8s/cluster.sh import $(IMAGE)
 	@pkgs=$$(grep -rlE --include='*_test.go' '^//go:build .*\bk8s\b' cmd internal e2e 2>/dev/null | xargs -r -n1 dirname | sort -u | grep -v '^e2e$$' | sed 's|^|./|'); \
