@@ -231,14 +231,9 @@ func checkScalerAndRBAC(t *testing.T, objs []Object, pod, c map[string]any, env 
 		t.Fatalf("scalers.yaml = %+v", sc)
 	}
 	s := sc.Scalers[0]
-	// The orchestrator's own parser must accept the file, once this build
-	// has the kubernetes backend at all.
-	if kubernetesScalerBuilt() {
-		if _, err := scalerconfig.Parse("scalers.yaml", []byte(Get(cms[0], "data", "scalers.yaml").(string))); err != nil {
-			t.Errorf("the orchestrator refuses the chart's scalers.yaml: %v", err)
-		}
-	} else {
-		t.Log("this build has no kubernetes scaler backend: scalers.yaml checked by shape only")
+	// The orchestrator's own parser must accept the file.
+	if _, err := scalerconfig.Parse("scalers.yaml", []byte(Get(cms[0], "data", "scalers.yaml").(string))); err != nil {
+		t.Errorf("the orchestrator refuses the chart's scalers.yaml: %v", err)
 	}
 	for _, ls := range s.LabelSets {
 		if img, _ := ls["image"].(string); img == "" || ls["labels"] == nil {
@@ -296,14 +291,6 @@ func checkScalerAndRBAC(t *testing.T, objs []Object, pod, c map[string]any, env 
 		Get(b, "subjects", 0, "name") != Get(pod, "spec", "serviceAccountName") || len(Get(b, "subjects").([]any)) != 1 {
 		t.Errorf("RoleBinding %v does not bind the Role to the pods' service account %v alone", b, Get(pod, "spec", "serviceAccountName"))
 	}
-}
-
-// kubernetesScalerBuilt reports whether this build's scalers.yaml parser
-// knows the kubernetes type: it accepts the smallest kubernetes scaler.
-func kubernetesScalerBuilt() bool {
-	_, err := scalerconfig.Parse("probe.yaml", []byte("version: 1\nscalers:\n  - name: probe\n    type: kubernetes\n    maxAgents: 1\n"+
-		"    namespace: probe\n    labelSets:\n      - labels: [probe]\n        image: probe:1\n"))
-	return err == nil
 }
 
 // publicGETRoutes lists the paths the orchestrator's admin router answers

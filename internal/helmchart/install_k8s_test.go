@@ -142,14 +142,6 @@ func TestChartInstallsReadyAndDrainsOnPodDelete(t *testing.T) {
 		"resources.requests.cpu=50m", "resources.requests.memory=64Mi",
 		"env.KICI_LOG_FORMAT=text",
 	}
-	// A build without the kubernetes scaler backend would refuse the
-	// scalers.yaml and every replica would stop at start. The image may
-	// come from another build than this test: KICI_TEST_K8S_SCALER=on
-	// installs the scaler whatever this build has.
-	if !kubernetesScalerBuilt() && os.Getenv("KICI_TEST_K8S_SCALER") != "on" {
-		t.Log("installing WITHOUT the kubernetes scaler: this build has no kubernetes backend")
-		set = append(set, "kubernetesScaler.enabled=false")
-	}
 	args := []string{"install", "kici", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", ns}
 	for _, s := range set {
 		args = append(args, "--set", s)
