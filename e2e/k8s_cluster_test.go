@@ -113,7 +113,7 @@ func TestK8sClusterRunsPods(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "pong-from-host")
 	})}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	url := fmt.Sprintf("http://%s/", net.JoinHostPort(nodeAddress(t, cs), fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)))
 

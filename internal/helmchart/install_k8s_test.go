@@ -75,7 +75,7 @@ func forward(t *testing.T, l net.Listener, target string) {
 					return
 				}
 				defer d.Close()
-				go func() { _, _ = io.Copy(d, c); d.(*net.TCPConn).CloseWrite() }()
+				go func() { _, _ = io.Copy(d, c); _ = d.(*net.TCPConn).CloseWrite() }()
 				_, _ = io.Copy(c, d)
 			}()
 		}

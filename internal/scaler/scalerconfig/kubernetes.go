@@ -148,7 +148,7 @@ func (e *Entry) validateKubernetes(p string) error {
 func checkQualifiedName(k string) error {
 	prefix, name, ok := strings.Cut(k, "/")
 	if !ok {
-		name, prefix = prefix, ""
+		name = prefix // no prefix: the whole key is the name
 	} else if !dnsSubdomainRe.MatchString(prefix) {
 		return fmt.Errorf("prefix %q is not a DNS subdomain", prefix)
 	}
