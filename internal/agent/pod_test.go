@@ -57,17 +57,7 @@ func TestAgentInPodWithTokenFile(t *testing.T) {
 		HostEnv: append(os.Environ(), "KICI_AGENT_TOKEN_FILE="+tokenFile),
 		Backoff: func(int) time.Duration { return 50 * time.Millisecond },
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop")
-		}
-	}()
+	defer runUntilTestEnds(t, a)()
 	srv.WaitRegistrations(t, 1, 10*time.Second)
 	if srv.AuthFailures() != 0 {
 		t.Fatalf("the token from the file was refused")
@@ -141,17 +131,7 @@ func TestRootAgentInPodStepsCannotReadToken(t *testing.T) {
 	}
 	a := New(cfg, slog.New(slog.DiscardHandler), Options{HostEnv: os.Environ(), Confinement: conf,
 		Backoff: func(int) time.Duration { return 50 * time.Millisecond }})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop")
-		}
-	}()
+	defer runUntilTestEnds(t, a)()
 	srv.WaitRegistrations(t, 1, 10*time.Second)
 	no := false
 	srv.Dispatch(t, &protocol.JobDispatch{RunID: "run-1", JobID: "job-1", JobName: "test", WorkflowName: "ci"}, lockfile.Job{
@@ -173,5 +153,21 @@ func TestRootAgentInPodStepsCannotReadToken(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(filepath.Join(work, ".kici-step-uids")); err != nil || len(ents) == 0 {
 		t.Errorf("uid lock files not in the work root: %v %v", ents, err)
+	}
+}
+
+// runUntilTestEnds runs a in the background; the returned func cancels it
+// and waits (at most 30 s) for it to stop.
+func runUntilTestEnds(t *testing.T, a *Agent) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop")
+		}
 	}
 }
