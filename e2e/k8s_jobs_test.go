@@ -43,7 +43,7 @@ func k8sAgentImage(t *testing.T) string {
 // (where pods reach this machine) with a kubernetes scaler named name in
 // namespace ns: label `pod` schedules anywhere; label `nowhere` asks for a
 // node label no node has.
-func k8sOrchestrator(t *testing.T, cs *kubernetes.Clientset, ns, name string, maxAgents int) *orchestrator {
+func k8sOrchestrator(t *testing.T, cs *kubernetes.Clientset, ns, name string, maxAgents int, extra ...string) *orchestrator {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "scalers.yaml")
 	write(t, cfg, fmt.Sprintf(`version: 1
@@ -54,15 +54,15 @@ scalers:
     maxConcurrentSpawns: %d
     namespace: %s
     kubeconfig: %s
-    labelSets:
+%s    labelSets:
       - labels: [pod]
         image: %s
         imagePullPolicy: Never
       - labels: [nowhere]
-        image: %[6]s
+        image: %[7]s
         imagePullPolicy: Never
         nodeSelector: { kici.dev/pool: none }
-`, name, maxAgents, min(maxAgents, 8), ns, os.Getenv("KICI_TEST_KUBECONFIG"), k8sAgentImage(t)))
+`, name, maxAgents, min(maxAgents, 8), ns, os.Getenv("KICI_TEST_KUBECONFIG"), strings.Join(extra, ""), k8sAgentImage(t)))
 	return startOrchestrator(t, "KICI_SCALER_CONFIG_PATH="+cfg, "KICI_HOST="+nodeAddress(t, cs),
 		"KICI_SHUTDOWN_GRACE_MS=0")
 }
@@ -424,5 +424,45 @@ func TestKubernetesConcurrentJobPods(t *testing.T) {
 		n, took.Round(time.Millisecond), maxRunning, lat[n/2].Round(time.Millisecond), lat[n-1].Round(time.Millisecond))
 	if maxRunning < 2 {
 		t.Errorf("at most %d pods ran at once: the jobs did not run side by side", maxRunning)
+	}
+}
+
+// TestKubernetesWarmPoolTakesPlainJobsOnly: a warm pod waits before any
+// job; a plain job starts on it, while a container job, whose pod must be
+// made of its image and services, gets a pod of its own.
+func TestKubernetesWarmPoolTakesPlainJobsOnly(t *testing.T) {
+	cs, ns := k8sClient(t)
+	name := "k8s-warm"
+	o := k8sOrchestrator(t, cs, ns, name, 4, "    warmPool: { enabled: true, size: 1 }\n")
+	var warm string
+	if !wait.Until(2*time.Minute, func() bool {
+		for _, p := range scalerPods(t, cs, ns, name) {
+			if p.Labels["kici-bound-job-id"] == "" && p.Status.Phase == corev1.PodRunning {
+				warm = p.Name
+			}
+		}
+		return warm != "" && strings.Contains(readFile(t, o.logPath), `msg="agent registered" component=dispatch agent=`+warm)
+	}) {
+		t.Fatal("no warm pod ran and registered")
+	}
+	repo := makeWorkflowRepo(t, k8sWorkflow)
+	_, delivery := o.push(t, repo, "")
+	r := o.waitRun(t, delivery, 4*time.Minute)
+	jobs := o.k8sJobs(t, r.RunID)
+	if r.Status != "success" || len(jobs) != 2 {
+		t.Fatalf("run %s with %d jobs", r.Status, len(jobs))
+	}
+	for _, j := range jobs {
+		log := o.logText(t, r.RunID, j.JobID, 0)
+		switch j.JobName {
+		case "plain":
+			if !strings.Contains(log, "plain job on "+warm) {
+				t.Errorf("the plain job did not run on the warm pod %s:\n%s", warm, log)
+			}
+		case "boxed":
+			if !strings.Contains(log, "service web answered") {
+				t.Errorf("the container job did not run in a pod of its own with its service:\n%s", log)
+			}
+		}
 	}
 }

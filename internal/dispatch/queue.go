@@ -54,7 +54,10 @@ func (q *jobQueue) enqueue(ctx context.Context, job *store.Job) error {
 	return nil
 }
 
-// excludeLabels extracts the exact exclude matchers of a lock job config.
+// excludeLabels extracts the exact exclude matchers of a lock job config,
+// plus protocol.LabelWarmPod for a job with `container:` or `services:`:
+// a warm pod of a kubernetes scaler cannot run it (its pod must be made
+// for the job's image and services).
 func excludeLabels(config json.RawMessage) []string {
 	if len(config) == 0 {
 		return nil
@@ -64,6 +67,8 @@ func excludeLabels(config json.RawMessage) []string {
 			Kind  lockfile.MatcherKind `json:"kind"`
 			Value string               `json:"value"`
 		} `json:"excludeLabels"`
+		Container json.RawMessage   `json:"container"`
+		Services  []json.RawMessage `json:"services"`
 	}
 	if json.Unmarshal(config, &cfg) != nil {
 		return nil
@@ -73,6 +78,9 @@ func excludeLabels(config json.RawMessage) []string {
 		if m.Kind == lockfile.MatcherExact && m.Value != "" {
 			out = append(out, m.Value)
 		}
+	}
+	if (len(cfg.Container) > 0 && string(cfg.Container) != "null") || len(cfg.Services) > 0 {
+		out = append(out, protocol.LabelWarmPod)
 	}
 	return out
 }

@@ -20,3 +20,12 @@ func AutoLabels(goos, goarch, hostname string) []string {
 	}
 	return append(l, "kici:host:"+hostname)
 }
+
+// LabelWarmPod marks a warm-pool agent of a kubernetes scaler (set by the
+// scaler in KICI_LABELS and in the agent token's label scope). Its pod was
+// made before any job, so it runs the label set's image alone: a job with
+// `container:` or `services:` needs a pod made for it, so the dispatcher
+// excludes this label for such jobs, which then get a pod of their own. It
+// is an ordinary label, since agents refuse to declare the reserved kici:
+// prefix.
+const LabelWarmPod = "kici-warm-pod"

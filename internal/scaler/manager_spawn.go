@@ -19,6 +19,7 @@ func (m *Manager) runSpawn(rec *agentRec, ls *LabelSet) {
 	defer m.spawnsWG.Done()
 	sc := rec.sc
 	entry := sc.entry
+	ls = warmPodLabelSet(entry, ls, rec.warm)
 	emit := func(t EventType, d string) { m.emit(rec, t, d) }
 	emit(EventProvisioning, fmt.Sprintf("scaler %s (%s): agent %s reserved for job, waiting for a spawn slot", entry.Name, entry.Type, rec.id))
 
@@ -256,6 +257,18 @@ func (m *Manager) emit(rec *agentRec, eventType EventType, detail string) {
 	if err := m.opts.Events.Append(rec.runID, rec.jobID, -1, []protocol.LogLine{line}); err != nil {
 		m.log.Warn("provisioning log", "job", rec.jobID, "err", err)
 	}
+}
+
+// warmPodLabelSet returns ls, plus protocol.LabelWarmPod for a warm agent of a
+// kubernetes scaler: the label reaches the agent (KICI_LABELS) and its
+// token's label scope.
+func warmPodLabelSet(entry *Entry, ls *LabelSet, warm bool) *LabelSet {
+	if !warm || entry.Type != TypeKubernetes || ls == nil || slices.Contains(ls.Labels, protocol.LabelWarmPod) {
+		return ls
+	}
+	c := *ls
+	c.Labels = append(slices.Clone(ls.Labels), protocol.LabelWarmPod)
+	return &c
 }
 
 // tokenScope is the label scope of the ephemeral token minted for an agent

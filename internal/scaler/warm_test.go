@@ -2,11 +2,13 @@ package scaler
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"kici.dev/kici/internal/protocol"
 	"kici.dev/kici/internal/scaler/scalerconfig"
 	"kici.dev/kici/internal/testutil/wait"
 )
@@ -134,5 +136,23 @@ scalers:
 	wait.Elapse(t.Context(), 100*time.Millisecond) // room for a refill that must not come
 	if len(b.reqs) != 3 {
 		t.Fatalf("spawned %d agents, want 3 (no refill at size 0)", len(b.reqs))
+	}
+}
+
+// A warm agent of a kubernetes scaler carries protocol.LabelWarmPod (in
+// its labels and so in its token's scope); a job-bound one, and a warm
+// agent of another backend, does not; the label set itself is untouched.
+func TestWarmPodLabel(t *testing.T) {
+	ls := &LabelSet{Labels: []string{"pod"}}
+	k8s := &Entry{Type: TypeKubernetes}
+	got := warmPodLabelSet(k8s, ls, true)
+	if !slices.Equal(got.Labels, []string{"pod", protocol.LabelWarmPod}) || !slices.Equal(tokenScope(k8s, got), got.Labels) {
+		t.Errorf("warm kubernetes agent labels %v, token scope %v", got.Labels, tokenScope(k8s, got))
+	}
+	if !slices.Equal(ls.Labels, []string{"pod"}) {
+		t.Errorf("the label set changed: %v", ls.Labels)
+	}
+	if warmPodLabelSet(k8s, ls, false) != ls || warmPodLabelSet(&Entry{Type: TypeContainer}, ls, true) != ls {
+		t.Error("a bound kubernetes agent or a warm container agent got the warm-pod label")
 	}
 }
