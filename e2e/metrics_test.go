@@ -56,10 +56,12 @@ func TestMetricsAfterAPushAndJSONLogs(t *testing.T) {
 	delivery := o.admin(t, "source", "trigger-local", sourceID, "--quiet")
 	run := o.waitRun(t, delivery, 4*time.Minute)
 
+	// The run ends before its last spawned agent has left: wait for both.
 	var text string
 	wait.Until(10*time.Second, func() bool {
 		text = scrape(t, o)
-		return sample(text, `kici_orch_executions_total{status="`+run.Status+`"}`) == 1
+		return sample(text, `kici_orch_executions_total{status="`+run.Status+`"}`) == 1 &&
+			sample(text, `kici_orch_agents_active`) == 0
 	})
 	for series, want := range map[string]float64{
 		`kici_orch_runs_created_total`:                            1,
