@@ -465,7 +465,17 @@ func TestInvalidMessageCloses4003(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].(*protocol.ErrorMessage).Code != protocol.ErrorInvalidMessage {
 		t.Fatalf("want an INVALID_MESSAGE error frame, got %+v", msgs)
 	}
-	// unknown types are ignored, the socket stays up
+	// unknown types are ignored, the socket stays up. The closed a1 leaves
+	// the registry a moment after its socket closed: the job must not race
+	// it there.
+	wait.For(t, 5*time.Second, "a1 to leave the registry", func() bool {
+		for _, a := range h.d.Agents() {
+			if a.ID == "a1" {
+				return false
+			}
+		}
+		return true
+	})
 	c = h.agent("a2", h.staticToken())
 	c.sendRaw([]byte(`{"type":"agent.metrics","metrics":[]}`))
 	j := h.job()
