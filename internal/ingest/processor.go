@@ -333,14 +333,11 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 // Runs are staged in b, not created: Process stores them with the
 // delivery's outcome.
 func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
-	if xtr, err, ok := p.handleExtension(ctx, d, b); ok {
+	xtr, src, err, ok := p.handleExtension(ctx, d, b)
+	if ok {
 		return xtr, err
 	}
 	tr := &Trace{Event: d.Event}
-	src, err := p.st.GetSource(ctx, d.SourceID)
-	if err != nil {
-		return tr, fmt.Errorf("source %s: %w", d.SourceID, err)
-	}
 	if src.Provider != provider.Local {
 		tr.Summary = fmt.Sprintf("provider %q: deliveries of this provider trigger no workflows", src.Provider)
 		return tr, nil

@@ -240,6 +240,10 @@ type AdminToken struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	Revoked   bool       `json:"revoked"`
 	CreatedAt time.Time  `json:"createdAt"`
+	// RoutingKey is the token's routing-key scope ("" = every source), as
+	// read back; it is set on creation by CreateAdminTokenAudited only, and
+	// the API shows it from ListAdminTokenRoutingKeys.
+	RoutingKey string `json:"-"`
 }
 
 // RunFilter selects runs for ListRuns. Empty fields do not filter. Statuses

@@ -57,9 +57,13 @@ func (s *Store) ListAgentTokens(ctx context.Context) ([]*store.AgentToken, error
 
 const adminTokenCols = `id, label, role, token_hash, expires_at, revoked, created_at`
 
+// adminTokenReadCols are adminTokenCols and the token's routing-key scope
+// (written by CreateAdminTokenAudited).
+const adminTokenReadCols = adminTokenCols + `, routing_key`
+
 func scanAdminToken(r scanner) (*store.AdminToken, error) {
 	var t store.AdminToken
-	if err := r.Scan(&t.ID, &t.Label, &t.Role, &t.TokenHash, ntcol(&t.ExpiresAt), &t.Revoked, tcol(&t.CreatedAt)); err != nil {
+	if err := r.Scan(&t.ID, &t.Label, &t.Role, &t.TokenHash, ntcol(&t.ExpiresAt), &t.Revoked, tcol(&t.CreatedAt), &t.RoutingKey); err != nil {
 		return nil, mapErr(err)
 	}
 	return &t, nil
@@ -79,12 +83,12 @@ func (s *Store) CreateAdminToken(ctx context.Context, t *store.AdminToken) error
 // GetAdminTokenByHash returns the admin token with that hash, or
 // ErrNotFound.
 func (s *Store) GetAdminTokenByHash(ctx context.Context, hash string) (*store.AdminToken, error) {
-	return scanAdminToken(s.queryRow(ctx, `SELECT `+adminTokenCols+` FROM admin_tokens WHERE token_hash = ?`, hash))
+	return scanAdminToken(s.queryRow(ctx, `SELECT `+adminTokenReadCols+` FROM admin_tokens WHERE token_hash = ?`, hash))
 }
 
 // ListAdminTokens returns all admin tokens, newest first.
 func (s *Store) ListAdminTokens(ctx context.Context) ([]*store.AdminToken, error) {
-	rows, err := s.query(ctx, `SELECT `+adminTokenCols+` FROM admin_tokens ORDER BY created_at DESC, id DESC`)
+	rows, err := s.query(ctx, `SELECT `+adminTokenReadCols+` FROM admin_tokens ORDER BY created_at DESC, id DESC`)
 	return collect(rows, err, scanAdminToken)
 }
 

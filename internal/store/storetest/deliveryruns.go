@@ -13,7 +13,8 @@ import (
 // testFinishDeliveryWithRuns checks that a delivery's runs, jobs, run
 // contexts and outcome are written together, and that a failure in the
 // middle (a job id that already exists, in the second run) leaves the
-// delivery received, its event-log entry untouched and no run of it.
+// delivery received, its event-log entry untouched and no run of it; a
+// finished or unknown delivery gets no run either.
 func testFinishDeliveryWithRuns(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	accept := func(id string) {
@@ -103,6 +104,14 @@ func testFinishDeliveryWithRuns(t *testing.T, s store.Store) {
 	if j, err := s.GetJob(ctx, "ok-a-j7"); err != nil || j.RunID != "ok-a" {
 		t.Errorf("colliding job after a failed finish: %+v, %v", j, err)
 	}
+
+	// A delivery finished already (by another node whose claim it took
+	// over) is a conflict, and the runs staged again are not written.
+	err = s.FinishDeliveryWithRuns(ctx, "local:src:ok", store.DeliveryProcessed, "", decisions, outcome,
+		[]store.NewRun{newRun("local:src:ok", "again", 1, nil)})
+	wantErr(t, "FinishDeliveryWithRuns of a finished delivery", err, store.ErrConflict)
+	_, err = s.GetRun(ctx, "again")
+	wantErr(t, "run staged for a finished delivery", err, store.ErrNotFound)
 
 	// An unknown delivery writes no run either.
 	err = s.FinishDeliveryWithRuns(ctx, "local:src:missing", store.DeliveryProcessed, "", decisions, outcome,

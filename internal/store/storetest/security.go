@@ -24,6 +24,10 @@ func testSecurity(t *testing.T, s store.Store) {
 	if rk, err := s.AdminTokenRoutingKey(ctx, "adm-1"); err != nil || rk != "generic:acme:x" {
 		t.Fatalf("routing key %q %v", rk, err)
 	}
+	// Authentication reads the scope with the token, in one statement.
+	if got, err := s.GetAdminTokenByHash(ctx, "h-adm-1"); err != nil || got.ID != "adm-1" || got.RoutingKey != "generic:acme:x" {
+		t.Fatalf("token by hash = %+v, %v; want adm-1 scoped to generic:acme:x", got, err)
+	}
 	if _, err := s.AdminTokenRoutingKey(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown token: %v", err)
 	}
