@@ -102,6 +102,7 @@ func NewNode(cfg NodeConfig) *Node {
 	}
 	if p := cfg.Peers; p != nil {
 		p.bus.Handle(msgDrainChanged, func(m clusterbus.Message) { n.onDrainChanged(p.ctx, m.Body) })
+		p.bus.Handle(msgNodeJoined, func(clusterbus.Message) { n.Beat(p.ctx) })
 	}
 	return n
 }
@@ -207,6 +208,19 @@ func (n *Node) onDrainChanged(ctx context.Context, node string) {
 	}
 }
 
+// Join is the node's first heartbeat, which registers it, followed by a
+// word to the other nodes, which beat at once: from then on they wake
+// this node for the jobs they enqueue (Peers.Enqueued).
+func (n *Node) Join(ctx context.Context) {
+	n.Beat(ctx)
+	if n.cfg.Peers == nil {
+		return
+	}
+	if err := n.cfg.Peers.bus.Publish(ctx, msgNodeJoined, n.cfg.ID); err != nil {
+		n.log.Warn("join not announced; the other nodes count this node at their next heartbeat", "err", err)
+	}
+}
+
 // Beat refreshes this node's registry row and applies the drain flag
 // stored there; the first beat registers the node before it dispatches.
 func (n *Node) Beat(ctx context.Context) {
@@ -218,7 +232,15 @@ func (n *Node) Beat(ctx context.Context) {
 	// beat's time in the registry knows that agents spawned from then on
 	// carry every node that was registered before it.
 	now := time.Now().UTC()
-	n.refreshAgentURLs(ctx)
+	if n.cfg.Peers != nil {
+		others, err := n.OtherLiveNodes(ctx)
+		if err != nil {
+			n.cfg.Peers.setOthers(-1)
+		} else {
+			n.cfg.Peers.setOthers(len(others))
+			n.refreshAgentURLs(others)
+		}
+	}
 	d := n.cfg.Dispatch
 	draining, err := n.cfg.Store.HeartbeatNode(ctx, &store.ClusterNode{ID: n.cfg.ID, Address: n.cfg.Address(), Version: n.cfg.Version,
 		StartedAt: n.cfg.StartedAt, HeartbeatAt: now, JobsRunning: d.JobsRunning(),
@@ -247,15 +269,11 @@ func (n *Node) OtherLiveNodes(ctx context.Context) ([]*store.ClusterNode, error)
 }
 
 // refreshAgentURLs gives agents spawned from now on every live node's URL
-// (this node's first), so they fail over to another node if this one dies.
-// An explicit KICI_ORCHESTRATOR_URL (one URL, a load balancer, or a list)
-// is left as the operator set it.
-func (n *Node) refreshAgentURLs(ctx context.Context) {
-	if n.cfg.FixedAgentURL != "" || n.cfg.Peers == nil {
-		return
-	}
-	others, err := n.OtherLiveNodes(ctx)
-	if err != nil {
+// (this node's first, then others), so they fail over to another node if
+// this one dies. An explicit KICI_ORCHESTRATOR_URL (one URL, a load
+// balancer, or a list) is left as the operator set it.
+func (n *Node) refreshAgentURLs(others []*store.ClusterNode) {
+	if n.cfg.FixedAgentURL != "" {
 		return
 	}
 	urls := []string{WSURL(n.cfg.Address())}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +29,9 @@ const (
 	// msgDrainChanged: body is the node id whose drain flag changed, ""
 	// for every node; the nodes concerned beat at once, applying it.
 	msgDrainChanged = "node.drain"
+	// msgNodeJoined: body is the id of a node that has just registered; the
+	// others beat at once, counting it among the nodes to wake.
+	msgNodeJoined = "node.joined"
 )
 
 // peerCancelWait bounds how long a cancel waits for the node holding the
@@ -54,6 +58,11 @@ type Peers struct {
 	log      *slog.Logger
 	ctx      context.Context
 
+	// others is how many other live nodes this node's last heartbeat
+	// found; -1 until the first one (and after one failed to look), when
+	// wake-ups are sent in any case.
+	others atomic.Int32
+
 	mu      sync.Mutex
 	waiting map[string]chan struct{} // cancel requests awaiting an answer, by id
 }
@@ -75,8 +84,14 @@ func OpenPeers(ctx context.Context, databaseURL, nodeID string, logger *slog.Log
 		bus.Close()
 		return nil, err
 	}
-	return &Peers{bus: bus, sessions: sessions, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}, nil
+	p := &Peers{bus: bus, sessions: sessions, log: logger, ctx: context.WithoutCancel(ctx), waiting: map[string]chan struct{}{}}
+	p.others.Store(-1)
+	return p, nil
 }
+
+// setOthers records how many other live nodes the registry holds (-1:
+// unknown), as the node's heartbeat finds them.
+func (p *Peers) setOthers(n int) { p.others.Store(int32(n)) }
 
 // Sessions are the agent sessions every node verifies (dispatch.Deps).
 func (p *Peers) Sessions() *agentsessions.Store { return p.sessions }
@@ -91,8 +106,15 @@ func (p *Peers) Serve(d *dispatch.Dispatcher) {
 }
 
 // Enqueued tells the other nodes that jobID waits in the queue, so a node
-// with an idle fitting agent dispatches it now.
+// with an idle fitting agent dispatches it now. While the last heartbeat
+// found no other live node it sends nothing, sparing the database a
+// statement per job: a node that joined since sees the job when it merges
+// the queue from the store (every 10 s, and at its start), and is woken
+// from this node's next heartbeat on (HeartbeatInterval).
 func (p *Peers) Enqueued(ctx context.Context, jobID string) {
+	if p.others.Load() == 0 {
+		return
+	}
 	if err := p.bus.Publish(ctx, msgJobEnqueued, jobID); err != nil {
 		p.log.Warn("enqueue wake-up not sent; other nodes see the job at their next queue resync", "job", jobID, "err", err)
 	}

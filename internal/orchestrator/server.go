@@ -170,7 +170,7 @@ func (s *Server) Run(stop context.Context) error {
 	if err := s.tracker.Recover(ctx); err != nil {
 		s.log.Error("recovery at start failed", "err", err)
 	}
-	s.node.Beat(ctx) // registered, and drained if the cluster is, before dispatching
+	s.node.Join(ctx) // registered, and drained if the cluster is, before dispatching; the other nodes told
 	go s.node.Run(ctx)
 	s.cleanup.push("node leases", func(ctx context.Context) error { s.releaseLeases(ctx); return nil })
 	s.processor.Start(ctx)
