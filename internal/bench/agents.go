@@ -31,13 +31,14 @@ func dialAgent(ctx context.Context, url, token, id string) (*protoAgent, error) 
 
 // rssResult is the orchestrator's memory with and without agents.
 type rssResult struct {
-	idleKB, withKB, afterKB, agents int
+	idleKB, idleAnonKB, withKB, afterKB, agents int
 }
 
 // agentMemory connects n protocol clients, measures the orchestrator's RSS,
 // disconnects them and measures it again.
 func agentMemory(ctx context.Context, o *orch, n int) (rssResult, error) {
-	res := rssResult{idleKB: o.rssKB(), agents: n}
+	res := rssResult{agents: n}
+	res.idleKB, res.idleAnonKB = rssParts(o.cmd.Process.Pid)
 	token, err := o.mintToken("bench-idle")
 	if err != nil {
 		return res, err

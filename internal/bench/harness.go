@@ -150,20 +150,31 @@ func (o *orch) rssKB() int {
 }
 
 func rssOf(pid int) int {
+	total, _ := rssParts(pid)
+	return total
+}
+
+// rssParts is a process's VmRSS and its RssAnon (memory of its own, as
+// opposed to pages of its binary and other files, which are clean,
+// shared between processes mapping the same file and reclaimable), KiB.
+func rssParts(pid int) (total, anon int) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				n, _ := strconv.Atoi(f[1])
-				return n
-			}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			total, _ = strconv.Atoi(f[1])
+		case "RssAnon:":
+			anon, _ = strconv.Atoi(f[1])
 		}
 	}
-	return 0
+	return total, anon
 }
 
 // source is a local source of o with its webhook secret.

@@ -56,6 +56,18 @@ jobs:
     steps:
       - run: "true"
 `,
+		// stat: the lat job for static agents (runsOn no scaler label set
+		// serves, so only the benchmark's own kici-agent processes take it).
+		"stat.yaml": `name: stat
+on:
+  push:
+    branches: ["stat", "stat-*"]
+jobs:
+  one:
+    runsOn: ` + staticLabel + `
+    steps:
+      - run: "true"
+`,
 		"fan.yaml": `name: fan
 on:
   push:

@@ -86,10 +86,15 @@ func (o *orch) waitTerminal(ctx context.Context, runID string) ([]jobView, error
 // triggerToStep pushes to lat n times, one after the other, and returns
 // the time from sending the webhook to the first step's start, per push.
 func triggerToStep(ctx context.Context, o *orch, s *source, sha string, n int) ([]time.Duration, error) {
+	return triggerToStepOn(ctx, o, s, sha, "lat", n)
+}
+
+// triggerToStepOn is triggerToStep on branch (a one-job workflow's).
+func triggerToStepOn(ctx context.Context, o *orch, s *source, sha, branch string, n int) ([]time.Duration, error) {
 	var out []time.Duration
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		id, _, err := o.push(s, "refs/heads/lat", sha, sha)
+		id, _, err := o.push(s, "refs/heads/"+branch, sha, sha)
 		if err != nil {
 			return nil, err
 		}
@@ -193,14 +198,16 @@ func shellFloor(repo, sha string, n, conc int) (time.Duration, error) {
 	return time.Since(start), firstErr
 }
 
-// trivialRuns pushes n trivial runs at once and waits for all of them.
-func trivialRuns(ctx context.Context, o *orch, s *source, sha string, n int) (time.Duration, error) {
+// trivialRuns pushes n trivial runs at once, 8 at a time over 8 branches
+// of prefix ("triv" for spawned agents, "stat" for static ones), and waits
+// for all of them to succeed.
+func trivialRuns(ctx context.Context, o *orch, s *source, prefix, sha string, n int) (time.Duration, error) {
 	before, err := o.runsTotal(string(status.RunSuccess))
 	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	if _, _, err := burst(o, s, "triv", sha, n, 8, 8); err != nil {
+	if _, _, err := burst(o, s, prefix, sha, n, 8, 8); err != nil {
 		return 0, err
 	}
 	if err := o.waitRuns(ctx, string(status.RunSuccess), before+n); err != nil {
