@@ -15,9 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -33,7 +33,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Client, if set, is used instead of a client built from the entry
 	// (kubeconfig, in-cluster config, $KUBECONFIG).
-	Client k8s.Interface
+	Client API
 }
 
 // With returns a factory building kubernetes backends for entries of type
@@ -56,7 +56,7 @@ func With(next scaler.BackendFactory, o Options) scaler.BackendFactory {
 type Backend struct {
 	name   string
 	ns     string
-	cs     k8s.Interface
+	cs     API
 	opts   Options
 	exited func(agentID string, err error)
 	log    *slog.Logger
@@ -111,8 +111,8 @@ func New(e *scaler.Entry, o Options, exited func(agentID string, err error)) (*B
 		if err != nil {
 			return nil, err
 		}
-		if cs, err = k8s.NewForConfig(cfg); err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+		if cs, err = newAPI(cfg); err != nil {
+			return nil, err
 		}
 	}
 	b := &Backend{name: e.Name, ns: namespace(e.Namespace), cs: cs, opts: o, exited: exited,
@@ -139,9 +139,19 @@ func (b *Backend) selector() string {
 // follow starts the pod informer of this scaler's pods and waits for its
 // first list.
 func (b *Backend) follow(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(b.cs, 0, informers.WithNamespace(b.ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = b.selector() }))
-	inf := f.Core().V1().Pods().Informer()
+	pods := b.cs.Pods(b.ns)
+	// The reflector streams its first list (watch-list) unless the client
+	// says it cannot (client-go's in-memory fake, in tests).
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = b.selector()
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = b.selector()
+			return pods.Watch(ctx, o)
+		},
+	}, b.cs), &corev1.Pod{}, 0, cache.Indexers{})
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { b.onPod(obj, false) },
 		UpdateFunc: func(_, obj any) { b.onPod(obj, false) },
@@ -149,7 +159,7 @@ func (b *Backend) follow(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	f.Start(b.stop)
+	go inf.Run(b.stop)
 	synced := make(chan bool, 1)
 	go func() { synced <- cache.WaitForCacheSync(b.stop, inf.HasSynced) }()
 	select {
@@ -243,10 +253,10 @@ func (b *Backend) Spawn(ctx context.Context, req *scaler.SpawnRequest) error {
 		b.deleteObjects(dctx, rec, 0)
 		return err
 	}
-	if _, err := b.cs.CoreV1().Secrets(b.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	if _, err := b.cs.Secrets(b.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return undo(createError("the agent token Secret", err, pending))
 	}
-	created, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := b.cs.Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return undo(createError("the agent pod", err, pending))
 	}
@@ -306,7 +316,7 @@ const eventPoll = 5 * time.Second
 // <reason>: <message>"; "" when there is none or events may not be read
 // (the optional events: list permission, docs/kubernetes.md).
 func (b *Backend) lastWarning(ctx context.Context, pod *corev1.Pod) string {
-	evs, err := b.cs.CoreV1().Events(b.ns).List(ctx, metav1.ListOptions{
+	evs, err := b.cs.Events(b.ns).List(ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.name=" + pod.Name + ",involvedObject.uid=" + string(pod.UID) + ",type=Warning"})
 	if err != nil {
 		return ""
@@ -397,10 +407,10 @@ func (b *Backend) finish(id string, rec *podRec, exitErr error) {
 // ones already gone are fine.
 func (b *Backend) deleteObjects(ctx context.Context, rec *podRec, grace time.Duration) {
 	secs := int64(grace / time.Second)
-	if err := b.cs.CoreV1().Pods(b.ns).Delete(ctx, rec.name, metav1.DeleteOptions{GracePeriodSeconds: &secs}); err != nil && !apierrors.IsNotFound(err) {
+	if err := b.cs.Pods(b.ns).Delete(ctx, rec.name, metav1.DeleteOptions{GracePeriodSeconds: &secs}); err != nil && !apierrors.IsNotFound(err) {
 		b.log.Warn("delete agent pod", "pod", rec.name, "err", err)
 	}
-	if err := b.cs.CoreV1().Secrets(b.ns).Delete(ctx, rec.secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := b.cs.Secrets(b.ns).Delete(ctx, rec.secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		b.log.Warn("delete agent token secret", "secret", rec.secret, "err", err)
 	}
 }
@@ -412,7 +422,7 @@ func (b *Backend) deleteObjects(ctx context.Context, rec *podRec, grace time.Dur
 func (b *Backend) ownSecret(ctx context.Context, pod *corev1.Pod, secret string) {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}}})
-	if _, err := b.cs.CoreV1().Secrets(b.ns).Patch(ctx, secret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := b.cs.Secrets(b.ns).Patch(ctx, secret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		b.log.Warn("own the agent token secret by its pod", "secret", secret, "err", err)
 	}
 }
@@ -442,7 +452,7 @@ func (b *Backend) DestroyFor(ctx context.Context, id, reason string) error {
 	}
 	rec.emit(scaler.EventProvisioning, fmt.Sprintf("deleting pod %s (grace %s): %s", rec.name, b.opts.StopGrace, reason))
 	secs := int64(b.opts.StopGrace / time.Second)
-	err := b.cs.CoreV1().Pods(b.ns).Delete(ctx, rec.name, metav1.DeleteOptions{GracePeriodSeconds: &secs})
+	err := b.cs.Pods(b.ns).Delete(ctx, rec.name, metav1.DeleteOptions{GracePeriodSeconds: &secs})
 	if apierrors.IsNotFound(err) {
 		go b.finish(id, rec, nil)
 	} else if err != nil {
@@ -487,7 +497,7 @@ func (b *Backend) Shutdown(ctx context.Context) {
 // how many pods it deleted; their agents are reported by LostAtStart.
 func (b *Backend) ReapOrphans(ctx context.Context) (int, error) {
 	sel := metav1.ListOptions{LabelSelector: b.selector()}
-	pods, err := b.cs.CoreV1().Pods(b.ns).List(ctx, sel)
+	pods, err := b.cs.Pods(b.ns).List(ctx, sel)
 	if err != nil {
 		return 0, fmt.Errorf("list pods: %w", err)
 	}
@@ -507,7 +517,7 @@ func (b *Backend) ReapOrphans(ctx context.Context) (int, error) {
 		if tracked(p.Name) {
 			continue
 		}
-		if err := b.cs.CoreV1().Pods(b.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		if err := b.cs.Pods(b.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
 			return n, fmt.Errorf("delete orphan pod %s: %w", p.Name, err)
 		}
 		b.log.Info("deleted orphaned agent pod", "pod", p.Name, "agent", p.Annotations[AnnotationAgentID])
@@ -518,7 +528,7 @@ func (b *Backend) ReapOrphans(ctx context.Context) (int, error) {
 		}
 		n++
 	}
-	secrets, err := b.cs.CoreV1().Secrets(b.ns).List(ctx, sel)
+	secrets, err := b.cs.Secrets(b.ns).List(ctx, sel)
 	if err != nil {
 		return n, fmt.Errorf("list secrets: %w", err)
 	}
@@ -526,7 +536,7 @@ func (b *Backend) ReapOrphans(ctx context.Context) (int, error) {
 		if tracked(s.Name) {
 			continue
 		}
-		if err := b.cs.CoreV1().Secrets(b.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := b.cs.Secrets(b.ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return n, fmt.Errorf("delete orphan secret %s: %w", s.Name, err)
 		}
 	}

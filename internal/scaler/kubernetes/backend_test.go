@@ -84,7 +84,7 @@ func newBackend(t *testing.T, cs *fake.Clientset, r *recorder) *Backend {
 	t.Helper()
 	e := &scaler.Entry{Name: "pods", Type: scaler.TypeKubernetes}
 	e.Namespace = "ci"
-	b, err := New(e, Options{Client: cs, StopGrace: time.Second}, r.exited)
+	b, err := New(e, Options{Client: apiOf(cs), StopGrace: time.Second}, r.exited)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,9 @@ func clusterBackend(t *testing.T, cs k8s.Interface, ns string, r *recorder) *Bac
 	t.Helper()
 	e := &scaler.Entry{Name: "pods", Type: scaler.TypeKubernetes}
 	e.Namespace = ns
-	b, err := New(e, Options{Client: cs, StopGrace: 2 * time.Second}, r.exited)
+	// The backend's own client, built from the kubeconfig as in production.
+	e.Kubeconfig = os.Getenv("KICI_TEST_KUBECONFIG")
+	b, err := New(e, Options{StopGrace: 2 * time.Second}, r.exited)
 	if err != nil {
 		t.Fatal(err)
 	}
