@@ -88,6 +88,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			conf.ProbeNoteDir = cfg.WorkDir
 			opts := agent.Options{Confinement: conf}
 			if self, err := os.Executable(); err == nil {
 				opts.Supervisor, opts.AgentBinary = supervisorPrefix(self), self

@@ -50,6 +50,10 @@ type Confinement struct {
 	Summary string
 	// Loud is true when Summary is a warning (steps are not confined).
 	Loud bool
+	// ProbeNoteDir is where a root agent notes that the job sandbox works
+	// on this host, so the next agent skips the check (probeSandbox): the
+	// agents' shared work directory; "" checks every time.
+	ProbeNoteDir string
 
 	allowUnconfined bool // KICI_ALLOW_UNCONFINED_STEPS=true
 }

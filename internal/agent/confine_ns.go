@@ -74,7 +74,7 @@ func (c *Confinement) trySandbox(supervisor, hide, shared []string) []string {
 		missing = "no step supervisor, so no PID or mount namespace per job"
 	} else {
 		sb := runner.SandboxedSupervisor(supervisor, hide, shared)
-		err := runner.ProbeNamespaces(sb)
+		err := probeSandbox(c.ProbeNoteDir, sb)
 		if err == nil {
 			c.Summary += "; each step runs in its own PID, mount and IPC namespaces: it sees only its job's processes, a private /tmp, its own work directory and HOME, the rest of the host read-only, and no other job's work directory or home"
 			if len(hide) > 0 {
