@@ -46,7 +46,7 @@ func (c Config) sizes() sizes {
 	if c.Quick {
 		return sizes{burst: 200, conc: 16, refs: 16, latRuns: 5, agents: 50, trivial: 24, fanLegs: 16, logLines: 20000}
 	}
-	return sizes{burst: 2000, conc: 16, refs: 16, latRuns: 20, agents: 500, trivial: 200, fanLegs: 64, logLines: 1000000}
+	return sizes{burst: 2000, conc: 16, refs: 16, latRuns: 20, agents: 1000, trivial: 200, fanLegs: 64, logLines: 1000000}
 }
 
 // row is one figure of the table.
