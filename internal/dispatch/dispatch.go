@@ -340,6 +340,16 @@ func (d *Dispatcher) Shutdown(ctx context.Context) {
 	}
 }
 
+// resyncEvery is how often the pending index is merged with the store:
+// resyncInterval while other nodes may enqueue, loneResyncInterval when
+// this node is alone on its database.
+func (d *Dispatcher) resyncEvery() time.Duration {
+	if d.peers == nil || d.peers.Alone() {
+		return loneResyncInterval
+	}
+	return resyncInterval
+}
+
 // loop is the single background goroutine.
 func (d *Dispatcher) loop() {
 	defer close(d.loopDone)
@@ -371,7 +381,7 @@ func (d *Dispatcher) loop() {
 			lastSweep = time.Now()
 			d.queue.sweepAckDeadlines()
 		}
-		if time.Since(lastResync) >= resyncInterval {
+		if time.Since(lastResync) >= d.resyncEvery() {
 			lastResync = time.Now()
 			if err := d.queue.loadPending(d.ctx); err != nil {
 				d.log.Warn("merge pending queue", "err", err)

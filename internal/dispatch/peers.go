@@ -17,6 +17,9 @@ type Peers interface {
 	// node's answer and reports whether a node sent the frame; without, it
 	// only asks and returns false.
 	CancelJob(jobID, reason string, force, wait bool) bool
+	// Alone reports whether this node's last heartbeat found no other
+	// live node on the database: nothing but this node enqueues there.
+	Alone() bool
 }
 
 // wakeFor is WakeForJob: called when another node enqueued jobID: if it is still

@@ -87,23 +87,26 @@ func excludeLabels(config json.RawMessage) []string {
 
 // queueEntry finds one queue entry by id among entries in statuses: from
 // the pending index when it holds it and pending is asked for, else from
-// the store (a rare path: a job enqueued twice, e.g. by recovery).
+// the store (one read by id: a job enqueued twice, e.g. by recovery, or
+// another node's job it wakes this one for). nil when it is not there or
+// in another status.
 func (q *jobQueue) queueEntry(ctx context.Context, id string, statuses ...string) (*store.QueueEntry, error) {
 	if len(statuses) == 1 && statuses[0] == store.QueuePending {
 		if e, ok := q.pending.get(id); ok {
 			return e, nil
 		}
 	}
-	list, err := q.st.ListQueue(ctx, statuses)
+	e, err := q.st.GetQueueEntry(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range list {
-		if e.ID == id {
-			return e, nil
-		}
+	if len(statuses) > 0 && !slices.Contains(statuses, e.Status) {
+		return nil, nil
 	}
-	return nil, nil
+	return e, nil
 }
 
 // labelsMatch reports whether an agent with agentLabels may run an entry:

@@ -128,6 +128,10 @@ func (p *Peers) JobReady(ctx context.Context, job *store.Job) error {
 	return nil
 }
 
+// Alone implements dispatch.Peers: the last heartbeat found no other live
+// node (false until the first one).
+func (p *Peers) Alone() bool { return p.others.Load() == 0 }
+
 // CancelJob implements dispatch.Peers.
 func (p *Peers) CancelJob(jobID, reason string, force, wait bool) bool {
 	req := cancelRequest{ID: uuid.NewString(), JobID: jobID, Reason: reason, Force: force}

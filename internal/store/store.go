@@ -418,6 +418,8 @@ type Store interface {
 	SetQueueStatus(ctx context.Context, id string, from []string, to string) (bool, error)
 	// ListQueue returns entries in the given statuses (all if empty), oldest first.
 	ListQueue(ctx context.Context, statuses []string) ([]*QueueEntry, error)
+	// GetQueueEntry returns the entry of job id (any status), or ErrNotFound.
+	GetQueueEntry(ctx context.Context, id string) (*QueueEntry, error)
 	// PinQueueEntry sets (or clears with "") the pinned agent of a pending entry.
 	PinQueueEntry(ctx context.Context, id, agentID string) error
 

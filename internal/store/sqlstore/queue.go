@@ -173,6 +173,11 @@ func (s *Store) ListQueue(ctx context.Context, statuses []string) ([]*store.Queu
 	return collect(rows, err, scanQueue)
 }
 
+// GetQueueEntry returns the entry of job id, or ErrNotFound.
+func (s *Store) GetQueueEntry(ctx context.Context, id string) (*store.QueueEntry, error) {
+	return scanQueue(s.queryRow(ctx, `SELECT `+queueSelectCols+` FROM dispatch_queue WHERE id = ?`, id))
+}
+
 // PinQueueEntry sets (or clears with "") the pinned agent of a pending
 // entry; ErrNotFound when no such pending entry exists.
 func (s *Store) PinQueueEntry(ctx context.Context, id, agentID string) error {

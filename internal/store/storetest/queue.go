@@ -47,6 +47,16 @@ func testQueue(t *testing.T, s store.Store) {
 		t.Errorf("ClaimByID unknown: %v, %v", c, err)
 	}
 
+	// One entry by id, in whatever status; an unknown id is not found.
+	got, err := s.GetQueueEntry(ctx, "q2")
+	must(t, err)
+	same(t, "GetQueueEntry of a claimed entry", &want2, got)
+	got, err = s.GetQueueEntry(ctx, "q1")
+	must(t, err)
+	same(t, "GetQueueEntry of a pending entry", e1, got)
+	_, err = s.GetQueueEntry(ctx, "missing")
+	wantErr(t, "GetQueueEntry unknown", err, store.ErrNotFound)
+
 	// Ack: only the owning agent, only while dispatched.
 	wantErr(t, "Ack by another agent", s.AckQueueEntry(ctx, "q2", "agent-2"), store.ErrNotFound)
 	must(t, s.AckQueueEntry(ctx, "q2", "agent-1"))
