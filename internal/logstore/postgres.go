@@ -141,79 +141,70 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 	defer cancel()
 	var res AppendResult
 	var text int64
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		res, text = AppendResult{}, 0
-		// The upsert locks the head row until the transaction ends.
-		var stored, held, size int64
-		var capped, archived bool
-		err := tx.QueryRow(ctx, `INSERT INTO step_log_heads (job_id, step_index, run_id, updated_at) VALUES ($1, $2, $3, now())
+	// The upsert locks the head row until the transaction ends.
+	var stored, held, size int64
+	var capped, archived bool
+	err := pipelinedTx(ctx, p.pool, `INSERT INTO step_log_heads (job_id, step_index, run_id, updated_at) VALUES ($1, $2, $3, now())
 			ON CONFLICT (job_id, step_index) DO UPDATE SET run_id = step_log_heads.run_id
-			RETURNING lines, agent_offset, bytes, capped, archive IS NOT NULL`, jobID, stepIndex, runID).Scan(&stored, &held, &size, &capped, &archived)
-		if err != nil {
-			return err
-		}
-		if archived {
-			return ErrArchived
-		}
-		todo := lines
-		if offset >= 0 {
-			from := offset
-			if skip := held - offset; skip > 0 {
-				skip = min(skip, int64(len(todo)))
-				res.Duplicate = int(skip)
-				todo = todo[skip:]
-				from += skip
+			RETURNING lines, agent_offset, bytes, capped, archive IS NOT NULL`, []any{jobID, stepIndex, runID},
+		func(r pgx.Row) error { return r.Scan(&stored, &held, &size, &capped, &archived) },
+		func() ([]queued, error) {
+			if archived {
+				return nil, ErrArchived
 			}
-			if from > held {
-				res.Missing = from - held
+			todo := lines
+			if offset >= 0 {
+				from := offset
+				if skip := held - offset; skip > 0 {
+					skip = min(skip, int64(len(todo)))
+					res.Duplicate = int(skip)
+					todo = todo[skip:]
+					from += skip
+				}
+				if from > held {
+					res.Missing = from - held
+				}
+				res.Acked = held
+				if len(todo) > 0 {
+					res.Acked = from + int64(len(todo))
+				}
 			}
-			res.Acked = held
-			if len(todo) > 0 {
-				res.Acked = from + int64(len(todo))
+			var marker bool
+			if offset >= 0 {
+				end := res.Acked
+				todo, res.Capped, marker = applyCap(p.maxBytes.Load(), size, capped, todo)
+				if marker {
+					todo = append(todo[:len(todo):len(todo)], capMarker(p.maxBytes.Load()))
+				}
+				if len(todo) == 0 && res.Capped > 0 {
+					return []queued{{`UPDATE step_log_heads SET agent_offset = $3, updated_at = now()
+						WHERE job_id = $1 AND step_index = $2`, []any{jobID, stepIndex, end}}}, nil
+				}
 			}
-		}
-		var marker bool
-		if offset >= 0 {
-			end := res.Acked
-			todo, res.Capped, marker = applyCap(p.maxBytes.Load(), size, capped, todo)
-			if marker {
-				todo = append(todo[:len(todo):len(todo)], capMarker(p.maxBytes.Load()))
+			if len(todo) == 0 {
+				return nil, nil
 			}
-			if len(todo) == 0 && res.Capped > 0 {
-				_, err := tx.Exec(ctx, `UPDATE step_log_heads SET agent_offset = $3, updated_at = now()
-					WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, end)
-				return err
+			firsts, counts, bodies, n := encodeChunks(stored, todo)
+			text = n
+			var body int64
+			for _, b := range bodies {
+				body += int64(len(b))
 			}
-		}
-		if len(todo) == 0 {
-			return nil
-		}
-		firsts, counts, bodies, n := encodeChunks(stored, todo)
-		text = n
-		var body int64
-		for _, b := range bodies {
-			body += int64(len(b))
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO step_log_chunks (job_id, step_index, first_line, line_count, run_id, body)
-			SELECT $1, $2, f, c, $3, b FROM unnest($4::bigint[], $5::int[], $6::bytea[]) AS t(f, c, b)`,
-			jobID, stepIndex, runID, firsts, counts, bodies); err != nil {
-			return err
-		}
-		newHeld := held
-		if offset >= 0 {
-			newHeld = res.Acked
-		}
-		if _, err := tx.Exec(ctx, `UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now(),
-			bytes = bytes + $5, capped = capped OR $6
-			WHERE job_id = $1 AND step_index = $2`, jobID, stepIndex, len(todo), newHeld, body, marker); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, pgNotifyChannel, waitKey(jobID, stepIndex)); err != nil {
-			return err
-		}
-		res.Stored = len(todo)
-		return nil
-	})
+			newHeld := held
+			if offset >= 0 {
+				newHeld = res.Acked
+			}
+			res.Stored = len(todo)
+			return []queued{
+				{`INSERT INTO step_log_chunks (job_id, step_index, first_line, line_count, run_id, body)
+					SELECT $1, $2, f, c, $3, b FROM unnest($4::bigint[], $5::int[], $6::bytea[]) AS t(f, c, b)`,
+					[]any{jobID, stepIndex, runID, firsts, counts, bodies}},
+				{`UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now(),
+					bytes = bytes + $5, capped = capped OR $6
+					WHERE job_id = $1 AND step_index = $2`, []any{jobID, stepIndex, len(todo), newHeld, body, marker}},
+				{`SELECT pg_notify($1, $2)`, []any{pgNotifyChannel, waitKey(jobID, stepIndex)}},
+			}, nil
+		})
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("logstore: append: %w", err)
 	}
