@@ -101,8 +101,10 @@ func (f *staticFleet) stop() {
 	f.cmds = nil
 }
 
-// metric reads one unlabelled sample of o's /metrics; ok is false when
-// it is absent.
+// metric reads one sample of o's /metrics, named with its labels as the
+// exposition prints them (`kici_orch_agents_active`,
+// `kici_orch_scaler_warm_pool_ready{scaler="local"}`); ok is false when it
+// is absent.
 func (o *orch) metric(name string) (v float64, ok bool, err error) {
 	resp, err := o.http.Get(o.url + "/metrics")
 	if err != nil {

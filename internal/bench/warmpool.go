@@ -3,11 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -69,21 +66,10 @@ func (o *orch) waitWarmAgent(ctx context.Context, spawns int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		resp, err := o.http.Get(o.url + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			ready, spawned := 0.0, 0.0
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, `kici_orch_scaler_warm_pool_ready{scaler="local"} `); ok {
-					ready, _ = strconv.ParseFloat(v, 64)
-				} else if v, ok := strings.CutPrefix(line, `kici_orch_scaler_warm_pool_spawns_total{scaler="local"} `); ok {
-					spawned, _ = strconv.ParseFloat(v, 64)
-				}
-			}
-			if ready >= 1 && spawned >= float64(spawns) {
-				return nil
-			}
+		ready, _, rerr := o.metric(`kici_orch_scaler_warm_pool_ready{scaler="local"}`)
+		spawned, _, serr := o.metric(`kici_orch_scaler_warm_pool_spawns_total{scaler="local"}`)
+		if rerr == nil && serr == nil && ready >= 1 && spawned >= float64(spawns) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
