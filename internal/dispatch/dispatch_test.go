@@ -627,7 +627,13 @@ func TestSpawnTimeoutUnpinsAndRedrives(t *testing.T) {
 		defer sp.mu.Unlock()
 		return len(sp.ids) >= 2
 	})
-	e := h.entry(j.ID)
+	// The pin to the new agent is written once its spawn returns, just
+	// after the spawner saw the request.
+	var e *store.QueueEntry
+	wait.For(t, 5*time.Second, "the entry pinned to the new agent", func() bool {
+		e = h.entry(j.ID)
+		return e.PinnedAgentID != first && e.PinnedAgentID != ""
+	})
 	if e.PinnedAgentID == first || e.PinnedAgentID == "" {
 		t.Fatalf("entry still pinned to %q", e.PinnedAgentID)
 	}
