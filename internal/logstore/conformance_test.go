@@ -278,3 +278,23 @@ func TestConformanceRetention(t *testing.T) {
 		}
 	})
 }
+
+// On PostgreSQL a chunk large enough to be compressed is compressed with
+// lz4 (migration step_log_lz4), and reads back whole.
+func TestPGChunksCompressWithLZ4(t *testing.T) {
+	p := openPG(t, migratedDatabase(t))
+	if err := p.Append(runID, jobID, 0, lines(0, 500)); err != nil {
+		t.Fatal(err)
+	}
+	var method string
+	if err := p.pool.QueryRow(context.Background(),
+		`SELECT COALESCE(pg_column_compression(body), 'none') FROM step_log_chunks WHERE job_id = $1`, jobID).Scan(&method); err != nil {
+		t.Fatal(err)
+	}
+	if method != "lz4" {
+		t.Fatalf("chunk compression = %s, want lz4", method)
+	}
+	if got := texts(t, p, 0); len(got) != 500 || got[499] != lines(499, 1)[0].Text {
+		t.Fatalf("read back %d lines, last %q", len(got), got[len(got)-1])
+	}
+}
