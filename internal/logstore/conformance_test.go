@@ -280,7 +280,7 @@ func TestConformanceRetention(t *testing.T) {
 }
 
 // On PostgreSQL a chunk large enough to be compressed is compressed with
-// lz4 (migration step_log_lz4), and reads back whole.
+// lz4 (migration toast_lz4), and reads back whole.
 func TestPGChunksCompressWithLZ4(t *testing.T) {
 	p := openPG(t, migratedDatabase(t))
 	if err := p.Append(runID, jobID, 0, lines(0, 500)); err != nil {

@@ -44,7 +44,7 @@ var migrationVersions = []migrationVersion{
 	{"notifications", 22, 22},
 	{"web_sessions", 23, 23},
 	{"step_log_archive", 0, 24},
-	{"step_log_lz4", 0, 25},
+	{"toast_lz4", 0, 25},
 }
 
 // migrationVersion is one template's version in each dialect.
