@@ -116,5 +116,5 @@ func (d *Dispatcher) WakeForJob(ctx context.Context, jobID string) bool {
 // waits, e.g. an unschedulable pod); for a job no longer pending it does
 // nothing.
 func (d *Dispatcher) SetPendingReason(jobID, reason string) {
-	d.queue.setReason(d.queue.ctx, jobID, reason)
+	d.queue.setReason(jobID, reason)
 }

@@ -268,7 +268,7 @@ func New(cfg Config, st store.Store, agentAuth *auth.AgentAuth, logs LogSink, sp
 		agents: map[string]*agentConn{}, jobs: map[string]*jobState{},
 		conns: map[*agentConn]bool{}, sessions: map[string]*agentSession{}}
 	q := &jobQueue{core: c, spawner: spawner, secretResolver: deps.JobData, pending: newPendingIndex(),
-		reasons: map[string]string{}, spawns: map[string]*spawnRec{}, kick: make(chan struct{}, 1)}
+		reasons: map[string]string{}, reasonW: newReasonWriter(st, logger), spawns: map[string]*spawnRec{}, kick: make(chan struct{}, 1)}
 	fr := &frameHandler{core: c, logs: logs, attester: deps.Attester, events: deps.Events}
 	reg.q, reg.fr = q, fr
 	q.reg, q.fr = reg, fr
@@ -308,7 +308,8 @@ func (d *Dispatcher) Start(ctx context.Context) {
 // Shutdown stops the background loop and closes every agent socket with
 // 1001 (going away). Jobs stay as they are in the store: dispatched jobs are
 // reclaimed when their agents reconnect to the next orchestrator process.
-// It waits for connection handlers to finish or ctx to end.
+// It waits for connection handlers to finish, and for the pending reasons
+// decided so far to be written, or for ctx to end.
 func (d *Dispatcher) Shutdown(ctx context.Context) {
 	d.lifeMu.Lock()
 	started := d.started
@@ -337,6 +338,16 @@ func (d *Dispatcher) Shutdown(ctx context.Context) {
 		case <-d.loopDone:
 		case <-ctx.Done():
 		}
+	}
+	// The pending reasons decided before the sockets closed still land.
+	written := make(chan struct{})
+	go func() {
+		d.queue.reasonW.wait()
+		close(written)
+	}()
+	select {
+	case <-written:
+	case <-ctx.Done():
 	}
 }
 

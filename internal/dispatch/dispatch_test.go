@@ -231,8 +231,11 @@ func (h *harness) entry(id string) *store.QueueEntry {
 	return nil
 }
 
+// getJob reads job id as stored once the pending reasons routing decided
+// so far are written (they are written behind routing: reasonWriter).
 func (h *harness) getJob(id string) *store.Job {
 	h.t.Helper()
+	h.d.queue.reasonW.wait()
 	j, err := h.st.GetJob(context.Background(), id)
 	if err != nil {
 		h.t.Fatal(err)

@@ -41,6 +41,7 @@ type jobQueue struct {
 
 	mu      sync.Mutex
 	reasons map[string]string    // last pending reason written per job
+	reasonW *reasonWriter        // writes them behind routing
 	spawns  map[string]*spawnRec // spawned, not yet registered agents
 	// drainMode is orchestrator drain mode (control.go).
 	drainMode bool

@@ -125,10 +125,11 @@ func labelsMatch(agentLabels, runsOn, exclude []string) bool {
 	return true
 }
 
-// setReason writes a queued job's pending reason when it changed and the
-// job still waits in the queue (routing writes it after releasing routeMu,
-// by which time the job may have been dispatched).
-func (q *jobQueue) setReason(ctx context.Context, jobID, reason string) {
+// setReason writes a queued job's pending reason, behind routing
+// (reasonWriter), when it changed and the job still waits in the queue
+// (routing sets it after releasing routeMu, by which time the job may
+// have been dispatched).
+func (q *jobQueue) setReason(jobID, reason string) {
 	if !q.pending.has(jobID) {
 		return
 	}
@@ -139,9 +140,7 @@ func (q *jobQueue) setReason(ctx context.Context, jobID, reason string) {
 	}
 	q.reasons[jobID] = reason
 	q.mu.Unlock()
-	if _, err := q.st.UpdateJobStatus(ctx, jobID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &reason}); err != nil {
-		q.log.Warn("write pending reason", "job", jobID, "err", err)
-	}
+	q.reasonW.put(jobID, reason)
 }
 
 // drain hands pending entries to agent a while it has free slots: first the
@@ -220,12 +219,10 @@ func (q *jobQueue) prepare(ctx context.Context, a *agentConn, e *store.QueueEntr
 	// The reason is cleared only when there is one: the job as just read
 	// had one (written by any node), or this node wrote one (perhaps
 	// after that read). A job routed straight to an idle agent, most
-	// of them, costs no write.
+	// of them, costs no write. The clear goes behind any reason of the
+	// job still being written, never on the routing path.
 	if wrote := q.forgetReason(e.ID); wrote || stored != "" {
-		empty := ""
-		if _, err := q.st.UpdateJobStatus(ctx, e.ID, []status.Job{status.JobQueued}, status.JobQueued, store.JobUpdate{PendingReason: &empty}); err != nil {
-			q.log.Warn("clear pending reason", "job", e.ID, "err", err)
-		}
+		q.reasonW.put(e.ID, "")
 	}
 	return &outgoing{a: a, msg: msg}
 }

@@ -30,7 +30,7 @@ func (q *jobQueue) route(ctx context.Context, e *store.QueueEntry, exclude strin
 		// Written after routeMu is released: a pending-reason write waits
 		// for the store's writer like any other, and no other routing
 		// decision needs to wait for it.
-		q.setReason(ctx, e.ID, reason)
+		q.setReason(e.ID, reason)
 	}
 	return blocked
 }
@@ -288,7 +288,7 @@ func (q *jobQueue) copyReason(ctx context.Context, job, from string) bool {
 	if !ok || had && prev == reason {
 		return false
 	}
-	q.setReason(ctx, job, reason)
+	q.setReason(job, reason)
 	return true
 }
 

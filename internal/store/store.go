@@ -387,6 +387,12 @@ type Store interface {
 	// it (nil when no row changed), so a caller that goes on with the row
 	// need not read it back.
 	MoveJob(ctx context.Context, id string, from []status.Job, to status.Job, u JobUpdate) (*Job, error)
+	// SetPendingReasons writes many jobs' pending reasons at once (job id
+	// → reason): a reason on a job still queued, and "" (the reason
+	// cleared) on a job in any status. Ids of no job, or of a job no longer
+	// queued for a non-empty reason, are skipped without error. The
+	// dispatcher writes its routing reasons this way, behind routing.
+	SetPendingReasons(ctx context.Context, reasons map[string]string) error
 	// TouchJobHeartbeat sets last_heartbeat_at=at for a running job.
 	TouchJobHeartbeat(ctx context.Context, id string, at time.Time) error
 

@@ -223,6 +223,47 @@ func testMoveJob(t *testing.T, s store.Store) {
 	}
 }
 
+// testSetPendingReasons: a batch of reasons lands on the queued jobs; a
+// non-empty reason skips a job no longer queued, a cleared one ("")
+// lands whatever the status; unknown ids are skipped.
+func testSetPendingReasons(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	jobs := []*store.Job{
+		{ID: "q1", JobName: "a", Status: status.JobQueued},
+		{ID: "q2", JobName: "b", Status: status.JobQueued, PendingReason: "no agent online"},
+		{ID: "r1", JobName: "c", Status: status.JobRunning, PendingReason: "all matching agents busy"},
+		{ID: "r2", JobName: "d", Status: status.JobRunning},
+	}
+	must(t, s.CreateRun(ctx, fullRun("r", at(0)), jobs))
+	must(t, s.SetPendingReasons(ctx, nil))
+	must(t, s.SetPendingReasons(ctx, map[string]string{
+		"q1": "spawning agent a-1", "q2": "", "r1": "", "r2": "no agent online", "missing": "draining"}))
+	want := map[string]string{"q1": "spawning agent a-1", "q2": "", "r1": "", "r2": ""}
+	for id, reason := range want {
+		got, err := s.GetJob(ctx, id)
+		must(t, err)
+		if got.PendingReason != reason {
+			t.Errorf("job %s (%s) reason %q, want %q", id, got.Status, got.PendingReason, reason)
+		}
+	}
+	many := map[string]string{}
+	var batch []*store.Job
+	for i := range 300 {
+		id := fmt.Sprintf("m%03d", i)
+		batch = append(batch, &store.Job{ID: id, JobName: id, Status: status.JobQueued})
+		many[id] = fmt.Sprintf("reason %d", i)
+	}
+	must(t, s.CreateRun(ctx, fullRun("r-many", at(1)), batch))
+	must(t, s.SetPendingReasons(ctx, many))
+	for _, id := range []string{"m000", "m150", "m299"} {
+		got, err := s.GetJob(ctx, id)
+		must(t, err)
+		if got.PendingReason != many[id] {
+			t.Errorf("job %s reason %q, want %q", id, got.PendingReason, many[id])
+		}
+	}
+}
+
 func testJobTransitions(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{{ID: "j", JobName: "build", RunsOnLabels: []string{"linux"}}}))
