@@ -103,11 +103,30 @@ func (p *Processor) chainDepthOf(ctx context.Context, run *store.Run) int {
 	return ie.ChainDepth
 }
 
+// listened reports whether a registration of org carries a trigger of
+// kind: a completion event no registration listens to could start
+// nothing, so it is not stored or processed at all (a run of one job
+// would otherwise write two deliveries and two event-log entries that
+// match nothing). A failed check answers true: the event is emitted as
+// before.
+func (p *Processor) listened(ctx context.Context, org string, kind trigger.Kind) bool {
+	found, err := p.st.HasRegistrations(ctx, store.RegistrationFilter{OrgID: org, TriggerType: string(kind)})
+	if err != nil {
+		p.log.Warn("ingest: check for registrations; emitting the event", "kind", kind, "error", err)
+		return true
+	}
+	return found
+}
+
 // RunFinished emits the workflow_complete event of a finished run (delivery
-// id "workflow_complete:<runId>"); it implements runs.Subscriber.
+// id "workflow_complete:<runId>") when a registration of its org listens
+// to workflow_complete; it implements runs.Subscriber.
 func (p *Processor) RunFinished(run *store.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if !p.listened(ctx, run.OrgID, KindWorkflowComplete) {
+		return
+	}
 	depth := p.chainDepthOf(ctx, run) + 1
 	if depth > MaxChainDepth {
 		p.log.Warn("ingest: workflow_complete not emitted: event chain too deep", "runId", run.ID, "depth", depth)
@@ -121,13 +140,17 @@ func (p *Processor) RunFinished(run *store.Run) {
 }
 
 // JobFinished emits the job_complete event of a finished job (delivery id
-// "job_complete:<jobId>"); it implements runs.Subscriber.
+// "job_complete:<jobId>") when a registration of its run's org listens to
+// job_complete; it implements runs.Subscriber.
 func (p *Processor) JobFinished(job *store.Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	run, err := p.st.GetRun(ctx, job.RunID)
 	if err != nil {
 		p.log.Error("ingest: emit job_complete: run lookup", "jobId", job.ID, "error", err)
+		return
+	}
+	if !p.listened(ctx, run.OrgID, KindJobComplete) {
 		return
 	}
 	depth := p.chainDepthOf(ctx, run) + 1

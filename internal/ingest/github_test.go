@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
@@ -383,6 +384,52 @@ func TestInternalEventsMatchRegistrations(t *testing.T) {
 	_ = json.Unmarshal(d.Payload, &ie)
 	if ie.Status != "failed" || ie.WorkflowName != "ci" || ie.ChainDepth != 1 {
 		t.Fatalf("workflow_complete event = %+v", ie)
+	}
+}
+
+// A finished run and job whose org has no registration with a
+// workflow_complete or job_complete trigger emit nothing: no delivery, no
+// event-log entry. Once a registration listens, the next completion is
+// emitted.
+func TestCompletionEventsOnlyWhenARegistrationListens(t *testing.T) {
+	h := newGHHarness(t)
+	h.tr.Subscribe(h.proc)
+	h.fake.SetFile(ghRepo, shaMain, lockfetch.LockPath, lockJSON(wfJSON("ci", `[{"_type":"push"}]`)))
+	id := h.post("push", "p", pushPayload("refs/heads/main", shaPrev, shaMain))
+	if d, _, _ := h.process(id); d.Status != store.DeliveryProcessed {
+		t.Fatalf("push: %s %s", d.Status, d.Error)
+	}
+	ci := h.runs(id)["ci"]
+	jobs, _ := h.st.ListJobs(h.ctx, ci.ID)
+	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, status.JobSuccess, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, did := range []string{string(KindJobComplete) + ":" + jobs[0].ID, string(KindWorkflowComplete) + ":" + ci.ID} {
+		if _, err := h.st.GetDelivery(h.ctx, did); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("delivery %s with no registration listening: %v, want none", did, err)
+		}
+		if e, err := h.st.GetEventLog(h.ctx, "", did); err == nil {
+			t.Fatalf("event-log entry %+v with no registration listening", e)
+		}
+	}
+
+	h.fake.SetFile(ghRepo, shaHead, lockfetch.LockPath, lockJSON(
+		wfJSON("ci", `[{"_type":"push"}]`),
+		wfJSON("after-ci", `[{"_type":"workflow_complete","name":"ci"}]`)))
+	id = h.post("push", "p2", pushPayload("refs/heads/main", shaMain, shaHead))
+	if d, _, _ := h.process(id); d.Status != store.DeliveryProcessed {
+		t.Fatalf("second push: %s %s", d.Status, d.Error)
+	}
+	ci = h.runs(id)["ci"]
+	jobs, _ = h.st.ListJobs(h.ctx, ci.ID)
+	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, status.JobSuccess, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.GetDelivery(h.ctx, string(KindWorkflowComplete)+":"+ci.ID); err != nil {
+		t.Fatalf("workflow_complete with a registration listening: %v", err)
+	}
+	if _, err := h.st.GetDelivery(h.ctx, string(KindJobComplete)+":"+jobs[0].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("job_complete, which nothing listens to: %v, want no delivery", err)
 	}
 }
 

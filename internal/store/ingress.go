@@ -287,6 +287,10 @@ type IngressStore interface {
 	ReplaceRegistrations(ctx context.Context, sourceID, repoIdentifier string, regs []*Registration) error
 	// ListRegistrations returns matching registrations, oldest first.
 	ListRegistrations(ctx context.Context, f RegistrationFilter) ([]*Registration, error)
+	// HasRegistrations reports whether ListRegistrations(f) would return
+	// any registration, reading none: whether an internal event of a kind
+	// could start anything at all.
+	HasRegistrations(ctx context.Context, f RegistrationFilter) (bool, error)
 	// GetRegistration returns a registration by id, or ErrNotFound.
 	GetRegistration(ctx context.Context, id string) (*Registration, error)
 

@@ -456,11 +456,26 @@ func (s *Store) ReplaceRegistrations(ctx context.Context, sourceID, repo string,
 
 // ListRegistrations returns matching registrations, oldest first.
 func (s *Store) ListRegistrations(ctx context.Context, f store.RegistrationFilter) ([]*store.Registration, error) {
-	rows, err := s.query(ctx, `SELECT `+registrationCols+` FROM registrations
-		WHERE (?1 = '' OR org_id = ?1) AND (?2 = '' OR routing_key = ?2) AND (?3 = '' OR repo_identifier = ?3)
-		AND (?4 = '' OR `+s.d.jsonArrayHas("trigger_types", "?4")+`)
+	rows, err := s.query(ctx, `SELECT `+registrationCols+` FROM registrations WHERE `+s.registrationCond()+`
 		ORDER BY created_at, id`, f.OrgID, f.RoutingKey, f.RepoIdentifier, f.TriggerType)
 	return collect(rows, err, scanRegistration)
+}
+
+// HasRegistrations reports whether a registration matches f, in one
+// EXISTS statement.
+func (s *Store) HasRegistrations(ctx context.Context, f store.RegistrationFilter) (bool, error) {
+	var found bool
+	err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM registrations WHERE `+s.registrationCond()+`)`,
+		f.OrgID, f.RoutingKey, f.RepoIdentifier, f.TriggerType).Scan(&found)
+	return found, mapErr(err)
+}
+
+// registrationCond is the WHERE condition of a store.RegistrationFilter
+// over parameters ?1 (org), ?2 (routing key), ?3 (repository) and ?4
+// (trigger type), each "" for any.
+func (s *Store) registrationCond() string {
+	return `(?1 = '' OR org_id = ?1) AND (?2 = '' OR routing_key = ?2) AND (?3 = '' OR repo_identifier = ?3)
+		AND (?4 = '' OR ` + s.d.jsonArrayHas("trigger_types", "?4") + `)`
 }
 
 // GetRegistration returns a registration by id, or ErrNotFound.

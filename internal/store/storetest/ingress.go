@@ -197,6 +197,23 @@ func testIngress(t *testing.T, s store.Store) {
 	if regs, _ := s.ListRegistrations(ctx, store.RegistrationFilter{TriggerType: "kici_event"}); len(regs) != 0 {
 		t.Fatalf("kici_event registrations after replace = %d, want 0", len(regs))
 	}
+	for _, c := range []struct {
+		f    store.RegistrationFilter
+		want bool
+	}{
+		{store.RegistrationFilter{TriggerType: "schedule"}, true},
+		{store.RegistrationFilter{OrgID: "acme", TriggerType: "schedule"}, true},
+		{store.RegistrationFilter{OrgID: "other", TriggerType: "schedule"}, false},
+		{store.RegistrationFilter{TriggerType: "kici_event"}, false},
+		{store.RegistrationFilter{OrgID: "acme", TriggerType: "job_complete"}, false},
+		{store.RegistrationFilter{RepoIdentifier: "acme/web"}, true},
+	} {
+		got, err := s.HasRegistrations(ctx, c.f)
+		must(t, err)
+		if got != c.want {
+			t.Errorf("HasRegistrations(%+v) = %v, want %v", c.f, got, c.want)
+		}
+	}
 	regs, _ = s.ListRegistrations(ctx, store.RegistrationFilter{RepoIdentifier: "acme/api"})
 	if len(regs) != 1 || regs[0].WorkflowName != "a2" || regs[0].SourceID != "src-gh" || string(regs[0].Workflow) != `{"name":"a2"}` {
 		t.Fatalf("acme/api registrations = %+v", regs)
