@@ -47,7 +47,8 @@ type agentConn struct {
 	// registration, read by the message loop).
 	statusAcks bool
 
-	logs *logBatch // log lines read, not yet written (logs.go); message loop only
+	logs     *logBatch // log lines read, not yet written (logs.go); message loop only
+	logWrite *logWrite // the batch being written meanwhile (logs.go); message loop only
 }
 
 // send writes one JSON message (10 s write timeout).

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -119,5 +120,85 @@ func TestLogChunksWithOffsetsAreStoredOnceAndAcknowledged(t *testing.T) {
 		if c[0] < 0 || c[0] > 3 || c[1] == 0 {
 			t.Fatalf("append calls %v: each at an offset the agent sent, with its lines", sink.calls)
 		}
+	}
+}
+
+// gatedSink is offsetSink whose first AppendFrom waits for release.
+type gatedSink struct {
+	offsetSink
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *gatedSink) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	return s.offsetSink.AppendFrom(runID, jobID, stepIndex, offset, lines)
+}
+
+// While a write is slow, the message loop reads on: the chunks sent
+// meanwhile are stored once each, in order, each write starting where the
+// previous ended, and acknowledged to their end.
+func TestLogChunksDuringASlowWriteStayInOrder(t *testing.T) {
+	sink := &gatedSink{offsetSink: offsetSink{FS: logstore.NewFS(t.TempDir())}, entered: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, Config{}, nil).restartedWithLogs(Config{}, Deps{}, sink)
+	a := h.dial()
+	a.auth(h.staticToken())
+	a.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: "a1",
+		Labels: []string{"linux"}, LogAcks: true})
+	if ack, ok := a.read().(*protocol.RegisterAck); !ok || !ack.LogAcks {
+		t.Fatalf("register.ack %+v, want logAcks", ack)
+	}
+	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
+	j := h.job("linux")
+	h.enqueue(j)
+	jd := a.dispatch()
+	a.status(jd, status.JobRunning)
+	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
+
+	const chunks = 200
+	var want []string
+	for i := range chunks {
+		offset := int64(i)
+		text := fmt.Sprintf("line %d", i)
+		want = append(want, text)
+		a.send(&protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: jd.RunID, JobID: jd.JobID, StepIndex: 0,
+			Seq: offset, Offset: &offset, Lines: []protocol.LogLine{{Text: text}}})
+		if i == 0 {
+			<-sink.entered // the first write is in flight, and held
+		}
+	}
+	close(sink.release)
+	for {
+		if ack := a.nextLogAck(); ack.Offset == chunks {
+			break
+		} else if ack.Offset > chunks {
+			t.Fatalf("acknowledged to %d, want at most %d", ack.Offset, chunks)
+		}
+	}
+	lines, _, err := sink.Read(jd.RunID, jd.JobID, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.Text)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("stored %d lines %v…, want the %d sent in order", len(got), got[:min(5, len(got))], chunks)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var next int64
+	for _, c := range sink.calls {
+		if c[0] != next {
+			t.Fatalf("append calls %v: each must start where the previous ended", sink.calls)
+		}
+		next = c[0] + c[1]
 	}
 }

@@ -18,10 +18,18 @@ type logKey struct {
 
 // logBatch holds the lines of the log.chunk frames read since the last
 // write, per step, in arrival order. It belongs to one connection's message
-// loop; the loop writes it (flushLogs) when no frame is waiting, before any
-// other message, when it is large, and when the connection ends. Since the
-// loop reads no further frame while it writes, a slow store slows the agent
-// down (and, through its bounded outbox, the step).
+// loop. When no frame is waiting, or when the batch is large, the loop
+// hands it to a writer goroutine (startLogWrite) and goes on reading
+// frames into the next batch: on PostgreSQL a write is round trips to
+// the server, and decoding the next frames meanwhile keeps the loop busy
+// instead of waiting. One write is in flight at a time, so a step's lines
+// are stored and acknowledged in order. Before any other message, on a
+// chunk that does not continue its step's lines, and when the connection
+// ends, the loop waits for the write in flight and writes what it holds
+// itself (flushLogs): a status is handled only after the lines before it
+// are stored. Since the loop waits for a write in flight before starting
+// the next, a slow store still slows the agent down (and, through its
+// bounded outbox, the step).
 type logBatch struct {
 	order []logKey
 	steps map[logKey]*pendingLines
@@ -75,16 +83,70 @@ func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *pr
 		b.bytes += len(m.Lines[i].Text)
 	}
 	if b.lines >= maxBatchLines || b.bytes >= maxBatchBytes {
-		fr.flushLogs(c)
+		fr.startLogWrite(c)
 	}
 }
 
-// flushLogs writes the connection's batch, one append per step, and
-// acknowledges what is stored. A failed append closes the connection
-// without acknowledging: the agent keeps the lines and sends them again
-// after it reconnects. It reports whether the connection may go on.
-func (fr *frameHandler) flushLogs(c *agentConn) bool {
+// logWrite is a batch being written by a goroutine of its own.
+type logWrite struct {
+	done chan struct{}
+	ok   bool // what writeLogs returned; read after done is closed
+}
+
+// startLogWrite hands the connection's batch to a writer goroutine, once
+// the write in flight (if any) has ended, and returns at once. It reports
+// whether the connection may go on (false: the write in flight failed).
+func (fr *frameHandler) startLogWrite(c *agentConn) bool {
+	if !fr.awaitLogWrite(c) {
+		return false
+	}
 	b := c.logs
+	if b == nil || len(b.order) == 0 {
+		return true
+	}
+	c.logs = nil
+	w := &logWrite{done: make(chan struct{})}
+	c.logWrite = w
+	go func() {
+		w.ok = fr.writeLogs(c, b)
+		close(w.done)
+	}()
+	return true
+}
+
+// awaitLogWrite waits for the write in flight, if any, and reports whether
+// it succeeded. After a failure the lines read meanwhile are dropped
+// unacknowledged: the connection is closing and the agent sends them again.
+func (fr *frameHandler) awaitLogWrite(c *agentConn) bool {
+	w := c.logWrite
+	if w == nil {
+		return true
+	}
+	<-w.done
+	c.logWrite = nil
+	if !w.ok {
+		c.logs = nil
+	}
+	return w.ok
+}
+
+// flushLogs waits for the write in flight, then writes the connection's
+// batch itself: when it returns, every line read so far is stored and
+// acknowledged. It reports whether the connection may go on.
+func (fr *frameHandler) flushLogs(c *agentConn) bool {
+	if !fr.awaitLogWrite(c) {
+		return false
+	}
+	b := c.logs
+	c.logs = nil
+	return fr.writeLogs(c, b)
+}
+
+// writeLogs writes batch b, one append per step, and acknowledges what is
+// stored. A failed append closes the connection without acknowledging: the
+// agent keeps the lines and sends them again after it reconnects. It
+// reports whether the connection may go on.
+func (fr *frameHandler) writeLogs(c *agentConn, b *logBatch) bool {
 	if b == nil || len(b.order) == 0 {
 		return true
 	}
@@ -106,7 +168,6 @@ func (fr *frameHandler) flushLogs(c *agentConn) bool {
 		}
 		fr.ackLogs(c, k.runID, k.jobID, k.step, res.Acked)
 	}
-	c.logs = nil
 	return ok
 }
 

@@ -22,8 +22,9 @@ func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *
 		select {
 		case frame = <-frames:
 		default:
-			// Nothing waiting: write the log lines read so far.
-			if !fr.flushLogs(c) {
+			// Nothing waiting: write the log lines read so far, while
+			// the next frames are read.
+			if !fr.startLogWrite(c) {
 				return
 			}
 			select {
