@@ -321,15 +321,7 @@ func (d *Dispatcher) Shutdown(ctx context.Context) {
 	for _, c := range conns {
 		c.close(protocol.CloseGoingAway, "orchestrator shutting down")
 	}
-	handlersDone := make(chan struct{})
-	go func() {
-		d.reg.handlers.Wait()
-		close(handlersDone)
-	}()
-	select {
-	case <-handlersDone:
-	case <-ctx.Done():
-	}
+	waitFor(ctx, d.reg.handlers.Wait)
 	// Cancelling first would tear the sockets down before the 1001 frames
 	// went out.
 	d.cancel()
@@ -340,13 +332,19 @@ func (d *Dispatcher) Shutdown(ctx context.Context) {
 		}
 	}
 	// The pending reasons decided before the sockets closed still land.
-	written := make(chan struct{})
+	waitFor(ctx, d.queue.reasonW.wait)
+}
+
+// waitFor returns when wait returns or ctx ends, whichever is first (wait
+// then goes on in its goroutine).
+func waitFor(ctx context.Context, wait func()) {
+	done := make(chan struct{})
 	go func() {
-		d.queue.reasonW.wait()
-		close(written)
+		wait()
+		close(done)
 	}()
 	select {
-	case <-written:
+	case <-done:
 	case <-ctx.Done():
 	}
 }

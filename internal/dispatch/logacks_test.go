@@ -41,13 +41,10 @@ func (c *client) nextLogAck() *protocol.LogAck {
 	}
 }
 
-// An agent that negotiated LogAcks numbers its lines: the dispatcher stores
-// them by offset and acknowledges what the store holds, so contiguous
-// chunks are stored once and acknowledged up to their end, and a replay of
-// stored lines (an agent that missed the ack) is stored nothing and
-// acknowledged at the store's offset, not at the end of the replayed chunk.
-func TestLogChunksWithOffsetsAreStoredOnceAndAcknowledged(t *testing.T) {
-	sink := &offsetSink{FS: logstore.NewFS(t.TempDir())}
+// runningWithLogAcks starts a dispatcher storing logs in sink, registers
+// an agent that negotiates LogAcks, and returns it with a job it runs.
+func runningWithLogAcks(t *testing.T, sink LogSink) (*client, *protocol.JobDispatch) {
+	t.Helper()
 	h := newHarness(t, Config{}, nil).restartedWithLogs(Config{}, Deps{}, sink)
 	a := h.dial()
 	a.auth(h.staticToken())
@@ -62,6 +59,17 @@ func TestLogChunksWithOffsetsAreStoredOnceAndAcknowledged(t *testing.T) {
 	jd := a.dispatch()
 	a.status(jd, status.JobRunning)
 	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
+	return a, jd
+}
+
+// An agent that negotiated LogAcks numbers its lines: the dispatcher stores
+// them by offset and acknowledges what the store holds, so contiguous
+// chunks are stored once and acknowledged up to their end, and a replay of
+// stored lines (an agent that missed the ack) is stored nothing and
+// acknowledged at the store's offset, not at the end of the replayed chunk.
+func TestLogChunksWithOffsetsAreStoredOnceAndAcknowledged(t *testing.T) {
+	sink := &offsetSink{FS: logstore.NewFS(t.TempDir())}
+	a, jd := runningWithLogAcks(t, sink)
 
 	chunk := func(seq, offset int64, texts ...string) {
 		lines := make([]protocol.LogLine, len(texts))
@@ -146,20 +154,7 @@ func (s *gatedSink) AppendFrom(runID, jobID string, stepIndex int, offset int64,
 // previous ended, and acknowledged to their end.
 func TestLogChunksDuringASlowWriteStayInOrder(t *testing.T) {
 	sink := &gatedSink{offsetSink: offsetSink{FS: logstore.NewFS(t.TempDir())}, entered: make(chan struct{}), release: make(chan struct{})}
-	h := newHarness(t, Config{}, nil).restartedWithLogs(Config{}, Deps{}, sink)
-	a := h.dial()
-	a.auth(h.staticToken())
-	a.send(&protocol.AgentRegister{Type: protocol.TypeAgentRegister, MessageID: uuid.NewString(), AgentID: "a1",
-		Labels: []string{"linux"}, LogAcks: true})
-	if ack, ok := a.read().(*protocol.RegisterAck); !ok || !ack.LogAcks {
-		t.Fatalf("register.ack %+v, want logAcks", ack)
-	}
-	wait.For(t, 5*time.Second, "registration drain", func() bool { return h.d.queue.registering.Load() == 0 })
-	j := h.job("linux")
-	h.enqueue(j)
-	jd := a.dispatch()
-	a.status(jd, status.JobRunning)
-	wait.For(t, 5*time.Second, "job running", func() bool { return h.getJob(j.ID).Status == status.JobRunning })
+	a, jd := runningWithLogAcks(t, sink)
 
 	const chunks = 200
 	var want []string
