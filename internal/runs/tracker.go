@@ -518,21 +518,15 @@ func (t *Tracker) completeIfDone(ctx context.Context, runID string, jobs []*stor
 	if reason != "" {
 		u.FailureReason = &reason
 	}
-	changed, err := t.st.UpdateRunStatus(ctx, runID, nil, final, u)
+	// The row as the change left it goes to the subscribers: no read back.
+	done, err := t.st.MoveRun(ctx, runID, nil, final, u)
 	if err != nil {
 		return fmt.Errorf("runs: complete run %s: %w", runID, err)
 	}
-	if !changed {
+	if done == nil {
 		return nil
 	}
 	t.log.Info("run finished", "runId", runID, "workflow", run.WorkflowName, "status", final, "durationMs", dur)
-	if len(t.subs) == 0 {
-		return nil
-	}
-	done, err := t.st.GetRun(ctx, runID)
-	if err != nil {
-		return fmt.Errorf("runs: run %s: %w", runID, err)
-	}
 	for _, s := range t.subs {
 		s.RunFinished(done)
 	}

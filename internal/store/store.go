@@ -372,6 +372,10 @@ type Store interface {
 	// UpdateRunStatus moves a run to `to` only if its status is in `from`
 	// (nil from = any non-terminal status). Reports whether a row changed.
 	UpdateRunStatus(ctx context.Context, id string, from []status.Run, to status.Run, u RunUpdate) (bool, error)
+	// MoveRun is UpdateRunStatus that returns the run as the change left
+	// it (nil when no row changed), so a caller that hands the row on need
+	// not read it back.
+	MoveRun(ctx context.Context, id string, from []status.Run, to status.Run, u RunUpdate) (*Run, error)
 
 	// GetJob returns a job by id, or ErrNotFound.
 	GetJob(ctx context.Context, id string) (*Job, error)

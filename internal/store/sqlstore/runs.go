@@ -176,15 +176,32 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]*store.Run, 
 // FailureReason only when the stored one is empty. Reports whether a row
 // changed.
 func (s *Store) UpdateRunStatus(ctx context.Context, id string, from []status.Run, to status.Run, u store.RunUpdate) (bool, error) {
+	q, args := s.runUpdate(id, from, to, u)
+	return changed(s.exec(ctx, q, args...))
+}
+
+// MoveRun is UpdateRunStatus returning the changed row (nil, nil when no
+// row changed), in one statement.
+func (s *Store) MoveRun(ctx context.Context, id string, from []status.Run, to status.Run, u store.RunUpdate) (*store.Run, error) {
+	q, args := s.runUpdate(id, from, to, u)
+	r, err := scanRun(s.queryRow(ctx, q+` RETURNING `+runCols, args...))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return r, err
+}
+
+// runUpdate is the conditional UPDATE of UpdateRunStatus and MoveRun.
+func (s *Store) runUpdate(id string, from []status.Run, to status.Run, u store.RunUpdate) (string, []any) {
 	cond, condArgs := statusCond(from, store.TerminalRunStatuses)
-	return changed(s.exec(ctx, `UPDATE execution_runs SET status = ?,
+	return `UPDATE execution_runs SET status = ?,
 		failure_reason = CASE WHEN failure_reason = '' THEN COALESCE(?::text, '') ELSE failure_reason END,
 		started_at = COALESCE(?, started_at),
 		completed_at = COALESCE(?, completed_at),
 		duration_ms = COALESCE(?, duration_ms)
-		WHERE id = ? AND `+cond,
+		WHERE id = ? AND ` + cond,
 		append([]any{string(to), strArg(u.FailureReason), s.d.tsPtr(u.StartedAt), s.d.tsPtr(u.CompletedAt),
-			int64Arg(u.DurationMs), id}, condArgs...)...))
+			int64Arg(u.DurationMs), id}, condArgs...)
 }
 
 // GetJob returns a job by id, or ErrNotFound.

@@ -199,6 +199,32 @@ func testRunTransitions(t *testing.T, s store.Store) {
 	wantChanged(t, "unknown run", ok, err, false)
 }
 
+// testMoveRun: MoveRun changes like UpdateRunStatus and returns the row
+// as a read after it would; nil when the from-set does not match.
+func testMoveRun(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	must(t, s.CreateRun(ctx, fullRun("r", at(0)), nil))
+	got, err := s.MoveRun(ctx, "r", []status.Run{status.RunRunning}, status.RunSuccess, store.RunUpdate{})
+	if err != nil || got != nil {
+		t.Fatalf("pending→success with from=[running]: %v, %v; want nil, nil", got, err)
+	}
+	ok, err := s.UpdateRunStatus(ctx, "r", nil, status.RunCancelling, store.RunUpdate{FailureReason: pstr("cancelled by bob")})
+	wantChanged(t, "pending→cancelling", ok, err, true)
+	got, err = s.MoveRun(ctx, "r", nil, status.RunFailed, store.RunUpdate{FailureReason: pstr("Failed jobs: a"),
+		CompletedAt: ptime(at(4)), DurationMs: pint64(3000)})
+	must(t, err)
+	read, err := s.GetRun(ctx, "r")
+	must(t, err)
+	same(t, "moved row = row read back", read, got)
+	if got == nil || got.Status != status.RunFailed || got.FailureReason != "cancelled by bob" || got.DurationMs == nil || *got.DurationMs != 3000 {
+		t.Fatalf("moved run = %+v", got)
+	}
+	got, err = s.MoveRun(ctx, "missing", nil, status.RunRunning, store.RunUpdate{})
+	if err != nil || got != nil {
+		t.Fatalf("unknown run: %v, %v; want nil, nil", got, err)
+	}
+}
+
 // testMoveJob: MoveJob changes like UpdateJobStatus and returns the row
 // as a read after it would; nil when the from-set does not match.
 func testMoveJob(t *testing.T, s store.Store) {

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
 		{"RunTransitions", testRunTransitions},
 		{"MoveJob", testMoveJob},
+		{"MoveRun", testMoveRun},
 		{"SetPendingReasons", testSetPendingReasons},
 		{"JobTransitions", testJobTransitions},
 		{"ListJobsByStatus", testListJobsByStatus},
