@@ -145,12 +145,17 @@ func (p *Processor) RunFinished(run *store.Run) {
 func (p *Processor) JobFinished(job *store.Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Any org first: where no registration at all listens, the job's run
+	// (read for its org) is not read either.
+	if !p.listened(ctx, "", KindJobComplete) {
+		return
+	}
 	run, err := p.st.GetRun(ctx, job.RunID)
 	if err != nil {
 		p.log.Error("ingest: emit job_complete: run lookup", "jobId", job.ID, "error", err)
 		return
 	}
-	if !p.listened(ctx, run.OrgID, KindJobComplete) {
+	if run.OrgID != "" && !p.listened(ctx, run.OrgID, KindJobComplete) {
 		return
 	}
 	depth := p.chainDepthOf(ctx, run) + 1

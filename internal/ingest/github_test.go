@@ -388,8 +388,8 @@ func TestInternalEventsMatchRegistrations(t *testing.T) {
 }
 
 // A finished run and job whose org has no registration with a
-// workflow_complete or job_complete trigger emit nothing: no delivery, no
-// event-log entry. Once a registration listens, the next completion is
+// workflow_complete or job_complete trigger emit nothing (whatever other
+// orgs' registrations listen to): no delivery, no event-log entry. Once a registration listens, the next completion is
 // emitted.
 func TestCompletionEventsOnlyWhenARegistrationListens(t *testing.T) {
 	h := newGHHarness(t)
@@ -400,6 +400,11 @@ func TestCompletionEventsOnlyWhenARegistrationListens(t *testing.T) {
 		t.Fatalf("push: %s %s", d.Status, d.Error)
 	}
 	ci := h.runs(id)["ci"]
+	// Another org's registrations listening change nothing for this one.
+	if err := h.st.ReplaceRegistrations(h.ctx, "src-other", "other/app", []*store.Registration{{OrgID: "other", RoutingKey: "github:7",
+		Provider: "github", WorkflowName: "after", TriggerTypes: []string{"job_complete", "workflow_complete"}, Workflow: json.RawMessage(`{}`), SHA: shaMain}}); err != nil {
+		t.Fatal(err)
+	}
 	jobs, _ := h.st.ListJobs(h.ctx, ci.ID)
 	if err := h.tr.JobFinished(h.ctx, jobs[0].ID, status.JobSuccess, "", time.Now()); err != nil {
 		t.Fatal(err)
