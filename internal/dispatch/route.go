@@ -27,9 +27,8 @@ func (q *jobQueue) route(ctx context.Context, e *store.QueueEntry, exclude strin
 	q.routeMu.Unlock()
 	q.send(out)
 	if reason != "" {
-		// Written after routeMu is released: a pending-reason write waits
-		// for the store's writer like any other, and no other routing
-		// decision needs to wait for it.
+		// Set after routeMu is released, and written behind routing
+		// (reasonWriter): no routing decision waits for the store.
 		q.setReason(e.ID, reason)
 	}
 	return blocked

@@ -5,10 +5,12 @@ import (
 	"slices"
 )
 
-// SetPendingReasons writes the reasons in id order (a stable lock order
-// for concurrent writers): on PostgreSQL as one UPDATE over unnest'ed
-// arrays, one round trip whatever the number of jobs; on SQLite as one
-// UPDATE per job in one transaction, one turn of the single writer.
+// SetPendingReasons writes the reasons: on PostgreSQL as one UPDATE over
+// unnest'ed arrays, one round trip whatever the number of jobs, which
+// locks the rows in id order first (FOR UPDATE under an ORDER BY), so two
+// nodes writing overlapping batches queue instead of deadlocking; on
+// SQLite as one UPDATE per job, in id order, in one transaction: one turn
+// of the single writer.
 func (s *Store) SetPendingReasons(ctx context.Context, reasons map[string]string) error {
 	if len(reasons) == 0 {
 		return nil
@@ -25,7 +27,8 @@ func (s *Store) SetPendingReasons(ctx context.Context, reasons map[string]string
 			texts[i] = reasons[id]
 		}
 		_, err := s.exec(ctx, `UPDATE execution_jobs AS j SET pending_reason = v.reason
-			FROM unnest(?::text[], ?::text[]) AS v(id, reason)
+			FROM (SELECT u.id, u.reason FROM unnest(?::text[], ?::text[]) AS u(id, reason)
+				JOIN execution_jobs k ON k.id = u.id ORDER BY u.id FOR UPDATE OF k) AS v
 			WHERE j.id = v.id AND `+cond, ids, texts)
 		return mapErr(err)
 	}
