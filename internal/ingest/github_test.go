@@ -402,7 +402,7 @@ func TestCompletionEventsOnlyWhenARegistrationListens(t *testing.T) {
 	ci := h.runs(id)["ci"]
 	// Another org's registrations listening change nothing for this one.
 	if err := h.st.ReplaceRegistrations(h.ctx, "src-other", "other/app", []*store.Registration{{OrgID: "other", RoutingKey: "github:7",
-		Provider: "github", WorkflowName: "after", TriggerTypes: []string{"job_complete", "workflow_complete"}, Workflow: json.RawMessage(`{}`), SHA: shaMain}}); err != nil {
+		Provider: provider.GitHub, WorkflowName: "after", TriggerTypes: []string{"job_complete", "workflow_complete"}, Workflow: json.RawMessage(`{}`), SHA: shaMain}}); err != nil {
 		t.Fatal(err)
 	}
 	jobs, _ := h.st.ListJobs(h.ctx, ci.ID)
