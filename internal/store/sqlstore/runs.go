@@ -184,11 +184,16 @@ func (s *Store) UpdateRunStatus(ctx context.Context, id string, from []status.Ru
 // row changed), in one statement.
 func (s *Store) MoveRun(ctx context.Context, id string, from []status.Run, to status.Run, u store.RunUpdate) (*store.Run, error) {
 	q, args := s.runUpdate(id, from, to, u)
-	r, err := scanRun(s.queryRow(ctx, q+` RETURNING `+runCols, args...))
+	return moved(scanRun(s.queryRow(ctx, q+` RETURNING `+runCols, args...)))
+}
+
+// moved is the answer of a conditional UPDATE … RETURNING: the row, or
+// nil, nil when the condition matched none (ErrNotFound from the scan).
+func moved[T any](row *T, err error) (*T, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	return r, err
+	return row, err
 }
 
 // runUpdate is the conditional UPDATE of UpdateRunStatus and MoveRun.
@@ -237,11 +242,7 @@ func (s *Store) UpdateJobStatus(ctx context.Context, id string, from []status.Jo
 // read the job back.
 func (s *Store) MoveJob(ctx context.Context, id string, from []status.Job, to status.Job, u store.JobUpdate) (*store.Job, error) {
 	q, args := s.jobUpdate(id, from, to, u)
-	j, err := scanJob(s.queryRow(ctx, q+` RETURNING `+jobSelectCols, args...))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return j, err
+	return moved(scanJob(s.queryRow(ctx, q+` RETURNING `+jobSelectCols, args...)))
 }
 
 // jobUpdate is the conditional UPDATE of UpdateJobStatus and MoveJob.
