@@ -91,23 +91,28 @@ func (p *Processor) forges() *Forges {
 // schedule) and GitHub deliveries. ok=false leaves the delivery to the
 // local-source path with the source it read (nil for an internal event),
 // so that path does not read it again.
-func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, b *stagedRuns) (tr *Trace, src *store.Source, err error, ok bool) {
+func (p *Processor) handleExtension(ctx context.Context, d *store.Delivery, h *handed, b *stagedRuns) (tr *Trace, src *store.Source, err error, ok bool) {
 	if d.SourceID == "" {
 		tr, err = p.handleInternal(ctx, d, b)
 		return tr, nil, err, true
 	}
-	src, err = p.st.GetSource(ctx, d.SourceID)
-	if err != nil {
-		return &Trace{Event: d.Event}, nil, fmt.Errorf("source %s: %w", d.SourceID, err), true
+	src, set, handedSource := h.source()
+	if !handedSource {
+		src, err = p.st.GetSource(ctx, d.SourceID)
+		if err != nil {
+			return &Trace{Event: d.Event}, nil, fmt.Errorf("source %s: %w", d.SourceID, err), true
+		}
 	}
 	if src.Provider == provider.GitHub {
 		tr, err = p.handleGitHub(ctx, d, src, b)
 		return tr, src, err, true
 	}
 	if src.Provider == provider.Generic {
-		set, err := p.st.GetSourceSettings(ctx, src.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return &Trace{Event: d.Event}, src, fmt.Errorf("settings of source %s: %w", src.ID, err), true
+		if !handedSource {
+			set, err = p.st.GetSourceSettings(ctx, src.ID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return &Trace{Event: d.Event}, src, fmt.Errorf("settings of source %s: %w", src.ID, err), true
+			}
 		}
 		if set != nil && set.Git != nil {
 			tr, err = p.handleUniversal(ctx, d, src, set.Git, b)

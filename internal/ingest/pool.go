@@ -56,25 +56,37 @@ type scheduler struct {
 	p       *Processor
 	workers int
 	busy    int
-	known   map[string]bool     // ids queued or in flight
-	waiting map[string][]string // key → ids behind the one in flight
-	active  map[string]bool     // keys with a delivery in flight
-	done    chan string         // a worker finished the key
-	ready   []work              // keys free to start, in arrival order
+	known   map[string]bool   // ids queued or in flight
+	waiting map[string][]work // key → deliveries behind the one in flight
+	active  map[string]bool   // keys with a delivery in flight
+	done    chan string       // a worker finished the key
+	ready   []work            // keys free to start, in arrival order
+	// handedBytes is the payload bytes of the handed rows queued
+	// (maxHandedBytes).
+	handedBytes int
 }
 
-type work struct{ key, id string }
+// work is a delivery to process: its id, order key and, when the ingress
+// handed it over, its row and source.
+type work struct {
+	key, id string
+	h       *handed
+}
 
-// submitted is a delivery queued by Submit (id alone: key "") or by
-// SubmitDelivery (key is its order key, computed from the row in hand).
-type submitted struct{ id, key string }
+// submitted is a delivery queued by Submit (id alone: key ""), by
+// SubmitDelivery (key is its order key, computed from the row in hand) or
+// by SubmitAccepted (with the row and source handed over).
+type submitted struct {
+	id, key string
+	h       *handed
+}
 
 func newScheduler(p *Processor) *scheduler {
 	n := p.Workers
 	if n <= 0 {
 		n = DefaultWorkers
 	}
-	return &scheduler{p: p, workers: n, known: map[string]bool{}, waiting: map[string][]string{},
+	return &scheduler{p: p, workers: n, known: map[string]bool{}, waiting: map[string][]work{},
 		active: map[string]bool{}, done: make(chan string, n)}
 }
 
@@ -106,20 +118,27 @@ func (s *scheduler) add(ctx context.Context, id string) {
 // longer "received" is dropped; one processed meanwhile by another node
 // is found so by its claim (Process).
 func (s *scheduler) addRow(ctx context.Context, d *store.Delivery) {
-	s.addKeyed(ctx, d.ID, d.Status, orderKey(d))
+	s.addKeyed(ctx, d.ID, d.Status, orderKey(d), nil)
 }
 
-func (s *scheduler) addKeyed(ctx context.Context, id string, st store.DeliveryStatus, key string) {
+// addKeyed schedules delivery id of order key key; h, when not nil, is
+// kept with it unless the handed rows queued would pass maxHandedBytes.
+func (s *scheduler) addKeyed(ctx context.Context, id string, st store.DeliveryStatus, key string, h *handed) {
 	if s.known[id] || st != store.DeliveryReceived {
 		return
 	}
 	s.known[id] = true
+	if s.handedBytes+h.payloadBytes() > maxHandedBytes {
+		h = nil
+	}
+	s.handedBytes += h.payloadBytes()
+	w := work{key: key, id: id, h: h}
 	if s.active[key] {
-		s.waiting[key] = append(s.waiting[key], id)
+		s.waiting[key] = append(s.waiting[key], w)
 		return
 	}
 	s.active[key] = true
-	s.ready = append(s.ready, work{key: key, id: id})
+	s.ready = append(s.ready, w)
 	s.startReady(ctx)
 }
 
@@ -129,8 +148,9 @@ func (s *scheduler) startReady(ctx context.Context) {
 		w := s.ready[0]
 		s.ready = s.ready[1:]
 		s.busy++
+		s.handedBytes -= w.h.payloadBytes()
 		go func() {
-			s.p.processLogged(ctx, w.id)
+			s.p.processLogged(ctx, w.id, w.h)
 			s.done <- w.key + "\x00\x00" + w.id
 		}()
 	}
@@ -146,7 +166,7 @@ func (s *scheduler) finished(ctx context.Context, msg string) {
 		if len(next) == 1 {
 			delete(s.waiting, key)
 		}
-		s.ready = append(s.ready, work{key: key, id: next[0]})
+		s.ready = append(s.ready, next[0])
 	} else {
 		delete(s.active, key)
 	}
@@ -178,6 +198,7 @@ func (p *Processor) loop(ctx context.Context) {
 	}
 	s := newScheduler(p)
 	defer s.wait()
+	defer p.releaseQueued(s)
 	more := p.rescan(ctx, s)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -193,7 +214,7 @@ func (p *Processor) loop(ctx context.Context) {
 			if sub.key == "" {
 				s.add(ctx, sub.id)
 			} else {
-				s.addKeyed(ctx, sub.id, store.DeliveryReceived, sub.key)
+				s.addKeyed(ctx, sub.id, store.DeliveryReceived, sub.key, sub.h)
 			}
 		case msg := <-s.done:
 			s.finished(ctx, msg)

@@ -212,8 +212,8 @@ func (p *Processor) submit(sub submitted) {
 
 // processLogged processes one delivery to completion even if ctx is
 // cancelled meanwhile (Stop waits for it), bounded by ProcessTimeout.
-func (p *Processor) processLogged(ctx context.Context, id string) {
-	if err := p.Process(context.WithoutCancel(ctx), id); err != nil {
+func (p *Processor) processLogged(ctx context.Context, id string, h *handed) {
+	if err := p.process(context.WithoutCancel(ctx), id, h); err != nil {
 		p.log.Error("ingest: process delivery", "deliveryId", id, "error", err)
 	}
 }
@@ -253,6 +253,12 @@ func (p *Processor) unclaim(id string) {
 // cannot be turned into runs is not an error of Process, it is recorded on
 // the delivery.
 func (p *Processor) Process(ctx context.Context, deliveryID string) error {
+	return p.process(ctx, deliveryID, nil)
+}
+
+// process is Process with, when h is not nil, the delivery's row and
+// source as the ingress handed them over (accepted.go).
+func (p *Processor) process(ctx context.Context, deliveryID string, h *handed) error {
 	if !p.claim(deliveryID) {
 		return nil
 	}
@@ -266,8 +272,9 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	// Every node re-scans the deliveries still "received": the store claim
 	// decides which one processes this delivery.
 	// The claim returns the delivery as it wrote it: still "received",
-	// and now this node's.
-	d, runsStored, err := p.st.TakeDelivery(ctx, deliveryID, p.holder(), p.claimTTL())
+	// and now this node's (a delivery this node accepted is this node's
+	// from its insert on).
+	d, runsStored, err := p.take(ctx, deliveryID, h)
 	if err != nil || d == nil {
 		p.unclaim(deliveryID)
 		if err != nil {
@@ -283,7 +290,7 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 	var staged stagedRuns
 	var lost atomic.Bool
 	stopRenewing := p.keepClaim(ctx, deliveryID, func() { lost.Store(true); cancel() })
-	tr, procErr := p.handle(ctx, d, &staged)
+	tr, procErr := p.handle(ctx, d, h, &staged)
 	stopRenewing()
 	if lost.Load() {
 		// The node that took the claim over finishes the delivery.
@@ -332,8 +339,8 @@ func (p *Processor) Process(ctx context.Context, deliveryID string) error {
 //
 // Runs are staged in b, not created: Process stores them with the
 // delivery's outcome.
-func (p *Processor) handle(ctx context.Context, d *store.Delivery, b *stagedRuns) (*Trace, error) {
-	xtr, src, err, ok := p.handleExtension(ctx, d, b)
+func (p *Processor) handle(ctx context.Context, d *store.Delivery, h *handed, b *stagedRuns) (*Trace, error) {
+	xtr, src, err, ok := p.handleExtension(ctx, d, h, b)
 	if ok {
 		return xtr, err
 	}

@@ -72,6 +72,13 @@ type Delivery struct {
 	Decisions   json.RawMessage `json:"decisions,omitempty"`
 	ReceivedAt  time.Time       `json:"receivedAt"`
 	ProcessedAt *time.Time      `json:"processedAt,omitempty"`
+	// ClaimedBy and ClaimExpiresAt, when ClaimedBy is set on a delivery
+	// being inserted, store it already claimed by that holder until that
+	// time, as ClaimDelivery would (store.DeliveryClaimStore): the node
+	// that accepts a webhook processes it without a claim of its own.
+	// Reads leave them empty.
+	ClaimedBy      string    `json:"-"`
+	ClaimExpiresAt time.Time `json:"-"`
 }
 
 // Run is one workflow run (execution_runs). Status uses KiCI's run words:

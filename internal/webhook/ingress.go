@@ -69,6 +69,22 @@ type Submitter interface {
 	SubmitDelivery(d *store.Delivery)
 }
 
+// Accepter is a Submitter that processes on this node the deliveries it
+// is given (ingest.Processor). The ingress lets it claim each delivery in
+// the row that stores it (ClaimOnAccept fills Delivery.ClaimedBy before
+// AcceptDelivery), then hands it the stored row with the source it was
+// accepted for (SubmitAccepted, instead of SubmitDelivery): processing
+// then reads neither the claim nor the source from the store, two round
+// trips less per delivery.
+type Accepter interface {
+	Submitter
+	// ClaimOnAccept sets d's claim for the insert; it must not block.
+	ClaimOnAccept(d *store.Delivery)
+	// SubmitAccepted queues the persisted delivery d, accepted for src
+	// (its settings as read by the ingress, never nil); it must not block.
+	SubmitAccepted(d *store.Delivery, src *store.Source, set *store.SourceSettings)
+}
+
 // SubmitFunc is a function as a Submitter.
 type SubmitFunc func(d *store.Delivery)
 
@@ -316,8 +332,12 @@ func gzipPayload(body []byte) []byte {
 // accept persists the delivery and its event-log entry and answers 202, or
 // 200 duplicate (recording the replay), or 500 when the store fails (the
 // sender retries; nothing was half-written).
-func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Delivery, e *store.EventLogEntry) {
+func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Delivery, e *store.EventLogEntry, src *store.Source, set *store.SourceSettings) {
 	ctx := context.WithoutCancel(r.Context())
+	accepter, claims := in.submit.(Accepter)
+	if claims {
+		accepter.ClaimOnAccept(d)
+	}
 	err := in.acceptWindowed(ctx, d, e)
 	if errors.Is(err, store.ErrConflict) {
 		dup := *e
@@ -336,6 +356,10 @@ func (in *Ingress) accept(w http.ResponseWriter, r *http.Request, d *store.Deliv
 		return
 	}
 	in.log.Info("webhook: delivery accepted", "deliveryId", d.ID, "sourceId", d.SourceID, "event", d.Event, "bytes", len(d.Payload))
-	in.submit.SubmitDelivery(d)
+	if claims {
+		accepter.SubmitAccepted(d, src, set)
+	} else {
+		in.submit.SubmitDelivery(d)
+	}
 	writeJSON(w, http.StatusAccepted, Response{Accepted: true, DeliveryID: d.ID})
 }

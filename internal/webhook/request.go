@@ -167,5 +167,5 @@ func (q *request) accept(action, repo, ref string) {
 	src := q.src
 	d := &store.Delivery{ID: src.RoutingKey + ":" + q.rawID, SourceID: src.ID, OrgID: src.OrgID, Event: q.event,
 		Payload: json.RawMessage(q.body), ReceivedAt: q.in.opts.Now()}
-	q.in.accept(q.w, q.r, d, q.in.logEntry(src, q.event, truncate(action, 100), truncate(repo, 200), truncate(ref, 300), q.body))
+	q.in.accept(q.w, q.r, d, q.in.logEntry(src, q.event, truncate(action, 100), truncate(repo, 200), truncate(ref, 300), q.body), src, q.set)
 }

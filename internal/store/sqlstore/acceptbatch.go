@@ -114,8 +114,7 @@ func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
 		err := s.tx(ctx, func(tx conn) error {
 			for _, c := range group {
 				c.err = nil
-				res, err := tx.exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)
-					ON CONFLICT (id) DO NOTHING`, deliveryArgs(s.d, c.d)...)
+				res, err := tx.exec(ctx, insertDelivery+` ON CONFLICT (id) DO NOTHING`, deliveryArgs(s.d, c.d)...)
 				if err != nil {
 					return mapErr(err)
 				}
@@ -137,8 +136,7 @@ func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
 	}
 	for _, c := range group {
 		c.err = s.tx(ctx, func(tx conn) error {
-			if _, err := tx.exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-				deliveryArgs(s.d, c.d)...); err != nil {
+			if _, err := tx.exec(ctx, insertDelivery, deliveryArgs(s.d, c.d)...); err != nil {
 				return mapErr(err)
 			}
 			return insertAcceptEntry(ctx, tx, c)
@@ -146,14 +144,18 @@ func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
 	}
 }
 
-// deliveryArgs are d's values in deliveryCols order.
+// deliveryArgs are d's values in insertDelivery's order: deliveryCols,
+// then its claim (both NULL when ClaimedBy is empty).
 func deliveryArgs(dl *Dialect, d *store.Delivery) []any {
-	var payload any
+	var payload, claimedBy, claimExpires any
 	if len(d.Payload) > 0 {
 		payload = []byte(d.Payload)
 	}
+	if d.ClaimedBy != "" {
+		claimedBy, claimExpires = d.ClaimedBy, dl.ts(d.ClaimExpiresAt)
+	}
 	return []any{d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
-		dl.ts(d.ReceivedAt), dl.tsPtr(d.ProcessedAt)}
+		dl.ts(d.ReceivedAt), dl.tsPtr(d.ProcessedAt), claimedBy, claimExpires}
 }
 
 // insertAcceptEntry writes an accepted delivery's primary event-log entry.
@@ -171,7 +173,7 @@ func (s *Store) acceptOne(ctx context.Context, c *acceptCall) error {
 	e := c.e
 	e.DeliveryID, e.Status, e.ReceivedAt = c.d.ID, store.EventLogReceived, c.d.ReceivedAt
 	entryArgs := eventLogArgs(s.d, e, true)
-	_, err := s.exec(ctx, `WITH d AS (INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id)
+	_, err := s.exec(ctx, `WITH d AS (`+insertDelivery+` RETURNING id)
 		INSERT INTO event_log (is_primary, `+eventLogCols+`) SELECT `+placeholders(len(entryArgs))+` FROM d`,
 		append(deliveryArgs(s.d, c.d), entryArgs...)...)
 	return mapErr(err)

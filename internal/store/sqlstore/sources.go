@@ -49,6 +49,10 @@ func (s *Store) ListSources(ctx context.Context, orgID string) ([]*store.Source,
 
 const deliveryCols = `id, source_id, org_id, event, payload, status, error, decisions, received_at, processed_at`
 
+// insertDelivery inserts a delivery's deliveryCols and its claim
+// (deliveryArgs).
+const insertDelivery = `INSERT INTO deliveries (` + deliveryCols + `, claimed_by, claim_expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`
+
 func scanDelivery(r scanner) (*store.Delivery, error) {
 	var d store.Delivery
 	var payload []byte
@@ -72,13 +76,7 @@ func (s *Store) InsertDelivery(ctx context.Context, d *store.Delivery) error {
 	if d.ReceivedAt.IsZero() {
 		d.ReceivedAt = now()
 	}
-	var payload any
-	if len(d.Payload) > 0 {
-		payload = []byte(d.Payload)
-	}
-	_, err := s.exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		d.ID, d.SourceID, d.OrgID, d.Event, payload, d.Status, d.Error, rawArg(d.Decisions),
-		s.d.ts(d.ReceivedAt), s.d.tsPtr(d.ProcessedAt))
+	_, err := s.exec(ctx, insertDelivery, deliveryArgs(s.d, d)...)
 	return mapErr(err)
 }
 

@@ -137,3 +137,45 @@ func testDeliveryClaims(t *testing.T, s store.Store) {
 		t.Fatal("an unknown delivery was claimed")
 	}
 }
+
+// testAcceptedClaim covers a delivery stored already claimed
+// (Delivery.ClaimedBy on AcceptDelivery and InsertDelivery): its holder
+// has it as if it had claimed it, no other node takes it while the claim
+// lasts, one whose claim ran out is taken, and an unclaimed insert stays
+// free for anyone.
+func testAcceptedClaim(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	entry := func() *store.EventLogEntry {
+		return &store.EventLogEntry{SourceID: "src", OrgID: "org", Event: "push"}
+	}
+	must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: "ac-live", SourceID: "src", OrgID: "org", Event: "push",
+		Payload: json.RawMessage(`{}`), ClaimedBy: "node-a", ClaimExpiresAt: time.Now().Add(time.Minute)}, entry()))
+	if ok, err := s.ClaimDelivery(ctx, "ac-live", "node-b", time.Minute); err != nil || ok {
+		t.Fatalf("node-b claiming a delivery accepted under node-a's claim = %v, %v; want false", ok, err)
+	}
+	if d, _, err := s.TakeDelivery(ctx, "ac-live", "node-b", time.Minute); err != nil || d != nil {
+		t.Fatalf("node-b taking a delivery accepted under node-a's claim = %+v, %v; want nil", d, err)
+	}
+	if d, runs, err := s.TakeDelivery(ctx, "ac-live", "node-a", time.Minute); err != nil || d == nil || runs {
+		t.Fatalf("node-a taking the delivery it accepted = %+v, runs %v, %v; want the delivery, no runs", d, runs, err)
+	}
+
+	// The accepting node died before processing: once its claim ran out,
+	// another node takes the delivery.
+	must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: "ac-dead", SourceID: "src", OrgID: "org", Event: "push",
+		ClaimedBy: "node-a", ClaimExpiresAt: time.Now().Add(-time.Second)}, entry()))
+	if ok, err := s.ClaimDelivery(ctx, "ac-dead", "node-b", time.Minute); err != nil || !ok {
+		t.Fatalf("node-b claiming a delivery whose accept-time claim ran out = %v, %v; want true", ok, err)
+	}
+
+	// InsertDelivery honours a claim too; without one, anyone may claim.
+	must(t, s.InsertDelivery(ctx, &store.Delivery{ID: "ins-claimed", SourceID: "src", OrgID: "org", Event: "push",
+		ClaimedBy: "node-a", ClaimExpiresAt: time.Now().Add(time.Minute)}))
+	if ok, err := s.ClaimDelivery(ctx, "ins-claimed", "node-b", time.Minute); err != nil || ok {
+		t.Fatalf("node-b claiming a delivery inserted under node-a's claim = %v, %v; want false", ok, err)
+	}
+	must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: "ac-free", SourceID: "src", OrgID: "org", Event: "push"}, entry()))
+	if ok, err := s.ClaimDelivery(ctx, "ac-free", "node-b", time.Minute); err != nil || !ok {
+		t.Fatalf("node-b claiming a delivery accepted without a claim = %v, %v; want true", ok, err)
+	}
+}

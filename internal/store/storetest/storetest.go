@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Deliveries", testDeliveries},
 		{"AcceptBurst", testAcceptBurst},
 		{"DeliveryClaims", testDeliveryClaims},
+		{"AcceptedClaim", testAcceptedClaim},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},
 		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
