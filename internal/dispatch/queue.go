@@ -30,7 +30,18 @@ const (
 // job is routed again rather than duplicated. Errors are store failures
 // while enqueueing; routing problems only leave the job waiting.
 func (q *jobQueue) enqueue(ctx context.Context, job *store.Job) error {
-	e := &store.QueueEntry{
+	e := entryFor(job)
+	err := q.st.Enqueue(ctx, e)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("dispatch: enqueue job %s: %w", job.ID, err)
+	}
+	return q.queued(ctx, e, err == nil)
+}
+
+// entryFor is the queue entry a released job is queued under: pending,
+// created now, with the job's labels and its lock config's exclude labels.
+func entryFor(job *store.Job) *store.QueueEntry {
+	return &store.QueueEntry{
 		ID:            job.ID,
 		RunID:         job.RunID,
 		JobName:       job.JobName,
@@ -39,11 +50,14 @@ func (q *jobQueue) enqueue(ctx context.Context, job *store.Job) error {
 		Status:        store.QueuePending,
 		CreatedAt:     time.Now().UTC(),
 	}
-	if err := q.st.Enqueue(ctx, e); err != nil {
-		if !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("dispatch: enqueue job %s: %w", job.ID, err)
-		}
-		existing, err := q.queueEntry(ctx, job.ID, store.QueuePending)
+}
+
+// queued routes entry e once it is in the store: e itself when it was
+// stored, else (an entry for the job existed) the entry the store has,
+// if it is still pending.
+func (q *jobQueue) queued(ctx context.Context, e *store.QueueEntry, stored bool) error {
+	if !stored {
+		existing, err := q.queueEntry(ctx, e.ID, store.QueuePending)
 		if err != nil || existing == nil {
 			return err
 		}

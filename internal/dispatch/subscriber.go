@@ -11,12 +11,23 @@ import (
 // it releases, and is the scaler's registry of connected agents
 // (scaler.Registry); neither side imports the other's implementation.
 
-var _ runs.Subscriber = (*Dispatcher)(nil)
+var _ runs.EntryQueuer = (*Dispatcher)(nil)
 
 // JobReady implements runs.Subscriber: a released job is queued for an
 // agent (EnqueueJob).
 func (d *Dispatcher) JobReady(ctx context.Context, job *store.Job) error {
 	return d.EnqueueJob(ctx, job)
+}
+
+// QueueEntry implements runs.EntryQueuer: the entry a released job is
+// queued under (pending, created now, its labels and exclude labels).
+func (d *Dispatcher) QueueEntry(job *store.Job) *store.QueueEntry { return entryFor(job) }
+
+// JobQueued implements runs.EntryQueuer: the job's entry e was stored with
+// its release (or, stored false, one was there already); it is routed as
+// EnqueueJob routes a new entry.
+func (d *Dispatcher) JobQueued(ctx context.Context, _ *store.Job, e *store.QueueEntry, stored bool) error {
+	return d.queue.queued(ctx, e, stored)
 }
 
 // Admit implements runs.Subscriber: dispatch admits every run.

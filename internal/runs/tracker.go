@@ -392,16 +392,10 @@ func (t *Tracker) evaluateWith(ctx context.Context, runID string, at time.Time, 
 					changed = changed || j.Status.IsTerminal()
 					continue
 				}
-				ok, err := t.move(ctx, j, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
-				if err != nil {
+				// The job is queued in the store even if a subscriber
+				// fails to take it; Recover re-drives it.
+				if _, err := t.releaseJob(ctx, j); err != nil {
 					return fmt.Errorf("runs: release job %s: %w", j.ID, err)
-				}
-				if ok {
-					t.log.Info("job released", "runId", runID, "jobId", j.ID, "job", j.JobName)
-					if err := t.release(ctx, j); err != nil {
-						// The job is queued in the store; Recover re-drives it.
-						t.log.Error("enqueue failed; job stays queued for recovery", "runId", runID, "jobId", j.ID, "error", err)
-					}
 				}
 			}
 		}

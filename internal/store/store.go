@@ -398,6 +398,13 @@ type Store interface {
 	// it (nil when no row changed), so a caller that goes on with the row
 	// need not read it back.
 	MoveJob(ctx context.Context, id string, from []status.Job, to status.Job, u JobUpdate) (*Job, error)
+	// ReleaseJob moves a pending job to queued and stores its dispatch
+	// queue entry e (Enqueue's defaults apply) atomically, in one
+	// statement on PostgreSQL: the job as the change left it, and whether
+	// e was stored (false when an entry with its id existed, which is left
+	// as it is). nil, false, nil when the job was not pending: nothing is
+	// written.
+	ReleaseJob(ctx context.Context, id string, e *QueueEntry) (*Job, bool, error)
 	// SetPendingReasons writes many jobs' pending reasons at once (job id
 	// → reason): a reason on a job still queued, and "" (the reason
 	// cleared) on a job in any status. Ids of no job, or of a job no longer

@@ -37,6 +37,20 @@ func claimed(row *sql.Row) (*store.QueueEntry, error) {
 // Enqueue inserts an entry (status "pending" when empty; zero CreatedAt =
 // now); ErrConflict if the id exists.
 func (s *Store) Enqueue(ctx context.Context, e *store.QueueEntry) error {
+	q, args, err := s.queueInsert(e)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, q, args...)
+	return mapErr(err)
+}
+
+// queueValuesPG are the placeholders of queueCols on PostgreSQL.
+const queueValuesPG = `?,?,?,?::jsonb,?::jsonb,?,?,?,?,?,?`
+
+// queueInsert is the INSERT of entry e (status pending and created now
+// when unset) and its arguments.
+func (s *Store) queueInsert(e *store.QueueEntry) (string, []any, error) {
 	if e.Status == "" {
 		e.Status = store.QueuePending
 	}
@@ -45,11 +59,11 @@ func (s *Store) Enqueue(ctx context.Context, e *store.QueueEntry) error {
 	}
 	labels, err := jsonArg(e.RunsOnLabels, e.RunsOnLabels == nil)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	exclude, err := jsonArg(e.ExcludeLabels, e.ExcludeLabels == nil)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	// seq orders entries created in the same millisecond: an identity
 	// column on PostgreSQL, the next number on SQLite (whose writers hold
@@ -57,11 +71,10 @@ func (s *Store) Enqueue(ctx context.Context, e *store.QueueEntry) error {
 	q := `INSERT INTO dispatch_queue (seq, ` + queueCols + `)
 		VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_queue), ?,?,?,?,?,?,?,?,?,?,?)`
 	if s.d.Postgres {
-		q = `INSERT INTO dispatch_queue (` + queueCols + `) VALUES (?,?,?,?::jsonb,?::jsonb,?,?,?,?,?,?)`
+		q = `INSERT INTO dispatch_queue (` + queueCols + `) VALUES (` + queueValuesPG + `)`
 	}
-	_, err = s.exec(ctx, q, e.ID, e.RunID, e.JobName, labels, exclude, e.Status, e.AgentID, e.Attempts,
-		s.d.tsPtr(e.AckDeadline), e.PinnedAgentID, s.d.ts(e.CreatedAt))
-	return mapErr(err)
+	return q, []any{e.ID, e.RunID, e.JobName, labels, exclude, e.Status, e.AgentID, e.Attempts,
+		s.d.tsPtr(e.AckDeadline), e.PinnedAgentID, s.d.ts(e.CreatedAt)}, nil
 }
 
 // claimNextSQL claims in one statement the oldest pending entry whose

@@ -424,3 +424,66 @@ func testSteps(t *testing.T, s store.Store) {
 	err = s.UpsertStep(ctx, &store.Step{RunID: "r", JobID: "missing", StepIndex: 0, Status: status.StepRunning})
 	wantErr(t, "UpsertStep unknown job", err, store.ErrNotFound)
 }
+
+// testReleaseJob: a pending job moves to queued with its queue entry
+// stored; a job not pending is left alone and nothing is queued for it;
+// an entry already there is kept and reported as not stored.
+func testReleaseJob(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	must(t, s.CreateRun(ctx, fullRun("rel", at(0)), []*store.Job{
+		{ID: "rel-a", JobName: "a", RunsOnLabels: []string{"linux"}, Needs: []store.Need{}},
+		{ID: "rel-b", JobName: "b", Needs: []store.Need{}},
+		{ID: "rel-c", JobName: "c", Needs: []store.Need{}},
+	}))
+	entry := func(id string) *store.QueueEntry {
+		return &store.QueueEntry{ID: id, RunID: "rel", JobName: id, RunsOnLabels: []string{"linux"}, ExcludeLabels: []string{"gpu"}, CreatedAt: at(1)}
+	}
+	got, stored, err := s.ReleaseJob(ctx, "rel-a", entry("rel-a"))
+	must(t, err)
+	read, err := s.GetJob(ctx, "rel-a")
+	must(t, err)
+	same(t, "released row = row read back", read, got)
+	if got == nil || got.Status != status.JobQueued || !stored {
+		t.Fatalf("released job = %+v, entry stored %v; want queued and stored", got, stored)
+	}
+	e, err := s.GetQueueEntry(ctx, "rel-a")
+	must(t, err)
+	if e.Status != store.QueuePending || e.RunID != "rel" || len(e.RunsOnLabels) != 1 || e.RunsOnLabels[0] != "linux" ||
+		len(e.ExcludeLabels) != 1 || e.ExcludeLabels[0] != "gpu" || !e.CreatedAt.Equal(at(1)) {
+		t.Fatalf("queue entry = %+v", e)
+	}
+
+	// Released again (no longer pending): nothing changes, nothing queued.
+	got, stored, err = s.ReleaseJob(ctx, "rel-a", entry("rel-a-twice"))
+	if err != nil || got != nil || stored {
+		t.Fatalf("releasing a queued job = %+v, %v, %v; want nil, false, nil", got, stored, err)
+	}
+	_, err = s.GetQueueEntry(ctx, "rel-a-twice")
+	wantErr(t, "entry of a refused release", err, store.ErrNotFound)
+	got, stored, err = s.ReleaseJob(ctx, "rel-missing", entry("rel-missing"))
+	if err != nil || got != nil || stored {
+		t.Fatalf("releasing an unknown job = %+v, %v, %v; want nil, false, nil", got, stored, err)
+	}
+
+	// An entry already queued under the job's id (a recovery got there
+	// first) is kept: the job still moves, the entry is not stored.
+	must(t, s.Enqueue(ctx, &store.QueueEntry{ID: "rel-b", RunID: "rel", JobName: "b", CreatedAt: at(0)}))
+	got, stored, err = s.ReleaseJob(ctx, "rel-b", entry("rel-b"))
+	if err != nil || got == nil || got.Status != status.JobQueued || stored {
+		t.Fatalf("releasing a job with an entry = %+v, stored %v, %v; want the queued job, not stored", got, stored, err)
+	}
+	if e, err := s.GetQueueEntry(ctx, "rel-b"); err != nil || len(e.RunsOnLabels) != 0 || !e.CreatedAt.Equal(at(0)) {
+		t.Fatalf("existing entry after the release = %+v, %v; want it unchanged", e, err)
+	}
+
+	// Entries released one after the other in the same millisecond keep
+	// their order in the queue, after the older entry.
+	must(t, func() error { _, _, err := s.ReleaseJob(ctx, "rel-c", entry("rel-c")); return err }())
+	for _, want := range []string{"rel-b", "rel-a", "rel-c"} {
+		next, err := s.ClaimNext(ctx, "agent", []string{"linux"}, at(60))
+		must(t, err)
+		if next == nil || next.ID != want {
+			t.Fatalf("claimed entry = %+v; want %s (order: oldest, then release order)", next, want)
+		}
+	}
+}

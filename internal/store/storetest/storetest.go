@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
 		{"RunTransitions", testRunTransitions},
 		{"MoveJob", testMoveJob},
+		{"ReleaseJob", testReleaseJob},
 		{"MoveRun", testMoveRun},
 		{"SetPendingReasons", testSetPendingReasons},
 		{"JobTransitions", testJobTransitions},
