@@ -81,21 +81,30 @@ func pushThroughIngress(t *testing.T, h *harness, srv *httptest.Server, raw, aft
 	return ans.DeliveryID
 }
 
+// ingressInFront is a harness with a committed lock, a processor on st
+// (wrapped by wrap, for counting or gating) and the generic webhook route
+// in front of it; it returns the processor, the server and the commit.
+func ingressInFront(t *testing.T, wrap func(store.Store) store.Store) (*harness, *Processor, *httptest.Server, string) {
+	t.Helper()
+	h := newHarness(t)
+	h.repo.Write(lockfile.Path, testLock)
+	c1 := h.repo.Commit("initial")
+	proc := NewProcessor(wrap(h.st), runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
+	proc.RescanInterval = time.Hour
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, proc, nil))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return h, proc, srv, c1
+}
+
 // A webhook accepted by this node is stored already claimed by its
 // processor and handed over with its source: no other node can take it
 // while it waits, and its processing neither claims it nor reads its
 // source again, yet creates its runs as before.
 func TestAcceptedDeliveryIsProcessedWithoutClaimOrSourceRead(t *testing.T) {
-	h := newHarness(t)
-	h.repo.Write(lockfile.Path, testLock)
-	c1 := h.repo.Commit("initial")
-	cc := &claimCounter{Store: h.st}
-	proc := NewProcessor(cc, runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
-	proc.RescanInterval = time.Hour
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, proc, nil))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	var cc *claimCounter
+	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store { cc = &claimCounter{Store: st}; return cc })
 
 	// Before the processor runs, an accepted delivery waits claimed by it.
 	waiting := pushThroughIngress(t, h, srv, "waiting", c1)
@@ -130,16 +139,9 @@ func TestAcceptedDeliveryIsProcessedWithoutClaimOrSourceRead(t *testing.T) {
 // taken from the store like any other: when another node took it over
 // meanwhile, this node leaves it alone.
 func TestStaleAcceptedClaimIsTakenFromTheStore(t *testing.T) {
-	h := newHarness(t)
-	h.repo.Write(lockfile.Path, testLock)
-	c1 := h.repo.Commit("initial")
-	cc := &claimCounter{Store: h.st}
-	proc := NewProcessor(cc, runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
+	var cc *claimCounter
+	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store { cc = &claimCounter{Store: st}; return cc })
 	proc.ClaimTTL = 50 * time.Millisecond
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, proc, nil))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
 
 	claimedAt := time.Now()
 	id := pushThroughIngress(t, h, srv, "stale", c1)
@@ -207,16 +209,11 @@ func (g *gatedFinish) FinishDeliveryWithRuns(ctx context.Context, id string, st 
 // deliveries still queued, so another node takes them at once rather
 // than when their lease runs out.
 func TestStopReleasesTheClaimsOfQueuedDeliveries(t *testing.T) {
-	h := newHarness(t)
-	h.repo.Write(lockfile.Path, testLock)
-	c1 := h.repo.Commit("initial")
-	g := &gatedFinish{Store: h.st, entered: make(chan struct{}, 4), open: make(chan struct{})}
-	proc := NewProcessor(g, runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
-	proc.RescanInterval = time.Hour
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhook/{orgId}/generic/{name}", webhook.NewGenericHandler(h.st, proc, nil))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	var g *gatedFinish
+	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store {
+		g = &gatedFinish{Store: st, entered: make(chan struct{}, 4), open: make(chan struct{})}
+		return g
+	})
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
 	proc.Start(ctx)
