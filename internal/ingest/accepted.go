@@ -26,9 +26,13 @@ type handed struct {
 
 // ClaimOnAccept sets d's claim to this processor for the insert that
 // stores it (webhook.Accepter): no other node takes the delivery while
-// this one has it queued, and this one need not claim it again.
+// this one has it queued, and this one need not claim it again. A
+// processor not running (not started, or stopping) claims nothing: the
+// delivery is left to whichever node re-scans first.
 func (p *Processor) ClaimOnAccept(d *store.Delivery) {
-	d.ClaimedBy, d.ClaimExpiresAt = p.holder(), time.Now().Add(p.claimTTL())
+	if p.running.Load() {
+		d.ClaimedBy, d.ClaimExpiresAt = p.holder(), time.Now().Add(p.claimTTL())
+	}
 }
 
 // SubmitAccepted is SubmitDelivery for a delivery the webhook ingress has
@@ -41,6 +45,12 @@ func (p *Processor) SubmitAccepted(d *store.Delivery, src *store.Source, set *st
 	}
 	if d.ClaimedBy != p.holder() {
 		p.SubmitDelivery(d)
+		return
+	}
+	if !p.running.Load() {
+		// Claimed as the processor stopped: nothing will take it from
+		// the queue, so the claim is given up for another node.
+		go p.releaseClaims([]string{d.ID})
 		return
 	}
 	row := *d
@@ -91,6 +101,7 @@ const releaseTimeout = 5 * time.Second
 // rather than when their lease runs out. A delivery this node does not
 // hold is left as it is (store.ReleaseDeliveryClaim).
 func (p *Processor) releaseQueued(s *scheduler) {
+	p.running.Store(false)
 	var ids []string
 	for _, w := range s.ready {
 		ids = append(ids, w.id)
@@ -109,6 +120,12 @@ drain:
 			break drain
 		}
 	}
+	p.releaseClaims(ids)
+}
+
+// releaseClaims gives up this node's claims on deliveries ids, within
+// releaseTimeout; a failure is logged (the claims then run out).
+func (p *Processor) releaseClaims(ids []string) {
 	if len(ids) == 0 {
 		return
 	}

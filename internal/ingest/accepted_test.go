@@ -98,25 +98,28 @@ func ingressInFront(t *testing.T, wrap func(store.Store) store.Store) (*harness,
 	return h, proc, srv, c1
 }
 
-// A webhook accepted by this node is stored already claimed by its
-// processor and handed over with its source: no other node can take it
-// while it waits, and its processing neither claims it nor reads its
-// source again, yet creates its runs as before.
+// A webhook accepted by this node is processed from the row and source
+// the ingress handed over: its processing neither claims it nor reads its
+// source again, yet creates its runs as before. A processor that is not
+// running claims nothing: a delivery accepted then is any node's.
 func TestAcceptedDeliveryIsProcessedWithoutClaimOrSourceRead(t *testing.T) {
 	var cc *claimCounter
 	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store { cc = &claimCounter{Store: st}; return cc })
 
-	// Before the processor runs, an accepted delivery waits claimed by it.
-	waiting := pushThroughIngress(t, h, srv, "waiting", c1)
-	if ok, err := h.st.ClaimDelivery(h.ctx, waiting, "another-node", time.Minute); err != nil || ok {
-		t.Fatalf("another node claiming the just-accepted delivery = %v, %v; want refused", ok, err)
+	early := pushThroughIngress(t, h, srv, "early", c1)
+	if ok, err := h.st.ClaimDelivery(h.ctx, early, "another-node", time.Minute); err != nil || !ok {
+		t.Fatalf("another node claiming a delivery accepted before the processor ran = %v, %v; want it free", ok, err)
 	}
+	if err := h.st.ReleaseDeliveryClaim(h.ctx, early, "another-node"); err != nil {
+		t.Fatal(err)
+	}
+
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
-	proc.Start(ctx) // its start-up re-scan finds the waiting one
+	proc.Start(ctx) // its start-up re-scan finds the early one
 	defer proc.Stop()
-	wait.For(t, 15*time.Second, "waiting delivery processed", func() bool {
-		d, _ := h.delivery(waiting)
+	wait.For(t, 15*time.Second, "early delivery processed", func() bool {
+		d, _ := h.delivery(early)
 		return d.Status == store.DeliveryProcessed
 	})
 	takes0, sources0, settings0 := cc.counts()
@@ -135,31 +138,45 @@ func TestAcceptedDeliveryIsProcessedWithoutClaimOrSourceRead(t *testing.T) {
 	}
 }
 
-// A handed-over delivery whose accept-time claim is no longer young is
-// taken from the store like any other: when another node took it over
-// meanwhile, this node leaves it alone.
+// A handed-over delivery that waited past the first third of its lease
+// is taken from the store like any other: when another node took it over
+// meanwhile (this node stalled past the lease), this node leaves it alone.
 func TestStaleAcceptedClaimIsTakenFromTheStore(t *testing.T) {
+	var g *gatedFinish
 	var cc *claimCounter
-	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store { cc = &claimCounter{Store: st}; return cc })
+	h, proc, srv, c1 := ingressInFront(t, func(st store.Store) store.Store {
+		cc = &claimCounter{Store: st}
+		g = &gatedFinish{Store: cc, entered: make(chan struct{}, 4), open: make(chan struct{})}
+		return g
+	})
 	proc.ClaimTTL = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	proc.Start(ctx)
+	defer proc.Stop()
 
-	claimedAt := time.Now()
-	id := pushThroughIngress(t, h, srv, "stale", c1)
-	// This node stalled past its lease; another node took the delivery.
-	wait.For(t, 5*time.Second, "another node takes the expired claim", func() bool {
-		ok, err := h.st.ClaimDelivery(h.ctx, id, "another-node", time.Hour)
+	first := pushThroughIngress(t, h, srv, "first", c1)
+	<-g.entered // the first is being finished; the second, of the same ref, waits behind it
+	second := pushThroughIngress(t, h, srv, "second", c1)
+	wait.For(t, 5*time.Second, "another node takes the waiting delivery's expired claim", func() bool {
+		ok, err := h.st.ClaimDelivery(h.ctx, second, "another-node", time.Hour)
 		return err == nil && ok
 	})
-	row, _ := h.delivery(id)
-	if err := proc.process(h.ctx, id, &handed{d: row, src: h.src, set: &store.SourceSettings{}, claimedAt: claimedAt}); err != nil {
-		t.Fatal(err)
+	takes0, _, _ := cc.counts()
+	close(g.open)
+	wait.For(t, 15*time.Second, "the stale hand-over tried in the store", func() bool {
+		takes, _, _ := cc.counts()
+		return takes > takes0
+	})
+	proc.Stop()
+	if d, _ := h.delivery(first); d.Status != store.DeliveryProcessed {
+		t.Fatalf("first delivery %s, want processed", d.Status)
 	}
-	d, _ := h.delivery(id)
-	got, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: id, Limit: 10})
-	takes, _, _ := cc.counts()
-	if err != nil || d.Status != store.DeliveryReceived || len(got) != 0 || takes != 1 {
-		t.Fatalf("delivery %s with %d runs (%v), claims taken %d; want it tried once in the store and left received, with no run, to the node that took it",
-			d.Status, len(got), err, takes)
+	d, _ := h.delivery(second)
+	got, _, err := h.st.ListRuns(h.ctx, store.RunFilter{DeliveryID: second, Limit: 10})
+	if err != nil || d.Status != store.DeliveryReceived || len(got) != 0 {
+		t.Fatalf("second delivery %s with %d runs (%v); want it left received, with no run, to the node that took it",
+			d.Status, len(got), err)
 	}
 }
 

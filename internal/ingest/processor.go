@@ -110,6 +110,9 @@ type Processor struct {
 	startOnce sync.Once
 	cancel    context.CancelFunc
 	done      chan struct{}
+	// running is true from Start until the loop has stopped taking
+	// deliveries in: only then does ClaimOnAccept claim (accepted.go).
+	running atomic.Bool
 }
 
 // ProcessorDeps are a processor's optional collaborators; every nil field
@@ -168,6 +171,7 @@ func (p *Processor) Start(ctx context.Context) {
 		ctx, cancel := context.WithCancel(ctx)
 		p.cancel = cancel
 		p.done = make(chan struct{})
+		p.running.Store(true)
 		go p.loop(ctx)
 	})
 }
