@@ -161,23 +161,24 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 // left alone. ErrNotFound (wrapped) for an unknown job.
 func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
 	at = at.UTC()
-	job, err := t.st.GetJob(ctx, jobID)
-	if err != nil {
-		return fmt.Errorf("runs: job %s: %w", jobID, err)
-	}
-	u := store.JobUpdate{LastHeartbeatAt: &at}
+	// One statement for the common case: the move returns the row (its
+	// run), and keeps a start time already set (a start reported again).
+	u := store.JobUpdate{LastHeartbeatAt: &at, StartedAtIfUnset: &at}
 	if agentID != "" {
 		u.AgentID = &agentID
 	}
-	if job.StartedAt == nil {
-		u.StartedAt = &at
-	}
-	changed, err := t.st.UpdateJobStatus(ctx, jobID, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
+	job, err := t.st.MoveJob(ctx, jobID, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
 	if err != nil {
 		return fmt.Errorf("runs: start job %s: %w", jobID, err)
 	}
-	if !changed {
-		if job.Status == status.JobRunning {
+	if job == nil {
+		// Not moved: unknown (an error), already running (the agent said
+		// so again: a heartbeat), or in a status a start does not leave.
+		cur, err := t.st.GetJob(ctx, jobID)
+		if err != nil {
+			return fmt.Errorf("runs: job %s: %w", jobID, err)
+		}
+		if cur.Status == status.JobRunning {
 			if err := t.st.TouchJobHeartbeat(ctx, jobID, at); err != nil {
 				return fmt.Errorf("runs: heartbeat job %s: %w", jobID, err)
 			}

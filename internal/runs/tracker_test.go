@@ -349,8 +349,17 @@ func TestCancelledRunAndReplays(t *testing.T) {
 	f.start(ids["a"], t0)
 	f.start(ids["a"], t0.Add(time.Second)) // replay: still running, heartbeat only
 	a := f.job(ids["a"])
-	if a.Status != status.JobRunning || !a.StartedAt.Equal(t0) {
-		t.Fatalf("replayed start moved startedAt: %+v", a)
+	if a.Status != status.JobRunning || !a.StartedAt.Equal(t0) || a.LastHeartbeatAt == nil || !a.LastHeartbeatAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("replayed start moved startedAt or left the heartbeat: %+v", a)
+	}
+	// Its agent reconnects: recovering, then started again, keeping the
+	// first start.
+	if _, err := f.st.UpdateJobStatus(f.ctx, ids["a"], []status.Job{status.JobRunning}, status.JobRecovering, store.JobUpdate{}); err != nil {
+		t.Fatal(err)
+	}
+	f.start(ids["a"], t0.Add(1500*time.Millisecond))
+	if a = f.job(ids["a"]); a.Status != status.JobRunning || !a.StartedAt.Equal(t0) {
+		t.Fatalf("start after recovering: %+v; want running, started at %v", a, t0)
 	}
 	f.finish(ids["a"], status.JobSuccess, t0.Add(2*time.Second))
 	f.finish(ids["b"], status.JobCancelled, t0.Add(2*time.Second))

@@ -278,13 +278,17 @@ type RunFilter struct {
 // JobUpdate carries the optional fields written with a job status change.
 // Nil pointers leave the column untouched.
 type JobUpdate struct {
-	AgentID         *string
-	ErrorMessage    *string
-	PendingReason   *string
-	StartedAt       *time.Time
-	CompletedAt     *time.Time
-	DurationMs      *int64
-	LastHeartbeatAt *time.Time
+	AgentID       *string
+	ErrorMessage  *string
+	PendingReason *string
+	StartedAt     *time.Time
+	// StartedAtIfUnset sets started_at only when the job has none (a
+	// start reported again, after a reconnect, keeps the first); StartedAt
+	// wins over it.
+	StartedAtIfUnset *time.Time
+	CompletedAt      *time.Time
+	DurationMs       *int64
+	LastHeartbeatAt  *time.Time
 }
 
 // RunUpdate carries the optional fields written with a run status change.

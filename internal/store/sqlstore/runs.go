@@ -252,13 +252,13 @@ func (s *Store) jobUpdate(id string, from []status.Job, to status.Job, u store.J
 		agent_id = COALESCE(?::text, agent_id),
 		error_message = COALESCE(?::text, error_message),
 		pending_reason = COALESCE(?::text, pending_reason),
-		started_at = COALESCE(?, started_at),
+		started_at = COALESCE(?, started_at, ?),
 		completed_at = COALESCE(?, completed_at),
 		duration_ms = COALESCE(?, duration_ms),
 		last_heartbeat_at = COALESCE(?, last_heartbeat_at)
 		WHERE id = ? AND ` + cond,
 		append([]any{string(to), strArg(u.AgentID), strArg(u.ErrorMessage), strArg(u.PendingReason), s.d.tsPtr(u.StartedAt),
-			s.d.tsPtr(u.CompletedAt), int64Arg(u.DurationMs), s.d.tsPtr(u.LastHeartbeatAt), id}, condArgs...)
+			s.d.tsPtr(u.StartedAtIfUnset), s.d.tsPtr(u.CompletedAt), int64Arg(u.DurationMs), s.d.tsPtr(u.LastHeartbeatAt), id}, condArgs...)
 }
 
 // TouchJobHeartbeat sets last_heartbeat_at=at for a running (or

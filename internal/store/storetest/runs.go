@@ -247,6 +247,25 @@ func testMoveJob(t *testing.T, s store.Store) {
 	if err != nil || got != nil {
 		t.Fatalf("unknown job: %v, %v; want nil, nil", got, err)
 	}
+
+	// StartedAtIfUnset sets a start time only where there is none; an
+	// explicit StartedAt wins.
+	first, later := at(10), at(20)
+	got, err = s.MoveJob(ctx, "j", []status.Job{status.JobQueued}, status.JobRunning, store.JobUpdate{StartedAtIfUnset: &first})
+	must(t, err)
+	if got == nil || got.StartedAt == nil || !got.StartedAt.Equal(first) {
+		t.Fatalf("first start: %+v; want started at %v", got, first)
+	}
+	got, err = s.MoveJob(ctx, "j", []status.Job{status.JobRunning}, status.JobRecovering, store.JobUpdate{StartedAtIfUnset: &later})
+	must(t, err)
+	if got == nil || got.StartedAt == nil || !got.StartedAt.Equal(first) {
+		t.Fatalf("start reported again: %+v; want the first start %v kept", got, first)
+	}
+	got, err = s.MoveJob(ctx, "j", []status.Job{status.JobRecovering}, status.JobRunning, store.JobUpdate{StartedAt: &later, StartedAtIfUnset: &first})
+	must(t, err)
+	if got == nil || got.StartedAt == nil || !got.StartedAt.Equal(later) {
+		t.Fatalf("explicit start: %+v; want %v", got, later)
+	}
 }
 
 // testSetPendingReasons: a batch of reasons lands on the queued jobs; a
