@@ -23,14 +23,22 @@ type EntryQueuer interface {
 	JobQueued(ctx context.Context, job *store.Job, e *store.QueueEntry, stored bool) error
 }
 
-// entryQueuer is the first subscriber that is an EntryQueuer, or nil.
-func (t *Tracker) entryQueuer() EntryQueuer {
-	for _, s := range t.subs {
+// firstEntryQueuer is the first of subs that is an EntryQueuer, or nil.
+func firstEntryQueuer(subs []Subscriber) EntryQueuer {
+	for _, s := range subs {
 		if q, ok := s.(EntryQueuer); ok {
 			return q
 		}
 	}
 	return nil
+}
+
+// storedEntry is a job's queue entry stored with its release, for the
+// EntryQueuer that built it (release).
+type storedEntry struct {
+	by     EntryQueuer
+	e      *store.QueueEntry
+	stored bool
 }
 
 // releaseJob moves a pending job to queued and hands it to the
@@ -39,42 +47,26 @@ func (t *Tracker) entryQueuer() EntryQueuer {
 // concurrent writer moved it first. A subscriber's error is logged, not
 // returned: the job is queued in the store and Recover hands it on again.
 func (t *Tracker) releaseJob(ctx context.Context, j *store.Job) (bool, error) {
-	q := t.entryQueuer()
-	if q == nil {
+	var q *storedEntry
+	if t.queuer == nil {
 		ok, err := t.move(ctx, j, []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
-		if ok {
-			t.log.Info("job released", "runId", j.RunID, "jobId", j.ID, "job", j.JobName)
-			t.logEnqueueError(j, t.release(ctx, j))
+		if !ok || err != nil {
+			return ok, err
 		}
-		return ok, err
-	}
-	e := q.QueueEntry(j)
-	row, stored, err := t.st.ReleaseJob(ctx, j.ID, e)
-	if err != nil {
-		return false, err
-	}
-	if row == nil {
-		return false, t.refresh(ctx, j)
-	}
-	*j = *row
-	t.log.Info("job released", "runId", j.RunID, "jobId", j.ID, "job", j.JobName)
-	for _, s := range t.subs {
-		if s == Subscriber(q) {
-			err = q.JobQueued(ctx, j, e, stored)
-		} else {
-			err = s.JobReady(ctx, j)
-		}
+	} else {
+		q = &storedEntry{by: t.queuer, e: t.queuer.QueueEntry(j)}
+		row, stored, err := t.st.ReleaseJob(ctx, j.ID, q.e)
 		if err != nil {
-			t.logEnqueueError(j, err)
-			break
+			return false, err
 		}
+		if row == nil {
+			return false, t.refresh(ctx, j)
+		}
+		*j, q.stored = *row, stored
 	}
-	return true, nil
-}
-
-// logEnqueueError logs a subscriber's failure to take a released job.
-func (t *Tracker) logEnqueueError(j *store.Job, err error) {
-	if err != nil {
+	t.log.Info("job released", "runId", j.RunID, "jobId", j.ID, "job", j.JobName)
+	if err := t.release(ctx, j, q); err != nil {
 		t.log.Error("enqueue failed; job stays queued for recovery", "runId", j.RunID, "jobId", j.ID, "error", err)
 	}
+	return true, nil
 }

@@ -70,13 +70,24 @@ func (e enqueuer) JobReady(ctx context.Context, job *store.Job) error {
 // with the tracker's work.
 func (t *Tracker) Subscribe(subs ...Subscriber) {
 	t.subs = append(t.subs, subs...)
+	if t.queuer == nil {
+		t.queuer = firstEntryQueuer(subs)
+	}
 }
 
 // release hands a released job to every subscriber in order, stopping at
-// the first error.
-func (t *Tracker) release(ctx context.Context, job *store.Job) error {
+// the first error. With q (the job's queue entry stored with its
+// release), the subscriber that built the entry is handed it (JobQueued)
+// in its turn instead of JobReady.
+func (t *Tracker) release(ctx context.Context, job *store.Job, q *storedEntry) error {
 	for _, s := range t.subs {
-		if err := s.JobReady(ctx, job); err != nil {
+		var err error
+		if q != nil && s == Subscriber(q.by) {
+			err = q.by.JobQueued(ctx, job, q.e, q.stored)
+		} else {
+			err = s.JobReady(ctx, job)
+		}
+		if err != nil {
 			return err
 		}
 	}

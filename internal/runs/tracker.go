@@ -68,6 +68,9 @@ type Tracker struct {
 
 	gates gateState    // dispatch gate (gate.go)
 	subs  []Subscriber // enq, TrackerDeps.Subscribers, then Subscribe (subscriber.go)
+	// queuer is the first of subs that is an EntryQueuer, or nil
+	// (releasejob.go); set with subs.
+	queuer EntryQueuer
 }
 
 // TrackerDeps are a tracker's optional collaborators.
@@ -91,8 +94,9 @@ func NewTracker(st store.Store, enq Enqueuer, logger *slog.Logger, deps TrackerD
 	if enq != nil {
 		subs = append(subs, enqueuer{enq: enq})
 	}
-	return &Tracker{st: st, log: logger, now: func() time.Time { return time.Now().UTC() },
-		gates: gateState{gate: deps.Gate}, subs: append(subs, deps.Subscribers...)}
+	t := &Tracker{st: st, log: logger, now: func() time.Time { return time.Now().UTC() }, gates: gateState{gate: deps.Gate}}
+	t.Subscribe(append(subs, deps.Subscribers...)...)
+	return t
 }
 
 func (t *Tracker) fireJobFinished(j *store.Job, final status.Job) {
@@ -267,7 +271,7 @@ func (t *Tracker) Recover(ctx context.Context) error {
 				continue
 			}
 			t.log.Info("re-enqueueing queued job without queue entry", "runId", j.RunID, "jobId", j.ID)
-			if err := t.release(ctx, j); err != nil {
+			if err := t.release(ctx, j, nil); err != nil {
 				errs = append(errs, fmt.Errorf("enqueue job %s: %w", j.ID, err))
 			}
 		}
