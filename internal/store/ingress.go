@@ -269,6 +269,13 @@ type IngressStore interface {
 	// leaves nothing written. CreateRun's defaults are
 	// written back to the runs and jobs.
 	FinishDeliveryWithRuns(ctx context.Context, id string, status DeliveryStatus, errText string, decisions json.RawMessage, o EventOutcome, runs []NewRun) error
+	// FinishDeliveries is FinishDeliveryWithRuns for several deliveries in
+	// one transaction, so that deliveries finished at the same moment share
+	// one commit (ingest groups them). All or nothing: when any delivery is
+	// no longer "received" or does not exist the error wraps ErrConflict;
+	// on that or any other error nothing is written, and a caller finishes
+	// the deliveries one by one to learn each one's answer.
+	FinishDeliveries(ctx context.Context, fs []DeliveryFinish) error
 	// ListEventLog returns matching entries newest first and the total count.
 	ListEventLog(ctx context.Context, f EventLogFilter) ([]*EventLogEntry, int, error)
 	// GetEventLog returns the primary (non-duplicate) entry of a delivery
@@ -298,6 +305,23 @@ type IngressStore interface {
 	// It succeeds when the lease is free, expired or already held by holder;
 	// two holders never hold it at once.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// DeliveryFinish is one delivery's outcome for FinishDeliveries: the
+// arguments of FinishDeliveryWithRuns.
+type DeliveryFinish struct {
+	// ID is the delivery's id.
+	ID string
+	// Status is the delivery's final status (processed or failed).
+	Status DeliveryStatus
+	// Error is the processing error ("" when processed).
+	Error string
+	// Decisions is the processing trace (JSON).
+	Decisions json.RawMessage
+	// Outcome updates the delivery's event-log entry.
+	Outcome EventOutcome
+	// Runs are created with it (none for a delivery that matched nothing).
+	Runs []NewRun
 }
 
 // NewRun is a run to create with FinishDeliveryWithRuns: the run, its jobs

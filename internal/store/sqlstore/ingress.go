@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -213,111 +212,6 @@ func scanEventLog(r scanner) (*store.EventLogEntry, error) {
 func (s *Store) RecordDuplicate(ctx context.Context, e *store.EventLogEntry) error {
 	e.Status = store.EventLogDuplicate
 	return insertEventLog(ctx, s.conn, e, false)
-}
-
-// FinishDeliveryOutcome finishes the delivery and its event-log entry in one
-// transaction.
-func (s *Store) FinishDeliveryOutcome(ctx context.Context, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome) error {
-	return s.FinishDeliveryWithRuns(ctx, id, status, errText, decisions, o, nil)
-}
-
-// FinishDeliveryWithRuns creates runs (rows, jobs, contexts) and finishes
-// the delivery and its event-log entry in one transaction: all or nothing.
-// On PostgreSQL the transaction is one pipeline (pipelineTx): two round
-// trips whatever the number of runs.
-func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
-	for _, r := range runs {
-		runDefaults(r.Run, r.Jobs)
-	}
-	at := now()
-	if s.d.Postgres {
-		rec := &recorder{}
-		err := finishDelivery(ctx, conn{q: rec, d: s.d}, id, status, errText, decisions, o, runs, at)
-		if err == nil {
-			// The delivery's update comes first; the rest stands only if
-			// it changed the row.
-			var affected []int64
-			affected, err = s.pipelineTx(ctx, rec.stmts, func(affected []int64) bool { return len(affected) > 0 && affected[0] == 1 })
-			if err != nil && len(affected) > 0 && affected[0] == 0 {
-				// Finished by another node (or never there): whatever the
-				// rest did was rolled back.
-				err = deliveryFinishedOrMissing(ctx, s.conn, id)
-			}
-		}
-		if !errors.Is(err, errNoPipeline) {
-			return mapErr(err)
-		}
-	}
-	return mapErr(s.tx(ctx, func(tx conn) error {
-		// The delivery is finished first, and only from "received": of two
-		// nodes finishing it (one whose claim ran out), the second waits on
-		// the row (PostgreSQL) or the writer (SQLite), changes nothing and
-		// rolls back, so its runs are never created twice.
-		res, err := tx.exec(ctx, finishDeliverySQL, finishDeliveryArgs(s.d, id, status, errText, decisions, at)...)
-		if ok, err := changed(res, err); err != nil || !ok {
-			if err == nil {
-				err = deliveryFinishedOrMissing(ctx, tx, id)
-			}
-			return err
-		}
-		return finishDeliveryRest(ctx, tx, id, errText, o, runs, at)
-	}))
-}
-
-// finishDeliverySQL finishes a delivery still "received".
-const finishDeliverySQL = `UPDATE deliveries SET status = ?, error = ?, decisions = ?, processed_at = ?,
-	claimed_by = NULL, claim_expires_at = NULL WHERE id = ? AND status = ?`
-
-func finishDeliveryArgs(d *Dialect, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, at time.Time) []any {
-	return []any{status, errText, rawArg(decisions), d.ts(at), id, store.DeliveryReceived}
-}
-
-// finishDelivery writes every statement of FinishDeliveryWithRuns through
-// q, the delivery's own update first.
-func finishDelivery(ctx context.Context, q conn, id string, status store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun, at time.Time) error {
-	if _, err := q.exec(ctx, finishDeliverySQL, finishDeliveryArgs(q.d, id, status, errText, decisions, at)...); err != nil {
-		return err
-	}
-	return finishDeliveryRest(ctx, q, id, errText, o, runs, at)
-}
-
-// finishDeliveryRest stores the runs and the event-log outcome of a
-// delivery whose update went through.
-func finishDeliveryRest(ctx context.Context, q conn, id, errText string, o store.EventOutcome, runs []store.NewRun, at time.Time) error {
-	for _, r := range runs {
-		if err := insertRun(ctx, q, r.Run, r.Jobs); err != nil {
-			return err
-		}
-		if r.Context != nil {
-			if err := putRunContext(ctx, q, r.Run.ID, r.Context); err != nil {
-				return err
-			}
-		}
-	}
-	var runIDs any
-	if o.RunIDs != nil {
-		runIDs, _ = jsonArg(o.RunIDs, false)
-	}
-	_, err := q.exec(ctx, `UPDATE event_log SET status = ?, matched_count = ?, run_ids = ?, error_message = ?, processed_at = ?,
-		repo_identifier = CASE WHEN ? = '' THEN repo_identifier ELSE ? END,
-		ref = CASE WHEN ? = '' THEN ref ELSE ? END,
-		action = CASE WHEN ? = '' THEN action ELSE ? END
-		WHERE delivery_id = ? AND is_primary`,
-		o.Status, o.MatchedCount, runIDs, errText, q.d.ts(at), o.RepoIdentifier, o.RepoIdentifier, o.Ref, o.Ref, o.Action, o.Action, id)
-	return err
-}
-
-// deliveryFinishedOrMissing explains why a delivery could not be finished:
-// ErrConflict when it exists (already finished), ErrNotFound otherwise.
-func deliveryFinishedOrMissing(ctx context.Context, q conn, id string) error {
-	var n int
-	if err := q.queryRow(ctx, `SELECT count(*) FROM deliveries WHERE id = ?`, id).Scan(&n); err != nil {
-		return mapErr(err)
-	}
-	if n == 0 {
-		return store.ErrNotFound
-	}
-	return store.ErrConflict
 }
 
 // ListEventLog returns matching entries newest first and the total count.

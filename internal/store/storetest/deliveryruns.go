@@ -120,3 +120,78 @@ func testFinishDeliveryWithRuns(t *testing.T, s store.Store) {
 	_, err = s.GetRun(ctx, "lost")
 	wantErr(t, "run of an unknown delivery", err, store.ErrNotFound)
 }
+
+// testFinishDeliveries checks that a group of finishes is written in one
+// transaction: every delivery of a group that succeeds is finished with its
+// runs and event-log outcome, and a group holding one delivery that is no
+// longer "received" (or unknown) is refused with ErrConflict and leaves
+// every other delivery of it received, with no run.
+func testFinishDeliveries(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	for _, id := range []string{"g1", "g2", "g3", "g4"} {
+		must(t, s.AcceptDelivery(ctx, &store.Delivery{ID: id, SourceID: "src", OrgID: "org", Event: "push", ReceivedAt: at(0)},
+			&store.EventLogEntry{OrgID: "org", SourceID: "src", RoutingKey: "local:src", Event: "push", Source: "direct", Provider: provider.Local}))
+	}
+	finish := func(id string, runs ...string) store.DeliveryFinish {
+		f := store.DeliveryFinish{ID: id, Status: store.DeliveryProcessed, Decisions: json.RawMessage(`{"summary":"grouped"}`),
+			Outcome: store.EventOutcome{Status: store.EventLogProcessed, MatchedCount: len(runs), RunIDs: runs}}
+		for _, r := range runs {
+			run := fullRun(r, at(1))
+			run.DeliveryID = id
+			f.Runs = append(f.Runs, store.NewRun{Run: run, Jobs: []*store.Job{{ID: r + "-j", JobName: "build", Needs: []store.Need{}, RunsOnLabels: []string{"linux"}}}})
+		}
+		return f
+	}
+	received := func(id string) {
+		t.Helper()
+		d, err := s.GetDelivery(ctx, id)
+		must(t, err)
+		if d.Status != store.DeliveryReceived || d.ProcessedAt != nil {
+			t.Errorf("delivery %s after a refused group = %+v, want it still received", id, d)
+		}
+		if e, err := s.GetEventLog(ctx, "", id); err != nil || e.Status != store.EventLogReceived {
+			t.Errorf("event log of %s after a refused group = %+v, %v", id, e, err)
+		}
+	}
+
+	must(t, s.FinishDeliveries(ctx, []store.DeliveryFinish{finish("g1", "g1-a", "g1-b"), finish("g2"), finish("g3", "g3-a")}))
+	for id, want := range map[string]int{"g1": 2, "g2": 0, "g3": 1} {
+		d, err := s.GetDelivery(ctx, id)
+		must(t, err)
+		if d.Status != store.DeliveryProcessed || d.ProcessedAt == nil || string(d.Decisions) != `{"summary":"grouped"}` {
+			t.Errorf("delivery %s after its group = %+v", id, d)
+		}
+		e, err := s.GetEventLog(ctx, "", id)
+		must(t, err)
+		if e.Status != store.EventLogProcessed || e.MatchedCount != want || len(e.RunIDs) != want {
+			t.Errorf("event log of %s after its group = %+v", id, e)
+		}
+		_, total, err := s.ListRuns(ctx, store.RunFilter{DeliveryID: id})
+		must(t, err)
+		if total != want {
+			t.Errorf("runs of %s: %d, want %d", id, total, want)
+		}
+	}
+	if j, err := s.GetJob(ctx, "g3-a-j"); err != nil || j.Status != status.JobPending || j.RunID != "g3-a" {
+		t.Errorf("job of a grouped run = %+v, %v", j, err)
+	}
+
+	// g1 is finished already: the whole group is refused, g4 (before it)
+	// and its run included.
+	err := s.FinishDeliveries(ctx, []store.DeliveryFinish{finish("g4", "g4-a"), finish("g1", "g1-again")})
+	wantErr(t, "a group holding a finished delivery", err, store.ErrConflict)
+	received("g4")
+	for _, r := range []string{"g4-a", "g1-again"} {
+		_, err = s.GetRun(ctx, r)
+		wantErr(t, "run "+r+" of a refused group", err, store.ErrNotFound)
+	}
+	// So is a group holding an unknown delivery, wherever it stands.
+	err = s.FinishDeliveries(ctx, []store.DeliveryFinish{finish("g4", "g4-a"), finish("nowhere", "lost")})
+	wantErr(t, "a group holding an unknown delivery", err, store.ErrConflict)
+	received("g4")
+	// Alone, g4 is then finished.
+	must(t, s.FinishDeliveries(ctx, []store.DeliveryFinish{finish("g4", "g4-a")}))
+	if r, err := s.GetRun(ctx, "g4-a"); err != nil || r.DeliveryID != "g4" {
+		t.Errorf("run of g4 = %+v, %v", r, err)
+	}
+}

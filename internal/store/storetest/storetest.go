@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RunRoundTrip", testRunRoundTrip},
 		{"CreateRunAtomic", testCreateRunAtomic},
 		{"FinishDeliveryWithRuns", testFinishDeliveryWithRuns},
+		{"FinishDeliveries", testFinishDeliveries},
 		{"RunTransitions", testRunTransitions},
 		{"MoveJob", testMoveJob},
 		{"ReleaseJob", testReleaseJob},
