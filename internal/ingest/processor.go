@@ -30,6 +30,7 @@ import (
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/cluster"
+	"kici.dev/kici/internal/groupcommit"
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/provider/local"
@@ -68,7 +69,7 @@ type Processor struct {
 	settings  *cluster.Reader
 	libraries LibraryResolver // librarydrift.go
 	libOnce   sync.Once
-	finisher  *finishGroup // finishgroup.go
+	finisher  *groupcommit.Queue[store.DeliveryFinish] // finishgroup.go
 
 	// RescanInterval is the period of the unprocessed-delivery re-scan
 	// (DefaultRescanInterval when zero). Set before Start.
@@ -160,7 +161,7 @@ func NewProcessor(st store.Store, tracker *runs.Tracker, logger *slog.Logger, de
 	return &Processor{st: st, tracker: tracker, log: logger, ch: make(chan submitted, DefaultQueueSize),
 		claimed: map[string]bool{}, runless: map[string]bool{}, Forges: deps.Forges, groups: deps.Concurrency, decider: deps.Decider,
 		replier: deps.Replier, rerunRefused: deps.RerunRefused, forkIgnored: deps.ForkIgnored, outcome: deps.Outcome, nodeID: deps.NodeID, settings: deps.Settings,
-		libraries: deps.Libraries, finisher: &finishGroup{st: st}}
+		libraries: deps.Libraries, finisher: newFinishGroup(st)}
 }
 
 // Start launches the workers: they first process every delivery still
@@ -317,7 +318,7 @@ func (p *Processor) process(ctx context.Context, deliveryID string, h *handed) e
 	// fails, nothing was written and the re-scan may retry; only when the
 	// trace also names runs stored earlier (a re-processing) is the claim
 	// kept, as before, until the process restarts.
-	err = p.finisher.finish(ctx, store.DeliveryFinish{ID: deliveryID, Status: status, Error: errText, Decisions: raw,
+	err = p.finisher.Do(ctx, store.DeliveryFinish{ID: deliveryID, Status: status, Error: errText, Decisions: raw,
 		Outcome: outcomeOf(tr, status), Runs: staged})
 	if errors.Is(err, store.ErrConflict) {
 		// Another node finished it first (this node's claim ran out

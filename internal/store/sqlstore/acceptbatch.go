@@ -3,20 +3,17 @@ package sqlstore
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
+	"kici.dev/kici/internal/groupcommit"
 	"kici.dev/kici/internal/store"
 )
 
-// On SQLite accepts are committed in groups. A burst of webhooks otherwise
-// pays one turn of the single writer each, and the answer of each waits
-// behind the others' turns. So concurrent AcceptDelivery calls queue; the
-// first to find no group in progress leads: it writes every call queued so
-// far (up to maxAcceptGroup, its own first) in one transaction, wakes them,
-// and hands the lead to the first call that queued meanwhile. A lone call
-// is a group of one, written as before. Every call still returns only once
-// its own delivery is committed (or refused), so a 202 always means stored.
+// On SQLite accepts are committed in groups (package groupcommit). A burst
+// of webhooks otherwise pays one turn of the single writer each, and the
+// answer of each waits behind the others' turns. A lone call is a group of
+// one, written as before. Every call still returns only once its own
+// delivery is committed (or refused), so a 202 always means stored.
 //
 // PostgreSQL writes concurrently: there each call is its own transaction,
 // since a group would serialise what the server runs in parallel (with 16
@@ -31,20 +28,19 @@ const maxAcceptGroup = 64
 // others' deliveries.
 const acceptGroupTimeout = 30 * time.Second
 
-// acceptQueue is the Store's queue of AcceptDelivery calls.
-type acceptQueue struct {
-	mu      sync.Mutex
-	pending []*acceptCall
-	leading bool // a call is writing a group
+// acceptCall is one AcceptDelivery's rows.
+type acceptCall struct {
+	d *store.Delivery
+	e *store.EventLogEntry
 }
 
-// acceptCall is one AcceptDelivery waiting for its group.
-type acceptCall struct {
-	d    *store.Delivery
-	e    *store.EventLogEntry
-	err  error
-	done chan struct{} // closed once err is final
-	lead chan struct{} // closed to make this call lead the next group
+// newAcceptQueue is the Store's queue of AcceptDelivery calls on SQLite.
+func (s *Store) newAcceptQueue() *groupcommit.Queue[acceptCall] {
+	return &groupcommit.Queue[acceptCall]{Max: maxAcceptGroup, Write: func(ctx context.Context, group []acceptCall) []error {
+		ctx, cancel := context.WithTimeout(WithWritePriority(context.WithoutCancel(ctx)), acceptGroupTimeout)
+		defer cancel()
+		return s.writeAcceptGroup(ctx, group)
+	}}
 }
 
 // AcceptDelivery inserts the delivery (status received) and its primary
@@ -57,63 +53,23 @@ func (s *Store) AcceptDelivery(ctx context.Context, d *store.Delivery, e *store.
 	if d.ReceivedAt.IsZero() {
 		d.ReceivedAt = now()
 	}
-	c := &acceptCall{d: d, e: e, done: make(chan struct{}), lead: make(chan struct{})}
+	c := acceptCall{d: d, e: e}
 	if s.d.Postgres {
 		return s.acceptOne(ctx, c)
 	}
-	q := &s.accepts
-	q.mu.Lock()
-	q.pending = append(q.pending, c)
-	lead := !q.leading
-	q.leading = true
-	q.mu.Unlock()
-	if !lead {
-		select {
-		case <-c.done:
-			return c.err
-		case <-c.lead:
-		}
-	}
-	s.leadAcceptGroup(ctx)
-	<-c.done
-	return c.err
-}
-
-// leadAcceptGroup writes the calls queued now (the leader's own is first)
-// as one group, then passes the lead on or ends it.
-func (s *Store) leadAcceptGroup(ctx context.Context) {
-	q := &s.accepts
-	q.mu.Lock()
-	n := min(len(q.pending), maxAcceptGroup)
-	group := q.pending[:n:n]
-	q.pending = append([]*acceptCall(nil), q.pending[n:]...)
-	q.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(WithWritePriority(context.WithoutCancel(ctx)), acceptGroupTimeout)
-	s.writeAcceptGroup(ctx, group)
-	cancel()
-	for _, c := range group {
-		close(c.done)
-	}
-
-	q.mu.Lock()
-	if len(q.pending) > 0 {
-		close(q.pending[0].lead)
-	} else {
-		q.leading = false
-	}
-	q.mu.Unlock()
+	return s.accepts.Do(ctx, c)
 }
 
 // writeAcceptGroup stores each call's delivery and entry in one
-// transaction, setting ErrConflict on calls whose id exists. When the
+// transaction, answering ErrConflict for calls whose id exists. When the
 // transaction fails, each call is retried in a transaction of its own, so
 // only a call whose own rows are at fault fails.
-func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
+func (s *Store) writeAcceptGroup(ctx context.Context, group []acceptCall) []error {
+	errs := make([]error, len(group))
 	if len(group) > 1 {
 		err := s.tx(ctx, func(tx conn) error {
-			for _, c := range group {
-				c.err = nil
+			for i, c := range group {
+				errs[i] = nil
 				res, err := tx.exec(ctx, insertDelivery+` ON CONFLICT (id) DO NOTHING`, deliveryArgs(s.d, c.d)...)
 				if err != nil {
 					return mapErr(err)
@@ -121,7 +77,7 @@ func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
 				if n, err := res.RowsAffected(); err != nil {
 					return err
 				} else if n == 0 {
-					c.err = store.ErrConflict
+					errs[i] = store.ErrConflict
 					continue
 				}
 				if err := insertAcceptEntry(ctx, tx, c); err != nil {
@@ -131,17 +87,18 @@ func (s *Store) writeAcceptGroup(ctx context.Context, group []*acceptCall) {
 			return nil
 		})
 		if err == nil {
-			return
+			return errs
 		}
 	}
-	for _, c := range group {
-		c.err = s.tx(ctx, func(tx conn) error {
+	for i, c := range group {
+		errs[i] = s.tx(ctx, func(tx conn) error {
 			if _, err := tx.exec(ctx, insertDelivery, deliveryArgs(s.d, c.d)...); err != nil {
 				return mapErr(err)
 			}
 			return insertAcceptEntry(ctx, tx, c)
 		})
 	}
+	return errs
 }
 
 // deliveryArgs are d's values in insertDelivery's order: deliveryCols,
@@ -159,7 +116,7 @@ func deliveryArgs(dl *Dialect, d *store.Delivery) []any {
 }
 
 // insertAcceptEntry writes an accepted delivery's primary event-log entry.
-func insertAcceptEntry(ctx context.Context, tx conn, c *acceptCall) error {
+func insertAcceptEntry(ctx context.Context, tx conn, c acceptCall) error {
 	c.e.DeliveryID, c.e.Status, c.e.ReceivedAt = c.d.ID, store.EventLogReceived, c.d.ReceivedAt
 	return insertEventLog(ctx, tx, c.e, true)
 }
@@ -169,7 +126,7 @@ func insertAcceptEntry(ctx context.Context, tx conn, c *acceptCall) error {
 // runs atomically: one round trip where a transaction took four (BEGIN,
 // two INSERTs, COMMIT). A taken delivery id fails the whole statement on
 // the primary key: ErrConflict, and no entry is written.
-func (s *Store) acceptOne(ctx context.Context, c *acceptCall) error {
+func (s *Store) acceptOne(ctx context.Context, c acceptCall) error {
 	e := c.e
 	e.DeliveryID, e.Status, e.ReceivedAt = c.d.ID, store.EventLogReceived, c.d.ReceivedAt
 	entryArgs := eventLogArgs(s.d, e, true)

@@ -38,6 +38,7 @@ import (
 	"context"
 	"database/sql"
 
+	"kici.dev/kici/internal/groupcommit"
 	"kici.dev/kici/internal/store"
 )
 
@@ -46,14 +47,16 @@ type Store struct {
 	conn
 	db      *sql.DB
 	release func()
-	accepts acceptQueue // AcceptDelivery's groups (acceptbatch.go)
+	accepts *groupcommit.Queue[acceptCall] // AcceptDelivery's groups on SQLite (acceptbatch.go)
 }
 
 // New returns a Store over db (already migrated) speaking dialect d. Close
 // closes db, then calls release (when not nil) to free what db was opened
 // on, e.g. a connection pool.
 func New(db *sql.DB, d *Dialect, release func()) *Store {
-	return &Store{conn: conn{q: db, d: d}, db: db, release: release}
+	s := &Store{conn: conn{q: db, d: d}, db: db, release: release}
+	s.accepts = s.newAcceptQueue()
+	return s
 }
 
 // DB returns the underlying database handle (for diagnostics and tests).
