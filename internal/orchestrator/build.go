@@ -35,6 +35,7 @@ import (
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/secrets"
+	"kici.dev/kici/internal/sourcecache"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/servermetrics"
 	"kici.dev/kici/internal/store"
@@ -105,8 +106,19 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	if p.ring, err = loadRing(cfg); err != nil {
 		return err
 	}
-	// Webhook secrets are encrypted at rest like every other secret.
-	p.st = secrets.SealSources(raw, p.ring)
+	// Webhook secrets are encrypted at rest like every other secret. On
+	// PostgreSQL the sources webhooks are checked against are kept in
+	// memory while a change to them is heard (package sourcecache).
+	sources := raw
+	if cfg.DatabaseURL != "" {
+		cache, err := sourcecache.Open(ctx, cfg.DatabaseURL, raw, s.log.With("component", "sourcecache"))
+		if err != nil {
+			return err
+		}
+		s.cleanup.pushFunc("source cache", cache.Stop)
+		sources = cache
+	}
+	p.st = secrets.SealSources(sources, p.ring)
 	s.store = p.st
 	if sr, ok := raw.(readiness.SchemaReader); ok {
 		s.dbHealth = readiness.NewDatabase(sr)

@@ -23,8 +23,15 @@ const RetryDelay = time.Second
 // connection is logged and re-established after RetryDelay. channel must
 // be a plain SQL identifier.
 func Run(ctx context.Context, pool *pgxpool.Pool, channel string, log *slog.Logger, listening func(), notify func(payload string)) {
+	RunTracked(ctx, pool, channel, log, listening, func() {}, notify)
+}
+
+// RunTracked is Run that also calls lost, on the listening goroutine, each
+// time a LISTEN that was in effect ends (its connection lost, or ctx
+// ended): from then until the next listening, notifications are missed.
+func RunTracked(ctx context.Context, pool *pgxpool.Pool, channel string, log *slog.Logger, listening, lost func(), notify func(payload string)) {
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, pool, channel, listening, notify)
+		err := listenOnce(ctx, pool, channel, listening, lost, notify)
 		if ctx.Err() != nil {
 			return
 		}
@@ -37,7 +44,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, channel string, log *slog.Logg
 	}
 }
 
-func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string, listening func(), notify func(string)) error {
+func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string, listening, lost func(), notify func(string)) error {
 	pooled, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -49,6 +56,7 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string, listeni
 		return err
 	}
 	listening()
+	defer lost()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -45,6 +45,7 @@ var migrationVersions = []migrationVersion{
 	{"web_sessions", 23, 23},
 	{"step_log_archive", 0, 24},
 	{"toast_lz4", 0, 25},
+	{"source_change_notify", 0, 26},
 }
 
 // migrationVersion is one template's version in each dialect.
