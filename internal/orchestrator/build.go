@@ -35,9 +35,9 @@ import (
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/secrets"
-	"kici.dev/kici/internal/sourcecache"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/servermetrics"
+	"kici.dev/kici/internal/sourcecache"
 	"kici.dev/kici/internal/store"
 )
 
