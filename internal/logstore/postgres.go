@@ -186,9 +186,12 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 			}
 			firsts, counts, bodies, n := encodeChunks(stored, todo)
 			text = n
+			// The head counts the JSON Lines' bytes, as before bodies
+			// were compressed: the size cap is on the step's output.
 			var body int64
-			for _, b := range bodies {
+			for i, b := range bodies {
 				body += int64(len(b))
+				bodies[i] = packChunk(b)
 			}
 			newHeld := held
 			if offset >= 0 {
@@ -271,7 +274,7 @@ func (p *PG) Read(runID, jobID string, stepIndex int, cursor, limit int) ([]prot
 		if first != int64(cursor+len(out)) && first > int64(cursor) {
 			break // a hole cannot happen (heads and chunks move together); stop at it
 		}
-		lines, err := decodeLines(body)
+		lines, err := unpackChunk(body)
 		if err != nil {
 			return nil, cursor, fmt.Errorf("logstore: job %s step %d chunk %d: %w", jobID, stepIndex, first, err)
 		}
