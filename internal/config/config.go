@@ -87,6 +87,10 @@ type Config struct {
 	// StepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES: the per-step cap on
 	// stored agent output, default DefaultStepLogMaxBytes; 0 = no cap.
 	StepLogMaxBytes int64
+	// StepLogCompress is KICI_STEP_LOG_COMPRESS (default false): on
+	// PostgreSQL, step-log chunks are written compressed by the
+	// orchestrator (S2), which releases before it cannot read.
+	StepLogCompress bool
 	// LogArchive is KICI_LOG_ARCHIVE (default true): finished step logs
 	// move to the blob store (KICI_STORAGE_TYPE).
 	LogArchive bool
@@ -310,6 +314,14 @@ func Load(environ []string) (*Config, error) {
 			errs = append(errs, fmt.Errorf("KICI_LOG_ARCHIVE=%q: must be true or false", v))
 		} else {
 			c.LogArchive = b
+		}
+	}
+	if v := get("KICI_STEP_LOG_COMPRESS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_STEP_LOG_COMPRESS=%q: must be true or false", v))
+		} else {
+			c.StepLogCompress = b
 		}
 	}
 	parseMs("KICI_LOG_ARCHIVE_AFTER_MS", 0, &c.LogArchiveAfter)

@@ -85,6 +85,7 @@ func TestLoadBadValues(t *testing.T) {
 		"KICI_STEP_LOG_MAX_BYTES=1k":               `KICI_STEP_LOG_MAX_BYTES="1k": must be a number of bytes`,
 		"KICI_STEP_LOG_MAX_BYTES=100":              `≥ 65536, or 0 for no cap`,
 		"KICI_LOG_ARCHIVE=maybe":                   `KICI_LOG_ARCHIVE="maybe": must be true or false`,
+		"KICI_STEP_LOG_COMPRESS=s2":                `KICI_STEP_LOG_COMPRESS="s2": must be true or false`,
 		"KICI_CLUSTER_ADDRESS=10.0.0.2:4000":       `KICI_CLUSTER_ADDRESS: not a URL with a host`,
 		"KICI_CLUSTER_ADDRESS=ws://10.0.0.2:4000":  `the scheme must be http or https`,
 		"KICI_CLUSTER_ADDRESS=http://h:1/ws":       `no path, query or fragment`,
@@ -285,5 +286,16 @@ func TestFindAgentBinary(t *testing.T) {
 	}
 	if _, err := FindAgentBinary(&Config{AgentBinary: filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "KICI_AGENT_BINARY") {
 		t.Fatalf("missing: %v", err)
+	}
+}
+
+// Step-log compression is off unless asked for: releases before it cannot
+// read compressed chunks (docs/upgrade.md).
+func TestStepLogCompressIsOptIn(t *testing.T) {
+	for env, want := range map[string]bool{"": false, "KICI_STEP_LOG_COMPRESS=true": true, "KICI_STEP_LOG_COMPRESS=false": false} {
+		c, err := Load([]string{"KICI_DATA_DIR=/x", env})
+		if err != nil || c.StepLogCompress != want {
+			t.Errorf("%q: StepLogCompress = %v, %v; want %v", env, c != nil && c.StepLogCompress, err, want)
+		}
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"kici.dev/kici/internal/protocol"
 )
 
-// Chunks are stored compressed and read back line for line; chunks stored
-// as plain JSON Lines (before compression) are read as they are, also
-// when a step holds both forms; a body in neither form is an error, not
-// lines made up.
-func TestPGChunkBodiesCompressedAndOldOnesStillRead(t *testing.T) {
+// By default chunks are written as plain JSON Lines, the form releases
+// before compressed chunks read; with SetCompress(true) they are written
+// compressed. Both read back line for line, also mixed in one step after
+// chunks written by hand in the old form; a body in neither form is an
+// error, not lines made up.
+func TestPGChunkBodiesPlainByDefaultCompressedOnRequestBothRead(t *testing.T) {
 	url := migratedDatabase(t)
 	p := openPG(t, url)
 	ctx := context.Background()
@@ -45,33 +46,44 @@ func TestPGChunkBodiesCompressedAndOldOnesStillRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Then 2,000 lines appended now.
+	// Then 600 lines appended by default, and 2,000 with compression on.
 	var fresh []protocol.LogLine
-	for i := range 2000 {
+	for i := range 2600 {
 		fresh = append(fresh, protocol.LogLine{Text: fmt.Sprintf("after the upgrade, line %d of a build's output", i), Stream: protocol.StreamStderr, Timestamp: int64(5000 + i)})
 	}
-	res, err := p.AppendFrom("run-1", "job-1", 0, 3, fresh)
-	if err != nil || res.Stored != 2000 || res.Acked != 2003 {
+	if res, err := p.AppendFrom("run-1", "job-1", 0, 3, fresh[:600]); err != nil || res.Stored != 600 {
 		t.Fatalf("append: %+v, %v", res, err)
 	}
-	var plainBytes int64
-	for i := range fresh {
-		plainBytes += int64(len(appendLine(nil, &fresh[i], -1)))
+	p.SetCompress(true)
+	if res, err := p.AppendFrom("run-1", "job-1", 0, 603, fresh[600:]); err != nil || res.Stored != 2000 || res.Acked != 2603 {
+		t.Fatalf("append: %+v, %v", res, err)
 	}
-	var stored, counted int64
-	var forms string
-	if err := db.QueryRow(ctx, `SELECT sum(octet_length(body)), string_agg(DISTINCT get_byte(body, 0)::text, ',')
-		FROM step_log_chunks WHERE job_id = 'job-1' AND first_line >= 3`).Scan(&stored, &forms); err != nil {
-		t.Fatal(err)
+	jsonBytes := func(ls []protocol.LogLine) (n int64) {
+		for i := range ls {
+			n += int64(len(appendLine(nil, &ls[i], -1)))
+		}
+		return n
 	}
+	form := func(from, to int) (stored int64, forms string) {
+		t.Helper()
+		if err := db.QueryRow(ctx, `SELECT sum(octet_length(body)), string_agg(DISTINCT get_byte(body, 0)::text, ',')
+			FROM step_log_chunks WHERE job_id = 'job-1' AND first_line >= $1 AND first_line < $2`, from, to).Scan(&stored, &forms); err != nil {
+			t.Fatal(err)
+		}
+		return stored, forms
+	}
+	if _, forms := form(3, 603); forms != fmt.Sprint('{') {
+		t.Errorf("chunks written by default: first bytes %q, want plain JSON Lines", forms)
+	}
+	if stored, forms := form(603, 2603); forms != fmt.Sprint(chunkS2) || stored*3 > jsonBytes(fresh[600:]) {
+		t.Errorf("chunks written compressed: first bytes %q, %d bytes stored for %d of JSON Lines", forms, stored, jsonBytes(fresh[600:]))
+	}
+	var counted int64
 	if err := db.QueryRow(ctx, `SELECT bytes FROM step_log_heads WHERE job_id = 'job-1'`).Scan(&counted); err != nil {
 		t.Fatal(err)
 	}
-	if forms != fmt.Sprint(chunkS2) || stored*3 > plainBytes {
-		t.Errorf("new chunks: first bytes %q, %d bytes stored for %d of JSON Lines; want compressed", forms, stored, plainBytes)
-	}
-	if counted != plainBytes {
-		t.Errorf("head counts %d bytes, want the JSON Lines' %d (the size cap is on output)", counted, plainBytes)
+	if counted != jsonBytes(fresh) {
+		t.Errorf("head counts %d bytes, want the JSON Lines' %d (the size cap is on output)", counted, jsonBytes(fresh))
 	}
 
 	want := append(append([]protocol.LogLine(nil), old...), fresh...)

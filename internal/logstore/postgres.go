@@ -38,6 +38,7 @@ type PG struct {
 	appended wakeups // readers waiting for a step's next append, by "<jobId>:<step>"
 
 	maxBytes atomic.Int64 // per-step cap on agent output; 0: none
+	compress atomic.Bool  // write chunk bodies compressed (pgchunk.go)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -104,6 +105,12 @@ func (p *PG) Close() {
 // SetStepMaxBytes sets the per-step size cap on agent output (see
 // FS.SetStepMaxBytes).
 func (p *PG) SetStepMaxBytes(n int64) { p.maxBytes.Store(max(n, 0)) }
+
+// SetCompress makes later appends write each chunk's body compressed
+// (KICI_STEP_LOG_COMPRESS; pgchunk.go) or, with false, as plain JSON
+// Lines, the form releases before compressed chunks read. Both forms are
+// always read.
+func (p *PG) SetCompress(on bool) { p.compress.Store(on) }
 
 // Stats implements Store.
 func (p *PG) Stats() Stats {
@@ -189,9 +196,12 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 			// The head counts the JSON Lines' bytes, as before bodies
 			// were compressed: the size cap is on the step's output.
 			var body int64
+			compress := p.compress.Load()
 			for i, b := range bodies {
 				body += int64(len(b))
-				bodies[i] = packChunk(b)
+				if compress {
+					bodies[i] = packChunk(b)
+				}
 			}
 			newHeld := held
 			if offset >= 0 {

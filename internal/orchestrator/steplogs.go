@@ -30,6 +30,7 @@ func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store
 			return nil, nil, nil, err
 		}
 		pg.SetStepMaxBytes(cfg.StepLogMaxBytes)
+		pg.SetCompress(cfg.StepLogCompress)
 		live, close = pg, pg.Close
 	} else {
 		fs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
