@@ -16,6 +16,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -73,7 +74,11 @@ func (q *Queue[T]) Queued() int {
 }
 
 // leadGroup writes the calls queued now (the leader's own first) as one
-// group, then passes the lead on or ends it.
+// group, then passes the lead on or ends it. A Write that panics fails its
+// group's calls (the panic goes on in the leader) and still passes the
+// lead on, so the queue never stalls; a Write that returns fewer outcomes
+// than calls fails the calls it said nothing about, so that no caller is
+// told its write is stored when it may not be.
 func (q *Queue[T]) leadGroup(ctx context.Context) {
 	q.mu.Lock()
 	n := len(q.pending)
@@ -84,23 +89,40 @@ func (q *Queue[T]) leadGroup(ctx context.Context) {
 	q.pending = append([]*call[T](nil), q.pending[n:]...)
 	q.mu.Unlock()
 
+	answered := false
+	defer func() {
+		if !answered {
+			for _, c := range group {
+				c.err = errWritePanicked
+				close(c.done)
+			}
+		}
+		q.mu.Lock()
+		if len(q.pending) > 0 {
+			close(q.pending[0].lead)
+		} else {
+			q.leading = false
+		}
+		q.mu.Unlock()
+	}()
+
 	vs := make([]T, n)
 	for i, c := range group {
 		vs[i] = c.v
 	}
 	errs := q.Write(ctx, vs)
 	for i, c := range group {
+		c.err = errNoOutcome
 		if i < len(errs) {
 			c.err = errs[i]
 		}
 		close(c.done)
 	}
-
-	q.mu.Lock()
-	if len(q.pending) > 0 {
-		close(q.pending[0].lead)
-	} else {
-		q.leading = false
-	}
-	q.mu.Unlock()
+	answered = true
 }
+
+// errWritePanicked answers the calls of a group whose Write panicked.
+var errWritePanicked = errors.New("groupcommit: the group's write panicked")
+
+// errNoOutcome answers a call Write returned no outcome for.
+var errNoOutcome = errors.New("groupcommit: the group's write gave no outcome for this call")

@@ -139,3 +139,71 @@ func TestUnboundedQueueAndLoneWrites(t *testing.T) {
 		t.Errorf("lone writes made %d groups, want 5", len(r2.groups))
 	}
 }
+
+// A Write that panics fails the other callers of its group (the leader's
+// own call panics on), hands the lead on, and leaves the queue working; a
+// Write that answers for fewer calls than it was given fails the others
+// instead of reporting them stored.
+func TestAPanickingOrShortWriteFailsItsCallsAndTheQueueGoesOn(t *testing.T) {
+	gate, entered := make(chan struct{}), make(chan struct{})
+	q := &Queue[int]{Write: func(_ context.Context, group []int) []error {
+		switch {
+		case group[0] == 0: // the first group waits while 1 and 2 queue
+			close(entered)
+			<-gate
+		case len(group) == 2: // the group of 1 and 2, led by whichever queued first
+			panic("write failed badly")
+		case group[0] == 4:
+			return nil
+		}
+		return make([]error, len(group))
+	}}
+	do := func(v int) (err error, panicked any) {
+		defer func() { panicked = recover() }()
+		return q.Do(context.Background(), v), nil
+	}
+	type answer struct {
+		err      error
+		panicked any
+	}
+	answers := map[int]chan answer{}
+	for _, v := range []int{0, 1, 2} {
+		answers[v] = make(chan answer, 1)
+		go func() {
+			err, p := do(v)
+			answers[v] <- answer{err, p}
+		}()
+		if v == 0 {
+			<-entered
+		}
+	}
+	wait.For(t, 10*time.Second, "1 and 2 queued", func() bool { return q.Queued() == 2 })
+	close(gate)
+	outcome := map[string]int{}
+	for v := range 3 {
+		select {
+		case a := <-answers[v]:
+			switch {
+			case a.panicked != nil:
+				outcome["panic"]++
+			case errors.Is(a.err, errWritePanicked):
+				outcome["failed"]++
+			case a.err == nil && v == 0:
+				outcome["stored"]++
+			default:
+				t.Errorf("call %d: %v", v, a.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d never returned: the queue stalled", v)
+		}
+	}
+	if outcome["stored"] != 1 || outcome["panic"] != 1 || outcome["failed"] != 1 {
+		t.Errorf("outcomes %v: want the first stored, the panicking group's leader panicking and its other call failed", outcome)
+	}
+	if err, p := do(3); err != nil || p != nil {
+		t.Fatalf("a write after the panic: %v %v", err, p)
+	}
+	if err, _ := do(4); !errors.Is(err, errNoOutcome) {
+		t.Fatalf("a write given no outcome: %v, want errNoOutcome", err)
+	}
+}
