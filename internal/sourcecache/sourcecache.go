@@ -14,16 +14,32 @@
 // the database, as without the cache. What is left is the notification's
 // own delay after the commit, milliseconds on one database.
 //
+// A connection can also die without a word (a server that fails over or
+// becomes unreachable sends no reset), and then its LISTEN hears nothing
+// until TCP gives up, minutes later. So the node also sends itself a ping
+// on Channel every PingInterval, through a connection of its own, and
+// answers from memory only while its last ping came back within
+// StaleAfter: that bounds what such a death can leave stale to StaleAfter,
+// and it also proves that the LISTEN and the node's writes reach the same
+// server. A change's notification committed before a ping is delivered
+// before it, so a ping heard means every earlier change was heard.
+//
 // Only sources that exist are cached: a look-up of an unknown name (which
 // a sender chooses) always reads the database, so the cache holds at most
-// one entry per source.
+// two entries per source (by id, by name).
 package sourcecache
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -35,6 +51,17 @@ import (
 // source_change_notify).
 const Channel = "kici_sources"
 
+// PingInterval is how often a node pings itself on Channel; StaleAfter is
+// how long after its last ping came back it stops answering from memory.
+const (
+	PingInterval = 2 * time.Second
+	StaleAfter   = 3 * PingInterval
+)
+
+// pingPrefix starts a ping's payload (the rest is the node's nonce); a
+// change's payload is empty.
+const pingPrefix = "ping:"
+
 // Store is a store.Store whose GetIngressSource and GetIngressSourceByName
 // answers are kept in memory while it listens (see the package doc).
 // Every other method is the wrapped store's. Safe for concurrent use.
@@ -43,9 +70,14 @@ type Store struct {
 
 	mu        sync.Mutex
 	listening bool
-	gen       uint64 // moves on every drop: a read begun before it is not kept
+	heard     time.Time // when this node's last ping came back
+	gen       uint64    // moves on every drop: a read begun before it is not kept
 	byID      map[string]*store.IngressSource
 	byName    map[nameKey]*store.IngressSource
+
+	staleAfter time.Duration // 0: pings are not required (New without Open)
+	nonce      string
+	pings      atomic.Bool // Open's pinger sends while true
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -60,30 +92,64 @@ func New(st store.Store) *Store {
 	return &Store{Store: st, byID: map[string]*store.IngressSource{}, byName: map[nameKey]*store.IngressSource{}}
 }
 
-// Open is New with a LISTEN on Channel of its own, over one connection to
-// the database at url, until Stop. Errors: an unparsable URL or an
-// unreachable database.
+// Open is New with a LISTEN on Channel of its own and the pings that keep
+// it trusted (see the package doc), over two connections to the database at
+// url, until Stop. Errors: an unparsable URL or an unreachable database.
 func Open(ctx context.Context, url string, st store.Store, log *slog.Logger) (*Store, error) {
+	return open(ctx, url, st, log, PingInterval, StaleAfter)
+}
+
+func open(ctx context.Context, url string, st store.Store, log *slog.Logger, every, staleAfter time.Duration) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("sourcecache: parse database url: %w", err)
 	}
-	cfg.MaxConns = 1
+	cfg.MaxConns = 2 // one listens, one pings
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
+		return nil, fmt.Errorf("sourcecache: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("sourcecache: connect: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := New(st)
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	c.staleAfter, c.nonce = staleAfter, hex.EncodeToString(nonce)
+	c.pings.Store(true)
 	lctx, cancel := context.WithCancel(context.Background())
 	c.cancel, c.done, c.pool = cancel, make(chan struct{}), pool
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Listen(lctx, pool, log) })
+	wg.Go(func() { c.ping(lctx, pool, every, log) })
 	go func() {
-		defer close(c.done)
-		c.Listen(lctx, pool, log)
+		wg.Wait()
+		close(c.done)
 	}()
 	return c, nil
+}
+
+// ping sends this node's ping every interval until ctx ends.
+func (c *Store) ping(ctx context.Context, pool *pgxpool.Pool, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.pings.Load() {
+			continue
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, pingPrefix+c.nonce); err != nil && ctx.Err() == nil {
+			log.Debug("source cache ping not sent", "err", err)
+		}
+	}
 }
 
 // Stop ends Open's LISTEN and drops the cache: look-ups read the wrapped
@@ -94,39 +160,56 @@ func (c *Store) Stop() {
 		<-c.done
 		c.pool.Close()
 	}
-	c.stop()
+	c.set(false)
 }
 
 // Listen keeps the cache while a LISTEN on Channel through pool is in
 // effect, until ctx ends; it returns then.
 func (c *Store) Listen(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
-	pglisten.RunTracked(ctx, pool, Channel, log, c.start, c.stop, func(string) { c.drop() })
+	pglisten.RunTracked(ctx, pool, Channel, log, func() { c.set(true) }, func() { c.set(false) }, c.notified)
 }
 
-// Listening reports whether look-ups are being cached.
+// Listening reports whether look-ups are being answered from memory.
 func (c *Store) Listening() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.listening
+	return c.trusted()
 }
 
-func (c *Store) start() { c.set(true) }
-func (c *Store) stop()  { c.set(false) }
+// trusted reports, under mu, whether the cache may answer: listening, and
+// (when pings are required) the last ping back within staleAfter.
+func (c *Store) trusted() bool {
+	return c.listening && (c.staleAfter == 0 || time.Since(c.heard) < c.staleAfter)
+}
 
+// set starts or ends listening, with an empty cache either way.
 func (c *Store) set(listening bool) {
 	c.mu.Lock()
-	c.listening = listening
+	c.listening, c.heard = listening, time.Now()
+	c.dropLocked()
 	c.mu.Unlock()
-	c.drop()
 }
 
-// drop empties the cache and makes every read in flight unfit to keep.
-func (c *Store) drop() {
+// notified handles one notification: this node's ping, another node's
+// (ignored), or a change (the cache is emptied).
+func (c *Store) notified(payload string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.nonce != "" && payload == pingPrefix+c.nonce:
+		c.heard = time.Now()
+	case len(payload) >= len(pingPrefix) && payload[:len(pingPrefix)] == pingPrefix:
+	default:
+		c.dropLocked()
+	}
+}
+
+// dropLocked empties the cache and makes every read in flight unfit to
+// keep; mu is held.
+func (c *Store) dropLocked() {
 	c.gen++
 	clear(c.byID)
 	clear(c.byName)
-	c.mu.Unlock()
 }
 
 // GetIngressSource is the wrapped store's, from memory when cached.
@@ -146,27 +229,29 @@ func (c *Store) GetIngressSourceByName(ctx context.Context, orgID, name string) 
 // copy of their own: the secrets layer above opens secrets in place.
 func lookup[K comparable](c *Store, m map[K]*store.IngressSource, key K, read func() (*store.IngressSource, error)) (*store.IngressSource, error) {
 	c.mu.Lock()
-	if is, ok := m[key]; ok {
+	trusted := c.trusted()
+	if is, ok := m[key]; ok && trusted {
 		c.mu.Unlock()
 		return clone(is), nil
 	}
-	listening, gen := c.listening, c.gen
+	gen := c.gen
 	c.mu.Unlock()
 	is, err := read()
-	if err != nil || !listening {
+	if err != nil || !trusted {
 		return is, err
 	}
 	kept := clone(is)
 	c.mu.Lock()
-	if c.listening && c.gen == gen {
+	if c.trusted() && c.gen == gen {
 		m[key] = kept
 	}
 	c.mu.Unlock()
 	return is, nil
 }
 
-// clone copies is down to the values a caller may change in place (the
-// source and each secret).
+// clone copies is down to every value reached through a pointer or a
+// slice, so that a caller changing its copy in place (the secrets layer
+// opens secrets in place) cannot change the cache.
 func clone(is *store.IngressSource) *store.IngressSource {
 	c := *is
 	if is.Source != nil {
@@ -175,12 +260,26 @@ func clone(is *store.IngressSource) *store.IngressSource {
 	}
 	if is.Settings != nil {
 		set := *is.Settings
+		set.IPAllowlist = slices.Clone(set.IPAllowlist)
+		if set.GitHub != nil {
+			gh := *set.GitHub
+			set.GitHub = &gh
+		}
+		if set.Git != nil {
+			g := *set.Git
+			g.PayloadPaths, g.EventMapping = maps.Clone(g.PayloadPaths), maps.Clone(g.EventMapping)
+			set.Git = &g
+		}
 		c.Settings = &set
 	}
 	if is.Secrets != nil {
 		c.Secrets = make([]*store.SourceSecret, len(is.Secrets))
 		for i, s := range is.Secrets {
 			sc := *s
+			if s.RevokedAt != nil {
+				at := *s.RevokedAt
+				sc.RevokedAt = &at
+			}
 			c.Secrets[i] = &sc
 		}
 	}

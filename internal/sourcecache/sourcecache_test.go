@@ -40,6 +40,12 @@ func (c *countingStore) GetIngressSource(ctx context.Context, id string) (*store
 // cache, and a plain connection standing for another node.
 func setup(t *testing.T) (*Store, *countingStore, *sql.DB) {
 	t.Helper()
+	return setupPinging(t, PingInterval, StaleAfter)
+}
+
+// setupPinging is setup with the given ping interval and staleness.
+func setupPinging(t *testing.T, every, staleAfter time.Duration) (*Store, *countingStore, *sql.DB) {
+	t.Helper()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	st, err := postgres.Open(ctx, url)
@@ -54,7 +60,7 @@ func setup(t *testing.T) (*Store, *countingStore, *sql.DB) {
 		t.Fatal(err)
 	}
 	counted := &countingStore{Store: st}
-	c, err := Open(ctx, url, counted, nil)
+	c, err := open(ctx, url, counted, nil, every, staleAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,5 +182,39 @@ func TestUnknownNamesAndALostListen(t *testing.T) {
 	}
 	if n := counted.reads.Load() - before; n != 1 {
 		t.Fatalf("two look-ups after listening again read the database %d times, want 1", n)
+	}
+}
+
+// A LISTEN connection that dies without a word hears nothing: when the
+// node's own pings stop coming back, look-ups read the database again
+// (and see a change made meanwhile) until they do.
+func TestNoAnswerFromMemoryWithoutPingsBack(t *testing.T) {
+	c, counted, other := setupPinging(t, 50*time.Millisecond, 300*time.Millisecond)
+	ctx := t.Context()
+	byName(t, c)
+	byName(t, c)
+	if n := counted.reads.Load(); n != 1 {
+		t.Fatalf("two look-ups while pinging read the database %d times, want 1", n)
+	}
+	c.pings.Store(false) // stands for a connection that died silently
+	wait.For(t, 10*time.Second, "answers from memory stopped", func() bool { return !c.Listening() })
+	before := counted.reads.Load()
+	if _, err := other.ExecContext(ctx, `UPDATE sources SET enabled = false WHERE id = 'src-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if byName(t, c).Source.Enabled {
+		t.Fatal("a look-up without pings back answered from memory")
+	}
+	byName(t, c)
+	if n := counted.reads.Load() - before; n != 2 {
+		t.Fatalf("two look-ups without pings back read the database %d times, want 2", n)
+	}
+	c.pings.Store(true)
+	wait.For(t, 10*time.Second, "answers from memory again", c.Listening)
+	before = counted.reads.Load()
+	byName(t, c)
+	byName(t, c)
+	if n := counted.reads.Load() - before; n > 1 {
+		t.Fatalf("two look-ups with pings back read the database %d times, want at most 1", n)
 	}
 }
