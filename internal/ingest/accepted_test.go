@@ -209,7 +209,8 @@ func TestHandedRowsAreBoundedInMemory(t *testing.T) {
 	<-s.done
 }
 
-// gatedFinish holds every FinishDeliveryWithRuns until open is closed.
+// gatedFinish holds every finish, alone (FinishDeliveryWithRuns) or
+// grouped (FinishDeliveries), until open is closed.
 type gatedFinish struct {
 	store.Store
 	entered chan struct{}
@@ -220,6 +221,12 @@ func (g *gatedFinish) FinishDeliveryWithRuns(ctx context.Context, id string, st 
 	g.entered <- struct{}{}
 	<-g.open
 	return g.Store.FinishDeliveryWithRuns(ctx, id, st, errText, decisions, o, runs)
+}
+
+func (g *gatedFinish) FinishDeliveries(ctx context.Context, fs []store.DeliveryFinish) error {
+	g.entered <- struct{}{}
+	<-g.open
+	return g.Store.FinishDeliveries(ctx, fs)
 }
 
 // A processor that stops gives up the accept-time claims of the

@@ -26,8 +26,9 @@ func (s *Store) FinishDeliveryWithRuns(ctx context.Context, id string, status st
 }
 
 // FinishDeliveries finishes several deliveries, with their runs, in one
-// transaction: all or nothing, ErrConflict naming the first delivery that
-// is no longer "received" (or does not exist).
+// transaction: all or nothing, with an error wrapping ErrConflict when a
+// delivery of the group is no longer "received" or does not exist (the
+// caller finishes them one by one to learn which).
 func (s *Store) FinishDeliveries(ctx context.Context, fs []store.DeliveryFinish) error {
 	return s.finishAll(ctx, fs, func(context.Context, conn, string) error {
 		return errBatchRefused
