@@ -158,9 +158,9 @@ func TestAPanickingOrShortWriteFailsItsCallsAndTheQueueGoesOn(t *testing.T) {
 		}
 		return make([]error, len(group))
 	}}
-	do := func(v int) (err error, panicked any) {
+	do := func(v int) (panicked any, err error) {
 		defer func() { panicked = recover() }()
-		return q.Do(context.Background(), v), nil
+		return nil, q.Do(context.Background(), v)
 	}
 	type answer struct {
 		err      error
@@ -170,7 +170,7 @@ func TestAPanickingOrShortWriteFailsItsCallsAndTheQueueGoesOn(t *testing.T) {
 	for _, v := range []int{0, 1, 2} {
 		answers[v] = make(chan answer, 1)
 		go func() {
-			err, p := do(v)
+			p, err := do(v)
 			answers[v] <- answer{err, p}
 		}()
 		if v == 0 {
@@ -200,10 +200,10 @@ func TestAPanickingOrShortWriteFailsItsCallsAndTheQueueGoesOn(t *testing.T) {
 	if outcome["stored"] != 1 || outcome["panic"] != 1 || outcome["failed"] != 1 {
 		t.Errorf("outcomes %v: want the first stored, the panicking group's leader panicking and its other call failed", outcome)
 	}
-	if err, p := do(3); err != nil || p != nil {
+	if p, err := do(3); err != nil || p != nil {
 		t.Fatalf("a write after the panic: %v %v", err, p)
 	}
-	if err, _ := do(4); !errors.Is(err, errNoOutcome) {
+	if _, err := do(4); !errors.Is(err, errNoOutcome) {
 		t.Fatalf("a write given no outcome: %v, want errNoOutcome", err)
 	}
 }
