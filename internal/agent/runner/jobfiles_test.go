@@ -111,3 +111,57 @@ func TestTransferRunsAsTheStepUser(t *testing.T) {
 		t.Fatalf("pack of a root-only file: %v", err)
 	}
 }
+
+// A root agent whose binary lies where the step user cannot search (a
+// private directory: here the test binary's own build directory) still
+// packs and unpacks as that user: the child reaches the running binary
+// through /proc/self/exe, not by its path.
+func TestTransferAsTheStepUserFromAPrivateDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agent switches to the step user only as root")
+	}
+	const nobody = 65534
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := false
+	for d := filepath.Dir(self); d != "/"; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			private = true
+		}
+	}
+	if !private {
+		t.Fatalf("the test binary %s is reachable by every user: the case is not set up", self)
+	}
+	if got := execPathAs(self); got != selfExe {
+		t.Fatalf("execPathAs(own binary) = %q, want %q", got, selfExe)
+	}
+	if got := execPathAs("/bin/sh"); got != "/bin/sh" {
+		t.Fatalf("execPathAs(another binary) = %q", got)
+	}
+	jobDir := filepath.Join(searchableDir(t), "job")
+	if err := os.Mkdir(jobDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(jobDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	u := &StepUser{UID: nobody, GID: nobody}
+	j := &job{r: &Runner{opts: Options{StepUser: u, AgentBinary: self}}, ctx: context.Background(), ident: Identity{User: u}}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "dep"), []byte("cached\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if _, err := transfer.Pack(&archive, []transfer.Root{{Dir: src}}); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := j.unpackAs(context.Background(), bytes.NewReader(archive.Bytes()), []transfer.Root{{Dir: filepath.Join(jobDir, ".deps"), Base: jobDir}})
+	if err != nil || st.Files != 1 {
+		t.Fatalf("unpack as the step user with the agent binary in a private directory: %+v, %v", st, err)
+	}
+	if _, err := j.packAs(context.Background(), io.Discard, []transfer.Root{{Dir: jobDir, Base: jobDir}}); err != nil {
+		t.Fatalf("pack as the step user with the agent binary in a private directory: %v", err)
+	}
+}
