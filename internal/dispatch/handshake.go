@@ -50,9 +50,10 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	frames := make(chan []byte)
 	readDone := make(chan error, 1)
+	bufs := newFrameBuffers()
 	go func() {
 		for {
-			_, b, err := ws.Read(ctx)
+			b, err := bufs.read(ctx, ws)
 			if err != nil {
 				readDone <- err
 				return
@@ -69,7 +70,7 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	tok := r.handshake(ctx, c, frames, readDone)
 	if tok != nil {
 		ws.SetReadLimit(protocol.MaxFrameBytes)
-		r.fr.serveRegistered(ctx, c, tok, frames, readDone)
+		r.fr.serveRegistered(ctx, c, tok, frames, bufs, readDone)
 	}
 	c.close(protocol.CloseNormal, "")
 	// Let the close frame go out before the read context is cancelled

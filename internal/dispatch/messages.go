@@ -14,8 +14,9 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// serveRegistered is the message loop of a registered agent.
-func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
+// serveRegistered is the message loop of a registered agent. Each frame's
+// buffer goes back to bufs once decoded.
+func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, bufs *frameBuffers, readDone <-chan error) {
 	defer fr.flushLogs(c)
 	for {
 		var frame []byte
@@ -35,6 +36,7 @@ func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *
 		}
 		fr.reg.touch(c)
 		msg, err := protocol.Decode(frame)
+		bufs.put(frame)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnknownType) {
 				fr.log.Debug("ignoring unknown agent message", "agent", c.id, "err", err)
