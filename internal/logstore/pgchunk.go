@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 
@@ -27,11 +28,14 @@ import (
 const chunkS2 = 0x00
 
 // packChunk returns the stored body of the JSON Lines plain.
-func packChunk(plain []byte) []byte {
-	dst := make([]byte, 1+s2.MaxEncodedLen(len(plain)))
-	dst[0] = chunkS2
-	enc := s2.Encode(dst[1:], plain) // written into dst[1:], which is large enough
-	return dst[:1+len(enc)]
+func packChunk(plain []byte) []byte { return appendPackedChunk(nil, plain) }
+
+// appendPackedChunk appends the stored body of the JSON Lines plain to dst.
+func appendPackedChunk(dst, plain []byte) []byte {
+	dst = slices.Grow(dst, 1+s2.MaxEncodedLen(len(plain)))
+	dst = append(dst, chunkS2)
+	enc := s2.Encode(dst[len(dst):cap(dst)], plain) // written in place: Grow made room
+	return dst[:len(dst)+len(enc)]
 }
 
 // errChunkForm is a body in neither form.

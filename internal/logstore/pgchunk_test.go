@@ -114,3 +114,65 @@ func TestPGChunkBodiesPlainByDefaultCompressedOnRequestBothRead(t *testing.T) {
 		t.Errorf("a body in neither form read as %v", err)
 	}
 }
+
+// An append's chunks share one buffer: every chunk still holds exactly its
+// own lines, cut at pgChunkLines lines or pgChunkBytes bytes, also when
+// escaped text outgrows the buffer's estimate, plain or compressed.
+func TestEncodedChunksHoldTheirOwnLines(t *testing.T) {
+	var lines []protocol.LogLine
+	for i := range 1200 {
+		text := fmt.Sprintf("line %d", i)
+		switch i % 7 {
+		case 1:
+			text = strings.Repeat(`"quoted\" \\ é ✓ `+"\x01\t", 20) // escapes: longer than estimated
+		case 2:
+			text = ""
+		}
+		if i == 900 || i == 901 {
+			text = strings.Repeat("x", pgChunkBytes-100) // cuts a chunk by size
+		}
+		lines = append(lines, protocol.LogLine{Timestamp: int64(i), Stream: protocol.StreamStdout, Text: text})
+	}
+	for _, compress := range []bool{false, true} {
+		b := encodeChunks(40, lines, compress)
+		next, total := 0, int64(0)
+		var text int64
+		for i := range b.firsts {
+			if b.firsts[i] != int64(40+next) {
+				t.Fatalf("compress=%v: chunk %d starts at line %d, want %d", compress, i, b.firsts[i], 40+next)
+			}
+			body := b.bodies[b.starts[i] : b.starts[i]+b.lens[i]]
+			if (body[0] == chunkS2) != compress {
+				t.Fatalf("compress=%v: chunk %d has first byte %#x", compress, i, body[0])
+			}
+			got, err := unpackChunk(body)
+			if err != nil {
+				t.Fatalf("compress=%v: chunk %d: %v", compress, i, err)
+			}
+			n := int(b.counts[i])
+			if n > pgChunkLines || len(got) != n {
+				t.Fatalf("compress=%v: chunk %d counts %d lines and holds %d", compress, i, n, len(got))
+			}
+			var size int
+			for j := range got {
+				want := lines[next+j]
+				if got[j] != want {
+					t.Fatalf("compress=%v: chunk %d line %d = %q, want %q", compress, i, j, got[j].Text, want.Text)
+				}
+				size += len(appendLine(nil, &want, -1))
+				text += int64(len(want.Text))
+			}
+			if i < len(b.firsts)-1 && n < pgChunkLines && size < pgChunkBytes {
+				t.Fatalf("compress=%v: chunk %d cut at %d lines and %d bytes, under both bounds", compress, i, n, size)
+			}
+			total += int64(size)
+			next += n
+		}
+		if next != len(lines) || len(b.firsts) < 4 {
+			t.Fatalf("compress=%v: %d chunks hold %d of %d lines (want at least 4 chunks: 500 lines, bytes, 500, rest)", compress, len(b.firsts), next, len(lines))
+		}
+		if b.plain != total || b.text != text {
+			t.Errorf("compress=%v: plain %d text %d, want %d and %d", compress, b.plain, b.text, total, text)
+		}
+	}
+}

@@ -191,18 +191,8 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 			if len(todo) == 0 {
 				return nil, nil
 			}
-			firsts, counts, bodies, n := encodeChunks(stored, todo)
-			text = n
-			// The head counts the JSON Lines' bytes, as before bodies
-			// were compressed: the size cap is on the step's output.
-			var body int64
-			compress := p.compress.Load()
-			for i, b := range bodies {
-				body += int64(len(b))
-				if compress {
-					bodies[i] = packChunk(b)
-				}
-			}
+			batch := encodeChunks(stored, todo, p.compress.Load())
+			text = batch.text
 			newHeld := held
 			if offset >= 0 {
 				newHeld = res.Acked
@@ -210,11 +200,12 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 			res.Stored = len(todo)
 			return []queued{
 				{`INSERT INTO step_log_chunks (job_id, step_index, first_line, line_count, run_id, body)
-					SELECT $1, $2, f, c, $3, b FROM unnest($4::bigint[], $5::int[], $6::bytea[]) AS t(f, c, b)`,
-					[]any{jobID, stepIndex, runID, firsts, counts, bodies}},
+					SELECT $1, $2, f, c, $3, substring($6::bytea FROM s + 1 FOR l)
+					FROM unnest($4::bigint[], $5::int[], $7::int[], $8::int[]) AS t(f, c, s, l)`,
+					[]any{jobID, stepIndex, runID, batch.firsts, batch.counts, batch.bodies, batch.starts, batch.lens}},
 				{`UPDATE step_log_heads SET lines = lines + $3, agent_offset = $4, updated_at = now(),
 					bytes = bytes + $5, capped = capped OR $6
-					WHERE job_id = $1 AND step_index = $2`, []any{jobID, stepIndex, len(todo), newHeld, body, marker}},
+					WHERE job_id = $1 AND step_index = $2`, []any{jobID, stepIndex, len(todo), newHeld, batch.plain, marker}},
 				{`SELECT pg_notify($1, $2)`, []any{pgNotifyChannel, waitKey(jobID, stepIndex)}},
 			}, nil
 		})
@@ -232,24 +223,59 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 	return res, nil
 }
 
+// chunkBatch is one append's chunks: each chunk's first line and line
+// count, and the stored bodies laid end to end in one buffer (body i is
+// bodies[starts[i] : starts[i]+lens[i]]). One buffer travels as one bytea
+// parameter, which the statement cuts with substring: encoding a bytea[]
+// of the same bodies cost the client about twice their size in garbage.
+type chunkBatch struct {
+	firsts       []int64
+	counts       []int32
+	starts, lens []int32
+	bodies       []byte
+	// text is the lines' text bytes, plain their JSON Lines bytes (what
+	// the head counts, compressed or not).
+	text, plain int64
+}
+
 // encodeChunks cuts lines numbered from first into chunks (pgChunkLines,
-// pgChunkBytes) and returns each chunk's first line, count and JSON Lines
-// body, and the text bytes encoded.
-func encodeChunks(first int64, lines []protocol.LogLine) (firsts []int64, counts []int32, bodies [][]byte, text int64) {
-	var body []byte
-	start := 0
+// pgChunkBytes) of JSON Lines, compressed when compress is set
+// (packChunk). The plain bodies are written into one buffer sized from
+// the lines up front.
+func encodeChunks(first int64, lines []protocol.LogLine, compress bool) chunkBatch {
+	est := 0
 	for i := range lines {
-		body = appendLine(body, &lines[i], -1)
-		text += int64(len(lines[i].Text))
-		if i-start+1 == pgChunkLines || len(body) >= pgChunkBytes || i == len(lines)-1 {
-			firsts = append(firsts, first+int64(start))
-			counts = append(counts, int32(i-start+1))
-			bodies = append(bodies, body)
-			body, start = nil, i+1
+		est += len(lines[i].Text) + len(lines[i].Stream) + encodedLineOverhead
+	}
+	b := chunkBatch{bodies: make([]byte, 0, est)}
+	start, bodyStart := 0, 0
+	for i := range lines {
+		b.bodies = appendLine(b.bodies, &lines[i], -1)
+		b.text += int64(len(lines[i].Text))
+		if i-start+1 == pgChunkLines || len(b.bodies)-bodyStart >= pgChunkBytes || i == len(lines)-1 {
+			b.firsts = append(b.firsts, first+int64(start))
+			b.counts = append(b.counts, int32(i-start+1))
+			b.starts = append(b.starts, int32(bodyStart))
+			b.lens = append(b.lens, int32(len(b.bodies)-bodyStart))
+			start, bodyStart = i+1, len(b.bodies)
 		}
 	}
-	return firsts, counts, bodies, text
+	b.plain = int64(len(b.bodies))
+	if compress {
+		plain := b.bodies
+		b.bodies = make([]byte, 0, len(plain)/2)
+		for i := range b.starts {
+			from := len(b.bodies)
+			b.bodies = appendPackedChunk(b.bodies, plain[b.starts[i]:b.starts[i]+b.lens[i]])
+			b.starts[i], b.lens[i] = int32(from), int32(len(b.bodies)-from)
+		}
+	}
+	return b
 }
+
+// encodedLineOverhead is what appendLine adds to a line's text and stream
+// without escapes: {"ts":13 digits,"stream":"…","msg":"…"} and a newline.
+const encodedLineOverhead = len(`{"ts":1764638400000,"stream":"","msg":""}`) + 1
 
 // Read implements Store (see FS.Read for the contract).
 func (p *PG) Read(runID, jobID string, stepIndex int, cursor, limit int) ([]protocol.LogLine, int, error) {
