@@ -320,6 +320,15 @@ func (p *Processor) process(ctx context.Context, deliveryID string, h *handed) e
 	// kept, as before, until the process restarts.
 	err = p.finisher.Do(ctx, store.DeliveryFinish{ID: deliveryID, Status: status, Error: errText, Decisions: raw,
 		Outcome: outcomeOf(tr, status), Runs: staged})
+	if err != nil && p.finishLanded(ctx, staged) {
+		// The finish was written although it answered an error: a
+		// COMMIT whose reply the connection lost, or a group that was
+		// committed so, then retried delivery by delivery (ErrConflict).
+		// The runs are this node's: left unreleased, their jobs would
+		// wait for the next start's recovery.
+		p.log.Warn("ingest: delivery finish answered an error but its runs are stored; releasing them", "deliveryId", deliveryID, "error", err)
+		err = nil
+	}
 	if errors.Is(err, store.ErrConflict) {
 		// Another node finished it first (this node's claim ran out
 		// meanwhile): its runs stand, the staged ones were not written.
@@ -339,6 +348,19 @@ func (p *Processor) process(ctx context.Context, deliveryID string, h *handed) e
 	p.log.Info("ingest: delivery processed", "deliveryId", deliveryID, "status", status,
 		"summary", tr.Summary, "runs", len(tr.Runs))
 	return nil
+}
+
+// finishLanded reports whether the staged runs of a finish that answered
+// an error are in the store all the same. Run ids are new UUIDs, so only
+// this finish can have stored them; a finish stores its runs with the
+// delivery's outcome or nothing. A lookup that fails reads as not stored,
+// as before.
+func (p *Processor) finishLanded(ctx context.Context, staged stagedRuns) bool {
+	if len(staged) == 0 {
+		return false
+	}
+	run, err := p.st.GetRun(context.WithoutCancel(ctx), staged[0].Run.ID)
+	return err == nil && run != nil
 }
 
 // handle computes the trace and creates runs. A non-nil error makes the
