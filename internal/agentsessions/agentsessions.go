@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kici.dev/kici/internal/pgpool"
 )
 
 // Store is the shared session table. It is safe for concurrent use.
@@ -30,14 +32,9 @@ type Store struct {
 
 // Open connects to the database at url (migrated by the store).
 func Open(ctx context.Context, url string, fresh time.Duration) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := pgpool.Open(ctx, url, 4)
 	if err != nil {
-		return nil, fmt.Errorf("agentsessions: parse database url: %w", err)
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("agentsessions: connect: %w", err)
+		return nil, fmt.Errorf("agentsessions: %w", err)
 	}
 	return &Store{pool: pool, Fresh: fresh}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kici.dev/kici/internal/pglisten"
+	"kici.dev/kici/internal/pgpool"
 )
 
 // Channel is the LISTEN/NOTIFY channel of the bus.
@@ -55,18 +56,9 @@ type Bus struct {
 // Open connects to the database at url as node and starts listening.
 // Errors: an unparsable URL or an unreachable database.
 func Open(ctx context.Context, url, node string, logger *slog.Logger) (*Bus, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := pgpool.Open(ctx, url, 3) // one listens, the others publish
 	if err != nil {
-		return nil, fmt.Errorf("clusterbus: parse database url: %w", err)
-	}
-	cfg.MaxConns = 3 // one listens, the others publish
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("clusterbus: connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("clusterbus: connect: %w", err)
+		return nil, fmt.Errorf("clusterbus: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

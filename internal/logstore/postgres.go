@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kici.dev/kici/internal/pglisten"
+	"kici.dev/kici/internal/pgpool"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -70,20 +71,9 @@ const pgRecheck = 2 * time.Second
 // store's migrations created) and starts listening for appends. Close
 // releases it. Errors: an unparsable URL or an unreachable database.
 func OpenPG(ctx context.Context, url string, logger *slog.Logger) (*PG, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := pgpool.Open(ctx, url, 8) // appends to one step are serialised anyway
 	if err != nil {
-		return nil, fmt.Errorf("logstore: parse database url: %w", err)
-	}
-	if cfg.MaxConns > 8 {
-		cfg.MaxConns = 8 // appends to one step are serialised anyway
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("logstore: connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("logstore: connect: %w", err)
+		return nil, fmt.Errorf("logstore: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

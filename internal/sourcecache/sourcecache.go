@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kici.dev/kici/internal/pglisten"
+	"kici.dev/kici/internal/pgpool"
 	"kici.dev/kici/internal/store"
 )
 
@@ -100,18 +101,9 @@ func Open(ctx context.Context, url string, st store.Store, log *slog.Logger) (*S
 }
 
 func open(ctx context.Context, url string, st store.Store, log *slog.Logger, every, staleAfter time.Duration) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := pgpool.Open(ctx, url, 2) // one listens, one pings
 	if err != nil {
-		return nil, fmt.Errorf("sourcecache: parse database url: %w", err)
-	}
-	cfg.MaxConns = 2 // one listens, one pings
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("sourcecache: connect: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("sourcecache: connect: %w", err)
+		return nil, fmt.Errorf("sourcecache: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

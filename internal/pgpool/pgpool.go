@@ -1,0 +1,38 @@
+// Package pgpool opens the small PostgreSQL connection pools that sit
+// beside the store's own: the log store, the cluster bus, the agent
+// session registry and the source cache each hold a few connections of
+// their own, so that a LISTEN or a long append never waits behind the
+// store's queries, nor the store's queries behind them.
+package pgpool
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Open connects a pool of at most conns connections to the database at
+// url (a PostgreSQL URL or key/value string, as pgxpool.ParseConfig reads
+// it) and checks that the server answers. conns replaces the URL's
+// pool_max_conns, which sizes the store's pool: each caller knows how
+// many connections it needs (one that listens and one that writes, say),
+// and fewer would leave it waiting on itself. Errors: an unparsable url,
+// or a server that cannot be reached or refuses the connection; both
+// wrapped, with nothing left open.
+func Open(ctx context.Context, url string, conns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return pool, nil
+}
