@@ -557,7 +557,7 @@ func decodeAs(t MessageType, frame []byte) (any, error) {
 	case TypeStepStatus:
 		msg = &StepStatus{}
 	case TypeLogChunk:
-		msg = &LogChunk{}
+		msg = &LogChunk{Lines: make([]LogLine, 0, lineCountHint(frame))}
 	case TypeJobHeartbeat:
 		msg = &JobHeartbeat{}
 	case TypeErrorMessage:
@@ -577,6 +577,20 @@ func decodeAs(t MessageType, frame []byte) (any, error) {
 		return nil, fmt.Errorf("protocol: invalid %s: %w", env.Type, err)
 	}
 	return msg, nil
+}
+
+// maxLineCountHint bounds lineCountHint: kici agents send at most 2,000
+// lines a frame, and a hint must not let a frame of repeated keys make
+// the decoder allocate many times the frame's size.
+const maxLineCountHint = 4096
+
+// lineCountHint estimates a log.chunk frame's lines as its "msg" keys,
+// so that its lines are decoded into one slice of the right size rather
+// than one grown from ten by doubling (about twice the lines' size again
+// in garbage for every frame). A key inside a text cannot match: its
+// quotes are escaped there.
+func lineCountHint(frame []byte) int {
+	return min(bytes.Count(frame, []byte(`"msg":`)), maxLineCountHint)
 }
 
 // leadingType reads the type of a frame that starts with its "type" member,

@@ -91,3 +91,26 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 		t.Errorf("ack = %+v", ack)
 	}
 }
+
+// A log.chunk's lines are decoded into one slice sized from the frame, and
+// a frame of repeated "msg" keys cannot make that slice larger than
+// maxLineCountHint lines.
+func TestLogChunkLinesSizedFromTheFrame(t *testing.T) {
+	frame, _ := json.Marshal(benchChunk())
+	msg, err := Decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc := msg.(*LogChunk); len(lc.Lines) != 2000 || cap(lc.Lines) != 2000 || lc.Lines[1999].Text != "1999" {
+		t.Fatalf("decoded %d lines into a slice of %d", len(lc.Lines), cap(lc.Lines))
+	}
+	keys := strings.Repeat(`"msg":"",`, 100000)
+	frame = []byte(`{"type":"log.chunk","runId":"r","jobId":"j","lines":[{` + keys + `"ts":1}]}`)
+	msg, err = Decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc := msg.(*LogChunk); len(lc.Lines) != 1 || cap(lc.Lines) > maxLineCountHint {
+		t.Fatalf("a frame of repeated keys decoded %d lines into a slice of %d", len(lc.Lines), cap(lc.Lines))
+	}
+}
