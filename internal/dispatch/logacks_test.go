@@ -2,11 +2,15 @@ package dispatch
 
 import (
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/logstore"
@@ -195,5 +199,59 @@ func TestLogChunksDuringASlowWriteStayInOrder(t *testing.T) {
 			t.Fatalf("append calls %v: each must start where the previous ended", sink.calls)
 		}
 		next = c[0] + c[1]
+	}
+}
+
+// A chunk that does not continue the lines read so far in a batch (a
+// resend that overlaps them and carries new lines too) is written after
+// them, in a batch of its own: its new lines are stored, none is skipped,
+// and the chunks after it follow. The chunks go straight to the message
+// loop's handler, as frames read back to back do.
+func TestAChunkThatDoesNotContinueItsStepIsStoredToo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		for { // the agent's side: read the acks, and drop them
+			if _, _, err := ws.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	ws, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	sink := &offsetSink{FS: logstore.NewFS(t.TempDir())}
+	fr := &frameHandler{core: &core{log: slog.New(slog.DiscardHandler), ctx: t.Context()}, logs: sink}
+	c := &agentConn{ws: ws, closeDone: make(chan struct{})}
+	chunk := func(offset int64, texts ...string) {
+		lines := make([]protocol.LogLine, len(texts))
+		for i, s := range texts {
+			lines[i] = protocol.LogLine{Text: s}
+		}
+		fr.logChunk(c, nil, "job-1", &protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: "run-1", JobID: "job-1",
+			Seq: offset, Offset: &offset, Lines: lines})
+	}
+	chunk(0, "a")
+	chunk(1, "b")
+	chunk(0, "a", "b", "c") // starts before the batch's lines: not a continuation
+	chunk(3, "d")
+	if !fr.flushLogs(c) {
+		t.Fatal("flush failed")
+	}
+	lines, _, err := sink.Read("run-1", "job-1", 0, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.Text)
+	}
+	if strings.Join(got, ",") != "a,b,c,d" {
+		t.Fatalf("stored %v, want a,b,c,d (appends %v)", got, sink.calls)
 	}
 }

@@ -69,7 +69,13 @@ func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *pr
 	k := logKey{runID, jobID, m.StepIndex}
 	p := b.steps[k]
 	if p != nil && p.offset+int64(len(p.lines)) != *m.Offset {
-		fr.flushLogs(c) // not a continuation: write what we have first
+		// Not a continuation: write what we have first, then start a
+		// batch of its own (the one written is gone from c.logs).
+		if !fr.flushLogs(c) {
+			return // the connection is closing; the agent sends it again
+		}
+		b = &logBatch{steps: map[logKey]*pendingLines{}}
+		c.logs = b
 		p = nil
 	}
 	if p == nil {
