@@ -79,7 +79,10 @@ func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *pr
 		p = nil
 	}
 	if p == nil {
-		p = &pendingLines{offset: *m.Offset}
+		// Sized like the last batch: a step printing fast fills batches
+		// of about the same size, and growing the slice from the first
+		// chunk's lines by doubling copied it over and over.
+		p = &pendingLines{offset: *m.Offset, lines: make([]protocol.LogLine, 0, min(max(c.logHint, len(m.Lines)), maxBatchLines))}
 		b.steps[k] = p
 		b.order = append(b.order, k)
 	}
@@ -110,7 +113,7 @@ func (fr *frameHandler) startLogWrite(c *agentConn) bool {
 	if b == nil || len(b.order) == 0 {
 		return true
 	}
-	c.logs = nil
+	c.logs, c.logHint = nil, b.lines/len(b.order)
 	w := &logWrite{done: make(chan struct{})}
 	c.logWrite = w
 	go func() {
