@@ -3,57 +3,46 @@ package dispatch
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/coder/websocket"
 )
 
-// maxKeptFrameBuffer is the largest frame buffer a connection keeps for
-// reuse: 1 MiB holds a full log.chunk (the agent sends at most a few
-// hundred KiB of lines per frame); a rarer, larger frame's buffer is left
-// to the collector so that an idle connection does not hold up to
-// protocol.MaxFrameBytes.
-const maxKeptFrameBuffer = 1 << 20
+// maxPooledFrame is the largest frame buffer kept for reuse: 1 MiB holds a
+// full log.chunk (a kici agent sends at most 256 KiB of lines a frame); a
+// rarer, larger frame's buffer is left to the collector.
+const maxPooledFrame = 1 << 20
 
-// frameBuffers recycles the buffers one connection's frames are read into.
-// Reading every frame into a new slice (websocket.Conn.Read, which grows
-// it from 512 bytes) made a step printing a million lines allocate about
-// twice its output again in the orchestrator, and the collector's work
-// for that garbage was a large share of the message loop's core. The
-// reader takes a buffer, the loop hands it back once the frame is
-// decoded: protocol.Decode copies every string and raw message out of the
-// frame, so nothing refers to the buffer after it.
-type frameBuffers struct{ free chan []byte }
+// frameBufs holds the buffers agents' frames are read into, shared by all
+// connections. Reading every frame into a new slice (websocket.Conn.Read,
+// which grows it from 512 bytes) made a step's output cost the
+// orchestrator about twice its size again in garbage, and the collector's
+// work for it was a large share of the message loop's core. A sync.Pool,
+// not a buffer per connection, so that a thousand idle agents hold no
+// buffers: the collector empties the pool of what sits unused.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// newFrameBuffers keeps up to two buffers: the one being read into and the
-// one being decoded.
-func newFrameBuffers() *frameBuffers { return &frameBuffers{free: make(chan []byte, 2)} }
-
-// read reads the next data message of ws into a recycled buffer.
-func (f *frameBuffers) read(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
+// readFrame reads the next data message of ws into a pooled buffer. The
+// caller hands it back with releaseFrame once decoded.
+func readFrame(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
 	_, r, err := ws.Reader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var buf []byte
-	select {
-	case buf = <-f.free:
-	default:
-		buf = make([]byte, 0, 4<<10)
-	}
-	return readAllInto(buf[:0], r)
+	bp := frameBufs.Get().(*[]byte)
+	return readAllInto((*bp)[:0], r)
 }
 
-// put hands a decoded frame's buffer back; the frame must not be used
-// after. Buffers over maxKeptFrameBuffer, and any beyond the two kept, are
-// dropped.
-func (f *frameBuffers) put(frame []byte) {
-	if cap(frame) > maxKeptFrameBuffer {
+// releaseFrame hands a decoded frame's buffer back to the pool; nothing may
+// use the frame after. protocol.Decode copies every string and raw message
+// out of a frame, so a decoded message does not refer to it. Buffers over
+// maxPooledFrame are dropped.
+func releaseFrame(frame []byte) {
+	if cap(frame) == 0 || cap(frame) > maxPooledFrame {
 		return
 	}
-	select {
-	case f.free <- frame[:0]:
-	default:
-	}
+	frame = frame[:0]
+	frameBufs.Put(&frame)
 }
 
 // readAllInto appends everything r yields to b, as io.ReadAll does for a

@@ -50,10 +50,9 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	frames := make(chan []byte)
 	readDone := make(chan error, 1)
-	bufs := newFrameBuffers()
 	go func() {
 		for {
-			b, err := bufs.read(ctx, ws)
+			b, err := readFrame(ctx, ws)
 			if err != nil {
 				readDone <- err
 				return
@@ -70,7 +69,7 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 	tok := r.handshake(ctx, c, frames, readDone)
 	if tok != nil {
 		ws.SetReadLimit(protocol.MaxFrameBytes)
-		r.fr.serveRegistered(ctx, c, tok, frames, bufs, readDone)
+		r.fr.serveRegistered(ctx, c, tok, frames, readDone)
 	}
 	c.close(protocol.CloseNormal, "")
 	// Let the close frame go out before the read context is cancelled

@@ -15,8 +15,8 @@ import (
 )
 
 // serveRegistered is the message loop of a registered agent. Each frame's
-// buffer goes back to bufs once decoded.
-func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, bufs *frameBuffers, readDone <-chan error) {
+// buffer goes back to the pool once decoded (releaseFrame).
+func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *store.AgentToken, frames <-chan []byte, readDone <-chan error) {
 	defer fr.flushLogs(c)
 	for {
 		var frame []byte
@@ -36,7 +36,7 @@ func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *
 		}
 		fr.reg.touch(c)
 		msg, err := protocol.Decode(frame)
-		bufs.put(frame)
+		releaseFrame(frame)
 		if err != nil {
 			if errors.Is(err, protocol.ErrUnknownType) {
 				fr.log.Debug("ignoring unknown agent message", "agent", c.id, "err", err)
