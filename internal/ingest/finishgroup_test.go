@@ -123,6 +123,8 @@ func TestAFinishStoredDespiteItsAnswerReleasesItsRuns(t *testing.T) {
 	c1 := h.repo.Commit("initial")
 	h.proc = NewProcessor(&finishedElsewhere{Store: h.st}, runs.NewTracker(h.st, h.enq, nil, runs.TrackerDeps{}), nil, ProcessorDeps{})
 	d, tr := h.process(h.deliver("refs/heads/main", local.ZeroSHA, c1))
+	h.enq.mu.Lock()
+	defer h.enq.mu.Unlock()
 	if d.Status != store.DeliveryProcessed || len(tr.Runs) != 0 || len(h.enq.calls) != 0 {
 		t.Errorf("delivery another node finished: %s, %d runs, queued %v; want the other node's outcome and nothing queued", d.Status, len(tr.Runs), h.enq.calls)
 	}

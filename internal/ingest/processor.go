@@ -330,10 +330,12 @@ func (p *Processor) process(ctx context.Context, deliveryID string, h *handed) e
 		err = nil
 	}
 	if errors.Is(err, store.ErrConflict) {
-		// Another node finished it first (this node's claim ran out
-		// meanwhile): its runs stand, the staged ones were not written.
+		// Finished already: by another node (this node's claim ran out
+		// meanwhile), whose runs stand, the staged ones not written; or,
+		// for a delivery that started no run, by this node's own write
+		// whose reply was lost (nothing to release either way).
 		p.unclaim(deliveryID)
-		p.log.Warn("ingest: delivery already finished by another node; its runs stand", "deliveryId", deliveryID)
+		p.log.Warn("ingest: delivery already finished, by another node or by a write of this node whose reply was lost; its runs stand", "deliveryId", deliveryID)
 		return nil
 	}
 	if err != nil {
@@ -359,7 +361,10 @@ func (p *Processor) finishLanded(ctx context.Context, staged stagedRuns) bool {
 	if len(staged) == 0 {
 		return false
 	}
-	run, err := p.st.GetRun(context.WithoutCancel(ctx), staged[0].Run.ID)
+	// Bounded: the lookup comes right after the database failed to answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	run, err := p.st.GetRun(ctx, staged[0].Run.ID)
 	return err == nil && run != nil
 }
 
