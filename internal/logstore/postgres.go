@@ -71,7 +71,7 @@ const pgRecheck = 2 * time.Second
 // store's migrations created) and starts listening for appends. Close
 // releases it. Errors: an unparsable URL or an unreachable database.
 func OpenPG(ctx context.Context, url string, logger *slog.Logger) (*PG, error) {
-	pool, err := pgpool.Open(ctx, url, 8) // appends to one step are serialised anyway
+	pool, err := pgpool.OpenAtMost(ctx, url, 8) // appends to one step are serialised anyway
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
@@ -219,8 +219,11 @@ func (p *PG) append(runID, jobID string, stepIndex int, offset int64, lines []pr
 // parameter, which the statement cuts with substring: encoding a bytea[]
 // of the same bodies cost the client about twice their size in garbage.
 type chunkBatch struct {
-	firsts       []int64
-	counts       []int32
+	firsts []int64
+	counts []int32
+	// starts and lens fit int32: an append holds at most one batch of
+	// the dispatcher's (4 MiB of text) and one frame (25 MiB), and
+	// escaping at most sextuples text.
 	starts, lens []int32
 	bodies       []byte
 	// text is the lines' text bytes, plain their JSON Lines bytes (what

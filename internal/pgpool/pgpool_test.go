@@ -31,12 +31,25 @@ func TestOpenSizesThePoolAndChecksTheServer(t *testing.T) {
 	if got := pool.Config().MaxConns; got != 3 {
 		t.Errorf("pool of %d connections, want 3", got)
 	}
+	for _, c := range []struct {
+		query     string
+		atMost, n int32
+	}{{"pool_max_conns=2", 8, 2}, {"pool_max_conns=20", 8, 8}} {
+		p, err := pgpool.OpenAtMost(ctx, url+sep+c.query, c.atMost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Config().MaxConns; got != c.n {
+			t.Errorf("at most %d with %s: pool of %d, want %d", c.atMost, c.query, got, c.n)
+		}
+		p.Close()
+	}
 	var one int
 	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("query: %d, %v", one, err)
 	}
 
-	if _, err := pgpool.Open(ctx, "postgres://%zz", 2); err == nil || !strings.Contains(err.Error(), "parse database url") {
+	if _, err := pgpool.Open(ctx, "postgres://%zz", 2); err == nil || !strings.HasPrefix(err.Error(), "parse database url: ") {
 		t.Errorf("bad URL: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,7 +60,7 @@ func TestOpenSizesThePoolAndChecksTheServer(t *testing.T) {
 	l.Close() // nothing listens there now
 	short, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := pgpool.Open(short, "postgres://kici@"+addr+"/kici?sslmode=disable&connect_timeout=5", 2); err == nil || !strings.Contains(err.Error(), "connect") {
+	if _, err := pgpool.Open(short, "postgres://kici@"+addr+"/kici?sslmode=disable&connect_timeout=5", 2); err == nil || !strings.HasPrefix(err.Error(), "connect: ") {
 		t.Errorf("no server: %v", err)
 	}
 }
