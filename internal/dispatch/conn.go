@@ -50,6 +50,9 @@ type agentConn struct {
 	logs     *logBatch // log lines read, not yet written (logs.go); message loop only
 	logWrite *logWrite // the batch being written meanwhile (logs.go); message loop only
 	logHint  int       // lines per step in the last batch handed to a write, to size the next (logs.go); message loop only
+	// logFailed: a log write failed; the connection is closing and stores
+	// no later line (logs.go). Message loop only.
+	logFailed bool
 }
 
 // send writes one JSON message (10 s write timeout).

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -208,6 +209,67 @@ func TestLogChunksDuringASlowWriteStayInOrder(t *testing.T) {
 // and the chunks after it follow. The chunks go straight to the message
 // loop's handler, as frames read back to back do.
 func TestAChunkThatDoesNotContinueItsStepIsStoredToo(t *testing.T) {
+	fr, c, sink := directLogLoop(t, nil)
+	chunk := func(offset int64, texts ...string) { directChunk(fr, c, offset, texts...) }
+	chunk(0, "a")
+	chunk(1, "b")
+	chunk(0, "a", "b", "c") // starts before the batch's lines: not a continuation
+	chunk(3, "d")
+	if !fr.flushLogs(c) {
+		t.Fatal("flush failed")
+	}
+	if got := storedTexts(t, sink); got != "a,b,c,d" {
+		t.Fatalf("stored %v, want a,b,c,d (appends %v)", got, sink.calls)
+	}
+}
+
+// After a log write failed, the connection stores no later line, whether
+// read into the batch behind the failed one or after: a later line stored
+// would leave a gap, which the store counts as skipped and refuses to
+// fill when the agent sends the lines again.
+func TestNoLineIsStoredAfterAFailedLogWrite(t *testing.T) {
+	fr, c, sink := directLogLoop(t, errors.New("database gone"))
+	directChunk(fr, c, 0, "a")
+	if !fr.startLogWrite(c) { // the first write fails in the background
+		t.Fatal("handing over the first write failed")
+	}
+	directChunk(fr, c, 1, "b")
+	if fr.startLogWrite(c) {
+		t.Fatal("the failed write was not reported")
+	}
+	directChunk(fr, c, 2, "c")
+	if fr.flushLogs(c) || fr.startLogWrite(c) {
+		t.Fatal("writes went on after one failed")
+	}
+	if got := storedTexts(t, sink); got != "" {
+		t.Fatalf("stored %q after the failed write; want nothing (appends %v)", got, sink.calls)
+	}
+}
+
+// failingSink fails every AppendFrom with err.
+type failingSink struct {
+	*offsetSink
+	err error
+}
+
+// AppendFrom implements LogSink: it records the call and fails.
+func (s *failingSink) AppendFrom(runID, jobID string, stepIndex int, offset int64, lines []protocol.LogLine) (logstore.AppendResult, error) {
+	if s.err != nil {
+		s.mu.Lock()
+		s.calls = append(s.calls, [2]int64{offset, int64(len(lines))})
+		s.mu.Unlock()
+		return logstore.AppendResult{}, s.err
+	}
+	return s.offsetSink.AppendFrom(runID, jobID, stepIndex, offset, lines)
+}
+
+// directLogLoop is a message loop's log handling on its own: a frame
+// handler storing in a real logstore.FS (failing every append with
+// failWith, when set) and a connection whose acknowledgements go to a
+// socket that drops them. Chunks given to it are handled back to back, as
+// frames read without a pause are.
+func directLogLoop(t *testing.T, failWith error) (*frameHandler, *agentConn, *offsetSink) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -219,30 +281,30 @@ func TestAChunkThatDoesNotContinueItsStepIsStoredToo(t *testing.T) {
 			}
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	ws, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	t.Cleanup(func() { ws.CloseNow() })
 	sink := &offsetSink{FS: logstore.NewFS(t.TempDir())}
-	fr := &frameHandler{core: &core{log: slog.New(slog.DiscardHandler), ctx: t.Context()}, logs: sink}
-	c := &agentConn{ws: ws, closeDone: make(chan struct{})}
-	chunk := func(offset int64, texts ...string) {
-		lines := make([]protocol.LogLine, len(texts))
-		for i, s := range texts {
-			lines[i] = protocol.LogLine{Text: s}
-		}
-		fr.logChunk(c, nil, "job-1", &protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: "run-1", JobID: "job-1",
-			Seq: offset, Offset: &offset, Lines: lines})
+	fr := &frameHandler{core: &core{log: slog.New(slog.DiscardHandler), ctx: t.Context()}, logs: &failingSink{offsetSink: sink, err: failWith}}
+	return fr, &agentConn{ws: ws, closeDone: make(chan struct{})}, sink
+}
+
+// directChunk hands fr one log.chunk of step 0 of job-1 at offset.
+func directChunk(fr *frameHandler, c *agentConn, offset int64, texts ...string) {
+	lines := make([]protocol.LogLine, len(texts))
+	for i, s := range texts {
+		lines[i] = protocol.LogLine{Text: s}
 	}
-	chunk(0, "a")
-	chunk(1, "b")
-	chunk(0, "a", "b", "c") // starts before the batch's lines: not a continuation
-	chunk(3, "d")
-	if !fr.flushLogs(c) {
-		t.Fatal("flush failed")
-	}
+	fr.logChunk(c, nil, "job-1", &protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: "run-1", JobID: "job-1",
+		Seq: offset, Offset: &offset, Lines: lines})
+}
+
+// storedTexts is what sink holds for step 0 of job-1, joined by commas.
+func storedTexts(t *testing.T, sink *offsetSink) string {
+	t.Helper()
 	lines, _, err := sink.Read("run-1", "job-1", 0, 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +313,24 @@ func TestAChunkThatDoesNotContinueItsStepIsStoredToo(t *testing.T) {
 	for _, l := range lines {
 		got = append(got, l.Text)
 	}
-	if strings.Join(got, ",") != "a,b,c,d" {
-		t.Fatalf("stored %v, want a,b,c,d (appends %v)", got, sink.calls)
+	return strings.Join(got, ",")
+}
+
+// What a batch reserves for its steps' lines is bounded by maxBatchLines
+// however many steps an agent sends one line for after a large batch.
+func TestABatchReservesAtMostMaxBatchLines(t *testing.T) {
+	fr, c, _ := directLogLoop(t, nil)
+	c.logHint = maxBatchLines // as after a batch of one step printing fast
+	for step := range 200 {
+		off := int64(0)
+		fr.logChunk(c, nil, "job-1", &protocol.LogChunk{Type: protocol.TypeLogChunk, RunID: "run-1", JobID: "job-1",
+			StepIndex: step, Offset: &off, Lines: []protocol.LogLine{{Text: "x"}}})
+	}
+	reserved := 0
+	for _, p := range c.logs.steps {
+		reserved += cap(p.lines)
+	}
+	if len(c.logs.steps) != 200 || reserved > maxBatchLines+200 {
+		t.Fatalf("%d steps reserve %d lines, want at most %d", len(c.logs.steps), reserved, maxBatchLines+200)
 	}
 }

@@ -31,10 +31,11 @@ type logKey struct {
 // the next, a slow store still slows the agent down (and, through its
 // bounded outbox, the step).
 type logBatch struct {
-	order []logKey
-	steps map[logKey]*pendingLines
-	lines int
-	bytes int
+	order    []logKey
+	steps    map[logKey]*pendingLines
+	lines    int
+	bytes    int
+	reserved int // lines the steps' slices were made for
 }
 
 type pendingLines struct {
@@ -61,6 +62,9 @@ func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *pr
 		}
 		return
 	}
+	if c.logFailed {
+		return // a write failed: the connection is closing, the agent sends it again
+	}
 	b := c.logs
 	if b == nil {
 		b = &logBatch{steps: map[logKey]*pendingLines{}}
@@ -81,8 +85,12 @@ func (fr *frameHandler) logChunk(c *agentConn, js *jobState, jobID string, m *pr
 	if p == nil {
 		// Sized like the last batch: a step printing fast fills batches
 		// of about the same size, and growing the slice from the first
-		// chunk's lines by doubling copied it over and over.
-		p = &pendingLines{offset: *m.Offset, lines: make([]protocol.LogLine, 0, min(max(c.logHint, len(m.Lines)), maxBatchLines))}
+		// chunk's lines by doubling copied it over and over. What a batch
+		// reserves beyond its lines is bounded by maxBatchLines, however
+		// many steps an agent sends lines for.
+		size := max(min(c.logHint, maxBatchLines-b.reserved), len(m.Lines))
+		b.reserved += size
+		p = &pendingLines{offset: *m.Offset, lines: make([]protocol.LogLine, 0, size)}
 		b.steps[k] = p
 		b.order = append(b.order, k)
 	}
@@ -106,7 +114,7 @@ type logWrite struct {
 // the write in flight (if any) has ended, and returns at once. It reports
 // whether the connection may go on (false: the write in flight failed).
 func (fr *frameHandler) startLogWrite(c *agentConn) bool {
-	if !fr.awaitLogWrite(c) {
+	if c.logFailed || !fr.awaitLogWrite(c) {
 		return false
 	}
 	b := c.logs
@@ -125,7 +133,10 @@ func (fr *frameHandler) startLogWrite(c *agentConn) bool {
 
 // awaitLogWrite waits for the write in flight, if any, and reports whether
 // it succeeded. After a failure the lines read meanwhile are dropped
-// unacknowledged: the connection is closing and the agent sends them again.
+// unacknowledged, and so is every later line of the connection
+// (c.logFailed): the connection is closing and the agent sends them again.
+// Storing a later line would store it past the lines that failed, and the
+// store would then count those as skipped and refuse them when resent.
 func (fr *frameHandler) awaitLogWrite(c *agentConn) bool {
 	w := c.logWrite
 	if w == nil {
@@ -134,7 +145,7 @@ func (fr *frameHandler) awaitLogWrite(c *agentConn) bool {
 	<-w.done
 	c.logWrite = nil
 	if !w.ok {
-		c.logs = nil
+		c.logs, c.logFailed = nil, true
 	}
 	return w.ok
 }
@@ -143,12 +154,16 @@ func (fr *frameHandler) awaitLogWrite(c *agentConn) bool {
 // batch itself: when it returns, every line read so far is stored and
 // acknowledged. It reports whether the connection may go on.
 func (fr *frameHandler) flushLogs(c *agentConn) bool {
-	if !fr.awaitLogWrite(c) {
+	if c.logFailed || !fr.awaitLogWrite(c) {
 		return false
 	}
 	b := c.logs
 	c.logs = nil
-	return fr.writeLogs(c, b)
+	if !fr.writeLogs(c, b) {
+		c.logFailed = true
+		return false
+	}
+	return true
 }
 
 // writeLogs writes batch b, one append per step, and acknowledges what is

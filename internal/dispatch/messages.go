@@ -48,7 +48,7 @@ func (fr *frameHandler) serveRegistered(ctx context.Context, c *agentConn, tok *
 		if _, isLog := msg.(*protocol.LogChunk); !isLog && !fr.flushLogs(c) {
 			return // statuses only after the lines before them are stored
 		}
-		if !fr.handle(ctx, c, tok, msg) {
+		if !fr.handle(ctx, c, tok, msg) || c.logFailed {
 			return
 		}
 	}
