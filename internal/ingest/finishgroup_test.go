@@ -83,6 +83,8 @@ type lostAnswer struct {
 	lost   atomic.Bool
 }
 
+// FinishDeliveryWithRuns writes the finish, then answers the first one
+// with l.answer.
 func (l *lostAnswer) FinishDeliveryWithRuns(ctx context.Context, id string, st store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
 	if err := l.Store.FinishDeliveryWithRuns(ctx, id, st, errText, decisions, o, runs); err != nil {
 		return err
@@ -134,6 +136,8 @@ func TestAFinishStoredDespiteItsAnswerReleasesItsRuns(t *testing.T) {
 // runs, just before this node's finish reaches the store.
 type finishedElsewhere struct{ store.Store }
 
+// FinishDeliveryWithRuns finishes the delivery as another node, then
+// tries this node's finish, which the store refuses.
 func (f *finishedElsewhere) FinishDeliveryWithRuns(ctx context.Context, id string, st store.DeliveryStatus, errText string, decisions json.RawMessage, o store.EventOutcome, runs []store.NewRun) error {
 	if err := f.Store.FinishDeliveryWithRuns(ctx, id, store.DeliveryProcessed, "", json.RawMessage(`{"summary":"elsewhere"}`), store.EventOutcome{}, nil); err != nil {
 		return err
