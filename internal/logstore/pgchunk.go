@@ -27,9 +27,6 @@ import (
 // that read only the first form.
 const chunkS2 = 0x00
 
-// packChunk returns the stored body of the JSON Lines plain.
-func packChunk(plain []byte) []byte { return appendPackedChunk(nil, plain) }
-
 // appendPackedChunk appends the stored body of the JSON Lines plain to dst.
 func appendPackedChunk(dst, plain []byte) []byte {
 	dst = slices.Grow(dst, 1+s2.MaxEncodedLen(len(plain)))

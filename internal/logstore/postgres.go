@@ -233,7 +233,7 @@ type chunkBatch struct {
 
 // encodeChunks cuts lines numbered from first into chunks (pgChunkLines,
 // pgChunkBytes) of JSON Lines, compressed when compress is set
-// (packChunk). The plain bodies are written into one buffer sized from
+// (appendPackedChunk). The plain bodies are written into one buffer sized from
 // the lines up front.
 func encodeChunks(first int64, lines []protocol.LogLine, compress bool) chunkBatch {
 	est := 0
