@@ -77,9 +77,11 @@ func printClusterView(w io.Writer, v apitypes.ClusterNodeList) {
 }
 
 // printNodes prints the node table; the answering node is marked "*", a
-// node whose heartbeat is older than its liveness bound is "dead".
+// node whose heartbeat is older than its liveness bound is "dead", and
+// LOG CHUNKS says whether the node reads step-log chunks stored compressed
+// ("compressed") or, a node of an older release, only plain ones.
 func printNodes(w io.Writer, self string, nodes []apitypes.ClusterNodeStatus) {
-	t := newTable(w, "ID", "STATE", "LAST HEARTBEAT", "ADDRESS", "VERSION", "STARTED", "LEASES", "DRAINING", "AGENTS", "RUNNING JOBS")
+	t := newTable(w, "ID", "STATE", "LAST HEARTBEAT", "ADDRESS", "VERSION", "STARTED", "LEASES", "DRAINING", "AGENTS", "RUNNING JOBS", "LOG CHUNKS")
 	for _, n := range nodes {
 		id := n.ID
 		if id == self {
@@ -95,8 +97,14 @@ func printNodes(w io.Writer, self string, nodes []apitypes.ClusterNodeStatus) {
 		if leases == "" {
 			leases = "-"
 		}
+		// What the node reads of step-log chunks: every live node must
+		// read compressed ones before any node writes them.
+		chunks := "plain only"
+		if n.ReadsCompressedLogs {
+			chunks = "compressed"
+		}
 		t.row(id, state, age, n.Address, n.Version, fmtTime(&started), leases, strconv.FormatBool(n.Draining),
-			strconv.Itoa(n.AgentsConnected), strconv.Itoa(n.JobsRunning))
+			strconv.Itoa(n.AgentsConnected), strconv.Itoa(n.JobsRunning), chunks)
 	}
 	t.flush()
 	if len(nodes) == 0 {

@@ -35,6 +35,11 @@ type ClusterNode struct {
 	// AgentsConnected counts the agents connected to the node, as of its
 	// last heartbeat.
 	AgentsConnected int `json:"agentsConnected"`
+	// ReadsCompressedLogs is whether the node's running process reads
+	// step-log chunks stored compressed (KICI_STEP_LOG_COMPRESS,
+	// docs/logs.md): false for a node of a release before them. Nodes
+	// write compressed chunks only while every live node reads them.
+	ReadsCompressedLogs bool `json:"readsCompressedLogs"`
 }
 
 // ApprovalClause is one clause of an approval requirement (KiCI

@@ -46,6 +46,7 @@ var migrationVersions = []migrationVersion{
 	{"step_log_archive", 0, 24},
 	{"toast_lz4", 0, 25},
 	{"source_change_notify", 0, 26},
+	{"node_log_forms", 24, 27},
 }
 
 // migrationVersion is one template's version in each dialect.

@@ -9,17 +9,25 @@ import (
 // HeartbeatNode upserts n's row (not its drain flag) and returns the flag.
 func (s *Store) HeartbeatNode(ctx context.Context, n *store.ClusterNode) (bool, error) {
 	var draining bool
-	err := s.queryRow(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running, agents_connected)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	// compressed_logs_since is the row's started_at when the process reads
+	// compressed chunks (migration node_log_forms says why).
+	var since any
+	if n.ReadsCompressedLogs {
+		since = s.d.ts(n.StartedAt)
+	}
+	err := s.queryRow(ctx, `INSERT INTO cluster_nodes (id, address, version, started_at, heartbeat_at, jobs_running, agents_connected, compressed_logs_since)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET address = excluded.address, version = excluded.version, started_at = excluded.started_at,
-			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running, agents_connected = excluded.agents_connected
-		RETURNING draining`, n.ID, n.Address, n.Version, s.d.ts(n.StartedAt), s.d.ts(n.HeartbeatAt), n.JobsRunning, n.AgentsConnected).Scan(&draining)
+			heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running, agents_connected = excluded.agents_connected,
+			compressed_logs_since = excluded.compressed_logs_since
+		RETURNING draining`, n.ID, n.Address, n.Version, s.d.ts(n.StartedAt), s.d.ts(n.HeartbeatAt), n.JobsRunning, n.AgentsConnected, since).Scan(&draining)
 	return draining, mapErr(err)
 }
 
 // ListNodes returns every node by id.
 func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
-	rows, err := s.query(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running, agents_connected FROM cluster_nodes ORDER BY id`)
+	rows, err := s.query(ctx, `SELECT id, address, version, started_at, heartbeat_at, draining, jobs_running, agents_connected,
+		(compressed_logs_since IS NOT NULL AND compressed_logs_since = started_at) FROM cluster_nodes ORDER BY id`)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -27,7 +35,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.ClusterNode, error) {
 	var out []*store.ClusterNode
 	for rows.Next() {
 		n := &store.ClusterNode{}
-		if err := rows.Scan(&n.ID, &n.Address, &n.Version, tcol(&n.StartedAt), tcol(&n.HeartbeatAt), &n.Draining, &n.JobsRunning, &n.AgentsConnected); err != nil {
+		if err := rows.Scan(&n.ID, &n.Address, &n.Version, tcol(&n.StartedAt), tcol(&n.HeartbeatAt), &n.Draining, &n.JobsRunning, &n.AgentsConnected, &n.ReadsCompressedLogs); err != nil {
 			return nil, err
 		}
 		out = append(out, n)

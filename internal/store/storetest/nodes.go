@@ -37,6 +37,23 @@ func testNodes(t *testing.T, s store.Store) {
 		list[0].Address != "http://a:1" || !list[0].StartedAt.Equal(at(0)) || list[0].Draining || !list[1].Draining {
 		t.Fatalf("nodes = %+v %+v", list[0], list[len(list)-1])
 	}
+	// Whether a node reads compressed step-log chunks is what its last
+	// heartbeat said.
+	if list[0].ReadsCompressedLogs || list[1].ReadsCompressedLogs {
+		t.Fatalf("nodes that never said they read compressed logs read as reading them: %+v %+v", list[0], list[1])
+	}
+	a.ReadsCompressedLogs = true
+	_, err = s.HeartbeatNode(ctx, a)
+	must(t, err)
+	if list, _ = s.ListNodes(ctx); !list[0].ReadsCompressedLogs || list[1].ReadsCompressedLogs {
+		t.Fatalf("after node-a said it reads compressed logs: %+v %+v", list[0], list[1])
+	}
+	a.ReadsCompressedLogs = false
+	_, err = s.HeartbeatNode(ctx, a)
+	must(t, err)
+	if list, _ = s.ListNodes(ctx); list[0].ReadsCompressedLogs {
+		t.Fatalf("node-a restarted by a release that does not read compressed logs still reads as reading them: %+v", list[0])
+	}
 	must(t, s.SetNodeDraining(ctx, "", true))
 	if d, _ := s.HeartbeatNode(ctx, a); !d {
 		t.Fatal("cluster-wide drain did not reach node-a")
