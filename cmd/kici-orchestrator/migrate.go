@@ -50,7 +50,7 @@ func migrate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	m, closeDB, err := orchestrator.OpenMigrations(ctx, cfg)
+	m, closeDB, err := orchestrator.OpenMigrations(ctx, cfg, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "kici-orchestrator migrate:", err)
 		return 1

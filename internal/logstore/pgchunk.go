@@ -13,18 +13,18 @@ import (
 // of two forms told apart by the first byte:
 //
 //   - '{': the JSON Lines themselves, compressed (or not) by PostgreSQL's
-//     TOAST; what is written unless KICI_STEP_LOG_COMPRESS is on, and the
-//     only form releases before this one read;
+//     TOAST; the only form releases before compressed chunks read;
 //   - chunkS2 (0x00): the JSON Lines as one S2 block
 //     (github.com/klauspost/compress/s2's block format, s2.Encode), written
-//     when KICI_STEP_LOG_COMPRESS is on (PG.SetCompress).
+//     while PG.SetCompress is on.
 //
 // Compressing in the orchestrator, not in TOAST, sends the server a
 // fraction of the bytes, spares it compressing them, and spares the client
 // encoding megabytes of parameters per append: an append of 20,000 lines
-// took a third of the time (docs/performance.md). Writing it is opt-in so
-// that a cluster can run this release beside, and roll back to, releases
-// that read only the first form.
+// took a third of the time (docs/performance.md). The orchestrator turns
+// it on only while every live node reads the second form, and a rollback
+// rewrites it into the first (PlainChunks), so that a cluster can run this
+// release beside, and roll back to, releases that read only the first.
 const chunkS2 = 0x00
 
 // appendPackedChunk appends the stored body of the JSON Lines plain to dst.
@@ -43,10 +43,7 @@ func unpackChunk(body []byte) ([]protocol.LogLine, error) {
 	if len(body) == 0 || body[0] == '{' {
 		return decodeLines(body)
 	}
-	if body[0] != chunkS2 {
-		return nil, errChunkForm
-	}
-	plain, err := s2.Decode(nil, body[1:])
+	plain, err := plainBody(body)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io"
+	"time"
 
 	"kici.dev/kici/internal/config"
+	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/store/sqlstore"
@@ -15,8 +19,10 @@ import (
 // (docs/upgrade.md). On SQLite it takes the data directory's lock first,
 // so it refuses to run beside an orchestrator using that database; on
 // PostgreSQL the migrations take the cluster-wide migration lock
-// (sqlstore.MigrationLockID). close releases everything.
-func OpenMigrations(ctx context.Context, cfg *config.Config) (m *sqlstore.Migrations, close func(), err error) {
+// (sqlstore.MigrationLockID), and a rollback below
+// sqlstore.NodeLogFormsMigration first rewrites compressed step-log
+// chunks plain, reporting to progress. close releases everything.
+func OpenMigrations(ctx context.Context, cfg *config.Config, progress io.Writer) (m *sqlstore.Migrations, close func(), err error) {
 	if cfg.DatabaseURL != "" {
 		st, err := postgres.OpenAsIs(ctx, cfg.DatabaseURL)
 		if err != nil {
@@ -26,6 +32,9 @@ func OpenMigrations(ctx context.Context, cfg *config.Config) (m *sqlstore.Migrat
 			st.Close()
 			return nil, nil, err
 		}
+		m.BeforeDown(m.VersionOf(sqlstore.NodeLogFormsMigration), func(ctx context.Context, db *sql.DB) error {
+			return plainStepLogs(ctx, db, progress)
+		})
 		return m, func() { st.Close() }, nil
 	}
 	lock, err := lockDataDir(cfg.DataDir)
@@ -43,4 +52,23 @@ func OpenMigrations(ctx context.Context, cfg *config.Config) (m *sqlstore.Migrat
 		return nil, nil, err
 	}
 	return m, func() { st.Close(); lock.Close() }, nil
+}
+
+// plainStepLogs rewrites the compressed step-log chunks plain
+// (logstore.PlainChunks), saying so on progress before, every few seconds
+// during and after the work.
+func plainStepLogs(ctx context.Context, db *sql.DB, progress io.Writer) error {
+	fmt.Fprintln(progress, "rewriting compressed step-log chunks plain, which releases before this schema read…")
+	last := time.Now()
+	n, err := logstore.PlainChunks(ctx, db, func(done int) {
+		if time.Since(last) >= 5*time.Second {
+			fmt.Fprintf(progress, "  %d chunks rewritten so far\n", done)
+			last = time.Now()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "%d compressed step-log chunks rewritten plain\n", n)
+	return nil
 }

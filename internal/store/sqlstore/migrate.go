@@ -23,10 +23,23 @@ const MigrationLockWait = 10 * 60 // seconds
 // Migrations are a dialect's goose migrations (rendered from the shared
 // templates, see RenderMigrations) bound to a database.
 type Migrations struct {
-	db *sql.DB
-	d  *Dialect
-	p  *goose.Provider
+	db         *sql.DB
+	d          *Dialect
+	p          *goose.Provider
+	beforeDown []downHook
 }
+
+// downHook is work DownTo does before the Down migration of version runs
+// (BeforeDown).
+type downHook struct {
+	version int64
+	fn      func(ctx context.Context, db *sql.DB) error
+}
+
+// NodeLogFormsMigration names the migration after which the chunks a node
+// writes to step_log_chunks may be compressed (node_log_forms.sql): a
+// rollback below it first rewrites them plain (logstore.PlainChunks).
+const NodeLogFormsMigration = "node_log_forms"
 
 // NewMigrations binds d's goose migrations (RenderMigrations) to db.
 func NewMigrations(db *sql.DB, d *Dialect) (*Migrations, error) {
@@ -66,9 +79,44 @@ func (m *Migrations) Up(ctx context.Context) error {
 	return nil
 }
 
+// VersionOf is the version of the named migration template in this
+// dialect (migrationVersions), 0 when the dialect does not carry it.
+func (m *Migrations) VersionOf(name string) int64 {
+	for _, v := range migrationVersions {
+		if v.name == name {
+			return v.in(m.d)
+		}
+	}
+	return 0
+}
+
+// BeforeDown registers fn to run when DownTo rolls the schema from version
+// or later to below it, before any Down migration runs: data a Down
+// migration cannot rewrite in SQL, such as the compressed step-log chunks
+// an older release cannot read. fn must be safe to run again: a
+// down-to that failed half-way is run again. version 0 (a migration the
+// dialect does not carry) registers nothing.
+func (m *Migrations) BeforeDown(version int64, fn func(ctx context.Context, db *sql.DB) error) {
+	if version > 0 {
+		m.beforeDown = append(m.beforeDown, downHook{version, fn})
+	}
+}
+
 // DownTo rolls migrations back, newest first, until the schema is at
-// version (0 = nothing left but goose's own version table).
+// version (0 = nothing left but goose's own version table), after the
+// BeforeDown work of every migration it rolls back.
 func (m *Migrations) DownTo(ctx context.Context, version int64) error {
+	have, err := m.Current(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range m.beforeDown {
+		if version < h.version && h.version <= have {
+			if err := h.fn(ctx, m.db); err != nil {
+				return fmt.Errorf("%s: migrate down to %d: before rolling back version %d: %w", m.d.Name, version, h.version, err)
+			}
+		}
+	}
 	if _, err := m.p.DownTo(ctx, version); err != nil {
 		return fmt.Errorf("%s: migrate down to %d: %w", m.d.Name, version, err)
 	}
