@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"kici.dev/kici/internal/testutil/pgtest"
 	"kici.dev/kici/internal/testutil/wait"
@@ -33,6 +36,23 @@ jobs:
           echo "done $KICI_RUN_ID"
 `
 
+// chunkForms counts the step-log chunks in the database at url stored
+// plain and compressed (internal/logstore/pgchunk.go).
+func chunkForms(t *testing.T, url string) (plain, compressed int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE get_byte(body, 0) = 123), count(*) FILTER (WHERE get_byte(body, 0) = 0)
+		FROM step_log_chunks`).Scan(&plain, &compressed); err != nil {
+		t.Fatal(err)
+	}
+	return plain, compressed
+}
+
 // pushRuns pushes n runs of repo through o and returns their delivery ids
 // and run ids.
 func pushRuns(t *testing.T, o *orchestrator, repo, source string, n int) (deliveries, runs []string) {
@@ -53,10 +73,11 @@ func pushRuns(t *testing.T, o *orchestrator, repo, source string, n int) (delive
 // stopped and started again with the new binary (the first one migrates
 // the schema while the other, old, node keeps serving on it) and resumed. Every
 // accepted delivery made exactly one run, every run succeeded and every
-// job's log is complete. An old binary then refuses the newer schema; the
+// job's log is complete. While an old node is live the new ones write
+// step-log chunks plain; once all are new, compressed. An old binary then refuses the newer schema; the
 // documented rollback (new binary's `migrate down-to` the previous
-// version, then the old binary) serves every run unchanged and runs new
-// work.
+// version, which rewrites compressed chunks plain, then the old binary)
+// serves every run unchanged and runs new work.
 func TestUpgradeRollingFromPreviousReleaseBinariesLosesNothing(t *testing.T) {
 	commit, prev, head := previousRelease(t)
 	buildStart := time.Now()
@@ -117,8 +138,33 @@ func TestUpgradeRollingFromPreviousReleaseBinariesLosesNothing(t *testing.T) {
 			t.Fatalf("after upgrading node %d: %s", i, out)
 		}
 		load(c.Nodes[i])
+		if i == 0 {
+			// One node new, the other old: the new node writes plain
+			// chunks, which the old one reads.
+			allSucceeded(t, c.Nodes[0], runs)
+			if _, compressed := chunkForms(t, c.DatabaseURL); compressed != 0 {
+				t.Errorf("%d compressed step-log chunks written while a node of the previous release was live", compressed)
+			}
+		}
 	}
 	allSucceeded(t, c.Nodes[0], runs)
+	// Every node new: they say they read compressed chunks, and the last
+	// runs' chunks were written so.
+	var registry struct {
+		Nodes []struct {
+			ID                  string `json:"id"`
+			ReadsCompressedLogs bool   `json:"readsCompressedLogs"`
+		} `json:"nodes"`
+	}
+	c.Nodes[0].get(t, "/api/v1/admin/cluster/nodes", &registry)
+	for _, n := range registry.Nodes {
+		if !n.ReadsCompressedLogs {
+			t.Errorf("upgraded node %s does not say it reads compressed step-log chunks", n.ID)
+		}
+	}
+	if _, compressed := chunkForms(t, c.DatabaseURL); compressed == 0 {
+		t.Error("no compressed step-log chunk written once every node was upgraded")
+	}
 	for _, d := range deliveries {
 		var list struct {
 			Runs []runView `json:"runs"`
@@ -149,7 +195,12 @@ func TestUpgradeRollingFromPreviousReleaseBinariesLosesNothing(t *testing.T) {
 	if code, out := exitCode(t, refuse); code == 0 || !strings.Contains(out, "newer than this binary's "+strconv.Itoa(prev)) {
 		t.Fatalf("the previous release on the new schema: exit %d, want a refusal naming version %d:\n%s", code, prev, out)
 	}
-	migrateCmd(t, c.Nodes[0], 0, "down-to", strconv.Itoa(prev))
+	if out := migrateCmd(t, c.Nodes[0], 0, "down-to", strconv.Itoa(prev)); !strings.Contains(out, "rewritten plain") {
+		t.Errorf("down-to the previous release's schema said nothing of rewriting compressed chunks:\n%s", out)
+	}
+	if _, compressed := chunkForms(t, c.DatabaseURL); compressed != 0 {
+		t.Fatalf("%d compressed step-log chunks left for the previous release after down-to", compressed)
+	}
 	startNode(0, oldBins)
 	o := c.Nodes[0]
 	if code, body := probe(t, o.url, "/ready"); code != http.StatusOK {

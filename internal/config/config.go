@@ -87,9 +87,10 @@ type Config struct {
 	// StepLogMaxBytes is KICI_STEP_LOG_MAX_BYTES: the per-step cap on
 	// stored agent output, default DefaultStepLogMaxBytes; 0 = no cap.
 	StepLogMaxBytes int64
-	// StepLogCompress is KICI_STEP_LOG_COMPRESS (default false): on
+	// StepLogCompress is KICI_STEP_LOG_COMPRESS (default true): on
 	// PostgreSQL, step-log chunks are written compressed by the
-	// orchestrator (S2), which releases before it cannot read.
+	// orchestrator (S2) while every live node reads them; false writes
+	// them plain always.
 	StepLogCompress bool
 	// LogArchive is KICI_LOG_ARCHIVE (default true): finished step logs
 	// move to the blob store (KICI_STORAGE_TYPE).
@@ -299,7 +300,7 @@ func Load(environ []string) (*Config, error) {
 	parseMs("KICI_SCALER_SPAWN_TIMEOUT_MS", time.Second, &c.ScalerSpawnTimeout)
 	parseMs("KICI_CLUSTER_SETTINGS_CACHE_TTL_MS", time.Millisecond, &c.ClusterSettingsCacheTTL)
 	parseMs("KICI_SHUTDOWN_GRACE_MS", 0, &c.ShutdownGrace)
-	c.StepLogMaxBytes, c.LogArchive, c.LogArchiveAfter = DefaultStepLogMaxBytes, true, DefaultLogArchiveAfter
+	c.StepLogMaxBytes, c.LogArchive, c.LogArchiveAfter, c.StepLogCompress = DefaultStepLogMaxBytes, true, DefaultLogArchiveAfter, true
 	if v := get("KICI_STEP_LOG_MAX_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || (n > 0 && n < 64<<10) {

@@ -78,6 +78,12 @@ type NodeConfig struct {
 	// Stopping reports a graceful stop under way: the node drains,
 	// whatever the registry says.
 	Stopping func() bool
+	// CompressedLogs, when not nil, is told at every heartbeat with peers
+	// whether every other live node reads step-log chunks stored
+	// compressed (this one does), with the ids of those that do not; when
+	// the registry cannot be read it is told false. The PostgreSQL log
+	// store compresses only while they all do (docs/logs.md).
+	CompressedLogs func(everyNodeReads bool, plainOnly []string)
 	// Logger logs heartbeat failures; nil discards.
 	Logger *slog.Logger
 }
@@ -240,11 +246,12 @@ func (n *Node) Beat(ctx context.Context) {
 			n.cfg.Peers.setOthers(len(others))
 			n.refreshAgentURLs(others)
 		}
+		n.tellCompressedLogs(others, err)
 	}
 	d := n.cfg.Dispatch
 	draining, err := n.cfg.Store.HeartbeatNode(ctx, &store.ClusterNode{ID: n.cfg.ID, Address: n.cfg.Address(), Version: n.cfg.Version,
 		StartedAt: n.cfg.StartedAt, HeartbeatAt: now, JobsRunning: d.JobsRunning(),
-		AgentsConnected: d.AgentCount()})
+		AgentsConnected: d.AgentCount(), ReadsCompressedLogs: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("node heartbeat", "err", err)
@@ -266,6 +273,25 @@ func (n *Node) OtherLiveNodes(ctx context.Context) ([]*store.ClusterNode, error)
 	}
 	now := time.Now()
 	return slices.DeleteFunc(nodes, func(o *store.ClusterNode) bool { return o.ID == n.cfg.ID || !Alive(o, now) }), nil
+}
+
+// tellCompressedLogs tells CompressedLogs whether the live nodes others
+// (read with err) all read compressed step-log chunks.
+func (n *Node) tellCompressedLogs(others []*store.ClusterNode, err error) {
+	if n.cfg.CompressedLogs == nil {
+		return
+	}
+	if err != nil {
+		n.cfg.CompressedLogs(false, nil)
+		return
+	}
+	var plainOnly []string
+	for _, o := range others {
+		if !o.ReadsCompressedLogs {
+			plainOnly = append(plainOnly, o.ID)
+		}
+	}
+	n.cfg.CompressedLogs(len(plainOnly) == 0, plainOnly)
 }
 
 // refreshAgentURLs gives agents spawned from now on every live node's URL

@@ -1,8 +1,12 @@
 package membership
 
 import (
+	"errors"
 	"net"
+	"slices"
 	"testing"
+
+	"kici.dev/kici/internal/store"
 )
 
 // A node's registry address becomes the WebSocket URL its agents dial.
@@ -39,5 +43,33 @@ func TestReachableURLOfWildcardListener(t *testing.T) {
 	}
 	if got := ReachableURL("http://0.0.0.0:4000", []net.IP{net.ParseIP("127.0.0.1")}); got != "http://0.0.0.0:4000" {
 		t.Errorf("loopback-only host: got %q, want the listener unchanged", got)
+	}
+}
+
+// Compression is allowed only while every other live node reads
+// compressed step-log chunks; the ones that do not are named, and a
+// registry that cannot be read allows nothing.
+func TestCompressedLogsOnlyWhileEveryLiveNodeReadsThem(t *testing.T) {
+	var every bool
+	var named []string
+	n := NewNode(NodeConfig{ID: "self", CompressedLogs: func(all bool, plainOnly []string) { every, named = all, plainOnly }})
+	newer := &store.ClusterNode{ID: "b", ReadsCompressedLogs: true}
+	older := &store.ClusterNode{ID: "c"}
+	for _, c := range []struct {
+		others []*store.ClusterNode
+		err    error
+		every  bool
+		named  []string
+	}{
+		{nil, nil, true, nil},
+		{[]*store.ClusterNode{newer}, nil, true, nil},
+		{[]*store.ClusterNode{newer, older}, nil, false, []string{"c"}},
+		{[]*store.ClusterNode{newer}, errors.New("registry down"), false, nil},
+	} {
+		every, named = !c.every, []string{"stale"}
+		n.tellCompressedLogs(c.others, c.err)
+		if every != c.every || !slices.Equal(named, c.named) {
+			t.Errorf("others %v (err %v): told %v %v, want %v %v", c.others, c.err, every, named, c.every, c.named)
+		}
 	}
 }

@@ -138,12 +138,12 @@ func (s *Server) openLogsAndSettings(ctx context.Context, p *parts) (err error) 
 	if p.bs, err = blobstore.FromEnv(os.Getenv, cfg.DataDir); err != nil {
 		return err
 	}
-	logs, archive, closeLogs, err := openStepLogs(ctx, cfg, p.bs, logger.With("component", "logstore"))
+	sl, err := openStepLogs(ctx, cfg, p.bs, logger.With("component", "logstore"))
 	if err != nil {
 		return err
 	}
-	p.logs, s.logArchive = logs, archive
-	s.cleanup.pushFunc("step-log store", closeLogs)
+	p.logs, s.logArchive, s.logCompression = sl.store, sl.archive, sl.compression
+	s.cleanup.pushFunc("step-log store", sl.close)
 	p.agentAuth = auth.NewAgentAuth(p.st)
 	if p.agentBin, err = config.FindAgentBinary(cfg); err != nil {
 		return err
@@ -165,10 +165,10 @@ func (s *Server) openLogsAndSettings(ctx context.Context, p *parts) (err error) 
 	}, cfg.ClusterSettingsCacheTTL, logger.With("component", "cluster-settings"))
 	s.metrics = prometheus.NewRegistry()
 	p.sm = servermetrics.New(s.metrics)
-	if archive != nil {
-		servermetrics.RegisterLogArchive(s.metrics, archive)
+	if sl.archive != nil {
+		servermetrics.RegisterLogArchive(s.metrics, sl.archive)
 	}
-	s.retention, err = newRetention(p.st, logs, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention"))
+	s.retention, err = newRetention(p.st, sl.store, cfg.DataDir, s.nodeID, s.metrics, logger.With("component", "retention"))
 	return err
 }
 
@@ -312,7 +312,7 @@ func (s *Server) buildControl(p *parts) {
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
 	s.node = membership.NewNode(membership.NodeConfig{Store: st, ID: s.nodeID, Version: Version, StartedAt: s.startedAt,
 		Address: s.advertisedURL, FixedAgentURL: s.cfg.OrchestratorURL, Dispatch: s.dispatcher, Drain: s.runctl, AgentURLs: s.scaler,
-		Peers: s.peers, Stopping: s.stopping.Load, Logger: logger.With("component", "cluster")})
+		Peers: s.peers, Stopping: s.stopping.Load, CompressedLogs: s.logCompression.setter(), Logger: logger.With("component", "cluster")})
 }
 
 // buildPipeline builds the delivery processor (package ingest).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"kici.dev/kici/internal/blobstore"
@@ -13,40 +14,87 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
+// stepLogs is the step-log store a node opened (openStepLogs).
+type stepLogs struct {
+	// store is what the node reads and writes step logs through.
+	store logstore.Store
+	// archive is store when it archives finished logs to the blob store
+	// (KICI_LOG_ARCHIVE), for its Run; else nil.
+	archive *logstore.Archived
+	// compression turns chunk compression on and off as the cluster's
+	// nodes allow (KICI_STEP_LOG_COMPRESS); nil unless the logs live in
+	// PostgreSQL with compression allowed.
+	compression *logCompression
+	// close releases the store at shutdown.
+	close func()
+}
+
 // openStepLogs opens the step-log store KICI_STEP_LOG_STORE names: in the
 // PostgreSQL database (shared by every node, the default with
 // KICI_DATABASE_URL) or files under <data dir>/logs, with the per-step
 // size cap KICI_STEP_LOG_MAX_BYTES. With KICI_LOG_ARCHIVE (the default)
 // finished logs move to the blob store blobs and the store returned reads
-// both (archive is then non-nil, for its Run). The store's
-// migrations have created the tables by now. close releases it at
-// shutdown.
-func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store, logger *slog.Logger) (logs logstore.Store, archive *logstore.Archived, close func(), err error) {
-	var live logstore.Store
-	close = func() {}
+// both. In PostgreSQL chunks are written plain until the node's first
+// heartbeat finds that every live node reads compressed ones
+// (logCompression). The store's migrations have created the tables by now.
+func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store, logger *slog.Logger) (stepLogs, error) {
+	sl := stepLogs{close: func() {}}
 	if cfg.StepLogStore == config.StepLogsPostgres {
 		pg, err := logstore.OpenPG(ctx, cfg.DatabaseURL, logger)
 		if err != nil {
-			return nil, nil, nil, err
+			return stepLogs{}, err
 		}
 		pg.SetStepMaxBytes(cfg.StepLogMaxBytes)
-		pg.SetCompress(cfg.StepLogCompress)
-		live, close = pg, pg.Close
+		if cfg.StepLogCompress {
+			sl.compression = &logCompression{pg: pg, log: logger}
+		}
+		sl.store, sl.close = pg, pg.Close
 	} else {
 		fs := logstore.NewFS(filepath.Join(cfg.DataDir, "logs"))
 		fs.SetStepMaxBytes(cfg.StepLogMaxBytes)
-		live = fs
+		sl.store = fs
 	}
 	if !cfg.LogArchive || blobs == nil {
-		return live, nil, close, nil
+		return sl, nil
 	}
-	archive, err = logstore.NewArchived(live, blobs, logger)
+	archive, err := logstore.NewArchived(sl.store, blobs, logger)
 	if err != nil {
-		close()
-		return nil, nil, nil, err
+		sl.close()
+		return stepLogs{}, err
 	}
 	logger.Info("finished step logs are archived to the blob store", "kind", blobs.Kind(), "after", cfg.LogArchiveAfter)
-	return archive, archive, close, nil
+	sl.store, sl.archive = archive, archive
+	return sl, nil
+}
+
+// logCompression switches the PostgreSQL log store's chunk compression
+// (logstore.PG.SetCompress) on while every live node reads compressed
+// chunks and off while any does not, as each heartbeat finds
+// (membership.NodeConfig.CompressedLogs), and logs each switch. During a
+// rolling upgrade from a release that reads only plain chunks the new
+// nodes write plain ones until the last old node is gone.
+type logCompression struct {
+	pg  *logstore.PG
+	log *slog.Logger
+
+	mu sync.Mutex
+	on bool
+}
+
+// set applies one heartbeat's finding.
+func (c *logCompression) set(everyNodeReads bool, plainOnly []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pg.SetCompress(everyNodeReads)
+	switch {
+	case everyNodeReads && !c.on:
+		c.log.Info("step-log chunks are written compressed from now on: every live node reads them")
+	case !everyNodeReads && c.on && len(plainOnly) > 0:
+		c.log.Warn("step-log chunks are written plain from now on: live nodes of an older release read only those", "nodes", plainOnly)
+	case !everyNodeReads && c.on:
+		c.log.Warn("step-log chunks are written plain from now on: the node registry could not be read")
+	}
+	c.on = everyNodeReads
 }
 
 // logArchive is the archiving step-log store whose Run the node runs.
@@ -69,4 +117,13 @@ func jobFinished(st store.Store) func(ctx context.Context, runID, jobID string) 
 		}
 		return job.Status.IsTerminal(), nil
 	}
+}
+
+// setter is set as a heartbeat callback, or nil when c is nil (nothing to
+// switch).
+func (c *logCompression) setter() func(bool, []string) {
+	if c == nil {
+		return nil
+	}
+	return c.set
 }
