@@ -53,6 +53,24 @@ func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, engine, rep
 	}
 	set(fmt.Sprintf("fan-out jobs/s (%d legs, 8 spawned agents)", legs), "", engine, fmt.Sprintf("%.1f/s (%.2f× shell)", float64(legs)/fan.Seconds(), float64(legs)/fan.Seconds()/shell))
 
+	return logFigures(ctx, o, src, sha, sz, engine, set, note)
+}
+
+// logScenario measures only the log pipeline (logFigures) on an
+// orchestrator of its own: Config.LogsOnly.
+func logScenario(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
+	o, src, err := startWithSource(cfg.Bin, root, engine+"-logs", repo, append(extra, "KICI_MAX_AGENTS=8")...)
+	if err != nil {
+		return err
+	}
+	defer o.stop()
+	return logFigures(ctx, o, src, sha, sz, engine, set, note)
+}
+
+// logFigures runs one step printing sz.logLines lines on o and sets the
+// log rows: lines stored of printed, lines per second end to end, and the
+// cost of the log's first and last page.
+func logFigures(ctx context.Context, o *orch, src *source, sha string, sz sizes, engine string, set setter, note func(string, ...any)) error {
 	note("%s: log: one step printing %d lines", engine, sz.logLines)
 	lr, err := logRun(ctx, o, src, sha, sz.logLines)
 	if err != nil {

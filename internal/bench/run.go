@@ -27,6 +27,9 @@ type Config struct {
 	// the webhook burst and deliveries → runs), skipping the agent, log and
 	// memory scenarios.
 	IngestOnly bool
+	// LogsOnly measures only the log pipeline (one step printing a
+	// million lines), to compare log changes in a minute or two.
+	LogsOnly bool
 	// Keep leaves the data directories (orchestrator and agent logs, the
 	// databases) in place and names them, for finding where time goes.
 	Keep bool
@@ -106,12 +109,14 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, engine := range engines {
 		// Each scenario gets an empty database of its own.
 		runs := []scenario{ingestScenarios, warmPoolScenario}
-		if !cfg.IngestOnly {
+		if cfg.LogsOnly {
+			runs = []scenario{logScenario}
+		} else if !cfg.IngestOnly {
 			runs = append(runs, func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
 				return agentScenarios(ctx, cfg, sz, root, engine, repo, sha, extra, set, note)
 			})
 		}
-		if cfg.Curves {
+		if cfg.Curves && !cfg.LogsOnly {
 			cs := cfg.curveSizes()
 			runs = append(runs,
 				func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
@@ -137,7 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	if cfg.Curves && cfg.Postgres {
+	if cfg.Curves && cfg.Postgres && !cfg.LogsOnly {
 		newDB := func() (string, error) { return pgtest.NewDatabase(ctx) }
 		if err := nodesCurve(ctx, cfg, cfg.curveSizes(), root, repoDir, sha, newDB, set, note); err != nil {
 			return fmt.Errorf("nodes curve: %w", err)
