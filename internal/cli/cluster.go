@@ -78,8 +78,9 @@ func printClusterView(w io.Writer, v apitypes.ClusterNodeList) {
 
 // printNodes prints the node table; the answering node is marked "*", a
 // node whose heartbeat is older than its liveness bound is "dead", and
-// LOG CHUNKS says whether the node reads step-log chunks stored compressed
-// ("compressed") or, a node of an older release, only plain ones.
+// LOG CHUNKS says whether the node says it reads step-log chunks stored
+// compressed ("compressed") or, a node of a release before that report,
+// counts as reading plain ones only.
 func printNodes(w io.Writer, self string, nodes []apitypes.ClusterNodeStatus) {
 	t := newTable(w, "ID", "STATE", "LAST HEARTBEAT", "ADDRESS", "VERSION", "STARTED", "LEASES", "DRAINING", "AGENTS", "RUNNING JOBS", "LOG CHUNKS")
 	for _, n := range nodes {
@@ -97,7 +98,7 @@ func printNodes(w io.Writer, self string, nodes []apitypes.ClusterNodeStatus) {
 		if leases == "" {
 			leases = "-"
 		}
-		// What the node reads of step-log chunks: every live node must
+		// What the node reads of step-log chunks: every recent node must
 		// read compressed ones before any node writes them.
 		chunks := "plain only"
 		if n.ReadsCompressedLogs {

@@ -10,8 +10,13 @@ import (
 )
 
 // plainChunksBatch is how many chunks PlainChunks rewrites per
-// transaction.
-const plainChunksBatch = 500
+// transaction, and plainChunksBytes how many plain bytes it holds at most
+// (beyond one chunk) before it writes them: a batch of full chunks would
+// otherwise hold 500 × 256 KiB.
+const (
+	plainChunksBatch = 500
+	plainChunksBytes = 32 << 20
+)
 
 // PlainChunks rewrites every step_log_chunks body stored compressed
 // (chunkS2) as the plain JSON Lines it holds, the only form releases
@@ -59,7 +64,7 @@ func plainChunkBatch(ctx context.Context, db *sql.DB, job string, step int, firs
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	rows, err := tx.QueryContext(ctx, `SELECT job_id, step_index, first_line, body FROM step_log_chunks
-		WHERE (job_id, step_index, first_line) > ($1, $2, $3) AND substring(body FROM 1 FOR 1) = '\x00'::bytea
+		WHERE (job_id, step_index, first_line) > ($1, $2, $3) AND substring(body FROM 1 FOR 1) = decode('00', 'hex')
 		ORDER BY job_id, step_index, first_line LIMIT $4 FOR UPDATE`, job, step, first, plainChunksBatch)
 	if err != nil {
 		return 0, chunkKey{}, fmt.Errorf("logstore: read compressed chunks: %w", err)
@@ -69,7 +74,8 @@ func plainChunkBatch(ctx context.Context, db *sql.DB, job string, step int, firs
 		body []byte
 	}
 	var todo []plainChunk
-	for rows.Next() {
+	held := 0
+	for held < plainChunksBytes && rows.Next() {
 		var c plainChunk
 		var body []byte
 		if err := rows.Scan(&c.key.job, &c.key.step, &c.key.first, &body); err != nil {
@@ -81,7 +87,9 @@ func plainChunkBatch(ctx context.Context, db *sql.DB, job string, step int, firs
 			return 0, chunkKey{}, fmt.Errorf("logstore: job %s step %d chunk %d: %w", c.key.job, c.key.step, c.key.first, err)
 		}
 		todo = append(todo, c)
+		held += len(c.body)
 	}
+	rows.Close() // left early past plainChunksBytes: the rest waits for the next batch
 	if err := rows.Err(); err != nil {
 		return 0, chunkKey{}, fmt.Errorf("logstore: read compressed chunks: %w", err)
 	}

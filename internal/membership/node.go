@@ -26,6 +26,15 @@ func Alive(n *store.ClusterNode, now time.Time) bool {
 	return now.Sub(n.HeartbeatAt) < NodeLiveFor
 }
 
+// PlainOnlyHoldsFor is how long after its last heartbeat a node that does
+// not read compressed step-log chunks still keeps every node from writing
+// them: far longer than NodeLiveFor, because the two mistakes cost very
+// differently. Counting a stalled or clock-skewed old node as gone makes
+// the others write chunks it cannot read; counting a gone one as present
+// only writes plain chunks a little longer. A node removed from the
+// registry (kici-admin cluster nodes remove) stops holding at once.
+const PlainOnlyHoldsFor = 10 * time.Minute
+
 // drainApplyWait bounds how long a drain change waits for the nodes
 // concerned to apply it and refresh their rows.
 const drainApplyWait = 3 * time.Second
@@ -79,10 +88,11 @@ type NodeConfig struct {
 	// whatever the registry says.
 	Stopping func() bool
 	// CompressedLogs, when not nil, is told at every heartbeat with peers
-	// whether every other live node reads step-log chunks stored
-	// compressed (this one does), with the ids of those that do not; when
-	// the registry cannot be read it is told false. The PostgreSQL log
-	// store compresses only while they all do (docs/logs.md).
+	// whether every other node that heartbeated within PlainOnlyHoldsFor
+	// reads step-log chunks stored compressed (this one does), with the
+	// ids of those that do not; when the registry cannot be read it is
+	// told false. The PostgreSQL log store compresses only while they all
+	// do (docs/logs.md).
 	CompressedLogs func(everyNodeReads bool, plainOnly []string)
 	// Logger logs heartbeat failures; nil discards.
 	Logger *slog.Logger
@@ -239,14 +249,17 @@ func (n *Node) Beat(ctx context.Context) {
 	// carry every node that was registered before it.
 	now := time.Now().UTC()
 	if n.cfg.Peers != nil {
-		others, err := n.OtherLiveNodes(ctx)
+		nodes, err := n.cfg.Store.ListNodes(ctx)
 		if err != nil {
 			n.cfg.Peers.setOthers(-1)
 		} else {
+			others := n.liveOthers(nodes, now)
 			n.cfg.Peers.setOthers(len(others))
 			n.refreshAgentURLs(others)
 		}
-		n.tellCompressedLogs(others, err)
+		if ctx.Err() == nil {
+			n.tellCompressedLogs(nodes, now, err)
+		}
 	}
 	d := n.cfg.Dispatch
 	draining, err := n.cfg.Store.HeartbeatNode(ctx, &store.ClusterNode{ID: n.cfg.ID, Address: n.cfg.Address(), Version: n.cfg.Version,
@@ -271,13 +284,18 @@ func (n *Node) OtherLiveNodes(ctx context.Context) ([]*store.ClusterNode, error)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	return slices.DeleteFunc(nodes, func(o *store.ClusterNode) bool { return o.ID == n.cfg.ID || !Alive(o, now) }), nil
+	return n.liveOthers(nodes, time.Now()), nil
 }
 
-// tellCompressedLogs tells CompressedLogs whether the live nodes others
-// (read with err) all read compressed step-log chunks.
-func (n *Node) tellCompressedLogs(others []*store.ClusterNode, err error) {
+// liveOthers keeps the nodes other than this one alive at now.
+func (n *Node) liveOthers(nodes []*store.ClusterNode, now time.Time) []*store.ClusterNode {
+	return slices.DeleteFunc(slices.Clone(nodes), func(o *store.ClusterNode) bool { return o.ID == n.cfg.ID || !Alive(o, now) })
+}
+
+// tellCompressedLogs tells CompressedLogs whether every other node of the
+// registry nodes (read with err) that heartbeated within
+// PlainOnlyHoldsFor of now reads compressed step-log chunks.
+func (n *Node) tellCompressedLogs(nodes []*store.ClusterNode, now time.Time, err error) {
 	if n.cfg.CompressedLogs == nil {
 		return
 	}
@@ -286,8 +304,8 @@ func (n *Node) tellCompressedLogs(others []*store.ClusterNode, err error) {
 		return
 	}
 	var plainOnly []string
-	for _, o := range others {
-		if !o.ReadsCompressedLogs {
+	for _, o := range nodes {
+		if o.ID != n.cfg.ID && !o.ReadsCompressedLogs && now.Sub(o.HeartbeatAt) < PlainOnlyHoldsFor {
 			plainOnly = append(plainOnly, o.ID)
 		}
 	}

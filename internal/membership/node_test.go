@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"kici.dev/kici/internal/store"
 )
@@ -46,30 +47,39 @@ func TestReachableURLOfWildcardListener(t *testing.T) {
 	}
 }
 
-// Compression is allowed only while every other live node reads
-// compressed step-log chunks; the ones that do not are named, and a
+// Compression is allowed only while every other node that heartbeated in
+// the last PlainOnlyHoldsFor reads compressed step-log chunks: a node of
+// an older release that stopped beating for longer than liveness (a
+// stall, a skewed clock) still holds it off; this node's own row and
+// nodes gone for longer do not. The ones that hold it are named, and a
 // registry that cannot be read allows nothing.
-func TestCompressedLogsOnlyWhileEveryLiveNodeReadsThem(t *testing.T) {
+func TestCompressedLogsOnlyWhileEveryRecentNodeReadsThem(t *testing.T) {
 	var every bool
 	var named []string
 	n := NewNode(NodeConfig{ID: "self", CompressedLogs: func(all bool, plainOnly []string) { every, named = all, plainOnly }})
-	newer := &store.ClusterNode{ID: "b", ReadsCompressedLogs: true}
-	older := &store.ClusterNode{ID: "c"}
+	now := time.Now()
+	self := &store.ClusterNode{ID: "self", HeartbeatAt: now}
+	newer := &store.ClusterNode{ID: "b", ReadsCompressedLogs: true, HeartbeatAt: now}
+	older := &store.ClusterNode{ID: "c", HeartbeatAt: now.Add(-time.Second)}
+	stalled := &store.ClusterNode{ID: "d", HeartbeatAt: now.Add(-2 * NodeLiveFor)}
+	gone := &store.ClusterNode{ID: "e", HeartbeatAt: now.Add(-PlainOnlyHoldsFor - time.Second)}
 	for _, c := range []struct {
-		others []*store.ClusterNode
-		err    error
-		every  bool
-		named  []string
+		nodes []*store.ClusterNode
+		err   error
+		every bool
+		named []string
 	}{
 		{nil, nil, true, nil},
-		{[]*store.ClusterNode{newer}, nil, true, nil},
-		{[]*store.ClusterNode{newer, older}, nil, false, []string{"c"}},
+		{[]*store.ClusterNode{self, newer}, nil, true, nil},
+		{[]*store.ClusterNode{self, newer, older}, nil, false, []string{"c"}},
+		{[]*store.ClusterNode{self, newer, stalled}, nil, false, []string{"d"}},
+		{[]*store.ClusterNode{self, newer, gone}, nil, true, nil},
 		{[]*store.ClusterNode{newer}, errors.New("registry down"), false, nil},
 	} {
 		every, named = !c.every, []string{"stale"}
-		n.tellCompressedLogs(c.others, c.err)
+		n.tellCompressedLogs(c.nodes, now, c.err)
 		if every != c.every || !slices.Equal(named, c.named) {
-			t.Errorf("others %v (err %v): told %v %v, want %v %v", c.others, c.err, every, named, c.every, c.named)
+			t.Errorf("nodes %v (err %v): told %v %v, want %v %v", c.nodes, c.err, every, named, c.every, c.named)
 		}
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/membership"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/store/sqlstore"
@@ -58,6 +60,28 @@ func OpenMigrations(ctx context.Context, cfg *config.Config, progress io.Writer)
 // (logstore.PlainChunks), saying so on progress before, every few seconds
 // during and after the work.
 func plainStepLogs(ctx context.Context, db *sql.DB, progress io.Writer) error {
+	// A node still running writes compressed chunks until the column the
+	// Down migration drops is gone: the procedure stops them all first.
+	var live []string
+	rows, err := db.QueryContext(ctx, `SELECT id FROM cluster_nodes WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY id`,
+		membership.NodeLiveFor.Seconds())
+	if err != nil {
+		return fmt.Errorf("read the node registry: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the node registry: %w", err)
+		}
+		live = append(live, id)
+	}
+	rows.Close()
+	if len(live) > 0 {
+		fmt.Fprintf(progress, "warning: nodes heartbeated in the last %s: %s. Stop every node before rolling back (docs/upgrade.md): "+
+			"the step-log chunks a running node writes compressed from now on are not rewritten and releases before this schema cannot read them\n",
+			membership.NodeLiveFor, strings.Join(live, ", "))
+	}
 	fmt.Fprintln(progress, "rewriting compressed step-log chunks plain, which releases before this schema read…")
 	last := time.Now()
 	n, err := logstore.PlainChunks(ctx, db, func(done int) {

@@ -11,6 +11,7 @@ import (
 	"kici.dev/kici/internal/blobstore"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
+	"kici.dev/kici/internal/membership"
 	"kici.dev/kici/internal/store"
 )
 
@@ -68,33 +69,41 @@ func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store
 }
 
 // logCompression switches the PostgreSQL log store's chunk compression
-// (logstore.PG.SetCompress) on while every live node reads compressed
-// chunks and off while any does not, as each heartbeat finds
-// (membership.NodeConfig.CompressedLogs), and logs each switch. During a
-// rolling upgrade from a release that reads only plain chunks the new
-// nodes write plain ones until the last old node is gone.
+// (logstore.PG.SetCompress) on while every node of the registry reads
+// compressed chunks and off while one that does not heartbeated within
+// membership.PlainOnlyHoldsFor, as each heartbeat finds
+// (membership.NodeConfig.CompressedLogs), and logs the first finding and
+// each switch. During a rolling upgrade from a release that reads only
+// plain chunks the new nodes write plain ones until the last old node is
+// gone (restarted as a new one, removed, or silent for the hold time).
 type logCompression struct {
 	pg  *logstore.PG
 	log *slog.Logger
 
-	mu sync.Mutex
-	on bool
+	mu    sync.Mutex
+	on    bool
+	known bool // set once the first heartbeat told
 }
 
-// set applies one heartbeat's finding.
+// set applies one heartbeat's finding, and logs it when it is the first
+// or a change.
 func (c *logCompression) set(everyNodeReads bool, plainOnly []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pg.SetCompress(everyNodeReads)
-	switch {
-	case everyNodeReads && !c.on:
-		c.log.Info("step-log chunks are written compressed from now on: every live node reads them")
-	case !everyNodeReads && c.on && len(plainOnly) > 0:
-		c.log.Warn("step-log chunks are written plain from now on: live nodes of an older release read only those", "nodes", plainOnly)
-	case !everyNodeReads && c.on:
-		c.log.Warn("step-log chunks are written plain from now on: the node registry could not be read")
+	if c.known && everyNodeReads == c.on {
+		return
 	}
-	c.on = everyNodeReads
+	switch {
+	case everyNodeReads:
+		c.log.Info("step-log chunks are written compressed: every node of the registry reads them")
+	case len(plainOnly) > 0:
+		c.log.Warn("step-log chunks are written plain: nodes of an older release that read only those heartbeated within the hold time",
+			"nodes", plainOnly, "hold", membership.PlainOnlyHoldsFor)
+	default:
+		c.log.Warn("step-log chunks are written plain: the node registry could not be read")
+	}
+	c.on, c.known = everyNodeReads, true
 }
 
 // logArchive is the archiving step-log store whose Run the node runs.

@@ -35,10 +35,12 @@ type ClusterNode struct {
 	// AgentsConnected counts the agents connected to the node, as of its
 	// last heartbeat.
 	AgentsConnected int `json:"agentsConnected"`
-	// ReadsCompressedLogs is whether the node's running process reads
-	// step-log chunks stored compressed (KICI_STEP_LOG_COMPRESS,
-	// docs/logs.md): false for a node of a release before them. Nodes
-	// write compressed chunks only while every live node reads them.
+	// ReadsCompressedLogs is whether the node's running process says it
+	// reads step-log chunks stored compressed (KICI_STEP_LOG_COMPRESS,
+	// docs/logs.md): false for a node of a release before that report
+	// (migration node_log_forms), which counts as reading plain chunks
+	// only. No node writes compressed chunks while a node that is false
+	// heartbeated within membership.PlainOnlyHoldsFor.
 	ReadsCompressedLogs bool `json:"readsCompressedLogs"`
 }
 

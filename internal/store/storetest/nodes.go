@@ -52,7 +52,7 @@ func testNodes(t *testing.T, s store.Store) {
 	_, err = s.HeartbeatNode(ctx, a)
 	must(t, err)
 	if list, _ = s.ListNodes(ctx); list[0].ReadsCompressedLogs {
-		t.Fatalf("node-a restarted by a release that does not read compressed logs still reads as reading them: %+v", list[0])
+		t.Fatalf("node-a's heartbeat saying it does not read compressed logs left it reading as reading them: %+v", list[0])
 	}
 	must(t, s.SetNodeDraining(ctx, "", true))
 	if d, _ := s.HeartbeatNode(ctx, a); !d {
