@@ -290,7 +290,7 @@ func TestFindAgentBinary(t *testing.T) {
 }
 
 // Step-log compression is allowed unless turned off: the nodes then
-// compress only while every live node reads compressed chunks
+// compress only while every recent node reads compressed chunks
 // (docs/upgrade.md); false is the way to never write them.
 func TestStepLogCompressIsOnUnlessTurnedOff(t *testing.T) {
 	for env, want := range map[string]bool{"": true, "KICI_STEP_LOG_COMPRESS=true": true, "KICI_STEP_LOG_COMPRESS=false": false} {

@@ -22,7 +22,7 @@ import (
 // fraction of the bytes, spares it compressing them, and spares the client
 // encoding megabytes of parameters per append: an append of 20,000 lines
 // took a third of the time (docs/performance.md). The orchestrator turns
-// it on only while every live node reads the second form, and a rollback
+// it on only while every recent node reads the second form, and a rollback
 // rewrites it into the first (PlainChunks), so that a cluster can run this
 // release beside, and roll back to, releases that read only the first.
 const chunkS2 = 0x00

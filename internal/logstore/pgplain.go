@@ -13,15 +13,14 @@ import (
 // transaction, and plainChunksBytes how many plain bytes it holds at most
 // (beyond one chunk) before it writes them: a batch of full chunks would
 // otherwise hold 500 × 256 KiB.
-const (
-	plainChunksBatch = 500
-	plainChunksBytes = 32 << 20
-)
+const plainChunksBatch = 500
+
+var plainChunksBytes = 32 << 20 // a variable so that a test can cut batches by size
 
 // PlainChunks rewrites every step_log_chunks body stored compressed
 // (chunkS2) as the plain JSON Lines it holds, the only form releases
 // before compressed chunks read. It works through the table once in key
-// order, plainChunksBatch chunks per transaction, and returns how many it
+// order, at most plainChunksBatch chunks per transaction, and returns how many it
 // rewrote; progress, when not nil, is called after each batch with the
 // count so far. Line numbers, counts and heads do not change. A run that
 // stopped half-way is finished by running it again: plain bodies are left

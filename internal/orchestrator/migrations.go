@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"kici.dev/kici/internal/config"
@@ -62,25 +61,17 @@ func OpenMigrations(ctx context.Context, cfg *config.Config, progress io.Writer)
 func plainStepLogs(ctx context.Context, db *sql.DB, progress io.Writer) error {
 	// A node still running writes compressed chunks until the column the
 	// Down migration drops is gone: the procedure stops them all first.
-	var live []string
-	rows, err := db.QueryContext(ctx, `SELECT id FROM cluster_nodes WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY id`,
-		membership.NodeLiveFor.Seconds())
-	if err != nil {
+	// A node stopped a moment ago still has a recent heartbeat, so this
+	// is a warning to check, not a refusal.
+	var live sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT string_agg(id, ', ' ORDER BY id) FROM cluster_nodes
+		WHERE heartbeat_at > now() - make_interval(secs => $1)`, membership.NodeLiveFor.Seconds()).Scan(&live); err != nil {
 		return fmt.Errorf("read the node registry: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("read the node registry: %w", err)
-		}
-		live = append(live, id)
-	}
-	rows.Close()
-	if len(live) > 0 {
-		fmt.Fprintf(progress, "warning: nodes heartbeated in the last %s: %s. Stop every node before rolling back (docs/upgrade.md): "+
+	if live.Valid {
+		fmt.Fprintf(progress, "warning: nodes heartbeated in the last %s: %s. If any still runs, stop it (docs/upgrade.md): "+
 			"the step-log chunks a running node writes compressed from now on are not rewritten and releases before this schema cannot read them\n",
-			membership.NodeLiveFor, strings.Join(live, ", "))
+			membership.NodeLiveFor, live.String)
 	}
 	fmt.Fprintln(progress, "rewriting compressed step-log chunks plain, which releases before this schema read…")
 	last := time.Now()

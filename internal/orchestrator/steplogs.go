@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ type stepLogs struct {
 // size cap KICI_STEP_LOG_MAX_BYTES. With KICI_LOG_ARCHIVE (the default)
 // finished logs move to the blob store blobs and the store returned reads
 // both. In PostgreSQL chunks are written plain until the node's first
-// heartbeat finds that every live node reads compressed ones
+// heartbeat finds that every recent node reads compressed ones
 // (logCompression). The store's migrations have created the tables by now.
 func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store, logger *slog.Logger) (stepLogs, error) {
 	sl := stepLogs{close: func() {}}
@@ -73,37 +74,39 @@ func openStepLogs(ctx context.Context, cfg *config.Config, blobs blobstore.Store
 // compressed chunks and off while one that does not heartbeated within
 // membership.PlainOnlyHoldsFor, as each heartbeat finds
 // (membership.NodeConfig.CompressedLogs), and logs the first finding and
-// each switch. During a rolling upgrade from a release that reads only
+// each change. During a rolling upgrade from a release that reads only
 // plain chunks the new nodes write plain ones until the last old node is
 // gone (restarted as a new one, removed, or silent for the hold time).
 type logCompression struct {
 	pg  *logstore.PG
 	log *slog.Logger
 
-	mu    sync.Mutex
-	on    bool
-	known bool // set once the first heartbeat told
+	mu        sync.Mutex
+	on        bool
+	known     bool     // set once the first heartbeat told
+	plainOnly []string // the nodes that held it off at the last finding
 }
 
 // set applies one heartbeat's finding, and logs it when it is the first
-// or a change.
+// or differs from the last (on or off, or the nodes holding it off).
 func (c *logCompression) set(everyNodeReads bool, plainOnly []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pg.SetCompress(everyNodeReads)
-	if c.known && everyNodeReads == c.on {
+	if c.known && everyNodeReads == c.on && slices.Equal(plainOnly, c.plainOnly) {
 		return
 	}
 	switch {
 	case everyNodeReads:
-		c.log.Info("step-log chunks are written compressed: every node of the registry reads them")
+		c.log.Info("step-log chunks are written compressed: every node that heartbeated within the hold time reads them",
+			"hold", membership.PlainOnlyHoldsFor)
 	case len(plainOnly) > 0:
 		c.log.Warn("step-log chunks are written plain: nodes of an older release that read only those heartbeated within the hold time",
 			"nodes", plainOnly, "hold", membership.PlainOnlyHoldsFor)
 	default:
 		c.log.Warn("step-log chunks are written plain: the node registry could not be read")
 	}
-	c.on, c.known = everyNodeReads, true
+	c.on, c.known, c.plainOnly = everyNodeReads, true, plainOnly
 }
 
 // logArchive is the archiving step-log store whose Run the node runs.
