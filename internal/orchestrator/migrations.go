@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/logstore"
 	"kici.dev/kici/internal/membership"
+	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
 	"kici.dev/kici/internal/store/sqlstore"
@@ -34,7 +36,7 @@ func OpenMigrations(ctx context.Context, cfg *config.Config, progress io.Writer)
 			return nil, nil, err
 		}
 		m.BeforeDown(m.VersionOf(sqlstore.NodeLogFormsMigration), func(ctx context.Context, db *sql.DB) error {
-			return plainStepLogs(ctx, db, progress)
+			return plainStepLogs(ctx, db, st, progress)
 		})
 		return m, func() { st.Close() }, nil
 	}
@@ -58,20 +60,26 @@ func OpenMigrations(ctx context.Context, cfg *config.Config, progress io.Writer)
 // plainStepLogs rewrites the compressed step-log chunks plain
 // (logstore.PlainChunks), saying so on progress before, every few seconds
 // during and after the work.
-func plainStepLogs(ctx context.Context, db *sql.DB, progress io.Writer) error {
+func plainStepLogs(ctx context.Context, db *sql.DB, registry store.NodeStore, progress io.Writer) error {
 	// A node still running writes compressed chunks until the column the
 	// Down migration drops is gone: the procedure stops them all first.
 	// A node stopped a moment ago still has a recent heartbeat, so this
 	// is a warning to check, not a refusal.
-	var live sql.NullString
-	if err := db.QueryRowContext(ctx, `SELECT string_agg(id, ', ' ORDER BY id) FROM cluster_nodes
-		WHERE heartbeat_at > now() - make_interval(secs => $1)`, membership.NodeLiveFor.Seconds()).Scan(&live); err != nil {
+	nodes, err := registry.ListNodes(ctx)
+	if err != nil {
 		return fmt.Errorf("read the node registry: %w", err)
 	}
-	if live.Valid {
+	var live []string
+	now := time.Now()
+	for _, n := range nodes {
+		if membership.Alive(n, now) {
+			live = append(live, n.ID)
+		}
+	}
+	if len(live) > 0 {
 		fmt.Fprintf(progress, "warning: nodes heartbeated in the last %s: %s. If any still runs, stop it (docs/upgrade.md): "+
 			"the step-log chunks a running node writes compressed from now on are not rewritten and releases before this schema cannot read them\n",
-			membership.NodeLiveFor, live.String)
+			membership.NodeLiveFor, strings.Join(live, ", "))
 	}
 	fmt.Fprintln(progress, "rewriting compressed step-log chunks plain, which releases before this schema read…")
 	last := time.Now()
