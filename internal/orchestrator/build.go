@@ -51,16 +51,20 @@ type parts struct {
 	agentAuth *auth.AgentAuth
 	bs        blobstore.Store
 	logs      logstore.Store
-	rc        *config.RunControl
-	agentBin  string // the agent binary spawned agents run
-	settings  *cluster.Reader
-	sm        *servermetrics.Metrics
-	baseURL   string
-	secrets   *secrets.Service
-	prov      *provenance.Service
-	gate      *approval.Gate
-	forges    *ingest.Forges
-	guard     *netguard.Guard // source URLs (forge and library clients)
+	// logCompression follows the cluster for PostgreSQL chunk
+	// compression (the heartbeat tells it); nil when the logs are files
+	// or KICI_STEP_LOG_COMPRESS=false.
+	logCompression *logCompression
+	rc             *config.RunControl
+	agentBin       string // the agent binary spawned agents run
+	settings       *cluster.Reader
+	sm             *servermetrics.Metrics
+	baseURL        string
+	secrets        *secrets.Service
+	prov           *provenance.Service
+	gate           *approval.Gate
+	forges         *ingest.Forges
+	guard          *netguard.Guard // source URLs (forge and library clients)
 }
 
 // prepareDataDir creates the data directory (0700) and makes an existing
@@ -142,7 +146,7 @@ func (s *Server) openLogsAndSettings(ctx context.Context, p *parts) (err error) 
 	if err != nil {
 		return err
 	}
-	p.logs, s.logArchive, s.logCompression = sl.store, sl.archive, sl.compression
+	p.logs, s.logArchive, p.logCompression = sl.store, sl.archive, sl.compression
 	s.cleanup.pushFunc("step-log store", sl.close)
 	p.agentAuth = auth.NewAgentAuth(p.st)
 	if p.agentBin, err = config.FindAgentBinary(cfg); err != nil {
@@ -312,7 +316,7 @@ func (s *Server) buildControl(p *parts) {
 		st, s.dispatcher, s.tracker, logger.With("component", "runctl"))
 	s.node = membership.NewNode(membership.NodeConfig{Store: st, ID: s.nodeID, Version: Version, StartedAt: s.startedAt,
 		Address: s.advertisedURL, FixedAgentURL: s.cfg.OrchestratorURL, Dispatch: s.dispatcher, Drain: s.runctl, AgentURLs: s.scaler,
-		Peers: s.peers, Stopping: s.stopping.Load, CompressedLogs: s.logCompression.setter(), Logger: logger.With("component", "cluster")})
+		Peers: s.peers, Stopping: s.stopping.Load, CompressedLogs: p.logCompression.setter(), Logger: logger.With("component", "cluster")})
 }
 
 // buildPipeline builds the delivery processor (package ingest).

@@ -58,28 +58,25 @@ type Server struct {
 	runctl     *runctl.Controller
 	blobs      *jobblobs.Service
 	logArchive *logArchive // finished step logs to the blob store; nil when off
-	// logCompression follows the cluster for PostgreSQL chunk compression;
-	// nil when the logs are files or KICI_STEP_LOG_COMPRESS=false.
-	logCompression *logCompression
-	httpSrv        *http.Server
-	listener       net.Listener
-	ingress        *ingressWiring
-	resumer        *approval.Resumer     // ends holds and resumes held work
-	retention      *retention.Sweeper    // deletes expired history (retention.go)
-	decider        *approval.Decider     // held-run decisions (admin API)
-	reporter       *forgestatus.Reporter // check runs and commit statuses
-	notifier       *notify.Notifier      // notification subscriptions (notify.go)
-	nodeID         string                // this node's id and lease holder (node.go)
-	startedAt      time.Time             // process start, in the node registry
-	cleanup        cleanupStack          // every acquired resource, released last first (cleanup.go)
-	stopScaler     func()                // stops spawned agents once (Run calls it first)
-	peers          *membership.Peers     // the other nodes of a cluster; nil on SQLite
-	node           *membership.Node      // this node's registry row, heartbeats and drain
-	hup            chan os.Signal        // SIGHUPs caught since New (scaling.go)
-	dbHealth       *readiness.Database   // database round trips for /ready and /metrics; nil for a store without a schema
-	tls            *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
-	stopping       atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
-	handOver       atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
+	httpSrv    *http.Server
+	listener   net.Listener
+	ingress    *ingressWiring
+	resumer    *approval.Resumer     // ends holds and resumes held work
+	retention  *retention.Sweeper    // deletes expired history (retention.go)
+	decider    *approval.Decider     // held-run decisions (admin API)
+	reporter   *forgestatus.Reporter // check runs and commit statuses
+	notifier   *notify.Notifier      // notification subscriptions (notify.go)
+	nodeID     string                // this node's id and lease holder (node.go)
+	startedAt  time.Time             // process start, in the node registry
+	cleanup    cleanupStack          // every acquired resource, released last first (cleanup.go)
+	stopScaler func()                // stops spawned agents once (Run calls it first)
+	peers      *membership.Peers     // the other nodes of a cluster; nil on SQLite
+	node       *membership.Node      // this node's registry row, heartbeats and drain
+	hup        chan os.Signal        // SIGHUPs caught since New (scaling.go)
+	dbHealth   *readiness.Database   // database round trips for /ready and /metrics; nil for a store without a schema
+	tls        *tlsconf.Reloader     // the served certificate; nil without TLS (tls.go)
+	stopping   atomic.Bool           // SIGTERM received: drain whatever the registry says (shutdown.go)
+	handOver   atomic.Bool           // stop hands spawned agents to the other nodes (shutdown.go)
 
 	// restoreNotBefore: no schedule instant before it fires (the first
 	// start on a restored PostgreSQL database; backup.DetectCopiedDatabase).
