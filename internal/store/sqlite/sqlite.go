@@ -4,6 +4,8 @@
 // The database runs in WAL mode with a busy timeout and foreign keys on, and
 // every transaction begins IMMEDIATE so writers serialise on the database
 // lock instead of failing on a lock upgrade; plain reads stay concurrent.
+// A store's log is checkpointed by a goroutine of its own, not by the
+// writer whose commit fills it (checkpoint.go).
 // Times are stored as INTEGER Unix milliseconds (UTC), so they round-trip
 // exactly to the millisecond. JSON values (labels, needs, matrix values) are
 // TEXT columns where NULL stands for a Go nil and "[]"/"{}" for an empty
@@ -62,7 +64,7 @@ func OpenAsIs(ctx context.Context, path string) (*Store, error) {
 }
 
 func open(ctx context.Context, path string, create bool, schema func(*sqlstore.Migrations) error) (*Store, error) {
-	db, err := openDB(ctx, path, create)
+	db, ckpt, err := openWith(ctx, path, create, true)
 	if err != nil {
 		return nil, err
 	}
@@ -72,35 +74,47 @@ func open(ctx context.Context, path string, create bool, schema func(*sqlstore.M
 	}
 	if err != nil {
 		db.Close()
+		ckpt.close()
 		return nil, err
 	}
-	return sqlstore.New(db, sqlstore.SQLite(), nil), nil
+	return sqlstore.New(db, sqlstore.SQLite(), ckpt.close), nil
 }
 
-// openDB opens the database at path with kici's settings; create makes the
-// file (0600) and its directories when missing.
+// openDB opens the database at path with kici's settings, for a short
+// task (a backup, a restore marker): its writers checkpoint the log
+// themselves, as SQLite does by default. create makes the file (0600) and
+// its directories when missing.
 func openDB(ctx context.Context, path string, create bool) (*sql.DB, error) {
+	db, _, err := openWith(ctx, path, create, false)
+	return db, err
+}
+
+// openWith opens the database at path with kici's settings. With
+// background, the log is checkpointed by a checkpointer of its own
+// (checkpoint.go), returned for the caller to close after the database;
+// else ckpt is nil and closing it does nothing.
+func openWith(ctx context.Context, path string, create, background bool) (db *sql.DB, ckpt *checkpointer, err error) {
 	if path == "" {
-		return nil, errors.New("sqlite: empty database path")
+		return nil, nil, errors.New("sqlite: empty database path")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if !create {
 		if _, err := os.Stat(abs); err != nil {
-			return nil, fmt.Errorf("sqlite: no database at %s: %w", abs, err)
+			return nil, nil, fmt.Errorf("sqlite: no database at %s: %w", abs, err)
 		}
 	} else {
 		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-			return nil, fmt.Errorf("sqlite: create directory: %w", err)
+			return nil, nil, fmt.Errorf("sqlite: create directory: %w", err)
 		}
 		// Create the file 0600 before SQLite does: it holds token hashes and
 		// webhook secrets, and SQLite gives the -wal and -shm files the
 		// database file's permissions.
 		f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: open %s: %w (is the directory writable?)", abs, err)
+			return nil, nil, fmt.Errorf("sqlite: open %s: %w (is the directory writable?)", abs, err)
 		}
 		f.Close()
 	}
@@ -109,11 +123,15 @@ func openDB(ctx context.Context, path string, create bool) (*sql.DB, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	if background {
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages))
+	}
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
 	// Writers of this process queue on one semaphore rather than on
 	// SQLite's sleeping busy handler (writer.go).
-	db := sql.OpenDB(newWriterConnector(dsn))
+	connector := newWriterConnector(dsn)
+	db = sql.OpenDB(connector)
 	// Writers queue on the semaphore; reads (WAL) run concurrently. A
 	// connection is held by a call while it waits for the writer, so the
 	// pool is sized for the callers that may wait at once (webhook
@@ -125,9 +143,12 @@ func openDB(ctx context.Context, path string, create bool) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(0)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+		return nil, nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	return db, nil
+	if background {
+		ckpt = startCheckpointer(db, connector.writer.notifyReleases())
+	}
+	return db, ckpt, nil
 }
 
 // Migrations returns the store's migrations, rendered for SQLite, bound to

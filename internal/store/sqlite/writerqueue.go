@@ -27,6 +27,18 @@ type writerQueue struct {
 	waiting [2][]chan struct{} // [urgent, background]; closed when granted
 	// urgentRun counts urgent grants since the last background grant.
 	urgentRun int
+	// released, when set (notifyReleases), is signalled without blocking
+	// each time a writer lets go.
+	released chan struct{}
+}
+
+// notifyReleases returns a channel (capacity one) signalled whenever a
+// writer lets go of the semaphore: a signal already pending is not
+// doubled, so a slow reader sees one signal for many releases. Call it
+// before the queue is used.
+func (q *writerQueue) notifyReleases() chan struct{} {
+	q.released = make(chan struct{}, 1)
+	return q.released
 }
 
 // urgentBurst is how many urgent writers may pass a waiting background
@@ -95,6 +107,12 @@ func (q *writerQueue) leave(line int, granted chan struct{}) bool {
 func (q *writerQueue) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.released != nil {
+		select {
+		case q.released <- struct{}{}:
+		default:
+		}
+	}
 	urgent, background := q.waiting[urgentLine], q.waiting[backgroundLine]
 	switch {
 	case len(urgent) > 0 && (len(background) == 0 || q.urgentRun < urgentBurst):

@@ -1,0 +1,117 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// fillLog writes about mib MiB to the database through the store's pool,
+// in transactions of 256 KiB, as the orchestrator's writers would.
+func fillLog(t *testing.T, s *Store, mib int) {
+	t.Helper()
+	ctx := context.Background()
+	db := s.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE filler (body BLOB NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	row := make([]byte, 4096)
+	for tx := 0; tx < mib*4; tx++ {
+		t0, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 64; i++ {
+			row[0], row[1] = byte(tx), byte(i) // distinct rows, no compression anywhere
+			if _, err := t0.ExecContext(ctx, `INSERT INTO filler (body) VALUES (?)`, row); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := t0.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// A writer no longer copies the log into the database file when the log
+// passes SQLite's default 1,000 pages: that copy, inside a commit, held
+// every queued writer (webhook accepts among them).
+func TestWritersDoNotCheckpointTheLog(t *testing.T) {
+	old := checkpointEvery
+	checkpointEvery = time.Hour // the checkpointer waits: only a writer could copy
+	t.Cleanup(func() { checkpointEvery = old })
+	path := filepath.Join(t.TempDir(), "kici.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := fileSize(t, path)
+	fillLog(t, s, 8) // 2,048 pages, twice SQLite's default threshold
+	if grew := fileSize(t, path) - before; grew > 1<<20 {
+		t.Fatalf("the database file grew by %d bytes while the writers wrote 8 MiB: a writer checkpointed the log", grew)
+	}
+	if wal := fileSize(t, path+"-wal"); wal < 8<<20 {
+		t.Fatalf("the log holds %d bytes, want the 8 MiB written", wal)
+	}
+}
+
+// The checkpointer copies the log into the database file soon after
+// writes, without any writer doing it.
+func TestCheckpointerCopiesTheLogAfterWrites(t *testing.T) {
+	old := checkpointEvery
+	checkpointEvery = 20 * time.Millisecond
+	t.Cleanup(func() { checkpointEvery = old })
+	path := filepath.Join(t.TempDir(), "kici.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := fileSize(t, path)
+	fillLog(t, s, 2) // below both SQLite's default threshold and the backstop
+	deadline := time.Now().Add(10 * time.Second)
+	for fileSize(t, path)-before < 2<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file grew by %d bytes in 10 s after 2 MiB were written: the log was not checkpointed", fileSize(t, path)-before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Everything written reads back, from the file and the log alike.
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM filler`).Scan(&n); err != nil || n != 2*4*64 {
+		t.Fatalf("rows = %d, %v; want %d", n, err, 2*4*64)
+	}
+}
+
+// Closing the store stops the checkpointer, also while it waits to
+// checkpoint.
+func TestCloseStopsTheCheckpointer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kici.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillLog(t, s, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return in 5 s")
+	}
+}
