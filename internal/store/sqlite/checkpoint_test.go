@@ -35,6 +35,22 @@ func fillLog(t *testing.T, s *Store, mib int) {
 	}
 }
 
+// openCheckpointingEvery opens a store on a fresh file whose checkpointer
+// waits every after writes; it is closed when the test ends.
+func openCheckpointingEvery(t *testing.T, every time.Duration) (*Store, string) {
+	t.Helper()
+	old := checkpointEvery
+	checkpointEvery = every
+	t.Cleanup(func() { checkpointEvery = old })
+	path := filepath.Join(t.TempDir(), "kici.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -48,15 +64,7 @@ func fileSize(t *testing.T, path string) int64 {
 // passes SQLite's default 1,000 pages: that copy, inside a commit, held
 // every queued writer (webhook accepts among them).
 func TestWritersDoNotCheckpointTheLog(t *testing.T) {
-	old := checkpointEvery
-	checkpointEvery = time.Hour // the checkpointer waits: only a writer could copy
-	t.Cleanup(func() { checkpointEvery = old })
-	path := filepath.Join(t.TempDir(), "kici.db")
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openCheckpointingEvery(t, time.Hour) // the checkpointer waits: only a writer could copy
 	before := fileSize(t, path)
 	fillLog(t, s, 8) // 2,048 pages, twice SQLite's default threshold
 	if grew := fileSize(t, path) - before; grew > 1<<20 {
@@ -70,15 +78,7 @@ func TestWritersDoNotCheckpointTheLog(t *testing.T) {
 // The checkpointer copies the log into the database file soon after
 // writes, without any writer doing it.
 func TestCheckpointerCopiesTheLogAfterWrites(t *testing.T) {
-	old := checkpointEvery
-	checkpointEvery = 20 * time.Millisecond
-	t.Cleanup(func() { checkpointEvery = old })
-	path := filepath.Join(t.TempDir(), "kici.db")
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openCheckpointingEvery(t, 20*time.Millisecond)
 	before := fileSize(t, path)
 	fillLog(t, s, 2) // below both SQLite's default threshold and the backstop
 	deadline := time.Now().Add(10 * time.Second)
