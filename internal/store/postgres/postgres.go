@@ -54,6 +54,11 @@ func OpenAsIs(ctx context.Context, url string) (*Store, error) {
 	return open(ctx, url, func(*sqlstore.Migrations) error { return nil })
 }
 
+// warmConns is how many of the store's connections stay open while idle,
+// unless the URL sets pool_min_conns (never more than the pool's maximum,
+// pool_max_conns).
+const warmConns = 16
+
 func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) error) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -65,6 +70,15 @@ func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) err
 		// accepts, the delivery pool's workers, dispatch, sweeps): they
 		// queued for a connection rather than for the database.
 		cfg.MaxConns = int32(max(4*runtime.NumCPU(), 16))
+	}
+	if !strings.Contains(url, "pool_min_conns") {
+		// Keep up to warmConns connections open while idle: pgxpool
+		// opens one only when a caller finds none free, so the first
+		// requests of a burst after a quiet spell waited for new server
+		// processes to start. Measured on the first 20 of a burst of
+		// 2,000 webhooks at concurrency 16: the slowest accepts took
+		// 230–357 ms without, 65–136 ms with.
+		cfg.MinConns = min(cfg.MaxConns, warmConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

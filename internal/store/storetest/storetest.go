@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RunTransitions", testRunTransitions},
 		{"MoveJob", testMoveJob},
 		{"ReleaseJob", testReleaseJob},
+		{"ReleaseJobsConcurrently", testReleaseJobsConcurrently},
 		{"MoveRun", testMoveRun},
 		{"SetPendingReasons", testSetPendingReasons},
 		{"JobTransitions", testJobTransitions},
