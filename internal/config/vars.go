@@ -49,7 +49,7 @@ var Vars = []Var{
 	{"KICI_HOST", ScopeOrchestrator, "`127.0.0.1`",
 		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS. `0.0.0.0` listens on every IPv4 interface only; `::` on every interface of both families."},
 	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
-	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database. The connection pool holds `pool_max_conns` from the URL, else 16 (4 per CPU on larger hosts). Beside it a node opens up to 17 more connections: the log store up to 8 (no more than `pool_max_conns`), the cluster bus 3, the agent session registry 4 and the source cache 2; count them in the server's `max_connections`."},
+	{"KICI_DATABASE_URL", ScopeOrchestrator, "empty (SQLite at `<data dir>/kici.db`)", "PostgreSQL URL (`postgres://…`); empty selects the embedded SQLite database. The connection pool holds `pool_max_conns` from the URL, else 16 (4 per CPU on larger hosts), and keeps `pool_min_conns` of them open while idle, else up to 16, so that a burst after a quiet spell does not wait for new server processes. Beside it a node opens up to 17 more connections: the log store up to 8 (no more than `pool_max_conns`), the cluster bus 3, the agent session registry 4 and the source cache 2; count them in the server's `max_connections`."},
 	{"KICI_BOOTSTRAP_ADMIN_TOKEN", ScopeOrchestrator, "empty", "An extra admin bearer token accepted with the owner role (in addition to the generated one in `<data dir>/admin-token`)."},
 	{"KICI_MODE", ScopeOrchestrator, "`independent`", "Orchestrator mode: `independent`, `observed`, `hybrid` or `platform` (KiCI's names; KiCI defaults to `platform`). The direct GitHub route is served in every mode but `platform`; `observed` refuses to create GitHub-App sources and to start while one exists. There is no Platform connection in this build, so the modes differ only in those ingress rules (docs/ingress.md)."},
 	{"KICI_MAX_GITHUB_PAYLOAD_BYTES", ScopeOrchestrator, "`26214400` (25 MiB)", "Body cap of the GitHub webhook route; larger deliveries get 413."},
@@ -259,6 +259,6 @@ func Markdown() string {
 	b.WriteString("| File | Mode | Content |\n|---|---|---|\n")
 	b.WriteString("| `admin-token` | 0600 | Plaintext of the bootstrap owner token (`kadm_…`), created at first start. |\n")
 	b.WriteString("| `orchestrator.json` | 0600 | `{\"url\":\"http://127.0.0.1:4000\",\"pid\":123}`, written after the listener is up; kici-admin reads it when `--url` is not given. |\n")
-	b.WriteString("| `kici.db` | 0600 | SQLite database (when `KICI_DATABASE_URL` is empty). |\n")
+	b.WriteString("| `kici.db` | 0600 | SQLite database (when `KICI_DATABASE_URL` is empty), with `kici.db-wal` and `kici.db-shm` beside it while it is open: the orchestrator copies the write-ahead log back into `kici.db` a quarter of a second after writes, in the background; after a burst of writes `kici.db-wal` keeps the largest size it reached (tens of MB) until the orchestrator stops. |\n")
 	return b.String()
 }
