@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"time"
 )
 
@@ -36,19 +35,26 @@ var checkpointEvery = 250 * time.Millisecond
 // too: the commit that cut it held dispatch for 350–510 ms.
 const walBackstopPages = 10000
 
+// checkpointRetryMax bounds the wait between attempts when a checkpoint
+// could not copy every frame back (a reader held an older snapshot, or
+// another connection was checkpointing): the checkpointer tries again
+// without waiting for a write, backing off from checkpointEvery to this.
+const checkpointRetryMax = 5 * time.Second
+
 // checkpointer runs PASSIVE checkpoints of one database after writes.
 type checkpointer struct {
-	db    *sql.DB
-	wrote chan struct{} // signalled (never blocking) when a writer finishes
-	stop  chan struct{}
-	once  sync.Once // closes stop
-	done  chan struct{}
+	db     *sql.DB
+	wrote  chan struct{} // signalled (never blocking) when a writer finishes
+	ctx    context.Context
+	cancel context.CancelFunc // ends a checkpoint in progress and the loop
+	done   chan struct{}
 }
 
 // startCheckpointer starts checkpointing db after each signal on wrote;
 // close stops it.
 func startCheckpointer(db *sql.DB, wrote chan struct{}) *checkpointer {
-	c := &checkpointer{db: db, wrote: wrote, stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checkpointer{db: db, wrote: wrote, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -57,40 +63,49 @@ func (c *checkpointer) run() {
 	defer close(c.done)
 	for {
 		select {
-		case <-c.stop:
+		case <-c.ctx.Done():
 			return
 		case <-c.wrote:
 		}
 		// Let the writes of the next interval gather: one checkpoint
-		// copies a page changed by many of them once.
-		select {
-		case <-c.stop:
-			return
-		case <-time.After(checkpointEvery):
+		// copies a page changed by many of them once. Until every frame
+		// is copied back, try again, further apart each time: with
+		// synchronous=NORMAL a commit reaches the disk at the checkpoint
+		// that copies it, so none is left waiting for the next write.
+		for wait := checkpointEvery; ; wait = min(2*wait, checkpointRetryMax) {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if c.checkpoint() {
+				break
+			}
 		}
-		c.checkpoint()
 	}
 }
 
-// checkpoint runs one PASSIVE checkpoint. It goes through QueryRow, not
-// Exec: the writer connections take the writer semaphore for an Exec
-// outside a transaction, and this must not. A failure (the database busy
-// with another process's checkpoint, say) is left to the next round or to
-// the writers' backstop.
-func (c *checkpointer) checkpoint() {
-	ctx, cancel := context.WithTimeout(context.Background(), BusyTimeout)
+// checkpoint runs one PASSIVE checkpoint and reports whether it copied
+// every frame of the log back. It goes through QueryRow, not Exec: the
+// writer connections take the writer semaphore for an Exec outside a
+// transaction, and this must not.
+func (c *checkpointer) checkpoint() bool {
+	ctx, cancel := context.WithTimeout(c.ctx, BusyTimeout)
 	defer cancel()
+	// busy is 1 when another connection held the checkpoint lock; logFrames
+	// and copied are -1 when the checkpoint could not run.
 	var busy, logFrames, copied int
-	_ = c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
+	err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
+	return err == nil && busy == 0 && copied >= 0 && copied == logFrames
 }
 
-// close stops the checkpointer and waits for a checkpoint in progress. A
-// nil checkpointer does nothing, nor does a second close (a store may be
-// closed twice).
+// close stops the checkpointer, ending a checkpoint in progress, and
+// waits for it to stop. A nil checkpointer does nothing, nor does a second
+// close (a store may be closed twice).
 func (c *checkpointer) close() {
 	if c == nil {
 		return
 	}
-	c.once.Do(func() { close(c.stop) })
+	c.cancel()
 	<-c.done
 }

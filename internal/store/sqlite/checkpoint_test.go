@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,7 +70,7 @@ func fileSize(t *testing.T, path string) int64 {
 func TestWritersDoNotCheckpointTheLog(t *testing.T) {
 	s, path := openCheckpointingEvery(t, time.Hour) // the checkpointer waits: only a writer could copy
 	before := fileSize(t, path)
-	fillLog(t, s, 8) // 2,048 pages, twice SQLite's default threshold
+	fillLog(t, s, 8) // over 2,000 pages of log, twice SQLite's default threshold
 	if grew := fileSize(t, path) - before; grew > 1<<20 {
 		t.Fatalf("the database file grew by %d bytes while the writers wrote 8 MiB: a writer checkpointed the log", grew)
 	}
@@ -96,6 +98,7 @@ func TestCheckpointerCopiesTheLogAfterWrites(t *testing.T) {
 // Closing the store stops the checkpointer, also while it waits to
 // checkpoint; closing it again is harmless.
 func TestCloseStopsTheCheckpointer(t *testing.T) {
+	goroutines := runtime.NumGoroutine()
 	path := filepath.Join(t.TempDir(), "kici.db")
 	s, err := Open(context.Background(), path)
 	if err != nil {
@@ -113,4 +116,45 @@ func TestCloseStopsTheCheckpointer(t *testing.T) {
 		t.Fatal("Close did not return in 5 s")
 	}
 	s.Close() // a second Close, as deferred cleanups make
+	wait.For(t, 5*time.Second, "the store's goroutines, the checkpointer's among them, to end", func() bool {
+		return runtime.NumGoroutine() <= goroutines
+	})
+}
+
+// A checkpoint that a reader kept from copying every frame (its snapshot
+// is older) is tried again once the reader is gone, with no further
+// write to prompt it: with synchronous=NORMAL that copy is what puts the
+// commits on disk.
+func TestCheckpointIsRetriedAfterAReaderHeldItBack(t *testing.T) {
+	s, path := openCheckpointingEvery(t, 20*time.Millisecond)
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE early (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's reader (a backup, say), its snapshot taken now.
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	reader, err := other.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM early`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSize(t, path)
+	fillLog(t, s, 1)
+	wait.Elapse(ctx, 300*time.Millisecond) // checkpoints run meanwhile, held back
+	if grew := fileSize(t, path) - before; grew >= 1<<20 {
+		t.Fatalf("the file took in %d bytes while a reader held an older snapshot", grew)
+	}
+	if err := reader.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "the checkpointer to copy the log back once the reader is gone", func() bool {
+		return fileSize(t, path)-before >= 1<<20
+	})
 }
