@@ -39,6 +39,9 @@ func open(ctx context.Context, url string, size func(*pgxpool.Config)) (*pgxpool
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	size(cfg)
+	// pool_min_conns in the URL is for the store's pool: these small
+	// pools open connections as their callers need them.
+	cfg.MinConns, cfg.MinIdleConns = 0, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -37,29 +37,30 @@ var _ store.Store = (*Store)(nil)
 // DSN; pool_max_conns and the other pgxpool settings apply), checks the
 // connection and applies the store's migrations.
 func Open(ctx context.Context, url string) (*Store, error) {
-	return open(ctx, url, func(m *sqlstore.Migrations) error { return m.Up(ctx) })
+	return open(ctx, url, true, func(m *sqlstore.Migrations) error { return m.Up(ctx) })
 }
 
 // OpenCurrent connects like Open but never migrates: a schema at another
 // version than this binary's migrations gives a *sqlstore.SchemaMismatchError
 // (for tools that must not change the schema under a running orchestrator).
 func OpenCurrent(ctx context.Context, url string) (*Store, error) {
-	return open(ctx, url, func(m *sqlstore.Migrations) error { return m.CheckVersion(ctx) })
+	return open(ctx, url, false, func(m *sqlstore.Migrations) error { return m.CheckVersion(ctx) })
 }
 
 // OpenAsIs connects like Open and neither migrates nor checks the schema:
 // for the migration commands, which change or report the schema
 // themselves.
 func OpenAsIs(ctx context.Context, url string) (*Store, error) {
-	return open(ctx, url, func(*sqlstore.Migrations) error { return nil })
+	return open(ctx, url, false, func(*sqlstore.Migrations) error { return nil })
 }
 
-// warmConns is how many of the store's connections stay open while idle,
-// unless the URL sets pool_min_conns (never more than the pool's maximum,
-// pool_max_conns).
+// warmConns is how many of a running orchestrator's store connections
+// stay open while idle (Open), unless the URL sets pool_min_conns (never
+// more than the pool's maximum, pool_max_conns). OpenCurrent and
+// OpenAsIs, for one-off commands, keep none.
 const warmConns = 16
 
-func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) error) (*Store, error) {
+func open(ctx context.Context, url string, warm bool, schema func(*sqlstore.Migrations) error) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse url: %w", err)
@@ -71,7 +72,11 @@ func open(ctx context.Context, url string, schema func(*sqlstore.Migrations) err
 		// queued for a connection rather than for the database.
 		cfg.MaxConns = int32(max(4*runtime.NumCPU(), 16))
 	}
-	if !strings.Contains(url, "pool_min_conns") {
+	if !warm {
+		// A command that opens the store for one task (kici-admin, a
+		// migration) has no burst to wait for.
+		cfg.MinConns = 0
+	} else if !strings.Contains(url, "pool_min_conns") {
 		// Keep up to warmConns connections open while idle: pgxpool
 		// opens one only when a caller finds none free, so the first
 		// requests of a burst after a quiet spell waited for new server
