@@ -10,8 +10,8 @@ import (
 )
 
 // testReleaseJobsConcurrently: releases made at the same moment (the
-// delivery pool's workers each releasing the jobs of the run it stored;
-// on SQLite they share a transaction) each get their own outcome: every
+// delivery pool's workers each releasing the jobs of the run it stored)
+// each get their own outcome: every
 // pending job is queued once with one entry, a second release of the same
 // job and a release of an unknown job get nothing, and no release is lost.
 func testReleaseJobsConcurrently(t *testing.T, s store.Store) {
