@@ -37,8 +37,9 @@ const walBackstopPages = 10000
 
 // checkpointRetryMax bounds the wait between attempts when a checkpoint
 // could not copy every frame back (a reader held an older snapshot, or
-// another connection was checkpointing): the checkpointer tries again
-// without waiting for a write, backing off from checkpointEvery to this.
+// another connection was checkpointing) and no write came since: the
+// checkpointer tries again, backing off from checkpointEvery to this.
+// Writes still get a checkpoint checkpointEvery after them.
 const checkpointRetryMax = 5 * time.Second
 
 // checkpointer runs PASSIVE checkpoints of one database after writes.
@@ -61,27 +62,33 @@ func startCheckpointer(db *sql.DB, wrote chan struct{}) *checkpointer {
 
 func (c *checkpointer) run() {
 	defer close(c.done)
+	left := false // the last checkpoint left frames to copy
+	retry := checkpointEvery
 	for {
+		var again <-chan time.Time
+		if left {
+			again = time.After(retry)
+		}
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-c.wrote:
-		}
-		// Let the writes of the next interval gather: one checkpoint
-		// copies a page changed by many of them once. Until every frame
-		// is copied back, try again, further apart each time: with
-		// synchronous=NORMAL a commit reaches the disk at the checkpoint
-		// that copies it, so none is left waiting for the next write.
-		for wait := checkpointEvery; ; wait = min(2*wait, checkpointRetryMax) {
+			// Let the writes of the next interval gather: one checkpoint
+			// copies a page changed by many of them once.
+			retry = checkpointEvery
 			select {
 			case <-c.ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-time.After(checkpointEvery):
 			}
-			if c.checkpoint() {
-				break
-			}
+		case <-again:
+			// No write since a checkpoint that left frames behind (a
+			// reader held an older snapshot): with synchronous=NORMAL a
+			// commit reaches the disk at the checkpoint that copies it,
+			// so try again, further apart each time.
+			retry = min(2*retry, checkpointRetryMax)
 		}
+		left = !c.checkpoint()
 	}
 }
 
