@@ -35,3 +35,11 @@ func (p *Processor) enterGroup(ctx context.Context, wf *lockfile.Workflow, run *
 // resolution): a time-ordered id keeps them in creation order where a
 // random one could let the older push cancel the newer.
 func NewRunID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// NewJobID returns a new job id, a version 7 UUID like NewRunID. Jobs are
+// the most inserted rows of a delivery, and their id is the key of the
+// jobs table, the dispatch queue and the forge-status tracking: a random
+// id lands each insert on a random page of each of those indexes, which a
+// write-ahead log then writes whole; a time-ordered one appends to the
+// last page, which the jobs of a burst share.
+func NewJobID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/runs/status"
@@ -94,7 +92,7 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 }
 
 // BuildRun builds the run (status pending, new uuid) and its jobs for one
-// workflow: one job per matrix leg (lockfile.ExpandMatrix), ID a new uuid,
+// workflow: one job per matrix leg (lockfile.ExpandMatrix), ID a new time-ordered uuid (NewJobID),
 // Config the lock job as JSON, MatrixValues the leg's values, RunsOnLabels
 // the exact runsOn values, TimeoutMs the job timeout, and Needs expanded per
 // leg (a need on a matrix job's base name yields one edge per leg, runOn
@@ -181,7 +179,7 @@ func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, e
 		}
 		for _, leg := range legs[i] {
 			jobs = append(jobs, &store.Job{
-				ID: uuid.NewString(), RunID: run.ID, JobName: leg.Name, BaseJobName: j.Name,
+				ID: NewJobID(), RunID: run.ID, JobName: leg.Name, BaseJobName: j.Name,
 				MatrixValues: leg.Values, Status: status.JobPending, Config: cfg,
 				RunsOnLabels: slices.Clone(labels), Needs: slices.Clone(needs), TimeoutMs: j.Timeout, CreatedAt: now,
 			})
