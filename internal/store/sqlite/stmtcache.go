@@ -33,10 +33,19 @@ func cacheable(query string) bool {
 	return len(q) < 8192 && !strings.Contains(q, ";")
 }
 
+// dbConn is one driver connection with its prepared statements. A
+// writerConn reads through a dbConn of its own and writes through the one
+// its connector shares among them (writer.go).
+type dbConn struct {
+	innerConn
+	// stmts are the connection's prepared statements by SQL text.
+	stmts map[string]*cachedStmt
+}
+
 // cached returns the connection's prepared statement for query, preparing
 // it on first use; nil when it is not cacheable, in use or cannot be
 // prepared (the uncached call then reports the error).
-func (c *writerConn) cached(ctx context.Context, query string) *cachedStmt {
+func (c *dbConn) cached(ctx context.Context, query string) *cachedStmt {
 	if cs, ok := c.stmts[query]; ok {
 		if cs.busy {
 			return nil
@@ -68,7 +77,7 @@ func (c *writerConn) cached(ctx context.Context, query string) *cachedStmt {
 var statementSeen func(query string)
 
 // exec runs query from its cached statement when it has one.
-func (c *writerConn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+func (c *dbConn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if statementSeen != nil {
 		statementSeen(query)
 	}
@@ -80,7 +89,7 @@ func (c *writerConn) exec(ctx context.Context, query string, args []driver.Named
 
 // query runs query from its cached statement when it has one; the
 // statement is in use until the rows are closed.
-func (c *writerConn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+func (c *dbConn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if statementSeen != nil {
 		statementSeen(query)
 	}
@@ -97,7 +106,7 @@ func (c *writerConn) query(ctx context.Context, query string, args []driver.Name
 }
 
 // Close finalizes the cached statements, then closes the connection.
-func (c *writerConn) Close() error {
+func (c *dbConn) Close() error {
 	for q, cs := range c.stmts {
 		_ = cs.st.Close()
 		delete(c.stmts, q)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -24,6 +25,15 @@ import (
 // waits on go ahead of waiting background writes (writerqueue.go). Reads never
 // take it (WAL readers do not block the writer). Other processes opening
 // the file still meet SQLite's own lock and busy timeout.
+//
+// Every write of the process runs on one connection, which the connector
+// opens at the first write and the semaphore's holder uses. In WAL mode a
+// connection drops its whole page cache when it finds the database changed
+// by another connection since its last transaction; with writes spread
+// over the pool, nearly every write transaction started cold and read the
+// pages of each index it touched again (a seventh of the orchestrator's
+// CPU in a burst of webhooks went to those reads). The shared writer is
+// the only connection that changes the database, so its cache stays warm.
 
 // writerConnector opens modernc connections that share one writer
 // semaphore.
@@ -31,6 +41,10 @@ type writerConnector struct {
 	dsn    string
 	drv    *msqlite.Driver
 	writer *writerQueue // held by the writing connection
+
+	// shared is the connection every write runs on, opened at the first
+	// write; used only by the semaphore's holder (and Close).
+	shared *dbConn
 }
 
 func newWriterConnector(dsn string) *writerConnector {
@@ -48,7 +62,37 @@ func (c *writerConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		cn.Close()
 		return nil, fmt.Errorf("sqlite: driver connection %T lacks the context interfaces", cn)
 	}
-	return &writerConn{innerConn: inner, writer: c.writer}, nil
+	return &writerConn{dbConn: &dbConn{innerConn: inner}, connector: c}, nil
+}
+
+// writeConn is the shared writing connection, opened on first use. The
+// caller holds the writer semaphore.
+func (c *writerConnector) writeConn() (*dbConn, error) {
+	if c.shared != nil {
+		return c.shared, nil
+	}
+	cn, err := c.drv.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	inner, ok := cn.(innerConn)
+	if !ok {
+		cn.Close()
+		return nil, fmt.Errorf("sqlite: driver connection %T lacks the context interfaces", cn)
+	}
+	c.shared = &dbConn{innerConn: inner}
+	return c.shared, nil
+}
+
+// Close closes the shared writing connection; database/sql calls it from
+// DB.Close, after the pool's connections (io.Closer on a Connector).
+func (c *writerConnector) Close() error {
+	if c.shared == nil {
+		return nil
+	}
+	err := c.shared.Close()
+	c.shared = nil
+	return err
 }
 
 // Driver implements driver.Connector.
@@ -66,33 +110,47 @@ type innerConn interface {
 	driver.Validator
 }
 
-// writerConn is a connection whose writes take the writer semaphore.
-// database/sql uses one connection from one goroutine at a time.
+// writerConn is a pool connection: it reads on a connection of its own
+// (the embedded dbConn) and writes, holding the writer semaphore, on the
+// connector's shared one. database/sql uses one connection from one
+// goroutine at a time.
 type writerConn struct {
-	innerConn
-	writer *writerQueue
-	inTx   bool // holds the semaphore for its open transaction
-	// stmts are this connection's prepared statements by SQL text
-	// (stmtcache.go).
-	stmts map[string]*cachedStmt
+	*dbConn
+	connector *writerConnector
+	// tx is the shared connection while this one's transaction is open
+	// (it holds the semaphore until the transaction ends), else nil.
+	tx *dbConn
 }
 
-// acquire waits for the writer semaphore (writerqueue.go).
-func (c *writerConn) acquire(ctx context.Context) error { return c.writer.acquire(ctx) }
-
-func (c *writerConn) release() { c.writer.release() }
-
-// BeginTx takes the semaphore until the transaction ends.
-func (c *writerConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if err := c.acquire(ctx); err != nil {
+// acquire waits for the writer semaphore (writerqueue.go) and returns the
+// shared writing connection; on error the semaphore is not held.
+func (c *writerConn) acquire(ctx context.Context) (*dbConn, error) {
+	if err := c.connector.writer.acquire(ctx); err != nil {
 		return nil, err
 	}
-	tx, err := c.innerConn.BeginTx(ctx, opts)
+	w, err := c.connector.writeConn()
 	if err != nil {
 		c.release()
 		return nil, err
 	}
-	c.inTx = true
+	return w, nil
+}
+
+func (c *writerConn) release() { c.connector.writer.release() }
+
+// BeginTx takes the semaphore until the transaction ends; the
+// transaction runs on the shared writing connection.
+func (c *writerConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	w, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := w.BeginTx(ctx, opts)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	c.tx = w
 	return &writerTx{Tx: tx, c: c}, nil
 }
 
@@ -101,28 +159,35 @@ func (c *writerConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
-// ExecContext takes the semaphore outside a transaction.
+// ExecContext runs on the shared writing connection, taking the semaphore
+// outside a transaction.
 func (c *writerConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.inTx {
-		return c.exec(ctx, query, args)
+	if c.tx != nil {
+		return c.tx.exec(ctx, query, args)
 	}
-	if err := c.acquire(ctx); err != nil {
+	w, err := c.acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
 	defer c.release()
-	return c.exec(ctx, query, args)
+	return w.exec(ctx, query, args)
 }
 
-// QueryContext takes the semaphore for a writing query outside a
-// transaction, until its rows are closed.
+// QueryContext reads on the connection's own; a writing query outside a
+// transaction runs on the shared one, holding the semaphore until its rows
+// are closed.
 func (c *writerConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.inTx || !writes(query) {
+	if c.tx != nil {
+		return c.tx.query(ctx, query, args)
+	}
+	if !writes(query) {
 		return c.query(ctx, query, args)
 	}
-	if err := c.acquire(ctx); err != nil {
+	w, err := c.acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := c.query(ctx, query, args)
+	rows, err := w.query(ctx, query, args)
 	if err != nil {
 		c.release()
 		return nil, err
@@ -130,9 +195,19 @@ func (c *writerConn) QueryContext(ctx context.Context, query string, args []driv
 	return &writerRows{Rows: rows, release: c.release}, nil
 }
 
-// PrepareContext returns a statement whose executions take the semaphore
-// like the connection's.
+// errPrepareInTx: a statement prepared in a transaction would live on the
+// shared writing connection, and database/sql closes it only after the
+// transaction has released that connection to other writers.
+var errPrepareInTx = errors.New("sqlite: statements cannot be prepared inside a transaction here; run them with Exec or Query")
+
+// PrepareContext returns a statement of the connection's own, whose
+// executions take the semaphore like the connection's (the store runs its
+// statements through Exec and Query, which keep prepared statements
+// themselves: stmtcache.go).
 func (c *writerConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if c.tx != nil {
+		return nil, errPrepareInTx
+	}
 	st, err := c.innerConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
@@ -161,8 +236,8 @@ func (t *writerTx) Rollback() error { return t.end(t.Tx.Rollback) }
 
 func (t *writerTx) end(f func() error) error {
 	err := f()
-	if t.c.inTx {
-		t.c.inTx = false
+	if t.c.tx != nil {
+		t.c.tx = nil
 		t.c.release()
 	}
 	return err
@@ -195,10 +270,7 @@ type writerStmt struct {
 }
 
 func (s *writerStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if s.c.inTx {
-		return s.innerStmt.ExecContext(ctx, args)
-	}
-	if err := s.c.acquire(ctx); err != nil {
+	if err := s.c.connector.writer.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.c.release()
@@ -206,10 +278,10 @@ func (s *writerStmt) ExecContext(ctx context.Context, args []driver.NamedValue) 
 }
 
 func (s *writerStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if s.c.inTx || !s.writes {
+	if !s.writes {
 		return s.innerStmt.QueryContext(ctx, args)
 	}
-	if err := s.c.acquire(ctx); err != nil {
+	if err := s.c.connector.writer.acquire(ctx); err != nil {
 		return nil, err
 	}
 	rows, err := s.innerStmt.QueryContext(ctx, args)
