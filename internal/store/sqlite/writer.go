@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	msqlite "modernc.org/sqlite"
 )
@@ -33,7 +35,9 @@ import (
 // over the pool, nearly every write transaction started cold and read the
 // pages of each index it touched again (a seventh of the orchestrator's
 // CPU in a burst of webhooks went to those reads). The shared writer is
-// the only connection that changes the database, so its cache stays warm.
+// the only connection of the process that changes the database (but for
+// a writing query writes() below does not recognise), so its cache stays
+// warm.
 
 // writerConnector opens modernc connections that share one writer
 // semaphore.
@@ -43,8 +47,11 @@ type writerConnector struct {
 	writer *writerQueue // held by the writing connection
 
 	// shared is the connection every write runs on, opened at the first
-	// write; used only by the semaphore's holder (and Close).
+	// write (and again after it broke); used only by the semaphore's
+	// holder (Close takes the semaphore too). closed refuses writes once
+	// the database is closing.
 	shared *dbConn
+	closed atomic.Bool
 }
 
 func newWriterConnector(dsn string) *writerConnector {
@@ -65,9 +72,15 @@ func (c *writerConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &writerConn{dbConn: &dbConn{innerConn: inner}, connector: c}, nil
 }
 
+// errClosed answers a write that comes after the database began closing.
+var errClosed = errors.New("sqlite: the database is closed")
+
 // writeConn is the shared writing connection, opened on first use. The
 // caller holds the writer semaphore.
 func (c *writerConnector) writeConn() (*dbConn, error) {
+	if c.closed.Load() {
+		return nil, errClosed
+	}
 	if c.shared != nil {
 		return c.shared, nil
 	}
@@ -84,9 +97,48 @@ func (c *writerConnector) writeConn() (*dbConn, error) {
 	return c.shared, nil
 }
 
+// checkWrite passes on err from the shared connection w, except that a
+// connection the driver reports broken (driver.ErrBadConn) is closed and
+// forgotten, so the next writer opens a new one, and the error no longer
+// reads as ErrBadConn: database/sql would otherwise discard the healthy
+// pool connection and retry on others, which share the broken one. The
+// caller holds the writer semaphore.
+func (c *writerConnector) checkWrite(w *dbConn, err error) error {
+	if !errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	if c.shared == w {
+		_ = w.Close()
+		c.shared = nil
+	}
+	return fmt.Errorf("sqlite: the writing connection failed (%v); the next write opens a new one", err)
+}
+
+// closeWait bounds how long Close waits for a running write (the writer
+// queue's own bound, SQLite's busy timeout, may end the wait sooner).
+const closeWait = 30 * time.Second
+
+// closing, when set (by this package's tests, before any store is
+// opened), is called when a connector starts closing.
+var closing func()
+
 // Close closes the shared writing connection; database/sql calls it from
-// DB.Close, after the pool's connections (io.Closer on a Connector).
+// DB.Close (io.Closer on a Connector), which does not wait for
+// connections in use, so Close takes the writer semaphore first: a
+// running write ends before its connection closes, and later ones get
+// errClosed. A write still running after closeWait keeps the connection
+// open, and Close says so.
 func (c *writerConnector) Close() error {
+	c.closed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	if closing != nil {
+		closing()
+	}
+	if err := c.writer.acquire(ctx); err != nil {
+		return fmt.Errorf("sqlite: a write was still running; its connection is left open: %w", err)
+	}
+	defer c.writer.release()
 	if c.shared == nil {
 		return nil
 	}
@@ -147,6 +199,7 @@ func (c *writerConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	}
 	tx, err := w.BeginTx(ctx, opts)
 	if err != nil {
+		err = c.connector.checkWrite(w, err)
 		c.release()
 		return nil, err
 	}
@@ -163,14 +216,16 @@ func (c *writerConn) Begin() (driver.Tx, error) {
 // outside a transaction.
 func (c *writerConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.tx != nil {
-		return c.tx.exec(ctx, query, args)
+		res, err := c.tx.exec(ctx, query, args)
+		return res, c.connector.checkWrite(c.tx, err)
 	}
 	w, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.release()
-	return w.exec(ctx, query, args)
+	res, err := w.exec(ctx, query, args)
+	return res, c.connector.checkWrite(w, err)
 }
 
 // QueryContext reads on the connection's own; a writing query outside a
@@ -178,7 +233,8 @@ func (c *writerConn) ExecContext(ctx context.Context, query string, args []drive
 // are closed.
 func (c *writerConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if c.tx != nil {
-		return c.tx.query(ctx, query, args)
+		rows, err := c.tx.query(ctx, query, args)
+		return rows, c.connector.checkWrite(c.tx, err)
 	}
 	if !writes(query) {
 		return c.query(ctx, query, args)
@@ -189,35 +245,22 @@ func (c *writerConn) QueryContext(ctx context.Context, query string, args []driv
 	}
 	rows, err := w.query(ctx, query, args)
 	if err != nil {
+		err = c.connector.checkWrite(w, err)
 		c.release()
 		return nil, err
 	}
 	return &writerRows{Rows: rows, release: c.release}, nil
 }
 
-// errPrepareInTx: a statement prepared in a transaction would live on the
-// shared writing connection, and database/sql closes it only after the
-// transaction has released that connection to other writers.
-var errPrepareInTx = errors.New("sqlite: statements cannot be prepared inside a transaction here; run them with Exec or Query")
-
-// PrepareContext returns a statement of the connection's own, whose
-// executions take the semaphore like the connection's (the store runs its
-// statements through Exec and Query, which keep prepared statements
-// themselves: stmtcache.go).
-func (c *writerConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if c.tx != nil {
-		return nil, errPrepareInTx
-	}
-	st, err := c.innerConn.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	inner, ok := st.(innerStmt)
-	if !ok {
-		st.Close()
-		return nil, fmt.Errorf("sqlite: driver statement %T lacks the context interfaces", st)
-	}
-	return &writerStmt{innerStmt: inner, c: c, writes: writes(query)}, nil
+// PrepareContext returns a statement that runs query through the
+// connection's ExecContext and QueryContext: in the open transaction, on
+// the shared connection when it writes, on the connection's own when it
+// reads, each from that driver connection's cached plan (stmtcache.go).
+// Nothing is prepared here, so a statement database/sql closes after its
+// transaction has handed the shared connection on touches no connection,
+// and an error in query shows at its first execution.
+func (c *writerConn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
+	return &writerStmt{c: c, query: query}, nil
 }
 
 // Prepare is PrepareContext without a context.
@@ -263,39 +306,43 @@ type innerStmt interface {
 	driver.StmtQueryContext
 }
 
+// writerStmt is a statement of a pool connection, run by its SQL text.
 type writerStmt struct {
-	innerStmt
-	c      *writerConn
-	writes bool
+	c     *writerConn
+	query string
+}
+
+// Close implements driver.Stmt: nothing to release.
+func (s *writerStmt) Close() error { return nil }
+
+// NumInput implements driver.Stmt: -1, unknown (database/sql leaves the
+// count of arguments to the driver).
+func (s *writerStmt) NumInput() int { return -1 }
+
+// Exec implements driver.Stmt; database/sql uses ExecContext.
+func (s *writerStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return nil, errors.New("sqlite: Exec without a context is not supported")
+}
+
+// Query implements driver.Stmt; database/sql uses QueryContext.
+func (s *writerStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return nil, errors.New("sqlite: Query without a context is not supported")
 }
 
 func (s *writerStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if err := s.c.connector.writer.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer s.c.release()
-	return s.innerStmt.ExecContext(ctx, args)
+	return s.c.ExecContext(ctx, s.query, args)
 }
 
 func (s *writerStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if !s.writes {
-		return s.innerStmt.QueryContext(ctx, args)
-	}
-	if err := s.c.connector.writer.acquire(ctx); err != nil {
-		return nil, err
-	}
-	rows, err := s.innerStmt.QueryContext(ctx, args)
-	if err != nil {
-		s.c.release()
-		return nil, err
-	}
-	return &writerRows{Rows: rows, release: s.c.release}, nil
+	return s.c.QueryContext(ctx, s.query, args)
 }
 
 // writes reports whether a statement run through Query may write: it
 // starts with INSERT, UPDATE, DELETE or REPLACE, or returns rows it
 // changed (RETURNING). A read taken for a write only queues needlessly; a
-// write taken for a read meets SQLite's busy handler as before.
+// write taken for a read runs on the pool connection's own driver
+// connection without the semaphore, and meets SQLite's busy handler as
+// another process's write would.
 func writes(query string) bool {
 	q := strings.TrimLeft(query, " \t\r\n(")
 	if len(q) > 7 {
