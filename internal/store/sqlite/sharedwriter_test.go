@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -163,5 +165,44 @@ func TestCloseWaitsForTheRunningWrite(t *testing.T) {
 	var n int
 	if err := s2.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM c`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("rows after reopening = %d (%v), want 2", n, err)
+	}
+}
+
+// closeCounter is a driver connection that only counts its closes.
+type closeCounter struct {
+	innerConn
+	closes int
+}
+
+func (c *closeCounter) Close() error { c.closes++; return nil }
+
+// A shared connection the driver reports broken is forgotten at once and
+// closed when its holder lets the writer go, and the error the caller sees
+// is no longer driver.ErrBadConn (which would make database/sql discard a
+// healthy pool connection and retry on others sharing the broken one).
+func TestBrokenWritingConnectionIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	c := newWriterConnector("file::memory:")
+	broken := &closeCounter{}
+	w := &dbConn{innerConn: broken}
+	c.shared = w
+	if err := c.writer.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := c.checkWrite(w, fmt.Errorf("step: %w", driver.ErrBadConn))
+	if err == nil || errors.Is(err, driver.ErrBadConn) {
+		t.Fatalf("checkWrite = %v, want an error that is not driver.ErrBadConn", err)
+	}
+	if c.shared != nil || broken.closes != 0 {
+		t.Fatalf("after checkWrite: shared %v, closes %d; want forgotten, not yet closed (its holder may still use it)", c.shared, broken.closes)
+	}
+	if err := c.releaseWriter(w); err != nil {
+		t.Fatal(err)
+	}
+	if broken.closes != 1 {
+		t.Fatalf("closes after release = %d, want 1", broken.closes)
+	}
+	if err := c.checkWrite(nil, errors.New("constraint failed")); err == nil || err.Error() != "constraint failed" {
+		t.Fatalf("other errors pass unchanged: %v", err)
 	}
 }

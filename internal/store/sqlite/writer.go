@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	msqlite "modernc.org/sqlite"
 )
@@ -72,81 +71,6 @@ func (c *writerConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &writerConn{dbConn: &dbConn{innerConn: inner}, connector: c}, nil
 }
 
-// errClosed answers a write that comes after the database began closing.
-var errClosed = errors.New("sqlite: the database is closed")
-
-// writeConn is the shared writing connection, opened on first use. The
-// caller holds the writer semaphore.
-func (c *writerConnector) writeConn() (*dbConn, error) {
-	if c.closed.Load() {
-		return nil, errClosed
-	}
-	if c.shared != nil {
-		return c.shared, nil
-	}
-	cn, err := c.drv.Open(c.dsn)
-	if err != nil {
-		return nil, err
-	}
-	inner, ok := cn.(innerConn)
-	if !ok {
-		cn.Close()
-		return nil, fmt.Errorf("sqlite: driver connection %T lacks the context interfaces", cn)
-	}
-	c.shared = &dbConn{innerConn: inner}
-	return c.shared, nil
-}
-
-// checkWrite passes on err from the shared connection w, except that a
-// connection the driver reports broken (driver.ErrBadConn) is closed and
-// forgotten, so the next writer opens a new one, and the error no longer
-// reads as ErrBadConn: database/sql would otherwise discard the healthy
-// pool connection and retry on others, which share the broken one. The
-// caller holds the writer semaphore.
-func (c *writerConnector) checkWrite(w *dbConn, err error) error {
-	if !errors.Is(err, driver.ErrBadConn) {
-		return err
-	}
-	if c.shared == w {
-		_ = w.Close()
-		c.shared = nil
-	}
-	return fmt.Errorf("sqlite: the writing connection failed (%v); the next write opens a new one", err)
-}
-
-// closeWait bounds how long Close waits for a running write (the writer
-// queue's own bound, SQLite's busy timeout, may end the wait sooner).
-const closeWait = 30 * time.Second
-
-// closing, when set (by this package's tests, before any store is
-// opened), is called when a connector starts closing.
-var closing func()
-
-// Close closes the shared writing connection; database/sql calls it from
-// DB.Close (io.Closer on a Connector), which does not wait for
-// connections in use, so Close takes the writer semaphore first: a
-// running write ends before its connection closes, and later ones get
-// errClosed. A write still running after closeWait keeps the connection
-// open, and Close says so.
-func (c *writerConnector) Close() error {
-	c.closed.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
-	defer cancel()
-	if closing != nil {
-		closing()
-	}
-	if err := c.writer.acquire(ctx); err != nil {
-		return fmt.Errorf("sqlite: a write was still running; its connection is left open: %w", err)
-	}
-	defer c.writer.release()
-	if c.shared == nil {
-		return nil
-	}
-	err := c.shared.Close()
-	c.shared = nil
-	return err
-}
-
 // Driver implements driver.Connector.
 func (c *writerConnector) Driver() driver.Driver { return c.drv }
 
@@ -182,13 +106,14 @@ func (c *writerConn) acquire(ctx context.Context) (*dbConn, error) {
 	}
 	w, err := c.connector.writeConn()
 	if err != nil {
-		c.release()
+		c.connector.releaseWriter(nil)
 		return nil, err
 	}
 	return w, nil
 }
 
-func (c *writerConn) release() { c.connector.writer.release() }
+// release lets the writer semaphore go after a write on w.
+func (c *writerConn) release(w *dbConn) { c.connector.releaseWriter(w) }
 
 // BeginTx takes the semaphore until the transaction ends; the
 // transaction runs on the shared writing connection.
@@ -200,7 +125,7 @@ func (c *writerConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	tx, err := w.BeginTx(ctx, opts)
 	if err != nil {
 		err = c.connector.checkWrite(w, err)
-		c.release()
+		c.release(w)
 		return nil, err
 	}
 	c.tx = w
@@ -223,7 +148,7 @@ func (c *writerConn) ExecContext(ctx context.Context, query string, args []drive
 	if err != nil {
 		return nil, err
 	}
-	defer c.release()
+	defer c.release(w)
 	res, err := w.exec(ctx, query, args)
 	return res, c.connector.checkWrite(w, err)
 }
@@ -246,10 +171,10 @@ func (c *writerConn) QueryContext(ctx context.Context, query string, args []driv
 	rows, err := w.query(ctx, query, args)
 	if err != nil {
 		err = c.connector.checkWrite(w, err)
-		c.release()
+		c.release(w)
 		return nil, err
 	}
-	return &writerRows{Rows: rows, release: c.release}, nil
+	return &writerRows{Rows: rows, release: func() { c.release(w) }}, nil
 }
 
 // PrepareContext returns a statement that runs query through the
@@ -278,10 +203,11 @@ func (t *writerTx) Commit() error   { return t.end(t.Tx.Commit) }
 func (t *writerTx) Rollback() error { return t.end(t.Tx.Rollback) }
 
 func (t *writerTx) end(f func() error) error {
-	err := f()
-	if t.c.tx != nil {
+	w := t.c.tx
+	err := t.c.connector.checkWrite(w, f())
+	if w != nil {
 		t.c.tx = nil
-		t.c.release()
+		t.c.release(w)
 	}
 	return err
 }
