@@ -97,7 +97,7 @@ func TestPreparedStatementsWriteOnTheSharedConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, "b"); err != nil {
 		t.Fatalf("prepared write brought into a transaction: %v", err)
 	}

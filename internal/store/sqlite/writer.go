@@ -106,14 +106,16 @@ func (c *writerConn) acquire(ctx context.Context) (*dbConn, error) {
 	}
 	w, err := c.connector.writeConn()
 	if err != nil {
-		c.connector.releaseWriter(nil)
+		_ = c.connector.releaseWriter(nil)
 		return nil, err
 	}
 	return w, nil
 }
 
-// release lets the writer semaphore go after a write on w.
-func (c *writerConn) release(w *dbConn) { c.connector.releaseWriter(w) }
+// release lets the writer semaphore go after a write on w. An error of
+// closing the shared connection, when the database closed meanwhile, has
+// no one to go to: the write itself is done.
+func (c *writerConn) release(w *dbConn) { _ = c.connector.releaseWriter(w) }
 
 // BeginTx takes the semaphore until the transaction ends; the
 // transaction runs on the shared writing connection.
