@@ -25,14 +25,9 @@ func (c *writerConnector) writeConn() (*dbConn, error) {
 	if c.shared != nil {
 		return c.shared, nil
 	}
-	cn, err := c.drv.Open(c.dsn)
+	inner, err := c.open()
 	if err != nil {
 		return nil, err
-	}
-	inner, ok := cn.(innerConn)
-	if !ok {
-		cn.Close()
-		return nil, fmt.Errorf("sqlite: driver connection %T lacks the context interfaces", cn)
 	}
 	c.shared = &dbConn{innerConn: inner}
 	return c.shared, nil

@@ -59,6 +59,15 @@ func newWriterConnector(dsn string) *writerConnector {
 
 // Connect implements driver.Connector.
 func (c *writerConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	inner, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	return &writerConn{dbConn: &dbConn{innerConn: inner}, connector: c}, nil
+}
+
+// open opens a driver connection to the database.
+func (c *writerConnector) open() (innerConn, error) {
 	cn, err := c.drv.Open(c.dsn)
 	if err != nil {
 		return nil, err
@@ -68,7 +77,7 @@ func (c *writerConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		cn.Close()
 		return nil, fmt.Errorf("sqlite: driver connection %T lacks the context interfaces", cn)
 	}
-	return &writerConn{dbConn: &dbConn{innerConn: inner}, connector: c}, nil
+	return inner, nil
 }
 
 // Driver implements driver.Connector.
