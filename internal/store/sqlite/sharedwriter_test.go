@@ -122,8 +122,8 @@ func TestPreparedStatementsWriteOnTheSharedConnection(t *testing.T) {
 }
 
 // Closing the database while a transaction runs lets it finish: the
-// shared writing connection closes after the commit, not under it, and a
-// write after the close is refused.
+// shared writing connection closes after the commit, not under it, and
+// the transaction's rows are kept.
 func TestCloseWaitsForTheRunningWrite(t *testing.T) {
 	ctx := context.Background()
 	started := make(chan struct{}, 1)

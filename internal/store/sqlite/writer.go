@@ -32,8 +32,8 @@ import (
 // connection drops its whole page cache when it finds the database changed
 // by another connection since its last transaction; with writes spread
 // over the pool, nearly every write transaction started cold and read the
-// pages of each index it touched again (a seventh of the orchestrator's
-// CPU in a burst of webhooks went to those reads). The shared writer is
+// pages of each index it touched again (in a burst of webhooks, 6.5 % of
+// the orchestrator's CPU samples were those reads). The shared writer is
 // the only connection of the process that changes the database (but for
 // a writing query writes() below does not recognise), so its cache stays
 // warm.
