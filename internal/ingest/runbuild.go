@@ -92,13 +92,14 @@ func (rc RunContext) withEvent(ev *trigger.Event) RunContext {
 }
 
 // BuildRun builds the run (status pending, new uuid) and its jobs for one
-// workflow: one job per matrix leg (lockfile.ExpandMatrix), ID a new time-ordered uuid (NewJobID),
-// Config the lock job as JSON, MatrixValues the leg's values, RunsOnLabels
-// the exact runsOn values, TimeoutMs the job timeout, and Needs expanded per
-// leg (a need on a matrix job's base name yields one edge per leg, runOn
-// defaulting to ["success"]). Errors: a dynamic job or group need, a regex runsOn
-// matcher (not routable yet), a bad matrix, a need on an unknown job, or a
-// workflow with no jobs (a run without jobs is never created).
+// workflow: one job per matrix leg (lockfile.ExpandMatrix), ID a new
+// time-ordered uuid (NewJobID), Config the lock job as JSON, MatrixValues
+// the leg's values, RunsOnLabels the exact runsOn values, TimeoutMs the job
+// timeout, and Needs expanded per leg (a need on a matrix job's base name
+// yields one edge per leg, runOn defaulting to ["success"]). Errors: a
+// dynamic job or group need, a regex runsOn matcher (not routable yet), a
+// bad matrix, a need on an unknown job, or a workflow with no jobs (a run
+// without jobs is never created).
 func BuildRun(wf *lockfile.Workflow, rc RunContext) (*store.Run, []*store.Job, error) {
 	now := time.Now().UTC()
 	run := &store.Run{
