@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -346,4 +347,61 @@ func TestEmittedEventsAndCompletionChain(t *testing.T) {
 	if !strings.Contains(show, "SKIP on-deploy") || !strings.Contains(show, "[FAIL] jsonpath match") {
 		t.Fatalf("event-log show of the non-matching event:\n%s", show)
 	}
+}
+
+// The orchestrator keeps the sources it checks webhooks against in memory,
+// and a change to one still applies to the very next webhook, with no wait:
+// made in another process (a statement on the database file, as in the
+// sqlite3 shell) or through the admin API. The deliveries in between are
+// answered from memory, which the source revision's triggers keep honest.
+func TestSourceChangesApplyToTheNextWebhook(t *testing.T) {
+	fake := ghfake.New(ingressApp)
+	defer fake.Close()
+	sha := fmt.Sprintf("%040x", 1)
+	fake.SetFile(ingressRepo, sha, ".kici/kici.lock.json", []byte(ingressLock))
+	o := startOrchestrator(t, loopbackSourcesEnv)
+	srcID := o.addGitHubAppSource(t, fake)
+	hookURL := o.url + "/webhook/acme/github/" + srcID
+	n := 0
+	expect := func(want int, when string) {
+		t.Helper()
+		n++
+		if got := postGitHub(t, hookURL, fmt.Sprintf("next-%d", n), ghPush(sha)); got != want {
+			t.Fatalf("delivery %d %s: %d, want %d", n, when, got, want)
+		}
+	}
+	expect(202, "first")
+	expect(202, "second, from memory")
+
+	other, err := sql.Open("sqlite", "file:"+filepath.Join(o.dataDir, "kici.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	statement := func(q string) {
+		t.Helper()
+		if _, err := other.Exec(q, srcID); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	statement(`UPDATE sources SET enabled = 0 WHERE id = ?`)
+	expect(404, "after another process disabled the source")
+	statement(`UPDATE sources SET enabled = 1 WHERE id = ?`)
+	expect(202, "after another process enabled it again")
+	expect(202, "again, from memory")
+	statement(`UPDATE source_secrets SET revoked_at = 1 WHERE source_id = ?`)
+	expect(422, "after another process revoked its only secret")
+	statement(`UPDATE source_secrets SET revoked_at = NULL WHERE source_id = ?`)
+	expect(202, "after the secret was made active again")
+
+	rotated := o.admin(t, "-q", "source", "secrets", "rotate", srcID)
+	if rotated == "" || strings.Contains(rotated, ingressSecret) {
+		t.Fatalf("secrets rotate printed %q", rotated)
+	}
+	var oldID string
+	if err := other.QueryRow(`SELECT id FROM source_secrets WHERE source_id = ? ORDER BY created_at, id LIMIT 1`, srcID).Scan(&oldID); err != nil {
+		t.Fatal(err)
+	}
+	o.admin(t, "source", "secrets", "revoke", srcID, oldID)
+	expect(401, "after the admin API revoked the secret it was signed with")
 }

@@ -110,9 +110,10 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 	if p.ring, err = loadRing(cfg); err != nil {
 		return err
 	}
-	// Webhook secrets are encrypted at rest like every other secret. On
-	// PostgreSQL the sources webhooks are checked against are kept in
-	// memory while a change to them is heard (package sourcecache).
+	// Webhook secrets are encrypted at rest like every other secret. The
+	// sources webhooks are checked against are kept in memory (package
+	// sourcecache): on PostgreSQL while a change to them is heard, on
+	// SQLite while the revision its triggers keep has not moved.
 	sources := raw
 	if cfg.DatabaseURL != "" {
 		cache, err := sourcecache.Open(ctx, cfg.DatabaseURL, raw, s.log.With("component", "sourcecache"))
@@ -121,6 +122,8 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 		}
 		s.cleanup.pushFunc("source cache", cache.Stop)
 		sources = cache
+	} else if rev, ok := raw.(sourcecache.RevisionReader); ok {
+		sources = sourcecache.NewRevisioned(raw, rev)
 	}
 	p.st = secrets.SealSources(sources, p.ring)
 	s.store = p.st

@@ -1,7 +1,10 @@
 // Package sourcecache keeps the sources that webhooks are checked against
-// in memory on PostgreSQL, so that accepting a webhook is one round trip
-// (its insert) instead of two (the source with its settings and secrets,
-// then the insert).
+// in memory, so that accepting a webhook does not read a source with its
+// settings and secrets every time: on PostgreSQL the accept is then one
+// round trip (its insert) instead of two; on SQLite, which announces no
+// change, each look-up reads one row instead, the revision that the
+// triggers of migration source_revision move with every change
+// (Revisioned, revision.go). What follows is PostgreSQL's Store.
 //
 // A cached source must never outlive a change to it: a revoked secret or a
 // disabled source is refused as soon as the change is committed. So the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -433,6 +434,23 @@ func (s *Store) GetIngressSource(ctx context.Context, id string) (*store.Ingress
 func (s *Store) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
 	rows, err := s.query(ctx, ingressSourceQuery+`s.org_id = ? AND s.name = ? ORDER BY sec.created_at, sec.id`, orgID, name)
 	return scanIngressSource(rows, err)
+}
+
+// SourceRevision returns the counter that migration source_revision's
+// triggers move in every transaction changing sources, source_settings or
+// source_secrets, whoever makes it: a look-up that reads the same value as
+// an earlier one knows that no change was committed between the two.
+// SQLite only (PostgreSQL announces the changes with NOTIFY, migration
+// source_change_notify): on PostgreSQL it returns an error.
+func (s *Store) SourceRevision(ctx context.Context) (int64, error) {
+	if s.d.Postgres {
+		return 0, errors.New("source revision: kept on SQLite only; PostgreSQL announces source changes with NOTIFY")
+	}
+	var rev int64
+	if err := s.queryRow(ctx, `SELECT rev FROM source_revision WHERE id = 1`).Scan(&rev); err != nil {
+		return 0, fmt.Errorf("source revision: %w", mapErr(err))
+	}
+	return rev, nil
 }
 
 // scanIngressSource folds ingressSourceQuery's rows into one

@@ -47,6 +47,7 @@ var migrationVersions = []migrationVersion{
 	{"toast_lz4", 0, 25},
 	{"source_change_notify", 0, 26},
 	{"node_log_forms", 24, 27},
+	{"source_revision", 25, 0},
 }
 
 // migrationVersion is one template's version in each dialect.

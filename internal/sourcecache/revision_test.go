@@ -1,0 +1,240 @@
+package sourcecache
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"kici.dev/kici/internal/provider"
+	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/store/sqlite"
+)
+
+// setupRevisioned is a SQLite database holding source "hooks" of org
+// "acme" with secret s-1 ("one"), a revision cache over it (reading the
+// revision through rev when given, else from the store), the counter under
+// the cache, and a plain connection standing for another process
+// (the sqlite3 shell, say).
+func setupRevisioned(t *testing.T, rev func(*sqlite.Store) RevisionReader) (*Revisioned, *countingStore, *sql.DB) {
+	t.Helper()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kici.db")
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	src := &store.Source{ID: "src-1", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:src-1",
+		VerificationMethod: "hmac_sha256", WebhookSecret: "orig", Enabled: true, CreatedAt: time.Now()}
+	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: 60},
+		[]*store.SourceSecret{{ID: "s-1", Secret: "one", CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	counted := &countingStore{Store: st}
+	var reader RevisionReader = st
+	if rev != nil {
+		reader = rev(st)
+	}
+	return NewRevisioned(counted, reader), counted, other
+}
+
+func revisionedByName(t *testing.T, c *Revisioned) *store.IngressSource {
+	t.Helper()
+	is, err := c.GetIngressSourceByName(t.Context(), "acme", "hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
+// Repeated look-ups read the source once, each caller gets a copy of its
+// own, and every kind of change, made through the store or by another
+// process's plain statement, is seen by the very next look-up: no wait.
+func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
+	c, counted, other := setupRevisioned(t, nil)
+	ctx := t.Context()
+
+	first := revisionedByName(t, c)
+	first.Secrets[0].Secret, first.Source.WebhookSecret = "changed by the caller", "changed too"
+	for range 5 {
+		is := revisionedByName(t, c)
+		if is.Secrets[0].Secret != "one" || is.Source.WebhookSecret != "orig" {
+			t.Fatalf("look-up after a caller changed its copy: %+v %+v", is.Source, is.Secrets[0])
+		}
+	}
+	if n := counted.reads.Load(); n != 1 {
+		t.Fatalf("6 look-ups read the source %d times, want 1", n)
+	}
+	byID := func() *store.IngressSource {
+		is, err := c.GetIngressSource(ctx, "src-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return is
+	}
+	byID()
+	byID()
+	if n := counted.reads.Load(); n != 2 {
+		t.Fatalf("look-ups by id read the source %d times in all, want 2", n)
+	}
+
+	if err := c.RevokeSourceSecret(ctx, "src-1", "s-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if revisionedByName(t, c).Secrets[0].RevokedAt == nil || byID().Secrets[0].RevokedAt == nil {
+		t.Fatal("the revocation not seen by the next look-ups")
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := other.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`UPDATE sources SET enabled = 0 WHERE id = 'src-1'`)
+	if revisionedByName(t, c).Source.Enabled || byID().Source.Enabled {
+		t.Fatal("the source disabled by another process not seen by the next look-ups")
+	}
+	exec(`UPDATE source_settings SET config = json_set(config, '$.rateLimitRpm', 7) WHERE source_id = 'src-1'`)
+	if got := revisionedByName(t, c).Settings.RateLimitRPM; got != 7 {
+		t.Fatalf("settings changed by another process: rate limit %d, want 7", got)
+	}
+	before := counted.reads.Load()
+	revisionedByName(t, c)
+	byID()
+	if n := counted.reads.Load() - before; n != 1 {
+		t.Fatalf("two look-ups after the last change read the source %d times, want 1 (by id)", n)
+	}
+
+	exec(`DELETE FROM source_secrets WHERE source_id = 'src-1'; DELETE FROM source_settings WHERE source_id = 'src-1'; DELETE FROM sources WHERE id = 'src-1'`)
+	if _, err := c.GetIngressSourceByName(ctx, "acme", "hooks"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("look-up of the deleted source: %v, want ErrNotFound", err)
+	}
+	if _, err := c.GetIngressSource(ctx, "src-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("look-up of the deleted source by id: %v, want ErrNotFound", err)
+	}
+}
+
+// Unknown names, which a sender chooses, are never kept.
+func TestRevisionedKeepsNoUnknownName(t *testing.T) {
+	c, counted, _ := setupRevisioned(t, nil)
+	for range 3 {
+		if _, err := c.GetIngressSourceByName(t.Context(), "acme", "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown name: %v", err)
+		}
+	}
+	if n := counted.reads.Load(); n != 3 {
+		t.Fatalf("3 look-ups of an unknown name read the database %d times, want 3", n)
+	}
+	c.mu.Lock()
+	kept := len(c.byName) + len(c.byID)
+	c.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("%d entries kept for unknown names", kept)
+	}
+}
+
+// revisionHook reads the store's revision, then runs after (once) before
+// answering: a change committed between a look-up's revision read and its
+// source read.
+type revisionHook struct {
+	st    *sqlite.Store
+	after func()
+	fail  error
+}
+
+func (h *revisionHook) SourceRevision(ctx context.Context) (int64, error) {
+	if h.fail != nil {
+		return 0, h.fail
+	}
+	rev, err := h.st.SourceRevision(ctx)
+	if f := h.after; f != nil {
+		h.after = nil
+		f()
+	}
+	return rev, err
+}
+
+// A change committed between a look-up's read of the revision and its
+// read of the source is in what that look-up read, and what it kept is not
+// answered again: the next look-up reads the source once more.
+func TestAChangeDuringALookUpIsNotKept(t *testing.T) {
+	var hook *revisionHook
+	c, counted, other := setupRevisioned(t, func(st *sqlite.Store) RevisionReader {
+		hook = &revisionHook{st: st}
+		return hook
+	})
+	hook.after = func() {
+		if _, err := other.ExecContext(t.Context(), `UPDATE sources SET enabled = 0 WHERE id = 'src-1'`); err != nil {
+			t.Error(err)
+		}
+	}
+	if revisionedByName(t, c).Source.Enabled {
+		t.Fatal("the look-up did not read the change committed before its source read")
+	}
+	if _, err := other.ExecContext(t.Context(), `UPDATE sources SET enabled = 1 WHERE id = 'src-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if !revisionedByName(t, c).Source.Enabled {
+		t.Fatal("a look-up after the source was enabled again answered the disabled copy")
+	}
+	if n := counted.reads.Load(); n != 2 {
+		t.Fatalf("two look-ups read the source %d times, want 2", n)
+	}
+	revisionedByName(t, c)
+	if n := counted.reads.Load(); n != 2 {
+		t.Fatalf("a third look-up with nothing changed read the source again (%d reads)", n)
+	}
+}
+
+// When the revision cannot be read, every look-up reads the source, as
+// without the cache, and nothing is kept.
+func TestNoRevisionNoCache(t *testing.T) {
+	c, counted, _ := setupRevisioned(t, func(st *sqlite.Store) RevisionReader {
+		return &revisionHook{st: st, fail: errors.New("database is locked")}
+	})
+	for range 3 {
+		revisionedByName(t, c)
+	}
+	if n := counted.reads.Load(); n != 3 {
+		t.Fatalf("3 look-ups without a revision read the source %d times, want 3", n)
+	}
+}
+
+// A counter that went back (the database file restored from an older
+// copy) empties the cache as any other difference does, so that climbing
+// back to a value seen before cannot bring back what was read at it.
+func TestARevisionThatWentBackEmptiesTheCache(t *testing.T) {
+	c, _, other := setupRevisioned(t, nil)
+	ctx := t.Context()
+	revisionedByName(t, c)
+	var rev int64
+	if err := other.QueryRowContext(ctx, `SELECT rev FROM source_revision`).Scan(&rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE sources SET enabled = 0 WHERE id = 'src-1'`,
+		`UPDATE source_revision SET rev = ` + fmt.Sprint(rev-1),
+	} {
+		if _, err := other.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if revisionedByName(t, c).Source.Enabled {
+		t.Fatal("a look-up after the counter went back answered the enabled copy")
+	}
+	if _, err := other.ExecContext(ctx, `UPDATE source_revision SET rev = `+fmt.Sprint(rev)); err != nil {
+		t.Fatal(err)
+	}
+	if revisionedByName(t, c).Source.Enabled {
+		t.Fatal("the counter back at the value of the first look-up brought back its copy")
+	}
+}
