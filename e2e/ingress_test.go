@@ -373,7 +373,9 @@ func TestSourceChangesApplyToTheNextWebhook(t *testing.T) {
 	expect(202, "first")
 	expect(202, "second, from memory")
 
-	other, err := sql.Open("sqlite", "file:"+filepath.Join(o.dataDir, "kici.db"))
+	// The orchestrator writes the file meanwhile: wait for its lock as the
+	// sqlite3 shell would (.timeout).
+	other, err := sql.Open("sqlite", "file:"+filepath.Join(o.dataDir, "kici.db")+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

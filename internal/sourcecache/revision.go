@@ -7,10 +7,11 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// RevisionReader reads a counter that moves with every committed change
-// to sources, their settings or their secrets, whoever made it
-// (sqlstore.Store.SourceRevision on SQLite, kept by the triggers of
-// migration source_revision).
+// RevisionReader reads a value that changes with every committed change to
+// sources, their settings or their secrets, whoever made it, and names one
+// committed state of them (sqlstore.Store.SourceRevision on SQLite: a new
+// random 64-bit value drawn by the triggers of migration source_revision
+// with each change). Values are compared for equality only.
 type RevisionReader interface {
 	SourceRevision(ctx context.Context) (int64, error)
 }
@@ -63,13 +64,14 @@ func (c *Revisioned) GetIngressSourceByName(ctx context.Context, orgID, name str
 // copy is kept only while the revision is still the one read before it:
 // the revision is read before the source, so a change committed between
 // the two leaves an entry tagged older than what it holds, which the next
-// look-up drops; never the other way round. Emptying on any difference,
-// not only on a higher value, also covers a counter that went back (a
-// database file restored from an older copy). When the revision cannot be
-// read, the source is read as without the cache and the failure is the
-// read's to report. Callers get a copy of their own: the secrets layer
-// above opens secrets in place. Unknown keys are never kept (a sender
-// chooses them).
+// look-up drops; never the other way round. Any difference empties the
+// cache, whichever value came first: two look-ups can read two revisions
+// in either order, and a database file restored from an older copy brings
+// back the value drawn when its rows were current. When the revision
+// cannot be read, the source is read as without the cache and the failure
+// is the read's to report. Callers get a copy of their own: the secrets
+// layer above opens secrets in place. Unknown keys are never kept (a
+// sender chooses them).
 func revisionLookup[K comparable](ctx context.Context, c *Revisioned, m map[K]*store.IngressSource, key K, read func() (*store.IngressSource, error)) (*store.IngressSource, error) {
 	rev, err := c.rev.SourceRevision(ctx)
 	if err != nil {

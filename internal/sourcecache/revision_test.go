@@ -74,6 +74,11 @@ func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
 	if n := counted.reads.Load(); n != 1 {
 		t.Fatalf("6 look-ups read the source %d times, want 1", n)
 	}
+	hit := revisionedByName(t, c)
+	hit.Secrets[0].Secret, hit.Source.WebhookSecret = "changed by the caller", "changed too"
+	if is := revisionedByName(t, c); is.Secrets[0].Secret != "one" || is.Source.WebhookSecret != "orig" {
+		t.Fatalf("look-up after a caller changed the copy it got from memory: %+v %+v", is.Source, is.Secrets[0])
+	}
 	byID := func() *store.IngressSource {
 		is, err := c.GetIngressSource(ctx, "src-1")
 		if err != nil {
@@ -163,9 +168,9 @@ func (h *revisionHook) SourceRevision(ctx context.Context) (int64, error) {
 	return rev, err
 }
 
-// A change committed between a look-up's read of the revision and its
-// read of the source is in what that look-up read, and what it kept is not
-// answered again: the next look-up reads the source once more.
+// The revision is read before the source: a change committed between the
+// two is in what that look-up answers, and a change after it is read
+// again by the next look-up.
 func TestAChangeDuringALookUpIsNotKept(t *testing.T) {
 	var hook *revisionHook
 	c, counted, other := setupRevisioned(t, func(st *sqlite.Store) RevisionReader {
@@ -209,32 +214,81 @@ func TestNoRevisionNoCache(t *testing.T) {
 	}
 }
 
-// A counter that went back (the database file restored from an older
-// copy) empties the cache as any other difference does, so that climbing
-// back to a value seen before cannot bring back what was read at it.
-func TestARevisionThatWentBackEmptiesTheCache(t *testing.T) {
+// A database file restored from an older copy brings back the revision
+// drawn when its rows were current; the cache, which holds what it read at
+// a later revision, is emptied by the difference, whichever value is
+// greater.
+func TestARestoredOlderCopyEmptiesTheCache(t *testing.T) {
 	c, _, other := setupRevisioned(t, nil)
 	ctx := t.Context()
-	revisionedByName(t, c)
-	var rev int64
-	if err := other.QueryRowContext(ctx, `SELECT rev FROM source_revision`).Scan(&rev); err != nil {
+	var old int64
+	if err := other.QueryRowContext(ctx, `SELECT rev FROM source_revision`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, `UPDATE sources SET enabled = 0 WHERE id = 'src-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if revisionedByName(t, c).Source.Enabled {
+		t.Fatal("the source disabled by another process not seen")
+	}
+	// The copy's rows (the source enabled) and its revision, as a restore
+	// leaves them.
+	restore, err := other.BeginTx(ctx, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`UPDATE sources SET enabled = 0 WHERE id = 'src-1'`,
-		`UPDATE source_revision SET rev = ` + fmt.Sprint(rev-1),
+		`UPDATE sources SET enabled = 1 WHERE id = 'src-1'`,
+		`UPDATE source_revision SET rev = ` + fmt.Sprint(old),
 	} {
-		if _, err := other.ExecContext(ctx, q); err != nil {
+		if _, err := restore.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if revisionedByName(t, c).Source.Enabled {
-		t.Fatal("a look-up after the counter went back answered the enabled copy")
-	}
-	if _, err := other.ExecContext(ctx, `UPDATE source_revision SET rev = `+fmt.Sprint(rev)); err != nil {
+	if err := restore.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	if !revisionedByName(t, c).Source.Enabled {
+		t.Fatal("a look-up after the restore answered the disabled copy")
+	}
+}
+
+// nestingStore runs during (once) between its first source read and that
+// read's answer: a change committed, and another look-up completed, while
+// a look-up holds what it read before the change.
+type nestingStore struct {
+	*countingStore
+	during func()
+}
+
+func (n *nestingStore) GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error) {
+	is, err := n.countingStore.GetIngressSourceByName(ctx, orgID, name)
+	if f := n.during; f != nil {
+		n.during = nil
+		f()
+	}
+	return is, err
+}
+
+// A look-up whose source read is overtaken by a change and by a look-up
+// that read the changed source does not keep its older copy under the new
+// revision.
+func TestAnOvertakenLookUpKeepsNothing(t *testing.T) {
+	c, counted, other := setupRevisioned(t, nil)
+	nesting := &nestingStore{countingStore: counted}
+	c.Store = nesting
+	nesting.during = func() {
+		if _, err := other.ExecContext(t.Context(), `UPDATE sources SET enabled = 0 WHERE id = 'src-1'`); err != nil {
+			t.Error(err)
+		}
+		if revisionedByName(t, c).Source.Enabled {
+			t.Error("the overtaking look-up did not see the change")
+		}
+	}
+	if !revisionedByName(t, c).Source.Enabled {
+		t.Fatal("the overtaken look-up should answer what it read before the change")
+	}
 	if revisionedByName(t, c).Source.Enabled {
-		t.Fatal("the counter back at the value of the first look-up brought back its copy")
+		t.Fatal("the overtaken look-up's copy, read before the change, was kept and answered")
 	}
 }

@@ -11,10 +11,11 @@ import (
 	"kici.dev/kici/internal/store"
 )
 
-// Every kind of change to a source, its settings or its secrets moves the
-// source revision, whichever connection makes it (another process's, with
-// a plain statement, here); a rolled-back change and a change elsewhere do
-// not.
+// Every kind of change to a source, its settings or its secrets (each of
+// the nine triggers on its own) gives the source revision a value it never
+// had before, whichever connection makes it (another process's, with a
+// plain statement, here); a rolled-back change and a change elsewhere do
+// not change it.
 func TestSourceRevisionMovesWithEveryChange(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "kici.db")
@@ -33,16 +34,17 @@ func TestSourceRevisionMovesWithEveryChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	had := map[int64]string{last: "the migration"}
 	moved := func(what string) {
 		t.Helper()
 		rev, err := s.SourceRevision(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rev <= last {
-			t.Fatalf("%s: revision %d, was %d", what, rev, last)
+		if before, ok := had[rev]; ok {
+			t.Fatalf("%s: revision %d, which it already was after %s", what, rev, before)
 		}
-		last = rev
+		had[rev], last = what, rev
 	}
 	stayed := func(what string) {
 		t.Helper()
@@ -64,6 +66,16 @@ func TestSourceRevisionMovesWithEveryChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved("a source created with settings and a secret")
+	exec(`INSERT INTO sources (id, org_id, name, provider, created_at) VALUES ('src-2', 'acme', 'two', 'generic', 0)`)
+	moved("a source inserted alone")
+	exec(`REPLACE INTO sources (id, org_id, name, provider, created_at) VALUES ('src-2', 'acme', 'two', 'generic', 1)`)
+	moved("a source replaced (delete triggers do not fire for REPLACE)")
+	exec(`UPDATE sources SET enabled = 0 WHERE id = 'src-2'`)
+	moved("a source disabled")
+	exec(`UPDATE sources SET enabled = 1 WHERE id = 'src-2'`)
+	moved("the same source enabled again")
+	exec(`DELETE FROM sources WHERE id = 'src-2'`)
+	moved("that source deleted")
 	if err := s.RevokeSourceSecret(ctx, "src-1", "s-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}

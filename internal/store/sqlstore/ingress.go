@@ -436,10 +436,11 @@ func (s *Store) GetIngressSourceByName(ctx context.Context, orgID, name string) 
 	return scanIngressSource(rows, err)
 }
 
-// SourceRevision returns the counter that migration source_revision's
-// triggers move in every transaction changing sources, source_settings or
-// source_secrets, whoever makes it: a look-up that reads the same value as
-// an earlier one knows that no change was committed between the two.
+// SourceRevision returns the value that migration source_revision's
+// triggers draw anew (random, 64 bits) in every transaction changing
+// sources, source_settings or source_secrets, whoever makes it: a look-up
+// that reads the same value as an earlier one knows, but for odds of one
+// in 2^64, that the three tables hold what they held then.
 // SQLite only (PostgreSQL announces the changes with NOTIFY, migration
 // source_change_notify): on PostgreSQL it returns an error.
 func (s *Store) SourceRevision(ctx context.Context) (int64, error) {
