@@ -123,7 +123,7 @@ func (s *Server) openStorage(ctx context.Context, p *parts) (err error) {
 		s.cleanup.pushFunc("source cache", cache.Stop)
 		sources = cache
 	} else if rev, ok := raw.(sourcecache.RevisionReader); ok {
-		sources = sourcecache.NewRevisioned(raw, rev)
+		sources = sourcecache.NewRevisioned(raw, rev, s.log.With("component", "sourcecache"))
 	}
 	p.st = secrets.SealSources(sources, p.ring)
 	s.store = p.st

@@ -2,7 +2,9 @@ package sourcecache
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"kici.dev/kici/internal/store"
 )
@@ -30,6 +32,10 @@ type RevisionReader interface {
 type Revisioned struct {
 	store.Store
 	rev RevisionReader
+	log *slog.Logger
+	// failing is set while the revision cannot be read, so that the
+	// failure and the recovery are logged once each.
+	failing atomic.Bool
 
 	mu     sync.Mutex
 	seen   int64 // the last revision read; the entries were read at it
@@ -38,9 +44,13 @@ type Revisioned struct {
 }
 
 // NewRevisioned returns st with its ingress look-ups kept in memory,
-// checked against rev on every look-up.
-func NewRevisioned(st store.Store, rev RevisionReader) *Revisioned {
-	return &Revisioned{Store: st, rev: rev, seen: -1,
+// checked against rev on every look-up; log (nil: discarded) hears when
+// the revision cannot be read and when it can again.
+func NewRevisioned(st store.Store, rev RevisionReader, log *slog.Logger) *Revisioned {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Revisioned{Store: st, rev: rev, log: log, seen: -1,
 		byID: map[string]*store.IngressSource{}, byName: map[nameKey]*store.IngressSource{}}
 }
 
@@ -75,7 +85,13 @@ func (c *Revisioned) GetIngressSourceByName(ctx context.Context, orgID, name str
 func revisionLookup[K comparable](ctx context.Context, c *Revisioned, m map[K]*store.IngressSource, key K, read func() (*store.IngressSource, error)) (*store.IngressSource, error) {
 	rev, err := c.rev.SourceRevision(ctx)
 	if err != nil {
+		if ctx.Err() == nil && !c.failing.Swap(true) {
+			c.log.Warn("the source revision cannot be read: every webhook reads its source from the database until it can", "err", err)
+		}
 		return read()
+	}
+	if c.failing.Swap(false) {
+		c.log.Info("the source revision is read again: webhook sources are kept in memory again")
 	}
 	c.mu.Lock()
 	if rev != c.seen {

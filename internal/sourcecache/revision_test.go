@@ -1,11 +1,14 @@
 package sourcecache
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +47,7 @@ func setupRevisioned(t *testing.T, rev func(*sqlite.Store) RevisionReader) (*Rev
 	if rev != nil {
 		reader = rev(st)
 	}
-	return NewRevisioned(counted, reader), counted, other
+	return NewRevisioned(counted, reader, nil), counted, other
 }
 
 func revisionedByName(t *testing.T, c *Revisioned) *store.IngressSource {
@@ -201,16 +204,32 @@ func TestAChangeDuringALookUpIsNotKept(t *testing.T) {
 }
 
 // When the revision cannot be read, every look-up reads the source, as
-// without the cache, and nothing is kept.
+// without the cache, and nothing is kept; the failure is logged once, and
+// so is the recovery, after which look-ups are answered from memory again.
 func TestNoRevisionNoCache(t *testing.T) {
+	var hook *revisionHook
 	c, counted, _ := setupRevisioned(t, func(st *sqlite.Store) RevisionReader {
-		return &revisionHook{st: st, fail: errors.New("database is locked")}
+		hook = &revisionHook{st: st, fail: errors.New("database is locked")}
+		return hook
 	})
+	var logged bytes.Buffer
+	c.log = slog.New(slog.NewTextHandler(&logged, nil))
 	for range 3 {
 		revisionedByName(t, c)
 	}
 	if n := counted.reads.Load(); n != 3 {
 		t.Fatalf("3 look-ups without a revision read the source %d times, want 3", n)
+	}
+	hook.fail = nil
+	for range 3 {
+		revisionedByName(t, c)
+	}
+	if n := counted.reads.Load(); n != 4 {
+		t.Fatalf("3 look-ups with the revision back read the source %d times in all, want 4", n)
+	}
+	out := logged.String()
+	if strings.Count(out, "cannot be read") != 1 || strings.Count(out, "is read again") != 1 || !strings.Contains(out, "database is locked") {
+		t.Fatalf("want one warning with the error and one recovery line, got:\n%s", out)
 	}
 }
 
