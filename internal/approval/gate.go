@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"kici.dev/kici/internal/contexts"
-	"kici.dev/kici/internal/lockfile"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/store"
 )
@@ -198,12 +197,17 @@ func doneFor(jobID string, holds []*store.HeldRun) contexts.Done {
 	return d
 }
 
-// jobContexts returns the context names a job's lock entry declares.
+// jobContexts returns the context names a job's lock entry declares
+// (lockfile.Job's Contexts). It runs for every job released, so it decodes
+// that one member, not the whole entry with its steps; malformed JSON or
+// a contexts member that is not a list of strings is an error.
 func jobContexts(job *store.Job) ([]string, error) {
 	if len(job.Config) == 0 {
 		return nil, nil
 	}
-	var lj lockfile.Job
+	var lj struct {
+		Contexts []string `json:"contexts"`
+	}
 	if err := json.Unmarshal(job.Config, &lj); err != nil {
 		return nil, fmt.Errorf("job config: %w", err)
 	}
