@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/sqlite"
 )
@@ -31,12 +30,7 @@ func setupRevisioned(t *testing.T, rev func(*sqlite.Store) RevisionReader) (*Rev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	src := &store.Source{ID: "src-1", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:src-1",
-		VerificationMethod: "hmac_sha256", WebhookSecret: "orig", Enabled: true, CreatedAt: time.Now()}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: 60},
-		[]*store.SourceSecret{{ID: "s-1", Secret: "one", CreatedAt: time.Now()}}); err != nil {
-		t.Fatal(err)
-	}
+	addHooksSource(t, st)
 	other, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -50,15 +44,6 @@ func setupRevisioned(t *testing.T, rev func(*sqlite.Store) RevisionReader) (*Rev
 	return NewRevisioned(counted, reader, nil), counted, other
 }
 
-func revisionedByName(t *testing.T, c *Revisioned) *store.IngressSource {
-	t.Helper()
-	is, err := c.GetIngressSourceByName(t.Context(), "acme", "hooks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return is
-}
-
 // Repeated look-ups read the source once, each caller gets a copy of its
 // own, and every kind of change, made through the store or by another
 // process's plain statement, is seen by the very next look-up: no wait.
@@ -66,10 +51,10 @@ func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
 	c, counted, other := setupRevisioned(t, nil)
 	ctx := t.Context()
 
-	first := revisionedByName(t, c)
+	first := byName(t, c)
 	first.Secrets[0].Secret, first.Source.WebhookSecret = "changed by the caller", "changed too"
 	for range 5 {
-		is := revisionedByName(t, c)
+		is := byName(t, c)
 		if is.Secrets[0].Secret != "one" || is.Source.WebhookSecret != "orig" {
 			t.Fatalf("look-up after a caller changed its copy: %+v %+v", is.Source, is.Secrets[0])
 		}
@@ -77,20 +62,13 @@ func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
 	if n := counted.reads.Load(); n != 1 {
 		t.Fatalf("6 look-ups read the source %d times, want 1", n)
 	}
-	hit := revisionedByName(t, c)
+	hit := byName(t, c)
 	hit.Secrets[0].Secret, hit.Source.WebhookSecret = "changed by the caller", "changed too"
-	if is := revisionedByName(t, c); is.Secrets[0].Secret != "one" || is.Source.WebhookSecret != "orig" {
+	if is := byName(t, c); is.Secrets[0].Secret != "one" || is.Source.WebhookSecret != "orig" {
 		t.Fatalf("look-up after a caller changed the copy it got from memory: %+v %+v", is.Source, is.Secrets[0])
 	}
-	byID := func() *store.IngressSource {
-		is, err := c.GetIngressSource(ctx, "src-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return is
-	}
-	byID()
-	byID()
+	byID(t, c)
+	byID(t, c)
 	if n := counted.reads.Load(); n != 2 {
 		t.Fatalf("look-ups by id read the source %d times in all, want 2", n)
 	}
@@ -98,7 +76,7 @@ func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
 	if err := c.RevokeSourceSecret(ctx, "src-1", "s-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if revisionedByName(t, c).Secrets[0].RevokedAt == nil || byID().Secrets[0].RevokedAt == nil {
+	if byName(t, c).Secrets[0].RevokedAt == nil || byID(t, c).Secrets[0].RevokedAt == nil {
 		t.Fatal("the revocation not seen by the next look-ups")
 	}
 	exec := func(q string) {
@@ -108,16 +86,16 @@ func TestRevisionedSourcesFollowEveryChange(t *testing.T) {
 		}
 	}
 	exec(`UPDATE sources SET enabled = 0 WHERE id = 'src-1'`)
-	if revisionedByName(t, c).Source.Enabled || byID().Source.Enabled {
+	if byName(t, c).Source.Enabled || byID(t, c).Source.Enabled {
 		t.Fatal("the source disabled by another process not seen by the next look-ups")
 	}
 	exec(`UPDATE source_settings SET config = json_set(config, '$.rateLimitRpm', 7) WHERE source_id = 'src-1'`)
-	if got := revisionedByName(t, c).Settings.RateLimitRPM; got != 7 {
+	if got := byName(t, c).Settings.RateLimitRPM; got != 7 {
 		t.Fatalf("settings changed by another process: rate limit %d, want 7", got)
 	}
 	before := counted.reads.Load()
-	revisionedByName(t, c)
-	byID()
+	byName(t, c)
+	byID(t, c)
 	if n := counted.reads.Load() - before; n != 1 {
 		t.Fatalf("two look-ups after the last change read the source %d times, want 1 (by id)", n)
 	}
@@ -185,19 +163,19 @@ func TestAChangeDuringALookUpIsNotKept(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if revisionedByName(t, c).Source.Enabled {
+	if byName(t, c).Source.Enabled {
 		t.Fatal("the look-up did not read the change committed before its source read")
 	}
 	if _, err := other.ExecContext(t.Context(), `UPDATE sources SET enabled = 1 WHERE id = 'src-1'`); err != nil {
 		t.Fatal(err)
 	}
-	if !revisionedByName(t, c).Source.Enabled {
+	if !byName(t, c).Source.Enabled {
 		t.Fatal("a look-up after the source was enabled again answered the disabled copy")
 	}
 	if n := counted.reads.Load(); n != 2 {
 		t.Fatalf("two look-ups read the source %d times, want 2", n)
 	}
-	revisionedByName(t, c)
+	byName(t, c)
 	if n := counted.reads.Load(); n != 2 {
 		t.Fatalf("a third look-up with nothing changed read the source again (%d reads)", n)
 	}
@@ -215,14 +193,14 @@ func TestNoRevisionNoCache(t *testing.T) {
 	var logged bytes.Buffer
 	c.log = slog.New(slog.NewTextHandler(&logged, nil))
 	for range 3 {
-		revisionedByName(t, c)
+		byName(t, c)
 	}
 	if n := counted.reads.Load(); n != 3 {
 		t.Fatalf("3 look-ups without a revision read the source %d times, want 3", n)
 	}
 	hook.fail = nil
 	for range 3 {
-		revisionedByName(t, c)
+		byName(t, c)
 	}
 	if n := counted.reads.Load(); n != 4 {
 		t.Fatalf("3 look-ups with the revision back read the source %d times in all, want 4", n)
@@ -247,7 +225,7 @@ func TestARestoredOlderCopyEmptiesTheCache(t *testing.T) {
 	if _, err := other.ExecContext(ctx, `UPDATE sources SET enabled = 0 WHERE id = 'src-1'`); err != nil {
 		t.Fatal(err)
 	}
-	if revisionedByName(t, c).Source.Enabled {
+	if byName(t, c).Source.Enabled {
 		t.Fatal("the source disabled by another process not seen")
 	}
 	// The copy's rows (the source enabled) and its revision, as a restore
@@ -267,7 +245,7 @@ func TestARestoredOlderCopyEmptiesTheCache(t *testing.T) {
 	if err := restore.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if !revisionedByName(t, c).Source.Enabled {
+	if !byName(t, c).Source.Enabled {
 		t.Fatal("a look-up after the restore answered the disabled copy")
 	}
 }
@@ -300,14 +278,14 @@ func TestAnOvertakenLookUpKeepsNothing(t *testing.T) {
 		if _, err := other.ExecContext(t.Context(), `UPDATE sources SET enabled = 0 WHERE id = 'src-1'`); err != nil {
 			t.Error(err)
 		}
-		if revisionedByName(t, c).Source.Enabled {
+		if byName(t, c).Source.Enabled {
 			t.Error("the overtaking look-up did not see the change")
 		}
 	}
-	if !revisionedByName(t, c).Source.Enabled {
+	if !byName(t, c).Source.Enabled {
 		t.Fatal("the overtaken look-up should answer what it read before the change")
 	}
-	if revisionedByName(t, c).Source.Enabled {
+	if byName(t, c).Source.Enabled {
 		t.Fatal("the overtaken look-up's copy, read before the change, was kept and answered")
 	}
 }

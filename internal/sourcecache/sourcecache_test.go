@@ -53,12 +53,7 @@ func setupPinging(t *testing.T, every, staleAfter time.Duration) (*Store, *count
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	src := &store.Source{ID: "src-1", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:src-1",
-		VerificationMethod: "hmac_sha256", WebhookSecret: "orig", Enabled: true, CreatedAt: time.Now()}
-	if err := st.CreateSourceWithSettings(ctx, src, &store.SourceSettings{RateLimitRPM: 60},
-		[]*store.SourceSecret{{ID: "s-1", Secret: "one", CreatedAt: time.Now()}}); err != nil {
-		t.Fatal(err)
-	}
+	addHooksSource(t, st)
 	counted := &countingStore{Store: st}
 	c, err := open(ctx, url, counted, nil, every, staleAfter)
 	if err != nil {
@@ -74,13 +69,42 @@ func setupPinging(t *testing.T, every, staleAfter time.Duration) (*Store, *count
 	return c, counted, other
 }
 
-func byName(t *testing.T, c *Store) *store.IngressSource {
+// ingressLookups are the look-ups both caches answer.
+type ingressLookups interface {
+	GetIngressSource(ctx context.Context, id string) (*store.IngressSource, error)
+	GetIngressSourceByName(ctx context.Context, orgID, name string) (*store.IngressSource, error)
+}
+
+// byName looks source "hooks" of org "acme" up through c.
+func byName(t *testing.T, c ingressLookups) *store.IngressSource {
 	t.Helper()
 	is, err := c.GetIngressSourceByName(t.Context(), "acme", "hooks")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return is
+}
+
+// byID looks source src-1 up through c.
+func byID(t *testing.T, c ingressLookups) *store.IngressSource {
+	t.Helper()
+	is, err := c.GetIngressSource(t.Context(), "src-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
+// addHooksSource creates source src-1, "hooks" of org "acme", with secret
+// s-1 ("one") in st.
+func addHooksSource(t *testing.T, st store.Store) {
+	t.Helper()
+	src := &store.Source{ID: "src-1", OrgID: "acme", Name: "hooks", Provider: provider.Generic, RoutingKey: "generic:acme:src-1",
+		VerificationMethod: "hmac_sha256", WebhookSecret: "orig", Enabled: true, CreatedAt: time.Now()}
+	if err := st.CreateSourceWithSettings(t.Context(), src, &store.SourceSettings{RateLimitRPM: 60},
+		[]*store.SourceSecret{{ID: "s-1", Secret: "one", CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Repeated look-ups read the database once, each caller gets a copy of
@@ -102,15 +126,8 @@ func TestCachedSourcesFollowEveryChange(t *testing.T) {
 	if n := counted.reads.Load(); n != 1 {
 		t.Fatalf("6 look-ups read the database %d times, want 1", n)
 	}
-	byID := func() *store.IngressSource {
-		is, err := c.GetIngressSource(ctx, "src-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return is
-	}
-	byID()
-	byID()
+	byID(t, c)
+	byID(t, c)
 	if n := counted.reads.Load(); n != 2 {
 		t.Fatalf("look-ups by id read the database %d times in all, want 2", n)
 	}
@@ -119,7 +136,7 @@ func TestCachedSourcesFollowEveryChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, 10*time.Second, "the revocation seen by name and by id", func() bool {
-		return byName(t, c).Secrets[0].RevokedAt != nil && byID().Secrets[0].RevokedAt != nil
+		return byName(t, c).Secrets[0].RevokedAt != nil && byID(t, c).Secrets[0].RevokedAt != nil
 	})
 
 	if _, err := other.ExecContext(ctx, `UPDATE sources SET enabled = false WHERE id = 'src-1'`); err != nil {
