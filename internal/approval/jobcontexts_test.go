@@ -13,7 +13,7 @@ import (
 // stores it (a whole lockfile.Job, steps and all), and refuses an entry it
 // cannot read.
 func TestJobContextsReadsTheLockEntrysContexts(t *testing.T) {
-	entry, err := json.Marshal(lockfile.Job{Type: "static", Name: "deploy", Contexts: []string{"release", "prod"},
+	entry, err := json.Marshal(lockfile.Job{Type: lockfile.JobStatic, Name: "deploy", Contexts: []string{"release", "prod"},
 		Steps: []lockfile.Step{{Name: "s", Run: "make deploy"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +22,7 @@ func TestJobContextsReadsTheLockEntrysContexts(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"release", "prod"}) {
 		t.Fatalf("contexts of %s: %v, %v; want [release prod]", entry, got, err)
 	}
-	none, _ := json.Marshal(lockfile.Job{Type: "static", Name: "build", Steps: []lockfile.Step{{Name: "s", Run: "make"}}})
+	none, _ := json.Marshal(lockfile.Job{Type: lockfile.JobStatic, Name: "build", Steps: []lockfile.Step{{Name: "s", Run: "make"}}})
 	if got, err := jobContexts(&store.Job{Config: none}); err != nil || len(got) != 0 {
 		t.Fatalf("a job without contexts: %v, %v", got, err)
 	}
