@@ -203,8 +203,16 @@ if ps | grep -v grep | grep -q 'sleep 4242'; then echo "HOST PROCESS VISIBLE"; e
 		t.Fatal(err)
 	}
 	kr := o.waitRunStatus(t, killRun, 2*time.Minute, "failed", "cancelled", "success")
-	kj := o.jobsOf(t, killRun)["guest"]
-	if kr.Status != "failed" || !strings.Contains(kj.ErrorMessage+o.logText(t, killRun, kj.JobID, -1), "VM ended") {
+	// The job fails on whichever the orchestrator hears first: the agent's
+	// connection closing with QEMU, or the scaler's report that QEMU ended
+	// (after it removed the VM's directory). When the connection wins, the
+	// report reaches the job's setup log a moment after the run ended.
+	var kj jobRow
+	reported := wait.Until(30*time.Second, func() bool {
+		kj = o.jobsOf(t, killRun)["guest"]
+		return strings.Contains(kj.ErrorMessage+o.logText(t, killRun, kj.JobID, -1), "VM ended")
+	})
+	if kr.Status != "failed" || !reported {
 		t.Errorf("run whose QEMU was killed: %s, job error %q; setup log:\n%s", kr.Status, kj.ErrorMessage, o.logText(t, killRun, kj.JobID, -1))
 	}
 	wait.For(t, 30*time.Second, "every VM's directory to be removed", func() bool { return vmDirEmpty(vmDir) })
