@@ -3,9 +3,9 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/store"
 )
 
@@ -94,7 +94,7 @@ func valueProblem(v *string) string {
 
 // routingKeyRe bounds a source override's routing key (a source's routing
 // key, e.g. "generic:acme:<id>").
-var routingKeyRe = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+var routingKeyRe = boundedre.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`, 1, 255)
 
 // overrideParams validates orgId, {name}, routingKey (required unless
 // optional) and, when withKey, the {key} path value; it answers 400 itself.

@@ -4,20 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 
 	"kici.dev/kici/internal/api/apitypes"
 	"kici.dev/kici/internal/auth"
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trigger/pattern"
 )
 
 var (
-	contextNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	orgIDRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	varKeyRe      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`)
+	contextNameRe = boundedre.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, 1, 128)
+	orgIDRe       = boundedre.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, 1, 128)
+	varKeyRe      = boundedre.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,255}$`, 1, 256)
 )
 
 // Limits on context input.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"kici.dev/kici/internal/api/apitypes"
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/trustpolicy"
@@ -134,8 +135,8 @@ func (s *server) patchTrustPolicy(w http.ResponseWriter, r *http.Request) {
 
 // Directory input rules.
 var (
-	directoryUserRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,254}$`)
-	providerValueRe = regexp.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`)
+	directoryUserRe = boundedre.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,254}$`, 1, 255)
+	providerValueRe = boundedre.MustCompile(`^[^\s\x00-\x1f\x7f]{1,255}$`, 1, 255)
 	// providerUserIDRe is a forge's numeric user id (GitHub's sender.id,
 	// Gitea's and GitLab's user id): the immutable key a directory link
 	// is found by, unlike the renameable username.

@@ -123,16 +123,19 @@ func TestParseRejectsBadJobContexts(t *testing.T) {
 
 func TestValidSecretRef(t *testing.T) {
 	for ref, want := range map[string]bool{
-		"release:npm_token":      true,
-		"pg:team/prod:key.v2":    true,
-		"release/../other:key":   false,
-		"./release:key":          false,
-		"release/.:key":          false,
-		"release:":               false,
-		":key":                   false,
-		"release:key with space": false,
-		"vault:release:key":      false,
-		"team/..hidden/x:key":    true, // "..hidden" is a name, not a parent segment
+		"release:npm_token":                   true,
+		"pg:team/prod:key.v2":                 true,
+		"release/../other:key":                false,
+		"./release:key":                       false,
+		"release/.:key":                       false,
+		"release:":                            false,
+		":key":                                false,
+		"release:key with space":              false,
+		"vault:release:key":                   false,
+		"team/..hidden/x:key":                 true, // "..hidden" is a name, not a parent segment
+		"release:" + strings.Repeat("k", 255): true,
+		"release:" + strings.Repeat("k", 256): false, // the key is 255 at most
+		"pg:a:" + strings.Repeat("k", 255):    true,
 	} {
 		if got := ValidSecretRef(ref); got != want {
 			t.Errorf("ValidSecretRef(%q) = %v, want %v", ref, got, want)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/runs/status"
 
 	"github.com/goccy/go-yaml/ast"
@@ -87,7 +88,7 @@ const (
 
 // blobNameRe is an artifact or service name: it becomes a blob key segment
 // or a DNS name on the job network.
-var blobNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var blobNameRe = boundedre.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`, 1, 64)
 
 // serviceNameRe is a service's host name on the job network.
 var serviceNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)

@@ -20,12 +20,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/protocol"
 )
 
@@ -48,7 +48,7 @@ const MaxReadLimit = 10000
 // the step index must be >= BuildStepIndex.
 var ErrInvalidPath = errors.New("logstore: invalid log path component")
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,128}$`)
+var idPattern = boundedre.MustCompile(`^[A-Za-z0-9-]{1,128}$`, 1, 128)
 
 // Store is a step-log store: an append-only sequence of lines per (run,
 // job, step), numbered from 0, read by line offset. Implementations are

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 
+	"kici.dev/kici/internal/boundedre"
 	"kici.dev/kici/internal/provenance"
 	"kici.dev/kici/internal/secrets/masterkey"
 	"kici.dev/kici/internal/store"
@@ -27,9 +28,9 @@ const Backend = "pg"
 const MaxValueBytes = 64 << 10
 
 var (
-	keyRe   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
+	keyRe   = boundedre.MustCompile(`^[A-Za-z0-9._-]{1,255}$`, 1, 255)
 	scopeRe = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-	orgRe   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
+	orgRe   = boundedre.MustCompile(`^[A-Za-z0-9._-]{1,255}$`, 1, 255)
 )
 
 // ErrInvalid wraps every input validation error.

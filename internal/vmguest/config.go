@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"kici.dev/kici/internal/boundedre"
 )
 
 // ConfigPath is where the scaler's per-VM initramfs segment puts the boot
@@ -95,7 +96,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$`)
+var hostName = boundedre.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$`, 1, 253)
 
 // ForwardPort checks a forward (127.0.0.1:port) and returns its port.
 func ForwardPort(f string) (int, error) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"kici.dev/kici/internal/boundedre"
 )
 
 // BackendType is a scaler's backend, the `type` of a scalers.yaml entry:
@@ -194,7 +196,7 @@ func IsEnvName(k string) bool { return envRe.MatchString(k) }
 
 var (
 	nameRe  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	labelRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:+-]{0,127}$`)
+	labelRe = boundedre.MustCompile(`^[a-z0-9][a-z0-9._/:+-]{0,127}$`, 1, 128)
 	envRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	memRe   = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)([kKmMgG]?)$`)
 )

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"kici.dev/kici/internal/boundedre"
 )
 
 // TypeKubernetes runs each agent in a pod of its own on a Kubernetes
@@ -55,7 +57,7 @@ var (
 	// dnsLabelRe is an RFC 1123 label (namespaces, runtime classes).
 	dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	// dnsSubdomainRe is an RFC 1123 subdomain (service accounts).
-	dnsSubdomainRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+	dnsSubdomainRe = boundedre.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`, 1, 253)
 	// k8sNameRe is the name part of a Kubernetes qualified name or a
 	// label value (63 characters at most).
 	k8sNameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
