@@ -18,34 +18,42 @@ import (
 )
 
 // alphabet mixes characters every rule admits somewhere with ones they
-// refuse: spaces and controls, a non-ASCII letter, an invalid UTF-8 byte.
-var alphabet = []string{"a", "z", "A", "Z", "0", "9", "_", "-", ".", "@", ":", "+", "/", "*", " ", "\t", "\x00", "\x7f", "é", "\xff", "{", "}"}
+// refuse: spaces, line ends and other controls, a non-ASCII letter, an
+// invalid UTF-8 byte.
+var alphabet = []string{"a", "z", "A", "Z", "0", "9", "_", "-", ".", "@", ":", "+", "/", "*", " ", "\t", "\n", "\r", "\x00", "\x7f", "é", "\xff", "{", "}"}
+
+// productRules is how many Regexps the imported packages build: a rule
+// added to one of them, or a package of rules missing from the imports,
+// changes it.
+const productRules = 13
 
 // TestEveryRuleMatchesAsWritten checks each Regexp of the product against
 // its expression compiled as written, on strings at and around both
 // length bounds and on random ones: the two must agree on every string,
-// and both a string of the longest length and one a character longer must
-// be among those tried, matched and refused.
+// and among those tried must be a match of the least and of the most
+// characters, and a string one character over that only the bound
+// refuses.
 func TestEveryRuleMatchesAsWritten(t *testing.T) {
 	rules := boundedre.Built()
-	if len(rules) < 10 {
-		t.Fatalf("%d rules built; the product's packages build at least 10", len(rules))
+	if len(rules) != productRules {
+		t.Fatalf("%d rules built, want %d: a package that uses boundedre belongs in this test's imports, and productRules counts its rules", len(rules), productRules)
 	}
 	for _, r := range rules {
 		t.Run(r.String(), func(t *testing.T) {
 			written := r.Written()
-			_, max := r.Bounds()
-			var atMax, overMax bool
+			lo, hi := r.Bounds()
+			var atMin, atMax, overMax bool
 			check := func(s string) {
 				got, want := r.MatchString(s), written.MatchString(s)
 				if got != want {
 					t.Fatalf("%q (%d bytes): bounded %v, as written %v", s, len(s), got, want)
 				}
 				n := len([]rune(s))
-				atMax = atMax || (got && n == max)
-				overMax = overMax || (n == max+1 && prefixMatches(r, s))
+				atMin = atMin || (got && n == lo)
+				atMax = atMax || (got && n == hi)
+				overMax = overMax || (!got && n == hi+1 && r.OpenMatches(s))
 			}
-			for _, n := range []int{0, 1, 2, 3, 4, max - 2, max - 1, max, max + 1, max + 2} {
+			for _, n := range []int{0, 1, 2, 3, 4, lo, hi - 2, hi - 1, hi, hi + 1, hi + 2} {
 				if n < 0 {
 					continue
 				}
@@ -60,7 +68,7 @@ func TestEveryRuleMatchesAsWritten(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(r.String()))))
 			for range 5000 {
 				var b strings.Builder
-				for range rng.IntN(max + 4) {
+				for range rng.IntN(hi + 4) {
 					b.WriteString(alphabet[rng.IntN(6)]) // mostly letters and digits
 					if rng.IntN(8) == 0 {
 						b.WriteString(alphabet[rng.IntN(len(alphabet))])
@@ -68,19 +76,11 @@ func TestEveryRuleMatchesAsWritten(t *testing.T) {
 				}
 				check(b.String())
 			}
-			if !atMax || !overMax {
-				t.Errorf("the tried strings missed the bound %d: one of that length matched %v, one a character longer whose prefix matched %v", max, atMax, overMax)
+			if !atMin || !atMax || !overMax {
+				t.Errorf("the tried strings missed a bound: a match of %d characters %v, of %d %v, a string of %d refused by its length alone %v", lo, atMin, hi, atMax, hi+1, overMax)
 			}
 		})
 	}
-}
-
-// prefixMatches reports whether s less its last character matches r: a
-// string one character over the bound that only the bound refuses, when
-// the expression would take its last character.
-func prefixMatches(r *boundedre.Regexp, s string) bool {
-	rs := []rune(s)
-	return len(rs) > 1 && r.MatchString(string(rs[:len(rs)-1]))
 }
 
 func max0(n int) int { return max(n, 0) }
@@ -89,16 +89,16 @@ func max0(n int) int { return max(n, 0) }
 // follow: a counted repetition to open, and bounds in order.
 func TestMustCompileRefusesWhatItCannotBound(t *testing.T) {
 	for _, c := range []struct {
-		expr     string
-		min, max int
+		expr   string
+		lo, hi int
 	}{{`^[a-z]+$`, 1, 10}, {`^[a-z]{1,10}$`, 5, 4}, {`^[a-z]{1,10}$`, -1, 10}, {`^[a-z{1,10}$`, 1, 10}} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("MustCompile(%q, %d, %d) did not panic", c.expr, c.min, c.max)
+					t.Errorf("MustCompile(%q, %d, %d) did not panic", c.expr, c.lo, c.hi)
 				}
 			}()
-			boundedre.MustCompile(c.expr, c.min, c.max)
+			boundedre.MustCompile(c.expr, c.lo, c.hi)
 		}()
 	}
 }
