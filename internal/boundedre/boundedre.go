@@ -63,7 +63,7 @@ func MustCompile(expr string, min, max int) *Regexp {
 // the expression. Counting stops at max+1 characters, so a string far
 // over the bound costs no more than that.
 func (r *Regexp) MatchString(s string) bool {
-	if len(s) < r.min { // a byte per character at most
+	if len(s) < r.min { // every character is at least a byte
 		return false
 	}
 	n := 0
