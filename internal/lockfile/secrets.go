@@ -11,8 +11,8 @@ import (
 // segments of [A-Za-z0-9._-] separated by "/", optionally qualified "pg:";
 // the key is 1–255 of [A-Za-z0-9._-] (KiCI's key rule; see
 // docs/kici-compatibility.md#contexts-and-secrets). ValidSecretRef checks
-// the key's length: written as {1,255} in the expression, that bound alone
-// compiled to 170 KB at every start.
+// the key's length: written as {1,255} in the expression, that bound made
+// every start allocate 170 KB to compile it.
 var secretRefRe = regexp.MustCompile(`^(pg:)?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*:[A-Za-z0-9._-]+$`)
 
 // maxSecretKeyLen is the longest key of a secret reference, in bytes.
