@@ -26,6 +26,7 @@ import (
 	"kici.dev/kici/internal/healthcheck"
 	"kici.dev/kici/internal/orchestrator"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/startpages"
 	"kici.dev/kici/internal/tlsconf"
 )
 
@@ -81,6 +82,14 @@ func main() {
 	// block at /proc/<pid>/environ is unchanged; see docs/trust-model.md.
 	for _, k := range config.SensitiveEnv(os.Environ()) {
 		os.Unsetenv(k)
+	}
+	// Start-up is over (configuration, keys, migrations, every package's
+	// initialisation): the pages of the binary it touched need not stay
+	// mapped (package startpages).
+	if st, err := startpages.Release(); err != nil {
+		logger.Warn("could not release the start-up pages of the orchestrator binary; its resident size stays larger", "err", err)
+	} else {
+		logger.Debug("released the start-up pages of the orchestrator binary", "mappings", st.Mappings, "bytes", st.Bytes)
 	}
 	if err := srv.Run(ctx); err != nil {
 		fatal(err)

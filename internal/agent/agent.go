@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -52,7 +53,24 @@ type Options struct {
 	// Confinement is how steps are kept from the host (confine.go); nil
 	// runs them as the agent's user without refusing anything.
 	Confinement *Confinement
+	// Registered, when set, is called once, after the first register.ack
+	// (start-up is over and the agent waits for work), on the connection's
+	// goroutine before it sends anything: it must return quickly.
+	// kici-agent releases its start-up pages there (package startpages).
+	Registered func()
+	// IdleTrimAfter is how long a static agent waits, idle after a job,
+	// before it hands the heap that job left free back to the operating
+	// system (one forced collection, debug.FreeOSMemory); default
+	// DefaultIdleTrimAfter, negative never. A job's log buffers and
+	// decoded frames would otherwise keep the idle agent's anonymous
+	// memory at two to three times its figure before the first job, for
+	// as long as the runtime's background scavenger takes.
+	IdleTrimAfter time.Duration
 }
+
+// DefaultIdleTrimAfter is Options.IdleTrimAfter's default: long enough
+// that an agent fed back to back never pays the collection between jobs.
+const DefaultIdleTrimAfter = 5 * time.Second
 
 // Agent is a running kici-agent: one connection, at most one job at a time.
 type Agent struct {
@@ -76,6 +94,12 @@ type Agent struct {
 	attests    attestWaiters // provenance.attest round trips (attest.go)
 	idleFired  chan struct{}
 	wg         sync.WaitGroup
+	registered sync.Once
+	onFirstAck func()
+	// trimAfter is Options.IdleTrimAfter resolved; idleTrim is its armed
+	// timer (guarded by mu).
+	trimAfter time.Duration
+	idleTrim  *time.Timer
 
 	// recent holds the terminal job.status of jobs finished within
 	// RecentStatusReplayWindow; they are listed in inFlightJobs and sent
@@ -109,6 +133,11 @@ func New(cfg *Config, logger *slog.Logger, opts Options) *Agent {
 	a.statusAcked = make(chan struct{}, 1)
 	a.recent = map[string]recentStatus{}
 	a.jobCtx, a.cancelJob = context.WithCancel(context.Background())
+	a.onFirstAck = opts.Registered
+	a.trimAfter = opts.IdleTrimAfter
+	if a.trimAfter == 0 {
+		a.trimAfter = DefaultIdleTrimAfter
+	}
 	a.client = conn.New(conn.Options{
 		URL:               cfg.OrchestratorURL,
 		URLs:              cfg.OrchestratorURLs,
@@ -257,6 +286,9 @@ func (a *Agent) onRegistered(ack *protocol.RegisterAck) {
 	a.statusAcks = ack.StatusAcks
 	a.mu.Unlock()
 	a.replayRecent()
+	if a.onFirstAck != nil {
+		a.registered.Do(a.onFirstAck)
+	}
 	if !a.cfg.ScalerManaged {
 		return
 	}
@@ -350,6 +382,9 @@ func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 			}
 		}
 		draining := a.draining
+		if !a.cfg.ScalerManaged && !draining {
+			a.armIdleTrimLocked()
+		}
 		a.mu.Unlock()
 		a.client.Send(&protocol.AgentStatus{Type: protocol.TypeAgentStatus, AgentID: a.cfg.AgentID, ActiveJobs: 0, Draining: draining})
 		select {
@@ -357,6 +392,27 @@ func (a *Agent) onDispatch(d *protocol.JobDispatch) {
 		default:
 		}
 	}()
+}
+
+// armIdleTrimLocked (a.mu held) arms the idle trim for the job that just
+// ended: it runs after trimAfter only if no job started or ended since.
+func (a *Agent) armIdleTrimLocked() {
+	if a.trimAfter < 0 {
+		return
+	}
+	if a.idleTrim != nil {
+		a.idleTrim.Stop()
+	}
+	ended := a.jobsRun
+	a.idleTrim = time.AfterFunc(a.trimAfter, func() {
+		a.mu.Lock()
+		idle := a.current == nil && a.jobsRun == ended
+		a.mu.Unlock()
+		if idle {
+			debug.FreeOSMemory()
+			a.log.Debug("idle after a job: returned free heap to the operating system")
+		}
+	})
 }
 
 // Drain puts the agent in drain mode (KiCI SIGUSR1): it

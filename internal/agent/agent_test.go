@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ type harness struct {
 	workDir string
 	cancel  context.CancelFunc
 	done    chan error
+	// registeredHooks counts calls of Options.Registered.
+	registeredHooks atomic.Int32
+	// logPath is the agent's debug log.
+	logPath string
 }
 
 func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *harness {
@@ -60,14 +65,18 @@ func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *har
 			t.Logf("agent log:\n%s", b)
 		}
 	})
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{srv: srv, cfg: cfg, workDir: work, cancel: cancel, done: make(chan error, 1)}
 	a := New(cfg, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{
 		HostEnv:           hostEnv,
 		Backoff:           func(int) time.Duration { return 50 * time.Millisecond },
 		HeartbeatInterval: 100 * time.Millisecond,
 		StepTimeoutGrace:  time.Second,
+		Registered:        func() { h.registeredHooks.Add(1) },
+		IdleTrimAfter:     200 * time.Millisecond,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{srv: srv, agent: a, cfg: cfg, workDir: work, cancel: cancel, done: make(chan error, 1)}
+	h.agent = a
+	h.logPath = logPath
 	go func() { h.done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -321,6 +330,49 @@ func TestAgentReconnectDeliversTerminalStatus(t *testing.T) {
 	}
 	if st := h.srv.FinalStepStatuses("jr")[0]; st == nil || st.State != status.StepSuccess {
 		t.Errorf("step status %+v", st)
+	}
+}
+
+// TestRegisteredHookRunsOnceAcrossReconnects: kici-agent releases its
+// start-up pages in Options.Registered, which must run after the first
+// register.ack only, not after every reconnect.
+func TestRegisteredHookRunsOnceAcrossReconnects(t *testing.T) {
+	h := startAgent(t, agenttest.Options{}, nil)
+	h.srv.WaitRegistrations(t, 1, 10*time.Second)
+	if !wait.Until(5*time.Second, func() bool { return h.registeredHooks.Load() == 1 }) {
+		t.Fatalf("Registered ran %d times after the first register.ack, want 1", h.registeredHooks.Load())
+	}
+	for n := 2; n <= 3; n++ {
+		h.srv.Drop()
+		h.srv.WaitRegistrations(t, n, 10*time.Second)
+	}
+	// The third register.ack has been handled once a heartbeat after it
+	// arrived; by then a second call would have happened.
+	h.srv.WaitMessage(t, 10*time.Second, "heartbeat on the third connection", func(r agenttest.Received) bool {
+		_, ok := r.Msg.(*protocol.Heartbeat)
+		return ok && r.Conn == 3
+	})
+	if got := h.registeredHooks.Load(); got != 1 {
+		t.Fatalf("Registered ran %d times over three registrations, want 1", got)
+	}
+}
+
+// TestIdleStaticAgentReturnsHeapAfterAJob: once a job has ended and no
+// other came for IdleTrimAfter, the agent hands its free heap back (its
+// debug log says so, once per idle spell).
+func TestIdleStaticAgentReturnsHeapAfterAJob(t *testing.T) {
+	h := startAgent(t, agenttest.Options{}, nil)
+	h.srv.WaitRegistrations(t, 1, 10*time.Second)
+	trims := func() int {
+		b, _ := os.ReadFile(h.logPath)
+		return strings.Count(string(b), "returned free heap to the operating system")
+	}
+	for i, id := range []string{"j1", "j2"} {
+		h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: id}, lockfile.Job{Name: "j", Checkout: ptr(false), Steps: []lockfile.Step{{Name: "s", Run: "echo hi"}}})
+		h.srv.WaitJobTerminal(t, id, 10*time.Second)
+		if !wait.Until(10*time.Second, func() bool { return trims() == i+1 }) {
+			t.Fatalf("after job %d: %d trims logged, want %d", i+1, trims(), i+1)
+		}
 	}
 }
 
