@@ -108,7 +108,7 @@ func newRoot() *cobra.Command {
 				// A static agent idles between jobs for hours; a spawned
 				// one runs its job at once, which would fault the pages
 				// straight back.
-				opts.Registered = releaseStartPages(logger)
+				opts.Registered = func() { startpages.ReleaseLogged(logger, "agent") }
 			}
 			a := agent.New(cfg, logger, opts)
 
@@ -193,19 +193,4 @@ func supervisorPrefix(self string) []string {
 		return []string{p}
 	}
 	return []string{self, runner.SupervisorArg}
-}
-
-// releaseStartPages returns the hook that unmaps the pages of this binary
-// that start-up touched (package startpages), logging what it did at
-// debug level and a failure as a warning: the agent works the same
-// without it, only with a larger resident size.
-func releaseStartPages(logger *slog.Logger) func() {
-	return func() {
-		s, err := startpages.Release()
-		if err != nil {
-			logger.Warn("could not release the start-up pages of the agent binary; its resident size stays larger", "err", err)
-			return
-		}
-		logger.Debug("released the start-up pages of the agent binary", "mappings", s.Mappings, "bytes", s.Bytes)
-	}
 }

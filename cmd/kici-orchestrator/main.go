@@ -86,11 +86,7 @@ func main() {
 	// Start-up is over (configuration, keys, migrations, every package's
 	// initialisation): the pages of the binary it touched need not stay
 	// mapped (package startpages).
-	if st, err := startpages.Release(); err != nil {
-		logger.Warn("could not release the start-up pages of the orchestrator binary; its resident size stays larger", "err", err)
-	} else {
-		logger.Debug("released the start-up pages of the orchestrator binary", "mappings", st.Mappings, "bytes", st.Bytes)
-	}
+	startpages.ReleaseLogged(logger, "orchestrator")
 	if err := srv.Run(ctx); err != nil {
 		fatal(err)
 		os.Exit(1)

@@ -456,6 +456,13 @@ func (a *Agent) ForceStop() {
 func (a *Agent) Run(ctx context.Context) error {
 	clientCtx, cancelClient := context.WithCancel(context.Background())
 	defer cancelClient()
+	defer func() {
+		a.mu.Lock()
+		if a.idleTrim != nil {
+			a.idleTrim.Stop()
+		}
+		a.mu.Unlock()
+	}()
 	clientErr := make(chan error, 1)
 	go func() { clientErr <- a.client.Run(clientCtx) }()
 	a.log.Info("agent starting", "agentId", a.cfg.AgentID, "urls", a.cfg.OrchestratorURLs, "labels", a.cfg.AllLabels(), "scalerManaged", a.cfg.ScalerManaged, "version", Version)

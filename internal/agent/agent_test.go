@@ -35,6 +35,13 @@ type harness struct {
 
 func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *harness {
 	t.Helper()
+	return startAgentWith(t, srvOpts, mod, -1)
+}
+
+// startAgentWith is startAgent with Options.IdleTrimAfter set to trimAfter
+// (startAgent: never, so that no other test pays forced collections).
+func startAgentWith(t *testing.T, srvOpts agenttest.Options, mod func(*Config), trimAfter time.Duration) *harness {
+	t.Helper()
 	srv := agenttest.NewServer(t, srvOpts)
 	work := t.TempDir()
 	cfg, err := LoadConfig([]string{
@@ -73,7 +80,7 @@ func startAgent(t *testing.T, srvOpts agenttest.Options, mod func(*Config)) *har
 		HeartbeatInterval: 100 * time.Millisecond,
 		StepTimeoutGrace:  time.Second,
 		Registered:        func() { h.registeredHooks.Add(1) },
-		IdleTrimAfter:     200 * time.Millisecond,
+		IdleTrimAfter:     trimAfter,
 	})
 	h.agent = a
 	h.logPath = logPath
@@ -359,20 +366,35 @@ func TestRegisteredHookRunsOnceAcrossReconnects(t *testing.T) {
 
 // TestIdleStaticAgentReturnsHeapAfterAJob: once a job has ended and no
 // other came for IdleTrimAfter, the agent hands its free heap back (its
-// debug log says so, once per idle spell).
+// debug log says so, once per idle spell); a job that follows within that
+// time puts the trim off until after it.
 func TestIdleStaticAgentReturnsHeapAfterAJob(t *testing.T) {
-	h := startAgent(t, agenttest.Options{}, nil)
+	const trimAfter = 2 * time.Second
+	h := startAgentWith(t, agenttest.Options{}, nil, trimAfter)
 	h.srv.WaitRegistrations(t, 1, 10*time.Second)
 	trims := func() int {
 		b, _ := os.ReadFile(h.logPath)
 		return strings.Count(string(b), "returned free heap to the operating system")
 	}
-	for i, id := range []string{"j1", "j2"} {
-		h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: id}, lockfile.Job{Name: "j", Checkout: ptr(false), Steps: []lockfile.Step{{Name: "s", Run: "echo hi"}}})
-		h.srv.WaitJobTerminal(t, id, 10*time.Second)
-		if !wait.Until(10*time.Second, func() bool { return trims() == i+1 }) {
-			t.Fatalf("after job %d: %d trims logged, want %d", i+1, trims(), i+1)
-		}
+	job := func(id, run string) {
+		h.srv.Dispatch(t, &protocol.JobDispatch{RunID: "r", JobID: id}, lockfile.Job{Name: "j", Checkout: ptr(false), Steps: []lockfile.Step{{Name: "s", Run: run}}})
+	}
+	job("j1", "echo hi")
+	h.srv.WaitJobTerminal(t, "j1", 10*time.Second)
+	if !wait.Until(10*time.Second, func() bool { return trims() == 1 }) {
+		t.Fatalf("after the first job: %d trims logged, want 1", trims())
+	}
+	// Back to back: j3 is dispatched as soon as j2 ends, well within
+	// trimAfter, and runs past it, so no trim may come between them.
+	job("j2", "echo hi")
+	h.srv.WaitJobTerminal(t, "j2", 10*time.Second)
+	job("j3", "sleep 3")
+	h.srv.WaitJobTerminal(t, "j3", 20*time.Second)
+	if n := trims(); n != 1 {
+		t.Fatalf("a job followed within %v: %d trims logged by the end of the next one, want still 1", trimAfter, n)
+	}
+	if !wait.Until(10*time.Second, func() bool { return trims() == 2 }) {
+		t.Fatalf("idle after the last job: %d trims logged, want 2", trims())
 	}
 }
 

@@ -7,32 +7,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // Release drops this process's mappings of its executable's read-only
-// segments, read from /proc/self/maps. It is safe to call at any time and
-// from any goroutine; a page the process needs again is faulted back in
-// from the page cache, which costs a minor fault per 64 KB window.
+// segments that hold no page of the process's own, read from
+// /proc/self/smaps. A page the process needs again is faulted back in
+// from the page cache (or, if the kernel reclaimed it meanwhile, read from
+// the binary), which costs a fault per 64 KB window.
 //
-// Errors: reading /proc/self/exe or /proc/self/maps fails (no procfs), or
-// madvise refuses a range (EINVAL for locked pages, after mlockall); the
-// ranges before the failing one stay advised.
+// Errors: reading /proc/self/smaps fails (no procfs), the mapping holding
+// this function's code is not found in it, or madvise refuses a range
+// (EINVAL for locked pages, after mlockall); the ranges before the
+// failing one stay advised.
 func Release() (Stats, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return Stats{}, fmt.Errorf("startpages: %w", err)
-	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return Stats{}, fmt.Errorf("startpages: %w", err)
 	}
 	defer f.Close()
-	ranges, err := readOnlyRanges(f, st.Ino, unix.Major(st.Dev), unix.Minor(st.Dev))
+	ranges, err := releasable(f, reflect.ValueOf(Release).Pointer())
 	if err != nil {
 		return Stats{}, err
 	}
@@ -50,55 +48,77 @@ func Release() (Stats, error) {
 // addrRange is one mapping's address range, [start, end).
 type addrRange struct{ start, end uintptr }
 
-// readOnlyRanges returns the mappings in maps (the format of
-// /proc/<pid>/maps, proc(5)) that map the file with the given inode on
-// the device major:minor and are not writable. The file is recognised by
-// device and inode, not by path, so a binary replaced on disk while it
-// runs ("(deleted)") is still recognised and another file of the same
-// name is not.
-func readOnlyRanges(maps io.Reader, inode uint64, major, minor uint32) ([]addrRange, error) {
-	var out []addrRange
-	sc := bufio.NewScanner(maps)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		// address perms offset dev inode [pathname]
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		if ino, err := strconv.ParseUint(fields[4], 10, 64); err != nil || ino != inode {
-			continue
-		}
-		if maj, mnr, ok := parseDev(fields[3]); !ok || maj != major || mnr != minor {
-			continue
-		}
-		if perms := fields[1]; len(perms) < 2 || perms[1] == 'w' {
-			continue
-		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			return nil, fmt.Errorf("startpages: malformed address range %q", fields[0])
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
-			return nil, fmt.Errorf("startpages: malformed address range %q", fields[0])
-		}
-		out = append(out, addrRange{uintptr(start), uintptr(end)})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("startpages: reading maps: %w", err)
-	}
-	return out, nil
+// vma is one mapping of /proc/<pid>/smaps (proc(5)): its header line's
+// range, permissions and file, and its Anonymous field.
+type vma struct {
+	addrRange
+	perms       string
+	dev, inode  string
+	anonymousKB int
 }
 
-// parseDev parses a maps device field, "major:minor" in hexadecimal.
-func parseDev(s string) (major, minor uint32, ok bool) {
-	a, b, found := strings.Cut(s, ":")
-	if !found {
-		return 0, 0, false
+// releasable returns the mappings in smaps (the format of
+// /proc/<pid>/smaps) that may be advised MADV_DONTNEED without losing
+// anything: those of the file mapped at the address anchor (the
+// executable, when anchor is one of its functions) that are not writable
+// and hold no anonymous page.
+//
+// The file is recognised by the device and inode the anchor's mapping
+// shows, not by stat(2) of /proc/self/exe: before Linux 6.8 a file on
+// overlayfs (a container's root) shows its backing file's numbers in
+// smaps and the overlay's to stat. A read-only mapping with anonymous
+// pages holds pages written after they were mapped: the relocated
+// pointers of a position-independent or dynamically linked binary
+// (.data.rel.ro and the GOT, written by the loader, then made read-only)
+// or a debugger's breakpoint. Dropping those would put the file's bytes
+// back in their place, so such a mapping is never advised.
+func releasable(smaps io.Reader, anchor uintptr) ([]addrRange, error) {
+	var maps []vma
+	sc := bufio.NewScanner(smaps)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			// address perms offset dev inode [pathname]
+			lo, hi, _ := strings.Cut(fields[0], "-")
+			start, err1 := strconv.ParseUint(lo, 16, 64)
+			end, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 != nil || err2 != nil || end <= start {
+				return nil, fmt.Errorf("startpages: malformed address range %q", fields[0])
+			}
+			maps = append(maps, vma{addrRange: addrRange{uintptr(start), uintptr(end)}, perms: fields[1], dev: fields[3], inode: fields[4]})
+			continue
+		}
+		if fields[0] == "Anonymous:" && len(fields) >= 2 && len(maps) > 0 {
+			kb, err := strconv.Atoi(fields[1])
+			if err != nil {
+				return nil, fmt.Errorf("startpages: malformed Anonymous field %q", sc.Text())
+			}
+			maps[len(maps)-1].anonymousKB = kb
+		}
 	}
-	ma, err1 := strconv.ParseUint(a, 16, 32)
-	mi, err2 := strconv.ParseUint(b, 16, 32)
-	return uint32(ma), uint32(mi), err1 == nil && err2 == nil
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("startpages: reading smaps: %w", err)
+	}
+	var exe *vma
+	for i := range maps {
+		if maps[i].start <= anchor && anchor < maps[i].end {
+			exe = &maps[i]
+			break
+		}
+	}
+	if exe == nil || exe.inode == "0" {
+		return nil, fmt.Errorf("startpages: no file mapping holds address %#x", anchor)
+	}
+	var out []addrRange
+	for _, m := range maps {
+		if m.dev != exe.dev || m.inode != exe.inode || len(m.perms) < 2 || m.perms[1] == 'w' || m.anonymousKB != 0 {
+			continue
+		}
+		out = append(out, m.addrRange)
+	}
+	return out, nil
 }
