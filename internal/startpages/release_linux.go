@@ -49,19 +49,20 @@ func Release() (Stats, error) {
 type addrRange struct{ start, end uintptr }
 
 // vma is one mapping of /proc/<pid>/smaps (proc(5)): its header line's
-// range, permissions and file, and its Anonymous field.
+// range, permissions and file, and its Anonymous and Swap fields.
 type vma struct {
 	addrRange
-	perms       string
-	dev, inode  string
-	anonymousKB int
+	perms      string
+	dev, inode string
+	writtenKB  int // Anonymous + Swap: pages of its own, in memory or swapped out
 }
 
 // releasable returns the mappings in smaps (the format of
 // /proc/<pid>/smaps) that may be advised MADV_DONTNEED without losing
 // anything: those of the file mapped at the address anchor (the
 // executable, when anchor is one of its functions) that are not writable
-// and hold no anonymous page.
+// and hold no page of the process's own, in memory (Anonymous) or swapped
+// out (Swap).
 //
 // The file is recognised by the device and inode the anchor's mapping
 // shows, not by stat(2) of /proc/self/exe: before Linux 6.8 a file on
@@ -71,7 +72,8 @@ type vma struct {
 // pointers of a position-independent or dynamically linked binary
 // (.data.rel.ro and the GOT, written by the loader, then made read-only)
 // or a debugger's breakpoint. Dropping those would put the file's bytes
-// back in their place, so such a mapping is never advised.
+// back in their place, so such a mapping is never advised; a written page
+// that was swapped out is counted under Swap, not Anonymous, so both are.
 func releasable(smaps io.Reader, anchor uintptr) ([]addrRange, error) {
 	var maps []vma
 	sc := bufio.NewScanner(smaps)
@@ -92,12 +94,12 @@ func releasable(smaps io.Reader, anchor uintptr) ([]addrRange, error) {
 			maps = append(maps, vma{addrRange: addrRange{uintptr(start), uintptr(end)}, perms: fields[1], dev: fields[3], inode: fields[4]})
 			continue
 		}
-		if fields[0] == "Anonymous:" && len(fields) >= 2 && len(maps) > 0 {
+		if (fields[0] == "Anonymous:" || fields[0] == "Swap:") && len(fields) >= 2 && len(maps) > 0 {
 			kb, err := strconv.Atoi(fields[1])
 			if err != nil {
-				return nil, fmt.Errorf("startpages: malformed Anonymous field %q", sc.Text())
+				return nil, fmt.Errorf("startpages: malformed %s field %q", strings.TrimSuffix(fields[0], ":"), sc.Text())
 			}
-			maps[len(maps)-1].anonymousKB = kb
+			maps[len(maps)-1].writtenKB += kb
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -115,7 +117,7 @@ func releasable(smaps io.Reader, anchor uintptr) ([]addrRange, error) {
 	}
 	var out []addrRange
 	for _, m := range maps {
-		if m.dev != exe.dev || m.inode != exe.inode || len(m.perms) < 2 || m.perms[1] == 'w' || m.anonymousKB != 0 {
+		if m.dev != exe.dev || m.inode != exe.inode || len(m.perms) < 2 || m.perms[1] == 'w' || m.writtenKB != 0 {
 			continue
 		}
 		out = append(out, m.addrRange)

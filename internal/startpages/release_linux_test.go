@@ -18,27 +18,38 @@ import (
 
 // smapsFixture is shaped like /proc/self/smaps of a position-independent
 // binary (inode 1234 on fd:01): code, read-only data, the relocated
-// read-only data the loader wrote (anonymous pages), writable data, a
-// library, anonymous memory, a file with the same inode on another device
-// and the binary deleted on disk while it runs.
+// read-only data the loader wrote (anonymous pages), another such mapping
+// whose written pages were swapped out, writable data, a library,
+// anonymous memory, a file with the same inode on another device, the
+// binary deleted on disk while it runs (a pathname with spaces), and
+// VmFlags lines. Addresses fit 32 bits.
 const smapsFixture = `00400000-00c00000 r-xp 00000000 fd:01 1234                       /usr/bin/kici-agent
 Rss:                2048 kB
 Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me
 00c00000-01600000 r--p 00800000 fd:01 1234                       /usr/bin/kici-agent
 Anonymous:             0 kB
+Swap:                  0 kB
 01600000-01610000 r--p 01200000 fd:01 1234                       /usr/bin/kici-agent
 Anonymous:            64 kB
-01610000-01650000 rw-p 01210000 fd:01 1234                       /usr/bin/kici-agent
-Anonymous:           256 kB
+Swap:                  0 kB
+01610000-01620000 r--p 01210000 fd:01 1234                       /usr/bin/kici-agent
+Anonymous:             0 kB
+Swap:                 64 kB
+01620000-01650000 rw-p 01220000 fd:01 1234                       /usr/bin/kici-agent
+Anonymous:           192 kB
 01650000-01690000 rw-p 00000000 00:00 0
 Anonymous:           256 kB
-7f0000000000-7f0000100000 r-xp 00000000 fd:01 99                         /usr/lib/libc.so.6
+b7000000-b7100000 r-xp 00000000 fd:01 99                         /usr/lib/libc.so.6
 Anonymous:             0 kB
-7f0000200000-7f0000300000 r--p 00000000 08:02 1234                       /usr/bin/kici-agent
+b7200000-b7300000 r--p 00000000 08:02 1234                       /usr/bin/kici-agent
 Anonymous:             0 kB
-7f0000400000-7f0000500000 r--p 00000000 fd:01 1234                       /usr/bin/kici-agent (deleted)
+b7400000-b7500000 r--p 00000000 fd:01 1234                       /usr/bin/kici agent (deleted)
 Anonymous:             0 kB
-7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
+Swap:                  0 kB
+VmFlags: rd mr mw me
+bffd0000-bffd2000 r-xp 00000000 00:00 0                          [vdso]
 Anonymous:             0 kB
 `
 
@@ -47,9 +58,9 @@ func TestReleasableKeepsWrittenAndForeignMappings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []addrRange{{0x400000, 0xc00000}, {0xc00000, 0x1600000}, {0x7f0000400000, 0x7f0000500000}}
+	want := []addrRange{{0x400000, 0xc00000}, {0xc00000, 0x1600000}, {0xb7400000, 0xb7500000}}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("ranges = %x, want %x (code, read-only data and the deleted binary's; not the relocated pages, data, library, anonymous or other device)", got, want)
+		t.Fatalf("ranges = %x, want %x (code, read-only data and the deleted binary's; not the relocated pages, in memory or swapped out, data, library, anonymous or other device)", got, want)
 	}
 }
 
@@ -60,9 +71,11 @@ func TestReleasableRefusesBadInput(t *testing.T) {
 	}{
 		"anchor in no mapping":        {smapsFixture, 0x10},
 		"anchor in anonymous memory":  {smapsFixture, 0x1650000},
+		"anchor in the vdso":          {smapsFixture, 0xbffd0100},
 		"malformed range":             {"zz-00c00000 r-xp 00000000 fd:01 1234 /bin/x\n", 0x400000},
 		"range ending before it ends": {"00c00000-00400000 r-xp 00000000 fd:01 1234 /bin/x\n", 0x400000},
 		"malformed Anonymous":         {"00400000-00c00000 r-xp 00000000 fd:01 1234 /bin/x\nAnonymous: many kB\n", 0x400000},
+		"malformed Swap":              {"00400000-00c00000 r-xp 00000000 fd:01 1234 /bin/x\nSwap: -\n", 0x400000},
 	} {
 		if got, err := releasable(strings.NewReader(c.smaps), c.anchor); err == nil {
 			t.Errorf("%s: ranges %x, no error", name, got)

@@ -2,6 +2,7 @@
 
 package startpages
 
-// Release does nothing where there is no /proc/self/maps to read: the
-// resident size is left as the kernel keeps it.
-func Release() (Stats, error) { return Stats{}, nil }
+// Release does nothing where there is no /proc/self/smaps to read: it
+// returns ErrUnsupported, and the resident size is left as the kernel
+// keeps it.
+func Release() (Stats, error) { return Stats{}, ErrUnsupported }

@@ -15,13 +15,14 @@
 // the process actually uses. Only the resident size changes: a memory
 // cgroup charges page cache to the group that read it, mapped or not.
 //
-// Only read-only mappings of the executable that hold no anonymous page
-// are touched (code, read-only data, the function tables): for a private
-// file mapping that was never written, dropping a page and faulting it
-// back yields the same bytes. Writable mappings (data, BSS, the heap) and
-// read-only ones that were written before being made read-only (the
-// relocations of a position-independent binary) are never advised, because
-// there MADV_DONTNEED would discard the process's own state.
+// Only read-only mappings of the executable that hold no page of the
+// process's own, in memory or swapped out, are touched (code, read-only
+// data, the function tables): for a private file mapping that was never
+// written, dropping a page and faulting it back yields the same bytes.
+// Writable mappings (data, BSS, the heap) and read-only ones that were
+// written before being made read-only (the relocations of a
+// position-independent binary) are never advised, because there
+// MADV_DONTNEED would discard the process's own state.
 package startpages
 
 import (
@@ -39,12 +40,21 @@ type Stats struct {
 	Bytes uint64
 }
 
+// ErrUnsupported is Release's error on systems other than Linux, which
+// have no /proc/self/smaps to find the binary's mappings in.
+var ErrUnsupported = errors.New("startpages: releasing the binary's pages is supported on Linux only")
+
 // ReleaseLogged runs Release and says on log what came of it: what was
 // released at debug level, or as a warning why nothing was (the process
-// works the same, with a larger resident size). role names the binary in
-// the messages ("agent", "orchestrator").
+// works the same, with a larger resident size); ErrUnsupported only at
+// debug level. role names the binary in the messages ("agent",
+// "orchestrator").
 func ReleaseLogged(log *slog.Logger, role string) {
 	s, err := Release()
+	if errors.Is(err, ErrUnsupported) {
+		log.Debug("start-up pages of the "+role+" binary left mapped", "err", err)
+		return
+	}
 	if err == nil && s.Mappings == 0 {
 		err = errors.New("no read-only mapping of the binary without written pages")
 	}
