@@ -1,14 +1,11 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"kici.dev/kici/internal/agent/agenttest"
+	"kici.dev/kici/internal/startpages"
 	"kici.dev/kici/internal/testutil/wait"
 )
 
@@ -38,27 +35,15 @@ func TestStaticAgentReleasesItsStartupPages(t *testing.T) {
 	}
 }
 
-// residentKB reads RssFile and RssAnon of pid from /proc/<pid>/status, KiB.
+// residentKB reads RssFile and RssAnon of pid, KiB.
 func residentKB(t *testing.T, pid int) (file, anon int) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	r, err := startpages.ResidentOf(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "RssFile:":
-			file, _ = strconv.Atoi(f[1])
-		case "RssAnon:":
-			anon, _ = strconv.Atoi(f[1])
-		}
-	}
-	if file == 0 {
+	if r.File == 0 {
 		t.Fatalf("no RssFile in /proc/%d/status", pid)
 	}
-	return file, anon
+	return r.File, r.Anon
 }

@@ -19,12 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
+
+	"kici.dev/kici/internal/startpages"
 )
 
 // orch is one running kici-orchestrator.
@@ -156,25 +157,11 @@ func rssOf(pid int) int {
 
 // rssParts is a process's VmRSS and its RssAnon (memory of its own, as
 // opposed to pages of its binary and other files, which are clean,
-// shared between processes mapping the same file and reclaimable), KiB.
+// shared between processes mapping the same file and reclaimable), KiB;
+// zero when it cannot be read.
 func rssParts(pid int) (total, anon int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "VmRSS:":
-			total, _ = strconv.Atoi(f[1])
-		case "RssAnon:":
-			anon, _ = strconv.Atoi(f[1])
-		}
-	}
-	return total, anon
+	r, _ := startpages.ResidentOf(pid)
+	return r.Total, r.Anon
 }
 
 // source is a local source of o with its webhook secret.
