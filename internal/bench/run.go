@@ -105,10 +105,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Postgres {
 		engines = append(engines, "postgres")
 	}
+	defer func() { _ = pgtest.Stop() }() // best effort: the throwaway server's data is not needed
+	if !cfg.LogsOnly {
+		// The latency figures, every engine at once (paired.go).
+		if err := ingestScenarios(ctx, cfg, sz, root, repoDir, sha, engines, set, note); err != nil {
+			return err
+		}
+		if err := warmPoolScenario(ctx, cfg, sz, root, repoDir, sha, engines, set, note); err != nil {
+			return err
+		}
+	}
 	type scenario func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error
 	for _, engine := range engines {
 		// Each scenario gets an empty database of its own.
-		runs := []scenario{ingestScenarios, warmPoolScenario}
+		var runs []scenario
 		if cfg.LogsOnly {
 			runs = []scenario{logScenario}
 		} else if !cfg.IngestOnly {
@@ -127,15 +137,10 @@ func Run(ctx context.Context, cfg Config) error {
 				})
 		}
 		for _, run := range runs {
-			var extra []string
-			if engine == "postgres" {
-				url, err := pgtest.NewDatabase(ctx)
-				if err != nil {
-					note("postgres: not measured: %v", err)
-					break
-				}
-				defer func() { _ = pgtest.Stop() }() // best effort: the throwaway server's data is not needed
-				extra = append(extra, "KICI_DATABASE_URL="+url)
+			extra, err := engineSettings(ctx, engine)
+			if err != nil {
+				note("%s: not measured: %v", engine, err)
+				break
 			}
 			if err := run(ctx, cfg, sz, root, engine, repoDir, sha, extra, set, note); err != nil {
 				return fmt.Errorf("%s: %w", engine, err)
@@ -172,56 +177,81 @@ type setter func(figure, target, engine, value string)
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-// ingestScenarios measures the database-bound figures on one engine:
-// trigger → step on an empty queue, the webhook burst (accept latency,
-// accepted/s, deliveries → runs/s, leaving its jobs parked), then
-// trigger → step again with those jobs parked.
-func ingestScenarios(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
-	o, src, err := startWithSource(cfg.Bin, root, engine+"-ingest", repo, append(extra, "KICI_MAX_AGENTS=8")...)
+// ingestScenarios measures the database-bound figures on every engine at
+// once (paired.go): trigger → step on an empty queue, paired; then each
+// engine's webhook burst on its own (accept latency, accepted/s,
+// deliveries → runs/s, leaving its jobs parked); then trigger → step
+// again with those jobs parked, paired.
+func ingestScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha string, engines []string, set setter, note func(string, ...any)) error {
+	sides, err := startSides(ctx, cfg, root, repo, "ingest", engines,
+		func(string) ([]string, error) { return []string{"KICI_MAX_AGENTS=8"}, nil }, note)
 	if err != nil {
 		return err
 	}
-	defer o.stop()
-	note("%s: trigger → step, empty queue (%d runs)", engine, sz.latRuns)
-	empty, err := triggerToStep(ctx, o, src, sha, sz.latRuns+1)
+	defer stopSides(sides)
+	note("%s: trigger → step, empty queue (%d runs each, alternating)", engineList(sides), sz.latRuns)
+	empty, err := paired(sides, sz.latRuns+1, oneTriggerToStep(ctx, sha))
 	if err != nil {
 		return err
 	}
-	empty = empty[1:] // the first run warms the agent binary and the repository
-	set("trigger → step p50, empty queue, spawned agent", "≤ 40 ms", engine, ms(percentile(empty, 50)))
-	set("trigger → step p99, empty queue, spawned agent", "", engine, ms(percentile(empty, 99)))
+	for _, s := range sides {
+		e := empty[s.engine][1:] // the first run warms the agent binary and the repository
+		empty[s.engine] = e
+		set("trigger → step p50, empty queue, spawned agent", "≤ 40 ms", s.engine, ms(percentile(e, 50)))
+		set("trigger → step p99, empty queue, spawned agent", "", s.engine, ms(percentile(e, 99)))
+	}
+	for _, s := range sides {
+		if err := burstScenario(ctx, s, sz, sha, set, note); err != nil {
+			return fmt.Errorf("%s: %w", s.engine, err)
+		}
+	}
+	note("%s: trigger → step with %d jobs parked (%d runs each, alternating)", engineList(sides), sz.burst, sz.latRuns)
+	parked, err := paired(sides, sz.latRuns, oneTriggerToStep(ctx, sha))
+	if err != nil {
+		return err
+	}
+	for _, s := range sides {
+		p99e, p99p := percentile(empty[s.engine], 99), percentile(parked[s.engine], 99)
+		set(fmt.Sprintf("trigger → step p50, %d parked", sz.burst), "", s.engine, ms(percentile(parked[s.engine], 50)))
+		set(fmt.Sprintf("trigger → step p99, %d parked", sz.burst), "≤ 1.2× empty p99", s.engine,
+			fmt.Sprintf("%s (%.2f×)", ms(p99p), float64(p99p)/float64(max(p99e, 1))))
+	}
+	return nil
+}
 
-	note("%s: burst of %d deliveries at concurrency %d over %d refs", engine, sz.burst, sz.conc, sz.refs)
-	before, err := o.runsTotal("")
+// burstScenario posts the webhook burst to one side and waits until every
+// delivery became a run; the other sides idle meanwhile.
+func burstScenario(ctx context.Context, s *side, sz sizes, sha string, set setter, note func(string, ...any)) error {
+	note("%s: burst of %d deliveries at concurrency %d over %d refs", s.engine, sz.burst, sz.conc, sz.refs)
+	before, err := s.o.runsTotal("")
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	lat, wall, err := burst(o, src, "park", sha, sz.burst, sz.conc, sz.refs)
+	lat, wall, err := burst(s.o, s.src, "park", sha, sz.burst, sz.conc, sz.refs)
 	if err != nil {
 		return err
 	}
-	set("webhook accept p50", "", engine, ms(percentile(lat, 50)))
-	set("webhook accept p99 (concurrency 16)", "≤ 10 ms", engine, ms(percentile(lat, 99)))
-	set("webhooks accepted/s", "", engine, fmt.Sprintf("%.0f/s", float64(sz.burst)/wall.Seconds()))
+	set("webhook accept p50", "", s.engine, ms(percentile(lat, 50)))
+	set("webhook accept p99 (concurrency 16)", "≤ 10 ms", s.engine, ms(percentile(lat, 99)))
+	set("webhooks accepted/s", "", s.engine, fmt.Sprintf("%.0f/s", float64(sz.burst)/wall.Seconds()))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	err = o.waitRuns(wctx, "", before+sz.burst)
+	err = s.o.waitRuns(wctx, "", before+sz.burst)
 	cancel()
 	if err != nil {
 		return err
 	}
-	set("deliveries → runs/s", "≥ 1,000/s", engine, fmt.Sprintf("%.0f/s", float64(sz.burst)/time.Since(start).Seconds()))
-
-	note("%s: trigger → step with %d jobs parked", engine, sz.burst)
-	parked, err := triggerToStep(ctx, o, src, sha, sz.latRuns)
-	if err != nil {
-		return err
-	}
-	p99e, p99p := percentile(empty, 99), percentile(parked, 99)
-	set(fmt.Sprintf("trigger → step p50, %d parked", sz.burst), "", engine, ms(percentile(parked, 50)))
-	set(fmt.Sprintf("trigger → step p99, %d parked", sz.burst), "≤ 1.2× empty p99", engine,
-		fmt.Sprintf("%s (%.2f×)", ms(p99p), float64(p99p)/float64(max(p99e, 1))))
+	set("deliveries → runs/s", "≥ 1,000/s", s.engine, fmt.Sprintf("%.0f/s", float64(sz.burst)/time.Since(start).Seconds()))
 	return nil
+}
+
+// engineList names the sides' engines for a note ("sqlite and postgres").
+func engineList(sides []*side) string {
+	var names []string
+	for _, s := range sides {
+		names = append(names, s.engine)
+	}
+	return strings.Join(names, " and ")
 }
 
 // figureValue reads a single figure's leading number and unit ("22.4 ms",

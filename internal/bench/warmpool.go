@@ -21,41 +21,44 @@ scalers:
 `
 
 // warmPoolScenario measures trigger → step when a warm agent waits for
-// the job (docs/scaling.md, warm pools): each push is sent 0.2 s after the
-// pool's refill reports an idle registered agent, so the figure is the
-// path without the agent's start and registration.
-func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
-	conf := filepath.Join(root, engine+"-scalers.yaml")
-	if err := os.WriteFile(conf, []byte(warmPoolConfig), 0o600); err != nil {
-		return err
-	}
-	o, src, err := startWithSource(cfg.Bin, root, engine+"-warm", repo, append(extra, "KICI_SCALER_CONFIG_PATH="+conf)...)
+// the job (docs/scaling.md, warm pools), on every engine at once, paired
+// (paired.go): each push is sent 0.2 s after the pool's refill reports an
+// idle registered agent, so the figure is the path without the agent's
+// start and registration.
+func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, repo, sha string, engines []string, set setter, note func(string, ...any)) error {
+	sides, err := startSides(ctx, cfg, root, repo, "warm", engines, func(engine string) ([]string, error) {
+		conf := filepath.Join(root, engine+"-scalers.yaml")
+		if err := os.WriteFile(conf, []byte(warmPoolConfig), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"KICI_SCALER_CONFIG_PATH=" + conf}, nil
+	}, note)
 	if err != nil {
 		return err
 	}
-	defer o.stop()
-	note("%s: trigger → step on a warm pool agent (%d runs)", engine, sz.latRuns)
-	var lat []time.Duration
-	spawns := 1 // the pool's first agent
-	for i := 0; i <= sz.latRuns; i++ {
+	defer stopSides(sides)
+	note("%s: trigger → step on a warm pool agent (%d runs each, alternating)", engineList(sides), sz.latRuns)
+	spawns := map[*side]int{} // agents each pool spawned, its first included
+	lat, err := paired(sides, sz.latRuns+1, func(s *side) (time.Duration, error) {
 		// Each run takes the warm agent; the pool's refill is the next
 		// spawn, and the next push waits for it to be ready.
-		if err := o.waitWarmAgent(ctx, spawns); err != nil {
-			return err
+		spawns[s]++
+		if err := s.o.waitWarmAgent(ctx, spawns[s]); err != nil {
+			return 0, err
 		}
-		spawns++
 		// As a push usually finds a pool: idle, not in the instant the
 		// previous job's agent exits and the new one finishes starting.
 		time.Sleep(200 * time.Millisecond)
-		one, err := triggerToStep(ctx, o, src, sha, 1)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, one...)
+		return oneTriggerToStep(ctx, sha)(s)
+	})
+	if err != nil {
+		return err
 	}
-	lat = lat[1:] // the first run warms the binary and the mirror
-	set("trigger → step p50, warm pool agent", "≤ 40 ms", engine, ms(percentile(lat, 50)))
-	set("trigger → step p99, warm pool agent", "", engine, ms(percentile(lat, 99)))
+	for _, s := range sides {
+		l := lat[s.engine][1:] // the first run warms the binary and the mirror
+		set("trigger → step p50, warm pool agent", "≤ 40 ms", s.engine, ms(percentile(l, 50)))
+		set("trigger → step p99, warm pool agent", "", s.engine, ms(percentile(l, 99)))
+	}
 	return nil
 }
 
