@@ -175,6 +175,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 type setter func(figure, target, engine, value string)
 
+// seconds converts a Prometheus figure in seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 // ingestScenarios measures the database-bound figures on every engine at
@@ -227,6 +230,10 @@ func burstScenario(ctx context.Context, s *side, sz sizes, sha string, set sette
 	if err != nil {
 		return err
 	}
+	hBefore, err := s.o.acceptBuckets()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	lat, wall, err := burst(s.o, s.src, "park", sha, sz.burst, sz.conc, sz.refs)
 	if err != nil {
@@ -234,6 +241,17 @@ func burstScenario(ctx context.Context, s *side, sz sizes, sha string, set sette
 	}
 	set("webhook accept p50", "", s.engine, ms(percentile(lat, 50)))
 	set("webhook accept p99 (concurrency 16)", "≤ 10 ms", s.engine, ms(percentile(lat, 99)))
+	hAfter, err := s.o.acceptBuckets()
+	if err != nil {
+		return err
+	}
+	own := "-"
+	if v, lo, hi, err := quantileBetween(hBefore, hAfter, 0.99); err == nil {
+		own = fmt.Sprintf("%s (bucket %g–%g ms)", ms(seconds(v)), lo*1000, hi*1000)
+	} else {
+		note("%s: the orchestrator's accept p99: %v", s.engine, err)
+	}
+	set("webhook accept p99, the orchestrator's own time", "", s.engine, own)
 	set("webhooks accepted/s", "", s.engine, fmt.Sprintf("%.0f/s", float64(sz.burst)/wall.Seconds()))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	err = s.o.waitRuns(wctx, "", before+sz.burst)
