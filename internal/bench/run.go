@@ -114,6 +114,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := warmPoolScenario(ctx, cfg, sz, root, repoDir, sha, engines, set, note); err != nil {
 			return err
 		}
+		if !cfg.IngestOnly {
+			if err := agentScenarios(ctx, cfg, sz, root, repoDir, sha, engines, set, note); err != nil {
+				return err
+			}
+		}
 	}
 	type scenario func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error
 	for _, engine := range engines {
@@ -121,10 +126,6 @@ func Run(ctx context.Context, cfg Config) error {
 		var runs []scenario
 		if cfg.LogsOnly {
 			runs = []scenario{logScenario}
-		} else if !cfg.IngestOnly {
-			runs = append(runs, func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
-				return agentScenarios(ctx, cfg, sz, root, engine, repo, sha, extra, set, note)
-			})
 		}
 		if cfg.Curves && !cfg.LogsOnly {
 			cs := cfg.curveSizes()
