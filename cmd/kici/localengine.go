@@ -196,20 +196,18 @@ func (e *localEngine) run(ctx context.Context, run *store.Run, jobs []*store.Job
 		if !ok {
 			break
 		}
-		job, err := e.st.GetJob(ctx, id)
+		rows, err := e.st.DispatchRows(ctx, run.ID, id)
 		if err != nil {
 			return nil, err
 		}
+		job := rows.Job
 		if ctx.Err() != nil {
 			if err := e.tr.JobFinished(context.WithoutCancel(ctx), id, status.JobCancelled, string(status.JobCancelled), time.Now()); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		msg, err := runs.LoadJobDispatch(ctx, e.st, run, job)
-		if err != nil {
-			return nil, err
-		}
+		msg := runs.NewJobDispatch(rows.Run, rows.Context, job, rows.Jobs, rows.Outputs)
 		msg.Env["KICI_LOCAL_RUN"] = "true"
 		e.em.mu.Lock()
 		e.em.names[job.ID] = job.JobName

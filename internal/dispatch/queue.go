@@ -255,32 +255,38 @@ func (q *jobQueue) send(out *outgoing) {
 	q.log.Info("job dispatched", "job", out.msg.JobID, "agent", out.a.id)
 }
 
-// buildDispatch assembles job.dispatch from the job and run rows, and
-// returns the pending reason the job row held. terminal is true when the
-// job no longer needs to run.
+// buildDispatch assembles job.dispatch from the job's rows (one pipelined
+// read on PostgreSQL, store.DispatchRows), and returns the pending reason
+// the job row held. terminal is true when the job no longer needs to run.
 func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.QueueEntry) (msg *protocol.JobDispatch, pendingReason string, terminal bool, err error) {
-	job, err := q.st.GetJob(ctx, e.ID)
+	runID := e.RunID
+	if runID == "" {
+		// An entry that does not name its run: the job row does.
+		job, err := q.st.GetJob(ctx, e.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, "", true, nil
+		}
+		if err != nil {
+			return nil, "", false, err
+		}
+		runID = job.RunID
+	}
+	rows, err := q.st.DispatchRows(ctx, runID, e.ID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, "", true, nil
 		}
 		return nil, "", false, err
 	}
+	run, job := rows.Run, rows.Job
 	if job.Status.IsTerminal() {
 		return nil, "", true, nil
-	}
-	run, err := q.st.GetRun(ctx, job.RunID)
-	if err != nil {
-		return nil, "", false, err
 	}
 	data, err := q.resolveJobData(ctx, run, job, a)
 	if err != nil {
 		return nil, "", false, err
 	}
-	msg, err = runs.LoadJobDispatch(ctx, q.st, run, job)
-	if err != nil {
-		return nil, "", false, err
-	}
+	msg = runs.NewJobDispatch(run, rows.Context, job, rows.Jobs, rows.Outputs)
 	msg.Secrets, msg.ContextVars = data.Secrets, data.ContextVars
 	msg.JobCredential = data.JobCredential
 	msg.Untrusted = run.TrustTier == store.TrustUnknown

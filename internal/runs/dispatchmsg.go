@@ -2,9 +2,7 @@ package runs
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -75,23 +73,6 @@ func NewJobDispatch(run *store.Run, rc *store.RunContext, job *store.Job, jobs [
 		msg.JobConfig, msg.StepEnvTemplates = cfg, deferred
 	}
 	return msg
-}
-
-// LoadJobDispatch reads what NewJobDispatch needs from st.
-func LoadJobDispatch(ctx context.Context, st store.Store, run *store.Run, job *store.Job) (*protocol.JobDispatch, error) {
-	jobs, err := st.ListJobs(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := st.GetRunContext(ctx, run.ID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	outs, err := st.ListJobOutputs(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	return NewJobDispatch(run, rc, job, jobs, outs), nil
 }
 
 // ExpandTemplates evaluates the `${{ … }}` templates in a lock job entry's

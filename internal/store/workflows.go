@@ -26,6 +26,26 @@ type WorkflowDataStore interface {
 	PutRunContext(ctx context.Context, runID string, rc *RunContext) error
 	// GetRunContext returns a run's context, or ErrNotFound.
 	GetRunContext(ctx context.Context, runID string) (*RunContext, error)
+	// DispatchRows reads what a job's job.dispatch is built from, at once:
+	// the run, its jobs, its context and its outputs. On PostgreSQL it is
+	// one round trip to the server instead of one per read. ErrNotFound
+	// when the run does not exist or job jobID is not one of its jobs.
+	DispatchRows(ctx context.Context, runID, jobID string) (*DispatchRows, error)
+}
+
+// DispatchRows is what the dispatcher builds a job.dispatch from
+// (WorkflowDataStore.DispatchRows).
+type DispatchRows struct {
+	// Run is the job's run.
+	Run *Run
+	// Job is the job itself, one of Jobs.
+	Job *Job
+	// Jobs are the run's jobs in creation order (ListJobs).
+	Jobs []*Job
+	// Context is the run's context, nil when it has none (GetRunContext).
+	Context *RunContext
+	// Outputs are the run's job outputs by job id (ListJobOutputs).
+	Outputs map[string]map[string]string
 }
 
 // EncodeRunContext returns the stored columns of a run context (inputs and

@@ -121,7 +121,7 @@ func insertRun(ctx context.Context, q conn, run *store.Run, jobs []*store.Job) e
 
 // GetRun returns a run by id, or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
-	return scanRun(s.queryRow(ctx, `SELECT `+runCols+` FROM execution_runs WHERE id = ?`, id))
+	return scanRun(s.queryRow(ctx, runByIDQuery, id))
 }
 
 // ListRuns returns runs matching f, newest first (created_at desc, then id
@@ -217,7 +217,7 @@ func (s *Store) GetJob(ctx context.Context, id string) (*store.Job, error) {
 // ListJobs returns a run's jobs in creation order (the order given to
 // CreateRun).
 func (s *Store) ListJobs(ctx context.Context, runID string) ([]*store.Job, error) {
-	rows, err := s.query(ctx, `SELECT `+jobSelectCols+` FROM execution_jobs WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := s.query(ctx, jobsOfRunQuery, runID)
 	return collect(rows, err, scanJob)
 }
 

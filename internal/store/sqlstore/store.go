@@ -120,6 +120,18 @@ func collect[T any](rows *sql.Rows, err error, scan func(scanner) (*T, error)) (
 		return nil, err
 	}
 	defer rows.Close()
+	return scanEach(rows, scan)
+}
+
+// rowSource is what *sql.Rows and pgx.Rows share for reading rows.
+type rowSource interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanEach reads every row of rows with scan.
+func scanEach[T any](rows rowSource, scan func(scanner) (*T, error)) ([]*T, error) {
 	var out []*T
 	for rows.Next() {
 		v, err := scan(rows)

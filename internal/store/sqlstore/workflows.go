@@ -29,24 +29,12 @@ func (s *Store) PutJobOutputs(ctx context.Context, jobID string, outputs map[str
 
 // ListJobOutputs returns a run's job outputs by job id.
 func (s *Store) ListJobOutputs(ctx context.Context, runID string) (map[string]map[string]string, error) {
-	rows, err := s.query(ctx, `SELECT job_id, outputs FROM execution_job_outputs WHERE run_id = ?`, runID)
+	rows, err := s.query(ctx, jobOutputsQuery, runID)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	defer rows.Close()
-	out := map[string]map[string]string{}
-	for rows.Next() {
-		var id, raw string
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, mapErr(err)
-		}
-		m := map[string]string{}
-		if err := json.Unmarshal([]byte(raw), &m); err != nil {
-			return nil, err
-		}
-		out[id] = m
-	}
-	return out, mapErr(rows.Err())
+	return scanOutputs(rows)
 }
 
 // PutRunContext upserts a run's context; ErrNotFound for an unknown run.
@@ -66,9 +54,5 @@ func putRunContext(ctx context.Context, q conn, runID string, rc *store.RunConte
 
 // GetRunContext returns a run's context, or ErrNotFound.
 func (s *Store) GetRunContext(ctx context.Context, runID string) (*store.RunContext, error) {
-	var in, paths string
-	if err := s.queryRow(ctx, `SELECT inputs, changed_paths FROM execution_run_context WHERE run_id = ?`, runID).Scan(&in, &paths); err != nil {
-		return nil, mapErr(err)
-	}
-	return store.DecodeRunContext(in, paths)
+	return scanRunContext(s.queryRow(ctx, runContextQuery, runID))
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TrustPolicyConcurrent", testTrustPolicyConcurrent},
 		{"TrustDirectory", testTrustDirectory},
 		{"WorkflowData", testWorkflowData},
+		{"DispatchRows", testDispatchRows},
 		{"Notifications", testNotifications},
 		{"WebSessions", testWebSessions},
 	}

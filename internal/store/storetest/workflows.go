@@ -39,3 +39,46 @@ func testWorkflowData(t *testing.T, s store.Store) {
 	same(t, "GetRunContext replaced", &store.RunContext{}, back)
 	wantErr(t, "PutRunContext unknown run", s.PutRunContext(ctx, "missing", rc), store.ErrNotFound)
 }
+
+// testDispatchRows covers DispatchRows: the same rows as the reads it
+// stands for (GetRun, ListJobs, GetRunContext, ListJobOutputs), the job
+// picked from its run's jobs, no context as nil, and ErrNotFound for an
+// unknown run or a job of another run.
+func testDispatchRows(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	must(t, s.CreateRun(ctx, fullRun("dr-run", at(0)), []*store.Job{
+		{ID: "dr-build", JobName: "build", BaseJobName: "build", Config: []byte(`{"steps":[{"run":"make"}]}`), RunsOnLabels: []string{"linux"}},
+		{ID: "dr-test", JobName: "test", BaseJobName: "test", Needs: []store.Need{{Upstream: "build"}}}}))
+	must(t, s.CreateRun(ctx, fullRun("dr-other", at(0)), []*store.Job{{ID: "dr-o", JobName: "a", BaseJobName: "a"}}))
+
+	got, err := s.DispatchRows(ctx, "dr-run", "dr-test")
+	must(t, err)
+	run, err := s.GetRun(ctx, "dr-run")
+	must(t, err)
+	jobs, err := s.ListJobs(ctx, "dr-run")
+	must(t, err)
+	same(t, "DispatchRows run", run, got.Run)
+	same(t, "DispatchRows jobs", jobs, got.Jobs)
+	same(t, "DispatchRows job", jobs[1], got.Job)
+	if got.Context != nil {
+		t.Errorf("DispatchRows context of a run without one = %+v, want nil", got.Context)
+	}
+	same(t, "DispatchRows outputs, none yet", map[string]map[string]string{}, got.Outputs)
+
+	rc := &store.RunContext{Inputs: map[string]any{"target": "prod"}, ChangedPaths: []string{"go.mod"}}
+	must(t, s.PutRunContext(ctx, "dr-run", rc))
+	must(t, s.PutJobOutputs(ctx, "dr-build", map[string]string{"version": "1.2.3"}))
+	must(t, s.PutJobOutputs(ctx, "dr-o", map[string]string{"x": "y"}))
+	got, err = s.DispatchRows(ctx, "dr-run", "dr-build")
+	must(t, err)
+	same(t, "DispatchRows job", jobs[0], got.Job)
+	same(t, "DispatchRows context", rc, got.Context)
+	same(t, "DispatchRows outputs", map[string]map[string]string{"dr-build": {"version": "1.2.3"}}, got.Outputs)
+
+	_, err = s.DispatchRows(ctx, "missing", "dr-build")
+	wantErr(t, "DispatchRows unknown run", err, store.ErrNotFound)
+	_, err = s.DispatchRows(ctx, "dr-run", "dr-o")
+	wantErr(t, "DispatchRows job of another run", err, store.ErrNotFound)
+	_, err = s.DispatchRows(ctx, "dr-run", "missing")
+	wantErr(t, "DispatchRows unknown job", err, store.ErrNotFound)
+}
