@@ -259,19 +259,7 @@ func (q *jobQueue) send(out *outgoing) {
 // read on PostgreSQL, store.DispatchRows), and returns the pending reason
 // the job row held. terminal is true when the job no longer needs to run.
 func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.QueueEntry) (msg *protocol.JobDispatch, pendingReason string, terminal bool, err error) {
-	runID := e.RunID
-	if runID == "" {
-		// An entry that does not name its run: the job row does.
-		job, err := q.st.GetJob(ctx, e.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, "", true, nil
-		}
-		if err != nil {
-			return nil, "", false, err
-		}
-		runID = job.RunID
-	}
-	rows, err := q.st.DispatchRows(ctx, runID, e.ID)
+	rows, err := q.dispatchRows(ctx, e)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, "", true, nil
@@ -291,6 +279,27 @@ func (q *jobQueue) buildDispatch(ctx context.Context, a *agentConn, e *store.Que
 	msg.JobCredential = data.JobCredential
 	msg.Untrusted = run.TrustTier == store.TrustUnknown
 	return msg, job.PendingReason, false, nil
+}
+
+// dispatchRows reads the rows entry e's job.dispatch is built from, its
+// run named by the entry. A job is not dropped on the entry's word: when
+// the entry names no run, or a run the job is not part of, the job row
+// decides (store.ErrNotFound only when the job or its run is gone).
+func (q *jobQueue) dispatchRows(ctx context.Context, e *store.QueueEntry) (*store.DispatchRows, error) {
+	if e.RunID != "" {
+		rows, err := q.st.DispatchRows(ctx, e.RunID, e.ID)
+		if !errors.Is(err, store.ErrNotFound) {
+			return rows, err
+		}
+	}
+	job, err := q.st.GetJob(ctx, e.ID)
+	if err != nil {
+		return nil, err
+	}
+	if job.RunID == e.RunID {
+		return nil, fmt.Errorf("%w: run %s of job %s", store.ErrNotFound, job.RunID, e.ID)
+	}
+	return q.st.DispatchRows(ctx, job.RunID, e.ID)
 }
 
 // requeueOrFail puts a dispatched entry back to pending with attempts+1 and
