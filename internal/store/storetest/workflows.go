@@ -3,6 +3,7 @@ package storetest
 import (
 	"testing"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -47,10 +48,17 @@ func testWorkflowData(t *testing.T, s store.Store) {
 func testDispatchRows(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	must(t, s.CreateRun(ctx, fullRun("dr-run", at(0)), []*store.Job{
-		{ID: "dr-build", JobName: "build", BaseJobName: "build", Config: []byte(`{"steps":[{"run":"make"}]}`), RunsOnLabels: []string{"linux"}},
+		{ID: "dr-build", JobName: "build (1.22)", BaseJobName: "build", MatrixValues: map[string]string{"go": "1.22"},
+			Config: []byte(`{"steps":[{"run":"make"}]}`), RunsOnLabels: []string{"linux"}},
 		{ID: "dr-test", JobName: "test", BaseJobName: "test", Needs: []store.Need{{Upstream: "build"}}}}))
 	must(t, s.CreateRun(ctx, fullRun("dr-other", at(0)), []*store.Job{{ID: "dr-o", JobName: "a", BaseJobName: "a"}}))
 
+	// A job with its nullable columns set: started, heartbeat, duration.
+	started, dur, agent := at(5), int64(1500), "agent-1"
+	if _, err := s.UpdateJobStatus(ctx, "dr-build", nil, status.JobRunning,
+		store.JobUpdate{StartedAt: &started, LastHeartbeatAt: &started, DurationMs: &dur, AgentID: &agent}); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.DispatchRows(ctx, "dr-run", "dr-test")
 	must(t, err)
 	run, err := s.GetRun(ctx, "dr-run")
@@ -72,6 +80,9 @@ func testDispatchRows(t *testing.T, s store.Store) {
 	got, err = s.DispatchRows(ctx, "dr-run", "dr-build")
 	must(t, err)
 	same(t, "DispatchRows job", jobs[0], got.Job)
+	if got.Job.StartedAt == nil || !got.Job.StartedAt.Equal(started) || got.Job.MatrixValues["go"] != "1.22" {
+		t.Errorf("DispatchRows job = %+v, want it started at %v with its matrix values", got.Job, started)
+	}
 	same(t, "DispatchRows context", rc, got.Context)
 	same(t, "DispatchRows outputs", map[string]map[string]string{"dr-build": {"version": "1.2.3"}}, got.Outputs)
 
