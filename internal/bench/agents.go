@@ -35,10 +35,10 @@ type rssResult struct {
 }
 
 // agentMemory connects n protocol clients, measures the orchestrator's RSS,
-// disconnects them and measures it again.
-func agentMemory(ctx context.Context, o *orch, n int) (rssResult, error) {
-	res := rssResult{agents: n}
-	res.idleKB, res.idleAnonKB = rssParts(o.cmd.Process.Pid)
+// disconnects them and measures it again; res holds its idle reading,
+// taken by the caller (the engines' at the same moment).
+func agentMemory(ctx context.Context, o *orch, n int, res rssResult) (rssResult, error) {
+	res.agents = n
 	token, err := o.mintToken("bench-idle")
 	if err != nil {
 		return res, err

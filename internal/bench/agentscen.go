@@ -26,9 +26,15 @@ func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha s
 	// startpages), and what the idle server runs comes back within tens
 	// of seconds, so an earlier reading would flatter it.
 	time.Sleep(idleSettle)
+	idle := map[*side]rssResult{} // read together, before either has agents
+	for _, s := range sides {
+		var r rssResult
+		r.idleKB, r.idleAnonKB = rssParts(s.o.cmd.Process.Pid)
+		idle[s] = r
+	}
 	for _, s := range sides {
 		note("%s: memory with %d protocol clients", s.engine, sz.agents)
-		mem, err := agentMemory(ctx, s.o, sz.agents)
+		mem, err := agentMemory(ctx, s.o, sz.agents, idle[s])
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.engine, err)
 		}
@@ -75,7 +81,7 @@ func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha s
 }
 
 // interleaved times n trivial runs on every side (runOn) and n runs of the
-// plain-shell floor (floor), in halves mirrored around the middle: each
+// plain-shell floor (floor, none when nil), in halves mirrored around the middle: each
 // side then the floor on the first half, the floor then each side in
 // reverse order on the second (sqlite, postgres, floor, floor, postgres,
 // sqlite), and returns each side's total time and the floor's. Every
@@ -93,7 +99,9 @@ func interleaved(n int, sides []*side, runOn func(*side, int) (time.Duration, er
 	for _, s := range sides {
 		parts = append(parts, part{s.engine, func(k int) (time.Duration, error) { return runOn(s, k) }})
 	}
-	parts = append(parts, part{"", floor}) // "": the floor
+	if floor != nil {
+		parts = append(parts, part{"", floor}) // "": the floor
+	}
 	totals := map[string]time.Duration{}
 	halves := []int{n / 2, n - n/2}
 	for h, k := range halves {

@@ -38,17 +38,22 @@ func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, repo, sha
 	}
 	defer stopSides(sides)
 	note("%s: trigger → step on a warm pool agent (%d runs each, alternating)", engineList(sides), sz.latRuns)
-	spawns := map[*side]int{} // agents each pool spawned, its first included
+	taken := map[*side]int{} // runs each pool's agents took so far
 	lat, err := paired(sides, sz.latRuns+1, func(s *side) (time.Duration, error) {
 		// Each run takes the warm agent; the pool's refill is the next
-		// spawn, and the next push waits for it to be ready.
-		spawns[s]++
-		if err := s.o.waitWarmAgent(ctx, spawns[s]); err != nil {
-			return 0, err
+		// spawn, and the next push waits for it to be ready. Every
+		// engine's pool, not only this one's: the other's refill (its
+		// agent's start and registration) must not run during the
+		// sample.
+		for _, o := range sides {
+			if err := o.o.waitWarmAgent(ctx, taken[o]+1); err != nil {
+				return 0, fmt.Errorf("%s: %w", o.engine, err)
+			}
 		}
 		// As a push usually finds a pool: idle, not in the instant the
 		// previous job's agent exits and the new one finishes starting.
 		time.Sleep(200 * time.Millisecond)
+		taken[s]++
 		return oneTriggerToStep(ctx, sha)(s)
 	})
 	if err != nil {
