@@ -218,7 +218,14 @@ func TestOpenBadURL(t *testing.T) {
 	}
 }
 
-func BenchmarkClaimNext(b *testing.B) {
+func BenchmarkClaimNext(b *testing.B) { storetest.BenchmarkClaimNext(b, benchStore(b)) }
+
+func BenchmarkDispatchRows(b *testing.B) { storetest.BenchmarkDispatchRows(b, benchStore(b)) }
+
+// benchStore opens a store on a fresh database of the throwaway server,
+// closed when the benchmark ends.
+func benchStore(b *testing.B) store.Store {
+	b.Helper()
 	u, err := pgtest.NewDatabase(context.Background())
 	if err != nil {
 		b.Fatal(err)
@@ -227,8 +234,8 @@ func BenchmarkClaimNext(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	storetest.BenchmarkClaimNext(b, s)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // A fresh database migrated up has exactly the schema recorded in

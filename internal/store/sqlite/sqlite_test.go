@@ -66,13 +66,20 @@ func TestOpenCreatesWALDatabaseAndReopens(t *testing.T) {
 	}
 }
 
-func BenchmarkClaimNext(b *testing.B) {
+func BenchmarkClaimNext(b *testing.B) { storetest.BenchmarkClaimNext(b, benchStore(b)) }
+
+func BenchmarkDispatchRows(b *testing.B) { storetest.BenchmarkDispatchRows(b, benchStore(b)) }
+
+// benchStore opens a store on a fresh database file, closed when the
+// benchmark ends.
+func benchStore(b *testing.B) store.Store {
+	b.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "kici.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	storetest.BenchmarkClaimNext(b, s)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // The database and its WAL files hold secrets: only the owner may read them.

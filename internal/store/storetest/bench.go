@@ -37,3 +37,54 @@ func BenchmarkClaimNext(b *testing.B, s store.Store) {
 		}
 	}
 }
+
+// BenchmarkDispatchRows measures what the dispatcher reads to build one
+// job.dispatch, on a run of 8 jobs with a context and outputs: "together"
+// is DispatchRows, "one by one" the five reads it replaced (the job, its
+// run, the run's jobs, context and outputs, one after the other).
+func BenchmarkDispatchRows(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	var jobs []*store.Job
+	for i := range 8 {
+		jobs = append(jobs, &store.Job{ID: fmt.Sprintf("bd-%d", i), JobName: fmt.Sprintf("leg %d", i), BaseJobName: "leg",
+			MatrixValues: map[string]string{"leg": fmt.Sprint(i)}, Config: []byte(`{"steps":[{"run":"make test"}]}`), RunsOnLabels: []string{"linux"}})
+	}
+	if err := s.CreateRun(ctx, fullRun("bd-run", at(0)), jobs); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.PutRunContext(ctx, "bd-run", &store.RunContext{Inputs: map[string]any{"target": "prod"}, ChangedPaths: []string{"go.mod"}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.PutJobOutputs(ctx, "bd-0", map[string]string{"version": "1.2.3"}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("together", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.DispatchRows(ctx, "bd-run", "bd-3"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one by one", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			job, err := s.GetJob(ctx, "bd-3")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.GetRun(ctx, job.RunID); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.ListJobs(ctx, job.RunID); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.GetRunContext(ctx, job.RunID); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.ListJobOutputs(ctx, job.RunID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
