@@ -11,8 +11,8 @@ import (
 // static agents against the plain-shell floor (with the static agents'
 // idle RSS and trigger → step), fan-out, and the log pipeline, on every
 // engine, with one orchestrator per engine up at once (paired.go): the
-// memory figures are read one orchestrator at a time, the timed ones are
-// interleaved.
+// idle memory is read on both at the same moment, the rest of the memory
+// figures one orchestrator at a time, and the timed ones interleaved.
 func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha string, engines []string, set setter, note func(string, ...any)) error {
 	sides, err := startSides(ctx, cfg, root, repo, "agents", engines,
 		func(string) ([]string, error) { return []string{"KICI_MAX_AGENTS=8"}, nil }, note)
@@ -80,11 +80,11 @@ func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha s
 	return nil
 }
 
-// interleaved times n trivial runs on every side (runOn) and n runs of the
-// plain-shell floor (floor, none when nil), in halves mirrored around the middle: each
-// side then the floor on the first half, the floor then each side in
-// reverse order on the second (sqlite, postgres, floor, floor, postgres,
-// sqlite), and returns each side's total time and the floor's. Every
+// interleaved times n runs on every side (runOn) and n runs of the
+// plain-shell floor (floor, none when nil), in halves mirrored around the
+// middle: each side then the floor on the first half, the floor then each
+// side in reverse order on the second (sqlite, postgres, floor, floor,
+// postgres, sqlite), and returns each side's total time and the floor's. Every
 // part creates and deletes a checkout per run, and on an ext4 file system
 // creating an inode searches past every inode freed in the last 30 s: run
 // one after the other, whichever part ran right after another's deletions

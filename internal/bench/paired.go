@@ -8,11 +8,11 @@ import (
 	"kici.dev/kici/internal/testutil/pgtest"
 )
 
-// The latency figures PostgreSQL is judged on against SQLite (trigger →
-// step, empty, with jobs parked, on a warm pool agent) are taken paired:
-// one orchestrator per engine runs at the same time and their samples
-// alternate, so whatever drifts while the benchmark runs falls on both
-// engines alike. Run one engine after the other and the second inherits
+// The figures PostgreSQL is judged on against SQLite are taken side by
+// side: one orchestrator per engine runs at the same time, trigger → step
+// samples alternate between them (paired), and the webhook burst and the
+// trivial runs go in halves mirrored around the middle (interleaved), so
+// whatever drifts while the benchmark runs falls on both engines alike. Run one engine after the other and the second inherits
 // the first's leftovers: on this kind of host the page cache, and an
 // ext4 file system that searches past every inode freed in the last
 // 30 s when it creates one, so a checkout after a phase that deleted

@@ -22,9 +22,9 @@ scalers:
 
 // warmPoolScenario measures trigger → step when a warm agent waits for
 // the job (docs/scaling.md, warm pools), on every engine at once, paired
-// (paired.go): each push is sent 0.2 s after the pool's refill reports an
-// idle registered agent, so the figure is the path without the agent's
-// start and registration.
+// (paired.go): each push is sent 0.2 s after every engine's pool reports
+// an idle registered agent after its refill, so the figure is the path
+// without an agent's start and registration.
 func warmPoolScenario(ctx context.Context, cfg Config, sz sizes, root, repo, sha string, engines []string, set setter, note func(string, ...any)) error {
 	sides, err := startSides(ctx, cfg, root, repo, "warm", engines, func(engine string) ([]string, error) {
 		conf := filepath.Join(root, engine+"-scalers.yaml")
