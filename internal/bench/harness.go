@@ -147,11 +147,7 @@ func (o *orch) get(path string, v any) error {
 
 // rssKB is the orchestrator's resident set size in KiB.
 func (o *orch) rssKB() int {
-	return rssOf(o.cmd.Process.Pid)
-}
-
-func rssOf(pid int) int {
-	total, _ := rssParts(pid)
+	total, _ := rssParts(o.cmd.Process.Pid)
 	return total
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"kici.dev/kici/internal/store"
 )
@@ -97,22 +96,14 @@ func (s *Store) dispatchRowsOneByOne(ctx context.Context, runID string) (*store.
 // dispatchRowsPipelined sends the four reads in one pgx batch and reads
 // their results in order; errNoPipeline when the connection is not pgx's.
 func (s *Store) dispatchRowsPipelined(ctx context.Context, runID string) (*store.DispatchRows, error) {
-	c, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	var d *store.DispatchRows
-	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return errNoPipeline
-		}
+	err := s.onPgx(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		for _, q := range []string{runByIDQuery, jobsOfRunQuery, runContextQuery, jobOutputsQuery} {
 			b.Queue(s.d.rebind(q), runID)
 		}
-		br := sc.Conn().SendBatch(ctx, b)
+		br := pc.SendBatch(ctx, b)
+		var err error
 		d, err = readDispatchBatch(br)
 		if cerr := br.Close(); err == nil {
 			err = cerr

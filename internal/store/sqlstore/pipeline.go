@@ -58,24 +58,33 @@ func (r *recorder) QueryRowContext(context.Context, string, ...any) *sql.Row {
 // (the caller runs the statements one by one instead).
 var errNoPipeline = errors.New("sqlstore: no pipeline on this connection")
 
+// onPgx runs fn on a pool connection's own pgx connection, for what
+// database/sql cannot send (a pipeline); errNoPipeline when the database
+// is not PostgreSQL through pgx. An error fn returns wrapping
+// driver.ErrBadConn discards the connection.
+func (s *Store) onPgx(ctx context.Context, fn func(*pgx.Conn) error) error {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errNoPipeline
+		}
+		return fn(sc.Conn())
+	})
+}
+
 // pipelineTx runs stmts as one transaction in one batch, then commits
 // when keep accepts the rows each statement changed (and every statement
 // succeeded), else rolls back; it returns those counts, in order. A
 // connection left in an unknown state (a failed ROLLBACK) is discarded.
 // errNoPipeline when the database is not PostgreSQL through pgx.
 func (s *Store) pipelineTx(ctx context.Context, stmts []recorded, keep func(affected []int64) bool) ([]int64, error) {
-	c, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	var affected []int64
-	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return errNoPipeline
-		}
-		pc := sc.Conn()
+	err := s.onPgx(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		for _, st := range stmts {
