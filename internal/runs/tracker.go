@@ -165,13 +165,14 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 // left alone. ErrNotFound (wrapped) for an unknown job.
 func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
 	at = at.UTC()
-	// One statement for the common case: the move returns the row (its
-	// run), and keeps a start time already set (a start reported again).
+	// One statement for the common case: the job's move and its run's,
+	// the job's row returned; a start time already set is kept (a start
+	// reported again).
 	u := store.JobUpdate{LastHeartbeatAt: &at, StartedAtIfUnset: &at}
 	if agentID != "" {
 		u.AgentID = &agentID
 	}
-	job, err := t.st.MoveJob(ctx, jobID, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
+	job, err := t.st.StartJob(ctx, jobID, u, at)
 	if err != nil {
 		return fmt.Errorf("runs: start job %s: %w", jobID, err)
 	}
@@ -188,9 +189,6 @@ func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time
 			}
 		}
 		return nil
-	}
-	if _, err := t.st.UpdateRunStatus(ctx, job.RunID, status.RunsMovingTo(status.RunRunning), status.RunRunning, store.RunUpdate{StartedAt: &at}); err != nil {
-		return fmt.Errorf("runs: start run %s: %w", job.RunID, err)
 	}
 	t.log.Info("job started", "runId", job.RunID, "jobId", jobID, "job", job.JobName, "agentId", agentID)
 	return nil

@@ -409,6 +409,15 @@ type Store interface {
 	// as it is). nil, false, nil when the job was not pending: nothing is
 	// written.
 	ReleaseJob(ctx context.Context, id string, e *QueueEntry) (*Job, bool, error)
+	// StartJob moves a job to running from any status a start leaves
+	// (status.JobsMovingTo(JobRunning)), writing the non-nil fields of u,
+	// and, when the job moved, its run to running from any status that
+	// can move there, with startedAt runStarted (UTC). Both or neither
+	// are written, in one statement on PostgreSQL. It returns the job as
+	// the change left it, or nil, nil when the job did not move (unknown,
+	// already running, or in a status a start does not leave): nothing is
+	// written then.
+	StartJob(ctx context.Context, id string, u JobUpdate, runStarted time.Time) (*Job, error)
 	// SetPendingReasons writes many jobs' pending reasons at once (job id
 	// → reason): a reason on a job still queued, and "" (the reason
 	// cleared) on a job in any status. Ids of no job, or of a job no longer

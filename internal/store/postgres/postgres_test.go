@@ -222,6 +222,8 @@ func BenchmarkClaimNext(b *testing.B) { storetest.BenchmarkClaimNext(b, benchSto
 
 func BenchmarkDispatchRows(b *testing.B) { storetest.BenchmarkDispatchRows(b, benchStore(b)) }
 
+func BenchmarkStartJob(b *testing.B) { storetest.BenchmarkStartJob(b, benchStore(b)) }
+
 // benchStore opens a store on a fresh database of the throwaway server,
 // closed when the benchmark ends.
 func benchStore(b *testing.B) store.Store {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"kici.dev/kici/internal/runs/status"
 	"kici.dev/kici/internal/store"
 )
 
@@ -83,6 +84,55 @@ func BenchmarkDispatchRows(b *testing.B, s store.Store) {
 				b.Fatal(err)
 			}
 			if _, err := s.ListJobOutputs(ctx, job.RunID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkStartJob measures a job's start, the first job of its run (so
+// the run moves too): "together" is StartJob, "apart" the two writes it
+// replaced (MoveJob, then UpdateRunStatus). Each iteration starts a job
+// of its own run, created before the timer starts.
+func BenchmarkStartJob(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	agent := "agent-1"
+	rounds := 0
+	runs := func(b *testing.B, kind string) string {
+		b.Helper()
+		rounds++ // each round's runs are new: a benchmark runs several
+		prefix := fmt.Sprintf("%s%d", kind, rounds)
+		for i := range b.N {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			if err := s.CreateRun(ctx, fullRun(id, at(0)), []*store.Job{{ID: id + "-job", JobName: "build", RunsOnLabels: []string{"linux"}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		return prefix
+	}
+	started := func(b *testing.B, j *store.Job, err error) {
+		if err != nil || j == nil {
+			b.Fatalf("start: %+v, %v", j, err)
+		}
+	}
+	b.Run("together", func(b *testing.B) {
+		prefix := runs(b, "t")
+		for i := range b.N {
+			when := at(10)
+			j, err := s.StartJob(ctx, fmt.Sprintf("%s-%d-job", prefix, i), store.JobUpdate{AgentID: &agent, StartedAtIfUnset: &when, LastHeartbeatAt: &when}, when)
+			started(b, j, err)
+		}
+	})
+	b.Run("apart", func(b *testing.B) {
+		prefix := runs(b, "a")
+		for i := range b.N {
+			when := at(10)
+			j, err := s.MoveJob(ctx, fmt.Sprintf("%s-%d-job", prefix, i), status.JobsMovingTo(status.JobRunning), status.JobRunning,
+				store.JobUpdate{AgentID: &agent, StartedAtIfUnset: &when, LastHeartbeatAt: &when})
+			started(b, j, err)
+			if _, err := s.UpdateRunStatus(ctx, j.RunID, status.RunsMovingTo(status.RunRunning), status.RunRunning, store.RunUpdate{StartedAt: &when}); err != nil {
 				b.Fatal(err)
 			}
 		}

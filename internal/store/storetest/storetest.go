@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FinishDeliveries", testFinishDeliveries},
 		{"RunTransitions", testRunTransitions},
 		{"MoveJob", testMoveJob},
+		{"StartJob", testStartJob},
 		{"ReleaseJob", testReleaseJob},
 		{"ReleaseJobsConcurrently", testReleaseJobsConcurrently},
 		{"MoveRun", testMoveRun},

@@ -1,0 +1,43 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"kici.dev/kici/internal/runs/status"
+	"kici.dev/kici/internal/store"
+)
+
+// StartJob moves a job and its run to running (store.RunStore). A job's
+// start was two writes, the job's move and then its run's (a no-op for
+// every job of a run but the first): two round trips on PostgreSQL, two
+// commits on SQLite. On PostgreSQL it is now one statement, the job's
+// UPDATE and the run's as data-modifying WITH queries, the run's naming
+// its run through the job's returned row, so that a job that did not move
+// starts no run. On SQLite it is one transaction of both.
+func (s *Store) StartJob(ctx context.Context, id string, u store.JobUpdate, runStarted time.Time) (*store.Job, error) {
+	move, moveArgs := s.jobUpdate(id, status.JobsMovingTo(status.JobRunning), status.JobRunning, u)
+	runFrom, runTo := status.RunsMovingTo(status.RunRunning), status.RunRunning
+	runU := store.RunUpdate{StartedAt: &runStarted}
+	if s.d.Postgres {
+		start, startArgs := s.runUpdateWhere("id IN (SELECT run_id FROM m)", nil, runFrom, runTo, runU)
+		return moved(scanJob(s.queryRow(ctx, `WITH m AS (`+move+` RETURNING `+jobSelectCols+`),
+			r AS (`+start+`)
+			SELECT m.* FROM m`, append(moveArgs, startArgs...)...)))
+	}
+	var job *store.Job
+	err := s.tx(ctx, func(c conn) error {
+		var err error
+		job, err = moved(scanJob(c.queryRow(ctx, move+` RETURNING `+jobSelectCols, moveArgs...)))
+		if err != nil || job == nil {
+			return err
+		}
+		start, startArgs := s.runUpdate(job.RunID, runFrom, runTo, runU)
+		_, err = c.exec(ctx, start, startArgs...)
+		return mapErr(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return job, nil
+}
