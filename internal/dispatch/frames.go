@@ -38,10 +38,14 @@ func (fr *frameHandler) ev() JobEvents {
 }
 
 // finishJob reports a terminal job status to the events receiver.
-func (fr *frameHandler) finishJob(ctx context.Context, jobID string, final status.Job, msg string) {
-	if ev := fr.ev(); ev != nil {
-		if err := ev.JobFinished(ctx, jobID, final, msg, time.Now().UTC()); err != nil {
-			fr.log.Error("job finished event", "job", jobID, "err", err)
-		}
+func (fr *frameHandler) finishJob(ctx context.Context, jobID string, final status.Job, msg string) bool {
+	ev := fr.ev()
+	if ev == nil {
+		return false
 	}
+	if err := ev.JobFinished(ctx, jobID, final, msg, time.Now().UTC()); err != nil {
+		fr.log.Error("job finished event", "job", jobID, "err", err)
+		return false
+	}
+	return true
 }

@@ -181,6 +181,7 @@ func (fr *frameHandler) jobStatus(ctx context.Context, c *agentConn, js *jobStat
 		if !changed && err == nil {
 			changed = fr.unfinishedAfterQueue(ctx, c, jobID)
 		}
+		stored := false
 		if changed {
 			errMsg := ""
 			if m.Data != nil {
@@ -188,9 +189,9 @@ func (fr *frameHandler) jobStatus(ctx context.Context, c *agentConn, js *jobStat
 			}
 			fr.log.Info("job finished", "job", jobID, "agent", c.id, "status", m.State)
 			fr.storeOutputs(ctx, jobID, m.Data)
-			fr.finishJob(ctx, jobID, m.State, errMsg)
+			stored = fr.finishJob(ctx, jobID, m.State, errMsg)
 		}
-		if !fr.ackStatus(ctx, c, jobID, m, changed) {
+		if !fr.ackStatus(ctx, c, jobID, m, changed, stored) {
 			return
 		}
 		// A scaler-spawned agent's session is its one job.
@@ -236,12 +237,17 @@ func (fr *frameHandler) unfinishedAfterQueue(ctx context.Context, c *agentConn, 
 // and sends the status again, as it does for unacknowledged log lines. A
 // status this node did not apply (the job was already finished, or aborted
 // by a timeout or cancel whose caller finishes it) is acknowledged as is.
-func (fr *frameHandler) ackStatus(ctx context.Context, c *agentConn, jobID string, m *protocol.JobStatus, applied bool) bool {
+// stored says the tracker reported the job terminal in the store (its
+// JobFinished returned nil), so the job need not be read back to know it
+// (a round trip less per job on PostgreSQL); the acknowledgement then
+// names the run the agent's status named, which the agent does not match
+// on (it matches the job and the state).
+func (fr *frameHandler) ackStatus(ctx context.Context, c *agentConn, jobID string, m *protocol.JobStatus, applied, stored bool) bool {
 	if !c.statusAcks {
 		return true
 	}
 	runID := m.RunID
-	if applied {
+	if applied && !stored {
 		job, err := fr.st.GetJob(ctx, jobID)
 		if err != nil || !job.Status.IsTerminal() {
 			fr.log.Warn("terminal job status not stored; closing the socket so the agent sends it again", "job", jobID, "agent", c.id, "err", err)

@@ -100,6 +100,8 @@ type JobReports interface {
 	// JobStarted marks a job running on agentID at `at`.
 	JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error
 	// JobFinished moves a job to a terminal status with an error message.
+	// nil means the job is terminal in the store (moved now, or before):
+	// the dispatcher acknowledges the agent's status on that word.
 	JobFinished(ctx context.Context, jobID string, final status.Job, errMsg string, at time.Time) error
 	// StepStatus records a step row.
 	StepStatus(ctx context.Context, s *store.Step) error
