@@ -56,8 +56,20 @@ func (e *events) JobFinished(ctx context.Context, jobID string, status status.Jo
 	e.finished[jobID] = append(e.finished[jobID], status)
 	e.errs[jobID] = errMsg
 	e.mu.Unlock()
-	_, err := e.st.UpdateJobStatus(ctx, jobID, nil, status, store.JobUpdate{ErrorMessage: &errMsg, CompletedAt: &at})
-	return err
+	changed, err := e.st.UpdateJobStatus(ctx, jobID, nil, status, store.JobUpdate{ErrorMessage: &errMsg, CompletedAt: &at})
+	if err != nil || changed {
+		return err
+	}
+	// Nothing changed: nil only when the job is terminal already, as the
+	// tracker's JobFinished promises (the dispatcher acknowledges on it).
+	j, err := e.st.GetJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	if !j.Status.IsTerminal() {
+		return fmt.Errorf("job %s is %s, not terminal", jobID, j.Status)
+	}
+	return nil
 }
 
 func (e *events) StepStatus(ctx context.Context, s *store.Step) error {

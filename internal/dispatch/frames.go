@@ -37,7 +37,10 @@ func (fr *frameHandler) ev() JobEvents {
 	return fr.events
 }
 
-// finishJob reports a terminal job status to the events receiver.
+// finishJob reports a terminal job status to the events receiver. It
+// returns true when the receiver took it, which means the job is terminal
+// in the store (runs.JobReports.JobFinished), and false when there is no
+// receiver or it returned an error.
 func (fr *frameHandler) finishJob(ctx context.Context, jobID string, final status.Job, msg string) bool {
 	ev := fr.ev()
 	if ev == nil {

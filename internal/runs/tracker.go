@@ -165,9 +165,9 @@ func (t *Tracker) CreateRerun(ctx context.Context, run *store.Run, jobs []*store
 // left alone. ErrNotFound (wrapped) for an unknown job.
 func (t *Tracker) JobStarted(ctx context.Context, jobID, agentID string, at time.Time) error {
 	at = at.UTC()
-	// One statement for the common case: the job's move and its run's,
-	// the job's row returned; a start time already set is kept (a start
-	// reported again).
+	// One store call for the common case (one statement on PostgreSQL):
+	// the job's move and its run's, the job's row returned; a start time
+	// already set is kept (a start reported again).
 	u := store.JobUpdate{LastHeartbeatAt: &at, StartedAtIfUnset: &at}
 	if agentID != "" {
 		u.AgentID = &agentID

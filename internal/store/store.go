@@ -412,9 +412,10 @@ type Store interface {
 	// StartJob moves a job to running from any status a start leaves
 	// (status.JobsMovingTo(JobRunning)), writing the non-nil fields of u,
 	// and, when the job moved, its run to running from any status that
-	// can move there, with startedAt runStarted (UTC). Both or neither
-	// are written, in one statement on PostgreSQL. It returns the job as
-	// the change left it, or nil, nil when the job did not move (unknown,
+	// can move there, with startedAt runStarted (UTC) where the run has no
+	// start time yet. The two writes are atomic: one statement on
+	// PostgreSQL, one transaction on SQLite. It returns the job as the
+	// change left it, or nil, nil when the job did not move (unknown,
 	// already running, or in a status a start does not leave): nothing is
 	// written then.
 	StartJob(ctx context.Context, id string, u JobUpdate, runStarted time.Time) (*Job, error)

@@ -222,6 +222,8 @@ func BenchmarkClaimNext(b *testing.B) { storetest.BenchmarkClaimNext(b, benchSto
 
 func BenchmarkDispatchRows(b *testing.B) { storetest.BenchmarkDispatchRows(b, benchStore(b)) }
 
+// BenchmarkStartJob times a job's start on PostgreSQL, in one call and in the
+// two it replaced (storetest.BenchmarkStartJob).
 func BenchmarkStartJob(b *testing.B) { storetest.BenchmarkStartJob(b, benchStore(b)) }
 
 // benchStore opens a store on a fresh database of the throwaway server,

@@ -70,6 +70,8 @@ func BenchmarkClaimNext(b *testing.B) { storetest.BenchmarkClaimNext(b, benchSto
 
 func BenchmarkDispatchRows(b *testing.B) { storetest.BenchmarkDispatchRows(b, benchStore(b)) }
 
+// BenchmarkStartJob times a job's start on SQLite, in one call and in the
+// two it replaced (storetest.BenchmarkStartJob).
 func BenchmarkStartJob(b *testing.B) { storetest.BenchmarkStartJob(b, benchStore(b)) }
 
 // benchStore opens a store on a fresh database file, closed when the

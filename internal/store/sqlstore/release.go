@@ -8,7 +8,7 @@ import (
 )
 
 // ReleaseJob moves a pending job to queued and stores its queue entry
-// (store.RunStore). On PostgreSQL it is one statement: the UPDATE and the
+// (store.Store). On PostgreSQL it is one statement: the UPDATE and the
 // INSERT as data-modifying WITH queries, the INSERT fed by the UPDATE's
 // row so that nothing is queued for a job that was not pending; a
 // release was two round trips before (MoveJob, then Enqueue). On SQLite

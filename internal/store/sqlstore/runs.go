@@ -198,21 +198,15 @@ func moved[T any](row *T, err error) (*T, error) {
 
 // runUpdate is the conditional UPDATE of UpdateRunStatus and MoveRun.
 func (s *Store) runUpdate(id string, from []status.Run, to status.Run, u store.RunUpdate) (string, []any) {
-	return s.runUpdateWhere("id = ?", []any{id}, from, to, u)
-}
-
-// runUpdateWhere is runUpdate for the run (or runs) that idCond, with its
-// arguments idArgs, selects: a caller can name the run by a subquery.
-func (s *Store) runUpdateWhere(idCond string, idArgs []any, from []status.Run, to status.Run, u store.RunUpdate) (string, []any) {
 	cond, condArgs := statusCond(from, store.TerminalRunStatuses)
-	args := append([]any{string(to), strArg(u.FailureReason), s.d.tsPtr(u.StartedAt), s.d.tsPtr(u.CompletedAt),
-		int64Arg(u.DurationMs)}, idArgs...)
 	return `UPDATE execution_runs SET status = ?,
 		failure_reason = CASE WHEN failure_reason = '' THEN COALESCE(?::text, '') ELSE failure_reason END,
 		started_at = COALESCE(?, started_at),
 		completed_at = COALESCE(?, completed_at),
 		duration_ms = COALESCE(?, duration_ms)
-		WHERE ` + idCond + ` AND ` + cond, append(args, condArgs...)
+		WHERE id = ? AND ` + cond,
+		append([]any{string(to), strArg(u.FailureReason), s.d.tsPtr(u.StartedAt), s.d.tsPtr(u.CompletedAt),
+			int64Arg(u.DurationMs), id}, condArgs...)
 }
 
 // GetJob returns a job by id, or ErrNotFound.

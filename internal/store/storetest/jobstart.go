@@ -9,13 +9,14 @@ import (
 
 // testStartJob: StartJob moves the job and, on its run's first start, the
 // run; a job that does not move (unknown, running, terminal) writes
-// nothing, and a run already running keeps its start time.
+// nothing, and a run keeps the start time it has (running, or held after
+// it ran).
 func testStartJob(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	newJob := func(id string) *store.Job {
 		return &store.Job{ID: id, JobName: id, RunsOnLabels: []string{"linux"}, Needs: []store.Need{}}
 	}
-	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{newJob("a"), newJob("b"), newJob("done")}))
+	must(t, s.CreateRun(ctx, fullRun("r", at(0)), []*store.Job{newJob("a"), newJob("b"), newJob("c"), newJob("done")}))
 	runNow := func() *store.Run {
 		t.Helper()
 		r, err := s.GetRun(ctx, "r")
@@ -44,6 +45,11 @@ func testStartJob(t *testing.T, s store.Store) {
 	if r := runNow(); r.Status != status.RunPending {
 		t.Fatalf("run after a finished job's start = %s; want pending", r.Status)
 	}
+	if j, err := s.GetJob(ctx, "done"); err != nil || j.Status != status.JobSuccess || j.AgentID != "" || j.StartedAt != nil {
+		t.Fatalf("finished job after a start = %+v, %v; want unchanged", j, err)
+	}
+	_, err = s.UpdateJobStatus(ctx, "a", []status.Job{status.JobPending}, status.JobQueued, store.JobUpdate{})
+	must(t, err)
 
 	got := start("a", "agent-1", 10)
 	read, err := s.GetJob(ctx, "a")
@@ -59,14 +65,25 @@ func testStartJob(t *testing.T, s store.Store) {
 	if again := start("a", "agent-2", 15); again != nil {
 		t.Fatalf("running job started again: %+v; want nil", again)
 	}
-	if j, err := s.GetJob(ctx, "a"); err != nil || j.AgentID != "agent-1" || !j.StartedAt.Equal(at(10)) {
+	if j, err := s.GetJob(ctx, "a"); err != nil || j.AgentID != "agent-1" || j.StartedAt == nil || !j.StartedAt.Equal(at(10)) {
 		t.Fatalf("job after a repeated start = %+v, %v; want unchanged", j, err)
 	}
 
 	if got := start("b", "agent-2", 20); got == nil || got.Status != status.JobRunning {
 		t.Fatalf("second job = %+v; want running", got)
 	}
-	if r := runNow(); r.Status != status.RunRunning || !r.StartedAt.Equal(at(10)) {
+	if r := runNow(); r.Status != status.RunRunning || r.StartedAt == nil || !r.StartedAt.Equal(at(10)) {
 		t.Fatalf("run after its second job's start = %s, started %v; want running since %v", r.Status, r.StartedAt, at(10))
+	}
+
+	// Held after it ran (an approval gate), the run goes back to running
+	// with its first start time when another job starts.
+	_, err = s.UpdateRunStatus(ctx, "r", []status.Run{status.RunRunning}, status.RunHeld, store.RunUpdate{})
+	must(t, err)
+	if got := start("c", "agent-3", 30); got == nil || got.Status != status.JobRunning {
+		t.Fatalf("job of a held run = %+v; want running", got)
+	}
+	if r := runNow(); r.Status != status.RunRunning || r.StartedAt == nil || !r.StartedAt.Equal(at(10)) {
+		t.Fatalf("held run after a job's start = %s, started %v; want running since %v", r.Status, r.StartedAt, at(10))
 	}
 }
