@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"kici.dev/kici/internal/config"
 	"kici.dev/kici/internal/hardening"
@@ -83,15 +84,29 @@ func main() {
 	for _, k := range config.SensitiveEnv(os.Environ()) {
 		os.Unsetenv(k)
 	}
-	// Start-up is over (configuration, keys, migrations, every package's
-	// initialisation): the pages of the binary it touched need not stay
-	// mapped (package startpages).
+	// The process's start-up is over (configuration, keys, migrations,
+	// every package's initialisation): the pages of the binary it touched
+	// need not stay mapped (package startpages).
 	startpages.ReleaseLogged(logger, "orchestrator")
+	// The node's start-up follows in Run: recovery, joining the cluster
+	// and the first pass of every background loop (its leases, the look
+	// back for outcomes missed while down) touch code and tables that no
+	// later pass touches. Release once more when they are done.
+	settled := time.AfterFunc(nodeStartupSettle, func() { startpages.ReleaseLogged(logger.With("after", "node start-up"), "orchestrator") })
+	defer settled.Stop()
 	if err := srv.Run(ctx); err != nil {
 		fatal(err)
 		os.Exit(1)
 	}
 }
+
+// nodeStartupSettle is how long after Run is called the binary's pages are
+// released a second time. On an idle start the background loops' first
+// passes are over within a few seconds. On a slow one (a long recovery) the
+// release comes before they end, which costs nothing but its use: a page
+// released while still in use is mapped back from the page cache at its
+// next touch, 64 KB per fault.
+const nodeStartupSettle = 5 * time.Second
 
 // fatal reports why the server cannot start or stopped, on stderr in the
 // log format KICI_LOG_FORMAT selects (a JSON record with json).

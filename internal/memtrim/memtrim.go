@@ -55,6 +55,12 @@ type Trimmer struct {
 	MinFree uint64
 	// Log, when set, receives one debug line per trim.
 	Log *slog.Logger
+	// AfterTrim, when set, runs after each trim, under the same rules, on
+	// the goroutine of Check, once the trim is done and logged. The
+	// orchestrator releases its binary's pages there (package startpages):
+	// the code a wave of agents ran is then no longer counted in its
+	// resident size once they are gone, as their heap is not.
+	AfterTrim func()
 
 	// read and free are the runtime by default; tests replace them.
 	read func() Stats
@@ -104,6 +110,9 @@ func (t *Trimmer) Check() bool {
 		t.Log.Debug("memory returned to the operating system",
 			"goroutines", now.Goroutines, "heapFreeBefore", now.HeapFree, "heapFreeAfter", after.HeapFree,
 			"heapObjectsAfter", after.HeapObjects, "took", time.Since(start))
+	}
+	if t.AfterTrim != nil {
+		t.AfterTrim()
 	}
 	return true
 }

@@ -10,6 +10,8 @@ import (
 type fake struct {
 	stats []Stats
 	trims int
+	// afterTrims counts the Trimmer's AfterTrim calls.
+	afterTrims int
 }
 
 func (f *fake) trimmer() *Trimmer {
@@ -21,7 +23,8 @@ func (f *fake) trimmer() *Trimmer {
 			}
 			return s
 		},
-		free: func() { f.trims++ },
+		free:      func() { f.trims++ },
+		AfterTrim: func() { f.afterTrims++ },
 	}
 }
 
@@ -42,6 +45,9 @@ func TestWaveOfDeparturesTrimsOnce(t *testing.T) {
 	if tr.Check() || f.trims != 1 {
 		t.Fatalf("steady after the trim: trims = %d, want still 1", f.trims)
 	}
+	if f.afterTrims != 1 {
+		t.Fatalf("AfterTrim ran %d times for one trim, want 1", f.afterTrims)
+	}
 }
 
 func TestSteadyOrSmallChangesDoNotTrim(t *testing.T) {
@@ -60,8 +66,8 @@ func TestSteadyOrSmallChangesDoNotTrim(t *testing.T) {
 			t.Fatalf("trimmed at %+v", s)
 		}
 	}
-	if f.trims != 0 {
-		t.Fatalf("trims = %d, want 0", f.trims)
+	if f.trims != 0 || f.afterTrims != 0 {
+		t.Fatalf("trims = %d and AfterTrim ran %d times, want 0 and 0", f.trims, f.afterTrims)
 	}
 }
 

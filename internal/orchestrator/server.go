@@ -34,6 +34,7 @@ import (
 	"kici.dev/kici/internal/runctl"
 	"kici.dev/kici/internal/runs"
 	"kici.dev/kici/internal/scaler"
+	"kici.dev/kici/internal/startpages"
 	"kici.dev/kici/internal/store"
 	"kici.dev/kici/internal/store/postgres"
 	"kici.dev/kici/internal/store/sqlite"
@@ -202,8 +203,9 @@ func (s *Server) Run(stop context.Context) error {
 	go s.notifier.Run(ctx)
 	go s.blobs.RunSweeper(ctx, BlobSweepInterval)
 	// Memory a wave of departed agents leaves behind goes back to the
-	// operating system within seconds, not over the runtime's minutes.
-	go (&memtrim.Trimmer{Interval: 2 * time.Second, Log: s.log}).Run(ctx)
+	// operating system within seconds, not over the runtime's minutes: their
+	// heap, and the pages of the binary their sessions ran.
+	go (&memtrim.Trimmer{Interval: 2 * time.Second, Log: s.log, AfterTrim: s.releasePagesAfterTrim()}).Run(ctx)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.httpSrv.Serve(s.listener) }()
@@ -262,4 +264,26 @@ func ensureAdminTokenFile(ctx context.Context, dataDir string, a *auth.AdminAuth
 		return fmt.Errorf("create bootstrap owner token: %w", err)
 	}
 	return config.WriteAdminToken(dataDir, plain)
+}
+
+// trimReleaseGap is the least time between two releases of the binary's
+// pages after memory trims. A bursty server can trim every few seconds;
+// each release walks /proc/self/smaps and makes the next passes map back
+// what they run (about 12 MB, some 200 faults), and a release that fails
+// says so at most this often.
+const trimReleaseGap = time.Minute
+
+// releasePagesAfterTrim is the memory trimmer's AfterTrim: it releases the
+// binary's pages (package startpages) at most once per trimReleaseGap.
+// Called only from the trimmer's goroutine.
+func (s *Server) releasePagesAfterTrim() func() {
+	log := s.log.With("after", "memory trim")
+	var last time.Time
+	return func() {
+		if !last.IsZero() && time.Since(last) < trimReleaseGap {
+			return
+		}
+		last = time.Now()
+		startpages.ReleaseLogged(log, "orchestrator")
+	}
 }

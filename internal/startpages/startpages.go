@@ -1,5 +1,7 @@
 // Package startpages unmaps the pages of a process's own executable that
-// its start-up touched, once start-up is over.
+// its start-up touched, once start-up is over. The orchestrator also calls
+// it after its node's start-up has settled and after a wave of agents has
+// left (package memtrim): work that ran once then, not again at idle.
 //
 // The resident size of a Go process counts every page of its binary that
 // it has mapped, and the kernel maps file pages 64 KB at a time around
