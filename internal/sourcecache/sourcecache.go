@@ -81,7 +81,11 @@ type Store struct {
 
 	staleAfter time.Duration // 0: pings are not required (New without Open)
 	nonce      string
-	pings      atomic.Bool // Open's pinger sends while true
+	// pings is true from Open on. Tests clear it to stand for a
+	// connection that died silently: the pinger then sends nothing, and a
+	// ping already on its way when it was cleared is not counted either
+	// (on a loaded machine one can arrive after StaleAfter has run out).
+	pings atomic.Bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -192,7 +196,9 @@ func (c *Store) notified(payload string) {
 	defer c.mu.Unlock()
 	switch {
 	case c.nonce != "" && payload == pingPrefix+c.nonce:
-		c.heard = time.Now()
+		if c.pings.Load() {
+			c.heard = time.Now()
+		}
 	case len(payload) >= len(pingPrefix) && payload[:len(pingPrefix)] == pingPrefix:
 	default:
 		c.dropLocked()
