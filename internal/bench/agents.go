@@ -35,8 +35,8 @@ type rssResult struct {
 }
 
 // agentMemory connects n protocol clients, measures the orchestrator's RSS,
-// disconnects them and measures it again; res holds its idle reading,
-// taken by the caller (the engines' at the same moment).
+// disconnects them and measures it again idleSettle later; res holds its
+// idle reading, taken by the caller (the engines' at the same moment).
 func agentMemory(ctx context.Context, o *orch, n int, res rssResult) (rssResult, error) {
 	res.agents = n
 	token, err := o.mintToken("bench-idle")
@@ -62,7 +62,11 @@ func agentMemory(ctx context.Context, o *orch, n int, res rssResult) (rssResult,
 	for _, a := range agents {
 		_ = a.ws.Close(websocket.StatusNormalClosure, "bench done")
 	}
-	time.Sleep(5 * time.Second)
+	// As long after they left as idle is read after the start: each
+	// reading then comes as long after a release of the binary's pages
+	// (the node's start-up's, a memory trim's), and the ratio compares
+	// like with like.
+	time.Sleep(idleSettle)
 	res.afterKB = o.rssKB()
 	return res, nil
 }
