@@ -62,10 +62,11 @@ func agentMemory(ctx context.Context, o *orch, n int, res rssResult) (rssResult,
 	for _, a := range agents {
 		_ = a.ws.Close(websocket.StatusNormalClosure, "bench done")
 	}
-	// As long after they left as idle is read after the start: each
-	// reading then comes as long after a release of the binary's pages
-	// (the node's start-up's, a memory trim's), and the ratio compares
-	// like with like.
+	// About as long after they left as idle is read after the start, so
+	// that each reading comes about as long after a release of the
+	// binary's pages: the node's start-up's for idle, for this one the
+	// memory trim's, 2-4 s after the disconnects (unless a trim less than
+	// a minute before, during the connects, made the server skip it).
 	time.Sleep(idleSettle)
 	res.afterKB = o.rssKB()
 	return res, nil

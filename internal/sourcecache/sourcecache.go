@@ -84,7 +84,7 @@ type Store struct {
 	// pings is true from Open on. Tests clear it to stand for a
 	// connection that died silently: the pinger then sends nothing, and a
 	// ping already on its way when it was cleared is not counted either
-	// (on a loaded machine one can arrive after StaleAfter has run out).
+	// (on a loaded machine one can arrive after the staleness has run out).
 	pings atomic.Bool
 
 	cancel context.CancelFunc
