@@ -375,6 +375,7 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	if m["complete"] != true {
 		t.Fatalf("after job end: %v", m)
 	}
+	other, otherJobs := e.addRun("ci", status.RunRunning, "o/app", now, "build")
 	for path, want := range map[string]int{
 		logs + "x/logs":           400,
 		logs + "-3/logs":          400,
@@ -386,6 +387,19 @@ func TestRunJobsStepsLogs(t *testing.T) {
 	} {
 		if code, m := e.get(path); code != want {
 			t.Errorf("%s: %d %v, want %d", path, code, m, want)
+		}
+	}
+	// Which of the two is missing, said as it is: the run before the job,
+	// and a job of another run is not this run's.
+	for path, want := range map[string]string{
+		"/api/v1/admin/runs/" + run.ID + "/jobs/" + uuid.NewString() + "/steps/0/logs":           "Job not found",
+		"/api/v1/admin/runs/" + run.ID + "/jobs/" + otherJobs[0].ID + "/steps/0/logs":            "Job not found",
+		"/api/v1/admin/runs/" + other.ID + "/jobs/" + jobs[0].ID + "/steps/0/logs":               "Job not found",
+		"/api/v1/admin/runs/" + uuid.NewString() + "/jobs/" + jobs[0].ID + "/steps/0/logs":       "Run not found",
+		"/api/v1/admin/runs/" + uuid.NewString() + "/jobs/" + uuid.NewString() + "/steps/0/logs": "Run not found",
+	} {
+		if code, m := e.get(path); code != 404 || m["error"] != want {
+			t.Errorf("%s: %d %v, want 404 %q", path, code, m, want)
 		}
 	}
 }

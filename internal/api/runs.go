@@ -177,6 +177,26 @@ func (s *server) loadRun(w http.ResponseWriter, r *http.Request) *store.Run {
 	return run
 }
 
+// loadJobOfRun reads the job {jobId} of the run {runId} in one read when
+// both exist and belong together: a page of a log is read often (a
+// follower's every poll), and the run itself adds nothing to it but a
+// round trip. Otherwise it answers 404 as loadRun would first ("Run not
+// found"), then "Job not found", and returns nil.
+func (s *server) loadJobOfRun(w http.ResponseWriter, r *http.Request) *store.Job {
+	job, err := s.d.Store.GetJob(r.Context(), r.PathValue("jobId"))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.internalError(w, r, err)
+		return nil
+	}
+	if err == nil && job.RunID == r.PathValue("runId") {
+		return job
+	}
+	if s.loadRun(w, r) != nil {
+		writeError(w, http.StatusNotFound, "Job not found")
+	}
+	return nil
+}
+
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	if run := s.loadRun(w, r); run != nil {
 		v := NewRunView(run)
@@ -238,16 +258,8 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, apitypes.MaxLogLimit)
-	run := s.loadRun(w, r)
-	if run == nil {
-		return
-	}
-	job, err := s.d.Store.GetJob(r.Context(), r.PathValue("jobId"))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && job.RunID != run.ID) {
-		writeError(w, http.StatusNotFound, "Job not found")
-		return
-	} else if err != nil {
-		s.internalError(w, r, err)
+	job := s.loadJobOfRun(w, r)
+	if job == nil {
 		return
 	}
 	if n, ok := stepCount(job.Config); ok && idx >= n {
@@ -265,7 +277,7 @@ func (s *server) stepLogs(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	lines, next, err := s.d.Logs.Read(run.ID, job.ID, idx, cursor, limit)
+	lines, next, err := s.d.Logs.Read(job.RunID, job.ID, idx, cursor, limit)
 	if errors.Is(err, os.ErrNotExist) {
 		lines, next, err = nil, cursor, nil
 	}
