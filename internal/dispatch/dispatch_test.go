@@ -892,7 +892,9 @@ func TestConcurrentDrainsNeverDoubleDispatch(t *testing.T) {
 // ---------------------------------------------------------------- disconnects
 
 func TestHeartbeatTimeoutTriage(t *testing.T) {
-	h := newHarness(t, Config{HeartbeatTimeout: 300 * time.Millisecond, HeartbeatCheckInterval: 50 * time.Millisecond,
+	// 2 s: creating, queueing and delivering a job, and the running
+	// status, come well before it on a starved machine.
+	h := newHarness(t, Config{HeartbeatTimeout: 2 * time.Second, HeartbeatCheckInterval: 50 * time.Millisecond,
 		AckTimeout: time.Minute}, nil)
 	h.d.Start(context.Background())
 
