@@ -57,7 +57,9 @@ func TestClaimedDeliveryWaitsForLeaseExpiry(t *testing.T) {
 	h.repo.Write(lockfile.Path, testLock)
 	c1 := h.repo.Commit("initial")
 	id := h.deliver("refs/heads/main", local.ZeroSHA, c1)
-	if ok, err := h.st.ClaimDelivery(h.ctx, id, "node-gone", 300*time.Millisecond); err != nil || !ok {
+	// The claim outlasts node-b's first attempt even on a starved machine;
+	// the wait.For below covers its expiry.
+	if ok, err := h.st.ClaimDelivery(h.ctx, id, "node-gone", 3*time.Second); err != nil || !ok {
 		t.Fatalf("claim by node-gone: %v %v", ok, err)
 	}
 	other := h.nodeProcessor("node-b")

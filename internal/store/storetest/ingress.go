@@ -12,6 +12,7 @@ import (
 
 	"kici.dev/kici/internal/provider"
 	"kici.dev/kici/internal/store"
+	"kici.dev/kici/internal/testutil/wait"
 )
 
 // testIngress covers store.IngressStore: atomic source+settings+secrets
@@ -227,17 +228,24 @@ func testIngress(t *testing.T, s store.Store) {
 		t.Fatalf("GetRegistration(missing): %v", err)
 	}
 
-	// Leases: one holder at a time; renewal by the holder; takeover after expiry.
-	ok, err := s.AcquireLease(ctx, "scheduler", "A", 300*time.Millisecond)
+	// Leases: one holder at a time; renewal by the holder; takeover after
+	// expiry. A's lease is long enough that B's attempt and A's renewal
+	// come within it even on a starved machine.
+	const leaseA = 3 * time.Second
+	ok, err := s.AcquireLease(ctx, "scheduler", "A", leaseA)
 	must(t, err)
 	okB, err := s.AcquireLease(ctx, "scheduler", "B", time.Minute)
 	must(t, err)
-	okA2, err := s.AcquireLease(ctx, "scheduler", "A", 300*time.Millisecond)
+	okA2, err := s.AcquireLease(ctx, "scheduler", "A", leaseA)
 	must(t, err)
+	renewed := time.Now() // the renewed lease ends no later than leaseA from here
 	if !ok || okB || !okA2 {
 		t.Fatalf("lease: A=%v B=%v A-renew=%v; want true false true", ok, okB, okA2)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// The wall clock must move past the expiry the store recorded.
+	if !wait.Elapse(ctx, time.Until(renewed.Add(leaseA+100*time.Millisecond))) {
+		t.Fatalf("context ended waiting for the lease to expire: %v", ctx.Err())
+	}
 	okB, err = s.AcquireLease(ctx, "scheduler", "B", time.Minute)
 	must(t, err)
 	okA, err := s.AcquireLease(ctx, "scheduler", "A", time.Minute)
