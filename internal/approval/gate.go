@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"kici.dev/kici/internal/approval/hold"
@@ -37,6 +38,8 @@ type Gate struct {
 	policy PolicyFunc
 	log    *slog.Logger
 	now    func() time.Time
+	// waiting is told that a job now waits for the Resumer (see OnWaiting).
+	waiting atomic.Pointer[func()]
 }
 
 // NewGate returns the gate; policy gives the effective trust policy.
@@ -53,8 +56,30 @@ func forkHoldReason(runID string) string {
 	return "held: fork pull request awaits approval (kici-admin held-run approve " + runID + ", or a comment /kici approve " + runID + ")"
 }
 
+// OnWaiting sets f to be called each time Check leaves a job waiting for
+// the Resumer: held (a hold to decide, a timer to elapse, a concurrency
+// slot to free) or undecided after an error (the tracker retries it at the
+// Resumer's next sweep). The orchestrator passes the Resumer's Expect, so
+// that the Resumer sweeps often while work waits and rarely when none does.
+// f must not block; nil removes it.
+func (g *Gate) OnWaiting(f func()) {
+	if f == nil {
+		g.waiting.Store(nil)
+		return
+	}
+	g.waiting.Store(&f)
+}
+
 // Check implements runs.Gate.
 func (g *Gate) Check(ctx context.Context, run *store.Run, job *store.Job) (runs.GateResult, error) {
+	res, err := g.check(ctx, run, job)
+	if f := g.waiting.Load(); f != nil && (err != nil || res.Verdict == runs.GateHeld) {
+		(*f)()
+	}
+	return res, err
+}
+
+func (g *Gate) check(ctx context.Context, run *store.Run, job *store.Job) (runs.GateResult, error) {
 	names, cfgErr := jobContexts(job)
 	if run.TrustTier != store.TrustUnknown && cfgErr == nil && len(names) == 0 {
 		// Most jobs: no fork, no contexts — nothing to read.

@@ -24,8 +24,18 @@ type Tracker interface {
 }
 
 // SweepInterval is how often the Resumer looks for due holds and decided
-// holds whose jobs still wait, when nothing kicks it: 1 s.
+// holds whose jobs still wait, while any work waits for it (a held job, a
+// pending hold, a gate check to retry) and nothing kicks it: 1 s.
 const SweepInterval = time.Second
+
+// IdleSweepInterval is how often the Resumer sweeps when its last sweep
+// found no work waiting and nothing has told it of any since (Expect,
+// Kick): 1 min. Work that starts waiting on this node tells it at once
+// (Gate.OnWaiting, a decision's Kick); the idle sweep is there for what
+// only the store shows, such as a hold another node created just before it
+// stopped. A node with nothing held then makes three store reads a minute
+// for the Resumer instead of 180 (docs/performance.md, "Idle memory").
+const IdleSweepInterval = time.Minute
 
 // Resumer ends holds and resumes their work (KiCI stale detector and
 // held-run resume): a pending hold past its expiry is released (a wait
@@ -42,6 +52,8 @@ type Resumer struct {
 	log  *slog.Logger
 	now  func() time.Time
 	kick chan struct{}
+	// expect is signalled (never blocking) when work starts waiting.
+	expect chan struct{}
 	// slots retries pending concurrency holds (Gate.TrySlot); nil leaves
 	// them to their expiry.
 	slots func(ctx context.Context, h *store.HeldRun) (bool, error)
@@ -55,7 +67,8 @@ func NewResumer(st store.Store, tr Tracker, slots func(ctx context.Context, h *s
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Resumer{st: st, tr: tr, slots: slots, log: logger, now: func() time.Time { return time.Now().UTC() }, kick: make(chan struct{}, 1)}
+	return &Resumer{st: st, tr: tr, slots: slots, log: logger, now: func() time.Time { return time.Now().UTC() },
+		kick: make(chan struct{}, 1), expect: make(chan struct{}, 1)}
 }
 
 // Kick asks for a sweep now (after a decision). It never blocks.
@@ -66,19 +79,56 @@ func (r *Resumer) Kick() {
 	}
 }
 
-// Run sweeps every SweepInterval and on Kick until ctx ends.
+// Expect tells the Resumer that work now waits for it (a job held, a gate
+// check to retry): it sweeps every SweepInterval from now on, until a
+// sweep finds nothing waiting. It never blocks.
+func (r *Resumer) Expect() {
+	select {
+	case r.expect <- struct{}{}:
+	default:
+	}
+}
+
+// Run sweeps until ctx ends: at once on Kick, every SweepInterval while
+// work waits (the last sweep found some, failed, or Expect was called
+// since), and every IdleSweepInterval while none does.
 func (r *Resumer) Run(ctx context.Context) {
-	t := time.NewTicker(SweepInterval)
+	t := time.NewTimer(SweepInterval)
 	defer t.Stop()
 	for {
-		if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+		waiting, err := r.sweep(ctx)
+		if err != nil && ctx.Err() == nil {
 			r.log.Error("approval sweep failed", "error", err)
+			waiting = true
 		}
+		next := IdleSweepInterval
+		if waiting {
+			next = SweepInterval
+		}
+		t.Reset(next)
+		if !r.await(ctx, t, next) {
+			return
+		}
+	}
+}
+
+// await waits for t (set to fire after next), a Kick or the end of ctx,
+// and reports false at the end of ctx. An Expect while idle brings t
+// forward to SweepInterval from now.
+func (r *Resumer) await(ctx context.Context, t *time.Timer, next time.Duration) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
+			return true
 		case <-r.kick:
+			return true
+		case <-r.expect:
+			if next > SweepInterval {
+				next = SweepInterval
+				t.Reset(next)
+			}
 		}
 	}
 }
@@ -86,10 +136,21 @@ func (r *Resumer) Run(ctx context.Context) {
 // Sweep does one pass: ends due holds, resumes or cancels held jobs whose
 // holds are all decided, and retries gate checks that failed.
 func (r *Resumer) Sweep(ctx context.Context) error {
+	_, err := r.sweep(ctx)
+	return err
+}
+
+// sweep is Sweep, also reporting whether work may still wait: it ended a
+// due hold, found a pending concurrency hold, or found a held job. A
+// pending hold holds its job (or, fork-scoped, its run's jobs), so with no
+// held job there is nothing to resume; a pending hold left without one (its
+// node stopped in between) only has its expiry to act on, which the idle
+// sweep does, at most IdleSweepInterval late.
+func (r *Resumer) sweep(ctx context.Context) (waiting bool, err error) {
 	now := r.now()
 	due, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, DueBy: &now, Limit: 1000})
 	if err != nil {
-		return fmt.Errorf("due holds: %w", err)
+		return false, fmt.Errorf("due holds: %w", err)
 	}
 	for _, h := range due {
 		to, action, note := hold.Expired, "held_run.expire", "no decision before "+h.ExpiresAt.Format(time.RFC3339)
@@ -101,7 +162,7 @@ func (r *Resumer) Sweep(ctx context.Context) error {
 		}
 		ok, err := r.st.DecideHeldRun(ctx, h.ID, nil, h.Clauses, to, "system", note, now)
 		if err != nil {
-			return fmt.Errorf("end hold %s: %w", h.ID, err)
+			return false, fmt.Errorf("end hold %s: %w", h.ID, err)
 		}
 		if ok {
 			r.log.Info("hold ended", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID, "status", to)
@@ -110,25 +171,28 @@ func (r *Resumer) Sweep(ctx context.Context) error {
 			}
 		}
 	}
-	if err := r.retrySlots(ctx, now); err != nil {
-		return err
+	slotWaits, err := r.retrySlots(ctx, now)
+	if err != nil {
+		return false, err
 	}
-	if err := r.resumeHeldJobs(ctx); err != nil {
-		return err
+	held, err := r.resumeHeldJobs(ctx)
+	if err != nil {
+		return false, err
 	}
 	r.tr.RetryGated(ctx)
-	return nil
+	return len(due) > 0 || slotWaits > 0 || held > 0, nil
 }
 
 // retrySlots tries, oldest first, to give each job waiting for a context
-// concurrency slot its slot; a job that got one has its hold released.
-func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
+// concurrency slot its slot; a job that got one has its hold released. It
+// returns how many pending concurrency holds it found.
+func (r *Resumer) retrySlots(ctx context.Context, now time.Time) (int, error) {
 	if r.slots == nil {
-		return nil
+		return 0, nil
 	}
 	waiting, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{Statuses: []hold.Status{hold.Pending}, HoldType: hold.Concurrency, Limit: 1000})
 	if err != nil {
-		return fmt.Errorf("pending holds: %w", err)
+		return 0, fmt.Errorf("pending holds: %w", err)
 	}
 	for _, h := range waiting {
 		if h.JobID == "" {
@@ -136,25 +200,26 @@ func (r *Resumer) retrySlots(ctx context.Context, now time.Time) error {
 		}
 		ok, err := r.slots(ctx, h)
 		if err != nil {
-			return fmt.Errorf("concurrency slot for job %s: %w", h.JobID, err)
+			return 0, fmt.Errorf("concurrency slot for job %s: %w", h.JobID, err)
 		}
 		if !ok {
 			continue
 		}
 		if _, err := r.st.DecideHeldRun(ctx, h.ID, nil, nil, hold.Released, "system", "concurrency slot free", now); err != nil {
-			return fmt.Errorf("release hold %s: %w", h.ID, err)
+			return 0, fmt.Errorf("release hold %s: %w", h.ID, err)
 		}
 		r.log.Info("concurrency slot taken; job released", "heldRunId", h.ID, "runId", h.RunID, "jobId", h.JobID)
 	}
-	return nil
+	return len(waiting), nil
 }
 
 // resumeHeldJobs releases or cancels each held job none of whose holds
-// (its own, and its run's workflow-scoped ones) is pending.
-func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
+// (its own, and its run's workflow-scoped ones) is pending. It returns how
+// many held jobs it found.
+func (r *Resumer) resumeHeldJobs(ctx context.Context) (int, error) {
 	jobs, err := r.st.ListJobsByStatus(ctx, []status.Job{status.JobHeld})
 	if err != nil {
-		return fmt.Errorf("held jobs: %w", err)
+		return 0, fmt.Errorf("held jobs: %w", err)
 	}
 	byRun := map[string][]*store.Job{}
 	var order []string
@@ -167,7 +232,7 @@ func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
 	for _, runID := range order {
 		holds, err := r.st.ListHeldRuns(ctx, store.HeldRunFilter{RunID: runID, Limit: 1000})
 		if err != nil {
-			return fmt.Errorf("holds of run %s: %w", runID, err)
+			return 0, fmt.Errorf("holds of run %s: %w", runID, err)
 		}
 		var release []string
 		cancel := map[string][]string{} // message → jobs
@@ -194,16 +259,16 @@ func (r *Resumer) resumeHeldJobs(ctx context.Context) error {
 		}
 		for msg, ids := range cancel {
 			if err := r.tr.CancelHeld(ctx, runID, ids, msg); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if len(release) > 0 {
 			if err := r.tr.ReleaseHeld(ctx, runID, release); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return nil
+	return len(jobs), nil
 }
 
 // endMessage is the error message of a job whose hold ended without

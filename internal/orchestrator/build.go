@@ -307,6 +307,8 @@ func (s *Server) buildForges(p *parts) (err error) {
 func (s *Server) buildControl(p *parts) {
 	logger, st, rc, settings := s.log, p.st, p.rc, p.settings
 	s.resumer = approval.NewResumer(st, s.tracker, p.gate.TrySlot, logger.With("component", "approval"))
+	// Held work makes the resumer sweep every second; none, every minute.
+	p.gate.OnWaiting(s.resumer.Expect)
 	s.decider = approval.NewDecider(st, s.resumer.Kick)
 	queueTimeout := rc.QueueTimeout
 	if queueTimeout == 0 {
