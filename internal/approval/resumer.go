@@ -25,7 +25,8 @@ type Tracker interface {
 
 // SweepInterval is how often the Resumer looks for due holds and decided
 // holds whose jobs still wait, while any work waits for it (a held job, a
-// pending hold, a gate check to retry) and nothing kicks it: 1 s.
+// due or a concurrency hold, a gate check to retry) and nothing kicks it:
+// 1 s.
 const SweepInterval = time.Second
 
 // IdleSweepInterval is how often the Resumer sweeps when its last sweep
@@ -90,11 +91,16 @@ func (r *Resumer) Expect() {
 }
 
 // Run sweeps until ctx ends: at once on Kick, every SweepInterval while
-// work waits (the last sweep found some, failed, or Expect was called
-// since), and every IdleSweepInterval while none does.
+// work waits (the last sweep found some or failed, or Expect was called
+// before it), and every IdleSweepInterval while none does.
 func (r *Resumer) Run(ctx context.Context) {
 	t := time.NewTimer(SweepInterval)
 	defer t.Stop()
+	// expected: Expect was called before this sweep. The gate calls it just
+	// before the tracker records a failed check for retry, so the sweep may
+	// come between the two and find nothing: the next one then comes a
+	// SweepInterval later whatever this one finds.
+	expected := false
 	for {
 		waiting, err := r.sweep(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -102,29 +108,32 @@ func (r *Resumer) Run(ctx context.Context) {
 			waiting = true
 		}
 		next := IdleSweepInterval
-		if waiting {
+		if waiting || expected {
 			next = SweepInterval
 		}
 		t.Reset(next)
-		if !r.await(ctx, t, next) {
+		var ok bool
+		if ok, expected = r.await(ctx, t, next); !ok {
 			return
 		}
 	}
 }
 
-// await waits for t (set to fire after next), a Kick or the end of ctx,
-// and reports false at the end of ctx. An Expect while idle brings t
-// forward to SweepInterval from now.
-func (r *Resumer) await(ctx context.Context, t *time.Timer, next time.Duration) bool {
+// await waits for t (set to fire after next), a Kick or the end of ctx. ok
+// is false at the end of ctx; expected says whether Expect was called
+// meanwhile, which also brings t forward to SweepInterval from now when
+// it was set further.
+func (r *Resumer) await(ctx context.Context, t *time.Timer, next time.Duration) (ok, expected bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return false, expected
 		case <-t.C:
-			return true
+			return true, expected
 		case <-r.kick:
-			return true
+			return true, expected
 		case <-r.expect:
+			expected = true
 			if next > SweepInterval {
 				next = SweepInterval
 				t.Reset(next)

@@ -51,20 +51,34 @@ func TestResumerSweepsOnlyWhileWorkWaits(t *testing.T) {
 		t.Fatalf("idle, with nothing held, the resumer swept %d times in 2.5 s, want once (at its start)", n)
 	}
 
+	// Told of work (the gate does so just before the tracker records a
+	// check to retry), it sweeps a second later and once more after that,
+	// even when the first finds nothing; then it is idle again.
+	res.Expect()
+	wait.For(t, 15*time.Second, "two sweeps after Expect", func() bool { return reads.n.Load() >= 3 })
+	wait.Elapse(ctx, 2500*time.Millisecond)
+	if n := reads.n.Load(); n != 3 {
+		t.Fatalf("after Expect with nothing to do the resumer swept %d times, want 2", n-1)
+	}
+
 	waitSecs := int64(60)
 	h.context(&store.Context{Name: "staging", Enabled: true, WaitTimerSeconds: &waitSecs})
 	_, jobs := h.runNamed("run-timer", store.TrustTrusted, map[string][]string{"deploy": {"staging"}})
 	if st := h.job(jobs["deploy"].ID).Status; st != status.JobHeld {
 		t.Fatalf("the job under a wait timer is %s, want held", st)
 	}
+	// Idle, the next sweep would be a minute away: the held job brings them
+	// to one a second, and keeps them there while it is held.
+	held := reads.n.Load()
+	wait.For(t, 15*time.Second, "three sweeps while the job is held", func() bool { return reads.n.Load() >= held+3 })
 	clock.Add(int64(61 * time.Second))
-	// Idle, the next sweep would be a minute away: the held job brought it
-	// to within a second.
 	wait.For(t, 15*time.Second, "the job to be released when its timer ran out", func() bool {
 		return h.enq.queued(jobs["deploy"].ID)
 	})
 	// The sweep after the release finds nothing held; then no more.
-	wait.Elapse(ctx, 3*time.Second)
+	released := reads.n.Load()
+	wait.For(t, 15*time.Second, "the sweep after the release", func() bool { return reads.n.Load() > released })
+	wait.Elapse(ctx, 1500*time.Millisecond)
 	settled := reads.n.Load()
 	wait.Elapse(ctx, 2500*time.Millisecond)
 	if n := reads.n.Load(); n != settled {
