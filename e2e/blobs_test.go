@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ func cacheRepo(t *testing.T, workflow string) string {
 	return dir
 }
 
+// homeLine is the step's report of its HOME in cacheWorkflow.
+var homeLine = regexp.MustCompile(`home=\S+`)
+
 // Caches: the first run misses and saves, the second restores the exact key
 // (and saves nothing), a changed key file falls back by restore key; every
 // job has its own HOME, so only the cache carries the stamp.
@@ -71,9 +75,16 @@ func TestCacheMissHitRestoreKeys(t *testing.T) {
 	if !strings.Contains(step, "home=") || !strings.Contains(step, "kici-job-") {
 		t.Errorf("the job HOME is not inside the job's work directory:\n%s", step)
 	}
+	home1 := homeLine.FindString(step)
 
 	r2 := o.triggerAndWait(t, src)
 	setup, step = logs(r2)
+	// The next run of the job works at the same paths (its own agent, the
+	// orchestrator's one work root): what the cache restored there still
+	// names the right places.
+	if home2 := homeLine.FindString(step); home1 == "" || home2 != home1 {
+		t.Errorf("run 1 had %q and run 2 %q: a job's HOME should be at the same path run after run", home1, home2)
+	}
 	if r2.Status != "success" || !strings.Contains(step, "warm: "+sha1) || !strings.Contains(setup, "restored:") || strings.Contains(setup, "saved") {
 		t.Fatalf("run 2 should restore the exact key and save nothing:\n%s\n%s", setup, step)
 	}

@@ -117,6 +117,7 @@ SOURCE_ID="$("$ADMIN" source add local --org demo --path "$SRC" --name kici --qu
 echo "    source $SOURCE_ID"
 
 say "triggering a push run at $REF@${SHA:0:12}"
+FIRST_START=$SECONDS
 DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
 echo "    delivery $DELIVERY"
 
@@ -129,14 +130,16 @@ say "streaming logs"
 say "summary"
 "$ADMIN" runs summary "$RUN_ID"
 "$ADMIN" runs wait "$RUN_ID" --timeout 10m
-
+FIRST_TOOK=$((SECONDS - FIRST_START))
 
 say "second run at the same commit: each job restores the caches the first run saved"
+SECOND_START=$SECONDS
 DELIVERY="$("$ADMIN" source trigger-local "$SOURCE_ID" --ref "$REF" --sha "$SHA" --quiet)"
 RUN_ID="$(run_of "$DELIVERY")"
 echo "    run $RUN_ID"
 # As long as the first run may take (its logs were followed without a limit).
 "$ADMIN" runs wait "$RUN_ID" --timeout 60m >/dev/null || { "$ADMIN" runs summary "$RUN_ID"; exit 1; }
+SECOND_TOOK=$((SECONDS - SECOND_START))
 "$ADMIN" runs summary "$RUN_ID"
 RESTORED="$("$ADMIN" runs logs "$RUN_ID" | grep -E 'Cache [^ ]+ restored' || true)"
 if [ -z "$RESTORED" ]; then
@@ -146,3 +149,5 @@ if [ -z "$RESTORED" ]; then
 fi
 say "the second run restored $(printf '%s\n' "$RESTORED" | wc -l) caches declared in .kici/workflows/ci.yaml:"
 printf '%s\n' "$RESTORED" | sed 's/^/    /'
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+say "trigger to finish: first run $(mmss "$FIRST_TOOK"), second run with the caches restored $(mmss "$SECOND_TOOK")"

@@ -101,7 +101,7 @@ func TestNonRootAgentHidesDataDirFromSteps(t *testing.T) {
 		t.Errorf("the confined step holds capabilities or undid the hiding; step log:\n%s", log)
 	}
 	// The job's HOME is its own: inside its job directory, created empty.
-	if !regexp.MustCompile(`home=\S*/kici-job-[0-9]+/home entries=0\n`).MatchString(log) {
+	if !regexp.MustCompile(`home=\S*/kici-job-[a-z0-9._-]+/home entries=0\n`).MatchString(log) {
 		t.Errorf("the confined step's HOME is not a fresh one of its job; step log:\n%s", log)
 	}
 	for _, f := range targets {

@@ -377,7 +377,7 @@ func (j *job) execute() (res *Result) {
 		j.skipFrom(0, res)
 		return res
 	}
-	wd, err := os.MkdirTemp(r.opts.WorkRoot, "kici-job-")
+	wd, err := makeJobDir(r.opts.WorkRoot, d) // jobdir.go: the same path run after run
 	if err != nil {
 		res.Error = "work directory: " + err.Error()
 		jobLog.AddLine("", "Error: "+res.Error)
