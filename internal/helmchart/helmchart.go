@@ -11,21 +11,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"kici.dev/kici/internal/testutil/fixtures"
 )
 
 // HelmVersion is the Helm release scripts/helm.sh installs by default.
 const HelmVersion = "v4.3.2"
 
 // ChartDir returns the absolute path of deploy/helm/kici in this source
-// tree (found from this file's location, so it works from any test's
-// working directory).
+// tree (fixtures.RepoRoot: from any test's working directory, with or
+// without -trimpath).
 func ChartDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "kici")
+	return filepath.Join(fixtures.RepoRoot(), "deploy", "helm", "kici")
 }
 
 // HelmPath returns the helm binary: $KICI_TEST_HELM when set, else the one
