@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ jobs:
         secrets:
           BSEC: vault:bsec
         run: |
+          echo "victim pwd=$(pwd) home=$HOME"
           echo victim-planted > "$HOME/victim-home-file"
           echo victim-planted > victim-ws-file
           echo victim-planted > /tmp/victim-tmp-file || true
@@ -43,11 +45,13 @@ jobs:
 
 // attackerWorkflow is what a hostile step of another org tries: find the
 // other job's secret in every /proc/<pid>/environ, its workspace through
-// every /proc/<pid>/cwd and by path below the work root, its HOME and /tmp
-// files, and list every process it can see. Whatever it steals is printed
+// every /proc/<pid>/cwd, by path below the work root and at the exact
+// paths the victim reported (victimWS, victimHome: job directories are
+// named for their job, so a path can be guessed), its HOME and /tmp files,
+// and list every process it can see. Whatever it steals is printed
 // reversed as well, so masking cannot hide a leak from the test. As a
 // control it reads its own secret from its own environ.
-func attackerWorkflow(work string) string {
+func attackerWorkflow(work, victimWS, victimHome string) string {
 	return `name: attacker
 on:
   push:
@@ -74,6 +78,8 @@ jobs:
           done
           ls -a ` + work + ` 2>&1 | sed 's/^/work root: /'
           cat ` + work + `/*/src/victim-ws-file ` + work + `/*/home/victim-home-file ` + work + `/.home-*/victim-home-file 2>/dev/null | sed 's/^/read: /'
+          cat '` + victimWS + `/victim-ws-file' '` + victimHome + `/victim-home-file' 2>/dev/null | sed 's/^/read: /'
+          ls -a '` + victimWS + `' '` + victimHome + `' 2>/dev/null | grep victim | sed 's/^/found file: /'
           echo "probe done"
 `
 }
@@ -150,7 +156,15 @@ func crossJobAttack(t *testing.T, o *orchestrator, work, ready string, held func
 		o.waitRunStatus(t, victimRun, time.Minute, "cancelled", "failed", "success")
 	}()
 
-	_, delivery := o.push(t, repoWithWorkflow(t, adapt(attackerWorkflow(work))), "")
+	var victimWS, victimHome string
+	wait.For(t, 30*time.Second, "the victim to report its paths", func() bool {
+		m := victimPaths.FindStringSubmatch(o.logText(t, victimRun, o.jobsOf(t, victimRun)["victim"].JobID, 0))
+		if m != nil {
+			victimWS, victimHome = m[1], m[2]
+		}
+		return m != nil
+	})
+	_, delivery := o.push(t, repoWithWorkflow(t, adapt(attackerWorkflow(work, victimWS, victimHome))), "")
 	attackRun := o.runOf(t, delivery)
 	r := o.waitRunStatus(t, attackRun, 2*time.Minute, "success", "failed", "cancelled")
 	log = o.logText(t, attackRun, o.jobsOf(t, attackRun)["attacker"].JobID, 0)
@@ -176,6 +190,9 @@ func crossJobAttack(t *testing.T, o *orchestrator, work, ready string, held func
 	}
 	return log, self
 }
+
+// victimPaths reads the victim's workspace and HOME from its step log.
+var victimPaths = regexp.MustCompile(`victim pwd=(\S+) home=(\S+)`)
 
 // randomHex is 16 random bytes in hex.
 func randomHex(t *testing.T) string {

@@ -5,98 +5,155 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"kici.dev/kici/internal/protocol"
 )
 
+// mustJobDir is makeJobDir that fails the test on an error.
+func mustJobDir(t *testing.T, root string, d *protocol.JobDispatch) *jobDir {
+	t.Helper()
+	jd, err := makeJobDir(root, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(jd.release)
+	return jd
+}
+
 func TestJobDirIsTheSamePathRunAfterRun(t *testing.T) {
 	root := t.TempDir()
 	d := &protocol.JobDispatch{JobID: "j1", RepoURL: "https://git.example/acme/api.git", WorkflowName: "ci", JobName: "test (amd64)",
-		MatrixValues: map[string]string{"goarch": "amd64"}}
-	first, err := makeJobDir(root, d)
-	if err != nil {
+		MatrixValues: map[string]string{"goarch": "amd64", "os": "linux"}}
+	first := mustJobDir(t, root, d)
+	if got := filepath.Base(first.Path); !strings.HasPrefix(got, "kici-job-test-amd64-") || len(got) != len("kici-job-test-amd64-")+8 {
+		t.Errorf("job directory %q, want kici-job-test-amd64-<8 hex digits>", got)
+	}
+	if jobDirLine(first) != "Work directory "+first.Path {
+		t.Errorf("log line %q", jobDirLine(first))
+	}
+	long := &protocol.JobDispatch{JobName: "integration tests against every supported database"}
+	if got := jobDirName(long); len(got) > 34 || !strings.HasPrefix(got, "kici-job-integration-test-") {
+		t.Errorf("a long job name gives %q (%d bytes), want at most 34 bytes: sockets under HOME must fit", got, len(got))
+	}
+	if err := os.Remove(first.Path); err != nil {
 		t.Fatal(err)
 	}
-	if got := filepath.Base(first); !strings.HasPrefix(got, "kici-job-test-amd64-") || len(got) != len("kici-job-test-amd64-")+12 {
-		t.Errorf("job directory %q, want kici-job-test-amd64-<12 hex digits>", got)
-	}
-	if err := os.Remove(first); err != nil {
-		t.Fatal(err)
-	}
+	first.release()
 	again := *d
 	again.JobID = "j2" // a later run of the same job
-	second, err := makeJobDir(root, &again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second != first {
-		t.Errorf("the next run of the job works in %s, the first in %s: a restored virtualenv would break", second, first)
+	if second := mustJobDir(t, root, &again); second.Path != first.Path || second.Reclaimed {
+		t.Errorf("the next run of the job works in %s (reclaimed %v), the first in %s: a restored virtualenv would break", second.Path, second.Reclaimed, first.Path)
 	}
 
 	// Any part of the job's identity changes the path.
 	for name, other := range map[string]protocol.JobDispatch{
-		"repository": {RepoURL: "https://git.example/acme/web.git", WorkflowName: "ci", JobName: "test (amd64)", MatrixValues: d.MatrixValues},
-		"workflow":   {RepoURL: d.RepoURL, WorkflowName: "nightly", JobName: "test (amd64)", MatrixValues: d.MatrixValues},
-		"job":        {RepoURL: d.RepoURL, WorkflowName: "ci", JobName: "lint", MatrixValues: d.MatrixValues},
-		"matrix":     {RepoURL: d.RepoURL, WorkflowName: "ci", JobName: "test (amd64)", MatrixValues: map[string]string{"goarch": "386"}},
+		"repository":   {RepoURL: "https://git.example/acme/web.git", WorkflowName: "ci", JobName: "test (amd64)", MatrixValues: d.MatrixValues},
+		"workflow":     {RepoURL: d.RepoURL, WorkflowName: "nightly", JobName: "test (amd64)", MatrixValues: d.MatrixValues},
+		"job":          {RepoURL: d.RepoURL, WorkflowName: "ci", JobName: "lint", MatrixValues: d.MatrixValues},
+		"matrix value": {RepoURL: d.RepoURL, WorkflowName: "ci", JobName: "test (amd64)", MatrixValues: map[string]string{"goarch": "386", "os": "linux"}},
 	} {
 		if jobDirName(&other) == jobDirName(d) {
 			t.Errorf("another %s gives the same directory name %s", name, jobDirName(d))
 		}
 	}
+	// Where a key ends and its value begins is part of the identity.
+	if jobDirName(&protocol.JobDispatch{JobName: "t", MatrixValues: map[string]string{"a=b": "c"}}) ==
+		jobDirName(&protocol.JobDispatch{JobName: "t", MatrixValues: map[string]string{"a": "b=c"}}) {
+		t.Error("matrix {a=b: c} and {a: b=c} give the same directory name")
+	}
+	// The matrix's order does not.
+	for range 20 {
+		m := map[string]string{"os": "linux", "goarch": "amd64"}
+		if jobDirName(&protocol.JobDispatch{RepoURL: d.RepoURL, WorkflowName: "ci", JobName: "test (amd64)", MatrixValues: m}) != jobDirName(d) {
+			t.Fatal("the same matrix values give another directory name")
+		}
+	}
 }
 
-func TestJobDirNeverAdoptsWhatIsThere(t *testing.T) {
+func TestJobDirRunningJobsAndLinksAreNeverTaken(t *testing.T) {
 	root := t.TempDir()
 	d := &protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}
 	name := jobDirName(d)
 
-	// The first slot is a running job's (with a file in it), the second a
-	// link a step planted towards a directory of its choosing.
-	busy := filepath.Join(root, name)
-	if err := os.Mkdir(busy, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(busy, "state"), []byte("the other job's"), 0o600); err != nil {
+	// The first slot is a running job's (locked, a file in it), the second
+	// a link a step planted towards a directory of its choosing.
+	running := mustJobDir(t, root, d)
+	if err := os.WriteFile(filepath.Join(running.Path, "state"), []byte("the other job's"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	target := t.TempDir()
 	if err := os.Symlink(target, filepath.Join(root, name+"-2")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := makeJobDir(root, d)
-	if err != nil {
-		t.Fatal(err)
+	got := mustJobDir(t, root, d)
+	if want := filepath.Join(root, name+"-3"); got.Path != want || got.Slot != 3 || got.Reclaimed {
+		t.Errorf("job directory %+v, want the first free slot %s", got, want)
 	}
-	if want := filepath.Join(root, name+"-3"); got != want {
-		t.Errorf("job directory %s, want the first free slot %s", got, want)
+	if !strings.Contains(jobDirLine(got), "own name is taken") {
+		t.Errorf("log line %q does not say why the job is not at its own name", jobDirLine(got))
 	}
-	if fi, err := os.Lstat(got); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		t.Errorf("job directory %s: %v, %v; want a new 0700 directory", got, fi, err)
-	}
-	if entries, _ := os.ReadDir(got); len(entries) != 0 {
-		t.Errorf("job directory %s holds %d entries, want none", got, len(entries))
+	if fi, err := os.Lstat(got.Path); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("job directory %s: %v, %v; want a new 0700 directory", got.Path, fi, err)
 	}
 
-	// Every slot taken: a directory of its own under a random name.
+	// Every slot in use: a directory of its own under a random name.
 	for slot := 4; slot <= jobDirSlots; slot++ {
-		if err := os.Mkdir(filepath.Join(root, name+"-"+strconv.Itoa(slot)), 0o700); err != nil {
-			t.Fatal(err)
-		}
+		mustJobDir(t, root, d)
 	}
-	spill, err := makeJobDir(root, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Dir(spill) != root || !strings.HasPrefix(filepath.Base(spill), "kici-job-") || strings.HasPrefix(filepath.Base(spill), name) {
-		t.Errorf("with every slot taken the job got %s, want a random kici-job-* directory in %s", spill, root)
+	spill := mustJobDir(t, root, d)
+	if filepath.Dir(spill.Path) != root || !strings.HasPrefix(filepath.Base(spill.Path), "kici-job-") || strings.HasPrefix(filepath.Base(spill.Path), name) || spill.Slot != 0 {
+		t.Errorf("with every slot in use the job got %+v, want a random kici-job-* directory in %s", spill, root)
 	}
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("the planted link's target was written to: %d entries", len(entries))
 	}
-	if b, _ := os.ReadFile(filepath.Join(busy, "state")); string(b) != "the other job's" {
+	if fi, err := os.Lstat(filepath.Join(root, name+"-2")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the planted link was moved or replaced: %v, %v", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(running.Path, "state")); string(b) != "the other job's" {
 		t.Errorf("the running job's directory was touched: %q", b)
+	}
+}
+
+func TestJobDirLeftByAnEndedJobIsReclaimed(t *testing.T) {
+	root := t.TempDir()
+	d := &protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}
+	crashed := mustJobDir(t, root, d)
+	if err := os.MkdirAll(filepath.Join(crashed.Path, "src", ".venv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	crashed.release() // its agent died: the kernel drops the lock
+
+	next := mustJobDir(t, root, d)
+	if next.Path != crashed.Path || !next.Reclaimed || next.Slot != 1 {
+		t.Fatalf("next job got %+v, want %s reclaimed", next, crashed.Path)
+	}
+	if entries, _ := os.ReadDir(next.Path); len(entries) != 0 {
+		t.Errorf("the reclaimed directory holds %d entries, want it new and empty", len(entries))
+	}
+	if !strings.Contains(jobDirLine(next), "left by an earlier run") {
+		t.Errorf("log line %q", jobDirLine(next))
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "*.left-*")); len(left) != 0 {
+		t.Errorf("what was moved aside is still there: %v", left)
+	}
+}
+
+func TestJobDirClaimHeldTooLongGivesARandomName(t *testing.T) {
+	root := t.TempDir()
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	jd := mustJobDir(t, root, &protocol.JobDispatch{JobName: "build"})
+	if jd.Slot != 0 || !strings.HasPrefix(filepath.Base(jd.Path), "kici-job-") {
+		t.Errorf("with the claim lock held elsewhere the job got %+v, want a random name", jd)
 	}
 }
 
@@ -120,5 +177,8 @@ func TestPathWord(t *testing.T) {
 		if got := pathWord(in, 40); got != want {
 			t.Errorf("pathWord(%q) = %q, want %q", in, got, want)
 		}
+	}
+	if got := pathWord("x"+strconv.Itoa(12345678901234), 8); got != "x1234567" {
+		t.Errorf("cut to 8 bytes: %q", got)
 	}
 }

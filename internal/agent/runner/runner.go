@@ -377,19 +377,22 @@ func (j *job) execute() (res *Result) {
 		j.skipFrom(0, res)
 		return res
 	}
-	wd, err := makeJobDir(r.opts.WorkRoot, d) // jobdir.go: the same path run after run
+	jd, err := makeJobDir(r.opts.WorkRoot, d) // jobdir.go: the same path run after run
 	if err != nil {
 		res.Error = "work directory: " + err.Error()
 		jobLog.AddLine("", "Error: "+res.Error)
 		j.skipFrom(0, res)
 		return res
 	}
+	wd := jd.Path
 	j.workDir = wd
+	jobLog.AddLine("", jobDirLine(jd))
 	defer func() {
 		j.stopContainers() // before the work directory its steps mounted
 		if err := removeAll(wd); err != nil {
-			r.opts.Logger.Warn("could not remove work directory", "dir", wd, "err", err)
+			r.opts.Logger.Warn("could not remove work directory: the next job of its name moves it aside", "dir", wd, "err", err)
 		}
+		jd.release()
 		j.ident.free() // only once nothing of the job is left to its uid
 	}()
 	j.srcDir = filepath.Join(wd, "src")
