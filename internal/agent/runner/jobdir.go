@@ -34,16 +34,21 @@ const claimWait = 2 * time.Second
 type jobDir struct {
 	// Path is the directory: new and empty, mode 0700.
 	Path string
-	// Reclaimed names a directory a job that ended without removing it had
-	// left at Path (moved aside and removed before this one was made);
-	// Slot is Path's slot, 1 for the job's first name, 0 for a random name.
+	// Slot is Path's slot: 1 for the job's own name, 2 to jobDirSlots for
+	// <name>-<slot>, 0 for a random name, whose reason Random gives.
+	Slot   int
+	Random string
+	// Reclaimed says a directory that an ended job had left at Path was
+	// moved aside before this one was made; when removing it failed,
+	// Aside is where it stays and AsideErr why.
 	Reclaimed bool
-	Slot      int
+	Aside     string
+	AsideErr  error
 	lock      *os.File
 }
 
 // release ends the directory's claim: the caller has removed it, or
-// leaves it to be reclaimed by the next job of its name.
+// leaves it for the next job of its name to take back.
 func (d *jobDir) release() {
 	if d.lock != nil {
 		d.lock.Close()
@@ -63,70 +68,113 @@ func (d *jobDir) release() {
 // that exists is used again only when it is a directory (never a link),
 // nobody holds its lock (the job that made it ended without removing it:
 // a crash, files it could not delete), and this agent may take it back
-// (reclaimRoot, moveAsideIfLeft): it is then renamed aside and removed,
-// and the name made anew. Otherwise the job takes the next slot (<name>-2, … <name>-8), and
-// past those a random name (os.MkdirTemp). Agents sharing root may call
-// it at once: a flock on root orders their picks (lockClaim), so that
-// none takes for a leftover a directory another has just made and not
-// yet locked. Errors: root cannot be opened or written.
+// (reclaimRuleOf, moveAsideIfLeft): it is then renamed aside and removed,
+// and the name made anew. Otherwise the job takes the next slot
+// (<name>-2, … <name>-8), and past those a random name (os.MkdirTemp).
+// Agents sharing root may call it at once: a flock on root orders their
+// picks (lockClaim), so that none takes for a leftover a directory
+// another has just made and not yet locked. Where flock does not work
+// (some network file systems) nothing is locked or taken back: a job
+// takes the first name that is free. Errors: root cannot be opened or
+// written.
 func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
-	claim, err := lockClaim(root)
+	claim, locks, err := lockClaim(root)
 	if err != nil {
 		return nil, err
 	}
-	if claim == nil { // held past claimWait: do not wait on it
-		return randomJobDir(root)
+	if claim == nil && locks { // held past claimWait: do not wait on it
+		return randomJobDir(root, "the work root's lock was held for "+claimWait.String()+" by something else", true)
 	}
-	jd, aside, err := pickJobDir(root, jobDirName(d))
-	claim.Close()
+	rule := reclaimRule{}
+	if claim != nil {
+		rule = reclaimRuleOf(claim)
+	}
+	jd, aside, err := pickJobDir(root, jobDirName(d), rule, locks)
+	if claim != nil {
+		claim.Close()
+	}
 	if aside != "" {
-		_ = removeAll(aside) // what it cannot remove stays aside, out of the name's way
+		if rmErr := removeAll(aside); rmErr != nil && jd != nil {
+			jd.Aside, jd.AsideErr = aside, rmErr
+		}
 	}
 	if err != nil || jd != nil {
 		return jd, err
 	}
-	return randomJobDir(root)
+	return randomJobDir(root, "every name of this job is taken", locks)
 }
 
-// pickJobDir makes and locks the first free slot of name under root,
-// with the claim lock held; aside is a reclaimed directory for the caller
-// to remove once the claim is released; nil, "" when every slot is taken.
-func pickJobDir(root, name string) (*jobDir, string, error) {
-	mayReclaim := reclaimRoot(root)
+// pickJobDir makes (and with locks, locks) the first free slot of name
+// under root, with the claim lock held; aside is a directory moved aside
+// for the caller to remove once the claim is released; nil when every
+// slot is taken.
+func pickJobDir(root, name string, rule reclaimRule, locks bool) (*jobDir, string, error) {
+	aside := ""
 	for slot := 1; slot <= jobDirSlots; slot++ {
 		dir := filepath.Join(root, name)
 		if slot > 1 {
 			dir += "-" + strconv.Itoa(slot)
 		}
-		aside := ""
+		reclaimed := false
 		err := os.Mkdir(dir, 0o700)
+		if errors.Is(err, fs.ErrExist) && rule.may && aside == "" {
+			if aside = moveAsideIfLeft(dir, rule.anyOwner); aside != "" {
+				reclaimed = true
+				err = os.Mkdir(dir, 0o700)
+			}
+		}
 		if errors.Is(err, fs.ErrExist) {
-			if !mayReclaim {
-				continue
-			}
-			if aside = moveAsideIfLeft(dir); aside == "" {
-				continue // in use, or not a directory this agent may take back
-			}
-			err = os.Mkdir(dir, 0o700)
+			continue // in use, or nothing this agent may take back
 		}
 		if err != nil {
 			return nil, aside, err
 		}
-		lock, err := lockDir(dir)
-		if err != nil {
-			_ = os.Remove(dir)
-			return nil, aside, err
+		jd := &jobDir{Path: dir, Slot: slot, Reclaimed: reclaimed}
+		if locks {
+			if jd.lock, err = lockDir(dir); err != nil {
+				_ = os.Remove(dir)
+				return nil, aside, err
+			}
 		}
-		return &jobDir{Path: dir, Slot: slot, Reclaimed: aside != "", lock: lock}, aside, nil
+		return jd, aside, nil
 	}
-	return nil, "", nil
+	return nil, aside, nil
+}
+
+// reclaimRule is what an agent may take back in a work root: may, any
+// directory of its own user; anyOwner, any directory at all.
+type reclaimRule struct{ may, anyOwner bool }
+
+// reclaimRuleOf reads the rule from the work root (open as root): when
+// the agent's user owns it and nobody else can write it, only agents put
+// anything there, so left directories may be taken back, whoever owns
+// them for an agent running as root (a root agent hands each job's
+// directory to the job's uid); in a sticky directory (/tmp), only the
+// agent user's own, which nobody else can have renamed there; in any
+// other, nothing.
+func reclaimRuleOf(root *os.File) reclaimRule {
+	fi, err := root.Stat()
+	if err != nil {
+		return reclaimRule{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch euid := os.Geteuid(); {
+	case !ok:
+		return reclaimRule{}
+	case int(st.Uid) == euid && fi.Mode().Perm()&0o022 == 0:
+		return reclaimRule{may: true, anyOwner: euid == 0}
+	case fi.Mode()&os.ModeSticky != 0:
+		return reclaimRule{may: true}
+	}
+	return reclaimRule{}
 }
 
 // moveAsideIfLeft renames dir to a name of its own beside it and returns
 // that name when dir is a directory whose lock nobody holds and which
-// this process may remove (its own, or anything under a root only root
-// can write when running as root); "" leaves it alone.
-func moveAsideIfLeft(dir string) string {
+// this agent may take back (its own user's, or anyone's with anyOwner);
+// "" leaves it alone. What was renamed is checked to be the directory
+// that was locked, or "" is returned and it is left where it went.
+func moveAsideIfLeft(dir string, anyOwner bool) string {
 	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "" // a link, a file, or unreadable: never followed
@@ -136,7 +184,7 @@ func moveAsideIfLeft(dir string) string {
 	if err != nil {
 		return ""
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || (int(st.Uid) != os.Geteuid() && os.Geteuid() != 0) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || (!anyOwner && int(st.Uid) != os.Geteuid()) {
 		return "" // another user's
 	}
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
@@ -146,46 +194,34 @@ func moveAsideIfLeft(dir string) string {
 	if os.Rename(dir, aside) != nil {
 		return ""
 	}
+	if moved, err := os.Lstat(aside); err != nil || !os.SameFile(fi, moved) {
+		return "" // swapped between the check and the rename: not removed
+	}
 	return aside
 }
 
-// reclaimRoot says whether left directories under root may be moved
-// aside: always for an agent not running as root (it only touches its own
-// user's, moveAsideIfLeft), and as root only when root is a directory
-// that root owns and no other user can write, so that nothing in it was
-// put there by anyone but an agent.
-func reclaimRoot(root string) bool {
-	if os.Geteuid() != 0 {
-		return true
-	}
-	fi, err := os.Lstat(root)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Uid == 0
-}
-
 // lockClaim takes an exclusive flock on the work root itself (a lock
-// file would be left in it), trying for up to claimWait; nil, nil when it
-// stays held that long.
-func lockClaim(root string) (*os.File, error) {
+// file would be left in it), trying for up to claimWait. It returns the
+// open root and locks true; nil and true when the lock stays held that
+// long; nil and false when the file system does not support flock.
+// Errors: root cannot be opened.
+func lockClaim(root string) (claim *os.File, locks bool, err error) {
 	f, err := os.OpenFile(root, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("job directory lock: %w", err)
+		return nil, false, fmt.Errorf("job directory: %w", err)
 	}
 	deadline := time.Now().Add(claimWait)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+		switch {
+		case err == nil:
+			return f, true, nil
+		case !errors.Is(err, syscall.EWOULDBLOCK):
 			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("job directory lock: %w", err)
+			return nil, false, nil // ENOLCK, EBADF on NFS: no locks at all
+		case time.Now().After(deadline):
+			f.Close()
+			return nil, true, nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -205,27 +241,40 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // randomJobDir is a directory of a random name under root, for a job
-// that cannot have its own name.
-func randomJobDir(root string) (*jobDir, error) {
+// that cannot have its own name (why says for the log), locked with
+// locks.
+func randomJobDir(root, why string, locks bool) (*jobDir, error) {
 	dir, err := os.MkdirTemp(root, "kici-job-")
 	if err != nil {
 		return nil, err
 	}
-	return &jobDir{Path: dir}, nil
+	jd := &jobDir{Path: dir, Random: why}
+	if locks {
+		if jd.lock, err = lockDir(dir); err != nil {
+			_ = os.Remove(dir)
+			return nil, err
+		}
+	}
+	return jd, nil
 }
 
 // jobDirLine is the job log's line about its work directory: where it
 // is, and why when it is not at the job's own name.
 func jobDirLine(jd *jobDir) string {
+	const mayNotWork = ": caches that record absolute paths may not work here)"
+	line := "Work directory " + jd.Path
 	switch {
 	case jd.Slot == 0:
-		return "Work directory " + jd.Path + " (every name of this job is in use: caches that record absolute paths may not work here)"
+		line += " (a random name: " + jd.Random + mayNotWork
 	case jd.Slot > 1:
-		return "Work directory " + jd.Path + " (the job's own name is taken, by a run of the same job still at work or by something else: caches that record absolute paths may not work here)"
+		line += " (the job's own name is taken, by a run of the same job still at work or by something this agent may not remove" + mayNotWork
 	case jd.Reclaimed:
-		return "Work directory " + jd.Path + " (left by an earlier run, removed and made anew)"
+		line += " (left there by an earlier run: moved aside and made anew)"
 	}
-	return "Work directory " + jd.Path
+	if jd.AsideErr != nil {
+		line += "; what an earlier run left could not all be removed and stays at " + jd.Aside + ": " + jd.AsideErr.Error()
+	}
+	return line
 }
 
 func randomSuffix() string {

@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -133,7 +136,7 @@ func TestJobDirLeftByAnEndedJobIsReclaimed(t *testing.T) {
 	if entries, _ := os.ReadDir(next.Path); len(entries) != 0 {
 		t.Errorf("the reclaimed directory holds %d entries, want it new and empty", len(entries))
 	}
-	if !strings.Contains(jobDirLine(next), "left by an earlier run") {
+	if !strings.Contains(jobDirLine(next), "left there by an earlier run") {
 		t.Errorf("log line %q", jobDirLine(next))
 	}
 	if left, _ := filepath.Glob(filepath.Join(root, "*.left-*")); len(left) != 0 {
@@ -152,8 +155,97 @@ func TestJobDirClaimHeldTooLongGivesARandomName(t *testing.T) {
 		t.Fatal(err)
 	}
 	jd := mustJobDir(t, root, &protocol.JobDispatch{JobName: "build"})
-	if jd.Slot != 0 || !strings.HasPrefix(filepath.Base(jd.Path), "kici-job-") {
-		t.Errorf("with the claim lock held elsewhere the job got %+v, want a random name", jd)
+	if jd.Slot != 0 || !strings.HasPrefix(filepath.Base(jd.Path), "kici-job-") || jd.lock == nil {
+		t.Errorf("with the claim lock held elsewhere the job got %+v, want a random name, locked", jd)
+	}
+	if line := jobDirLine(jd); !strings.Contains(line, "a random name: the work root's lock was held") {
+		t.Errorf("log line %q does not say why the name is random", line)
+	}
+}
+
+// TestJobDirReclaimsOnlyWhereNobodyElseCouldHavePutIt: a left directory is
+// taken back only in a work root that only the agent's user can write
+// (anyone's, as root), or, in a sticky one, only the agent user's own.
+func TestJobDirReclaimsOnlyWhereNobodyElseCouldHavePutIt(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give directories to another uid (CI runs as root)")
+	}
+	d := &protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}
+	name := jobDirName(d)
+	for _, c := range []struct {
+		what      string
+		mode      os.FileMode
+		leftOwner int
+		reclaimed bool
+	}{
+		{"a private root, a job uid's leftover", 0o711, 70001, true},
+		{"a group-writable root, the agent's own leftover", 0o770, 0, false},
+		{"a sticky root, the agent's own leftover", 0o777 | os.ModeSticky, 0, true},
+		{"a sticky root, another user's directory at the name", 0o777 | os.ModeSticky, 70001, false},
+	} {
+		root := t.TempDir()
+		if err := os.Chmod(root, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		left := filepath.Join(root, name)
+		if err := os.Mkdir(left, 0o700); err != nil || os.Chown(left, c.leftOwner, c.leftOwner) != nil {
+			t.Fatal(c.what, err)
+		}
+		jd := mustJobDir(t, root, d)
+		if got := jd.Slot == 1 && jd.Reclaimed; got != c.reclaimed {
+			t.Errorf("%s: job got %+v, want reclaimed %v", c.what, jd, c.reclaimed)
+		}
+		if !c.reclaimed {
+			if fi, err := os.Stat(left); err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != uint32(c.leftOwner) {
+				t.Errorf("%s: the directory at the name was touched: %v, %v", c.what, fi, err)
+			}
+		}
+	}
+}
+
+// TestJobDirAgentsSharingARoot: jobs of one name start and end at once on
+// four "agents" (each its own open files, as separate processes have), a
+// quarter of them ending without removing their directory. No two live
+// jobs ever share a directory and none loses its files.
+func TestJobDirAgentsSharingARoot(t *testing.T) {
+	root := t.TempDir()
+	d := &protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*40)
+	for agent := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				jd, err := makeJobDir(root, d)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mine := fmt.Sprintf("agent %d job %d", agent, i)
+				mark := filepath.Join(jd.Path, "owner")
+				if err := os.WriteFile(mark, []byte(mine), 0o600); err != nil {
+					errs <- err
+				}
+				runtime.Gosched()
+				if b, err := os.ReadFile(mark); err != nil || string(b) != mine {
+					errs <- fmt.Errorf("%s: its directory %s now holds %q (%v)", mine, jd.Path, b, err)
+				}
+				if i%4 != 3 { // the others "crash": their directory stays
+					_ = os.RemoveAll(jd.Path)
+				}
+				jd.release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "*"))
+	if len(left) > jobDirSlots+4 {
+		t.Errorf("%d directories left in the work root, want at most the slots in use at the end: %v", len(left), left)
 	}
 }
 

@@ -385,16 +385,19 @@ func (j *job) execute() (res *Result) {
 		return res
 	}
 	wd := jd.Path
-	j.workDir = wd
-	jobLog.AddLine("", jobDirLine(jd))
 	defer func() {
 		j.stopContainers() // before the work directory its steps mounted
 		if err := removeAll(wd); err != nil {
-			r.opts.Logger.Warn("could not remove work directory: the next job of its name moves it aside", "dir", wd, "err", err)
+			r.opts.Logger.Warn("could not remove work directory", "dir", wd, "err", err)
 		}
 		jd.release()
 		j.ident.free() // only once nothing of the job is left to its uid
 	}()
+	j.workDir = wd
+	jobLog.AddLine("", jobDirLine(jd))
+	if jd.AsideErr != nil {
+		r.opts.Logger.Warn("could not remove a work directory an earlier job left", "dir", jd.Aside, "err", jd.AsideErr)
+	}
 	j.srcDir = filepath.Join(wd, "src")
 	j.tmpDir = filepath.Join(wd, "tmp")
 	j.scripts = filepath.Join(wd, "scripts")
