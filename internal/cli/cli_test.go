@@ -542,6 +542,19 @@ func TestLogsFollowAndWait(t *testing.T) {
 	if _, errs, code := h.run("runs", "wait", pending.ID, "--timeout", "200ms", "--interval", "50ms"); code != 1 || !strings.Contains(errs, "timed out after 200ms") {
 		t.Fatalf("wait timeout: %d %q", code, errs)
 	}
+	// Interrupted (Ctrl-C, SIGTERM: kici-admin cancels its context) long
+	// before its timeout: it says so, not that it timed out.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer time.AfterFunc(200*time.Millisecond, cancel).Stop()
+	var errb bytes.Buffer
+	code = Run(ctx, []string{"runs", "wait", pending.ID, "--timeout", "1h", "--interval", "50ms"}, IO{Stdout: io.Discard, Stderr: &errb,
+		Getenv: func(k string) string {
+			return map[string]string{"KICI_ADMIN_URL": h.srv.URL, "KICI_ADMIN_TOKEN": h.token}[k]
+		}})
+	if errs := errb.String(); code != 1 || !strings.Contains(errs, "interrupted while waiting for run "+pending.ID+" (status pending)") || strings.Contains(errs, "timed out") {
+		t.Fatalf("wait interrupted: %d %q", code, errs)
+	}
 }
 
 func TestHelpEverywhere(t *testing.T) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -305,6 +306,19 @@ func (a *app) runsJobsCommand() *cobra.Command {
 	return cmd
 }
 
+// errWaitTimeout is the cause `runs wait` gives its context's deadline.
+var errWaitTimeout = errors.New("--timeout passed")
+
+// waitEnded is why `runs wait` stopped before the run finished: its
+// --timeout passed, or it was interrupted (a signal cancelled ctx), which
+// it must not call a timeout.
+func waitEnded(ctx context.Context, timeout time.Duration, runID, last string) error {
+	if errors.Is(context.Cause(ctx), errWaitTimeout) {
+		return fmt.Errorf("timed out after %s waiting for run %s (status %s)", timeout, runID, last)
+	}
+	return fmt.Errorf("interrupted while waiting for run %s (status %s); the run goes on", runID, last)
+}
+
 func (a *app) runsWaitCommand() *cobra.Command {
 	var timeout, interval time.Duration
 	cmd := &cobra.Command{
@@ -320,7 +334,7 @@ print the final status, and exit 0 for success or 1 for anything else
 			ctx := cmd.Context()
 			if timeout > 0 {
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
+				ctx, cancel = context.WithTimeoutCause(ctx, timeout, errWaitTimeout)
 				defer cancel()
 			}
 			last := ""
@@ -328,7 +342,7 @@ print the final status, and exit 0 for success or 1 for anything else
 				run, raw, err := a.fetchRun(ctx, args[0])
 				if err != nil {
 					if ctx.Err() != nil && last != "" {
-						return fmt.Errorf("timed out after %s waiting for run %s (status %s)", timeout, args[0], last)
+						return waitEnded(ctx, timeout, args[0], last)
 					}
 					return err
 				}
@@ -353,7 +367,7 @@ print the final status, and exit 0 for success or 1 for anything else
 				}
 				select {
 				case <-ctx.Done():
-					return fmt.Errorf("timed out after %s waiting for run %s (status %s)", timeout, args[0], last)
+					return waitEnded(ctx, timeout, args[0], last)
 				case <-time.After(interval):
 				}
 			}
