@@ -45,7 +45,7 @@ type Var struct {
 var Vars = []Var{
 	// orchestrator
 	{"KICI_DATA_DIR", ScopeOrchestrator, "`/var/lib/kici` if writable, else `$XDG_STATE_HOME/kici` (`~/.local/state/kici`), else `$TMPDIR/kici-data`",
-		"Directory for the SQLite database, step logs, agent work dirs, `admin-token` and `orchestrator.json`. Also read by kici-admin to find a local orchestrator."},
+		"Directory for the SQLite database, step logs, agent logs, `admin-token` and `orchestrator.json`; jobs work elsewhere (`KICI_WORK_DIR`). Also read by kici-admin to find a local orchestrator."},
 	{"KICI_HOST", ScopeOrchestrator, "`127.0.0.1`",
 		"Listen address. KiCI defaults to `0.0.0.0`; kici deliberately listens on loopback only unless told otherwise, because the embedded default has a bootstrap owner token on disk and no TLS. `0.0.0.0` listens on every IPv4 interface only; `::` on every interface of both families."},
 	{"KICI_PORT", ScopeOrchestrator, "`4000`", "Listen port (0–65535); `0` picks a free port (the chosen URL is written to `orchestrator.json`)."},
@@ -151,7 +151,7 @@ var Vars = []Var{
 	{"KICI_REF", ScopeJob, "", "Git ref of the triggering event."},
 	{"KICI_SHA", ScopeJob, "", "Commit SHA being built."},
 	{"KICI_ORG_ID", ScopeJob, "", "Organisation id of the source."},
-	{"KICI_WORKSPACE", ScopeJob, "", "Checkout directory of the job."},
+	{"KICI_WORKSPACE", ScopeJob, "", "Checkout directory of the job: `<work root>/kici-job-<job name>-<hash>/src`, the same path for every run of the job on that work root, unless that name is taken (another run of the job at work, or something the agent may not remove; [caches-and-artifacts.md](caches-and-artifacts.md#per-job-home))."},
 	{"KICI_MATRIX_*", ScopeJob, "", "One variable per matrix value, key upper-cased (`KICI_MATRIX_GO`)."},
 	{"KICI_INPUT_*", ScopeJob, "", "One variable per input of a manual or scheduled run, name upper-cased (`KICI_INPUT_TARGET`); booleans `true`/`false`."},
 	{"KICI_OUTPUT", ScopeJob, "", "File a step appends `key=value` (or `key<<DELIM` … `DELIM`) output lines to; see docs/workflows.md#outputs."},
