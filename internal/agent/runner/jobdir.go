@@ -258,11 +258,13 @@ func randomJobDir(root, why string, locks bool) (*jobDir, error) {
 	return jd, nil
 }
 
-// jobDirLine is the job log's line about its work directory: where it
-// is, and why when it is not at the job's own name.
+// jobDirLine is the job log's line about its work directory: its name
+// in the agent's work root, and why when it is not the job's own. The
+// setup log is readable by anyone who can read the run, so it names no
+// path of the host (as the checkout's "<host mirrors>"); steps see theirs.
 func jobDirLine(jd *jobDir) string {
 	const mayNotWork = ": caches that record absolute paths may not work here)"
-	line := "Work directory " + jd.Path
+	line := "Work directory <work root>/" + filepath.Base(jd.Path)
 	switch {
 	case jd.Slot == 0:
 		line += " (a random name: " + jd.Random + mayNotWork
@@ -272,7 +274,7 @@ func jobDirLine(jd *jobDir) string {
 		line += " (left there by an earlier run: moved aside and made anew)"
 	}
 	if jd.AsideErr != nil {
-		line += "; what an earlier run left could not all be removed and stays at " + jd.Aside + ": " + jd.AsideErr.Error()
+		line += "; what an earlier run left could not all be removed and stays at <work root>/" + filepath.Base(jd.Aside) + " (the agent's log has why)"
 	}
 	return line
 }

@@ -33,7 +33,7 @@ func TestJobDirIsTheSamePathRunAfterRun(t *testing.T) {
 	if got := filepath.Base(first.Path); !strings.HasPrefix(got, "kici-job-test-amd64-") || len(got) != len("kici-job-test-amd64-")+8 {
 		t.Errorf("job directory %q, want kici-job-test-amd64-<8 hex digits>", got)
 	}
-	if jobDirLine(first) != "Work directory "+first.Path {
+	if jobDirLine(first) != "Work directory <work root>/"+filepath.Base(first.Path) {
 		t.Errorf("log line %q", jobDirLine(first))
 	}
 	long := &protocol.JobDispatch{JobName: "integration tests against every supported database"}
