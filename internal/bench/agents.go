@@ -31,7 +31,7 @@ func dialAgent(ctx context.Context, url, token, id string) (*protoAgent, error) 
 
 // rssResult is the orchestrator's memory with and without agents.
 type rssResult struct {
-	idleKB, idleAnonKB, withKB, afterKB, agents int
+	idleKB, idleAnonKB, withKB, afterKB, afterAnonKB, agents int
 }
 
 // agentMemory connects n protocol clients, measures the orchestrator's RSS,
@@ -68,6 +68,6 @@ func agentMemory(ctx context.Context, o *orch, n int, res rssResult) (rssResult,
 	// memory trim's, 2-4 s after the disconnects (unless a trim less than
 	// a minute before, during the connects, made the server skip it).
 	time.Sleep(idleSettle)
-	res.afterKB = o.rssKB()
+	res.afterKB, res.afterAnonKB = rssParts(o.cmd.Process.Pid)
 	return res, nil
 }

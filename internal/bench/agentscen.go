@@ -20,27 +20,8 @@ func agentScenarios(ctx context.Context, cfg Config, sz sizes, root, repo, sha s
 		return err
 	}
 	defer stopSides(sides)
-	// What an idle node holds once its start-up work (migrations, the
-	// first sweeps) is behind it and its timers have run for a while: the
-	// pages of the binary that start-up touched are released (package
-	// startpages), and what the idle server runs comes back within tens
-	// of seconds, so an earlier reading would flatter it.
-	time.Sleep(idleSettle)
-	idle := map[*side]rssResult{} // read together, before either has agents
-	for _, s := range sides {
-		var r rssResult
-		r.idleKB, r.idleAnonKB = rssParts(s.o.cmd.Process.Pid)
-		idle[s] = r
-	}
-	for _, s := range sides {
-		note("%s: memory with %d protocol clients", s.engine, sz.agents)
-		mem, err := agentMemory(ctx, s.o, sz.agents, idle[s])
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.engine, err)
-		}
-		set("orchestrator RSS idle", "≤ 25 MB", s.engine, fmt.Sprintf("%.1f MB (anonymous %.1f MB)", float64(mem.idleKB)/1024, float64(mem.idleAnonKB)/1024))
-		set(fmt.Sprintf("RSS per connected agent (%d)", mem.agents), "", s.engine, fmt.Sprintf("%.0f KB", float64(mem.withKB-mem.idleKB)/float64(mem.agents)))
-		set("RSS after they left", "≤ 1.2× idle", s.engine, fmt.Sprintf("%.1f MB (%.2f× idle)", float64(mem.afterKB)/1024, float64(mem.afterKB)/float64(max(mem.idleKB, 1))))
+	if err := memoryFigures(ctx, sz, sides, set, note); err != nil {
+		return err
 	}
 
 	note("%s: throughput: %d trivial runs each on 8 spawned agents, and the plain-shell floor, interleaved", engineList(sides), sz.trivial)
@@ -126,6 +107,47 @@ func interleaved(n int, sides []*side, runOn func(*side, int) (time.Duration, er
 	floorTotal := totals[""]
 	delete(totals, "")
 	return totals, floorTotal, nil
+}
+
+// memoryScenario measures only the orchestrator's memory (memoryFigures),
+// one orchestrator per engine up at once: Config.MemoryOnly.
+func memoryScenario(ctx context.Context, cfg Config, sz sizes, root, repo string, engines []string, set setter, note func(string, ...any)) error {
+	sides, err := startSides(ctx, cfg, root, repo, "memory", engines,
+		func(string) ([]string, error) { return []string{"KICI_MAX_AGENTS=8"}, nil }, note)
+	if err != nil {
+		return err
+	}
+	defer stopSides(sides)
+	return memoryFigures(ctx, sz, sides, set, note)
+}
+
+// memoryFigures sets the orchestrator's memory rows of every side: idle,
+// per connected protocol client (sz.agents of them) and after they left.
+func memoryFigures(ctx context.Context, sz sizes, sides []*side, set setter, note func(string, ...any)) error {
+	// What an idle node holds once its start-up work (migrations, the
+	// first sweeps) is behind it and its timers have run for a while: the
+	// pages of the binary that start-up touched are released (package
+	// startpages), and what the idle server runs comes back within tens
+	// of seconds, so an earlier reading would flatter it.
+	time.Sleep(idleSettle)
+	idle := map[*side]rssResult{} // read together, before either has agents
+	for _, s := range sides {
+		var r rssResult
+		r.idleKB, r.idleAnonKB = rssParts(s.o.cmd.Process.Pid)
+		idle[s] = r
+	}
+	for _, s := range sides {
+		note("%s: memory with %d protocol clients", s.engine, sz.agents)
+		mem, err := agentMemory(ctx, s.o, sz.agents, idle[s])
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.engine, err)
+		}
+		set("orchestrator RSS idle", "≤ 25 MB", s.engine, fmt.Sprintf("%.1f MB (anonymous %.1f MB)", float64(mem.idleKB)/1024, float64(mem.idleAnonKB)/1024))
+		set(fmt.Sprintf("RSS per connected agent (%d)", mem.agents), "", s.engine, fmt.Sprintf("%.0f KB", float64(mem.withKB-mem.idleKB)/float64(mem.agents)))
+		set("RSS after they left", "≤ 1.2× idle", s.engine, fmt.Sprintf("%.1f MB (%.2f× idle; anonymous %.1f MB)", float64(mem.afterKB)/1024, float64(mem.afterKB)/float64(max(mem.idleKB, 1)), float64(mem.afterAnonKB)/1024))
+	}
+
+	return nil
 }
 
 // logScenario measures only the log pipeline (logFigures) on an

@@ -30,6 +30,9 @@ type Config struct {
 	// LogsOnly measures only the log pipeline (one step printing a
 	// million lines), to compare log changes in a minute or two.
 	LogsOnly bool
+	// MemoryOnly measures only the orchestrator's memory (idle, with
+	// protocol clients connected, after they left), in about two minutes.
+	MemoryOnly bool
 	// Keep leaves the data directories (orchestrator and agent logs, the
 	// databases) in place and names them, for finding where time goes.
 	Keep bool
@@ -106,7 +109,14 @@ func Run(ctx context.Context, cfg Config) error {
 		engines = append(engines, "postgres")
 	}
 	defer func() { _ = pgtest.Stop() }() // best effort: the throwaway server's data is not needed
-	if !cfg.LogsOnly {
+	if cfg.LogsOnly || cfg.MemoryOnly {
+		cfg.Curves = false
+	}
+	if cfg.MemoryOnly {
+		if err := memoryScenario(ctx, cfg, sz, root, repoDir, engines, set, note); err != nil {
+			return err
+		}
+	} else if !cfg.LogsOnly {
 		// The latency figures, every engine at once (paired.go).
 		if err := ingestScenarios(ctx, cfg, sz, root, repoDir, sha, engines, set, note); err != nil {
 			return err
@@ -127,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.LogsOnly {
 			runs = []scenario{logScenario}
 		}
-		if cfg.Curves && !cfg.LogsOnly {
+		if cfg.Curves {
 			cs := cfg.curveSizes()
 			runs = append(runs,
 				func(ctx context.Context, cfg Config, sz sizes, root, engine, repo, sha string, extra []string, set setter, note func(string, ...any)) error {
@@ -148,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	if cfg.Curves && cfg.Postgres && !cfg.LogsOnly {
+	if cfg.Curves && cfg.Postgres {
 		newDB := func() (string, error) { return pgtest.NewDatabase(ctx) }
 		if err := nodesCurve(ctx, cfg, cfg.curveSizes(), root, repoDir, sha, newDB, set, note); err != nil {
 			return fmt.Errorf("nodes curve: %w", err)
