@@ -364,6 +364,36 @@ func TestRegisteredHookRunsOnceAcrossReconnects(t *testing.T) {
 	}
 }
 
+// TestAgentSweepsItsWorkRootAtStart: what crashed jobs left in the work
+// root (their directory, one moved aside that could not be removed) is
+// removed when the agent starts, whatever job comes next
+// (runner.SweepWorkRoot).
+func TestAgentSweepsItsWorkRootAtStart(t *testing.T) {
+	var left []string
+	h := startAgent(t, agenttest.Options{}, func(cfg *Config) {
+		for _, name := range []string{"kici-job-gone-0123abcd", "kici-job-build-0123abcd.left-0123456789ab"} {
+			dir := filepath.Join(cfg.WorkDir, name)
+			if err := os.MkdirAll(filepath.Join(dir, "src"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			left = append(left, dir)
+		}
+	})
+	removed := func() int {
+		b, _ := os.ReadFile(h.logPath)
+		return strings.Count(string(b), "removed a work directory an ended job left")
+	}
+	wait.For(t, 10*time.Second, "a line in the agent's log per directory removed", func() bool { return removed() >= len(left) })
+	for _, dir := range left {
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v)", dir, err)
+		}
+	}
+	if n := removed(); n != len(left) {
+		t.Errorf("the agent logged %d removals, want %d", n, len(left))
+	}
+}
+
 // TestIdleStaticAgentReturnsHeapAfterAJob: once a job has ended and no
 // other came for IdleTrimAfter, the agent hands its free heap back (its
 // debug log says so, once per idle spell); a job that follows within that

@@ -40,7 +40,8 @@ type jobDir struct {
 	Random string
 	// Reclaimed says a directory that an ended job had left at Path was
 	// moved aside before this one was made; when removing it failed,
-	// Aside is where it stays and AsideErr why.
+	// Aside is where it stays (until the agent's next start sweeps the
+	// work root: SweepWorkRoot) and AsideErr why.
 	Reclaimed bool
 	Aside     string
 	AsideErr  error
@@ -71,6 +72,9 @@ func (d *jobDir) release() {
 // (reclaimRuleOf, moveAsideIfLeft): it is then renamed aside and removed,
 // and the name made anew. Otherwise the job takes the next slot
 // (<name>-2, … <name>-8), and past those a random name (os.MkdirTemp).
+// What no later job takes back (a random name, one that never runs
+// again, what could not be removed) the agent's start does
+// (SweepWorkRoot).
 // Agents sharing root may call it at once: a flock on root orders their
 // picks (lockClaim), so that none takes for a leftover a directory
 // another has just made and not yet locked. Where flock does not work
@@ -93,9 +97,9 @@ func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
 	if claim != nil {
 		claim.Close()
 	}
-	if aside != "" {
-		if rmErr := removeAll(aside); rmErr != nil && jd != nil {
-			jd.Aside, jd.AsideErr = aside, rmErr
+	if aside != nil {
+		if rmErr := aside.remove(); rmErr != nil && jd != nil {
+			jd.Aside, jd.AsideErr = aside.path, rmErr
 		}
 	}
 	if err != nil || jd != nil {
@@ -108,8 +112,8 @@ func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
 // under root, with the claim lock held; aside is a directory moved aside
 // for the caller to remove once the claim is released; nil when every
 // slot is taken.
-func pickJobDir(root, name string, rule reclaimRule, locks bool) (*jobDir, string, error) {
-	aside := ""
+func pickJobDir(root, name string, rule reclaimRule, locks bool) (*jobDir, *leftDir, error) {
+	var aside *leftDir
 	for slot := 1; slot <= jobDirSlots; slot++ {
 		dir := filepath.Join(root, name)
 		if slot > 1 {
@@ -117,8 +121,8 @@ func pickJobDir(root, name string, rule reclaimRule, locks bool) (*jobDir, strin
 		}
 		reclaimed := false
 		err := os.Mkdir(dir, 0o700)
-		if errors.Is(err, fs.ErrExist) && rule.may && aside == "" {
-			if aside = moveAsideIfLeft(dir, rule.anyOwner); aside != "" {
+		if errors.Is(err, fs.ErrExist) && rule.may && aside == nil {
+			if aside = moveAsideIfLeft(dir, rule.anyOwner); aside != nil {
 				reclaimed = true
 				err = os.Mkdir(dir, 0o700)
 			}
@@ -169,35 +173,74 @@ func reclaimRuleOf(root *os.File) reclaimRule {
 	return reclaimRule{}
 }
 
-// moveAsideIfLeft renames dir to a name of its own beside it and returns
-// that name when dir is a directory whose lock nobody holds and which
-// this agent may take back (its own user's, or anyone's with anyOwner);
-// "" leaves it alone. What was renamed is checked to be the directory
-// that was locked, or "" is returned and it is left where it went.
-func moveAsideIfLeft(dir string, anyOwner bool) string {
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+// leftDir is a directory an ended job left, to be removed, and the lock
+// on it that keeps other agents from taking it or removing it at once.
+type leftDir struct {
+	path string
+	lock *os.File
+}
+
+// remove removes the directory, then lets go of its lock.
+func (l *leftDir) remove() error {
+	defer l.lock.Close()
+	return removeAll(l.path)
+}
+
+// takeIfLeft locks dir when it is a directory (never through a link)
+// whose lock nobody holds, so no running job's, and which this agent may
+// take back: its own user's, or anyone's with anyOwner. nil leaves it
+// alone; fi is what was locked.
+func takeIfLeft(dir string, anyOwner bool) (l *leftDir, fi os.FileInfo) {
+	f, err := lockDir(dir)
 	if err != nil {
-		return "" // a link, a file, or unreadable: never followed
+		return nil, nil // a link, a file, unreadable, or a running job's
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil {
-		return ""
+		f.Close()
+		return nil, nil
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || (!anyOwner && int(st.Uid) != os.Geteuid()) {
-		return "" // another user's
+		f.Close()
+		return nil, nil // another user's
 	}
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		return "" // a running job's
+	return &leftDir{path: dir, lock: f}, fi
+}
+
+// moveAsideIfLeft renames dir to <dir>.left-<hex> beside it when
+// takeIfLeft takes it, and returns it still locked; nil leaves it alone.
+// What was renamed is checked to be the directory that was locked, or
+// nil is returned and it is left where it went.
+func moveAsideIfLeft(dir string, anyOwner bool) *leftDir {
+	l, fi := takeIfLeft(dir, anyOwner)
+	if l == nil {
+		return nil
 	}
-	aside := dir + ".left-" + randomSuffix()
-	if os.Rename(dir, aside) != nil {
-		return ""
+	l.path = dir + asideMark + randomSuffix()
+	if os.Rename(dir, l.path) != nil {
+		l.lock.Close()
+		return nil
 	}
-	if moved, err := os.Lstat(aside); err != nil || !os.SameFile(fi, moved) {
-		return "" // swapped between the check and the rename: not removed
+	if moved, err := os.Lstat(l.path); err != nil || !os.SameFile(fi, moved) {
+		l.lock.Close()
+		return nil // swapped between the check and the rename: not removed
 	}
-	return aside
+	return l
+}
+
+// asideMark is what moveAsideIfLeft puts between a name and its random
+// suffix (randomSuffix: 12 hex digits).
+const asideMark = ".left-"
+
+// isAside says whether name is one moveAsideIfLeft gives. A job's own
+// name never is one: it ends in "-" and 8 hex digits, or in a slot.
+func isAside(name string) bool {
+	i := strings.LastIndex(name, asideMark)
+	if i < 0 || len(name)-i-len(asideMark) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+len(asideMark):])
+	return err == nil
 }
 
 // lockClaim takes an exclusive flock on the work root itself (a lock
@@ -206,6 +249,8 @@ func moveAsideIfLeft(dir string, anyOwner bool) string {
 // long; nil and false when the file system does not support flock.
 // Errors: root cannot be opened.
 func lockClaim(root string) (claim *os.File, locks bool, err error) {
+	// Unlike the names in it (lockDir), the root may be reached through a
+	// link: it is the agent's configuration (/tmp is one on macOS).
 	f, err := os.OpenFile(root, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false, fmt.Errorf("job directory: %w", err)
@@ -227,7 +272,8 @@ func lockClaim(root string) (claim *os.File, locks bool, err error) {
 	}
 }
 
-// lockDir opens dir and takes the exclusive flock that marks it in use.
+// lockDir opens dir, a directory and never through a link, and takes the
+// exclusive flock that marks it in use; an error when it is held.
 func lockDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
