@@ -464,11 +464,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.mu.Unlock()
 	}()
 	a.log.Info("agent starting", "agentId", a.cfg.AgentID, "urls", a.cfg.OrchestratorURLs, "labels", a.cfg.AllLabels(), "scalerManaged", a.cfg.ScalerManaged, "version", Version)
-	// What crashed jobs left in the work root is moved aside before the
-	// first job and removed meanwhile: a big tree takes a while.
-	if remove := a.runner.SweepWorkRoot(); remove != nil {
-		go remove()
-	}
+	// What crashed jobs left in the work root is taken back in the
+	// background: connecting (a spawned agent's job) does not wait for it.
+	go func() {
+		if remove := a.runner.SweepWorkRoot(); remove != nil {
+			remove()
+		}
+	}()
 	clientErr := make(chan error, 1)
 	go func() { clientErr <- a.client.Run(clientCtx) }()
 

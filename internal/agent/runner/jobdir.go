@@ -286,11 +286,18 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// randomJobDirPrefix starts the name of a job directory of a random name
+// (os.MkdirTemp adds digits). Agents before the stable names made theirs
+// "kici-job-<digits>" and did not lock them; the start-up sweep leaves
+// names of that form alone (oldRandomName), since such an agent may still
+// be running a job in one, on a work root it shares.
+const randomJobDirPrefix = "kici-job-random-"
+
 // randomJobDir is a directory of a random name under root, for a job
 // that cannot have its own name (why says for the log), locked with
 // locks.
 func randomJobDir(root, why string, locks bool) (*jobDir, error) {
-	dir, err := os.MkdirTemp(root, "kici-job-")
+	dir, err := os.MkdirTemp(root, randomJobDirPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -10,11 +10,12 @@ import (
 // SweepWorkRoot takes back what ended jobs left in the work root and no
 // later job takes back on its own: the directories of crashed jobs whose
 // name does not run again (a random name, a job since renamed) and those
-// moved aside whose removal failed. It moves them aside at once, holding
-// the work root's claim as a job start does, and returns the function
-// that removes them, which can take long for a big tree: the agent calls
-// SweepWorkRoot once when it starts, before it takes jobs, and runs that
-// function in the background. nil when there is nothing to remove.
+// moved aside whose removal failed. It moves them aside, holding the work
+// root's claim as a job start does, and returns the function that removes
+// them, which can take long for a big tree; nil when there is nothing to
+// remove. The agent calls both once, in the background, when it starts:
+// a job starting meanwhile takes the same claim, and the sweep takes no
+// directory a job holds, so neither waits for the other beyond the claim.
 func (r *Runner) SweepWorkRoot() (remove func()) {
 	return sweepLeftovers(r.opts.WorkRoot, r.opts.Logger)
 }
@@ -72,7 +73,7 @@ func leftovers(root string, claim *os.File, log *slog.Logger) []*leftDir {
 	var left []*leftDir
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, "kici-job-") {
+		if !strings.HasPrefix(name, "kici-job-") || oldRandomName(name) {
 			continue
 		}
 		dir := filepath.Join(root, name)
@@ -87,4 +88,13 @@ func leftovers(root string, claim *os.File, log *slog.Logger) []*leftDir {
 		}
 	}
 	return left
+}
+
+// oldRandomName reports whether name is "kici-job-<digits>", the form of
+// the random names agents before the stable names made. They did not lock
+// their job directories, so such a directory may be a running job's of an
+// older agent sharing the work root (randomJobDirPrefix): never swept.
+func oldRandomName(name string) bool {
+	digits := strings.TrimPrefix(name, "kici-job-")
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }

@@ -60,7 +60,8 @@ func mustBeGone(t *testing.T, what, path string) {
 // directories of crashed jobs (at the job's own name or a random one) and
 // what was moved aside and not removed are removed; a running job's, a
 // directory being removed by another agent, links, files and whatever is
-// not named kici-job-* are not touched.
+// not named kici-job-* are not touched, nor a directory of the random
+// form older agents used (kici-job-<digits>), unlocked while their job ran.
 func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	root := t.TempDir()
 	d := &protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}
@@ -98,6 +99,10 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	}
 	other := filepath.Join(root, "kici-mirrors")
 	mkdirWith(t, other)
+	// An agent from before the stable names runs a job here, in a
+	// directory of the random form it used, which it never locked.
+	older := filepath.Join(root, "kici-job-3407209436")
+	mkdirWith(t, older)
 
 	log := sweep(t, root)
 	mustBeGone(t, "a crashed job's directory", crashed.Path)
@@ -124,6 +129,7 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 		t.Errorf("the file kici-job-y was touched: %q, %v", b, err)
 	}
 	mustStay(t, "a directory not named kici-job-*", other, 0)
+	mustStay(t, "an older agent's job directory of a random name", older, 0)
 	if left, _ := filepath.Glob(filepath.Join(root, "*.left-*")); len(left) != 2 {
 		t.Errorf("after the sweep %v, want only the link and the directory another agent holds", left)
 	}
