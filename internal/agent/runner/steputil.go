@@ -101,13 +101,16 @@ func ShellArgv(shell, scriptFile string) ([]string, error) {
 }
 
 // removeAll removes dir even when a step left read-only directories in it.
+// The directories are made writable through chmodDir, which never
+// follows a link: a process a job left behind may swap a directory for a
+// link to a host path between the walk and the chmod.
 func removeAll(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
+			_ = chmodDir(p, 0o700)
 		}
 		return nil
 	})
