@@ -94,6 +94,11 @@ func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
 		rule = reclaimRuleOf(claim)
 	}
 	jd, aside, err := pickJobDir(root, jobDirName(d), rule, locks)
+	if err == nil && jd == nil {
+		// Made and locked with the claim held, so that no sweep
+		// (SweepWorkRoot) takes it for a leftover before it is locked.
+		jd, err = randomJobDir(root, "every name of this job is taken", locks)
+	}
 	if claim != nil {
 		claim.Close()
 	}
@@ -102,10 +107,7 @@ func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
 			jd.Aside, jd.AsideErr = aside.path, rmErr
 		}
 	}
-	if err != nil || jd != nil {
-		return jd, err
-	}
-	return randomJobDir(root, "every name of this job is taken", locks)
+	return jd, err
 }
 
 // pickJobDir makes (and with locks, locks) the first free slot of name
@@ -176,7 +178,8 @@ func reclaimRuleOf(root *os.File) reclaimRule {
 // leftDir is a directory an ended job left, to be removed, and the lock
 // on it that keeps other agents from taking it or removing it at once.
 type leftDir struct {
-	path string
+	path string // where it is now
+	was  string // its name before it was moved aside; path if it was not
 	lock *os.File
 }
 
@@ -204,7 +207,7 @@ func takeIfLeft(dir string, anyOwner bool) (l *leftDir, fi os.FileInfo) {
 		f.Close()
 		return nil, nil // another user's
 	}
-	return &leftDir{path: dir, lock: f}, fi
+	return &leftDir{path: dir, was: dir, lock: f}, fi
 }
 
 // moveAsideIfLeft renames dir to <dir>.left-<hex> beside it when
@@ -287,10 +290,8 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // randomJobDirPrefix starts the name of a job directory of a random name
-// (os.MkdirTemp adds digits). Agents before the stable names made theirs
-// "kici-job-<digits>" and did not lock them; the start-up sweep leaves
-// names of that form alone (oldRandomName), since such an agent may still
-// be running a job in one, on a work root it shares.
+// (os.MkdirTemp adds digits): not "kici-job-<digits>", the form of earlier
+// versions, which the start-up sweep leaves alone (ownName).
 const randomJobDirPrefix = "kici-job-random-"
 
 // randomJobDir is a directory of a random name under root, for a job

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,19 +101,48 @@ func ShellArgv(shell, scriptFile string) ([]string, error) {
 	}
 }
 
-// removeAll removes dir even when a step left read-only directories in it.
-// The directories are made writable through chmodDir, which never
-// follows a link: a process a job left behind may swap a directory for a
-// link to a host path between the walk and the chmod.
+// removeAll removes dir even when a step left read-only directories in
+// it. os.RemoveAll never follows a link; when it fails, an agent that is
+// not root makes the directories writable (makeWritable) and tries again.
+// Root needs no write bits to remove anything, so it only tries again:
+// a chmod by root through a link a leftover process swapped in would
+// change the host.
 func removeAll(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
+	err := os.RemoveAll(dir)
+	if err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = chmodDir(p, 0o700)
+	if os.Geteuid() != 0 {
+		makeWritable(dir)
+	}
+	return os.RemoveAll(dir)
+}
+
+// makeWritable gives every directory of the tree at dir mode 0700,
+// resolving every path within the tree (os.Root): a process a job left
+// behind may swap a directory for a link to a host path between the walk
+// listing it and the chmod, and a path through such a link is refused,
+// not followed. dir itself is changed through its parent, the work root,
+// which steps cannot write.
+func makeWritable(dir string) {
+	if parent, err := os.OpenRoot(filepath.Dir(dir)); err == nil {
+		_ = parent.Chmod(filepath.Base(dir), 0o700)
+		parent.Close()
+	}
+	tree, err := os.OpenRoot(dir)
+	if err != nil {
+		return
+	}
+	defer tree.Close()
+	_ = fs.WalkDir(tree.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != "." {
+			beforeChmod(p)
+			_ = tree.Chmod(p, 0o700)
 		}
 		return nil
 	})
-	return os.RemoveAll(dir)
 }
+
+// beforeChmod runs between makeWritable's listing of a directory and its
+// chmod; tests use it to swap the directory for a link there.
+var beforeChmod = func(string) {}

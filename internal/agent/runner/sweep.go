@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 )
 
 // SweepWorkRoot takes back what ended jobs left in the work root and no
@@ -47,9 +47,9 @@ func sweepLeftovers(root string, log *slog.Logger) (remove func()) {
 	return func() {
 		for _, l := range left {
 			if err := l.remove(); err != nil {
-				log.Warn("could not remove a work directory an ended job left; the agent's next start tries again", "dir", l.path, "err", err)
+				log.Warn("could not remove a work directory an ended job left; the agent's next start tries again", "dir", l.path, "was", l.was, "err", err)
 			} else {
-				log.Info("removed a work directory an ended job left", "dir", l.path)
+				log.Info("removed a work directory an ended job left", "dir", l.was, "movedAsideAs", l.path)
 			}
 		}
 	}
@@ -73,7 +73,7 @@ func leftovers(root string, claim *os.File, log *slog.Logger) []*leftDir {
 	var left []*leftDir
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, "kici-job-") || oldRandomName(name) {
+		if !ownName.MatchString(name) {
 			continue
 		}
 		dir := filepath.Join(root, name)
@@ -90,11 +90,11 @@ func leftovers(root string, claim *os.File, log *slog.Logger) []*leftDir {
 	return left
 }
 
-// oldRandomName reports whether name is "kici-job-<digits>", the form of
-// the random names agents before the stable names made. They did not lock
-// their job directories, so such a directory may be a running job's of an
-// older agent sharing the work root (randomJobDirPrefix): never swept.
-func oldRandomName(name string) bool {
-	digits := strings.TrimPrefix(name, "kici-job-")
-	return digits != "" && strings.Trim(digits, "0123456789") == ""
-}
+// ownName matches the names this version gives job directories and
+// their leftovers: kici-job-<job>-<8 hex> (jobDirName) with its slot
+// -2 … -8, kici-job-random-<digits> (randomJobDir), each perhaps moved
+// aside (.left-<12 hex>). Agents of earlier versions named theirs
+// otherwise (kici-job-<digits>, longer hashes) and did not always lock
+// them while their job ran, so such a directory may be a running job's of
+// an older agent sharing the work root: the sweep never takes them.
+var ownName = regexp.MustCompile(`^kici-job-(random-[0-9]+|[a-z0-9._-]{1,16}-[0-9a-f]{8}(-[2-8])?)(\.left-[0-9a-f]{12})?$`)

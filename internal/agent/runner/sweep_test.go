@@ -89,12 +89,12 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	defer held.Close()
 	outside := t.TempDir() // a link's target, beyond the work root
 	mkdirWith(t, outside)
-	for _, link := range []string{"kici-job-x", "kici-job-x.left-0123456789ab"} {
+	for _, link := range []string{"kici-job-x-0123abcd", "kici-job-x-0123abcd.left-0123456789ab"} {
 		if err := os.Symlink(outside, filepath.Join(root, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(root, "kici-job-y"), []byte("a file"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "kici-job-y-0123abcd"), []byte("a file"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(root, "kici-mirrors")
@@ -103,6 +103,9 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	// directory of the random form it used, which it never locked.
 	older := filepath.Join(root, "kici-job-3407209436")
 	mkdirWith(t, older)
+	// And one of the first per-job names, longer, also unlocked.
+	olderStable := filepath.Join(root, "kici-job-integration-test-linux-amd64-0123456789ab")
+	mkdirWith(t, olderStable)
 
 	log := sweep(t, root)
 	mustBeGone(t, "a crashed job's directory", crashed.Path)
@@ -120,16 +123,17 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	mustStay(t, "a running job's directory", running.Path, 0)
 	mustStay(t, "a directory another agent is removing", removing, 0)
 	mustStay(t, "a link's target outside the work root", outside, 0)
-	for _, link := range []string{"kici-job-x", "kici-job-x.left-0123456789ab"} {
+	for _, link := range []string{"kici-job-x-0123abcd", "kici-job-x-0123abcd.left-0123456789ab"} {
 		if fi, err := os.Lstat(filepath.Join(root, link)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("the link %s was moved or replaced: %v, %v", link, fi, err)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(root, "kici-job-y")); string(b) != "a file" {
-		t.Errorf("the file kici-job-y was touched: %q, %v", b, err)
+	if b, err := os.ReadFile(filepath.Join(root, "kici-job-y-0123abcd")); string(b) != "a file" {
+		t.Errorf("the file kici-job-y-0123abcd was touched: %q, %v", b, err)
 	}
 	mustStay(t, "a directory not named kici-job-*", other, 0)
 	mustStay(t, "an older agent's job directory of a random name", older, 0)
+	mustStay(t, "an older agent's job directory of a longer name", olderStable, 0)
 	if left, _ := filepath.Glob(filepath.Join(root, "*.left-*")); len(left) != 2 {
 		t.Errorf("after the sweep %v, want only the link and the directory another agent holds", left)
 	}
@@ -207,6 +211,28 @@ func TestSweepWithTheClaimHeldElsewhere(t *testing.T) {
 		t.Errorf("the sweep logged %q", log)
 	}
 	mustStay(t, "a directory made while the claim is held elsewhere", left, os.Geteuid())
+}
+
+// TestSweepLeavesWhatAnotherIsRemoving: what one sweep moved aside stays
+// locked until it is removed, so a second agent starting meanwhile does
+// not take it too (two removals of one tree at once).
+func TestSweepLeavesWhatAnotherIsRemoving(t *testing.T) {
+	root := t.TempDir()
+	left := filepath.Join(root, jobDirName(&protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: "build"}))
+	mkdirWith(t, left)
+	var b strings.Builder
+	first := sweepLeftovers(root, slog.New(slog.NewTextHandler(&syncWriter{b: &b}, nil)))
+	if first == nil {
+		t.Fatal("the first sweep found nothing to remove")
+	}
+	if second := sweepLeftovers(root, slog.New(slog.NewTextHandler(&syncWriter{b: &b}, nil))); second != nil {
+		t.Error("a second sweep took what the first had moved aside and not yet removed")
+		second()
+	}
+	first()
+	if rest, _ := filepath.Glob(filepath.Join(root, "kici-job-*")); len(rest) != 0 {
+		t.Errorf("left after the first sweep's removal: %v", rest)
+	}
 }
 
 func TestSweepAsideNames(t *testing.T) {
