@@ -87,7 +87,9 @@ func makeJobDir(root string, d *protocol.JobDispatch) (*jobDir, error) {
 		return nil, err
 	}
 	if claim == nil && locks { // held past claimWait: do not wait on it
-		return randomJobDir(root, "the work root's lock was held for "+claimWait.String()+" by something else", true)
+		// Named so that no sweep takes it (ownName) in the moment between
+		// its making and its lock, which the claim cannot order here.
+		return randomJobDirAs(root, unclaimedJobDirPattern, "the work root's lock was held for "+claimWait.String()+" by something else", true)
 	}
 	rule := reclaimRule{}
 	if claim != nil {
@@ -298,7 +300,18 @@ const randomJobDirPrefix = "kici-job-random-"
 // that cannot have its own name (why says for the log), locked with
 // locks.
 func randomJobDir(root, why string, locks bool) (*jobDir, error) {
-	dir, err := os.MkdirTemp(root, randomJobDirPrefix)
+	return randomJobDirAs(root, randomJobDirPrefix, why, locks)
+}
+
+// unclaimedJobDirPattern names a random job directory made without the
+// work root's claim (os.MkdirTemp's pattern): a form the start-up sweep
+// does not take, so one a crashed job left stays until removed by hand.
+const unclaimedJobDirPattern = "kici-job-random-*-unclaimed"
+
+// randomJobDirAs is randomJobDir with the name made from pattern
+// (os.MkdirTemp).
+func randomJobDirAs(root, pattern, why string, locks bool) (*jobDir, error) {
+	dir, err := os.MkdirTemp(root, pattern)
 	if err != nil {
 		return nil, err
 	}

@@ -102,19 +102,15 @@ func ShellArgv(shell, scriptFile string) ([]string, error) {
 }
 
 // removeAll removes dir even when a step left read-only directories in
-// it. os.RemoveAll never follows a link; when it fails, an agent that is
-// not root makes the directories writable (makeWritable) and tries again.
-// Root needs no write bits to remove anything, so it only tries again:
-// a chmod by root through a link a leftover process swapped in would
-// change the host.
+// it. os.RemoveAll never follows a link; when it fails, the directories
+// are made writable (makeWritable, which never leaves the tree) and it is
+// tried again. Root usually needs no write bits, but a root agent without
+// CAP_DAC_OVERRIDE (a container with its capabilities dropped) does.
 func removeAll(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil {
+	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		makeWritable(dir)
-	}
+	makeWritable(dir)
 	return os.RemoveAll(dir)
 }
 

@@ -24,8 +24,9 @@ func (r *Runner) SweepWorkRoot() (remove func()) {
 // directory removed or that could not be, nothing else above debug. It
 // takes only what makeJobDir would take back (reclaimRuleOf, takeIfLeft)
 // and only entries named kici-job-*, and nothing where the claim cannot
-// be had (no flock, or held past claimWait): a directory is locked only
-// once it is made, with the claim held.
+// be had (no flock, or held past claimWait): a job's directory is made
+// and locked with the claim held, but for the one a job makes when the
+// claim stayed held past claimWait, which ownName does not match.
 func sweepLeftovers(root string, log *slog.Logger) (remove func()) {
 	claim, locks, err := lockClaim(root)
 	switch {
@@ -47,7 +48,7 @@ func sweepLeftovers(root string, log *slog.Logger) (remove func()) {
 	return func() {
 		for _, l := range left {
 			if err := l.remove(); err != nil {
-				log.Warn("could not remove a work directory an ended job left; the agent's next start tries again", "dir", l.path, "was", l.was, "err", err)
+				log.Warn("could not remove a work directory an ended job left; the agent's next start tries again", "dir", l.was, "movedAsideAs", l.path, "err", err)
 			} else {
 				log.Info("removed a work directory an ended job left", "dir", l.was, "movedAsideAs", l.path)
 			}

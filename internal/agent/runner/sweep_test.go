@@ -115,14 +115,14 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 		t.Errorf("the sweep logged %d removals, want 3 and no warning:\n%s", n, log)
 	}
 	for _, p := range []string{crashed.Path, random.Path, aside} {
-		if !strings.Contains(log, "dir="+p) { // moved aside first: dir=<p>.left-<hex>
+		if !strings.Contains(log, "dir="+p+" ") { // its own name, then where it was moved aside
 			t.Errorf("the sweep's log does not name %s:\n%s", p, log)
 		}
 	}
 
-	mustStay(t, "a running job's directory", running.Path, 0)
-	mustStay(t, "a directory another agent is removing", removing, 0)
-	mustStay(t, "a link's target outside the work root", outside, 0)
+	mustStay(t, "a running job's directory", running.Path, os.Geteuid())
+	mustStay(t, "a directory another agent is removing", removing, os.Geteuid())
+	mustStay(t, "a link's target outside the work root", outside, os.Geteuid())
 	for _, link := range []string{"kici-job-x-0123abcd", "kici-job-x-0123abcd.left-0123456789ab"} {
 		if fi, err := os.Lstat(filepath.Join(root, link)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("the link %s was moved or replaced: %v, %v", link, fi, err)
@@ -131,9 +131,9 @@ func TestSweepRemovesWhatEndedJobsLeft(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(root, "kici-job-y-0123abcd")); string(b) != "a file" {
 		t.Errorf("the file kici-job-y-0123abcd was touched: %q, %v", b, err)
 	}
-	mustStay(t, "a directory not named kici-job-*", other, 0)
-	mustStay(t, "an older agent's job directory of a random name", older, 0)
-	mustStay(t, "an older agent's job directory of a longer name", olderStable, 0)
+	mustStay(t, "a directory not named kici-job-*", other, os.Geteuid())
+	mustStay(t, "an older agent's job directory of a random name", older, os.Geteuid())
+	mustStay(t, "an older agent's job directory of a longer name", olderStable, os.Geteuid())
 	if left, _ := filepath.Glob(filepath.Join(root, "*.left-*")); len(left) != 2 {
 		t.Errorf("after the sweep %v, want only the link and the directory another agent holds", left)
 	}
@@ -232,6 +232,40 @@ func TestSweepLeavesWhatAnotherIsRemoving(t *testing.T) {
 	first()
 	if rest, _ := filepath.Glob(filepath.Join(root, "kici-job-*")); len(rest) != 0 {
 		t.Errorf("left after the first sweep's removal: %v", rest)
+	}
+}
+
+// TestSweepOwnNames: the sweep's name filter matches every name this
+// version gives a job directory (its own at the edge lengths, its slots,
+// a random one, each moved aside) and none of earlier versions' forms.
+func TestSweepOwnNames(t *testing.T) {
+	root := t.TempDir()
+	var own []string
+	for _, job := range []string{"build", "b", "...", "İntegration Test (linux/amd64)", "a-very-long-job-name-that-is-cut", "x.left-0123456789ab", strings.Repeat("z", 200)} {
+		name := jobDirName(&protocol.JobDispatch{RepoURL: "/srv/repo", WorkflowName: "ci", JobName: job})
+		own = append(own, name, name+"-2", name+"-8", name+"-8.left-0123456789ab")
+	}
+	for range 20 {
+		jd, err := randomJobDir(root, "test", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(jd.Path)
+		own = append(own, name, name+".left-0123456789ab")
+	}
+	for _, name := range own {
+		if !ownName.MatchString(name) {
+			t.Errorf("the sweep would not take back %q, a name this version makes", name)
+		}
+	}
+	unclaimed, err := randomJobDirAs(root, unclaimedJobDirPattern, "test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{filepath.Base(unclaimed.Path), "kici-job-3407209436", "kici-job-build-0123456789ab", "kici-job-build-0123456789ab-2", "kici-job-integration-test-linux-amd64-0123456789ab", "kici-job-build-0123abcd-9", "kici-job-build-0123abcd.left-01234"} {
+		if ownName.MatchString(name) {
+			t.Errorf("the sweep would take %q, a name of an earlier version or one made without the claim", name)
+		}
 	}
 }
 
