@@ -146,14 +146,7 @@ func TestJobDirLeftByAnEndedJobIsReclaimed(t *testing.T) {
 
 func TestJobDirClaimHeldTooLongGivesARandomName(t *testing.T) {
 	root := t.TempDir()
-	f, err := os.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	holdClaim(t, root)
 	jd := mustJobDir(t, root, &protocol.JobDispatch{JobName: "build"})
 	if jd.Slot != 0 || !strings.HasPrefix(filepath.Base(jd.Path), "kici-job-") || jd.lock == nil {
 		t.Errorf("with the claim lock held elsewhere the job got %+v, want a random name, locked", jd)
@@ -272,5 +265,19 @@ func TestPathWord(t *testing.T) {
 	}
 	if got := pathWord("x"+strconv.Itoa(12345678901234), 8); got != "x1234567" {
 		t.Errorf("cut to 8 bytes: %q", got)
+	}
+}
+
+// holdClaim takes the work root's claim (an exclusive flock on root) as
+// another agent would, until the test ends.
+func holdClaim(t *testing.T, root string) {
+	t.Helper()
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
 	}
 }

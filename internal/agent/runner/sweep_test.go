@@ -199,14 +199,7 @@ func TestSweepWithTheClaimHeldElsewhere(t *testing.T) {
 	root := t.TempDir()
 	left := filepath.Join(root, "kici-job-build-0123abcd")
 	mkdirWith(t, left)
-	f, err := os.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	holdClaim(t, root)
 	if log := sweep(t, root); log != "" {
 		t.Errorf("the sweep logged %q", log)
 	}
